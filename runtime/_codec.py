@@ -1,0 +1,83 @@
+"""Framing: u32 big-endian length prefix + msgpack body (DESIGN §1).
+
+A frame is ``len(body).to_bytes(4, "big") + body``. Big-endian, as in msgspec's
+asyncio-kv example (tractor uses little-endian; either works, this one is pinned by
+``tests/test_codec.py``). The reader checks the length against the channel's cap
+*before* reading the body, so a hostile or corrupted length never allocates.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import trio
+
+from .errors import FrameTooLarge, ProtocolViolation, TransportClosed
+from .messages import Envelope
+
+HEADER_BYTES = 4
+DEFAULT_MAX_FRAME = 16 * 1024 * 1024
+"""16 MiB: far above any envelope the actors send (a recall result is KiBs)."""
+
+
+class FrameReader:
+    """Reads whole frames from a trio stream, one caller at a time.
+
+    Args:
+        stream: any ``trio.abc.ReceiveStream``.
+        max_frame: largest accepted body in bytes.
+
+    ``receive_frame`` raises TransportClosed on EOF/reset (a clean EOF between
+    frames included: the peer is gone), FrameTooLarge on an oversized prefix.
+    """
+
+    def __init__(self, stream: trio.abc.ReceiveStream, max_frame: int = DEFAULT_MAX_FRAME) -> None:
+        self._stream = stream
+        self._max = max_frame
+        self._buf = bytearray()
+
+    async def _fill(self, n: int) -> None:
+        while len(self._buf) < n:
+            try:
+                chunk = await self._stream.receive_some(max(65536, n - len(self._buf)))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
+                raise TransportClosed(f"stream broken: {exc}") from None
+            if not chunk:
+                raise TransportClosed("peer closed the stream")
+            self._buf += chunk
+
+    async def receive_frame(self) -> bytes:
+        """Return the next frame's body (bytes). See the class docstring for errors."""
+        await self._fill(HEADER_BYTES)
+        size = int.from_bytes(self._buf[:HEADER_BYTES], "big")
+        if size > self._max:
+            raise FrameTooLarge(size, self._max)
+        await self._fill(HEADER_BYTES + size)
+        body = bytes(self._buf[HEADER_BYTES : HEADER_BYTES + size])
+        del self._buf[: HEADER_BYTES + size]
+        return body
+
+
+def frame(body: bytes, max_frame: int = DEFAULT_MAX_FRAME) -> bytes:
+    """Prefix ``body`` with its u32 big-endian length; FrameTooLarge above ``max_frame``."""
+    if len(body) > max_frame:
+        raise FrameTooLarge(len(body), max_frame)
+    return len(body).to_bytes(HEADER_BYTES, "big") + body
+
+
+class EnvelopeCodec:
+    """One msgspec encoder and one typed decoder, owned by one channel (msgspec perf tips)."""
+
+    def __init__(self) -> None:
+        self._enc = msgspec.msgpack.Encoder()
+        self._dec = msgspec.msgpack.Decoder(Envelope)
+
+    def encode(self, env: Envelope) -> bytes:
+        """Envelope → msgpack bytes."""
+        return self._enc.encode(env)
+
+    def decode(self, data: bytes) -> Envelope:
+        """msgpack bytes → Envelope; ProtocolViolation on anything that is not one."""
+        try:
+            return self._dec.decode(data)
+        except msgspec.DecodeError as exc:
+            raise ProtocolViolation(f"undecodable envelope: {exc}") from None

@@ -1,0 +1,160 @@
+"""Spawning an actor process, the handshake, and the cancellation ladder (DESIGN §1).
+
+``spawn_actor`` makes a ``socketpair``, starts ``python -m runtime._child`` in a new
+process session with the child's end passed by ``pass_fds``, and runs the
+hello → boot → ready handshake under a deadline. ``stop_process`` is the one
+cancellation ladder used everywhere: send cancel → wait (2 s) → SIGTERM → wait
+(1 s) → SIGKILL → always reap. It runs shielded and bounded, so it is safe in
+``finally`` blocks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass, field
+
+import msgspec
+import structlog
+import trio
+
+from ._channel import Channel
+from ._codec import DEFAULT_MAX_FRAME
+from .errors import ActorCrashed, ActorTooSlow, ProtocolViolation, TransportClosed
+from .messages import PROTOCOL_VERSION, Boot, Cancel, Error, Hello, Ready
+
+log = structlog.get_logger()
+
+HELLO_TIMEOUT_S = 10.0
+"""Seconds from exec to hello: Python start-up plus imports on a loaded 2-core box."""
+READY_TIMEOUT_S = 30.0
+"""Seconds from boot to ready: opening the database, loading the embedder."""
+CANCEL_GRACE_S = 2.0
+TERM_GRACE_S = 1.0
+
+
+@dataclass
+class ActorSpec:
+    """How to start one actor.
+
+    Attributes:
+        name: routing name (``memory``, ``agent``, ``reflection``, ``backfill``).
+        config: msgpack bytes handed over in ``Boot`` (decoded by the actor).
+        module: import path of the module with ``open_actor`` (default
+            ``actors.<name>.actor``).
+        env: extra environment variables for the child.
+    """
+
+    name: str
+    config: bytes = b"\x80"  # msgpack empty map
+    module: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+
+
+async def stop_process(
+    proc: trio.Process,
+    channel: Channel | None = None,
+    *,
+    cancel_grace_s: float = CANCEL_GRACE_S,
+    term_grace_s: float = TERM_GRACE_S,
+) -> int:
+    """The cancellation ladder; returns the exit status. Never raises, never hangs.
+
+    Steps: Cancel(id=0) over ``channel`` (if given and the process lives) → wait
+    ``cancel_grace_s`` → SIGTERM → wait ``term_grace_s`` → SIGKILL → reap.
+    """
+    with trio.CancelScope(shield=True):
+        if proc.returncode is None and channel is not None and not channel.closed:
+            with trio.move_on_after(0.2):
+                try:
+                    await channel.send(Cancel(src="root", dest="", id=0))
+                except TransportClosed:
+                    pass
+        for sig, grace in ((None, cancel_grace_s), (signal.SIGTERM, term_grace_s)):
+            if proc.returncode is not None:
+                break
+            if sig is not None:
+                try:
+                    proc.send_signal(sig)
+                except ProcessLookupError:
+                    pass
+            with trio.move_on_after(grace):
+                await proc.wait()
+        if proc.returncode is None:
+            try:
+                proc.kill()
+            except ProcessLookupError:
+                pass
+        return await proc.wait()
+
+
+async def spawn_actor(
+    spec: ActorSpec,
+    *,
+    log_dir: str | None = None,
+    log_level: str = "info",
+    max_frame: int = DEFAULT_MAX_FRAME,
+) -> tuple[trio.Process, Channel]:
+    """Start ``spec`` and complete its handshake; returns (process, channel).
+
+    Errors: ActorCrashed if the child exits or reports a crash during start-up
+    (with its remote type and traceback), ActorTooSlow if hello/ready miss their
+    deadlines, ProtocolViolation on a wrong hello. The process is always reaped on
+    failure.
+    """
+    parent_sock, child_sock = socket.socketpair()
+    cmd = [sys.executable, "-m", "runtime._child", "--actor", spec.name,
+           "--fd", str(child_sock.fileno()), "--log-level", log_level]
+    if spec.module:
+        cmd += ["--module", spec.module]
+    if log_dir:
+        cmd += ["--log-dir", log_dir]
+    env = {**os.environ, **spec.env}
+    try:
+        proc = await trio.lowlevel.open_process(
+            cmd, pass_fds=(child_sock.fileno(),), start_new_session=True, env=env,
+            stdin=subprocess.DEVNULL,
+        )
+    finally:
+        child_sock.close()
+    channel = Channel.from_socket(parent_sock, max_frame)
+    try:
+        await _handshake(spec, proc, channel)
+    except BaseException:
+        await stop_process(proc, channel, cancel_grace_s=0.5, term_grace_s=0.5)
+        await channel.aclose()
+        raise
+    return proc, channel
+
+
+async def _handshake(spec: ActorSpec, proc: trio.Process, channel: Channel) -> None:
+    async def receive(deadline_s: float, stage: str):
+        try:
+            with trio.fail_after(deadline_s):
+                env = await channel.receive()
+        except trio.TooSlowError:
+            raise ActorTooSlow(f"actor {spec.name!r}: no {stage} within {deadline_s}s") from None
+        except TransportClosed:
+            code = None
+            with trio.move_on_after(1.0):
+                code = await proc.wait()
+            raise ActorCrashed(spec.name, code) from None
+        if isinstance(env, Error):
+            raise ActorCrashed(spec.name, None, env.remote_type, env.traceback)
+        return env
+
+    hello = await receive(HELLO_TIMEOUT_S, "hello")
+    if not isinstance(hello, Hello) or hello.name != spec.name:
+        raise ProtocolViolation(f"actor {spec.name!r}: expected hello, got {hello!r}")
+    if hello.version != PROTOCOL_VERSION:
+        raise ProtocolViolation(
+            f"actor {spec.name!r} speaks protocol {hello.version}, root speaks {PROTOCOL_VERSION}"
+        )
+    await channel.send(Boot(config=msgspec.Raw(spec.config)))
+    ready = await receive(READY_TIMEOUT_S, "ready")
+    if not isinstance(ready, Ready):
+        raise ProtocolViolation(f"actor {spec.name!r}: expected ready, got {type(ready).__name__}")
+    log.info("actor.started", child=spec.name, child_pid=hello.pid)

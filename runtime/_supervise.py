@@ -1,0 +1,295 @@
+"""The supervisor: starts the actors, routes envelopes, restarts crashed actors.
+
+Star topology (DESIGN §1): every child has one channel to the root; the root
+routes ``Request``/``Reply``/``Error``/``Cast``/``Cancel`` by ``dest``. The root is
+itself an endpoint named ``"root"`` (the websocket gateway calls actors through
+:meth:`Supervisor.request`; casts addressed to ``"root"`` go to ``on_cast``).
+
+Supervision is one-for-one: a crashed actor is restarted alone, after an
+exponential backoff (0.1 s doubling, at most 5 s), unless more than
+``max_restarts`` restarts happened within ``window_s`` (default 5 in 60 s, the
+Erlang/OTP intensity rule): then :class:`RestartIntensityExceeded` propagates,
+the whole tree is shut down, and the root exits non-zero so the service manager
+restarts the group. Requests in flight to an actor that dies fail at once with
+``ActorUnavailable``; requests the dead actor had in flight elsewhere are
+cancelled.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import msgspec
+import structlog
+import trio
+
+from ._calls import Calls, encode_body
+from ._channel import Channel
+from ._spawn import ActorSpec, spawn_actor, stop_process
+from .errors import (
+    ActorCrashed,
+    ProtocolViolation,
+    RestartIntensityExceeded,
+    TransportClosed,
+)
+from .messages import Cancel, Cast, Envelope, Error, Reply, Request
+
+T = TypeVar("T")
+log = structlog.get_logger()
+
+CastHandler = Callable[[str, msgspec.Raw], Awaitable[None]]
+CrashHandler = Callable[[ActorCrashed], Awaitable[None]]
+
+
+@dataclass
+class RestartPolicy:
+    """One-for-one restart policy.
+
+    Attributes:
+        max_restarts: restarts allowed within ``window_s`` before giving up.
+        window_s: sliding window length in seconds.
+        backoff_initial_s / backoff_max_s: exponential backoff bounds in seconds.
+    """
+
+    max_restarts: int = 5
+    window_s: float = 60.0
+    backoff_initial_s: float = 0.1
+    backoff_max_s: float = 5.0
+
+
+@dataclass
+class _Slot:
+    spec: ActorSpec
+    proc: trio.Process | None = None
+    channel: Channel | None = None
+    stopping: bool = False
+    restarts: deque[float] = field(default_factory=deque)
+    crash_report: Error | None = None
+    done: trio.Event = field(default_factory=trio.Event)
+    pid: int | None = None
+
+
+class Supervisor:
+    """Routes and supervises a fixed set of actors. Create with :func:`open_supervisor`."""
+
+    def __init__(
+        self,
+        specs: Sequence[ActorSpec],
+        *,
+        on_cast: CastHandler | None = None,
+        on_crash: CrashHandler | None = None,
+        policy: RestartPolicy | None = None,
+        log_dir: str | None = None,
+        log_level: str = "info",
+    ) -> None:
+        self._slots = {s.name: _Slot(s) for s in specs}
+        self._order = [s.name for s in specs]
+        self._on_cast = on_cast
+        self._on_crash = on_crash
+        self.policy = policy or RestartPolicy()
+        self._log_dir = log_dir
+        self._log_level = log_level
+        self._in_flight: dict[tuple[str, int], str] = {}
+        self.calls = Calls("root", self._send_from_root)
+        self.stopping = False
+        self.restart_count = 0
+
+    # ----------------------------------------------------------------- root API
+    async def request(self, dest: str, body: Any, reply_type: type[T]) -> T:
+        """The root as a caller; see :meth:`runtime._calls.Calls.request`."""
+        return await self.calls.request(dest, body, reply_type)
+
+    async def cast(self, dest: str, body: Any) -> None:
+        """Send a one-way message from the root; dropped (logged) if dest is down."""
+        await self._forward(dest, Cast(src="root", dest=dest, body=encode_body(body)))
+
+    def pid_of(self, name: str) -> int | None:
+        """PID of the running process of actor ``name``, or None."""
+        slot = self._slots[name]
+        return slot.proc.pid if slot.proc is not None and slot.proc.returncode is None else None
+
+    def running(self, name: str) -> bool:
+        """Whether actor ``name`` currently has a live channel."""
+        return self._slots[name].channel is not None
+
+    # ------------------------------------------------------------------ routing
+    async def _send_from_root(self, env: Envelope) -> None:
+        await self._route("root", env)
+
+    async def _forward(self, dest: str, env: Envelope) -> bool:
+        slot = self._slots.get(dest)
+        chan = slot.channel if slot is not None else None
+        if chan is None:
+            return False
+        try:
+            await chan.send(env)
+        except TransportClosed:
+            return False
+        return True
+
+    async def _answer_unavailable(self, src: str, dest: str, rid: int, reason: str) -> None:
+        err = Error(src=dest, dest=src, id=rid, kind="unavailable", code="unavailable",
+                    message=reason)
+        if src == "root":
+            self.calls.resolve(err)
+        else:
+            await self._forward(src, err)
+
+    async def _route(self, origin: str, env: Envelope) -> None:
+        match env:
+            case Request(src=src, dest=dest, id=rid):
+                if dest == "root":
+                    await self._forward(src, Error(src="root", dest=src, id=rid, kind="remote",
+                                                   code="not_found", message="root serves no requests"))
+                    return
+                if dest not in self._slots:
+                    await self._answer_unavailable(src, dest, rid, "no such actor")
+                    return
+                self._in_flight[(src, rid)] = dest
+                if not await self._forward(dest, env):
+                    self._in_flight.pop((src, rid), None)
+                    await self._answer_unavailable(src, dest, rid, "not running")
+            case Reply(src=src, dest=dest, id=rid) | Error(src=src, dest=dest, id=rid) if rid:
+                self._in_flight.pop((dest, rid), None)
+                if dest == "root":
+                    self.calls.resolve(env)
+                else:
+                    await self._forward(dest, env)
+            case Error(kind="crash"):
+                self._slots[origin].crash_report = env
+            case Cast(src=src, dest=dest, body=body):
+                if dest == "root":
+                    if self._on_cast is not None:
+                        await self._on_cast(src, body)
+                elif not await self._forward(dest, env):
+                    log.warning("cast.dropped", src=src, dest=dest)
+            case Cancel(src=src, dest=dest, id=rid):
+                if self._in_flight.pop((src, rid), None) is not None:
+                    await self._forward(dest, env)
+            case _:
+                log.debug("envelope.ignored", origin=origin, type=type(env).__name__)
+
+    async def _pump(self, name: str, chan: Channel) -> None:
+        while True:
+            try:
+                env = await chan.receive()
+            except (TransportClosed, ProtocolViolation) as exc:
+                if isinstance(exc, ProtocolViolation):
+                    log.error("actor.protocol_violation", child=name, error=str(exc))
+                return
+            await self._route(name, env)
+
+    async def _forget(self, name: str) -> None:
+        """Fail requests addressed to ``name``; cancel those it had made elsewhere."""
+        for (src, rid), dest in list(self._in_flight.items()):
+            if dest == name:
+                del self._in_flight[(src, rid)]
+                await self._answer_unavailable(src, dest, rid, "actor died while handling the request")
+            elif src == name:
+                del self._in_flight[(src, rid)]
+                await self._forward(dest, Cancel(src=src, dest=dest, id=rid))
+
+    # -------------------------------------------------------------- supervision
+    async def _supervise(self, name: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+        slot = self._slots[name]
+        started = False
+        try:
+            while True:
+                slot.crash_report = None
+                proc, chan = await spawn_actor(slot.spec, log_dir=self._log_dir,
+                                               log_level=self._log_level)
+                slot.proc, slot.channel = proc, chan
+                if not started:
+                    started = True
+                    task_status.started()
+                try:
+                    await self._pump(name, chan)
+                finally:
+                    slot.channel = None
+                    await stop_process(proc, None if slot.stopping else chan,
+                                       cancel_grace_s=0.5 if not slot.stopping else 2.0)
+                    await chan.aclose()
+                    with trio.CancelScope(shield=True):
+                        await self._forget(name)
+                if slot.stopping or self.stopping:
+                    return
+                report = slot.crash_report
+                crash = ActorCrashed(name, proc.returncode,
+                                     report.remote_type if report else "",
+                                     report.traceback if report else "")
+                log.error("actor.crashed", child=name, exitcode=proc.returncode,
+                          remote_type=crash.remote_type)
+                if self._on_crash is not None:
+                    await self._on_crash(crash)
+                await self._backoff(slot, crash)
+        finally:
+            slot.proc = None
+            slot.done.set()
+
+    async def _backoff(self, slot: _Slot, crash: ActorCrashed) -> None:
+        now = time.monotonic()
+        while slot.restarts and now - slot.restarts[0] > self.policy.window_s:
+            slot.restarts.popleft()
+        if len(slot.restarts) >= self.policy.max_restarts:
+            raise RestartIntensityExceeded(
+                f"actor {slot.spec.name!r} crashed {len(slot.restarts) + 1} times within "
+                f"{self.policy.window_s:.0f}s; giving up"
+            ) from crash
+        delay = min(self.policy.backoff_initial_s * 2 ** len(slot.restarts), self.policy.backoff_max_s)
+        slot.restarts.append(now)
+        self.restart_count += 1
+        log.warning("actor.restarting", child=slot.spec.name, delay_s=delay,
+                    restarts_in_window=len(slot.restarts))
+        await trio.sleep(delay)
+
+    async def shutdown(self, phases: Sequence[Sequence[str]] | None = None) -> None:
+        """Stop actors phase by phase (each phase concurrently), via the ladder.
+
+        Default: every actor but ``memory`` first, then ``memory`` (it must outlive
+        its writers, then checkpoint and close). Bounded by the ladder's graces.
+        """
+        self.stopping = True
+        if phases is None:
+            rest = [n for n in self._order if n != "memory"]
+            phases = [rest, ["memory"]] if "memory" in self._slots else [rest]
+        with trio.CancelScope(shield=True):
+            for phase in phases:
+                async with trio.open_nursery() as nursery:
+                    for name in phase:
+                        nursery.start_soon(self._stop_one, name)
+
+    async def _stop_one(self, name: str) -> None:
+        slot = self._slots[name]
+        slot.stopping = True
+        if slot.proc is not None and slot.proc.returncode is None:
+            await stop_process(slot.proc, slot.channel)
+        with trio.move_on_after(1.0):
+            await slot.done.wait()
+
+
+@asynccontextmanager
+async def open_supervisor(
+    specs: Sequence[ActorSpec],
+    **kwargs: Any,
+) -> AsyncIterator[Supervisor]:
+    """Start every actor in ``specs`` order, yield once all are ready, stop on exit.
+
+    Keyword arguments go to :class:`Supervisor`. On normal exit the tree is shut down
+    in order (:meth:`Supervisor.shutdown`). If an actor exceeds the restart
+    intensity, RestartIntensityExceeded propagates out of the ``async with``. No
+    child process outlives the context.
+    """
+    sup = Supervisor(specs, **kwargs)
+    async with trio.open_nursery() as nursery:
+        try:
+            for spec in specs:
+                await nursery.start(sup._supervise, spec.name)
+            yield sup
+        finally:
+            await sup.shutdown()
+            nursery.cancel_scope.cancel()

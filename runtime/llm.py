@@ -1,0 +1,498 @@
+"""Async client for llama-server's native API (``/completion``, ``/props``, ``/health``).
+
+Sources: DESIGN §7 (native API, slot plan, "never send an ``id_slot`` ≥ ``total_slots``"),
+``reference/anchor-behaviour.md`` §7.8 (request body, sampling defaults, retry policy,
+response normalisation) and ``cases/field-cases.md`` BC-18 (a bad slot id used to make
+old servers wait forever and makes newer ones wrap silently; every call needs a finite
+timeout).
+
+Error tree (every error is one line; third-party errors are translated here, once)::
+
+    LLMError
+     ├── LLMUnavailable   transport failure: refused, reset, DNS, broken stream
+     ├── LLMBadResponse   4xx, or a body that is not the expected JSON shape
+     ├── LLMServerError   5xx (after retries)
+     └── LLMTimeout       an httpx per-phase timeout fired (connect/read/write/pool)
+
+Retries (anchor §7.8): only transport failures and 5xx, up to ``retries`` (default 2)
+extra attempts with exponential backoff (``backoff_base_s`` × 2^attempt, ±20 % jitter);
+4xx, malformed bodies and our own timeouts are never retried, and a stream is retried
+only before its first byte. Caller deadlines are trio cancel scopes around the call;
+``trio.Cancelled`` is never caught (it is a ``BaseException``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import re
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+from typing import Any
+
+import httpx
+import msgspec
+import trio
+
+__all__ = [
+    "LLMError", "LLMUnavailable", "LLMBadResponse", "LLMServerError", "LLMTimeout",
+    "Props", "Completion", "LlamaClient", "SlotPlan", "check_slot",
+]
+
+#: Sampling defaults sent with every completion (anchor §7.8).
+TOP_P = 0.95
+TOP_K = 40
+REPEAT_PENALTY = 1.1
+REPEAT_LAST_N = 256
+
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    """Collapse whitespace and clip to ``limit`` chars so messages stay one line."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "\u2026"
+
+
+class LLMError(Exception):
+    """Base of every llama-server client error; ``str(err)`` is one line.
+
+    ``url``: the request URL (or None); ``status``: the HTTP status when one was
+    received, else None.
+    """
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None):
+        super().__init__(_one_line(message))
+        self.url = url
+        self.status = status
+
+
+class LLMUnavailable(LLMError):
+    """The server could not be reached or the connection broke (no HTTP status)."""
+
+
+class LLMBadResponse(LLMError):
+    """The server answered 4xx, or a body that is not the expected JSON shape."""
+
+
+class LLMServerError(LLMError):
+    """The server answered 5xx on every attempt."""
+
+
+class LLMTimeout(LLMError):
+    """An httpx timeout (connect/read/write/pool, ``timeout_s`` each) fired."""
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+class Props(msgspec.Struct, frozen=True):
+    """What ``GET /props`` reported. Missing keys get defaults.
+
+    ``total_slots``: parallel slots (≥ 1; 1 when not reported). ``slots_reported``:
+    whether the server actually sent ``total_slots`` (BC-18: when it did not, callers
+    should not pin slots). ``model_path`` / ``model_alias``: as reported, else None.
+    ``n_ctx``: context size in tokens from ``default_generation_settings``, else None.
+    """
+
+    total_slots: int = 1
+    slots_reported: bool = False
+    model_path: str | None = None
+    model_alias: str | None = None
+    n_ctx: int | None = None
+
+
+class Completion(msgspec.Struct, frozen=True):
+    """One finished completion.
+
+    ``text``: the generated text. ``stop_type``: ``"eos"`` | ``"word"`` | ``"limit"``
+    (hit ``n_predict``) | ``"none"``/other as reported. ``truncated``: llama-server's
+    flag that the *prompt* was cut to fit the context. ``tokens_predicted`` /
+    ``tokens_evaluated``: token counts. ``slot_id``: the slot that served it (-1 when
+    unknown). ``prompt_ms`` / ``predicted_ms``: server timings in ms, when reported.
+    """
+
+    text: str
+    stop_type: str = "none"
+    truncated: bool = False
+    tokens_predicted: int = 0
+    slot_id: int = -1
+    tokens_evaluated: int = 0
+    prompt_ms: float | None = None
+    predicted_ms: float | None = None
+
+
+class _TimingsWire(msgspec.Struct):
+    prompt_ms: float | None = None
+    predicted_ms: float | None = None
+
+
+class _GenSettingsWire(msgspec.Struct):
+    n_ctx: int | None = None
+
+
+class _PropsWire(msgspec.Struct):
+    total_slots: int | msgspec.UnsetType = msgspec.UNSET
+    model_path: str | None = None
+    model_alias: str | None = None
+    default_generation_settings: _GenSettingsWire | None = None
+
+
+class _CompletionWire(msgspec.Struct):
+    content: str
+    stop: bool = True
+    tokens_predicted: int = 0
+    tokens_evaluated: int = 0
+    id_slot: int | None = None
+    slot_id: int | None = None
+    stop_type: str | None = None
+    stopped_eos: bool = False
+    stopped_word: bool = False
+    stopped_limit: bool = False
+    truncated: bool = False
+    timings: _TimingsWire | None = None
+
+
+class _ErrorBodyWire(msgspec.Struct):
+    message: str = ""
+    code: int | None = None
+    type: str | None = None
+
+
+class _ErrorWire(msgspec.Struct):
+    error: _ErrorBodyWire | str | None = None
+
+
+_completion_decoder = msgspec.json.Decoder(_CompletionWire)
+_props_decoder = msgspec.json.Decoder(_PropsWire)
+_error_decoder = msgspec.json.Decoder(_ErrorWire)
+_encoder = msgspec.json.Encoder()
+
+
+def _to_completion(wire: _CompletionWire, text: str) -> Completion:
+    """Normalise a final response/chunk (anchor §7.8: slot from id_slot or slot_id)."""
+    stop_type = wire.stop_type
+    if stop_type is None:
+        stop_type = (
+            "limit" if wire.stopped_limit
+            else "word" if wire.stopped_word
+            else "eos" if wire.stopped_eos
+            else "none"
+        )
+    slot = wire.id_slot if wire.id_slot is not None else wire.slot_id
+    timings = wire.timings or _TimingsWire()
+    return Completion(
+        text=text, stop_type=stop_type, truncated=wire.truncated,
+        tokens_predicted=wire.tokens_predicted, slot_id=-1 if slot is None else slot,
+        tokens_evaluated=wire.tokens_evaluated, prompt_ms=timings.prompt_ms,
+        predicted_ms=timings.predicted_ms,
+    )
+
+
+def _error_detail(body: bytes) -> str:
+    """Pull llama-server's ``{"error": {"message": ...}}`` out of a body, else its text."""
+    try:
+        err = _error_decoder.decode(body).error
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        err = None
+    if isinstance(err, _ErrorBodyWire) and err.message:
+        return err.message
+    if isinstance(err, str) and err:
+        return err
+    return _one_line(body.decode("utf-8", "replace"), 200) or "(empty body)"
+
+
+# --------------------------------------------------------------------------- slots
+
+
+def check_slot(id_slot: int, total_slots: int) -> None:
+    """Refuse a slot id the server does not have (DESIGN §7, BC-18).
+
+    ``-1`` (let the server choose) is always allowed. Raises ``ValueError`` when
+    ``id_slot >= total_slots`` or ``id_slot < -1``.
+    """
+    if id_slot < -1 or id_slot >= total_slots:
+        raise ValueError(
+            f"id_slot {id_slot} is not a slot of this server (total_slots={total_slots})"
+        )
+
+
+class SlotPlan(msgspec.Struct, frozen=True):
+    """Which llama-server slot each kind of call uses (DESIGN §7, seed 000 §5.2).
+
+    ``main`` is the agent's slot (0); ``reflection`` is 1 and ``rewriter`` is 2 when the
+    server has that many slots, else ``-1`` (server picks, no cache reuse, main slot
+    untouched). ``total_slots`` is None when the count is unknown, and then every field
+    is -1 (BC-18: do not pin a slot the server may lack).
+    """
+
+    main: int
+    reflection: int
+    rewriter: int
+    total_slots: int | None = None
+
+    @classmethod
+    def from_total_slots(cls, n: int) -> SlotPlan:
+        """Plan for a server with ``n`` slots; raises ``ValueError`` when ``n`` < 1."""
+        if n < 1:
+            raise ValueError(f"total_slots must be >= 1, got {n}")
+        return cls(main=0, reflection=1 if n >= 2 else -1,
+                   rewriter=2 if n >= 3 else -1, total_slots=n)
+
+    @classmethod
+    def unknown(cls) -> SlotPlan:
+        """Plan when ``/props`` is unreachable or silent: never pin a slot."""
+        return cls(main=-1, reflection=-1, rewriter=-1, total_slots=None)
+
+    @classmethod
+    def from_props(cls, props: Props | None) -> SlotPlan:
+        """Plan from :class:`Props` (``unknown()`` when None or not reported)."""
+        if props is None or not props.slots_reported:
+            return cls.unknown()
+        return cls.from_total_slots(props.total_slots)
+
+
+# --------------------------------------------------------------------------- client
+
+
+class LlamaClient:
+    """Async llama-server client for one base URL; use as ``async with``.
+
+    ``base_url``: e.g. ``http://127.0.0.1:8080`` (no trailing path). ``api_key``: sent
+    as ``Authorization: Bearer`` when given. ``timeout_s``: httpx per-phase timeout in
+    seconds (connect, read — i.e. the longest wait for the next bytes — write, pool);
+    whole-call deadlines belong to the caller's cancel scope. ``client``: an existing
+    ``httpx.AsyncClient`` to use (not closed by :meth:`aclose`); else one is owned.
+    ``retries``: extra attempts for transport failures and 5xx; ``backoff_base_s``:
+    first backoff in seconds, doubled per attempt (±20 % jitter).
+
+    Raises ``ValueError`` when ``timeout_s`` is not finite and positive (BC-18: every
+    call to llama-server must be bounded).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        api_key: str | None = None,
+        timeout_s: float = 120.0,
+        client: httpx.AsyncClient | None = None,
+        retries: int = 2,
+        backoff_base_s: float = 0.25,
+    ) -> None:
+        if not 0 < timeout_s < math.inf:
+            raise ValueError(f"timeout_s must be finite and > 0 (BC-18), got {timeout_s}")
+        self.base_url = base_url.rstrip("/")
+        self._timeout = httpx.Timeout(timeout_s)
+        self._headers = {"Content-Type": "application/json"}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._owns_client = client is None
+        self._client = client if client is not None else httpx.AsyncClient()
+        self._retries = max(0, retries)
+        self._backoff_base_s = max(0.0, backoff_base_s)
+        self._rng = random.Random()
+        #: ``total_slots`` from the last successful :meth:`props` that reported it.
+        self.total_slots: int | None = None
+
+    async def aclose(self) -> None:
+        """Close the owned httpx client (a client passed in is left open)."""
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> LlamaClient:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> None:
+        await self.aclose()
+
+    # ----------------------------------------------------------------- transport
+
+    async def _backoff(self, attempt: int) -> None:
+        delay = self._backoff_base_s * (2**attempt) * self._rng.uniform(0.8, 1.2)
+        await trio.sleep(delay)
+
+    async def _request(
+        self, method: str, path: str, body: bytes | None = None, *, stream: bool = False
+    ) -> httpx.Response:
+        """Send with retries; return a 2xx response (open when ``stream``) or raise."""
+        url = self.base_url + path
+        what = f"llama-server {method} {url}"
+        attempt = 0
+        while True:
+            request = self._client.build_request(
+                method, url, content=body, headers=self._headers, timeout=self._timeout
+            )
+            try:
+                response = await self._client.send(request, stream=stream)
+            except httpx.TimeoutException as exc:
+                raise LLMTimeout(f"{what} timed out: {type(exc).__name__}", url=url) from exc
+            except httpx.TransportError as exc:
+                if attempt < self._retries:
+                    await self._backoff(attempt)
+                    attempt += 1
+                    continue
+                raise LLMUnavailable(
+                    f"{what} unreachable after {attempt + 1} attempt(s): "
+                    f"{type(exc).__name__}: {exc}",
+                    url=url,
+                ) from exc
+            except httpx.HTTPError as exc:
+                raise LLMBadResponse(f"{what} failed: {type(exc).__name__}: {exc}", url=url) from exc
+            status = response.status_code
+            if status < 400:
+                return response
+            try:
+                detail = _error_detail(await response.aread())
+            except httpx.HTTPError:
+                detail = "(body unreadable)"
+            finally:
+                await response.aclose()
+            if status >= 500:
+                if attempt < self._retries:
+                    await self._backoff(attempt)
+                    attempt += 1
+                    continue
+                raise LLMServerError(
+                    f"{what} answered HTTP {status} after {attempt + 1} attempt(s): {detail}",
+                    url=url,
+                    status=status,
+                )
+            raise LLMBadResponse(f"{what} answered HTTP {status}: {detail}", url=url, status=status)
+
+    # ----------------------------------------------------------------- endpoints
+
+    async def health(self) -> bool:
+        """``GET /health``: True when the server answers 200 (model loaded), else False.
+
+        Never raises an :class:`LLMError` (one attempt, no retries); cancellation
+        still propagates.
+        """
+        url = self.base_url + "/health"
+        try:
+            response = await self._client.get(url, headers=self._headers, timeout=self._timeout)
+        except httpx.HTTPError:
+            return False
+        return response.status_code == 200
+
+    async def props(self) -> Props:
+        """``GET /props`` → :class:`Props`; remembers ``total_slots`` for slot checks.
+
+        Raises :class:`LLMUnavailable`, :class:`LLMServerError`, :class:`LLMTimeout`, or
+        :class:`LLMBadResponse` (4xx, not JSON, or a field of the wrong type).
+        """
+        response = await self._request("GET", "/props")
+        try:
+            wire = _props_decoder.decode(response.content)
+        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            raise LLMBadResponse(f"llama-server /props body is malformed: {exc}",
+                                 url=str(response.url)) from None
+        reported = isinstance(wire.total_slots, int) and wire.total_slots >= 1
+        props = Props(
+            total_slots=wire.total_slots if reported else 1,  # type: ignore[arg-type]
+            slots_reported=reported,
+            model_path=wire.model_path,
+            model_alias=wire.model_alias,
+            n_ctx=(wire.default_generation_settings.n_ctx
+                   if wire.default_generation_settings else None),
+        )
+        if reported:
+            self.total_slots = props.total_slots
+        return props
+
+    async def complete(
+        self,
+        prompt: str,
+        *,
+        grammar: str | None = None,
+        n_predict: int = 256,
+        id_slot: int | None = None,
+        temperature: float = 0.2,
+        stop: list[str] | None = None,
+        on_token: Callable[[str], Awaitable[None]] | None = None,
+    ) -> Completion:
+        """``POST /completion`` and return the finished :class:`Completion`.
+
+        ``prompt``: raw prompt text (lone surrogates are replaced by U+FFFD).
+        ``grammar``: GBNF text, sent only when non-empty. ``n_predict``: max tokens to
+        generate (≤ 0 is sent as -1, unlimited). ``id_slot``: slot to pin (sent as both
+        ``id_slot`` and ``slot_id``; -1 lets the server choose; None omits both).
+        ``temperature`` plus the fixed ``top_p`` 0.95, ``top_k`` 40, ``repeat_penalty``
+        1.1, ``repeat_last_n`` 256 and ``cache_prompt`` true (anchor §7.8). ``stop``:
+        stop strings. ``on_token``: when given, the request streams (SSE) and each
+        non-empty content piece is awaited through it in order.
+
+        Raises ``ValueError`` when ``id_slot`` is not a slot of the server (only checked
+        once :meth:`props` has reported ``total_slots``), and the :class:`LLMError`
+        subclasses of the module docstring.
+        """
+        if id_slot is not None and self.total_slots is not None:
+            check_slot(id_slot, self.total_slots)
+        body: dict[str, Any] = {
+            "prompt": _SURROGATE_RE.sub("\ufffd", prompt),
+            "n_predict": n_predict if n_predict > 0 else -1,
+            "cache_prompt": True,
+            "stream": on_token is not None,
+            "temperature": temperature,
+            "top_p": TOP_P,
+            "top_k": TOP_K,
+            "repeat_penalty": REPEAT_PENALTY,
+            "repeat_last_n": REPEAT_LAST_N,
+            "stop": [_SURROGATE_RE.sub("\ufffd", s) for s in (stop or [])],
+        }
+        if grammar:
+            body["grammar"] = grammar
+        if id_slot is not None:
+            body["id_slot"] = id_slot
+            body["slot_id"] = id_slot
+        payload = _encoder.encode(body)
+        if on_token is None:
+            response = await self._request("POST", "/completion", payload)
+            try:
+                wire = _completion_decoder.decode(response.content)
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                raise LLMBadResponse(f"llama-server /completion body is malformed: {exc}",
+                                     url=str(response.url)) from None
+            return _to_completion(wire, wire.content)
+        response = await self._request("POST", "/completion", payload, stream=True)
+        try:
+            return await self._read_stream(response, on_token)
+        finally:
+            with trio.move_on_after(1.0, shield=True):
+                await response.aclose()
+
+    async def _read_stream(
+        self, response: httpx.Response, on_token: Callable[[str], Awaitable[None]]
+    ) -> Completion:
+        """Consume ``data: {...}`` SSE lines until the chunk with ``stop: true``."""
+        url = str(response.url)
+        pieces: list[str] = []
+        try:
+            async for raw in response.aiter_lines():
+                line = raw.strip()
+                if line.startswith("error:"):
+                    detail = _error_detail(line[6:].strip().encode())
+                    raise LLMServerError(f"llama-server stream error: {detail}", url=url)
+                if not line.startswith("data:"):
+                    continue  # blank keep-alives, comments, event:/id: fields
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = _completion_decoder.decode(data)
+                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                    raise LLMBadResponse(f"llama-server stream chunk is malformed: {exc}",
+                                         url=url) from None
+                if chunk.content:
+                    pieces.append(chunk.content)
+                    await on_token(chunk.content)
+                if chunk.stop:
+                    return _to_completion(chunk, "".join(pieces))
+        except httpx.TimeoutException as exc:
+            raise LLMTimeout(f"llama-server stream {url} stalled: {type(exc).__name__}",
+                             url=url) from exc
+        except httpx.TransportError as exc:
+            raise LLMUnavailable(f"llama-server stream {url} broke: {type(exc).__name__}: {exc}",
+                                 url=url) from exc
+        raise LLMBadResponse("llama-server stream ended without a final stop chunk", url=url)

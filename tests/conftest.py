@@ -1,0 +1,67 @@
+"""Shared fixtures.
+
+Rules for every test: no child process may survive a test. ``no_orphans`` (autouse)
+snapshots this process's descendants before the test and fails if new ones are
+still alive afterwards (tractor's reap-per-test idea); it kills them so one leak
+does not cascade into other tests.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+
+def descendants(pid: int | None = None) -> set[int]:
+    """PIDs of all live descendants of ``pid`` (default: this process), via /proc."""
+    root = pid or os.getpid()
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        rest = stat[stat.rfind(")") + 2 :].split()
+        state, ppid = rest[0], int(rest[1])
+        if state == "Z":
+            continue
+        children.setdefault(ppid, []).append(int(entry.name))
+    out: set[int] = set()
+    todo = [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.add(child)
+            todo.append(child)
+    return out
+
+
+def pid_alive(pid: int) -> bool:
+    """True if ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2] != "Z"
+
+
+@pytest.fixture(autouse=True)
+def no_orphans():
+    before = descendants()
+    yield
+    deadline = time.monotonic() + 3.0
+    leaked = descendants() - before
+    while leaked and time.monotonic() < deadline:
+        time.sleep(0.05)
+        leaked = {p for p in leaked if pid_alive(p)}
+    for pid in leaked:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    assert not leaked, f"child processes survived the test: {sorted(leaked)}"

@@ -1,0 +1,129 @@
+"""A scriptable actor for kernel tests (runs as a real child process).
+
+Boot config (msgpack map): ``stubborn`` (ignore the shutdown cancel; with
+``ignore_term`` also SIGTERM), ``marker_dir`` (files written to prove what ran).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+import msgspec
+import trio
+
+from runtime.actor import ActorContext
+
+
+class _M(msgspec.Struct, tag_field="kind", tag=str.lower):
+    pass
+
+
+class Echo(_M):
+    text: str
+
+
+class Raise(_M):
+    message: str
+
+
+class Fail(_M):
+    """Answer with a typed (expected) error."""
+
+    code: str
+    message: str
+
+
+class Sleep(_M):
+    seconds: float
+    marker: str = ""
+
+
+class Relay(_M):
+    """Ask another actor to echo ``text`` (routing through the root)."""
+
+    dest: str
+    text: str
+
+
+class Pid(_M):
+    pass
+
+
+class Emit(_M):
+    """Cast ``text`` to the root."""
+
+    text: str
+
+
+Msg = Echo | Raise | Fail | Sleep | Relay | Pid | Emit
+
+
+class Config(msgspec.Struct):
+    stubborn: bool = False
+    ignore_term: bool = False
+    marker_dir: str = ""
+
+
+class ExpectedError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class _Handler:
+    def __init__(self, ctx: ActorContext, cfg: Config) -> None:
+        self.ctx = ctx
+        self.cfg = cfg
+        self.decoder = msgspec.msgpack.Decoder(Msg)
+
+    def _mark(self, name: str) -> None:
+        if self.cfg.marker_dir:
+            Path(self.cfg.marker_dir, name).write_text(str(os.getpid()))
+
+    async def on_request(self, src: str, body: msgspec.Raw):
+        match self.decoder.decode(body):
+            case Echo(text=text):
+                return {"text": text, "by": self.ctx.name}
+            case Raise(message=message):
+                raise ValueError(message)
+            case Fail(code=code, message=message):
+                raise ExpectedError(code, message)
+            case Sleep(seconds=seconds, marker=marker):
+                try:
+                    await trio.sleep(seconds)
+                except trio.Cancelled:
+                    if marker:
+                        self._mark(marker + ".cancelled")
+                    raise
+                return {"slept": seconds}
+            case Relay(dest=dest, text=text):
+                return await self.ctx.request(dest, Echo(text=text), dict)
+            case Pid():
+                return {"pid": os.getpid()}
+            case Emit(text=text):
+                await self.ctx.cast("root", {"text": text})
+                return {}
+
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        match self.decoder.decode(body):
+            case Raise(message=message):
+                raise ValueError(message)
+            case _:
+                pass
+
+
+@asynccontextmanager
+async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[_Handler]:
+    cfg = msgspec.msgpack.decode(config, type=Config)
+    if cfg.ignore_term:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    try:
+        yield _Handler(ctx, cfg)
+    finally:
+        if cfg.stubborn:
+            with trio.CancelScope(shield=True):
+                await trio.sleep(3600)
