@@ -51,6 +51,9 @@ T = TypeVar("T")
 log = structlog.get_logger()
 
 BOOT_TIMEOUT_S = 10.0
+SHUTDOWN_HOOK_S = 1.0
+"""Bound (s) on a handler's optional ``on_shutdown()`` hook (e.g. the agent telling
+clients their turns end with reason ``shutdown``)."""
 
 
 class Handler(Protocol):
@@ -61,6 +64,9 @@ class Handler(Protocol):
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         """Handle one one-way message."""
+
+    # Optional: ``async def on_shutdown(self) -> None`` runs (shielded, bounded by
+    # SHUTDOWN_HOOK_S) when the root asks for shutdown, before work is cancelled.
 
 
 OpenActor = Callable[["ActorContext", bytes], AbstractAsyncContextManager[Handler]]
@@ -85,14 +91,14 @@ class ActorContext:
     Attributes:
         name: this actor's name.
         nursery: actor-lifetime nursery for background work (e.g. reflections);
-            cancelled at shutdown before resources close.
+            set when serving starts, cancelled at shutdown before resources close.
     """
 
-    def __init__(self, name: str, channel: Channel, nursery: trio.Nursery) -> None:
+    def __init__(self, name: str, channel: Channel) -> None:
         self.name = name
         self.pid = os.getpid()
         self._channel = channel
-        self.nursery = nursery
+        self.nursery: trio.Nursery = None  # type: ignore[assignment]  # set once serving
         self.calls = Calls(name, channel.send)
 
     async def request(self, dest: str, body: Any, reply_type: type[T]) -> T:
@@ -166,14 +172,22 @@ async def run_actor(name: str, channel: Channel, open_actor: OpenActor) -> int:
             boot = await channel.receive()
         if not isinstance(boot, Boot):
             raise ProtocolViolation(f"expected boot, got {type(boot).__name__}")
-        async with trio.open_nursery() as nursery:
-            ctx = ActorContext(name, channel, nursery)
-            async with open_actor(ctx, bytes(boot.config)) as handler:
+        ctx = ActorContext(name, channel)
+        # Resources (open_actor) outlive the nursery: every handler task has finished
+        # before the database or HTTP client closes.
+        async with open_actor(ctx, bytes(boot.config)) as handler:
+            async with trio.open_nursery() as nursery:
+                ctx.nursery = nursery
                 await channel.send(Ready())
                 log.info("actor.ready", actor=name)
                 try:
                     await _serve(ctx, channel, handler)
                 finally:
+                    on_shutdown = getattr(handler, "on_shutdown", None)
+                    if on_shutdown is not None:
+                        with trio.move_on_after(SHUTDOWN_HOOK_S) as cs:
+                            cs.shield = True
+                            await on_shutdown()
                     ctx.calls.fail_all("actor shutting down")
                     nursery.cancel_scope.cancel()
         with trio.move_on_after(0.5) as cs:

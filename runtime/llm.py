@@ -496,3 +496,19 @@ class LlamaClient:
             raise LLMUnavailable(f"llama-server stream {url} broke: {type(exc).__name__}: {exc}",
                                  url=url) from exc
         raise LLMBadResponse("llama-server stream ended without a final stop chunk", url=url)
+
+
+def chat_prompt(system: str, user: str, template: str = "chatml") -> str:
+    """Frame a (system, user) pair as one raw ``/completion`` prompt.
+
+    ``chatml`` (SmolLM2, Qwen and most small instruct models)::
+
+        <|im_start|>system\\n{system}<|im_end|>\\n<|im_start|>user\\n{user}<|im_end|>\\n<|im_start|>assistant\\n
+
+    ``plain``: ``system``, a blank line, ``user``, a blank line. The system part comes
+    first and unchanged, so a byte-stable system text keeps the KV-cache prefix stable.
+    """
+    if template == "plain":
+        return f"{system}\n\n{user}\n\n"
+    return (f"<|im_start|>system\n{system}<|im_end|>\n"
+            f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n")

@@ -1,0 +1,216 @@
+"""The memory actor: sole owner of ``memory.sqlite`` (DESIGN §1, §4).
+
+Holds exactly one apsw connection. Every request runs its SQLite work in a worker
+thread behind a ``CapacityLimiter(1)`` (STYLE §2.3 option b), so the trio loop keeps
+routing while a query runs and writes are serialised. One request message = one
+write transaction. After a committed write it casts ``MemoryChanged`` to the root
+(clients subscribed to ``memory``) and, for new notes, ``NotesWritten`` to the
+backfill actor, which embeds them off the request path (DESIGN §2 step 7).
+
+A corrupt or unreadable file is never silently replaced: it is moved aside to
+``memory.sqlite.corrupt-<unix ms>`` and a fresh file is started; the event is logged
+(``memory.quarantined``) and reported by ``Stats``. A file from a newer schema
+stops the actor with ``SchemaTooNew`` (the daemon refuses to start, data untouched).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import apsw
+import msgspec
+import structlog
+import trio
+
+from runtime.actor import ActorContext
+from runtime.config import ActorBoot
+from runtime.metrics import Metrics, MetricsRequest
+
+from .context import build_context
+from .errors import DatabaseCorrupt
+from .messages import (
+    ApplyReflection,
+    ApplyResult,
+    BuildContext,
+    MemoryChanged,
+    MemoryMsg,
+    MissingVectors,
+    NotesWritten,
+    OpResult,
+    PutVectors,
+    Stats,
+    ToolOp,
+    VectorTodo,
+)
+from .notes import MemoryStore
+from .profile import ProfileStore
+from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
+from .tools import run_op
+
+T = TypeVar("T")
+log = structlog.get_logger()
+
+
+def open_or_quarantine(path: Path) -> tuple[apsw.Connection, str | None]:
+    """Open the database; a corrupt file is moved aside first.
+
+    Returns (connection, quarantined path or None). SchemaTooNew propagates.
+    """
+    try:
+        return open_database(str(path)), None
+    except DatabaseCorrupt as exc:
+        moved = path.with_name(f"{path.name}.corrupt-{int(time.time() * 1000)}")
+        os.replace(path, moved)
+        for suffix in ("-wal", "-shm"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                os.replace(side, moved.with_name(moved.name + suffix))
+        log.error("memory.quarantined", path=str(path), moved_to=str(moved), error=str(exc))
+        return open_database(str(path)), str(moved)
+
+
+class MemoryActor:
+    """Request handlers of the memory actor; see the module docstring."""
+
+    def __init__(self, ctx: ActorContext, boot: ActorBoot, conn: apsw.Connection,
+                 quarantined: str | None) -> None:
+        self.ctx = ctx
+        self.cfg = boot.config.memory
+        self.conn = conn
+        self.quarantined = quarantined
+        self.profiles = ProfileStore(conn, max_unpinned=self.cfg.profile.max_entries)
+        self.notes = MemoryStore(conn, max_entries=self.cfg.notes.max_entries,
+                                 max_content_chars=self.cfg.notes.max_content_chars)
+        self._limiter = trio.CapacityLimiter(1)
+        self._decoder = msgspec.msgpack.Decoder(MemoryMsg | MetricsRequest)
+        self.metrics = Metrics()
+        self.embed_backend = "backfill" if self.cfg.embeddings.enabled else ""
+
+    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+
+    async def _changed(self, op: str, change: dict[str, list], session: str | None) -> None:
+        keys, ids = change.get("keys", []), change.get("ids", [])
+        if not keys and not ids:
+            return
+        await self.ctx.cast("root", MemoryChanged(op=op, keys=keys, ids=ids, session=session))
+        if ids and op in ("memory.notes.store", "reflection") and self.embed_backend:
+            await self.ctx.cast("backfill", NotesWritten(ids=ids))
+
+    async def on_request(self, src: str, body: msgspec.Raw) -> Any:
+        msg = self._decoder.decode(body)
+        match msg:
+            case BuildContext():
+                rc = self.cfg.recall_injection
+                return await self._db(lambda: build_context(
+                    self.profiles, self.notes, msg.user_message, working_dir=msg.working_dir,
+                    k=rc.k if rc.enabled else 0,
+                    index_limit=self.cfg.index.limit if self.cfg.index.enabled else 0,
+                    gate=self.cfg.profile.contextual_keyword_gate))
+            case ToolOp():
+                data, change = await self._db(lambda: run_op(
+                    self.profiles, self.notes, msg.op, msg.args, source=msg.source,
+                    session=msg.session, default_k=self.cfg.notes.recall_default_k))
+                await self._changed(msg.op, change, msg.session)
+                return OpResult(data=data)
+            case ApplyReflection():
+                result = await self._db(self._apply_reflection, msg)
+                await self._changed("reflection", {"keys": result.fact_keys, "ids": result.note_ids},
+                                    msg.session)
+                return result
+            case MissingVectors():
+                rows = await self._db(self.notes.missing_vectors, msg.model, msg.limit)
+                return [VectorTodo(id=i, content=c) for i, c in rows]
+            case PutVectors():
+                rows = list(zip(msg.ids, msg.vectors))
+                return await self._db(self.notes.put_vectors, msg.model, msg.dim, rows)
+            case Stats():
+                return await self._db(self._stats)
+            case MetricsRequest():
+                return self.metrics.snapshot()
+
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        log.warning("memory.unexpected_cast", src=src)
+
+    def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
+        """Write every fact and note of one reflection in ONE transaction; invalid items
+        are skipped (and counted), never the whole result (seed 000 §5.4)."""
+        keys: list[str] = []
+        ids: list[int] = []
+        skipped = 0
+        with write_txn(self.conn):
+            for fact in msg.facts:
+                try:
+                    before = self.profiles.get(fact.key)
+                    after = self.profiles.set(fact.key, fact.value, pinned=fact.pinned,
+                                              keywords=fact.keywords if not fact.pinned else None)
+                except Exception as exc:  # noqa: BLE001 - validation: skip the line
+                    if getattr(exc, "code", None) != "invalid_argument":
+                        raise
+                    skipped += 1
+                    continue
+                if before is not None and before.id == after.id:
+                    skipped += 1  # identical fact already active: not written twice
+                else:
+                    keys.append(after.key)
+            for note in msg.notes:
+                tags = ["reflection"] + [t for t in note.tags if t != "reflection"]
+                try:
+                    stored = self.notes.store(note.body, tags=tags, source="agent",
+                                              session_id=msg.session)
+                except Exception as exc:  # noqa: BLE001
+                    if getattr(exc, "code", None) != "invalid_argument":
+                        raise
+                    skipped += 1
+                    continue
+                ids.append(stored.id)
+        return ApplyResult(fact_keys=keys, note_ids=ids, skipped=skipped)
+
+    def _stats(self) -> dict[str, Any]:
+        one = lambda sql: self.conn.execute(sql).fetchall()[0][0]  # noqa: E731
+        model = self.cfg.embeddings.model
+        return {
+            "schemaVersion": user_version(self.conn),
+            "supportedSchemaVersion": SCHEMA_VERSION,
+            "profileFacts": one("SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL"),
+            "profileHistoryRows": one("SELECT count(*) FROM profile_facts"),
+            "notes": self.notes.count(),
+            "notesCap": self.cfg.notes.max_entries,
+            "embeddings": {
+                "enabled": self.cfg.embeddings.enabled,
+                "provider": self.cfg.embeddings.provider,
+                "model": model,
+                "vectors": self.notes.vector_count(model),
+            },
+            "quarantinedFile": self.quarantined,
+        }
+
+    def close(self) -> None:
+        """Checkpoint the WAL into the main file and close (shutdown, DESIGN §1)."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        except apsw.Error as exc:
+            log.warning("memory.checkpoint_failed", error=str(exc))
+        self.conn.close()
+
+
+@asynccontextmanager
+async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryActor]:
+    """Open ``<state>/memory.sqlite`` (migrating it) and serve; close it on exit."""
+    boot = msgspec.msgpack.decode(config, type=ActorBoot)
+    path = Path(boot.state_dir) / "memory.sqlite"
+    conn, quarantined = await trio.to_thread.run_sync(open_or_quarantine, path)
+    actor = MemoryActor(ctx, boot, conn, quarantined)
+    log.info("memory.opened", path=str(path), schema=user_version(conn),
+             notes=actor.notes.count(), quarantined=quarantined)
+    try:
+        yield actor
+    finally:
+        with trio.CancelScope(shield=True):
+            await trio.to_thread.run_sync(actor.close, limiter=actor._limiter)
+        log.info("memory.closed")

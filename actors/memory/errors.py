@@ -1,0 +1,197 @@
+"""Typed failures of the memory actor.
+
+Every failure the memory stores raise on purpose derives from :class:`MemoryFailure`
+and carries a stable, machine-readable ``code`` (the ``error.code`` of a websocket
+``memory.result`` answer, DESIGN §9). Third-party errors (apsw) are translated once,
+at the storage boundary (``schema.open_database`` / ``schema.migrate``), never leaked
+as ``apsw.*`` types to callers that only know this module::
+
+    MemoryFailure                code
+     ├── ValidationError         "invalid_argument"   (bad caller input; field + message)
+     ├── NotFound                "not_found"          (an id / key that does not exist)
+     ├── SchemaTooNew            "schema_too_new"     (file written by a newer atomic-agent)
+     └── DatabaseCorrupt         "database_corrupt"   (not a database, truncated, malformed)
+
+Error texts never contain stored memory content, only field names, limits and ids.
+"""
+
+from __future__ import annotations
+
+import time
+
+__all__ = [
+    "MemoryFailure",
+    "ValidationError",
+    "NotFound",
+    "SchemaTooNew",
+    "DatabaseCorrupt",
+    "now_ms",
+    "require_int",
+    "require_positive_id",
+    "optional_text",
+    "string_list",
+]
+
+
+class MemoryFailure(Exception):
+    """Base class of every deliberate memory-actor failure.
+
+    Attributes:
+        code: stable machine-readable error code (class attribute, overridden by
+            subclasses); sent to clients as ``error.code``.
+        message: human-readable one-line description (also ``str(exc)``).
+    """
+
+    code: str = "memory_failure"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def to_dict(self) -> dict[str, str]:
+        """Return the wire shape ``{"code": ..., "message": ...}`` (DESIGN §9)."""
+        return {"code": self.code, "message": str(self)}
+
+
+class ValidationError(MemoryFailure):
+    """Caller input broke a documented limit (anchor §2.2 notes, §2.3 profile).
+
+    Attributes:
+        field: the offending argument (``content``, ``tags``, ``query``, ``id``,
+            ``source``, ``scope``, ``workingDir``, ``sessionId``, ``k``, ``limit``,
+            ``key``, ``value``, ``keywords``, ``pinned``, ``archived``, ``model``,
+            ``dim``, ``vector``).
+        message: what is wrong, e.g. ``"must be at most 4000 chars (got 4001)"``.
+
+    ``str(exc)`` is ``"<field>: <message>"``.
+    """
+
+    code = "invalid_argument"
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class NotFound(MemoryFailure):
+    """A requested note id or profile key does not exist."""
+
+    code = "not_found"
+
+
+class SchemaTooNew(MemoryFailure):
+    """The database file was written by a newer atomic-agent than this one.
+
+    Raised by :func:`actors.memory.schema.migrate` when ``PRAGMA user_version`` of the
+    file is above ``SCHEMA_VERSION``; the file is left untouched (no downgrade).
+
+    Attributes:
+        file_version: the version stored in the file.
+        code_version: the newest version this code knows (``SCHEMA_VERSION``).
+    """
+
+    code = "schema_too_new"
+
+    def __init__(self, file_version: int, code_version: int) -> None:
+        super().__init__(
+            f"memory database schema version {file_version} is newer than the supported "
+            f"version {code_version}; refusing to downgrade - upgrade atomic-agent to open it"
+        )
+        self.file_version = file_version
+        self.code_version = code_version
+
+
+class DatabaseCorrupt(MemoryFailure):
+    """The file is not an SQLite database, is truncated, or is malformed.
+
+    Translated from ``apsw.NotADBError`` / ``apsw.CorruptError``. The memory actor must
+    never silently start empty on top of it (DESIGN §4): it moves the file aside and
+    reports the event.
+
+    Attributes:
+        path: the database path that failed to open.
+        detail: SQLite's own error text.
+    """
+
+    code = "database_corrupt"
+
+    def __init__(self, path: str, detail: str) -> None:
+        super().__init__(f"memory database {path!r} is unreadable or corrupt: {detail}")
+        self.path = path
+        self.detail = detail
+
+
+# -- argument checks shared by the stores (each raises ValidationError) ----------------
+
+
+def now_ms(value: object = None) -> int:
+    """Return ``value`` as a Unix-ms timestamp, or the current time in ms for ``None``.
+
+    Raises:
+        ValidationError: field ``nowMs`` when ``value`` is not an int (bools refused).
+    """
+    if value is None:
+        return int(time.time() * 1000)
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError("nowMs", "must be an integer (Unix ms)")
+    return value
+
+
+def require_int(value: object, field: str) -> int:
+    """Return ``value`` if it is an int (bools refused), else raise ValidationError(field)."""
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValidationError(field, "must be an integer")
+    return value
+
+
+def require_positive_id(value: object, field: str = "id") -> int:
+    """Return ``value`` if it is an int >= 1 (bools refused), else raise
+    ValidationError(field) -- anchor §2.2: ``get(0)`` / ``remove(-1)`` are errors."""
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValidationError(field, "must be a positive integer")
+    return value
+
+
+def optional_text(value: object, field: str) -> str | None:
+    """Return ``value`` trimmed, ``None`` for ``None`` or blank text (anchor §2.2
+    ``workingDir`` / ``sessionId`` rule); a non-string raises ValidationError(field)."""
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(field, "must be a string or null")
+    value = value.strip()
+    return value or None
+
+
+def string_list(
+    value: object, field: str, *, max_items: int, max_chars: int, lower: bool = False
+) -> list[str]:
+    """Validate a list of short strings (note tags, profile keywords).
+
+    ``None`` -> ``[]``; otherwise a list/tuple of at most ``max_items`` entries (counted
+    before de-duplication), each a string that is non-empty after trimming and at most
+    ``max_chars`` chars. Returns the trimmed (and, with ``lower``, lower-cased) entries,
+    duplicates dropped, first occurrence kept.
+
+    Raises:
+        ValidationError: ``field``, naming the broken limit.
+    """
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise ValidationError(field, "must be a list of strings")
+    if len(value) > max_items:
+        raise ValidationError(field, f"at most {max_items} entries (got {len(value)})")
+    out: list[str] = []
+    for item in value:
+        if not isinstance(item, str):
+            raise ValidationError(field, "every entry must be a string")
+        item = item.strip().lower() if lower else item.strip()
+        if not item:
+            raise ValidationError(field, "entries must not be empty")
+        if len(item) > max_chars:
+            raise ValidationError(field, f"each entry must be at most {max_chars} chars")
+        if item not in out:
+            out.append(item)
+    return out

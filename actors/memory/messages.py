@@ -1,0 +1,132 @@
+"""Messages the memory actor understands, and the ones it sends (DESIGN §2, §9).
+
+Bodies are msgspec Structs tagged by ``kind``; other actors and the gateway import
+these to talk to the memory actor. New fields always get defaults (msgspec schema
+evolution), so an older peer keeps decoding newer messages.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from .context import MemoryContext
+from .notes import Note
+from .profile import ProfileFact
+
+
+class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
+    """Base of memory-actor messages."""
+
+
+class BuildContext(_M):
+    """Once per turn (DESIGN §2 step 3) → :class:`MemoryContext`."""
+
+    session: str
+    user_message: str
+    working_dir: str | None = None
+
+
+class ToolOp(_M):
+    """A memory tool or read-only operation by name (DESIGN §9 ``memory`` frames,
+    seed 000 §3.4/§4.3 tools) → :class:`OpResult`. ``args`` are validated against
+    the op's own Struct; errors come back as ``invalid_argument``."""
+
+    op: str
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    session: str | None = None
+    source: str = "agent"
+
+
+class OpResult(msgspec.Struct):
+    """Result of a ToolOp: a note, a fact, a list, or ``{"removed": bool}``."""
+
+    data: Any
+
+
+class FactIn(msgspec.Struct):
+    """One reflection SET line, already parsed (seed 000 §5.3)."""
+
+    key: str
+    value: str
+    pinned: bool = True
+    keywords: list[str] = msgspec.field(default_factory=list)
+
+
+class NoteIn(msgspec.Struct):
+    """One reflection NOTE line, already parsed (seed 000 §5.3)."""
+
+    body: str
+    tags: list[str] = msgspec.field(default_factory=list)
+
+
+class ApplyReflection(_M):
+    """The whole result of one reflection, written in ONE transaction (DESIGN §2 step 6)."""
+
+    session: str
+    turn: str
+    facts: list[FactIn] = msgspec.field(default_factory=list)
+    notes: list[NoteIn] = msgspec.field(default_factory=list)
+
+
+class ApplyResult(msgspec.Struct):
+    """What ApplyReflection wrote: fact keys, note ids (merged ones included), skips."""
+
+    fact_keys: list[str]
+    note_ids: list[int]
+    skipped: int = 0
+
+
+class MissingVectors(_M):
+    """Backfill: up to ``limit`` (id, content) of notes lacking a vector for ``model``."""
+
+    model: str
+    limit: int = 32
+
+
+class VectorTodo(msgspec.Struct, array_like=True):
+    """A note to embed: id and content."""
+
+    id: int
+    content: str
+
+
+class PutVectors(_M):
+    """Backfill/writer: store float32 vectors (``dim`` each) for ``model`` in one txn."""
+
+    model: str
+    dim: int
+    ids: list[int]
+    vectors: list[bytes]
+
+
+class Stats(_M):
+    """→ dict of counts, schema version, embedding status."""
+
+
+MemoryMsg = BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors | Stats
+
+
+class MemoryChanged(msgspec.Struct, tag="memory.changed", tag_field="kind"):
+    """Cast to the root after every committed write; the gateway forwards it to
+    clients subscribed to ``memory`` (keys and ids only, never values)."""
+
+    op: str
+    keys: list[str] = msgspec.field(default_factory=list)
+    ids: list[int] = msgspec.field(default_factory=list)
+    session: str | None = None
+
+
+class NotesWritten(msgspec.Struct, tag="notes.written", tag_field="kind"):
+    """Cast to the backfill actor: embed these notes (purpose ``document``, DESIGN §2
+    step 7) off the request path."""
+
+    ids: list[int]
+
+
+__all__ = [
+    "ApplyReflection", "ApplyResult", "BuildContext", "FactIn", "MemoryChanged",
+    "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn", "NotesWritten",
+    "OpResult", "ProfileFact", "PutVectors", "Stats", "ToolOp", "VectorTodo",
+]

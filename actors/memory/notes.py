@@ -1,0 +1,495 @@
+"""MemoryStore: freeform notes with FTS5/BM25 recall (seed 000 §4, anchor §2.2).
+
+Notes live in ``memories``; ``memories_fts`` mirrors ``aa_index_text(content)`` through
+triggers, so the index can never go stale after an update or delete (BC-05). Recall
+turns any user text into a safe MATCH expression (``fts.build_match_query``) and ranks
+by ``bm25()``; scores are normalised within the hit set so that higher is better and the
+strongest hit is exactly 1.0 (BC-04).
+
+Bounds (seed 000 §4.5, §9): at most ``max_entries`` rows (default 1000); after every
+insert the oldest rows by ``(updated_at, id)`` are deleted in the same transaction,
+never the row just written, so the cap holds after every commit. Text equal to an
+existing note after ``fts.content_key`` normalisation (same scope and working dir)
+merges into it instead (BC-11): same id, tags united, ``updated_at`` refreshed.
+
+Every write goes through ``schema.write_txn`` (``BEGIN IMMEDIATE``, or a savepoint
+inside a caller's transaction). Times are Unix milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import apsw
+import msgspec
+
+from .errors import ValidationError, optional_text, require_int, require_positive_id, string_list
+from .errors import now_ms as _now
+from .fts import build_match_query, content_key, normalise_bm25
+from .schema import write_txn
+
+__all__ = [
+    "Note",
+    "MemoryStore",
+    "validate_content",
+    "validate_tags",
+    "MAX_CONTENT_CHARS",
+    "MAX_TAGS",
+    "MAX_TAG_CHARS",
+    "MAX_QUERY_CHARS",
+    "DEFAULT_MAX_ENTRIES",
+]
+
+#: Limits of seed 000 §4 / §8 and anchor §2.2.
+MAX_CONTENT_CHARS = 4000
+MAX_TAGS = 16
+MAX_TAG_CHARS = 40
+MAX_QUERY_CHARS = 500
+DEFAULT_MAX_ENTRIES = 1000
+K_MIN, K_MAX, K_DEFAULT = 1, 50, 5
+LIST_MAX = 200
+VECTOR_BATCH_MAX = 10_000
+SOURCES = ("agent", "user")
+SCOPES = ("all", "project")
+ARCHIVED_FILTERS = ("active", "archived", "all")
+
+_TAGS_DECODER = msgspec.json.Decoder(list[str])
+
+
+class Note(msgspec.Struct, rename="camel"):
+    """One note as returned by the store (wire keys camelCase, DESIGN §9).
+
+    Attributes:
+        id: positive row id.
+        content: trimmed text, 1..max_content_chars chars.
+        tags: tags in insertion order (case kept), at most 16 of at most 40 chars.
+        source: ``"agent"`` or ``"user"``.
+        scope: ``"all"`` (global) or ``"project"`` (tied to ``working_dir``).
+        working_dir: the project directory, or None.
+        created_at / updated_at: Unix ms.
+        score: recall relevance in [0, 1], strongest hit 1.0; None outside recall.
+        archived: True once the note was archived (still readable by id).
+    """
+
+    id: int
+    content: str
+    tags: list[str]
+    source: str
+    scope: str
+    working_dir: str | None
+    created_at: int
+    updated_at: int
+    score: float | None = None
+    archived: bool = False
+
+
+def validate_content(content: object, max_chars: int = MAX_CONTENT_CHARS) -> str:
+    """Return ``content`` trimmed; it must be non-empty and at most ``max_chars``
+    chars after trimming (never truncated; anchor §2.2).
+
+    Raises:
+        ValidationError: field ``content``.
+    """
+    if not isinstance(content, str):
+        raise ValidationError("content", "must be a string")
+    content = content.strip()
+    if not content:
+        raise ValidationError("content", "must not be empty")
+    if len(content) > max_chars:
+        raise ValidationError(
+            "content", f"must be at most {max_chars} chars (got {len(content)})"
+        )
+    return content
+
+
+def validate_tags(tags: object) -> list[str]:
+    """Return tags trimmed and de-duplicated (first occurrence wins, case kept).
+
+    ``None`` -> ``[]``; otherwise a list/tuple of at most 16 strings (counted before
+    de-duplication), each non-empty after trimming and at most 40 chars (anchor §2.2).
+
+    Raises:
+        ValidationError: field ``tags``.
+    """
+    return string_list(tags, "tags", max_items=MAX_TAGS, max_chars=MAX_TAG_CHARS)
+
+
+def _decode_tags(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    try:
+        return _TAGS_DECODER.decode(raw)
+    except msgspec.DecodeError:
+        return []
+
+
+def _encode_json(value: object) -> str:
+    return msgspec.json.encode(value).decode()
+
+
+_COLS = (
+    "m.id, m.content, m.tags, m.source, m.scope, m.working_dir, m.created_at,"
+    " m.updated_at, m.archived"
+)
+_SQL_GET = f"SELECT {_COLS} FROM memories m WHERE m.id = ?"
+_SQL_INSERT = (
+    "INSERT INTO memories (content, content_key, tags, source, scope, working_dir,"
+    " session_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_FIND_DUP = (
+    "SELECT id, tags FROM memories WHERE content_key = ? AND scope = ?"
+    " AND working_dir IS ? AND archived = 0 ORDER BY id LIMIT 1"
+)
+_SQL_MERGE = (
+    "UPDATE memories SET tags = ?, updated_at = max(updated_at, ?),"
+    " recall_count = recall_count + 1 WHERE id = ?"
+)
+_SQL_EVICT = (
+    "DELETE FROM memories WHERE id IN ("
+    " SELECT id FROM memories WHERE id <> ? ORDER BY updated_at, id LIMIT ?)"
+)
+_SQL_BUMP = (
+    "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = ?"
+    " WHERE id IN (SELECT value FROM json_each(?))"
+)
+_SQL_RECALL_HEAD = (
+    f"SELECT {_COLS}, bm25(memories_fts) AS raw FROM memories_fts"
+    " JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ?"
+)
+_SQL_TAGS_ALL = (
+    " AND NOT EXISTS (SELECT 1 FROM json_each(?) AS req"
+    " WHERE req.value NOT IN (SELECT value FROM json_each(m.tags)))"
+)
+_SQL_SCOPE_PROJECT = " AND m.working_dir = ?"
+_SQL_SCOPE_VISIBLE = " AND (m.scope = 'all' OR m.working_dir = ?)"
+_SQL_NEWEST = " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
+_SQL_ARCHIVED = {"active": " WHERE m.archived = 0", "archived": " WHERE m.archived = 1", "all": ""}
+_SQL_MISSING_VECTORS = (
+    "SELECT m.id, m.content FROM memories m WHERE m.content <> '' AND NOT EXISTS ("
+    " SELECT 1 FROM memory_vectors v WHERE v.note_id = m.id AND v.model = ?)"
+    " ORDER BY m.id DESC LIMIT ?"
+)
+_SQL_PUT_VECTOR = (
+    "INSERT INTO memory_vectors (note_id, model, dim, vector, created_at)"
+    " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)"
+    " ON CONFLICT (note_id, model) DO UPDATE SET dim = excluded.dim,"
+    " vector = excluded.vector, created_at = excluded.created_at"
+)
+
+
+def _row(row: Sequence, score: float | None = None) -> Note:
+    """Map a ``_COLS`` row (plus optional score) to a Note."""
+    return Note(row[0], row[1], _decode_tags(row[2]), *row[3:8], score, bool(row[8]))
+
+
+class MemoryStore:
+    """CRUD, eviction and BM25 recall over ``memories`` (seed 000 §4, anchor §2.2).
+
+    Args:
+        conn: a connection from ``schema.open_database`` (migrated).
+        max_entries: hard row cap (``memory.notes.maxEntries``, default 1000).
+        max_content_chars: per-note ceiling (``memory.notes.maxContentChars``, 4000).
+        dedup: merge normalised-identical notes (BC-11); default on.
+
+    Raises ``ValueError`` for a non-positive cap; methods raise ``ValidationError``.
+    """
+
+    def __init__(
+        self,
+        conn: apsw.Connection,
+        *,
+        max_entries: int = DEFAULT_MAX_ENTRIES,
+        max_content_chars: int = MAX_CONTENT_CHARS,
+        dedup: bool = True,
+    ) -> None:
+        for name, value in (("max_entries", max_entries), ("max_content_chars", max_content_chars)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer")
+        self.conn = conn
+        self.max_entries = max_entries
+        self.max_content_chars = max_content_chars
+        self.dedup = bool(dedup)
+
+    # -- writes ---------------------------------------------------------------------
+
+    def store(
+        self,
+        content: str,
+        *,
+        tags: list[str] | None = None,
+        source: str = "agent",
+        scope: str = "all",
+        working_dir: str | None = None,
+        session_id: str | None = None,
+        now_ms: int | None = None,
+    ) -> Note:
+        """Store a note (or merge it into an identical one) and return it.
+
+        Validation (anchor §2.2): content trimmed, 1..max_content_chars chars; tags per
+        :func:`validate_tags`; source ``agent|user``; scope ``all|project``; scope
+        ``project`` needs a non-empty ``working_dir``; ``working_dir`` / ``session_id``
+        trimmed, empty -> None.
+
+        In one transaction: merge into an active note with the same
+        :func:`content_key`, scope and working dir (tags united, at most 16, existing
+        first; ``updated_at`` = now; ``recall_count`` + 1), else insert and evict the
+        oldest rows by ``(updated_at, id)`` above ``max_entries`` (never the new row).
+
+        Raises:
+            ValidationError: fields ``content``, ``tags``, ``source``, ``scope``,
+                ``workingDir``, ``sessionId``, ``nowMs``.
+        """
+        content = validate_content(content, self.max_content_chars)
+        tags = validate_tags(tags)
+        if source not in SOURCES:
+            raise ValidationError("source", "must be 'agent' or 'user'")
+        if scope not in SCOPES:
+            raise ValidationError("scope", "must be 'all' or 'project'")
+        working_dir = optional_text(working_dir, "workingDir")
+        session_id = optional_text(session_id, "sessionId")
+        if scope == "project" and working_dir is None:
+            raise ValidationError("workingDir", "is required when scope is 'project'")
+        now = _now(now_ms)
+        key = content_key(content)
+        conn = self.conn
+        with write_txn(conn):
+            if self.dedup:
+                dup = conn.execute(_SQL_FIND_DUP, (key, scope, working_dir)).fetchall()
+                if dup:
+                    note_id, raw_tags = dup[0]
+                    merged = _decode_tags(raw_tags)
+                    merged += [t for t in tags if t not in merged][: MAX_TAGS - len(merged)]
+                    conn.execute(_SQL_MERGE, (_encode_json(merged), now, note_id))
+                    return self._get(note_id)
+            conn.execute(
+                _SQL_INSERT,
+                (content, key, _encode_json(tags), source, scope, working_dir, session_id, now, now),
+            )
+            note_id = conn.last_insert_rowid()
+            self._evict(note_id)
+            return self._get(note_id)
+
+    def _get(self, note_id: int) -> Note:
+        return _row(self.conn.execute(_SQL_GET, (note_id,)).fetchall()[0])
+
+    def _evict(self, keep_id: int) -> int:
+        """Delete the oldest rows above the cap, never ``keep_id``; return the count."""
+        excess = self.count() - self.max_entries
+        if excess <= 0:
+            return 0
+        self.conn.execute(_SQL_EVICT, (keep_id, excess))
+        return self.conn.changes()
+
+    def forget(self, note_id: int) -> bool:
+        """Delete a note (FTS row, vectors and links follow); True if it existed.
+
+        Raises:
+            ValidationError: field ``id`` (not a positive int).
+        """
+        note_id = require_positive_id(note_id)
+        with write_txn(self.conn):
+            self.conn.execute("DELETE FROM memories WHERE id = ?", (note_id,))
+            return self.conn.changes() > 0
+
+    def set_archived(self, note_id: int, archived: bool = True, *, now_ms: int | None = None) -> bool:
+        """Set or clear the archive flag (``updated_at`` = now); True if the note exists.
+
+        Archived notes stay readable by id and reachable by recall, but leave
+        :meth:`list_index` and ``list(archived="active")``.
+        """
+        note_id = require_positive_id(note_id)
+        now = _now(now_ms)
+        with write_txn(self.conn):
+            self.conn.execute(
+                "UPDATE memories SET archived = ?, updated_at = ? WHERE id = ?",
+                (int(bool(archived)), now, note_id),
+            )
+            return self.conn.changes() > 0
+
+    def bump_recall(self, ids: Iterable[int], now_ms: int | None = None) -> int:
+        """Add 1 to ``recall_count`` and stamp ``last_recalled_at`` for each id.
+
+        Unknown ids are ignored; returns the number of rows updated.
+        """
+        id_list = [require_positive_id(i) for i in ids]
+        if not id_list:
+            return 0
+        now = _now(now_ms)
+        with write_txn(self.conn):
+            self.conn.execute(_SQL_BUMP, (now, _encode_json(sorted(set(id_list)))))
+            return self.conn.changes()
+
+    # -- reads ----------------------------------------------------------------------
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = K_DEFAULT,
+        scope: str | None = None,
+        working_dir: str | None = None,
+        tags: list[str] | None = None,
+        bump: bool = True,
+        now_ms: int | None = None,
+    ) -> list[Note]:
+        """Return up to ``k`` notes matching ``query`` by BM25, best first.
+
+        Args:
+            query: any user text, at most 500 chars after trimming; text with nothing
+                indexable (empty, punctuation, emoji) returns ``[]``.
+            k: clamped into [1, 50] (default 5, ``memory.notes.recallDefaultK``).
+            scope: ``"project"`` -> only notes of ``working_dir`` (``[]`` without
+                one); ``"all"`` -> every note; ``None`` -> global notes plus those of
+                ``working_dir`` when given, else every note.
+            tags: required tags, all must be present (AND).
+            bump: add 1 to ``recall_count`` / stamp ``last_recalled_at`` of the hits.
+            now_ms: bump time, Unix ms.
+
+        Each note's ``score`` is the BM25 score normalised within the hit set
+        (:func:`normalise_bm25`): in [0, 1], strongest = 1.0. Archived notes are
+        included.
+
+        Raises:
+            ValidationError: fields ``query``, ``k``, ``scope``, ``workingDir``,
+                ``tags``.
+        """
+        if not isinstance(query, str):
+            raise ValidationError("query", "must be a string")
+        query = query.strip()
+        if len(query) > MAX_QUERY_CHARS:
+            raise ValidationError("query", f"must be at most {MAX_QUERY_CHARS} chars")
+        k = min(K_MAX, max(K_MIN, require_int(k, "k")))
+        if scope is not None and scope not in SCOPES:
+            raise ValidationError("scope", "must be 'all' or 'project'")
+        working_dir = optional_text(working_dir, "workingDir")
+        required = validate_tags(tags)
+        match = build_match_query(query)
+        if match is None or (scope == "project" and working_dir is None):
+            return []
+        sql = _SQL_RECALL_HEAD
+        args: list[object] = [match]
+        if scope == "project":
+            sql += _SQL_SCOPE_PROJECT
+            args.append(working_dir)
+        elif scope is None and working_dir is not None:
+            sql += _SQL_SCOPE_VISIBLE
+            args.append(working_dir)
+        if required:
+            sql += _SQL_TAGS_ALL
+            args.append(_encode_json(required))
+        sql += " ORDER BY raw, m.id LIMIT ?"
+        args.append(k)
+        rows = self.conn.execute(sql, tuple(args)).fetchall()
+        scores = normalise_bm25([r[9] for r in rows])
+        notes = [_row(r, s) for r, s in zip(rows, scores)]
+        if bump and notes:
+            self.bump_recall([n.id for n in notes], now_ms)
+        return notes
+
+    def get(self, note_id: int) -> Note | None:
+        """Return the note with this id (archived included) or None.
+
+        Raises:
+            ValidationError: field ``id`` (not a positive int).
+        """
+        rows = self.conn.execute(_SQL_GET, (require_positive_id(note_id),)).fetchall()
+        return _row(rows[0]) if rows else None
+
+    def list(self, limit: int = 50, archived: str = "active") -> list[Note]:
+        """Return notes newest first (``updated_at DESC, id DESC``).
+
+        ``limit`` is clamped into [1, 200]; ``archived`` is ``"active"`` (default),
+        ``"archived"`` or ``"all"``.
+
+        Raises:
+            ValidationError: fields ``limit``, ``archived``.
+        """
+        limit = min(LIST_MAX, max(1, require_int(limit, "limit")))
+        if archived not in ARCHIVED_FILTERS:
+            raise ValidationError("archived", "must be 'active', 'archived' or 'all'")
+        sql = f"SELECT {_COLS} FROM memories m{_SQL_ARCHIVED[archived]}{_SQL_NEWEST}"
+        return [_row(r) for r in self.conn.execute(sql, (limit,))]
+
+    def list_index(
+        self,
+        limit: int = 20,
+        *,
+        exclude_ids: Iterable[int] = (),
+        working_dir: str | None = None,
+    ) -> list[Note]:
+        """Return the most recently updated non-archived notes (``### memory-index``).
+
+        Order ``updated_at DESC, id DESC`` (the renderer re-sorts by id); ``limit``
+        clamped into [1, 200] (``memory.index.limit`` default 20); ids in
+        ``exclude_ids`` (already in ``### recalled``) are skipped before the limit
+        applies. With ``working_dir``: global notes plus that directory's notes.
+        """
+        limit = min(LIST_MAX, max(1, require_int(limit, "limit")))
+        working_dir = optional_text(working_dir, "workingDir")
+        excluded = sorted({require_int(i, "excludeIds") for i in exclude_ids})
+        sql = f"SELECT {_COLS} FROM memories m WHERE m.archived = 0"
+        args: list[object] = []
+        if excluded:
+            sql += " AND m.id NOT IN (SELECT value FROM json_each(?))"
+            args.append(_encode_json(excluded))
+        if working_dir is not None:
+            sql += _SQL_SCOPE_VISIBLE
+            args.append(working_dir)
+        sql += _SQL_NEWEST
+        args.append(limit)
+        return [_row(r) for r in self.conn.execute(sql, tuple(args))]
+
+    def count(self) -> int:
+        """Return the number of stored notes (archived included)."""
+        return self.conn.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+
+    # -- vectors (backfill actor, DESIGN §8) ------------------------------------------
+
+    def missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]:
+        """Return ``(id, content)`` of notes without a vector for ``model``, newest
+        (highest id) first; ``limit`` clamped into [1, 10000].
+
+        Raises:
+            ValidationError: fields ``model``, ``limit``.
+        """
+        model = self._model(model)
+        limit = min(VECTOR_BATCH_MAX, max(1, require_int(limit, "limit")))
+        return [(r[0], r[1]) for r in self.conn.execute(_SQL_MISSING_VECTORS, (model, limit))]
+
+    def put_vectors(self, model: str, dim: int, rows: Sequence[tuple[int, bytes]]) -> int:
+        """Upsert ``(note_id, float32 bytes)`` vectors of ``model`` in one transaction.
+
+        Each vector must be exactly ``dim * 4`` bytes (little-endian float32). Ids of
+        notes that no longer exist are skipped silently. Returns the rows written.
+
+        Raises:
+            ValidationError: fields ``model``, ``dim``, ``vector``, ``id``.
+        """
+        model = self._model(model)
+        dim = require_positive_id(dim, "dim")
+        prepared: list[tuple[int, bytes]] = []
+        for note_id, blob in rows:
+            data = bytes(blob)
+            if len(data) != dim * 4:
+                raise ValidationError(
+                    "vector", f"must be {dim * 4} bytes ({dim} float32), got {len(data)}"
+                )
+            prepared.append((require_positive_id(note_id), data))
+        now = _now(None)
+        written = 0
+        with write_txn(self.conn):
+            for note_id, data in prepared:
+                self.conn.execute(_SQL_PUT_VECTOR, (note_id, model, dim, data, now, note_id))
+                written += self.conn.changes()
+        return written
+
+    def vector_count(self, model: str) -> int:
+        """Return how many vectors of ``model`` are stored."""
+        sql = "SELECT count(*) FROM memory_vectors WHERE model = ?"
+        return self.conn.execute(sql, (self._model(model),)).fetchall()[0][0]
+
+    @staticmethod
+    def _model(model: object) -> str:
+        if not isinstance(model, str) or not model.strip():
+            raise ValidationError("model", "must be a non-empty string")
+        return model

@@ -1,0 +1,354 @@
+"""ProfileStore: short key/value facts with bi-temporal history (seed 000 §3, anchor §2.3).
+
+Every successful :meth:`ProfileStore.set` adds a row and supersedes the previous active
+row of that key, so ``history(key)`` shows every value the key ever had; at most one
+row per key is active (``superseded_by IS NULL``, a partial unique index). Removing a
+fact retires its active row (``superseded_by`` = its own id) instead of deleting it, so
+history is kept (BC-12: a value never disappears without a trace).
+
+Pinned facts are rendered into every prompt; unpinned (contextual) facts only when one
+of their keywords hits the user message (``render.gate_profile``). Active unpinned facts
+are capped (``max_unpinned``, anchor §2.4, default 500); the oldest are retired first,
+never the row just written; pinned facts are never counted or evicted.
+
+All writes go through ``schema.write_txn``: ``BEGIN IMMEDIATE`` on their own, a
+savepoint when the caller already holds a transaction (one reflection result, one
+transaction). Times are Unix milliseconds.
+"""
+
+from __future__ import annotations
+
+import re
+
+import apsw
+import msgspec
+
+from .errors import ValidationError, require_positive_id, string_list
+from .errors import now_ms as _now
+from .schema import write_txn
+
+__all__ = [
+    "ProfileFact",
+    "ProfileStore",
+    "PROFILE_KEY_MAX_LENGTH",
+    "PROFILE_VALUE_MAX_LENGTH",
+    "PROFILE_MAX_KEYWORDS",
+    "PROFILE_KEYWORD_MAX_LENGTH",
+    "DEFAULT_MAX_UNPINNED",
+    "validate_key",
+    "validate_value",
+    "validate_keywords",
+]
+
+#: Limits of anchor §2.3.
+PROFILE_KEY_MAX_LENGTH = 120
+PROFILE_VALUE_MAX_LENGTH = 2000
+PROFILE_MAX_KEYWORDS = 8
+PROFILE_KEYWORD_MAX_LENGTH = 40
+#: ``memory.profile.maxEntries`` default: cap on active unpinned facts (anchor §2.4).
+DEFAULT_MAX_UNPINNED = 500
+
+_KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_KEYWORDS_DECODER = msgspec.json.Decoder(list[str])
+
+
+class ProfileFact(msgspec.Struct, rename="camel"):
+    """One profile row.
+
+    Attributes:
+        id: row id (every version of a key has its own id).
+        key: lower-cased key, charset ``[a-z0-9][a-z0-9_.-]*``, at most 120 chars.
+        value: the value exactly as written (not trimmed), 1..2000 chars.
+        pinned: True -> always rendered; False -> rendered only on a keyword hit.
+        keywords: lower-cased gate keywords (empty for pinned facts), at most 8.
+        updated_at: last change of this row, Unix ms (for a superseded row: when it
+            was superseded).
+        valid_from: when this value became current, Unix ms.
+        superseded_by: ``None`` while active; the id of the row that replaced it; its
+            own id when the fact was removed or evicted without a successor.
+
+    Encoded with camelCase keys (``updatedAt``, ``validFrom``, ``supersededBy``), the
+    wire shape of DESIGN §9.
+    """
+
+    id: int
+    key: str
+    value: str
+    pinned: bool
+    keywords: list[str]
+    updated_at: int
+    valid_from: int
+    superseded_by: int | None = None
+
+    @property
+    def active(self) -> bool:
+        """True when this row is the current value of its key."""
+        return self.superseded_by is None
+
+
+def validate_key(key: object) -> str:
+    """Validate a profile key and return its canonical (trimmed, lower-cased) form.
+
+    Rules (anchor §2.3; case folding from field case BC-12): a string, trimmed,
+    non-empty, at most :data:`PROFILE_KEY_MAX_LENGTH` (120) chars, first char
+    ``[A-Za-z0-9]``, the rest ``[A-Za-z0-9_.-]``.
+
+    Raises:
+        ValidationError: field ``key``.
+    """
+    if not isinstance(key, str):
+        raise ValidationError("key", "must be a string")
+    key = key.strip()
+    if not key:
+        raise ValidationError("key", "must not be empty")
+    if len(key) > PROFILE_KEY_MAX_LENGTH:
+        raise ValidationError(
+            "key", f"must be at most {PROFILE_KEY_MAX_LENGTH} chars (got {len(key)})"
+        )
+    if _KEY_RE.fullmatch(key) is None:
+        raise ValidationError(
+            "key", "must start with alphanumeric and contain only [a-zA-Z0-9_.-]"
+        )
+    return key.lower()
+
+
+def validate_value(value: object) -> str:
+    """Validate a profile value; it is returned unchanged (never trimmed, never cut).
+
+    Rules (anchor §2.3): a string with at least one non-whitespace char, at most
+    :data:`PROFILE_VALUE_MAX_LENGTH` (2000) chars.
+
+    Raises:
+        ValidationError: field ``value``.
+    """
+    if not isinstance(value, str):
+        raise ValidationError("value", "must be a string")
+    if not value.strip():
+        raise ValidationError("value", "must not be empty")
+    if len(value) > PROFILE_VALUE_MAX_LENGTH:
+        raise ValidationError(
+            "value", f"must be at most {PROFILE_VALUE_MAX_LENGTH} chars (got {len(value)})"
+        )
+    return value
+
+
+def validate_keywords(keywords: object) -> list[str]:
+    """Validate gate keywords; return them trimmed, lower-cased and de-duplicated.
+
+    Rules (anchor §2.3): ``None`` -> ``[]``; otherwise a list/tuple of at most
+    :data:`PROFILE_MAX_KEYWORDS` (8) strings, each non-empty after trimming and at most
+    :data:`PROFILE_KEYWORD_MAX_LENGTH` (40) chars.
+
+    Raises:
+        ValidationError: field ``keywords``.
+    """
+    return string_list(
+        keywords,
+        "keywords",
+        max_items=PROFILE_MAX_KEYWORDS,
+        max_chars=PROFILE_KEYWORD_MAX_LENGTH,
+        lower=True,
+    )
+
+
+def _decode_keywords(raw: str | None) -> list[str]:
+    if not raw:
+        return []
+    try:
+        return _KEYWORDS_DECODER.decode(raw)
+    except msgspec.DecodeError:
+        return []
+
+
+_COLS = "id, key, value, pinned, keywords, updated_at, valid_from, superseded_by"
+_SQL_ACTIVE = f"SELECT {_COLS} FROM profile_facts WHERE key = ? AND superseded_by IS NULL"
+_SQL_BY_ID = f"SELECT {_COLS} FROM profile_facts WHERE id = ?"
+_SQL_LIST = f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL ORDER BY key"
+_SQL_HISTORY = f"SELECT {_COLS} FROM profile_facts WHERE key = ? ORDER BY valid_from, id"
+_SQL_INSERT = (
+    "INSERT INTO profile_facts (key, value, pinned, keywords, valid_from, superseded_by,"
+    " supersedes, created_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)"
+)
+_SQL_RETIRE = (
+    "UPDATE profile_facts SET superseded_by = id, updated_at = ?"
+    " WHERE key = ? AND superseded_by IS NULL"
+)
+_SQL_EVICT = (
+    "UPDATE profile_facts SET superseded_by = id, updated_at = ? WHERE id IN ("
+    " SELECT id FROM profile_facts WHERE superseded_by IS NULL AND pinned = 0 AND id <> ?"
+    " ORDER BY updated_at, id LIMIT ?)"
+)
+
+
+def _row(row: tuple) -> ProfileFact:
+    return ProfileFact(
+        id=row[0],
+        key=row[1],
+        value=row[2],
+        pinned=bool(row[3]),
+        keywords=_decode_keywords(row[4]),
+        updated_at=row[5],
+        valid_from=row[6],
+        superseded_by=row[7],
+    )
+
+
+class ProfileStore:
+    """CRUD over ``profile_facts`` (seed 000 §3, anchor §2.3–§2.4).
+
+    Args:
+        conn: a connection from ``schema.open_database`` (migrated).
+        max_unpinned: cap on *active unpinned* facts (``memory.profile.maxEntries``,
+            default 500); must be a positive int, else ``ValueError``.
+
+    Every method validates its input (``ValidationError``); every write is atomic and
+    usable inside a caller's transaction.
+    """
+
+    def __init__(self, conn: apsw.Connection, *, max_unpinned: int = DEFAULT_MAX_UNPINNED):
+        if not isinstance(max_unpinned, int) or isinstance(max_unpinned, bool) or max_unpinned < 1:
+            raise ValueError("max_unpinned must be a positive integer")
+        self.conn = conn
+        self.max_unpinned = max_unpinned
+
+    def _fetch_one(self, sql: str, args: tuple) -> ProfileFact | None:
+        rows = self.conn.execute(sql, args).fetchall()
+        return _row(rows[0]) if rows else None
+
+    def set(
+        self,
+        key: str,
+        value: str,
+        *,
+        pinned: bool | None = None,
+        keywords: list[str] | None = None,
+        now_ms: int | None = None,
+    ) -> ProfileFact:
+        """Write ``key = value`` as the key's new active version; return the active fact.
+
+        Args:
+            key: see :func:`validate_key` (stored lower-cased).
+            value: see :func:`validate_value` (stored verbatim).
+            pinned: ``True``/``False`` sets it; ``None`` keeps the current fact's
+                setting, or pins a new key (seed default: pinned).
+            keywords: gate keywords, kept only when the fact ends up unpinned
+                (validated then, see :func:`validate_keywords`); ``None`` keeps the
+                current unpinned fact's keywords (BC-12: omitted options are kept).
+            now_ms: write time, Unix ms (default: now).
+
+        Writing exactly the active value with the same options is a no-op that returns
+        the active fact (BC-11: no second row). Otherwise, in one transaction: the
+        previous active row is superseded by the new one (``supersedes`` /
+        ``superseded_by`` link both ways), then the unpinned cap is enforced.
+
+        Raises:
+            ValidationError: fields ``key``, ``value``, ``keywords``, ``pinned``,
+                ``nowMs``.
+        """
+        key = validate_key(key)
+        value = validate_value(value)
+        if pinned is not None and not isinstance(pinned, bool):
+            raise ValidationError("pinned", "must be a boolean")
+        now = _now(now_ms)
+        conn = self.conn
+        with write_txn(conn):
+            prev = self._fetch_one(_SQL_ACTIVE, (key,))
+            eff_pinned = pinned if pinned is not None else (prev.pinned if prev else True)
+            if eff_pinned:
+                eff_keywords: list[str] = []
+            elif keywords is not None:
+                eff_keywords = validate_keywords(keywords)
+            else:
+                eff_keywords = list(prev.keywords) if prev and not prev.pinned else []
+            if (
+                prev is not None
+                and prev.value == value
+                and prev.pinned == eff_pinned
+                and prev.keywords == eff_keywords
+            ):
+                return prev
+            if prev is not None:
+                # Leave the active set first: the partial unique index is immediate.
+                conn.execute(
+                    "UPDATE profile_facts SET superseded_by = id WHERE id = ?", (prev.id,)
+                )
+            conn.execute(
+                _SQL_INSERT,
+                (
+                    key,
+                    value,
+                    int(eff_pinned),
+                    msgspec.json.encode(eff_keywords).decode(),
+                    now,
+                    prev.id if prev else None,
+                    now,
+                    now,
+                ),
+            )
+            new_id = conn.last_insert_rowid()
+            if prev is not None:
+                conn.execute(
+                    "UPDATE profile_facts SET superseded_by = ?, updated_at = ? WHERE id = ?",
+                    (new_id, now, prev.id),
+                )
+            self._evict(new_id, now)
+            fact = self._fetch_one(_SQL_BY_ID, (new_id,))
+        assert fact is not None
+        return fact
+
+    def _evict(self, keep_id: int, now: int) -> int:
+        """Retire the oldest active unpinned facts above the cap, never ``keep_id``."""
+        count = self.conn.execute(
+            "SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL AND pinned = 0"
+        ).fetchall()[0][0]
+        excess = count - self.max_unpinned
+        if excess <= 0:
+            return 0
+        self.conn.execute(_SQL_EVICT, (now, keep_id, excess))
+        return self.conn.changes()
+
+    def remove(self, key: str, *, now_ms: int | None = None) -> bool:
+        """Retire the active fact of ``key``; history stays readable.
+
+        Returns True when an active fact existed, False otherwise.
+
+        Raises:
+            ValidationError: field ``key``.
+        """
+        key = validate_key(key)
+        now = _now(now_ms)
+        with write_txn(self.conn):
+            self.conn.execute(_SQL_RETIRE, (now, key))
+            return self.conn.changes() > 0
+
+    def get(self, key: str) -> ProfileFact | None:
+        """Return the active fact of ``key`` or None.
+
+        Raises:
+            ValidationError: field ``key``.
+        """
+        return self._fetch_one(_SQL_ACTIVE, (validate_key(key),))
+
+    def get_by_id(self, fact_id: int) -> ProfileFact | None:
+        """Return any row (active or historical) by id, or None."""
+        return self._fetch_one(_SQL_BY_ID, (require_positive_id(fact_id),))
+
+    def list(self) -> list[ProfileFact]:
+        """Return every active fact, ``key`` ascending."""
+        return [_row(r) for r in self.conn.execute(_SQL_LIST)]
+
+    def history(self, key: str) -> list[ProfileFact]:
+        """Return every version of ``key``, oldest first (``valid_from, id``).
+
+        The active version, if any, is last. Empty list for an unknown key.
+
+        Raises:
+            ValidationError: field ``key``.
+        """
+        return [_row(r) for r in self.conn.execute(_SQL_HISTORY, (validate_key(key),))]
+
+    def count_unpinned(self) -> int:
+        """Return the number of active unpinned facts (the quantity the cap bounds)."""
+        return self.conn.execute(
+            "SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL AND pinned = 0"
+        ).fetchall()[0][0]

@@ -1,0 +1,271 @@
+"""Rendering of memory into prompt-tail section bodies (seed 000 §3–§4, §7–§9).
+
+Formats, preview clipping and the token estimate follow anchor §3.1–§3.4; budgets are
+the defaults of seed 000 §8 (``### profile`` 512 tokens, ``### recalled`` 400,
+``### memory-index`` 300). The functions return section *bodies*; the prompt builder
+adds the ``### name`` heading and omits empty bodies.
+
+Security (DESIGN §5): stored memory is data, not instructions. Every rendered fact or
+note is exactly one line starting with ``- ``: line breaks inside stored text are
+flattened, and inside the line every run of two or more ``#`` is broken with zero-width
+spaces (``#\\u200b#\\u200b#``) so it can never read as a ``### `` heading; chat-template
+role markers (``<|im_start|>``, ``<|eot_id|>``, ``<start_of_turn>``, ``[INST]``) and
+memory-block delimiters (``<memory>``, ``</memory>``) are broken the same way.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from .fts import contains_cjk
+from .notes import Note
+from .profile import ProfileFact
+
+__all__ = [
+    "TRUNCATION_MARKER",
+    "NO_PROFILE",
+    "estimate_tokens",
+    "truncate_to_tokens",
+    "gate_profile",
+    "keyword_hits",
+    "render_profile",
+    "render_recalled",
+    "render_index",
+    "neutralise",
+    "clip_preview",
+]
+
+#: Marker written over the end of a clipped section (anchor §3.1).
+TRUNCATION_MARKER = "\n… [truncated]"
+#: Sentinel body of an empty profile (anchor §3.2).
+NO_PROFILE = "(no profile)"
+_ZW = "\u200b"
+
+_HASH_RUN_RE = re.compile(r"#{2,}")
+_ROLE_RE = re.compile(
+    r"<\|"  # <|im_start|>, <|eot_id|>, <|endoftext|> ...
+    r"|\|>"
+    r"|<\s*/?\s*(?:memory|system|user|assistant|tool\w*|think|s|start_of_turn|end_of_turn)\b"
+    r"|\[\s*/?\s*(?:INST|SYS)\s*\]",
+    re.IGNORECASE,
+)
+#: Line separators other than CR/LF (str.splitlines set).
+_OTHER_BREAK_RE = re.compile("[\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
+_WS_RE = re.compile(r"\s+")
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimate the tokens of ``text`` without a tokenizer (anchor §3.1).
+
+    ``0`` for ``""``; otherwise ``max(ceil(chars / 3.6), ceil(words * 1.4))`` where
+    ``words`` counts whitespace-separated pieces. Over-counts on purpose. Integer
+    arithmetic, so results are exact at the boundaries.
+    """
+    if not text:
+        return 0
+    by_chars = (len(text) * 10 + 35) // 36
+    by_words = (len(text.split()) * 14 + 9) // 10
+    return max(by_chars, by_words)
+
+
+def truncate_to_tokens(text: str, max_tokens: int) -> str:
+    """Clip ``text`` to at most ``max_tokens`` estimated tokens (anchor §3.1).
+
+    ``max_tokens <= 0`` -> ``""``; fits -> unchanged; otherwise the longest prefix that
+    fits *with* :data:`TRUNCATION_MARKER` (``"\\n… [truncated]"``) written over its end.
+    When such a prefix would not be longer than the marker + 1 char, the longest
+    fitting prefix is returned without marker. The cut may land mid-line.
+    """
+    if max_tokens <= 0:
+        return ""
+    if estimate_tokens(text) <= max_tokens:
+        return text
+
+    def longest(fits) -> int:
+        lo, hi = 0, len(text)
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if fits(mid):
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    plain = longest(lambda n: estimate_tokens(text[:n]) <= max_tokens)
+    mark = len(TRUNCATION_MARKER)
+    if plain <= mark + 1:
+        return text[:plain]
+    marked = longest(
+        lambda n: n <= mark
+        or estimate_tokens(text[: n - mark] + TRUNCATION_MARKER) <= max_tokens
+    )
+    if marked <= mark + 1:
+        return text[:plain]
+    return text[: marked - mark] + TRUNCATION_MARKER
+
+
+def neutralise(text: str) -> str:
+    """Break heading and role-marker syntax inside one rendered line (DESIGN §5).
+
+    Runs of 2+ ``#`` get zero-width spaces between the hashes; ``<|``, ``|>``,
+    ``<memory>``/``</memory>``, ``<system>``…, ``<start_of_turn>``, ``[INST]`` get one
+    after their first character. A single ``#`` (``#42``, ``C#``) is kept.
+    """
+    text = _HASH_RUN_RE.sub(lambda m: _ZW.join(m.group()), text)
+    return _ROLE_RE.sub(lambda m: m.group()[0] + _ZW + m.group()[1:], text)
+
+
+def _one_line(text: str) -> str:
+    """Collapse every whitespace run (line breaks included) into one space, trimmed."""
+    return _WS_RE.sub(" ", text).strip()
+
+
+def clip_preview(text: str, preview_chars: int) -> str:
+    """Clip to ``preview_chars``: longer text keeps ``preview_chars - 1`` chars plus
+    ``…`` (total exactly ``preview_chars``); ``preview_chars <= 1`` hard-slices
+    (anchor §2.2 ``listIndex`` rule)."""
+    if len(text) <= preview_chars:
+        return text
+    if preview_chars <= 1:
+        return text[: max(preview_chars, 0)]
+    return text[: preview_chars - 1] + "…"
+
+
+def _flatten_value(value: str) -> str:
+    """Profile value on one line: CRLF/LF -> `` \\n ``, lone CR -> `` \\r `` (literal
+    backslash sequences, anchor §3.2); other line separators -> space."""
+    value = value.replace("\r\n", " \\n ").replace("\n", " \\n ").replace("\r", " \\r ")
+    return _OTHER_BREAK_RE.sub(" ", value)
+
+
+@lru_cache(maxsize=1024)
+def _keyword_re(keyword: str) -> re.Pattern[str]:
+    return re.compile(r"(?<![^\W_])" + re.escape(keyword) + r"(?![^\W_])")
+
+
+def keyword_hits(keyword: str, message: str) -> bool:
+    """True when ``keyword`` occurs in ``message`` as a whole word, case-insensitively.
+
+    Anything that is not a letter or digit (spaces, punctuation, ``_``) is a boundary:
+    ``ci`` hits "Run the CI pipeline" but not "disciple"; ``ai`` does not hit "Maine".
+    A keyword containing characters of scripts written without spaces (``fts.CJK_RANGES``)
+    matches as a plain substring.
+    """
+    kw = keyword.strip().casefold()
+    if not kw or not message:
+        return False
+    msg = message.casefold()
+    if contains_cjk(kw):
+        return kw in msg
+    return _keyword_re(kw).search(msg) is not None
+
+
+def gate_profile(
+    facts: Iterable[ProfileFact], user_message: str | None, *, gate: bool = True
+) -> list[ProfileFact]:
+    """Select the facts for ``### profile`` (seed 000 §3.2, anchor §3.2 step 3).
+
+    Pinned facts always pass; an unpinned fact passes only when one of its keywords
+    hits ``user_message`` (:func:`keyword_hits`); no message -> no contextual fact.
+    ``gate=False`` (``memory.profile.contextualKeywordGate``) passes every fact.
+    Input order is kept.
+    """
+    facts = list(facts)
+    if not gate:
+        return facts
+    message = user_message or ""
+    return [
+        f
+        for f in facts
+        if f.pinned or any(keyword_hits(kw, message) for kw in f.keywords)
+    ]
+
+
+def _profile_line(fact: ProfileFact) -> str:
+    return f"- {neutralise(fact.key)}: {neutralise(_flatten_value(fact.value))}"
+
+
+def render_profile(
+    facts: Sequence[ProfileFact], max_tokens: int = 512, *, empty: str = NO_PROFILE
+) -> str:
+    """Render the ``### profile`` body (anchor §3.2).
+
+    One line ``- key: value`` per fact, pinned facts first, then contextual ones, key
+    order inside each group; line breaks in values become literal `` \\n ``. Budget
+    ``max_tokens`` (``memory.profile.maxTokens``, default 512) with whole lines only:
+    lines that do not fit are skipped (later, shorter ones may still fit) and a final
+    line ``… [truncated] N more profile fact(s) not shown (memory.profile.maxTokens)``
+    counts them ("fact" when N = 1). No facts -> ``empty`` (default ``(no profile)``)
+    if it fits the budget, else ``""``.
+    """
+    if max_tokens <= 0:
+        return ""
+    if not facts:
+        return empty if estimate_tokens(empty) <= max_tokens else ""
+    ordered = sorted(facts, key=lambda f: (not f.pinned, f.key))
+    lines = [_profile_line(f) for f in ordered]
+    body = "\n".join(lines)
+    if estimate_tokens(body) <= max_tokens:
+        return body
+
+    def marker(n: int) -> str:
+        noun = "fact" if n == 1 else "facts"
+        return f"… [truncated] {n} more profile {noun} not shown (memory.profile.maxTokens)"
+
+    # Reserve room for the widest marker this call can emit.
+    reserve = marker(len(lines))
+    kept: list[str] = []
+    for line in lines:
+        if estimate_tokens("\n".join([*kept, line, reserve])) <= max_tokens:
+            kept.append(line)
+    dropped = len(lines) - len(kept)
+    out = "\n".join([*kept, marker(dropped)])
+    return out if estimate_tokens(out) <= max_tokens else "\n".join(kept)
+
+
+def _tags_part(tags: Sequence[str]) -> str:
+    if not tags:
+        return ""
+    return " [" + ", ".join(_one_line(t) for t in tags) + "]"
+
+
+def _note_line(note: Note, preview: str) -> str:
+    return neutralise(f"- #{note.id}{_tags_part(note.tags)} {preview}")
+
+
+def render_recalled(
+    notes: Sequence[Note], *, preview_chars: int = 160, max_tokens: int = 400
+) -> str:
+    """Render the ``### recalled`` body (anchor §3.3); ``""`` for no notes.
+
+    One line per note in the given (rank) order: ``- #<id>`` + `` [tag1, tag2]`` when
+    tagged + a space + the preview: the whole content with whitespace runs collapsed,
+    clipped by :func:`clip_preview` to ``preview_chars`` (default 160). The block is
+    clipped by :func:`truncate_to_tokens` at ``max_tokens`` (default 400).
+    """
+    lines = [_note_line(n, clip_preview(_one_line(n.content), preview_chars)) for n in notes]
+    return truncate_to_tokens("\n".join(lines), max_tokens)
+
+
+def _first_line(content: str) -> str:
+    for line in content.replace("\r\n", "\n").split("\n"):
+        line = _one_line(line)
+        if line:
+            return line
+    return ""
+
+
+def render_index(
+    notes: Sequence[Note], *, preview_chars: int = 60, max_tokens: int = 300
+) -> str:
+    """Render the ``### memory-index`` body (anchor §3.4); ``""`` for no notes.
+
+    Notes re-sorted by id ascending; one line ``- #<id>[ [tags]] <preview>`` where the
+    preview is the first non-empty line of the content clipped to ``preview_chars``
+    (default 60). Clipped by :func:`truncate_to_tokens` at ``max_tokens`` (300).
+    """
+    ordered = sorted(notes, key=lambda n: n.id)
+    lines = [_note_line(n, clip_preview(_first_line(n.content), preview_chars)) for n in ordered]
+    return truncate_to_tokens("\n".join(lines), max_tokens)

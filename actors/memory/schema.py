@@ -1,0 +1,402 @@
+"""memory.sqlite: connection setup, versioned migrations, write transactions.
+
+Only the memory actor opens this file for writing (DESIGN §4, STYLE §2.3). The schema is
+reached through an ordered tuple of SQL scripts, :data:`MIGRATIONS`; the script at
+position ``i`` produces version ``i + 1``. The version lives in ``PRAGMA user_version``
+and is bumped inside the same transaction as its step, so a crash can never leave a
+half-applied step marked as done. A file newer than the code is refused
+(:class:`SchemaTooNew`), a file that is not a database is reported
+(:class:`DatabaseCorrupt`), never silently replaced.
+
+Schema (seed 000 §2, DESIGN §4, anchor §1):
+
+* v1 ``profile_facts``: bi-temporal profile history, one active row per key
+  (``superseded_by IS NULL``, enforced by a partial unique index).
+* v2 ``memories`` (freeform notes) and ``memories_fts``: an FTS5 table
+  (``porter unicode61``) holding ``aa_index_text(content)`` keyed by the note id, kept
+  in sync by insert / delete / update-of-content triggers (BC-03, BC-05).
+* v3 ``memory_vectors``, ``memory_links``, ``lessons`` + ``lessons_fts``,
+  ``procedures`` + ``procedures_fts``, ``votes``.
+
+Because the triggers call ``aa_index_text``, every connection that writes these tables
+must be opened with :func:`open_database` (or pass through :func:`register_functions`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import apsw
+
+from .errors import DatabaseCorrupt, SchemaTooNew
+from .fts import index_text
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "MIGRATIONS",
+    "FTS_TABLES",
+    "APPLICATION_ID",
+    "BUSY_TIMEOUT_MS",
+    "open_database",
+    "register_functions",
+    "migrate",
+    "user_version",
+    "write_txn",
+    "fts_integrity_check",
+    "rebuild_fts",
+]
+
+#: ``PRAGMA application_id`` stamped by v1 ("AAG1"), so tools can tell the file apart.
+APPLICATION_ID = 0x41414731
+#: Busy timeout of every connection, in ms (field case BC-06: several seconds).
+BUSY_TIMEOUT_MS = 5000
+
+_V1 = f"""
+PRAGMA application_id = {APPLICATION_ID};
+CREATE TABLE profile_facts (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    key           TEXT    NOT NULL,
+    value         TEXT    NOT NULL,
+    pinned        INTEGER NOT NULL DEFAULT 1 CHECK (pinned IN (0, 1)),
+    keywords      TEXT    NOT NULL DEFAULT '[]',
+    valid_from    INTEGER NOT NULL,
+    superseded_by INTEGER,
+    supersedes    INTEGER,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX idx_profile_active_key ON profile_facts(key) WHERE superseded_by IS NULL;
+CREATE INDEX idx_profile_key_history ON profile_facts(key, valid_from, id);
+CREATE INDEX idx_profile_chain ON profile_facts(superseded_by);
+"""
+
+_V2 = """
+CREATE TABLE memories (
+    id               INTEGER PRIMARY KEY AUTOINCREMENT,
+    content          TEXT    NOT NULL,
+    content_key      TEXT    NOT NULL DEFAULT '',
+    tags             TEXT    NOT NULL DEFAULT '[]',
+    source           TEXT    NOT NULL DEFAULT 'agent' CHECK (source IN ('agent', 'user')),
+    scope            TEXT    NOT NULL DEFAULT 'all' CHECK (scope IN ('all', 'project')),
+    working_dir      TEXT,
+    session_id       TEXT,
+    created_at       INTEGER NOT NULL,
+    updated_at       INTEGER NOT NULL,
+    recall_count     INTEGER NOT NULL DEFAULT 0,
+    last_recalled_at INTEGER,
+    archived         INTEGER NOT NULL DEFAULT 0 CHECK (archived IN (0, 1))
+);
+CREATE INDEX idx_memories_updated ON memories(updated_at, id);
+CREATE INDEX idx_memories_working_dir ON memories(working_dir);
+CREATE INDEX idx_memories_content_key ON memories(content_key);
+CREATE VIRTUAL TABLE memories_fts USING fts5(content, tokenize = 'porter unicode61');
+CREATE TRIGGER memories_fts_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts(rowid, content) VALUES (new.id, aa_index_text(new.content));
+END;
+CREATE TRIGGER memories_fts_ad AFTER DELETE ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER memories_fts_au AFTER UPDATE OF id, content ON memories BEGIN
+    DELETE FROM memories_fts WHERE rowid = old.id;
+    INSERT INTO memories_fts(rowid, content) VALUES (new.id, aa_index_text(new.content));
+END;
+"""
+
+_V3 = """
+CREATE TABLE memory_vectors (
+    note_id    INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    model      TEXT    NOT NULL,
+    dim        INTEGER NOT NULL CHECK (dim > 0),
+    vector     BLOB    NOT NULL CHECK (length(vector) = dim * 4),
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (note_id, model)
+) WITHOUT ROWID;
+CREATE INDEX idx_memory_vectors_model ON memory_vectors(model);
+
+CREATE TABLE memory_links (
+    from_id    INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    to_id      INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    kind       TEXT    NOT NULL CHECK (kind IN ('RELATES_TO', 'CAUSED_BY', 'REFERENCES',
+                                                'CONTRADICTS', 'DUPLICATES', 'SUPERSEDES')),
+    weight     REAL    NOT NULL DEFAULT 1.0,
+    created_at INTEGER NOT NULL,
+    PRIMARY KEY (from_id, to_id, kind),
+    CHECK (from_id <> to_id)
+) WITHOUT ROWID;
+CREATE INDEX idx_memory_links_to ON memory_links(to_id);
+CREATE INDEX idx_memory_links_kind ON memory_links(kind);
+
+CREATE TABLE lessons (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    activation    TEXT    NOT NULL,
+    principle     TEXT    NOT NULL,
+    tags          TEXT    NOT NULL DEFAULT '[]',
+    status        TEXT    NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'deprecated')),
+    success_count INTEGER NOT NULL DEFAULT 0,
+    failure_count INTEGER NOT NULL DEFAULT 0,
+    parent_ids    TEXT    NOT NULL DEFAULT '[]',
+    working_dir   TEXT,
+    created_at    INTEGER NOT NULL,
+    updated_at    INTEGER NOT NULL,
+    deprecated_at INTEGER
+);
+CREATE INDEX idx_lessons_status ON lessons(status);
+CREATE INDEX idx_lessons_updated ON lessons(updated_at, id);
+CREATE VIRTUAL TABLE lessons_fts USING fts5(activation, principle, tags,
+                                            tokenize = 'porter unicode61');
+CREATE TRIGGER lessons_fts_ai AFTER INSERT ON lessons BEGIN
+    INSERT INTO lessons_fts(rowid, activation, principle, tags)
+    VALUES (new.id, aa_index_text(new.activation), aa_index_text(new.principle),
+            aa_index_text(new.tags));
+END;
+CREATE TRIGGER lessons_fts_ad AFTER DELETE ON lessons BEGIN
+    DELETE FROM lessons_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER lessons_fts_au AFTER UPDATE OF id, activation, principle, tags ON lessons BEGIN
+    DELETE FROM lessons_fts WHERE rowid = old.id;
+    INSERT INTO lessons_fts(rowid, activation, principle, tags)
+    VALUES (new.id, aa_index_text(new.activation), aa_index_text(new.principle),
+            aa_index_text(new.tags));
+END;
+
+CREATE TABLE procedures (
+    id                INTEGER PRIMARY KEY AUTOINCREMENT,
+    activation        TEXT    NOT NULL,
+    steps             TEXT    NOT NULL,
+    tags              TEXT    NOT NULL DEFAULT '[]',
+    status            TEXT    NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'deprecated')),
+    success_count     INTEGER NOT NULL DEFAULT 0,
+    failure_count     INTEGER NOT NULL DEFAULT 0,
+    use_count         INTEGER NOT NULL DEFAULT 0,
+    parent_lesson_ids TEXT    NOT NULL DEFAULT '[]',
+    parent_memory_ids TEXT    NOT NULL DEFAULT '[]',
+    source            TEXT    NOT NULL DEFAULT 'consolidator'
+                              CHECK (source IN ('consolidator', 'manual')),
+    working_dir       TEXT,
+    created_at        INTEGER NOT NULL,
+    updated_at        INTEGER NOT NULL,
+    deprecated_at     INTEGER
+);
+CREATE INDEX idx_procedures_status ON procedures(status);
+CREATE INDEX idx_procedures_updated ON procedures(updated_at, id);
+CREATE VIRTUAL TABLE procedures_fts USING fts5(activation, steps, tags,
+                                               tokenize = 'porter unicode61');
+CREATE TRIGGER procedures_fts_ai AFTER INSERT ON procedures BEGIN
+    INSERT INTO procedures_fts(rowid, activation, steps, tags)
+    VALUES (new.id, aa_index_text(new.activation), aa_index_text(new.steps),
+            aa_index_text(new.tags));
+END;
+CREATE TRIGGER procedures_fts_ad AFTER DELETE ON procedures BEGIN
+    DELETE FROM procedures_fts WHERE rowid = old.id;
+END;
+CREATE TRIGGER procedures_fts_au AFTER UPDATE OF id, activation, steps, tags ON procedures BEGIN
+    DELETE FROM procedures_fts WHERE rowid = old.id;
+    INSERT INTO procedures_fts(rowid, activation, steps, tags)
+    VALUES (new.id, aa_index_text(new.activation), aa_index_text(new.steps),
+            aa_index_text(new.tags));
+END;
+
+CREATE TABLE votes (
+    id         INTEGER PRIMARY KEY AUTOINCREMENT,
+    kind       TEXT    NOT NULL CHECK (kind IN ('memory', 'lesson', 'profile', 'procedure')),
+    target_id  INTEGER NOT NULL,
+    direction  INTEGER NOT NULL CHECK (direction IN (-1, 1)),
+    session_id TEXT,
+    turn_index INTEGER,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX idx_votes_created ON votes(created_at);
+CREATE INDEX idx_votes_target ON votes(kind, target_id);
+"""
+
+#: Ordered migration scripts; ``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``.
+#: Append only: never edit a released step, add a new one.
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+#: The newest schema version this code knows (``len(MIGRATIONS)``).
+SCHEMA_VERSION: int = len(MIGRATIONS)
+
+#: FTS5 tables with the base table, its columns, and the version that created them.
+FTS_TABLES: tuple[tuple[str, str, tuple[str, ...], int], ...] = (
+    ("memories_fts", "memories", ("content",), 2),
+    ("lessons_fts", "lessons", ("activation", "principle", "tags"), 3),
+    ("procedures_fts", "procedures", ("activation", "steps", "tags"), 3),
+)
+
+
+def _sql_index_text(value: object) -> str:
+    """SQL adapter of :func:`fts.index_text`: tolerate non-text column values."""
+    if value is None:
+        return ""
+    if isinstance(value, bytes):
+        value = value.decode("utf-8", errors="replace")
+    elif not isinstance(value, str):
+        value = str(value)
+    return index_text(value)
+
+
+def register_functions(conn: apsw.Connection) -> None:
+    """Register ``aa_index_text(text) -> text`` (:func:`fts.index_text`) on ``conn``.
+
+    Deterministic and innocuous, so SQLite may call it from triggers even when
+    ``trusted_schema`` is off. Idempotent (re-registering replaces it).
+    """
+    conn.create_scalar_function(
+        "aa_index_text",
+        _sql_index_text,
+        1,
+        deterministic=True,
+        flags=apsw.SQLITE_INNOCUOUS,
+    )
+
+
+def open_database(path: str, *, apply_migrations: bool = True) -> apsw.Connection:
+    """Open (or create) the memory database at ``path`` and return the connection.
+
+    Connection settings (DESIGN §4, field cases BC-06/BC-07): ``journal_mode=WAL``,
+    ``synchronous=NORMAL``, busy timeout :data:`BUSY_TIMEOUT_MS` (5000 ms),
+    ``foreign_keys=ON`` (vector/link cascades), ``recursive_triggers=ON`` (so that
+    ``INSERT OR REPLACE`` fires the FTS delete trigger), and the ``aa_index_text`` SQL
+    function. With ``apply_migrations`` (default) the schema is brought to
+    :data:`SCHEMA_VERSION` via :func:`migrate`; pass ``False`` to open a file as-is
+    (tests stepping through old versions).
+
+    Raises:
+        DatabaseCorrupt: the file is not an SQLite database, or is truncated/malformed
+            (``apsw.NotADBError`` / ``apsw.CorruptError``). The connection is closed
+            and the file left untouched for the caller to move aside.
+        SchemaTooNew: the file's ``user_version`` is above :data:`SCHEMA_VERSION`.
+    """
+    conn = apsw.Connection(path)
+    try:
+        conn.setbusytimeout(BUSY_TIMEOUT_MS)
+        register_functions(conn)
+        conn.execute("PRAGMA journal_mode = WAL").fetchall()
+        conn.execute("PRAGMA synchronous = NORMAL")
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("PRAGMA recursive_triggers = ON")
+        # Force the schema to be read now, so a truncated file fails here.
+        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
+        if apply_migrations:
+            migrate(conn)
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        conn.close()
+        raise DatabaseCorrupt(path, str(exc)) from exc
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def user_version(conn: apsw.Connection) -> int:
+    """Return ``PRAGMA user_version`` (the schema version; 0 for a new file)."""
+    return int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+
+
+@contextlib.contextmanager
+def write_txn(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+    """Run a block of writes atomically; the writer lock is taken up front.
+
+    Outside a transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any
+    exception). Contention therefore happens at ``BEGIN``, where the busy timeout
+    applies, instead of surfacing as an unretryable ``BusyError`` when a deferred read
+    transaction tries to upgrade (field case BC-07).
+
+    Inside an already open transaction (``conn.in_transaction``): a savepoint via
+    ``with conn:``, so a caller can group several store writes (one reflection result)
+    into one outer transaction and a failing inner write rolls back only itself.
+    """
+    if conn.in_transaction:
+        with conn:
+            yield conn
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def migrate(conn: apsw.Connection, stop_before: int | None = None) -> int:
+    """Apply pending migrations and return the resulting schema version.
+
+    Steps ``current + 1`` .. ``SCHEMA_VERSION`` run in order, each in its own
+    ``BEGIN IMMEDIATE`` transaction together with its ``PRAGMA user_version`` bump; the
+    version is re-read inside the transaction, so two processes migrating at once
+    apply each step once. Idempotent: a second call is a no-op.
+
+    Args:
+        conn: a connection (``aa_index_text`` is registered on it if missing).
+        stop_before: apply only versions below this one (``stop_before=2`` leaves the
+            file at v1), as in sqlite-migrate; ``None`` migrates fully.
+
+    Raises:
+        SchemaTooNew: the file's version is above :data:`SCHEMA_VERSION` (nothing is
+            changed).
+        DatabaseCorrupt: SQLite reports the file as not a database / malformed.
+    """
+    register_functions(conn)
+    target = SCHEMA_VERSION if stop_before is None else min(stop_before - 1, SCHEMA_VERSION)
+    try:
+        current = user_version(conn)
+        if current > SCHEMA_VERSION:
+            raise SchemaTooNew(current, SCHEMA_VERSION)
+        for version in range(current + 1, target + 1):
+            with write_txn(conn):
+                now = user_version(conn)
+                if now > SCHEMA_VERSION:
+                    raise SchemaTooNew(now, SCHEMA_VERSION)
+                if now >= version:
+                    continue
+                conn.execute(MIGRATIONS[version - 1])
+                # user_version cannot be bound; ``version`` is our own int.
+                conn.execute(f"PRAGMA user_version = {int(version)}")
+        return user_version(conn)
+    except (apsw.NotADBError, apsw.CorruptError) as exc:
+        raise DatabaseCorrupt(conn.filename or ":memory:", str(exc)) from exc
+
+
+def fts_integrity_check(conn: apsw.Connection) -> list[str]:
+    """Run FTS5's own ``integrity-check`` on every FTS table present.
+
+    Returns the names of the tables that were checked. Raises ``apsw.CorruptError``
+    (not translated: this is a diagnostic) when an index is inconsistent (BC-05).
+    """
+    checked: list[str] = []
+    for table, _base, _cols, _version in FTS_TABLES:
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
+        ).fetchall()
+        if exists:
+            # Table names come from the FTS_TABLES constant, never from input.
+            conn.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+            checked.append(table)
+    return checked
+
+
+def rebuild_fts(conn: apsw.Connection) -> int:
+    """Re-derive every FTS table from its base table with ``aa_index_text``.
+
+    For use by a future migration when :func:`fts.index_text` changes. Runs in one
+    write transaction (or a savepoint of the caller's). Returns the number of base rows
+    indexed.
+    """
+    total = 0
+    with write_txn(conn):
+        for table, base, cols, _version in FTS_TABLES:
+            exists = conn.execute(
+                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", (table,)
+            ).fetchall()
+            if not exists:
+                continue
+            col_list = ", ".join(cols)
+            derived = ", ".join(f"aa_index_text({c})" for c in cols)
+            conn.execute(f"DELETE FROM {table}")
+            conn.execute(
+                f"INSERT INTO {table}(rowid, {col_list}) SELECT id, {derived} FROM {base}"
+            )
+            total += conn.changes()
+    return total

@@ -1,0 +1,197 @@
+"""The memory tools and read-only operations, by name (seed 000 §3.4, §4.3; DESIGN §9).
+
+One table, :data:`OPS`, serves both callers: the agent's tool calls (the six tools
+``memory.profile.set/remove/list``, ``memory.notes.store/recall/forget``) and the
+gateway's ``memory`` frames (the tools plus read-only operations). Each op has an
+argument Struct; ``args`` from a model or a client are converted with msgspec and
+unknown or mistyped fields become :class:`ValidationError` (code
+``invalid_argument``) that names the field, so the model can retry.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+import msgspec
+
+from .errors import ValidationError
+from .notes import MemoryStore
+from .profile import ProfileStore
+
+
+class _Args(msgspec.Struct, forbid_unknown_fields=True, rename="camel", kw_only=True):
+    """Base of tool argument Structs: camelCase keys, unknown keys rejected."""
+
+
+class ProfileSetArgs(_Args):
+    key: str
+    value: str
+    pinned: bool | None = None
+    keywords: list[str] | None = None
+
+
+class KeyArgs(_Args):
+    key: str
+
+
+class NoArgs(_Args):
+    pass
+
+
+class NotesStoreArgs(_Args):
+    content: str
+    tags: list[str] | None = None
+    scope: Literal["all", "project"] = "all"
+    working_dir: str | None = None
+
+
+class NotesRecallArgs(_Args):
+    query: str | None = None
+    id: int | None = None
+    k: int | None = None
+    scope: Literal["all", "project"] | None = None
+    working_dir: str | None = None
+    tags: list[str] | None = None
+
+
+class IdArgs(_Args):
+    id: int
+
+
+class NotesListArgs(_Args):
+    limit: int = 50
+    archived: Literal["active", "archived", "all"] = "active"
+
+
+class LimitArgs(_Args):
+    limit: int = 100
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """One operation: its args Struct, a one-line description, whether the agent may
+    call it as a tool, and whether it writes."""
+
+    args: type[_Args]
+    description: str
+    tool: bool
+    writes: bool
+
+
+OPS: dict[str, OpSpec] = {
+    "memory.profile.set": OpSpec(ProfileSetArgs, "Remember a durable fact about the user as key=value. "
+                                 "pinned (default true) facts are always shown; pinned=false facts only "
+                                 "when one of their keywords appears in the user's message.", True, True),
+    "memory.profile.remove": OpSpec(KeyArgs, "Forget the profile fact with this key.", True, True),
+    "memory.profile.list": OpSpec(NoArgs, "List every stored profile fact.", True, False),
+    "memory.notes.store": OpSpec(NotesStoreArgs, "Save a freeform note for later recall.", True, True),
+    "memory.notes.recall": OpSpec(NotesRecallArgs, "Search notes by query, or fetch one note by id "
+                                  "(use the #id shown in ### memory-index).", True, False),
+    "memory.notes.forget": OpSpec(IdArgs, "Delete the note with this id.", True, True),
+    "memory.profile.history": OpSpec(KeyArgs, "Every version of a profile fact, oldest first.", False, False),
+    "memory.notes.list": OpSpec(NotesListArgs, "Notes, newest first.", False, False),
+    "memory.lessons.list": OpSpec(LimitArgs, "Active lessons, newest first.", False, False),
+    "memory.procedures.list": OpSpec(LimitArgs, "Active procedures, newest first.", False, False),
+    "memory.links.list": OpSpec(LimitArgs, "Edges between notes, newest first.", False, False),
+    "memory.votes.tail": OpSpec(LimitArgs, "The newest vote events.", False, False),
+}
+
+TOOL_NAMES: tuple[str, ...] = tuple(name for name, spec in OPS.items() if spec.tool)
+
+
+def decode_args(op: str, args: Any) -> _Args:
+    """Validate ``args`` (a dict) for ``op``; ValidationError names the bad field."""
+    spec = OPS.get(op)
+    if spec is None:
+        raise ValidationError("op", f"unknown memory operation {op!r}")
+    try:
+        return msgspec.convert(args if args is not None else {}, type=spec.args)
+    except msgspec.ValidationError as exc:
+        text = str(exc)
+        field = text.split("$.", 1)[1].rstrip("`") if "$." in text else "args"
+        raise ValidationError(field, text.split(" - at ")[0]) from None
+
+
+def _rows(conn, sql: str, limit: int) -> list[dict[str, Any]]:
+    cur = conn.execute(sql, (max(1, min(limit, 1000)),))
+    names = [d[0] for d in cur.getdescription()]
+    out = []
+    for row in cur:
+        item = dict(zip(names, row))
+        for k, v in item.items():
+            if isinstance(v, str) and k in ("tags", "parent_ids", "steps") and v.startswith("["):
+                item[k] = json.loads(v)
+        out.append(item)
+    return out
+
+
+def run_op(
+    profiles: ProfileStore,
+    notes: MemoryStore,
+    op: str,
+    args: Any,
+    *,
+    source: str = "agent",
+    session: str | None = None,
+    default_k: int = 5,
+) -> tuple[Any, dict[str, list]]:
+    """Run one op; return (result data, change) where change lists written
+    ``keys``/``ids`` (empty for reads). Shapes per DESIGN §9: a note / a fact / a
+    list / ``{"removed": bool}``. Errors: ValidationError (code invalid_argument)."""
+    a = decode_args(op, args)
+    conn = notes.conn
+    match a:
+        case ProfileSetArgs():
+            fact = profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords)
+            return fact, {"keys": [fact.key]}
+        case KeyArgs() if op == "memory.profile.remove":
+            removed = profiles.remove(a.key)
+            return {"removed": removed}, {"keys": [a.key] if removed else []}
+        case KeyArgs():
+            return profiles.history(a.key), {}
+        case NoArgs():
+            return profiles.list(), {}
+        case NotesStoreArgs():
+            note = notes.store(a.content, tags=a.tags, source=source, scope=a.scope,
+                               working_dir=a.working_dir, session_id=session)
+            return note, {"ids": [note.id]}
+        case NotesRecallArgs():
+            if a.id is not None:
+                note = notes.get(a.id)
+                return ([note] if note is not None else []), {}
+            if a.query is None:
+                raise ValidationError("query", "give either query or id")
+            return notes.recall(a.query, k=a.k or default_k, scope=a.scope,
+                                working_dir=a.working_dir, tags=a.tags), {}
+        case IdArgs():
+            removed = notes.forget(a.id)
+            return {"removed": removed}, {"ids": [a.id] if removed else []}
+        case NotesListArgs():
+            return notes.list(a.limit, a.archived), {}
+        case LimitArgs():
+            table_sql: dict[str, str] = {
+                "memory.lessons.list": "SELECT * FROM lessons WHERE status = 'active' "
+                                       "ORDER BY updated_at DESC, id DESC LIMIT ?",
+                "memory.procedures.list": "SELECT * FROM procedures WHERE status = 'active' "
+                                          "ORDER BY updated_at DESC, id DESC LIMIT ?",
+                "memory.links.list": "SELECT * FROM memory_links ORDER BY created_at DESC LIMIT ?",
+                "memory.votes.tail": "SELECT * FROM votes ORDER BY id DESC LIMIT ?",
+            }
+            return _rows(conn, table_sql[op], a.limit), {}
+    raise ValidationError("op", f"unhandled memory operation {op!r}")
+
+
+def tool_catalog() -> list[tuple[str, str, dict[str, Any]]]:
+    """(name, description, JSON schema of args) for each agent tool, in a fixed order
+    (the stable prompt prefix renders it, so the order must never depend on state)."""
+    out = []
+    for name in TOOL_NAMES:
+        spec = OPS[name]
+        schema = msgspec.json.schema(spec.args)
+        out.append((name, spec.description, schema))
+    return out
+
+
+ToolRunner = Callable[..., tuple[Any, dict[str, list]]]

@@ -1,0 +1,202 @@
+"""The reflection actor: end-of-turn memory formation (seed 000 §5, DESIGN §2 step 6).
+
+Fire-and-forget: the agent casts ``Reflect`` after the reply is out; nothing waits
+on it. One reflection is in flight per session: a new ``Reflect`` or an
+``AbortPending`` for the same session cancels the old one (outcome ``aborted``);
+other sessions are untouched; ``AbortPending(session=None)`` and shutdown abort all.
+
+Each run: read the known profile from the memory actor → build the micro-prompt →
+LLM call on the reflection slot (slot 1 when the server has ≥ 2 slots, else -1;
+seed 000 §5.2) with the GBNF grammar inside ``move_on_after(timeoutMs)`` (outcome
+``timeout``, nothing written) → parse (invalid lines dropped and counted) → one
+``ApplyReflection`` to the memory actor, written in one transaction. The outcome
+``ok | none | failed | aborted | timeout`` is counted
+(``agent.memory.reflection{outcome}``), timed (``agent.memory.reflection.latency_ms``),
+logged with the seed's event names, and cast to the root as a ``reflection`` event.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import msgspec
+import structlog
+import trio
+
+from actors.memory.messages import ApplyReflection, ApplyResult, FactIn, NoteIn, OpResult, ToolOp
+from runtime.actor import ActorContext
+from runtime.config import ActorBoot
+from runtime.errors import RuntimeFailure
+from runtime.llm import LLMError, LlamaClient, SlotPlan, chat_prompt
+from runtime.metrics import Metrics, MetricsRequest
+
+from .grammar import REFLECTION_GRAMMAR
+from .messages import AbortPending, Reflect, ReflectionEvent, ReflectionMsg
+from .parser import parse_reflection
+from .prompt import REFLECTION_PREFIX, build_reflection_prompt
+
+log = structlog.get_logger()
+
+FAILURE_STREAK_WARN = 3
+"""Consecutive failed/timeout outcomes in one session before one operator warning
+(anchor §4.1, health tracker)."""
+N_PREDICT = 320
+"""Token cap of a reflection completion: six lines of ≤ 200 chars is ~300 tokens."""
+
+
+class ReflectionActor:
+    """Handlers and per-session bookkeeping; see the module docstring."""
+
+    def __init__(self, ctx: ActorContext, boot: ActorBoot, llm: LlamaClient | None) -> None:
+        self.ctx = ctx
+        self.cfg = boot.config.memory.reflection
+        self.template = boot.config.llm.prompt_template
+        self.llm = llm
+        self.metrics = Metrics()
+        self.in_flight: dict[str, trio.CancelScope] = {}
+        self.streaks: dict[str, int] = {}
+        self.warned: set[str] = set()
+        self._plan: SlotPlan | None = None
+        self._decoder = msgspec.msgpack.Decoder(ReflectionMsg | MetricsRequest)
+
+    async def on_request(self, src: str, body: msgspec.Raw):
+        match self._decoder.decode(body):
+            case MetricsRequest():
+                return self.metrics.snapshot()
+            case msg:
+                await self.on_message(msg)
+                return {}
+
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        await self.on_message(self._decoder.decode(body))
+
+    async def on_message(self, msg) -> None:
+        match msg:
+            case AbortPending(session=None):
+                for scope in self.in_flight.values():
+                    scope.cancel()
+            case AbortPending(session=session):
+                if session in self.in_flight:
+                    self.in_flight[session].cancel()
+            case Reflect():
+                if msg.session in self.in_flight:
+                    self.in_flight[msg.session].cancel()
+                if not self.cfg.enabled or self.llm is None:
+                    return
+                scope = trio.CancelScope()
+                self.in_flight[msg.session] = scope
+                self.ctx.nursery.start_soon(self._run, msg, scope)
+
+    async def _slot(self) -> int:
+        """Reflection slot per DESIGN §7; resolved once from ``/props`` (-1 on failure)."""
+        if self._plan is None:
+            assert self.llm is not None
+            try:
+                with trio.fail_after(5):
+                    self._plan = SlotPlan.from_props(await self.llm.props())
+            except (LLMError, trio.TooSlowError) as exc:
+                log.warning("reflection.props_failed", error=str(exc))
+                return -1
+        return self._plan.reflection
+
+    async def _run(self, msg: Reflect, scope: trio.CancelScope) -> None:
+        t0 = time.monotonic()
+        outcome, reason = "failed", ""
+        written: ApplyResult | None = None
+        log.debug("reflection.fired", session=msg.session, turn=msg.turn)
+        try:
+            with scope:
+                outcome, reason, written = await self._reflect(msg)
+            if scope.cancelled_caught:
+                outcome, reason = "aborted", "a newer turn or shutdown cancelled it"
+        except (LLMError, RuntimeFailure) as exc:
+            outcome, reason = "failed", str(exc)[:200]
+        finally:
+            if self.in_flight.get(msg.session) is scope:
+                del self.in_flight[msg.session]
+        latency_ms = (time.monotonic() - t0) * 1000
+        await self._record(msg, outcome, reason, written, latency_ms)
+
+    async def _reflect(self, msg: Reflect) -> tuple[str, str, ApplyResult | None]:
+        assert self.llm is not None
+        known = await self.ctx.request("memory", ToolOp(op="memory.profile.list", source="agent"),
+                                       OpResult)
+        pairs = [(f["key"], f["value"]) for f in known.data]
+        full = build_reflection_prompt(pairs, msg.user_message, msg.assistant_reply)
+        prompt = chat_prompt(REFLECTION_PREFIX.rstrip("\n"), full[len(REFLECTION_PREFIX):],
+                             self.template)
+        slot = await self._slot()
+        with trio.move_on_after(self.cfg.timeout_ms / 1000) as timer:
+            completion = await self.llm.complete(prompt, grammar=REFLECTION_GRAMMAR,
+                                                 n_predict=N_PREDICT, id_slot=slot)
+        if timer.cancelled_caught:
+            return "timeout", f"no answer within memory.reflection.timeoutMs={self.cfg.timeout_ms}", None
+        max_notes = self.cfg.max_notes_per_call if self.cfg.auto_store_notes else 0
+        parsed = parse_reflection(completion.text, max_facts=self.cfg.max_facts_per_call,
+                                  max_notes=max_notes)
+        if parsed.invalid_facts:
+            log.debug("reflection.invalid_fact", session=msg.session, count=parsed.invalid_facts)
+        if parsed.invalid_notes:
+            log.debug("reflection.invalid_note", session=msg.session, count=parsed.invalid_notes)
+        if not parsed.facts and not parsed.notes:
+            return "none", "", None
+        apply = ApplyReflection(
+            session=msg.session, turn=msg.turn,
+            facts=[FactIn(key=f.key, value=f.value, pinned=f.pinned, keywords=list(f.keywords))
+                   for f in parsed.facts],
+            notes=[NoteIn(body=n.body, tags=list(n.tags)) for n in parsed.notes],
+        )
+        # Once the write is decided it completes (one transaction) even if aborted now,
+        # so the recorded outcome always matches what is in the database.
+        with trio.CancelScope(shield=True):
+            with trio.fail_after(10):
+                result = await self.ctx.request("memory", apply, ApplyResult)
+        if not result.fact_keys and not result.note_ids:
+            return "none", "everything was already known or invalid", result
+        return "ok", "", result
+
+    async def _record(self, msg: Reflect, outcome: str, reason: str,
+                      written: ApplyResult | None, latency_ms: float) -> None:
+        self.metrics.inc("agent.memory.reflection", {"outcome": outcome})
+        self.metrics.observe("agent.memory.reflection.latency_ms", latency_ms)
+        keys = written.fact_keys if written else []
+        ids = written.note_ids if written else []
+        level = {"ok": "info", "timeout": "warning", "failed": "warning"}.get(outcome, "debug")
+        getattr(log, level)(f"reflection.{outcome}", session=msg.session, turn=msg.turn,
+                            latency_ms=round(latency_ms, 1), fact_keys=keys, note_ids=ids,
+                            reason=reason or None)
+        if outcome in ("failed", "timeout"):
+            streak = self.streaks.get(msg.session, 0) + 1
+            self.streaks[msg.session] = streak
+            if streak >= FAILURE_STREAK_WARN and msg.session not in self.warned:
+                self.warned.add(msg.session)
+                log.warning("reflection.unhealthy", session=msg.session, streak=streak,
+                            hint="reflection keeps failing or timing out; raise "
+                                 "memory.reflection.timeoutMs or set memory.reflection.enabled=false")
+        elif outcome != "aborted":
+            self.streaks[msg.session] = 0
+        try:
+            await self.ctx.cast("root", ReflectionEvent(
+                session=msg.session, turn=msg.turn, outcome=outcome, latency_ms=round(latency_ms, 1),
+                fact_keys=keys, note_ids=ids, reason=reason))
+        except RuntimeFailure:
+            pass
+
+
+@asynccontextmanager
+async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[ReflectionActor]:
+    """Open the LLM client (when an LLM is configured) and serve; abort all on exit."""
+    boot = msgspec.msgpack.decode(config, type=ActorBoot)
+    llm = LlamaClient(boot.llm_url, api_key=boot.config.llm.api_key,
+                      timeout_s=boot.config.llm.request_timeout_ms / 1000) if boot.llm_url else None
+    actor = ReflectionActor(ctx, boot, llm)
+    try:
+        yield actor
+    finally:
+        for scope in actor.in_flight.values():
+            scope.cancel()
+        if llm is not None:
+            with trio.CancelScope(shield=True):
+                await llm.aclose()

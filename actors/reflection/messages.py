@@ -1,0 +1,40 @@
+"""Messages of the reflection actor (DESIGN §2 steps 2, 5, 6)."""
+
+from __future__ import annotations
+
+import msgspec
+
+
+class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
+    """Base of reflection-actor messages."""
+
+
+class Reflect(_M):
+    """Cast by the agent after a reply: extract durable memory from this exchange."""
+
+    session: str
+    turn: str
+    user_message: str
+    assistant_reply: str
+
+
+class AbortPending(_M):
+    """Cancel the in-flight reflection of ``session`` (None: of every session)."""
+
+    session: str | None = None
+
+
+ReflectionMsg = Reflect | AbortPending
+
+
+class ReflectionEvent(msgspec.Struct, tag="reflection", tag_field="kind", kw_only=True):
+    """Cast to the root when a reflection ends; forwarded to clients subscribed to
+    ``reflection``. Keys and note ids only, never values."""
+
+    session: str
+    turn: str
+    outcome: str
+    latency_ms: float
+    fact_keys: list[str] = msgspec.field(default_factory=list)
+    note_ids: list[int] = msgspec.field(default_factory=list)
+    reason: str = ""

@@ -1,0 +1,252 @@
+"""Typed configuration: ``<state>/config.json`` decoded into Structs (DESIGN §3).
+
+Every ``memory.*`` key of seed 000 §8 with its default, plus the later channels
+(seed 001 embeddings, rewriter, lessons, procedures, links) and ``llm``, ``server``,
+``agent``, ``logging``. JSON keys are camelCase (``memory.reflection.timeoutMs``).
+An unknown key, a wrong type or an out-of-range value raises :class:`ConfigError`
+whose message names the key path, e.g.
+``config.json: memory.reflection.timeoutMs: Expected int >= 100, got -1``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated, Literal
+
+import msgspec
+from msgspec import Meta
+
+
+class ConfigError(Exception):
+    """The configuration file is unreadable or invalid; ``code`` = "config_invalid"."""
+
+    code = "config_invalid"
+
+
+Pos = Annotated[int, Meta(ge=1)]
+NonNeg = Annotated[int, Meta(ge=0)]
+Ms = Annotated[int, Meta(ge=100, le=3_600_000)]
+Fraction = Annotated[float, Meta(ge=0.0, le=1.0)]
+
+
+class _C(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
+    """Base: camelCase keys, unknown keys rejected."""
+
+
+class ProfileConfig(_C):
+    """memory.profile.* (seed 000 §8; maxEntries from anchor §2.4)."""
+
+    enabled: bool = True
+    max_tokens: Pos = 512
+    contextual_keyword_gate: bool = True
+    max_entries: Pos = 500
+
+
+class ReflectionConfig(_C):
+    """memory.reflection.* (seed 000 §5.3, §8). timeoutMs in milliseconds."""
+
+    enabled: bool = True
+    timeout_ms: Ms = 10_000
+    max_facts_per_call: Annotated[int, Meta(ge=0, le=6)] = 3
+    auto_store_notes: bool = True
+    max_notes_per_call: Annotated[int, Meta(ge=0, le=6)] = 2
+
+
+class NotesConfig(_C):
+    """memory.notes.* (seed 000 §4, §8)."""
+
+    enabled: bool = True
+    max_entries: Pos = 1000
+    max_content_chars: Annotated[int, Meta(ge=1, le=100_000)] = 4000
+    recall_default_k: Annotated[int, Meta(ge=1, le=50)] = 5
+
+
+class RecallInjectionConfig(_C):
+    """memory.recallInjection.* (seed 000 §4.2, §8)."""
+
+    enabled: bool = True
+    k: Annotated[int, Meta(ge=1, le=50)] = 3
+    preview_chars: Annotated[int, Meta(ge=1, le=400)] = 160
+    max_tokens: Pos = 400
+
+
+class IndexConfig(_C):
+    """memory.index.* (seed 000 §4.2, §8)."""
+
+    enabled: bool = True
+    limit: Annotated[int, Meta(ge=1, le=200)] = 20
+    preview_chars: Annotated[int, Meta(ge=1, le=400)] = 60
+    max_tokens: Pos = 300
+
+
+class EmbeddingsConfig(_C):
+    """memory.embeddings.* (seed 001, DESIGN §8). Start delay in ms."""
+
+    enabled: bool = True
+    provider: Literal["local", "llama-server", "openai"] = "local"
+    model: str = "wordllama-l2-supercat-256"
+    url: str | None = None
+    vector_weight: Fraction = 0.5
+    brute_force_ceiling: Pos = 2000
+    backfill: bool = True
+    backfill_start_delay_ms: Annotated[int, Meta(ge=0, le=600_000)] = 2000
+    backfill_batch_size: Annotated[int, Meta(ge=1, le=1024)] = 32
+
+
+class RewriterConfig(_C):
+    """memory.rewriter.* (seed 001; anchor §6)."""
+
+    enabled: bool = True
+    timeout_ms: Ms = 10_000
+    history_turns: Annotated[int, Meta(ge=0, le=20)] = 3
+
+
+class LessonsConfig(_C):
+    """memory.lessons.* (anchor §7.7)."""
+
+    enabled: bool = True
+    recall_k: Annotated[int, Meta(ge=1, le=10)] = 2
+    max_tokens: Pos = 300
+
+
+class ProceduresConfig(_C):
+    """memory.procedures.* (anchor §7.7)."""
+
+    enabled: bool = True
+    recall_k: Annotated[int, Meta(ge=1, le=10)] = 2
+    max_tokens: Pos = 400
+
+
+class LinksConfig(_C):
+    """memory.links.* (anchor §2.6, §7.7)."""
+
+    enabled: bool = True
+    expansion_depth: Annotated[int, Meta(ge=1, le=3)] = 1
+    max_expanded: Annotated[int, Meta(ge=1, le=100)] = 12
+
+
+class MemoryConfig(_C):
+    """The ``memory`` block."""
+
+    profile: ProfileConfig = msgspec.field(default_factory=ProfileConfig)
+    reflection: ReflectionConfig = msgspec.field(default_factory=ReflectionConfig)
+    notes: NotesConfig = msgspec.field(default_factory=NotesConfig)
+    recall_injection: RecallInjectionConfig = msgspec.field(default_factory=RecallInjectionConfig)
+    index: IndexConfig = msgspec.field(default_factory=IndexConfig)
+    embeddings: EmbeddingsConfig = msgspec.field(default_factory=EmbeddingsConfig)
+    rewriter: RewriterConfig = msgspec.field(default_factory=RewriterConfig)
+    lessons: LessonsConfig = msgspec.field(default_factory=LessonsConfig)
+    procedures: ProceduresConfig = msgspec.field(default_factory=ProceduresConfig)
+    links: LinksConfig = msgspec.field(default_factory=LinksConfig)
+
+
+class LLMConfig(_C):
+    """``llm``: where completions come from (DESIGN §7).
+
+    ``url`` None means the embedded default (a managed llama-server child with the
+    bundled SmolLM2-135M-Instruct). ``api`` selects the wire protocol. Timeouts in ms.
+    """
+
+    url: str | None = None
+    api: Literal["llama-server"] = "llama-server"
+    api_key: str | None = None
+    model_path: str | None = None
+    parallel: Annotated[int, Meta(ge=1, le=16)] = 2
+    ctx_size: Annotated[int, Meta(ge=512, le=262_144)] = 4096
+    request_timeout_ms: Ms = 120_000
+    n_predict: Annotated[int, Meta(ge=16, le=8192)] = 256
+    temperature: Annotated[float, Meta(ge=0.0, le=2.0)] = 0.2
+    prompt_template: Literal["chatml", "plain"] = "chatml"
+    startup_timeout_ms: Ms = 120_000
+
+
+class ServerConfig(_C):
+    """``server``: the websocket gateway (DESIGN §9). maxFrameBytes in bytes."""
+
+    host: str = "127.0.0.1"
+    port: Annotated[int, Meta(ge=0, le=65535)] = 8765
+    allowed_origins: list[str] = msgspec.field(default_factory=list)
+    max_frame_bytes: Annotated[int, Meta(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
+    client_queue: Annotated[int, Meta(ge=8, le=100_000)] = 256
+
+
+class AgentConfig(_C):
+    """``agent``: the turn loop (DESIGN §2)."""
+
+    max_steps: Annotated[int, Meta(ge=1, le=64)] = 4
+    conversation_max_tokens: NonNeg = 0
+    history_messages: Annotated[int, Meta(ge=0, le=1000)] = 40
+
+
+class LoggingConfig(_C):
+    """``logging``: level of the JSON log lines (DESIGN §11)."""
+
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class Config(_C):
+    """The whole ``config.json``; every block optional, defaults as documented."""
+
+    memory: MemoryConfig = msgspec.field(default_factory=MemoryConfig)
+    llm: LLMConfig = msgspec.field(default_factory=LLMConfig)
+    server: ServerConfig = msgspec.field(default_factory=ServerConfig)
+    agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
+    logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
+
+
+_PATH_RE = re.compile(r"\s*-\s*at\s*`\$(?P<path>[^`]*)`")
+
+
+def _friendly(err: msgspec.ValidationError) -> str:
+    text = str(err)
+    m = _PATH_RE.search(text)
+    path = m.group("path").lstrip(".") if m else ""
+    msg = _PATH_RE.sub("", text)
+    unknown = re.match(r"Object contains unknown field `([^`]+)`", msg)
+    if unknown:
+        path = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
+        msg = "unknown key"
+    return f"{path or '(top level)'}: {msg}"
+
+
+def parse_config(data: bytes | str, *, source: str = "config.json") -> Config:
+    """Decode JSON text into a :class:`Config`; ConfigError names the bad key path."""
+    try:
+        return msgspec.json.decode(data, type=Config)
+    except msgspec.ValidationError as exc:
+        raise ConfigError(f"{source}: {_friendly(exc)}") from None
+    except msgspec.DecodeError as exc:
+        raise ConfigError(f"{source}: not valid JSON ({exc})") from None
+
+
+def load_config(state_dir: Path) -> Config:
+    """Read ``<state_dir>/config.json`` (defaults when absent). Errors: ConfigError."""
+    path = state_dir / "config.json"
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return Config()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read ({exc.strerror})") from None
+    return parse_config(data, source=str(path))
+
+
+def config_to_json(cfg: Config) -> str:
+    """The effective configuration, pretty-printed (``atomic-agent config show``)."""
+    return json.dumps(msgspec.to_builtins(cfg), indent=2)
+
+
+class ActorBoot(msgspec.Struct):
+    """What every actor receives in its ``Boot`` envelope.
+
+    Attributes:
+        state_dir: absolute path of the state directory.
+        config: the effective configuration.
+        llm_url: base URL of the LLM server in use ("" when none).
+    """
+
+    state_dir: str
+    config: Config
+    llm_url: str = ""

@@ -1,0 +1,74 @@
+"""Counters and histograms kept per actor and aggregated by the root (DESIGN §11).
+
+Names follow the seeds (``agent.memory.reflection`` with an ``outcome`` label,
+``agent.memory.reflection.latency_ms`` …). A snapshot is plain data so it crosses
+the process boundary as a msgpack map: ``{"counters": {"name{label=v}": n},
+"histograms": {"name": {"count", "sum", "buckets": {le: n}}}}``.
+"""
+
+from __future__ import annotations
+
+import bisect
+
+import msgspec
+
+LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
+"""Upper bounds (ms) of latency histogram buckets; a last ``+Inf`` bucket is implied."""
+
+
+class MetricsRequest(msgspec.Struct, tag="metrics", tag_field="kind"):
+    """Ask an actor for its metrics snapshot (every actor answers it)."""
+
+
+def _key(name: str, labels: dict[str, str] | None) -> str:
+    if not labels:
+        return name
+    inner = ",".join(f"{k}={v}" for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+class Metrics:
+    """A process-local registry: ``inc`` counters, ``observe`` histogram samples."""
+
+    def __init__(self) -> None:
+        self.counters: dict[str, int] = {}
+        self.histograms: dict[str, dict] = {}
+
+    def inc(self, name: str, labels: dict[str, str] | None = None, by: int = 1) -> None:
+        """Add ``by`` to counter ``name{labels}``."""
+        key = _key(name, labels)
+        self.counters[key] = self.counters.get(key, 0) + by
+
+    def observe(self, name: str, value: float) -> None:
+        """Record one sample (e.g. a latency in ms) in histogram ``name``."""
+        h = self.histograms.setdefault(
+            name, {"count": 0, "sum": 0.0, "buckets": [0] * (len(LATENCY_BUCKETS_MS) + 1)})
+        h["count"] += 1
+        h["sum"] += float(value)
+        h["buckets"][bisect.bisect_left(LATENCY_BUCKETS_MS, value)] += 1
+
+    def snapshot(self) -> dict:
+        """Plain-data copy; histogram buckets keyed by their upper bound (``inf`` last)."""
+        hist = {}
+        for name, h in self.histograms.items():
+            bounds = [str(b) for b in LATENCY_BUCKETS_MS] + ["inf"]
+            hist[name] = {"count": h["count"], "sum": round(h["sum"], 3),
+                          "buckets": dict(zip(bounds, h["buckets"]))}
+        return {"counters": dict(self.counters), "histograms": hist}
+
+
+def merge_snapshots(snaps: dict[str, dict]) -> dict:
+    """Aggregate per-actor snapshots ``{actor: snapshot}`` into one (sums), keeping the
+    per-actor view under ``actors``."""
+    counters: dict[str, int] = {}
+    hist: dict[str, dict] = {}
+    for snap in snaps.values():
+        for k, v in snap.get("counters", {}).items():
+            counters[k] = counters.get(k, 0) + v
+        for k, h in snap.get("histograms", {}).items():
+            agg = hist.setdefault(k, {"count": 0, "sum": 0.0, "buckets": {}})
+            agg["count"] += h["count"]
+            agg["sum"] += h["sum"]
+            for b, n in h["buckets"].items():
+                agg["buckets"][b] = agg["buckets"].get(b, 0) + n
+    return {"counters": counters, "histograms": hist, "actors": snaps}

@@ -1,0 +1,434 @@
+"""A scripted llama-server: a real HTTP server speaking the native llama.cpp API.
+
+Run::
+
+    python -m tests.fakes.llama_server --port 0 --script RULES.json --record LOG.jsonl \\
+        [--slots N] [--latency-ms MS] [--invalid-slot error|hang|wrap] [--ignore-stdin]
+
+It prints one JSON line ``{"port": P}`` on stdout once listening, and exits on SIGTERM,
+SIGINT or EOF on stdin (so a parent that dies takes it along; ``--ignore-stdin`` turns
+that off for manual runs).
+
+Endpoints (shapes as llama-server answers them; DESIGN §7, anchor §7.8):
+
+* ``GET /health`` → ``{"status": "ok"}``; ``GET /slots`` → one idle row per slot.
+* ``GET /props`` → ``{"total_slots": N, "default_generation_settings": {"n_ctx": 4096},
+  "model_path": "scripted"}``.
+* ``POST /completion`` → non-stream JSON ``{"content", "stop": true, "tokens_predicted",
+  "id_slot", "slot_id", "stop_type", "timings", ...}``, or with ``"stream": true`` SSE
+  lines ``data: {"content": piece, "stop": false}`` and a final chunk with ``stop: true``.
+  A request whose ``id_slot``/``slot_id`` is ≥ N (and not -1) is answered according to
+  ``--invalid-slot`` (BC-18): ``error`` (default, current llama-server) → HTTP 400
+  ``{"error": {"code": 400, "message": "Invalid slot id", "type": "invalid_request_error"}}``;
+  ``hang`` (old servers) → never answered; ``wrap`` (PR 19207) → runs in ``id % N``.
+
+Script file — re-read on every request, so tests can change it between calls — is a
+JSON list of rules; the first matching rule wins::
+
+    {"match": "substring of prompt" | null, "grammar_contains": "substring" | null,
+     "response": "text", "times": N | null, "status": 500, "delay_ms": 0,
+     "chunk_delay_ms": 0, "raw_body": "not json"}
+
+``times`` counts down per rule (null = unlimited; counts reset when the file changes).
+``status`` ≥ 400 answers an error body with that status; ``raw_body`` is sent verbatim
+with status 200 (malformed responses); ``delay_ms`` delays the answer (ms);
+``chunk_delay_ms`` spaces stream chunks. With no matching rule the answer is
+``{"reply": "ok"}`` when the request's grammar mentions the ``"reply"`` key, else ``NONE``.
+
+Every request is appended as one JSON line ``{"t", "method", "path", "body"}`` to the
+record file (``t`` in Unix seconds, ``body`` the parsed JSON or null).
+
+For trio tests, :func:`open_fake_llama` runs this module as a real subprocess and reaps it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+__all__ = ["FakeLlama", "open_fake_llama", "start_fake_llama", "main"]
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+_PIECE_RE = re.compile(r"\s*\S+\s*|\s+")
+_REPLY_KEY_RE = re.compile(r'\\*"reply\\*"')
+
+
+# ============================================================== server side (stdlib)
+
+
+class _State:
+    """Shared server state: config, rule counters, record lock, shutdown event."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.script = Path(args.script)
+        self.record = Path(args.record)
+        self.slots: int = args.slots
+        self.latency_s: float = args.latency_ms / 1000.0
+        self.invalid_slot: str = args.invalid_slot
+        self.lock = threading.Lock()
+        self.uses: dict[tuple[str, int], int] = {}
+        self.stopping = threading.Event()
+
+    def load_rules(self) -> tuple[str, list[dict[str, Any]]]:
+        """Read the script file; returns (version key, rules). Missing file → no rules."""
+        try:
+            raw = self.script.read_bytes()
+            stat = self.script.stat()
+        except OSError:
+            return "", []
+        version = f"{stat.st_mtime_ns}:{hashlib.sha256(raw).hexdigest()}"
+        rules = json.loads(raw or b"[]")
+        return version, rules if isinstance(rules, list) else []
+
+    def pick_rule(self, prompt: str, grammar: str) -> dict[str, Any] | None:
+        """First rule matching prompt/grammar with uses left; consumes one use."""
+        with self.lock:
+            version, rules = self.load_rules()
+            for index, rule in enumerate(rules):
+                match = rule.get("match")
+                if match is not None and match not in prompt:
+                    continue
+                gram = rule.get("grammar_contains")
+                if gram is not None and gram not in grammar:
+                    continue
+                times = rule.get("times")
+                if times is not None:
+                    used = self.uses.get((version, index), 0)
+                    if used >= times:
+                        continue
+                    self.uses[(version, index)] = used + 1
+                return rule
+        return None
+
+    def record_request(self, method: str, path: str, body: Any) -> None:
+        """Append one JSON line for this request to the record file."""
+        line = json.dumps({"t": time.time(), "method": method, "path": path, "body": body})
+        with self.lock, self.record.open("a", encoding="utf-8") as fh:
+            fh.write(line + "\n")
+
+
+def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.0"
+        server_version = "fake-llama-server/1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            pass  # keep test output clean
+
+        def _send_json(self, status: int, obj: Any) -> None:
+            self._send_bytes(status, json.dumps(obj).encode(), "application/json")
+
+        def _send_bytes(self, status: int, data: bytes, ctype: str) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except OSError:
+                pass  # the client went away (cancelled); nothing to do
+
+        def _sleep(self, seconds: float) -> None:
+            if seconds > 0:
+                state.stopping.wait(seconds)
+
+        def do_GET(self) -> None:  # noqa: N802
+            state.record_request("GET", self.path, None)
+            self._sleep(state.latency_s)
+            if self.path == "/health":
+                self._send_json(200, {"status": "ok"})
+            elif self.path == "/props":
+                self._send_json(200, {
+                    "total_slots": state.slots,
+                    "default_generation_settings": {"n_ctx": 4096},
+                    "model_path": "scripted",
+                })
+            elif self.path == "/slots":
+                self._send_json(200, [{"id": i, "is_processing": False}
+                                      for i in range(state.slots)])
+            else:
+                self._send_json(404, {"error": {"code": 404, "message": "File Not Found",
+                                                "type": "not_found_error"}})
+
+        def do_POST(self) -> None:  # noqa: N802
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            state.record_request("POST", self.path, body if body is not None
+                                 else raw.decode("utf-8", "replace"))
+            if self.path not in ("/completion", "/completions"):
+                self._send_json(404, {"error": {"code": 404, "message": "File Not Found",
+                                                "type": "not_found_error"}})
+                return
+            if not isinstance(body, dict):
+                self._send_json(400, {"error": {"code": 400, "message": "invalid JSON body",
+                                                "type": "invalid_request_error"}})
+                return
+            self._complete(body)
+
+        def _complete(self, body: dict[str, Any]) -> None:
+            slot = body.get("id_slot", body.get("slot_id", -1))
+            slot = slot if isinstance(slot, int) else -1
+            if slot != -1 and not 0 <= slot < state.slots:
+                if state.invalid_slot == "hang":
+                    state.stopping.wait()
+                    return
+                if state.invalid_slot == "error" or slot < 0:
+                    self._send_json(400, {"error": {"code": 400, "message": "Invalid slot id",
+                                                    "type": "invalid_request_error"}})
+                    return
+                slot %= state.slots
+            served_slot = max(slot, 0)
+            prompt = body.get("prompt")
+            prompt = prompt if isinstance(prompt, str) else json.dumps(prompt)
+            grammar = body.get("grammar") or ""
+            grammar = grammar if isinstance(grammar, str) else ""
+            rule = state.pick_rule(prompt, grammar)
+            self._sleep(state.latency_s + (rule or {}).get("delay_ms", 0) / 1000.0)
+            if rule is not None and int(rule.get("status") or 200) >= 400:
+                status = int(rule["status"])
+                self._send_json(status, {"error": {
+                    "code": status, "message": rule.get("response") or "scripted error",
+                    "type": "server_error" if status >= 500 else "invalid_request_error"}})
+                return
+            if rule is not None and rule.get("raw_body") is not None:
+                self._send_bytes(200, str(rule["raw_body"]).encode(), "application/json")
+                return
+            if rule is not None:
+                text = str(rule.get("response", ""))
+            else:
+                text = '{"reply": "ok"}' if _REPLY_KEY_RE.search(grammar) else "NONE"
+            pieces = _PIECE_RE.findall(text)
+            n_predict = body.get("n_predict", -1)
+            stop_type = "eos"
+            if isinstance(n_predict, int) and 0 < n_predict < len(pieces):
+                pieces, stop_type = pieces[:n_predict], "limit"
+            final = {
+                "content": "".join(pieces), "stop": True, "id_slot": served_slot,
+                "slot_id": served_slot, "tokens_predicted": len(pieces),
+                "tokens_evaluated": max(1, len(prompt) // 4), "stop_type": stop_type,
+                "stopped_eos": stop_type == "eos", "stopped_limit": stop_type == "limit",
+                "stopped_word": False, "truncated": False, "model": "scripted",
+                "timings": {"prompt_ms": 1.0, "predicted_ms": float(len(pieces))},
+            }
+            if body.get("stream"):
+                self._stream(pieces, final, (rule or {}).get("chunk_delay_ms", 0) / 1000.0)
+            else:
+                self._send_json(200, final)
+
+        def _stream(self, pieces: list[str], final: dict[str, Any], gap_s: float) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Cache-Control", "no-cache")
+                self.end_headers()
+                for piece in pieces:
+                    chunk = {"content": piece, "stop": False, "id_slot": final["id_slot"]}
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                    self._sleep(gap_s)
+                self.wfile.write(f"data: {json.dumps({**final, 'content': ''})}\n\n".encode())
+                self.wfile.flush()
+            except OSError:
+                pass
+
+    return Handler
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point for ``python -m tests.fakes.llama_server``; returns the exit code."""
+    parser = argparse.ArgumentParser(description="scripted llama-server for tests")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--script", required=True, help="JSON rules file (re-read per request)")
+    parser.add_argument("--record", required=True, help="JSON-lines request log (appended)")
+    parser.add_argument("--slots", type=int, default=2)
+    parser.add_argument("--latency-ms", type=float, default=0.0)
+    parser.add_argument("--invalid-slot", choices=("error", "hang", "wrap"), default="error")
+    parser.add_argument("--ignore-stdin", action="store_true")
+    args = parser.parse_args(argv)
+
+    state = _State(args)
+    server = ThreadingHTTPServer((args.host, args.port), _make_handler(state))
+    server.daemon_threads = True
+    server.block_on_close = False
+
+    def _stop(*_: Any) -> None:
+        state.stopping.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    if not args.ignore_stdin:
+        def _watch_stdin() -> None:
+            try:
+                while sys.stdin.buffer.read(4096):
+                    pass
+            except (OSError, ValueError):
+                pass
+            state.stopping.set()
+
+        threading.Thread(target=_watch_stdin, daemon=True).start()
+
+    serving = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                               daemon=True)
+    serving.start()
+    print(json.dumps({"port": server.server_address[1]}), flush=True)
+    while not state.stopping.wait(0.2):
+        pass
+    server.shutdown()
+    server.server_close()
+    return 0
+
+
+# ============================================================== trio test helpers
+
+
+class FakeLlama:
+    """Handle on a running fake server (see :func:`open_fake_llama`).
+
+    ``url``: ``http://127.0.0.1:<port>``; ``port``; ``pid``; ``script_path`` /
+    ``record_path``: the rule and record files.
+    """
+
+    def __init__(self, url: str, port: int, pid: int, script_path: Path, record_path: Path):
+        self.url = url
+        self.port = port
+        self.pid = pid
+        self.script_path = script_path
+        self.record_path = record_path
+
+    def set_rules(self, rules: list[dict[str, Any]]) -> None:
+        """Atomically replace the script (takes effect on the next request)."""
+        _write_rules(self.script_path, rules)
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Every recorded request so far: dicts with ``t``, ``method``, ``path``, ``body``."""
+        if not self.record_path.exists():
+            return []
+        lines = self.record_path.read_text(encoding="utf-8").splitlines()
+        return [json.loads(line) for line in lines if line.strip()]
+
+    def completions(self) -> list[dict[str, Any]]:
+        """Bodies of the recorded ``POST /completion`` requests, in order."""
+        return [r["body"] for r in self.requests()
+                if r["method"] == "POST" and r["path"] == "/completion"]
+
+
+def _write_rules(path: Path, rules: list[dict[str, Any]]) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(rules), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+@asynccontextmanager
+async def open_fake_llama(
+    tmp_path: Path,
+    rules: list[dict[str, Any]] | None = None,
+    slots: int = 2,
+    *,
+    latency_ms: float = 0.0,
+    invalid_slot: str = "error",
+    start_timeout_s: float = 15.0,
+) -> AsyncIterator[FakeLlama]:
+    """Run the fake server as a real subprocess for the duration of the block.
+
+    Needs no nursery from the caller and starts no background task (the child prints
+    nothing after its port line). On exit, however the block ends, the child is stopped
+    and reaped: stdin closed (EOF) → wait 2 s → SIGTERM →
+    wait 1 s → SIGKILL → wait, all shielded. Raises ``RuntimeError`` when the child does
+    not print its port line within ``start_timeout_s`` seconds.
+    """
+    import trio
+
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    tag = f"{os.getpid()}-{time.monotonic_ns()}"
+    script, record = tmp_path / f"llama-rules-{tag}.json", tmp_path / f"llama-record-{tag}.jsonl"
+    _write_rules(script, rules or [])
+    record.touch()
+    cmd = [sys.executable, "-m", "tests.fakes.llama_server", "--port", "0",
+           "--script", str(script), "--record", str(record), "--slots", str(slots),
+           "--latency-ms", str(latency_ms), "--invalid-slot", invalid_slot]
+    proc = await trio.lowlevel.open_process(
+        cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(_REPO_ROOT))
+    try:
+        assert proc.stdout is not None
+        buf = b""
+        with trio.move_on_after(start_timeout_s):
+            while b"\n" not in buf:
+                chunk = await proc.stdout.receive_some(4096)
+                if not chunk:
+                    break
+                buf += chunk
+        if b"\n" not in buf:
+            raise RuntimeError(f"fake llama-server did not start (output {buf!r})")
+        port = int(json.loads(buf.split(b"\n", 1)[0])["port"])
+        # The child prints nothing after its port line, so stdout needs no drain task.
+        await proc.stdout.aclose()
+        yield FakeLlama(f"http://127.0.0.1:{port}", port, proc.pid, script, record)
+    finally:
+        await _reap(proc)
+
+
+async def _reap(proc: Any) -> None:
+    """Cancellation ladder for the child: EOF → SIGTERM → SIGKILL → always wait."""
+    import trio
+
+    with trio.CancelScope(shield=True):
+        if proc.stdin is not None:
+            try:
+                await proc.stdin.aclose()
+            except trio.BrokenResourceError:
+                pass
+        with trio.move_on_after(2.0):
+            await proc.wait()
+        if proc.returncode is None:
+            proc.terminate()
+            with trio.move_on_after(1.0):
+                await proc.wait()
+        if proc.returncode is None:
+            proc.kill()
+        await proc.wait()
+        if proc.stdout is not None:
+            await proc.stdout.aclose()
+
+
+async def start_fake_llama(
+    nursery: Any,
+    tmp_path: Path,
+    rules: list[dict[str, Any]] | None = None,
+    slots: int = 2,
+    **kwargs: Any,
+) -> FakeLlama:
+    """Start the fake server in the caller's ``nursery`` (it escapes this call).
+
+    Prefer :func:`open_fake_llama`. The server lives until ``nursery`` is cancelled or
+    closes, and is reaped then. Same keyword options as :func:`open_fake_llama`.
+    """
+    import trio
+
+    async def _serve(task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        async with open_fake_llama(tmp_path, rules, slots, **kwargs) as fake:
+            task_status.started(fake)
+            await trio.sleep_forever()
+
+    return await nursery.start(_serve)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
