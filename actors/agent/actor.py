@@ -1,0 +1,345 @@
+"""The agent actor: sessions, the turn loop, the prompt, memory tools (DESIGN §2).
+
+One turn (``RunTurn``): abort the session's pending reflection → ``BuildContext``
+from the memory actor (once per turn, not per step) → up to ``agent.maxSteps``
+steps of: build prompt (stable prefix + tail) → LLM completion on the main slot,
+grammar-constrained → parse the action → run the tool (memory tools are requests
+to the memory actor) → record the result. Stops on ``reply``, ``finish`` or
+``max_steps``. Every step and the reply are cast to the root as TurnEvents for
+the session's clients. Then the session is persisted (ephemeral fields stripped)
+and ``Reflect`` is cast to the reflection actor — fire-and-forget.
+
+Turns of different sessions run in parallel; a second turn of a busy session is
+refused with ``busy``; ``CancelTurn`` ends a turn at once with reason
+``cancelled`` (the in-flight LLM request is cancelled with it); at shutdown running
+turns end with reason ``shutdown``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+
+from actors.memory.context import MemoryContext, render_context
+from actors.memory.messages import BuildContext, OpResult, ToolOp
+from actors.memory.tools import TOOL_NAMES
+from actors.reflection.messages import AbortPending, Reflect
+from runtime.actor import ActorContext
+from runtime.config import ActorBoot
+from runtime.errors import RemoteError, RuntimeFailure
+from runtime.llm import LLMError, LlamaClient, SlotPlan, chat_prompt
+from runtime.metrics import Metrics, MetricsRequest
+
+from .messages import (
+    AgentMsg,
+    CancelTurn,
+    DeleteSession,
+    ListSessions,
+    OpenSession,
+    RunTurn,
+    SessionInfo,
+    TurnEvent,
+    TurnResult,
+)
+from .prompt import (
+    ACTION_GRAMMAR,
+    STABLE_PREFIX,
+    Finish,
+    Invalid,
+    Reply,
+    TailInput,
+    ToolCall,
+    build_tail,
+    parse_action,
+    partial_reply,
+)
+from .sessions import Message, SessionState, SessionStore, valid_session_id
+
+log = structlog.get_logger()
+
+
+class AgentError(Exception):
+    """A refused agent request; ``code`` is sent to the client."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+@dataclass
+class _Turn:
+    turn: str
+    scope: trio.CancelScope
+    reason: str | None = None  # set by CancelTurn / shutdown before cancelling
+
+
+@dataclass
+class _Step:
+    scratch: list[str] = field(default_factory=list)
+    notice: str = ""
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def _summary(data: Any, limit: int = 300) -> str:
+    text = json.dumps(msgspec.to_builtins(data), ensure_ascii=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class AgentActor:
+    """Handlers of the agent actor; see the module docstring."""
+
+    def __init__(self, ctx: ActorContext, boot: ActorBoot, store: SessionStore,
+                 llm: LlamaClient | None) -> None:
+        self.ctx = ctx
+        self.boot = boot
+        self.cfg = boot.config
+        self.store = store
+        self.llm = llm
+        self.metrics = Metrics()
+        self.turns: dict[str, _Turn] = {}
+        self.db_lock = trio.Lock()
+        self.plan: SlotPlan | None = None
+        self.n_ctx = self.cfg.llm.ctx_size
+        self._decoder = msgspec.msgpack.Decoder(AgentMsg | MetricsRequest)
+
+    # ------------------------------------------------------------------ dispatch
+    async def on_request(self, src: str, body: msgspec.Raw) -> Any:
+        match self._decoder.decode(body):
+            case OpenSession() as msg:
+                return await self._open_session(msg)
+            case RunTurn() as msg:
+                return await self._run_turn(msg)
+            case CancelTurn(session=session):
+                turn = self.turns.get(session)
+                if turn is not None:
+                    turn.reason = "cancelled"
+                    turn.scope.cancel()
+                return {"cancelled": turn is not None}
+            case ListSessions(limit=limit):
+                async with self.db_lock:
+                    return await trio.to_thread.run_sync(self.store.list, limit)
+            case DeleteSession(session=session):
+                if session in self.turns:
+                    raise AgentError("busy", "that session has a turn running")
+                async with self.db_lock:
+                    return {"removed": await trio.to_thread.run_sync(self.store.delete, session)}
+            case MetricsRequest():
+                return self.metrics.snapshot()
+
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        log.warning("agent.unexpected_cast", src=src)
+
+    async def on_shutdown(self) -> None:
+        """Running turns end with reason ``shutdown`` (their events reach clients)."""
+        for turn in list(self.turns.values()):
+            turn.reason = "shutdown"
+            turn.scope.cancel()
+        while self.turns:
+            await trio.sleep(0.01)
+
+    # ------------------------------------------------------------------ sessions
+    async def _load(self, session: str) -> SessionState | None:
+        async with self.db_lock:
+            return await trio.to_thread.run_sync(self.store.get, session)
+
+    async def _save(self, state: SessionState) -> None:
+        async with self.db_lock:
+            await trio.to_thread.run_sync(self.store.save, state)
+
+    async def _open_session(self, msg: OpenSession) -> SessionInfo:
+        if msg.session is not None and not valid_session_id(msg.session):
+            raise AgentError("invalid_argument",
+                             "session ids are 1-64 characters of letters, digits, _ . -")
+        if msg.session is not None:
+            state = await self._load(msg.session)
+            if state is not None:
+                return SessionInfo(session=state.id, created=False, turns=state.turns)
+        async with self.db_lock:
+            state = await trio.to_thread.run_sync(self.store.create, msg.session, msg.working_dir)
+        return SessionInfo(session=state.id, created=True)
+
+    # ---------------------------------------------------------------------- turns
+    async def _emit(self, session: str, type_: str, **data: Any) -> None:
+        try:
+            await self.ctx.cast("root", TurnEvent(session=session, type=type_, data=data))
+        except RuntimeFailure:
+            pass
+
+    async def _run_turn(self, msg: RunTurn) -> TurnResult:
+        if msg.session in self.turns:
+            raise AgentError("busy", "a turn is already running in this session; "
+                                     "wait for turn.finished or send cancel")
+        state = await self._load(msg.session)
+        if state is None:
+            raise AgentError("not_found", f"unknown session {msg.session!r}")
+        if not msg.text.strip():
+            raise AgentError("invalid_argument", "say.text must not be empty")
+        turn = _Turn(turn=msg.turn, scope=trio.CancelScope())
+        self.turns[msg.session] = turn
+        t0 = time.monotonic()
+        reason, reply = "error", ""
+        try:
+            await self.ctx.cast("reflection", AbortPending(session=msg.session))
+            await self._emit(msg.session, "turn.started", turn=msg.turn)
+            with turn.scope:
+                reason, reply = await self._turn_body(msg, state)
+            if turn.scope.cancelled_caught:
+                reason = turn.reason or "cancelled"
+        except (LLMError, RuntimeFailure) as exc:
+            reason = "error"
+            log.warning("agent.turn_error", session=msg.session, error=str(exc))
+            await self._emit(msg.session, "step", turn=msg.turn, step="error", message=str(exc)[:300])
+        finally:
+            with trio.CancelScope(shield=True):
+                if reply:
+                    await self._emit(msg.session, "reply", turn=msg.turn, text=reply)
+                await self._emit(msg.session, "turn.finished", turn=msg.turn, reason=reason)
+                self.turns.pop(msg.session, None)
+        latency = (time.monotonic() - t0) * 1000
+        self.metrics.inc("agent.turns", {"reason": reason})
+        self.metrics.observe("agent.turn.latency_ms", latency)
+        state.messages.append(Message("user", msg.text, _now()))
+        if reply:
+            state.messages.append(Message("assistant", reply, _now()))
+        state.turns += 1
+        state.updated_at = _now()
+        with trio.CancelScope(shield=True):
+            await self._save(state)
+        if reply and reason == "reply" and self.cfg.memory.reflection.enabled:
+            await self.ctx.cast("reflection", Reflect(session=msg.session, turn=msg.turn,
+                                                      user_message=msg.text, assistant_reply=reply))
+        return TurnResult(turn=msg.turn, reason=reason, reply=reply)
+
+    async def _memory_context(self, msg: RunTurn, state: SessionState) -> dict[str, str]:
+        t0 = time.monotonic()
+        try:
+            with trio.fail_after(10):
+                mem = await self.ctx.request("memory", BuildContext(
+                    session=msg.session, user_message=msg.text, working_dir=state.working_dir),
+                    MemoryContext)
+        except (RuntimeFailure, trio.TooSlowError) as exc:
+            log.warning("agent.memory_context_failed", error=str(exc))
+            return {}
+        state.recalled_notes = [n.id for n in mem.recalled]
+        state.memory_index = [n.id for n in mem.index]
+        m = self.cfg.memory
+        sections = render_context(
+            mem, profile_max_tokens=m.profile.max_tokens if m.profile.enabled else 0,
+            recall_preview_chars=m.recall_injection.preview_chars,
+            recall_max_tokens=m.recall_injection.max_tokens,
+            index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens)
+        self.metrics.observe("agent.memory.context_ms", (time.monotonic() - t0) * 1000)
+        return sections
+
+    async def _slot(self) -> int:
+        if self.plan is None and self.llm is not None:
+            try:
+                with trio.fail_after(5):
+                    props = await self.llm.props()
+                self.plan = SlotPlan.from_props(props)
+                self.n_ctx = props.n_ctx or self.n_ctx
+            except (LLMError, trio.TooSlowError) as exc:
+                log.warning("agent.props_failed", error=str(exc))
+                return -1
+        return self.plan.main if self.plan is not None else -1
+
+    async def _turn_body(self, msg: RunTurn, state: SessionState) -> tuple[str, str]:
+        if self.llm is None:
+            raise AgentError("no_llm", "no LLM is configured (set llm.url)")
+        memory = await self._memory_context(msg, state)
+        keep = self.cfg.agent.history_messages
+        history = [(m.role, m.text) for m in state.messages[-keep:]] if keep else []
+        history.append(("user", msg.text))
+        step = _Step()
+        slot = await self._slot()
+        for n in range(1, self.cfg.agent.max_steps + 1):
+            tail = build_tail(TailInput(
+                memory=memory, history=history, scratch=step.scratch, notice=step.notice,
+                world=f"working directory: {state.working_dir or '(none)'}",
+                context_window=self.n_ctx, reply_reserve=self.cfg.llm.n_predict,
+                conversation_max_tokens=self.cfg.agent.conversation_max_tokens))
+            if msg.debug:
+                await self._emit(msg.session, "step", turn=msg.turn, step="prompt", n=n, tail=tail)
+            log.debug("agent.prompt_tail", session=msg.session, step=n, tail=tail)
+            step.notice = ""
+            streamed = [""]
+
+            async def on_token(piece: str, _acc: list[str] = []) -> None:  # noqa: B006
+                _acc.append(piece)
+                text = partial_reply("".join(_acc))
+                if text is not None and len(text) > len(streamed[0]):
+                    await self._emit(msg.session, "reply.delta", turn=msg.turn,
+                                     text=text[len(streamed[0]):])
+                    streamed[0] = text
+
+            completion = await self.llm.complete(
+                chat_prompt(STABLE_PREFIX, tail, self.cfg.llm.prompt_template),
+                grammar=ACTION_GRAMMAR, n_predict=self.cfg.llm.n_predict, id_slot=slot,
+                temperature=self.cfg.llm.temperature, on_token=on_token)
+            match parse_action(completion.text):
+                case Reply(text=text) if text.strip():
+                    return "reply", text.strip()
+                case Finish(text=text):
+                    await self._emit(msg.session, "step", turn=msg.turn, step="finish", n=n, text=text)
+                    return "finish", ""
+                case ToolCall(name=name, args=args):
+                    await self._emit(msg.session, "step", turn=msg.turn, step="tool", n=n,
+                                     tool=name, args=args)
+                    result = await self._call_tool(msg, name, args)
+                    await self._emit(msg.session, "step", turn=msg.turn, step="tool.result", n=n,
+                                     tool=name, summary=result)
+                    step.scratch.append(f"TOOL {name} {json.dumps(args, ensure_ascii=False)}"
+                                        f" -> {result}")
+                case Reply():
+                    step.notice = "Your reply was empty. Answer the user with a non-empty reply."
+                case Invalid(reason=why):
+                    step.notice = (f"Your last output was not a valid action ({why}). "
+                                   'Answer with one JSON object such as {"reply": "..."}.')
+                    await self._emit(msg.session, "step", turn=msg.turn, step="invalid", n=n,
+                                     reason=why)
+        return "max_steps", ""
+
+    async def _call_tool(self, msg: RunTurn, name: str, args: dict[str, Any]) -> str:
+        """Run a memory tool; errors go back to the model as the result (it can retry)."""
+        if name not in TOOL_NAMES:
+            return f"error: unknown tool {name!r}; available: {', '.join(TOOL_NAMES)}"
+        try:
+            with trio.fail_after(10):
+                result = await self.ctx.request("memory", ToolOp(
+                    op=name, args=args, session=msg.session, source="agent"), OpResult)
+        except RemoteError as exc:
+            return f"error: {exc.code}: {exc.message}"
+        except (RuntimeFailure, trio.TooSlowError) as exc:
+            return f"error: memory unavailable ({exc})"
+        self.metrics.inc("agent.tool_calls", {"tool": name})
+        return _summary(result.data)
+
+
+@asynccontextmanager
+async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[AgentActor]:
+    """Open ``<state>/sessions.sqlite`` and the LLM client; serve; close both on exit."""
+    boot = msgspec.msgpack.decode(config, type=ActorBoot)
+    store = await trio.to_thread.run_sync(SessionStore, str(Path(boot.state_dir) / "sessions.sqlite"))
+    llm = LlamaClient(boot.llm_url, api_key=boot.config.llm.api_key,
+                      timeout_s=boot.config.llm.request_timeout_ms / 1000) if boot.llm_url else None
+    actor = AgentActor(ctx, boot, store, llm)
+    try:
+        yield actor
+    finally:
+        with trio.CancelScope(shield=True):
+            if llm is not None:
+                await llm.aclose()
+            await trio.to_thread.run_sync(store.close)

@@ -1,0 +1,158 @@
+"""Sessions in ``sessions.sqlite``, owned by the agent actor (seed 000 §6, DESIGN §2).
+
+A :class:`SessionState` holds the transcript and per-session settings. Fields that
+are recomputed every turn (the recalled notes and memory-index of the current
+turn) are *ephemeral*: :func:`strip_ephemeral` empties them before a snapshot is
+written, so stale memory never leaks into a later turn or onto disk (seed 000 §6).
+
+Schema v1: ``sessions(id TEXT PRIMARY KEY, created_at, updated_at, state BLOB)``
+where ``state`` is the msgpack of the stripped SessionState. Migrations follow the
+memory store's rule (``PRAGMA user_version`` bumped in the same transaction; a file
+newer than the code is refused).
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+import apsw
+import msgspec
+
+SCHEMA_VERSION = 1
+_MIGRATIONS = (
+    """
+    CREATE TABLE sessions (
+        id         TEXT PRIMARY KEY,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        state      BLOB NOT NULL
+    );
+    CREATE INDEX idx_sessions_updated ON sessions(updated_at);
+    """,
+)
+
+
+class SessionsError(Exception):
+    """Sessions database problem; ``code`` is machine-readable."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+class Message(msgspec.Struct, array_like=True):
+    """One transcript entry: role (``user`` | ``assistant``), text, time (Unix ms)."""
+
+    role: str
+    text: str
+    at: int
+
+
+class SessionState(msgspec.Struct, kw_only=True):
+    """A session. ``recalled_notes`` and ``memory_index`` are ephemeral (ids of this
+    turn's memory context), stripped before persistence."""
+
+    id: str
+    created_at: int
+    updated_at: int
+    working_dir: str | None = None
+    messages: list[Message] = msgspec.field(default_factory=list)
+    turns: int = 0
+    recalled_notes: list[int] = msgspec.field(default_factory=list)
+    memory_index: list[int] = msgspec.field(default_factory=list)
+
+
+EPHEMERAL_FIELDS = ("recalled_notes", "memory_index")
+
+
+def strip_ephemeral(state: SessionState) -> SessionState:
+    """A copy of ``state`` with every ephemeral field emptied (seed 000 §6)."""
+    return msgspec.structs.replace(state, **{f: [] for f in EPHEMERAL_FIELDS})
+
+
+def new_session_id() -> str:
+    """A fresh session id: ``s-`` + 12 random hex chars."""
+    return "s-" + secrets.token_hex(6)
+
+
+def valid_session_id(value: str) -> bool:
+    """Ids are 1–64 chars of ``[A-Za-z0-9_.-]`` (safe in logs and file names)."""
+    return 0 < len(value) <= 64 and all(c.isascii() and (c.isalnum() or c in "_.-") for c in value)
+
+
+class SessionStore:
+    """Load/save sessions. Not thread-safe; the agent serialises calls.
+
+    Errors: SessionsError(code="schema_too_new" | "database_corrupt").
+    """
+
+    def __init__(self, path: str) -> None:
+        try:
+            self.conn = apsw.Connection(path)
+            self.conn.setbusytimeout(5000)
+            self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            self.conn.execute("PRAGMA synchronous = NORMAL")
+            self._migrate()
+        except (apsw.NotADBError, apsw.CorruptError) as exc:
+            raise SessionsError("database_corrupt",
+                                f"{path} is not a readable sessions database ({exc})") from None
+        self._enc = msgspec.msgpack.Encoder()
+        self._dec = msgspec.msgpack.Decoder(SessionState)
+
+    def _migrate(self) -> None:
+        version = self.conn.execute("PRAGMA user_version").fetchall()[0][0]
+        if version > SCHEMA_VERSION:
+            raise SessionsError("schema_too_new",
+                                f"sessions.sqlite has schema {version}, newer than the supported "
+                                f"{SCHEMA_VERSION}; upgrade atomic-agent")
+        for i in range(version, SCHEMA_VERSION):
+            with self.conn:
+                self.conn.execute(_MIGRATIONS[i])
+                self.conn.execute(f"PRAGMA user_version = {i + 1}")
+
+    def get(self, session_id: str) -> SessionState | None:
+        """The stored session or None."""
+        rows = self.conn.execute("SELECT state FROM sessions WHERE id = ?", (session_id,)).fetchall()
+        return self._dec.decode(rows[0][0]) if rows else None
+
+    def create(self, session_id: str | None = None, working_dir: str | None = None) -> SessionState:
+        """Create and persist an empty session (fresh id when none given)."""
+        now = int(time.time() * 1000)
+        state = SessionState(id=session_id or new_session_id(), created_at=now, updated_at=now,
+                             working_dir=working_dir)
+        self.save(state)
+        return state
+
+    def save(self, state: SessionState) -> None:
+        """Persist ``state`` with ephemeral fields stripped (one transaction)."""
+        clean = strip_ephemeral(state)
+        with self.conn:
+            self.conn.execute(
+                "INSERT INTO sessions(id, created_at, updated_at, state) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state",
+                (clean.id, clean.created_at, clean.updated_at, self._enc.encode(clean)))
+
+    def list(self, limit: int = 50) -> list[dict]:
+        """Newest first: ``{"id", "createdAt", "updatedAt", "turns"}``."""
+        out = []
+        for sid, created, updated, blob in self.conn.execute(
+                "SELECT id, created_at, updated_at, state FROM sessions "
+                "ORDER BY updated_at DESC LIMIT ?", (max(1, min(limit, 1000)),)):
+            out.append({"id": sid, "createdAt": created, "updatedAt": updated,
+                        "turns": self._dec.decode(blob).turns})
+        return out
+
+    def delete(self, session_id: str) -> bool:
+        """Delete a session; True if it existed."""
+        with self.conn:
+            self.conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
+            return self.conn.changes() > 0
+
+    def close(self) -> None:
+        """Checkpoint and close."""
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        finally:
+            self.conn.close()

@@ -1,0 +1,333 @@
+"""The backfill actor: embeds notes that lack a vector for the attached model
+(DESIGN §1, §8; seed 001).
+
+Attach. At boot it decides from ``memory.embeddings``: ``enabled`` false → state
+``disabled``; a provider other than ``local``, or a model other than the local
+embedder's → state ``unavailable``; in both cases it serves (status, metrics) but
+never embeds, and says why in its log (``backfill.inactive``), in
+:class:`~actors.backfill.messages.BackfillStatusReply` and in the metrics
+(``agent.memory.backfill.inactive{reason}``). Otherwise a background task waits
+``backfillStartDelayMs`` (so the embedder's import does not compete with boot), loads
+:class:`~actors.backfill.embedder.LocalEmbedder` in a worker thread (a load failure →
+``unavailable``, recall stays keyword-only) and then serves two kinds of work, one
+embed at a time:
+
+* **New notes.** The memory actor casts ``NotesWritten(ids)`` after a note is stored
+  (DESIGN §2 step 7). Those ids are fetched (``memory.notes.recall {id}``), embedded
+  with purpose ``document`` and written with one ``PutVectors``. New notes go first.
+* **Backfill pass** (unless ``memory.embeddings.backfill`` is false): loop
+  ``MissingVectors(model, limit=backfillBatchSize)`` — newest first — → embed the
+  batch (purpose ``document``) in a worker thread → one ``PutVectors`` per batch (one
+  transaction on the memory side, so an aborted run leaves only whole batches) →
+  until a batch comes back empty. Progress is logged (``backfill.started``,
+  ``backfill.progress`` at most once a second, ``backfill.done`` with count and
+  notes/s), counted (``agent.memory.backfill.embedded``) and timed per batch
+  (``agent.memory.backfill.batch_ms``).
+
+Failures end quietly (DESIGN §8): a model that stops answering or a memory actor
+that is unavailable ends the pass with a warning (``backfill.model_failed``,
+``backfill.memory_unavailable``); the next boot resumes, because the vectors written
+so far are committed and ``MissingVectors`` skips them.
+
+Shutdown: ``on_shutdown`` cancels the background task before the runtime fails the
+pending calls; a batch embed in progress finishes first (small batches: milliseconds),
+so the actor exits well within the 3 s shutdown budget (DESIGN §1, §12).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import msgspec
+import structlog
+import trio
+
+from actors.memory.messages import (
+    MissingVectors,
+    NotesWritten,
+    OpResult,
+    PutVectors,
+    Stats,
+    ToolOp,
+    VectorTodo,
+)
+from runtime.actor import ActorContext
+from runtime.config import ActorBoot, EmbeddingsConfig
+from runtime.errors import RuntimeFailure
+from runtime.metrics import Metrics, MetricsRequest
+
+from .embedder import EmbeddingUnavailable, LocalEmbedder, to_blob
+from .messages import BackfillMsg, BackfillState, BackfillStatus, BackfillStatusReply
+
+T = TypeVar("T")
+log = structlog.get_logger()
+
+MEMORY = "memory"
+"""Routing name of the memory actor (DESIGN §1)."""
+REQUEST_TIMEOUT_S = 30.0
+"""Bound (s) on one request to the memory actor; a busy writer answers in ms."""
+PROGRESS_EVERY_S = 1.0
+"""At most one ``backfill.progress`` line per this many seconds."""
+MAX_PENDING_IDS = 10_000
+"""Cap on ``NotesWritten`` ids queued while the embedder is not attached yet."""
+
+EMBEDDED = "agent.memory.backfill.embedded"
+BATCH_MS = "agent.memory.backfill.batch_ms"
+RUNS = "agent.memory.backfill.runs"
+INACTIVE = "agent.memory.backfill.inactive"
+
+
+def inactive_reason(cfg: EmbeddingsConfig) -> tuple[BackfillState, str, str] | None:
+    """Why this configuration gives the backfill actor nothing to do, or None.
+
+    Returns ``(state, short code, one-line reason)``; state is ``disabled`` (switched
+    off) or ``unavailable`` (on, but the local embedder cannot serve it).
+    """
+    if not cfg.enabled:
+        return "disabled", "disabled", "memory.embeddings.enabled is false"
+    if cfg.provider != "local":
+        return ("unavailable", "provider",
+                f"memory.embeddings.provider {cfg.provider!r} is not embedded by the backfill "
+                "actor (only 'local')")
+    if cfg.model != LocalEmbedder.MODEL_ID:
+        return ("unavailable", "model",
+                f"the local provider serves only {LocalEmbedder.MODEL_ID!r}, "
+                f"not memory.embeddings.model {cfg.model!r}")
+    return None
+
+
+class BackfillActor:
+    """Handlers and the background worker; see the module docstring.
+
+    Attributes:
+        state / reason: what :class:`BackfillStatus` reports.
+        embedded: vectors written by this process.
+        runs: finished backfill passes.
+        metrics: this actor's :class:`~runtime.metrics.Metrics`.
+    """
+
+    def __init__(self, ctx: ActorContext, boot: ActorBoot) -> None:
+        self.ctx = ctx
+        self.cfg = boot.config.memory.embeddings
+        self.model = self.cfg.model
+        self.batch_size = self.cfg.backfill_batch_size
+        self.embedder: LocalEmbedder | None = None
+        self.metrics = Metrics()
+        self.embedded = 0
+        self.runs = 0
+        self.state: BackfillState = "idle"
+        self.reason = f"waiting {self.cfg.backfill_start_delay_ms} ms before attaching"
+        self.active = True
+        inactive = inactive_reason(self.cfg)
+        if inactive is not None:
+            self.state, code, self.reason = inactive
+            self.active = False
+            self.metrics.inc(INACTIVE, {"reason": code})
+        self._pending: set[int] = set()
+        self._sweep_wanted = self.cfg.backfill
+        self._wake = trio.Event()
+        self._decoder = msgspec.msgpack.Decoder(BackfillMsg)
+        self._worker = trio.CancelScope()
+
+    # ------------------------------------------------------------------ handlers
+    async def on_request(self, src: str, body: msgspec.Raw) -> Any:
+        """Answer ``BackfillStatus`` (→ :class:`BackfillStatusReply`) and
+        ``MetricsRequest`` (→ snapshot dict)."""
+        match self._decoder.decode(body):
+            case BackfillStatus():
+                return self.status()
+            case MetricsRequest():
+                return self.metrics.snapshot()
+            case NotesWritten() as msg:
+                self._note_written(msg.ids)
+                return {}
+
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        """Handle ``NotesWritten(ids)``: queue the ids and wake the worker."""
+        match self._decoder.decode(body):
+            case NotesWritten() as msg:
+                self._note_written(msg.ids)
+            case _:
+                log.warning("backfill.unexpected_cast", src=src)
+
+    async def on_shutdown(self) -> None:
+        """Stop the background worker before the runtime fails pending calls."""
+        self._worker.cancel()
+
+    def status(self) -> BackfillStatusReply:
+        """The current :class:`BackfillStatusReply`."""
+        return BackfillStatusReply(
+            state=self.state, reason=self.reason, model=self.model, embedded=self.embedded,
+            dim=self.embedder.dim if self.embedder is not None else 0, runs=self.runs)
+
+    def _note_written(self, ids: list[int]) -> None:
+        if not self.active:
+            return
+        room = MAX_PENDING_IDS - len(self._pending)
+        fresh = [i for i in ids if isinstance(i, int) and i > 0]
+        if len(fresh) > room:
+            log.warning("backfill.pending_overflow", dropped=len(fresh) - room)
+            fresh = fresh[:max(room, 0)]
+        self._pending.update(fresh)
+        self._wake.set()
+
+    # -------------------------------------------------------------------- worker
+    async def run(self) -> None:
+        """Background task: wait the start delay, attach the embedder, then serve new
+        notes and backfill passes until cancelled. Never raises for expected
+        failures (they are logged and end the pass)."""
+        if not self.active:
+            return
+        with self._worker:
+            await trio.sleep(self.cfg.backfill_start_delay_ms / 1000)
+            try:
+                # abandon_on_cancel: a shutdown during the import must not wait for it.
+                self.embedder = await trio.to_thread.run_sync(LocalEmbedder.load,
+                                                              abandon_on_cancel=True)
+            except EmbeddingUnavailable as exc:
+                self.state, self.reason, self.active = "unavailable", exc.message, False
+                self.metrics.inc(INACTIVE, {"reason": "load_failed"})
+                log.warning("backfill.unavailable", model=self.model, reason=exc.message)
+                return
+            self.state, self.reason = "idle", ""
+            log.info("backfill.attached", model=self.embedder.model, dim=self.embedder.dim,
+                     backfill=self.cfg.backfill)
+            while True:
+                if self._pending:
+                    await self._embed_new()
+                elif self._sweep_wanted:
+                    self._sweep_wanted = False
+                    await self.sweep()
+                else:
+                    await self._wake.wait()
+                    self._wake = trio.Event()
+
+    async def _request(self, body: Any, reply_type: type[T]) -> T:
+        with trio.fail_after(REQUEST_TIMEOUT_S):
+            return await self.ctx.request(MEMORY, body, reply_type)
+
+    async def _write(self, todo: list[VectorTodo]) -> int:
+        """Embed ``todo`` (purpose ``document``) and store it with ONE PutVectors.
+
+        Returns the rows written. Raises EmbeddingUnavailable (model failed) or a
+        RuntimeFailure / TooSlowError (memory side).
+        """
+        assert self.embedder is not None
+        embedder = self.embedder
+        t0 = time.perf_counter()
+        vectors = await trio.to_thread.run_sync(
+            embedder.embed, [t.content for t in todo], "document")
+        written = await self._request(
+            PutVectors(model=embedder.model, dim=embedder.dim, ids=[t.id for t in todo],
+                       vectors=[to_blob(v) for v in vectors]), int)
+        self.metrics.observe(BATCH_MS, (time.perf_counter() - t0) * 1000)
+        self.metrics.inc(EMBEDDED, by=written)
+        self.embedded += written
+        self._pending.difference_update(t.id for t in todo)
+        return written
+
+    async def _embed_new(self) -> None:
+        """Embed up to one batch of the queued ``NotesWritten`` ids, newest first."""
+        ids = sorted(self._pending, reverse=True)[: self.batch_size]
+        self._pending.difference_update(ids)
+        try:
+            todo: list[VectorTodo] = []
+            for note_id in ids:
+                res = await self._request(
+                    ToolOp(op="memory.notes.recall", args={"id": note_id}), OpResult)
+                for note in res.data or []:
+                    content = note.get("content") if isinstance(note, dict) else None
+                    if isinstance(content, str) and content:
+                        todo.append(VectorTodo(id=note_id, content=content))
+            if todo:
+                written = await self._write(todo)
+                log.debug("backfill.new_notes", ids=[t.id for t in todo], written=written)
+        except EmbeddingUnavailable as exc:
+            log.warning("backfill.model_failed", error=exc.message, ids=ids)
+        except (RuntimeFailure, trio.TooSlowError) as exc:
+            log.warning("backfill.memory_unavailable", error=str(exc) or type(exc).__name__,
+                        ids=ids)
+
+    async def _remaining(self) -> int | None:
+        """Notes still lacking a vector (memory ``Stats``), for progress lines; None if
+        the memory actor cannot say."""
+        try:
+            stats = await self._request(Stats(), dict)
+            return max(0, int(stats["notes"]) - int(stats["embeddings"]["vectors"]))
+        except (RuntimeFailure, trio.TooSlowError, KeyError, TypeError, ValueError):
+            return None
+
+    async def sweep(self) -> int:
+        """One backfill pass over every note lacking a vector, newest first.
+
+        Returns the vectors written. Ends at the first empty batch, or quietly (a
+        warning) when the model or the memory actor fails (DESIGN §8).
+        """
+        done, outcome = 0, "done"
+        t0 = last = time.perf_counter()
+        total = await self._remaining()
+        self.state, self.reason = "running", ""
+        log.info("backfill.started", model=self.model, remaining=total,
+                 batch_size=self.batch_size)
+        seen: set[int] = set()
+        try:
+            while True:
+                todo = await self._request(
+                    MissingVectors(model=self.model, limit=self.batch_size), list[VectorTodo])
+                if not todo:
+                    break
+                ids = {t.id for t in todo}
+                if ids <= seen:  # written but still missing: never loop forever
+                    outcome = "stuck"
+                    log.warning("backfill.stuck", ids=sorted(ids))
+                    break
+                seen |= ids
+                done += await self._write(todo)
+                now = time.perf_counter()
+                if now - last >= PROGRESS_EVERY_S:
+                    last = now
+                    log.info("backfill.progress", done=done, total=max(total or 0, done),
+                             notes_per_s=round(done / (now - t0), 1))
+        except EmbeddingUnavailable as exc:
+            outcome = "model_failed"
+            log.warning("backfill.model_failed", error=exc.message, done=done)
+        except (RuntimeFailure, trio.TooSlowError) as exc:
+            outcome = "memory_unavailable"
+            log.warning("backfill.memory_unavailable", error=str(exc) or type(exc).__name__,
+                        done=done)
+        finally:
+            self.state = "idle"
+            self.runs += 1
+        elapsed = time.perf_counter() - t0
+        self.metrics.inc(RUNS, {"outcome": outcome})
+        if outcome == "done":
+            log.info("backfill.done", model=self.model, count=done,
+                     seconds=round(elapsed, 3),
+                     notes_per_s=round(done / elapsed, 1) if elapsed > 0 and done else 0.0)
+        else:
+            self.reason = f"last pass ended early: {outcome}"
+        return done
+
+
+@asynccontextmanager
+async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[BackfillActor]:
+    """Decode the :class:`~runtime.config.ActorBoot` and serve; the worker runs in a
+    nursery owned here (``ctx.nursery`` is not set until this yields) and is
+    cancelled on exit."""
+    boot = msgspec.msgpack.decode(config, type=ActorBoot)
+    actor = BackfillActor(ctx, boot)
+    if actor.active:
+        log.info("backfill.configured", model=actor.model, backfill=actor.cfg.backfill,
+                 start_delay_ms=actor.cfg.backfill_start_delay_ms, batch_size=actor.batch_size)
+    else:
+        log.info("backfill.inactive", state=actor.state, reason=actor.reason)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(actor.run)
+        try:
+            yield actor
+        finally:
+            actor._worker.cancel()
+            nursery.cancel_scope.cancel()

@@ -1,0 +1,58 @@
+"""Messages of the backfill actor (DESIGN §1, §8).
+
+The backfill actor answers :class:`BackfillStatus` (→ :class:`BackfillStatusReply`)
+and the runtime-wide ``MetricsRequest``; it handles the memory actor's
+``NotesWritten`` cast (``actors.memory.messages``). Bodies are msgspec Structs tagged
+by ``kind`` with lower-case tags, like every actor's (STYLE §2.1); new fields always
+get defaults so an older peer keeps decoding newer messages.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+
+from actors.memory.messages import NotesWritten
+from runtime.metrics import MetricsRequest
+
+__all__ = ["BackfillMsg", "BackfillState", "BackfillStatus", "BackfillStatusReply"]
+
+BackfillState = Literal["disabled", "idle", "running", "unavailable"]
+"""``disabled``: embeddings off in the config; ``idle``: attached, nothing to do (or
+waiting for the start delay); ``running``: a backfill pass is embedding notes;
+``unavailable``: embeddings are on but the embedder cannot be attached (the reason
+says why; recall stays keyword-only, DESIGN §8)."""
+
+
+class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
+    """Base of backfill-actor messages."""
+
+
+class BackfillStatus(_M):
+    """Ask where the backfill stands → :class:`BackfillStatusReply`."""
+
+
+class BackfillStatusReply(msgspec.Struct, kw_only=True):
+    """Answer to :class:`BackfillStatus`; encodes as a plain map, so callers may
+    decode it as ``dict``: ``{"state", "reason", "model", "embedded", "dim", "runs"}``.
+
+    Attributes:
+        state: see :data:`BackfillState`.
+        reason: one line on why (e.g. "memory.embeddings.enabled is false").
+        model: the attached (or configured) model id.
+        embedded: vectors written by this process since it started.
+        dim: vector dimension of the attached model (0 when none).
+        runs: backfill passes finished since start.
+    """
+
+    state: BackfillState
+    reason: str = ""
+    model: str = ""
+    embedded: int = 0
+    dim: int = 0
+    runs: int = 0
+
+
+BackfillMsg = BackfillStatus | MetricsRequest | NotesWritten
+"""Everything the backfill actor decodes (requests and casts)."""

@@ -1,0 +1,265 @@
+"""The ``atomic-agent`` command line (DESIGN §10).
+
+Every command has ``--help``; errors print one line to stderr and exit non-zero:
+1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from .client import ClientError, DaemonClient, open_client
+from .config import ConfigError, config_to_json, load_config
+from .state import resolve_state_dir
+
+EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
+
+
+def _state_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", metavar="DIR",
+                   help="state directory (default: $ATOMIC_AGENT_STATE_DIR, else "
+                        "~/.local/state/atomic-agent)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    p = argparse.ArgumentParser(
+        prog="atomic-agent",
+        description="A local agent daemon whose memory survives sessions and restarts.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("serve", help="run the daemon (prints one JSON ready line)",
+                       description="Run the daemon in the foreground. With no llm.url configured "
+                                   "it starts the embedded llama-server with SmolLM2-135M.")
+    _state_arg(s)
+    s.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
+    s.add_argument("--llm-url", help="use this llama-server instead of the embedded one")
+    s.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+
+    a = sub.add_parser("ask", help="one turn: send TEXT, print the reply",
+                       description="Send one message to the running daemon and print the reply.")
+    _state_arg(a)
+    a.add_argument("text")
+    a.add_argument("--session", help="session id to continue (created if new)")
+    a.add_argument("--show-prompt", action="store_true",
+                   help="also print the prompt tail of each step (shows injected memory)")
+    a.add_argument("--json", action="store_true", help="print every frame as JSON lines")
+    a.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
+
+    c = sub.add_parser("chat", help="interactive chat with the running daemon")
+    _state_arg(c)
+    c.add_argument("--session", help="session id to continue (created if new)")
+
+    m = sub.add_parser("memory", help="inspect and edit memory")
+    msub = m.add_subparsers(dest="memory_command", required=True, metavar="WHAT")
+    prof = msub.add_parser("profile", help="profile facts")
+    psub = prof.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _state_arg(psub.add_parser("list", help="list active facts"))
+    ps = psub.add_parser("set", help="set a fact")
+    _state_arg(ps)
+    ps.add_argument("key")
+    ps.add_argument("value")
+    ps.add_argument("--contextual", metavar="KEYWORDS",
+                    help="comma-separated keywords: show the fact only when one is mentioned")
+    pr = psub.add_parser("remove", help="remove a fact (history kept)")
+    _state_arg(pr)
+    pr.add_argument("key")
+    ph = psub.add_parser("history", help="every version of a fact")
+    _state_arg(ph)
+    ph.add_argument("key")
+
+    notes = msub.add_parser("notes", help="freeform notes")
+    nsub = notes.add_subparsers(dest="action", required=True, metavar="ACTION")
+    nl = nsub.add_parser("list", help="newest notes")
+    _state_arg(nl)
+    nl.add_argument("--limit", type=int, default=50)
+    nl.add_argument("--archived", choices=["active", "archived", "all"], default="active")
+    nsh = nsub.add_parser("show", help="one note by id")
+    _state_arg(nsh)
+    nsh.add_argument("id", type=int)
+    nst = nsub.add_parser("store", help="store a note")
+    _state_arg(nst)
+    nst.add_argument("content")
+    nst.add_argument("--tags", help="comma-separated tags")
+    nr = nsub.add_parser("recall", help="search notes")
+    _state_arg(nr)
+    nr.add_argument("query")
+    nr.add_argument("-k", type=int, default=5)
+    nf = nsub.add_parser("forget", help="delete a note")
+    _state_arg(nf)
+    nf.add_argument("id", type=int)
+    _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
+
+    cfg = sub.add_parser("config", help="configuration")
+    csub = cfg.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _state_arg(csub.add_parser("show", help="print the effective config with defaults"))
+
+    _state_arg(sub.add_parser("metrics", help="print the daemon's aggregated metrics"))
+    _state_arg(sub.add_parser("stop", help="ask the running daemon to shut down"))
+    return p
+
+
+def _print_fact(f: dict[str, Any]) -> None:
+    mark = "*" if f.get("pinned") else "~"
+    kw = f" [keywords: {', '.join(f['keywords'])}]" if f.get("keywords") else ""
+    print(f"{mark} {f['key']}: {f['value']}{kw}")
+
+
+def _print_note(n: dict[str, Any], full: bool = False) -> None:
+    tags = f" [{', '.join(n['tags'])}]" if n.get("tags") else ""
+    text = n["content"] if full else " ".join(n["content"].split())[:100]
+    score = f" (score {n['score']:.2f})" if n.get("score") is not None else ""
+    print(f"#{n['id']}{tags}{score} {text}")
+
+
+async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
+    code = 0
+    with trio.fail_after(args.timeout):
+        async for frame in c.say(args.text, debug=args.show_prompt):
+            if args.json:
+                print(json.dumps(frame), flush=True)
+                continue
+            kind = frame.get("type")
+            if kind == "step" and frame.get("step") == "prompt":
+                print(f"--- prompt tail (step {frame['n']}) ---\n{frame['tail']}--- end ---",
+                      file=sys.stderr)
+            elif kind == "step" and frame.get("step") == "tool":
+                print(f"[tool] {frame['tool']} {json.dumps(frame['args'])}", file=sys.stderr)
+            elif kind == "reply":
+                print(frame["text"], flush=True)
+            elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
+                print(f"atomic-agent: turn ended: {frame['reason']} {frame.get('message', '')}".rstrip(),
+                      file=sys.stderr)
+                code = EXIT_FAILED
+            elif kind == "error":
+                print(f"atomic-agent: {frame['code']}: {frame['message']}", file=sys.stderr)
+                code = EXIT_FAILED
+    print(f"(session {c.session})", file=sys.stderr)
+    return code
+
+
+async def _chat(c: DaemonClient) -> int:
+    print(f"session {c.session} — type a message; /quit or Ctrl-D to leave", file=sys.stderr)
+    while True:
+        try:
+            line = await trio.to_thread.run_sync(input, "you> ")
+        except EOFError:
+            return 0
+        if line.strip() in ("/quit", "/exit"):
+            return 0
+        if not line.strip():
+            continue
+        async for frame in c.say(line):
+            kind = frame.get("type")
+            if kind == "reply":
+                print(f"agent> {frame['text']}")
+            elif kind == "step" and frame.get("step") == "tool":
+                print(f"  [tool] {frame['tool']} {json.dumps(frame['args'])}")
+            elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
+                print(f"  (turn ended: {frame['reason']})")
+            elif kind == "error":
+                print(f"  error: {frame['code']}: {frame['message']}")
+
+
+async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
+    what, action = args.memory_command, getattr(args, "action", None)
+    if what == "stats":
+        print(json.dumps(await c.memory("memory.stats"), indent=2))
+    elif what == "profile" and action == "list":
+        facts = await c.memory("memory.profile.list")
+        for f in facts:
+            _print_fact(f)
+        if not facts:
+            print("(no profile facts)")
+    elif what == "profile" and action == "set":
+        kws = [k.strip() for k in args.contextual.split(",")] if args.contextual else None
+        _print_fact(await c.memory("memory.profile.set", {
+            "key": args.key, "value": args.value, "pinned": kws is None, "keywords": kws}))
+    elif what == "profile" and action == "remove":
+        removed = (await c.memory("memory.profile.remove", {"key": args.key}))["removed"]
+        print("removed" if removed else f"no active fact {args.key!r}")
+        return 0 if removed else EXIT_FAILED
+    elif what == "profile" and action == "history":
+        for f in await c.memory("memory.profile.history", {"key": args.key}):
+            state = "active" if f.get("supersededBy") is None else "superseded"
+            print(f"{f['validFrom']} {state}: {f['value']}")
+    elif what == "notes" and action == "list":
+        notes = await c.memory("memory.notes.list", {"limit": args.limit, "archived": args.archived})
+        for n in notes:
+            _print_note(n)
+        if not notes:
+            print("(no notes)")
+    elif what == "notes" and action == "show":
+        found = await c.memory("memory.notes.recall", {"id": args.id})
+        if not found:
+            print(f"atomic-agent: no note #{args.id}", file=sys.stderr)
+            return EXIT_FAILED
+        _print_note(found[0], full=True)
+    elif what == "notes" and action == "store":
+        tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
+        _print_note(await c.memory("memory.notes.store", {"content": args.content, "tags": tags}))
+    elif what == "notes" and action == "recall":
+        for n in await c.memory("memory.notes.recall", {"query": args.query, "k": args.k}):
+            _print_note(n)
+    elif what == "notes" and action == "forget":
+        removed = (await c.memory("memory.notes.forget", {"id": args.id}))["removed"]
+        print("forgotten" if removed else f"no note #{args.id}")
+        return 0 if removed else EXIT_FAILED
+    return 0
+
+
+async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
+    session = getattr(args, "session", None)
+    async with open_client(state_dir, session=session) as c:
+        match args.command:
+            case "ask":
+                return await _ask(c, args)
+            case "chat":
+                return await _chat(c)
+            case "memory":
+                return await _memory_cmd(c, args)
+            case "metrics":
+                print(json.dumps(await c.request({"type": "metrics"}, "metrics.result"), indent=2))
+            case "stop":
+                await c.request({"type": "shutdown"}, "shutting_down")
+                print("daemon is shutting down")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``atomic-agent`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    state_dir = resolve_state_dir(getattr(args, "state_dir", None))
+    if args.command == "serve":
+        from .daemon import ServeOptions, serve
+
+        return serve(ServeOptions(state_dir=state_dir, host=args.host, port=args.port,
+                                  llm_url=args.llm_url, log_level=args.log_level))
+    if args.command == "config":
+        try:
+            print(config_to_json(load_config(state_dir)))
+        except ConfigError as exc:
+            print(f"atomic-agent: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+        return 0
+    try:
+        return trio.run(_client_command, args, state_dir)
+    except ClientError as exc:
+        print(f"atomic-agent: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNING if exc.code == "not_running" else EXIT_FAILED
+    except trio.TooSlowError:
+        print("atomic-agent: timed out waiting for the daemon", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""A websocket client of the daemon, used by the CLI and the tests (DESIGN §9, §10).
+
+``open_client`` finds the running daemon through ``<state>/daemon.json``, connects,
+sends ``hello`` with the token and yields a :class:`DaemonClient`. Errors are
+:class:`ClientError` with a one-line message the CLI prints as is.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket_url
+
+from .state import read_daemon_info
+
+
+class ClientError(Exception):
+    """A client-side failure; ``code`` is machine-readable, ``str()`` is one line."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class DaemonClient:
+    """An authenticated connection. ``session`` is the session id from ``welcome``."""
+
+    def __init__(self, ws: WebSocketConnection, session: str) -> None:
+        self.ws = ws
+        self.session = session
+        self._ids = itertools.count(1)
+        self.backlog: list[dict] = []
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        """Send one frame as JSON text."""
+        await self.ws.send_message(json.dumps(frame))
+
+    async def receive(self) -> dict[str, Any]:
+        """Next frame from the daemon (ClientError when the connection closes)."""
+        if self.backlog:
+            return self.backlog.pop(0)
+        try:
+            return json.loads(await self.ws.get_message())
+        except ConnectionClosed as exc:
+            raise ClientError("closed", f"the daemon closed the connection ({exc.reason})") from None
+
+    async def wait_for(self, pred: Callable[[dict], bool]) -> dict[str, Any]:
+        """Receive until a frame matches; non-matching frames are kept for later."""
+        skipped: list[dict] = []
+        try:
+            while True:
+                frame = await self.receive()
+                if pred(frame):
+                    return frame
+                skipped.append(frame)
+        finally:
+            self.backlog = skipped + self.backlog
+
+    async def say(self, text: str, *, debug: bool = False) -> AsyncIterator[dict[str, Any]]:
+        """Start a turn and yield its frames up to and including ``turn.finished``.
+        An ``error`` frame (e.g. ``busy``) is yielded and ends the iteration."""
+        await self.send({"type": "say", "text": text, "debug": debug})
+        while True:
+            frame = await self.receive()
+            yield frame
+            if frame.get("type") in ("turn.finished", "error"):
+                return
+
+    async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
+        """Run a memory op; return its ``data`` or raise ClientError(code, message)."""
+        rid = f"m{next(self._ids)}"
+        await self.send({"type": "memory", "id": rid, "op": op, "args": args or {}})
+        frame = await self.wait_for(lambda f: f.get("id") == rid)
+        if frame.get("type") == "error":
+            raise ClientError(frame["code"], frame["message"])
+        if not frame.get("ok"):
+            raise ClientError(frame["error"]["code"], frame["error"]["message"])
+        return frame["data"]
+
+    async def request(self, frame: dict[str, Any], reply_type: str) -> dict[str, Any]:
+        """Send a frame and wait for the first frame of ``reply_type`` (or error)."""
+        await self.send(frame)
+        reply = await self.wait_for(lambda f: f.get("type") in (reply_type, "error"))
+        if reply["type"] == "error":
+            raise ClientError(reply["code"], reply["message"])
+        return reply
+
+
+def daemon_endpoint(state_dir: Path) -> tuple[str, str]:
+    """(url, token) of the daemon running on ``state_dir``; ClientError if none."""
+    info = read_daemon_info(state_dir)
+    if info is None:
+        raise ClientError("not_running",
+                          f"no atomic-agent daemon is running for {state_dir}; "
+                          f"start one with: atomic-agent serve --state-dir {state_dir}")
+    try:
+        token = Path(info["tokenFile"]).read_text().strip()
+    except OSError as exc:
+        raise ClientError("no_token", f"cannot read the token file: {exc.strerror}") from None
+    return info["url"], token
+
+
+@asynccontextmanager
+async def open_client(state_dir: Path | None = None, *, url: str | None = None,
+                      token: str | None = None, session: str | None = None,
+                      working_dir: str | None = None,
+                      connect_timeout_s: float = 10.0) -> AsyncIterator[DaemonClient]:
+    """Connect and authenticate; yields a DaemonClient. Either ``state_dir`` or
+    ``url`` + ``token``. Errors: ClientError (not running, refused, bad token)."""
+    if url is None or token is None:
+        assert state_dir is not None
+        url, token = daemon_endpoint(state_dir)
+    body_done = False
+    try:
+        async with open_websocket_url(url, connect_timeout=connect_timeout_s,
+                                      disconnect_timeout=2, max_message_size=64 * 1024 * 1024) as ws:
+            await ws.send_message(json.dumps({"type": "hello", "token": token, "session": session,
+                                              "workingDir": working_dir}))
+            with trio.fail_after(connect_timeout_s + 20):
+                try:
+                    welcome = json.loads(await ws.get_message())
+                except ConnectionClosed as exc:
+                    raise ClientError("closed", f"connection closed during hello ({exc.reason})") from None
+            if welcome.get("type") != "welcome":
+                raise ClientError(welcome.get("code", "refused"), welcome.get("message", "refused"))
+            yield DaemonClient(ws, welcome["session"])
+            body_done = True
+    except (OSError, HandshakeError, trio.TooSlowError) as exc:
+        if body_done:
+            return  # the daemon went away while we were closing (e.g. after `stop`)
+        raise ClientError("connect_failed", f"cannot connect to the daemon at {url}: {exc}") from None

@@ -1,0 +1,206 @@
+"""``atomic-agent serve``: the root process (DESIGN §1, §3, §10).
+
+Start-up: state dir → lock (one daemon per state dir) → config → logging → token →
+LLM (the configured URL, or the embedded llama-server child) → the four actors
+(memory first, it must outlive its writers) → websocket gateway → ``daemon.json``
+→ one JSON ready line on stdout.
+
+Shutdown (SIGTERM/SIGINT or a client's ``shutdown`` frame), in order: stop
+accepting connections → agent, reflection, backfill stopped (running turns end with
+reason ``shutdown``; in-flight LLM calls cancelled; nothing half written) → memory
+checkpoints its WAL and closes → clients closed → llama-server stopped →
+``daemon.json`` removed → exit 0. Too many actor restarts exit non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import structlog
+import trio
+
+from . import _log
+from ._spawn import ActorSpec
+from ._supervise import open_supervisor
+from .config import ActorBoot, Config, ConfigError, load_config
+from .errors import ActorCrashed, RestartIntensityExceeded
+from .actor import leaf_exception
+from .gateway import Gateway
+from .llama import EmbeddedLLMError, run_llama_server
+from .state import (
+    DaemonLock,
+    StateError,
+    ensure_state_dir,
+    load_or_create_token,
+    remove_daemon_info,
+    write_daemon_info,
+)
+
+log = structlog.get_logger()
+
+ACTOR_ORDER = ("memory", "agent", "reflection", "backfill")
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+
+@dataclass
+class ServeOptions:
+    """``serve`` arguments that override the config file."""
+
+    state_dir: Path
+    host: str | None = None
+    port: int | None = None
+    llm_url: str | None = None
+    log_level: str | None = None
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"atomic-agent: {message}", file=sys.stderr)
+    return code
+
+
+def serve(opts: ServeOptions) -> int:
+    """Run the daemon until shutdown; return the process exit code (never raises)."""
+    try:
+        ensure_state_dir(opts.state_dir)
+        lock = DaemonLock(opts.state_dir)
+        lock.acquire()
+    except StateError as exc:
+        return _fail(EXIT_CONFIG if exc.code != "already_running" else EXIT_FAILED, exc.message)
+    try:
+        try:
+            cfg = load_config(opts.state_dir)
+        except ConfigError as exc:
+            return _fail(EXIT_CONFIG, str(exc))
+        if opts.host is not None:
+            cfg.server.host = opts.host
+        if opts.port is not None:
+            cfg.server.port = opts.port
+        if opts.llm_url is not None:
+            cfg.llm.url = opts.llm_url
+        _log.configure("root", log_dir=opts.state_dir / "logs",
+                       level=opts.log_level or cfg.logging.level)
+        try:
+            return trio.run(_serve, opts, cfg)
+        except KeyboardInterrupt:
+            return EXIT_OK
+    finally:
+        remove_daemon_info(opts.state_dir)
+        lock.release()
+
+
+def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
+    boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(opts.state_dir), config=cfg,
+                                            llm_url=llm_url))
+    return [ActorSpec(name=n, config=boot) for n in ACTOR_ORDER]
+
+
+async def _serve(opts: ServeOptions, cfg: Config) -> int:
+    t0 = time.monotonic()
+    token = load_or_create_token(opts.state_dir)
+    shutdown = trio.Event()
+    try:
+        async with trio.open_nursery() as root:
+            root.start_soon(_watch_signals, shutdown)
+            llm_url, llm_desc = cfg.llm.url or "", "configured"
+            if not cfg.llm.url:
+                try:
+                    llm_url = await root.start(partial_llama(cfg, opts))
+                except EmbeddedLLMError as exc:
+                    root.cancel_scope.cancel()
+                    return _fail(EXIT_FAILED, f"embedded LLM: {exc}")
+                llm_desc = "embedded llama-server (SmolLM2-135M-Instruct)"
+            code = await _run_tree(opts, cfg, token, llm_url, llm_desc, shutdown, t0)
+            root.cancel_scope.cancel()
+            return code
+    except Exception as exc:  # noqa: BLE001 - the top of the process: map to one line
+        return _fail(EXIT_FAILED, _describe_failure(exc))
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """One clear line for a fatal start-up or supervision failure (never a traceback)."""
+    leaf = leaf_exception(exc)
+    if isinstance(leaf, RestartIntensityExceeded):
+        return f"{leaf}; shutting down"
+    if isinstance(leaf, ActorCrashed):
+        return f"actor {leaf.name!r} failed: {_crash_reason(leaf)}"
+    if isinstance(leaf, EmbeddedLLMError):
+        return f"embedded LLM: {leaf}"
+    log.error("daemon.failed", error_type=type(leaf).__name__, error=str(leaf))
+    return f"{type(leaf).__name__}: {leaf}"
+
+
+def _crash_reason(exc: ActorCrashed) -> str:
+    lines = [ln for ln in exc.remote_traceback.strip().splitlines() if ln.strip()]
+    return lines[-1] if lines else f"exit code {exc.exitcode}"
+
+
+def partial_llama(cfg: Config, opts: ServeOptions):
+    """The embedded llama-server task, bound to this config (for ``nursery.start``)."""
+
+    async def task(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await run_llama_server(model=cfg.llm.model_path, parallel=cfg.llm.parallel,
+                               ctx_size=cfg.llm.ctx_size,
+                               log_path=opts.state_dir / "logs" / "llama-server.log",
+                               startup_timeout_s=cfg.llm.startup_timeout_ms / 1000,
+                               task_status=task_status)
+    return task
+
+
+async def _watch_signals(shutdown: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            log.info("daemon.signal")
+            shutdown.set()
+
+
+async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, llm_desc: str,
+                    shutdown: trio.Event, t0: float) -> int:
+    gateway: Gateway | None = None
+
+    async def on_cast(src: str, body: msgspec.Raw) -> None:
+        if gateway is not None:
+            await gateway.on_cast(src, body)
+
+    async with open_supervisor(_specs(opts, cfg, llm_url), on_cast=on_cast,
+                               log_dir=str(opts.state_dir / "logs"),
+                               log_level=cfg.logging.level) as sup:
+        gateway = Gateway(sup, token, cfg.server, shutdown.set)
+        async with trio.open_nursery() as conns:
+            async with trio.open_nursery() as listen:
+                servers = await listen.start(partial_serve(gateway, conns))
+                port = servers.port
+                url = f"ws://{cfg.server.host}:{port}"
+                info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
+                        "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc}
+                write_daemon_info(opts.state_dir, info)
+                ready = {"event": "ready", "url": url, "tokenFile": info["tokenFile"],
+                         "pid": os.getpid(), "llm": llm_url, "llmKind": llm_desc,
+                         "stateDir": str(opts.state_dir),
+                         "startupMs": round((time.monotonic() - t0) * 1000)}
+                print(json.dumps(ready), flush=True)
+                log.info("daemon.ready", **{k: v for k, v in ready.items() if k != "event"})
+                await shutdown.wait()
+                t_stop = time.monotonic()
+                gateway.accepting = False
+                listen.cancel_scope.cancel()  # 1. stop accepting connections
+            await sup.shutdown()  # 2-4. agent/reflection/backfill, then memory
+            await gateway.close_all()
+            conns.cancel_scope.cancel()
+    log.info("daemon.stopped", shutdown_ms=round((time.monotonic() - t_stop) * 1000))
+    return EXIT_OK
+
+
+def partial_serve(gateway: Gateway, conns: trio.Nursery):
+    """The gateway listener task (for ``nursery.start``)."""
+
+    async def task(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await gateway.serve(handler_nursery=conns, task_status=task_status)
+    return task

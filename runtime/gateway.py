@@ -1,0 +1,356 @@
+"""The websocket gateway, served by the root process (DESIGN §9).
+
+Security: binds ``127.0.0.1`` by default; a request with a browser ``Origin`` header
+is refused with HTTP 403 unless the origin is allowlisted (cross-site websocket
+hijacking); the first frame must be ``hello`` with the token from ``<state>/token``,
+compared in constant time (``hmac.compare_digest``); a wrong token gets one
+``error`` frame and a close with 1008 (policy violation). Frames above
+``server.maxFrameBytes`` close the connection with 1009 (trio-websocket).
+
+Isolation: each client has its own bounded outbound queue (``server.clientQueue``
+frames) drained by its own task; a client that stops reading is dropped when its
+queue is full, never slowing the others. A malformed frame gets one ``error`` to
+that client only and the connection stays open.
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import json
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+
+from actors.agent.messages import CancelTurn, ListSessions, OpenSession, RunTurn, TurnEvent, TurnResult
+from actors.memory.messages import MemoryChanged, OpResult, Stats, ToolOp
+from actors.reflection.messages import ReflectionEvent
+
+from ._supervise import Supervisor
+from .config import ServerConfig
+from .actor import leaf_exception
+from .errors import ActorUnavailable, RemoteError, RuntimeFailure
+from .metrics import MetricsRequest, merge_snapshots
+from .protocol import (
+    CHANNELS,
+    PROTOCOL_VERSION,
+    BadFrame,
+    CancelFrame,
+    Hello,
+    MemoryFrame,
+    MetricsFrame,
+    Ping,
+    Say,
+    SessionsFrame,
+    Shutdown,
+    Subscribe,
+    decode_frame,
+)
+
+log = structlog.get_logger()
+
+HELLO_TIMEOUT_S = 10.0
+_event_decoder = msgspec.msgpack.Decoder(TurnEvent | MemoryChanged | ReflectionEvent)
+_json = msgspec.json.Encoder()
+
+
+class Client:
+    """One connected, authenticated client."""
+
+    def __init__(self, ws: WebSocketConnection, queue_size: int, cid: int) -> None:
+        self.ws = ws
+        self.id = cid
+        self.session: str | None = None
+        self.channels: set[str] = set()
+        self.send_ch, self.recv_ch = trio.open_memory_channel[bytes](queue_size)
+        self.dropped = False
+
+    def push(self, frame: dict[str, Any]) -> None:
+        """Queue a frame without blocking; a full queue drops this client (slow consumer)."""
+        if self.dropped:
+            return
+        try:
+            self.send_ch.send_nowait(_json.encode(frame))
+        except trio.WouldBlock:
+            self.dropped = True
+            log.warning("gateway.slow_client_dropped", client=self.id)
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self.dropped = True
+
+    async def pump(self) -> None:
+        """Drain the queue to the socket (one writer per connection)."""
+        async for data in self.recv_ch:
+            await self.ws.send_message(data.decode())
+
+
+class Gateway:
+    """Routes client frames to actors and actor events to clients.
+
+    Args:
+        sup: the running supervisor (``request``/``cast`` to actors).
+        token: the shared secret clients must present.
+        cfg: ``server.*`` configuration.
+        request_shutdown: called when a client sends ``shutdown``.
+    """
+
+    def __init__(self, sup: Supervisor, token: str, cfg: ServerConfig,
+                 request_shutdown: Callable[[], None]) -> None:
+        self.sup = sup
+        self.token = token.encode()
+        self.cfg = cfg
+        self.request_shutdown = request_shutdown
+        self.clients: set[Client] = set()
+        self._ids = itertools.count(1)
+        self._turn_ids = itertools.count(1)
+        self.finished_turns: set[str] = set()
+        self.accepting = True
+
+    # ------------------------------------------------------------ actor → clients
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        """Supervisor callback for casts addressed to the root; never blocks."""
+        try:
+            event = _event_decoder.decode(body)
+        except msgspec.DecodeError:
+            log.warning("gateway.unknown_cast", src=src)
+            return
+        match event:
+            case TurnEvent(session=session, type=type_, data=data):
+                if type_ == "turn.finished":
+                    self.finished_turns.add(data.get("turn", ""))
+                self._to_session(session, {"type": type_, **data})
+            case MemoryChanged():
+                self._to_channel("memory", {"type": "memory.changed", "op": event.op,
+                                            "keys": event.keys, "ids": event.ids,
+                                            "session": event.session})
+            case ReflectionEvent():
+                self._to_channel("reflection", {
+                    "type": "reflection", "session": event.session, "turn": event.turn,
+                    "outcome": event.outcome, "latencyMs": event.latency_ms,
+                    "factKeys": event.fact_keys, "noteIds": event.note_ids,
+                    "reason": event.reason})
+
+    def _to_session(self, session: str, frame: dict[str, Any]) -> None:
+        for c in list(self.clients):
+            if c.session == session:
+                c.push(frame)
+
+    def _to_channel(self, channel: str, frame: dict[str, Any]) -> None:
+        for c in list(self.clients):
+            if channel in c.channels:
+                c.push(frame)
+
+    # ------------------------------------------------------------------- serving
+    async def serve(self, *, handler_nursery: trio.Nursery,
+                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Listen until cancelled; reports the bound port through ``task_status``.
+        Connections live in ``handler_nursery`` so closing the listener (stop
+        accepting) does not cut clients off mid-shutdown."""
+
+        await serve_websocket(
+            self._handle, self.cfg.host, self.cfg.port, None, handler_nursery=handler_nursery,
+            max_message_size=self.cfg.max_frame_bytes, task_status=task_status)
+
+    def _origin_allowed(self, request: WebSocketRequest) -> bool:
+        for name, value in request.headers:
+            if name.lower() == b"origin":
+                return value.decode(errors="replace") in self.cfg.allowed_origins
+        return True
+
+    async def _handle(self, request: WebSocketRequest) -> None:
+        if not self.accepting:
+            await request.reject(503, body=b"shutting down")
+            return
+        if not self._origin_allowed(request):
+            log.warning("gateway.origin_refused")
+            await request.reject(403, body=b"origin not allowed")
+            return
+        ws = await request.accept()
+        client = Client(ws, self.cfg.client_queue, next(self._ids))
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._pump, client, nursery.cancel_scope)
+                if await self._authenticate(client):
+                    self.clients.add(client)
+                    await self._serve_client(client, nursery)
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:  # noqa: BLE001 - one client never takes down others
+            leaf = leaf_exception(exc)
+            if isinstance(leaf, (trio.Cancelled, KeyboardInterrupt)):
+                raise
+            if not isinstance(leaf, (ConnectionClosed, trio.BrokenResourceError,
+                                     trio.ClosedResourceError)):
+                log.error("gateway.client_failed", client=client.id,
+                          error_type=type(leaf).__name__, error=str(leaf))
+        finally:
+            self.clients.discard(client)
+            with trio.move_on_after(1) as cs:
+                cs.shield = True
+                await ws.aclose()
+
+    async def _pump(self, client: Client, scope: trio.CancelScope) -> None:
+        try:
+            await client.pump()
+        except ConnectionClosed:
+            pass
+        scope.cancel()
+
+    async def _authenticate(self, client: Client) -> bool:
+        with trio.move_on_after(HELLO_TIMEOUT_S):
+            raw = await client.ws.get_message()
+            try:
+                frame = decode_frame(raw)
+            except BadFrame as exc:
+                frame = None
+                reason = exc.message
+            if not isinstance(frame, Hello):
+                await self._refuse(client, "hello_required",
+                                   "the first frame must be hello with the token"
+                                   + (f" ({reason})" if frame is None else ""))
+                return False
+            if not hmac.compare_digest(frame.token.encode(), self.token):
+                await self._refuse(client, "unauthorized", "wrong token")
+                return False
+            try:
+                info = await self.sup.request("agent", OpenSession(
+                    session=frame.session, working_dir=frame.working_dir), dict)
+            except RemoteError as exc:
+                client.push({"type": "error", "code": exc.code, "message": exc.message, "id": None})
+                return False
+            except RuntimeFailure as exc:
+                client.push({"type": "error", "code": "unavailable", "message": str(exc), "id": None})
+                return False
+            client.session = info["session"]
+            client.push({"type": "welcome", "session": client.session, "version": PROTOCOL_VERSION,
+                         "created": info["created"]})
+            return True
+        await self._refuse(client, "hello_required", "no hello within 10 s")
+        return False
+
+    async def _refuse(self, client: Client, code: str, message: str) -> None:
+        await client.ws.send_message(json.dumps({"type": "error", "code": code,
+                                                 "message": message, "id": None}))
+        await client.ws.aclose(code=1008, reason=code)
+
+    async def _serve_client(self, client: Client, nursery: trio.Nursery) -> None:
+        while True:
+            raw = await client.ws.get_message()
+            if client.dropped:
+                await client.ws.aclose(code=1008, reason="too slow")
+                return
+            try:
+                frame = decode_frame(raw)
+            except BadFrame as exc:
+                client.push({"type": "error", "code": "bad_frame", "message": exc.message, "id": None})
+                continue
+            match frame:
+                case Hello():
+                    client.push({"type": "error", "code": "bad_frame",
+                                 "message": "already said hello", "id": None})
+                case Say():
+                    nursery.start_soon(self._say, client, frame)
+                case CancelFrame():
+                    nursery.start_soon(self._call, client, None,
+                                       partial(self.sup.request, "agent",
+                                               CancelTurn(session=client.session), dict),
+                                       "cancel.result")
+                case MemoryFrame():
+                    nursery.start_soon(self._memory, client, frame)
+                case Subscribe(channels=channels):
+                    bad = [c for c in channels if c not in CHANNELS]
+                    if bad:
+                        client.push({"type": "error", "code": "invalid_argument",
+                                     "message": f"unknown channel(s) {bad}; known: {list(CHANNELS)}",
+                                     "id": None})
+                    else:
+                        client.channels.update(channels)
+                        client.push({"type": "subscribed", "channels": sorted(client.channels)})
+                case MetricsFrame():
+                    nursery.start_soon(self._metrics, client)
+                case SessionsFrame(limit=limit):
+                    nursery.start_soon(self._call, client, None,
+                                       partial(self.sup.request, "agent", ListSessions(limit=limit),
+                                               list), "sessions.result")
+                case Ping():
+                    client.push({"type": "pong"})
+                case Shutdown():
+                    client.push({"type": "shutting_down"})
+                    self.request_shutdown()
+
+    async def _call(self, client: Client, rid: Any, call: Callable[[], Awaitable[Any]],
+                    frame_type: str) -> None:
+        try:
+            data = await call()
+        except RemoteError as exc:
+            client.push({"type": "error", "code": exc.code, "message": exc.message, "id": rid})
+            return
+        except RuntimeFailure as exc:
+            client.push({"type": "error", "code": "unavailable", "message": str(exc), "id": rid})
+            return
+        client.push({"type": frame_type, "id": rid, "data": msgspec.to_builtins(data)})
+
+    async def _say(self, client: Client, frame: Say) -> None:
+        turn = f"t-{next(self._turn_ids)}"
+        session = client.session
+        assert session is not None
+        try:
+            await self.sup.request("agent", RunTurn(session=session, turn=turn, text=frame.text,
+                                                    debug=frame.debug), TurnResult)
+        except RemoteError as exc:
+            client.push({"type": "error", "code": exc.code, "message": exc.message, "id": None})
+        except (ActorUnavailable, RuntimeFailure) as exc:
+            if turn not in self.finished_turns:
+                reason = "shutdown" if self.sup.stopping else "error"
+                self._to_session(session, {"type": "turn.finished", "turn": turn, "reason": reason,
+                                           "message": str(exc)})
+        finally:
+            self.finished_turns.discard(turn)
+
+    async def _memory(self, client: Client, frame: MemoryFrame) -> None:
+        try:
+            if frame.op == "memory.stats":
+                data = await self.sup.request("memory", Stats(), dict)
+            else:
+                data = (await self.sup.request("memory", ToolOp(
+                    op=frame.op, args=frame.args, session=client.session, source="user"),
+                    OpResult)).data
+        except RemoteError as exc:
+            client.push({"type": "memory.result", "id": frame.id, "ok": False,
+                         "error": {"code": exc.code, "message": exc.message}})
+            return
+        except RuntimeFailure as exc:
+            client.push({"type": "memory.result", "id": frame.id, "ok": False,
+                         "error": {"code": "unavailable", "message": str(exc)}})
+            return
+        client.push({"type": "memory.result", "id": frame.id, "ok": True,
+                     "data": msgspec.to_builtins(data)})
+
+    async def metrics(self) -> dict[str, Any]:
+        """Aggregate every running actor's metrics snapshot (DESIGN §11)."""
+        snaps: dict[str, dict] = {}
+        for name in ("agent", "memory", "reflection", "backfill"):
+            try:
+                with trio.fail_after(5):
+                    snaps[name] = await self.sup.request(name, MetricsRequest(), dict)
+            except (RuntimeFailure, trio.TooSlowError, KeyError):
+                snaps[name] = {"error": "unavailable"}
+        out = merge_snapshots({k: v for k, v in snaps.items() if "error" not in v})
+        out["actors"] = snaps
+        out["restarts"] = self.sup.restart_count
+        out["clients"] = len(self.clients)
+        return out
+
+    async def _metrics(self, client: Client) -> None:
+        client.push({"type": "metrics.result", **(await self.metrics())})
+
+    async def close_all(self) -> None:
+        """Flush (bounded) and close every client connection (end of shutdown)."""
+        for c in list(self.clients):
+            c.send_ch.close()
+        with trio.move_on_after(0.5):
+            while any(c.recv_ch.statistics().current_buffer_used for c in self.clients):
+                await trio.sleep(0.02)

