@@ -1,0 +1,136 @@
+"""End to end through the websocket with a scripted llama-server (DESIGN §2, §9).
+
+Rules: the daemon is a real ``atomic-agent serve`` subprocess; the LLM is
+``tests.fakes.llama_server`` (a real HTTP server with fixed completions) so the
+prompts the daemon sends can be inspected; clients are real websocket clients.
+"""
+
+from __future__ import annotations
+
+import json
+
+import trio
+
+from runtime.client import open_client
+from tests.daemon import run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+REFLECTION = ("SET name=Dana\nSET city=Lisbon\n"
+              "SET test_runner=pytest [pinned=false; keywords=test,testing,pytest,runner]\n"
+              "NOTE The user prefers pytest for testing. [tags=testing]\n")
+RULES = [
+    {"match": "### output", "response": REFLECTION},
+    {"grammar_contains": "reply", "match": "My name is Dana",
+     "response": '{"reply": "Nice to meet you, Dana!"}'},
+    {"grammar_contains": "reply", "response": '{"reply": "You like pytest."}'},
+]
+
+
+def agent_prompts(fake) -> list[str]:
+    return [b["prompt"] for b in fake.completions() if "### output" not in b["prompt"]]
+
+
+async def test_memory_survives_a_daemon_restart(tmp_path):
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, RULES, slots=2) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.request({"type": "subscribe", "channels": ["reflection", "memory"]},
+                                "subscribed")
+                frames = []
+                with trio.fail_after(60):
+                    async for f in c.say("My name is Dana, I live in Lisbon and I prefer pytest "
+                                         "for testing."):
+                        frames.append(f)
+                types = [f["type"] for f in frames]
+                assert types[0] == "turn.started" and types[-1] == "turn.finished"
+                assert frames[-1]["reason"] == "reply"
+                assert {"type": "reply", "turn": frames[0]["turn"],
+                        "text": "Nice to meet you, Dana!"} in frames
+                with trio.fail_after(60):
+                    event = await c.wait_for(lambda f: f["type"] == "reflection")
+                assert event["outcome"] == "ok", event
+                assert set(event["factKeys"]) == {"name", "city", "test_runner"}
+                assert len(event["noteIds"]) == 1
+        assert d.shutdown_s is not None and d.shutdown_s < 3.0
+        # reflection ran on slot 1 (the server has 2), the agent on slot 0
+        slots = {("### output" in b["prompt"]): b.get("id_slot") for b in fake.completions()}
+        assert slots == {True: 1, False: 0}
+
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                profile = await c.memory("memory.profile.list")
+                assert {f["key"]: f["value"] for f in profile} == {
+                    "name": "Dana", "city": "Lisbon", "test_runner": "pytest"}
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("Which test runner do I like?")]
+                assert frames[-1]["reason"] == "reply"
+        prompt = agent_prompts(fake)[-1]
+        tail = prompt.split("<|im_start|>user", 1)[1]
+        profile_section = tail.split("### profile\n", 1)[1].split("\n\n", 1)[0]
+        assert "- name: Dana" in profile_section and "- city: Lisbon" in profile_section
+        assert "- test_runner: pytest" in profile_section  # contextual: "test" was said
+        recalled = tail.split("### recalled\n", 1)[1].split("\n\n", 1)[0]
+        assert "The user prefers pytest for testing." in recalled and "[reflection, testing]" in recalled
+        # prompt order of DESIGN §6: recalled before conversation before profile
+        assert tail.index("### recalled") < tail.index("### conversation") < tail.index("### profile")
+
+
+async def test_contextual_fact_is_gated_and_prefix_is_stable(tmp_path):
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, RULES, slots=2) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.memory("memory.profile.set", {"key": "editor", "value": "helix",
+                                                      "pinned": False, "keywords": ["editor"]})
+                for text in ("hello there", "which editor do I use?"):
+                    with trio.fail_after(60):
+                        frames = [f async for f in c.say(text)]
+                    assert frames[-1]["reason"] == "reply"
+                await c.memory("memory.notes.store", {"content": "A note written between turns"})
+                with trio.fail_after(60):
+                    [f async for f in c.say("and now?")]
+    prompts = agent_prompts(fake)
+    assert "editor: helix" not in prompts[0] and "- editor: helix" in prompts[1]
+    prefix = [p.split("<|im_start|>user", 1)[0] for p in prompts]
+    assert len(set(prefix)) == 1, "the stable prefix changed across turns / memory writes"
+
+
+async def test_bad_frames_get_errors_and_connection_stays_open(tmp_path):
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, RULES, slots=1) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                for bad in ("not json", "[1,2]", '{"type":"nope"}', '{"type":"say","text":5}',
+                            '{"type":"memory","op":"memory.notes.recall","args":[]}'):
+                    await c.ws.send_message(bad)
+                    frame = await c.receive()
+                    assert frame["type"] == "error" and frame["code"] == "bad_frame", frame
+                err = await c.request({"type": "memory", "id": 7, "op": "memory.notes.store",
+                                       "args": {"content": ""}}, "memory.result")
+                assert err["ok"] is False and err["error"]["code"] == "invalid_argument"
+                assert (await c.request({"type": "ping"}, "pong"))["type"] == "pong"
+                # single-slot server: every request uses a slot it has
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("hi")]
+                assert frames[-1]["reason"] == "reply"
+        assert all(b.get("id_slot", -1) in (0, -1) for b in fake.completions())
+
+
+async def test_wrong_token_and_browser_origin_are_refused(tmp_path):
+    from trio_websocket import HandshakeError, open_websocket_url
+
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, RULES) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_websocket_url(d.url) as ws:
+                await ws.send_message(json.dumps({"type": "hello", "token": "wrong"}))
+                frame = json.loads(await ws.get_message())
+                assert frame["code"] == "unauthorized"
+                assert d.token not in json.dumps(frame)
+            try:
+                async with open_websocket_url(d.url, extra_headers=[(b"Origin", b"https://evil.example")]):
+                    raise AssertionError("a browser origin was accepted")
+            except HandshakeError:
+                pass
+    assert (state / "token").stat().st_mode & 0o777 == 0o600
