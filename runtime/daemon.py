@@ -171,7 +171,7 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
 
     async with open_supervisor(_specs(opts, cfg, llm_url), on_cast=on_cast,
                                log_dir=str(opts.state_dir / "logs"),
-                               log_level=cfg.logging.level) as sup:
+                               log_level=opts.log_level or cfg.logging.level) as sup:
         gateway = Gateway(sup, token, cfg.server, shutdown.set)
         async with trio.open_nursery() as conns:
             async with trio.open_nursery() as listen:

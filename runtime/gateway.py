@@ -109,6 +109,7 @@ class Gateway:
         self._turn_ids = itertools.count(1)
         self.finished_turns: set[str] = set()
         self.accepting = True
+        self.turn_nursery: trio.Nursery | None = None
 
     # ------------------------------------------------------------ actor → clients
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
@@ -151,6 +152,7 @@ class Gateway:
         Connections live in ``handler_nursery`` so closing the listener (stop
         accepting) does not cut clients off mid-shutdown."""
 
+        self.turn_nursery = handler_nursery
         await serve_websocket(
             self._handle, self.cfg.host, self.cfg.port, None, handler_nursery=handler_nursery,
             max_message_size=self.cfg.max_frame_bytes, task_status=task_status)
@@ -252,7 +254,9 @@ class Gateway:
                     client.push({"type": "error", "code": "bad_frame",
                                  "message": "already said hello", "id": None})
                 case Say():
-                    nursery.start_soon(self._say, client, frame)
+                    # Turns run in the daemon-lifetime nursery: a client that disconnects
+                    # mid-turn does not cancel it (the reply is persisted, reflection runs).
+                    self.turn_nursery.start_soon(self._say, client, frame)
                 case CancelFrame():
                     nursery.start_soon(self._call, client, None,
                                        partial(self.sup.request, "agent",

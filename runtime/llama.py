@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import ctypes
 import importlib.util
+import os
 import shutil
 import signal
 import socket
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -72,6 +74,35 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
         pass
 
 
+class _Child:
+    """A ``subprocess.Popen`` awaited through a Linux pidfd (trio-friendly, no thread)."""
+
+    def __init__(self, popen: subprocess.Popen) -> None:
+        self.popen = popen
+        self.pid = popen.pid
+        self._pidfd = os.pidfd_open(popen.pid)
+
+    @property
+    def returncode(self) -> int | None:
+        return self.popen.poll()
+
+    def send_signal(self, sig: int) -> None:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    async def wait(self) -> int:
+        if self.popen.poll() is None:
+            await trio.lowlevel.wait_readable(self._pidfd)
+        code = self.popen.wait()
+        if self._pidfd >= 0:
+            os.close(self._pidfd)
+            self._pidfd = -1
+        return code
+
+
 async def run_llama_server(
     *,
     model: str | None = None,
@@ -109,9 +140,11 @@ async def run_llama_server(
     url = f"http://127.0.0.1:{port}"
     log.info("llama.starting", binary=binary, model=model, port=port, parallel=parallel)
     try:
-        proc = await trio.lowlevel.open_process(
-            cmd, stdin=None, stdout=out, stderr=out, start_new_session=True,
-            preexec_fn=_die_with_parent)
+        # Forked from the trio thread on purpose: PR_SET_PDEATHSIG fires when the
+        # *thread* that forked exits, and trio.lowlevel.open_process forks in a worker
+        # thread that is reaped after a few idle seconds (that killed the server).
+        proc = _Child(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+                                       start_new_session=True, preexec_fn=_die_with_parent))
     finally:
         out.close()
     try:

@@ -134,3 +134,24 @@ async def test_wrong_token_and_browser_origin_are_refused(tmp_path):
             except HandshakeError:
                 pass
     assert (state / "token").stat().st_mode & 0o777 == 0o600
+
+
+async def test_client_leaving_mid_turn_does_not_cancel_the_turn(tmp_path):
+    """Regression: ``ask`` disconnects right after ``turn.finished``; the turn must
+    still be persisted and its reflection must still run."""
+    rules = [{"match": "### output", "response": "SET pet=cat\n"},
+             {"grammar_contains": "reply", "response": '{"reply": "Noted."}', "delay_ms": 1500}]
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as watcher:
+                await watcher.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+                async with open_client(url=d.url, token=d.token) as c:
+                    await c.send({"type": "say", "text": "I have a cat"})
+                    await c.wait_for(lambda f: f["type"] == "turn.started")
+                # the speaker is gone; the turn goes on
+                with trio.fail_after(60):
+                    event = await watcher.wait_for(lambda f: f["type"] == "reflection")
+                assert event["outcome"] == "ok" and event["factKeys"] == ["pet"]
+                sessions = await watcher.request({"type": "sessions"}, "sessions.result")
+                assert any(s["turns"] == 1 for s in sessions["data"])

@@ -210,17 +210,22 @@ class AgentActor:
                 self.turns.pop(msg.session, None)
         latency = (time.monotonic() - t0) * 1000
         self.metrics.inc("agent.turns", {"reason": reason})
+        log.info("agent.turn_finished", session=msg.session, turn=msg.turn, reason=reason,
+                 latency_ms=round(latency, 1))
         self.metrics.observe("agent.turn.latency_ms", latency)
         state.messages.append(Message("user", msg.text, _now()))
         if reply:
             state.messages.append(Message("assistant", reply, _now()))
         state.turns += 1
         state.updated_at = _now()
-        with trio.CancelScope(shield=True):
+        # Persisting and handing the exchange to reflection complete even if the caller
+        # gave up on this request meanwhile (bounded, so shutdown stays bounded).
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
             await self._save(state)
-        if reply and reason == "reply" and self.cfg.memory.reflection.enabled:
-            await self.ctx.cast("reflection", Reflect(session=msg.session, turn=msg.turn,
-                                                      user_message=msg.text, assistant_reply=reply))
+            if reply and reason == "reply" and self.cfg.memory.reflection.enabled:
+                await self.ctx.cast("reflection", Reflect(
+                    session=msg.session, turn=msg.turn, user_message=msg.text,
+                    assistant_reply=reply))
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 
     async def _memory_context(self, msg: RunTurn, state: SessionState) -> dict[str, str]:

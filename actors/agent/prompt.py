@@ -86,10 +86,10 @@ ACTION_GRAMMAR = "\n".join([
     'call ::= "\\"tool\\"" ws ":" ws toolname ws "," ws "\\"args\\"" ws ":" ws object',
     "toolname ::= " + " | ".join(_gbnf_literal(json.dumps(n)) for n in TOOL_NAMES),
     'value ::= object | array | string | number | "true" | "false" | "null"',
-    'object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value ){0,15} )? ws "}"',
-    'array ::= "[" ws ( value ( ws "," ws value ){0,15} )? ws "]"',
-    'string ::= "\\"" ( [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} ) ){0,2000} "\\""',
-    'number ::= "-"? [0-9]{1,15} ( "." [0-9]{1,15} )?',
+    'object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"',
+    'array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"',
+    'string ::= "\\"" ( [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\\""',
+    'number ::= "-"? [0-9]+ ( "." [0-9]+ )?',
     "ws ::= [ ]?",
 ]) + "\n"
 """GBNF (llama.cpp) for one action object; tool names come from the fixed tool table."""

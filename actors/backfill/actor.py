@@ -26,7 +26,7 @@ embed at a time:
 
 Failures end quietly (DESIGN §8): a model that stops answering or a memory actor
 that is unavailable ends the pass with a warning (``backfill.model_failed``,
-``backfill.memory_unavailable``); the next boot resumes, because the vectors written
+``backfill.memory_failed``); the next boot resumes, because the vectors written
 so far are committed and ``MissingVectors`` skips them.
 
 Shutdown: ``on_shutdown`` cancels the background task before the runtime fails the
@@ -248,7 +248,7 @@ class BackfillActor:
         except EmbeddingUnavailable as exc:
             log.warning("backfill.model_failed", error=exc.message, ids=ids)
         except (RuntimeFailure, trio.TooSlowError) as exc:
-            log.warning("backfill.memory_unavailable", error=str(exc) or type(exc).__name__,
+            log.warning("backfill.memory_failed", error=str(exc) or type(exc).__name__,
                         ids=ids)
 
     async def _remaining(self) -> int | None:
@@ -295,8 +295,8 @@ class BackfillActor:
             outcome = "model_failed"
             log.warning("backfill.model_failed", error=exc.message, done=done)
         except (RuntimeFailure, trio.TooSlowError) as exc:
-            outcome = "memory_unavailable"
-            log.warning("backfill.memory_unavailable", error=str(exc) or type(exc).__name__,
+            outcome = "memory_failed"
+            log.warning("backfill.memory_failed", error=str(exc) or type(exc).__name__,
                         done=done)
         finally:
             self.state = "idle"

@@ -1,0 +1,424 @@
+"""IPC round-trip benchmark (DESIGN §12: "IPC request/reply through the root: p50 ≤ 3×
+a raw socketpair echo of the same bytes").
+
+Run from the repository root::
+
+    python -m bench.ipc            # full run, writes the "## IPC round trip" section
+    python -m bench.ipc --quick    # fewer iterations, prints only (add --write to save)
+
+Three measurements per payload size (default 100 B, 10 KiB, 1 MiB; ``--sizes``):
+
+1. **baseline** — a raw ``socketpair`` echo between this process and a tiny child
+   (``python -c``, blocking sockets on both sides, fd passed with ``pass_fds`` like
+   the runtime does): one frame of ``u32 length + payload`` there and back.
+2. **root → actor** — ``Supervisor.request("a", Echo(payload))`` answered by actor
+   ``a``: the root's request/reply path (msgpack envelope, trio channel, one hop
+   each way).
+3. **actor → root → actor** — actor ``a`` times ``ctx.request("b", Echo(payload))``
+   itself: request/reply *through the root* between two actors (two hops each way:
+   a → root → b → root → a). This is the path DESIGN §12 names.
+
+A fourth, diagnostic figure — **trio echo**, the same raw echo with trio streams on
+both sides and no envelope — separates the event loop's own cost from the runtime's
+(``ratio vs trio echo``); it is not the target's baseline.
+
+Both runtime rows are compared with the same baseline (the raw echo of the same
+payload bytes); ratio = runtime p50 / baseline p50, target ≤ 3×. Times are
+microseconds of wall clock (``perf_counter_ns``), percentiles over all iterations
+after a warm-up of 10 %.
+
+This module is also the benchmark's actor (``ActorSpec(module="bench.ipc")``): it
+exposes ``open_actor`` like every actor module (``runtime/actor.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import os
+import platform
+import re
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import msgspec
+import trio
+
+from runtime.actor import ActorContext
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "RESULTS.md"
+SECTION = "## IPC round trip"
+TARGET_RATIO = 3.0
+"""DESIGN §12: runtime p50 ≤ 3 × raw socketpair echo p50."""
+DEFAULT_SIZES = (100, 10 * 1024, 1024 * 1024)
+FULL_ITERS = {100: 3000, 10 * 1024: 2000, 1024 * 1024: 200}
+QUICK_ITERS = {100: 300, 10 * 1024: 300, 1024 * 1024: 30}
+
+
+# -------------------------------------------------------------------- the actor side
+class _M(msgspec.Struct, tag_field="kind", tag=str.lower):
+    """Base of the benchmark actor's messages."""
+
+
+class Echo(_M):
+    """Answer with ``payload`` unchanged (bytes)."""
+
+    payload: bytes
+
+
+class Loop(_M):
+    """Time ``warmup + iters`` Echo round trips of ``size`` bytes to actor ``dest``
+    (through the root) → list of ``iters`` durations in nanoseconds."""
+
+    dest: str
+    size: int
+    iters: int
+    warmup: int = 0
+
+
+BenchMsg = Echo | Loop
+
+
+class _Handler:
+    """Benchmark actor: answers Echo, runs Loop (see the message docstrings)."""
+
+    def __init__(self, ctx: ActorContext) -> None:
+        self.ctx = ctx
+        self.decoder = msgspec.msgpack.Decoder(BenchMsg)
+
+    async def on_request(self, src: str, body: msgspec.Raw) -> bytes | list[int]:
+        """Echo → the payload; Loop → durations (ns)."""
+        match self.decoder.decode(body):
+            case Echo(payload=payload):
+                return payload
+            case Loop(dest=dest, size=size, iters=iters, warmup=warmup):
+                msg = Echo(payload=os.urandom(size))
+                out: list[int] = []
+                for i in range(warmup + iters):
+                    t0 = time.perf_counter_ns()
+                    await self.ctx.request(dest, msg, bytes)
+                    if i >= warmup:
+                        out.append(time.perf_counter_ns() - t0)
+                return out
+
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        """Casts are ignored."""
+
+
+@asynccontextmanager
+async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[_Handler]:
+    """Actor entry point (no resources to open)."""
+    yield _Handler(ctx)
+
+
+# ------------------------------------------------------------------ the raw baselines
+_ECHO_CHILD = r"""
+import socket, sys
+s = socket.socket(fileno=int(sys.argv[1]))
+buf = bytearray(4 + int(sys.argv[2]))
+view = memoryview(buf)
+def fill(start, end):
+    while start < end:
+        n = s.recv_into(view[start:end])
+        if not n:
+            return False
+        start += n
+    return True
+while fill(0, 4):
+    size = int.from_bytes(buf[:4], "big")
+    if not fill(4, 4 + size):
+        break
+    s.sendall(view[:4 + size])
+"""
+
+_TRIO_ECHO_CHILD = r"""
+import socket, sys, trio
+async def main():
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(socket.socket(fileno=int(sys.argv[1]))))
+    buf = bytearray()
+    async def fill(n):
+        while len(buf) < n:
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                return False
+            buf.extend(chunk)
+        return True
+    while await fill(4):
+        size = int.from_bytes(buf[:4], "big")
+        if not await fill(4 + size):
+            break
+        await stream.send_all(bytes(buf[:4 + size]))
+        del buf[:4 + size]
+trio.run(main)
+"""
+
+
+def _echo_child(source: str, max_size: int) -> tuple[socket.socket, subprocess.Popen]:
+    """Start a ``python -c`` echo child on one end of a socketpair (``pass_fds``)."""
+    parent, child = socket.socketpair()
+    proc = subprocess.Popen([sys.executable, "-c", source, str(child.fileno()), str(max_size)],
+                            pass_fds=(child.fileno(),))
+    child.close()
+    return parent, proc
+
+
+def raw_echo(sock: socket.socket, size: int, n_iter: int) -> list[int]:
+    """Round-trip times (ns) of ``n_iter`` raw echoes of a ``u32 + size`` byte frame,
+    blocking sockets on this side too (after a 10 % warm-up)."""
+    frame = size.to_bytes(4, "big") + os.urandom(size)
+    back = bytearray(len(frame))
+    view = memoryview(back)
+    warm = max(1, n_iter // 10)
+    times: list[int] = []
+    for i in range(warm + n_iter):
+        t0 = time.perf_counter_ns()
+        sock.sendall(frame)
+        got = 0
+        while got < len(frame):
+            n = sock.recv_into(view[got:])
+            if not n:
+                raise RuntimeError("echo child closed the socket")
+            got += n
+        if i >= warm:
+            times.append(time.perf_counter_ns() - t0)
+    if back != frame:
+        raise RuntimeError("echo child returned different bytes")
+    return times
+
+
+async def trio_echo(stream: trio.SocketStream, size: int, n_iter: int) -> list[int]:
+    """Like :func:`raw_echo`, but trio streams on both sides: the floor any trio-based
+    transport pays (a diagnostic column, not the target's baseline)."""
+    frame = size.to_bytes(4, "big") + os.urandom(size)
+    warm = max(1, n_iter // 10)
+    times: list[int] = []
+    for i in range(warm + n_iter):
+        t0 = time.perf_counter_ns()
+        await stream.send_all(frame)
+        got = 0
+        while got < len(frame):
+            chunk = await stream.receive_some(65536)
+            if not chunk:
+                raise RuntimeError("trio echo child closed the socket")
+            got += len(chunk)
+        if i >= warm:
+            times.append(time.perf_counter_ns() - t0)
+    return times
+
+
+async def checkpoint_us(n: int = 20_000) -> float:
+    """Mean cost (µs) of one trio checkpoint (``await trio.sleep(0)``) on this machine:
+    every trio send/receive pays a few, which is why the trio echo sits above the raw one."""
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        await trio.sleep(0)
+    return (time.perf_counter_ns() - t0) / n / 1000.0
+
+
+# --------------------------------------------------------------- the runtime figures
+async def measure(sizes: Sequence[int], iters: dict[int, int]) -> dict[str, dict[int, list[int]]]:
+    """All four figures, interleaved size by size so load drift hits them alike.
+
+    Returns ``{"raw" | "trio" | "direct" | "relayed": {size: [ns, …]}}``; the two echo
+    children and the two actors are started once and always stopped.
+    """
+    from runtime import ActorSpec, open_supervisor
+
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    specs = [ActorSpec(name=n, module="bench.ipc", env=env) for n in ("a", "b")]
+    out: dict[str, dict[int, list[int]]] = {"raw": {}, "trio": {}, "direct": {}, "relayed": {}}
+    raw_sock, raw_proc = _echo_child(_ECHO_CHILD, max(sizes))
+    trio_sock, trio_proc = _echo_child(_TRIO_ECHO_CHILD, max(sizes))
+    stream = trio.SocketStream(trio.socket.from_stdlib_socket(trio_sock))
+    try:
+        async with open_supervisor(specs, log_level="warning") as sup:
+            # One throw-away pass over every path first: children finish importing and
+            # caches warm up, so the first size measured is not penalised.
+            for size, n_iter, keep in [(sizes[0], 50, False)] + [(s, iters[s], True) for s in sizes]:
+                if not keep:
+                    raw_echo(raw_sock, size, n_iter)
+                    await trio_echo(stream, size, n_iter)
+                    for _ in range(n_iter):
+                        await sup.request("a", Echo(payload=b"x" * size), bytes)
+                    await sup.request("a", Loop(dest="b", size=size, iters=n_iter), list[int])
+                    continue
+                warm = max(1, n_iter // 10)
+                out["raw"][size] = raw_echo(raw_sock, size, n_iter)  # blocks the loop: fine here
+                out["trio"][size] = await trio_echo(stream, size, n_iter)
+                msg = Echo(payload=os.urandom(size))
+                times: list[int] = []
+                for i in range(warm + n_iter):
+                    t0 = time.perf_counter_ns()
+                    reply = await sup.request("a", msg, bytes)
+                    if i >= warm:
+                        times.append(time.perf_counter_ns() - t0)
+                if reply != msg.payload:
+                    raise RuntimeError("actor returned different bytes")
+                out["direct"][size] = times
+                out["relayed"][size] = await sup.request(
+                    "a", Loop(dest="b", size=size, iters=n_iter, warmup=warm), list[int])
+    finally:
+        raw_sock.close()
+        await stream.aclose()
+        for proc in (raw_proc, trio_proc):
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+    return out
+
+
+# ---------------------------------------------------------------------- reporting
+@dataclass
+class Row:
+    """One table row: a path at one payload size (times in µs)."""
+
+    size: int
+    path: str
+    base_p50: float
+    base_p99: float
+    p50: float
+    p99: float
+    trio_p50: float = 0.0
+
+    @property
+    def ratio(self) -> float:
+        """Runtime p50 / baseline p50."""
+        return self.p50 / self.base_p50 if self.base_p50 else float("inf")
+
+    @property
+    def trio_ratio(self) -> float:
+        """Runtime p50 / trio echo p50 (diagnostic: overhead above the event loop)."""
+        return self.p50 / self.trio_p50 if self.trio_p50 else float("inf")
+
+    @property
+    def ok(self) -> bool:
+        """Whether the ratio meets :data:`TARGET_RATIO`."""
+        return self.ratio <= TARGET_RATIO
+
+
+def percentile_us(times_ns: Sequence[int], q: float) -> float:
+    """The ``q``-th percentile (nearest rank, q in [0, 100]) of ns samples, in µs."""
+    ordered = sorted(times_ns)
+    rank = max(1, min(len(ordered), int(-(-q * len(ordered) // 100))))
+    return ordered[rank - 1] / 1000.0
+
+
+def human_size(n: int) -> str:
+    """100 → "100 B", 10240 → "10 KiB", 1048576 → "1 MiB"."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale} {unit}"
+    return f"{n} B"
+
+
+def table(rows: Sequence[Row]) -> str:
+    """The results as a markdown table."""
+    lines = [
+        "| size | path | baseline p50 µs | baseline p99 µs | runtime p50 µs | runtime p99 µs "
+        "| ratio p50 | target | result | trio echo p50 µs | ratio vs trio echo |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {human_size(r.size)} | {r.path} | {r.base_p50:.1f} | {r.base_p99:.1f} | "
+            f"{r.p50:.1f} | {r.p99:.1f} | {r.ratio:.2f}× | ≤ {TARGET_RATIO:g}× | "
+            f"{'pass' if r.ok else 'FAIL'} | {r.trio_p50:.1f} | {r.trio_ratio:.2f}× |")
+    return "\n".join(lines)
+
+
+def section(rows: Sequence[Row], command: str, iters: dict[int, int], ckpt_us: float) -> str:
+    """The whole ``## IPC round trip`` section (markdown, trailing newline)."""
+    machine = (f"{os.cpu_count()} cores (nproc {len(os.sched_getaffinity(0))}), "
+               f"{platform.machine()}, {platform.system()} {platform.release()}, "
+               f"Python {platform.python_version()}, trio {trio.__version__}, "
+               f"msgspec {msgspec.__version__}; one trio checkpoint = {ckpt_us:.1f} µs, "
+               f"load average {os.getloadavg()[0]:.2f} at the end")
+    failed = [r for r in rows if not r.ok]
+    verdict = ("Every row meets the target." if not failed else
+               f"{len(failed)} of {len(rows)} rows miss the target. Against the trio echo "
+               f"floor the runtime costs {min(r.trio_ratio for r in rows):.2f}–"
+               f"{max(r.trio_ratio for r in rows):.2f}× (the actor → root → actor path has "
+               "twice the hops of the echo).")
+    counts = ", ".join(f"{human_size(s)}: {n}" for s, n in iters.items())
+    return (
+        f"{SECTION}\n\n"
+        f"DESIGN §12: IPC request/reply through the root, p50 ≤ {TARGET_RATIO:g}× a raw "
+        "socketpair echo of the same bytes.\n\n"
+        f"- Machine: {machine}\n"
+        f"- Date: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n"
+        f"- Command: `{command}`\n"
+        f"- Iterations per size (after a 10 % warm-up): {counts}\n\n"
+        f"{table(rows)}\n\n{verdict}\n\n"
+        "Baseline: a `python -c` child echoing `u32 length + payload` over a socketpair "
+        "(blocking sockets both sides). `root → actor`: `Supervisor.request` to an actor "
+        "that returns the payload (one hop each way). `actor → root → actor`: an actor "
+        "timing `ctx.request` to a second actor through the root (two hops each way), "
+        "the path DESIGN §12 names. Both compared with the same one-hop raw echo. "
+        "`trio echo` (diagnostic, not the target's baseline): the same raw echo with trio "
+        "streams on both sides and no envelope, i.e. the floor of any trio transport.\n"
+    )
+
+
+def write_section(path: Path, text: str) -> None:
+    """Create ``path`` or replace only its ``## IPC round trip`` section."""
+    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
+    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
+    if pattern.search(old):
+        new = pattern.sub(lambda _m: text + "\n", old, count=1)
+    else:
+        new = old.rstrip("\n") + "\n\n" + text
+    path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark; print the table; write RESULTS.md (full runs or --write).
+
+    Exit status: 0, or 1 with ``--check`` when a row misses the target.
+    """
+    parser = argparse.ArgumentParser(prog="python -m bench.ipc", description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer iterations; no write")
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                        help="comma-separated payload sizes in bytes")
+    parser.add_argument("--iters", type=int, default=None, help="iterations for every size")
+    parser.add_argument("--write", action=argparse.BooleanOptionalAction, default=None,
+                        help="write bench/RESULTS.md (default: yes unless --quick)")
+    parser.add_argument("--check", action="store_true", help="exit 1 if a row fails")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    table_iters = QUICK_ITERS if args.quick else FULL_ITERS
+    iters = {s: args.iters or table_iters.get(s, 300 if args.quick else 1000) for s in sizes}
+
+    from runtime import _log
+
+    _log.configure("bench", level="warning")
+    ckpt = trio.run(checkpoint_us)
+    got = trio.run(measure, sizes, iters)
+    rows: list[Row] = []
+    for size in sizes:
+        base = got["raw"][size]
+        b50, b99 = percentile_us(base, 50), percentile_us(base, 99)
+        for path, samples in (("root → actor", got["direct"][size]),
+                              ("actor → root → actor", got["relayed"][size])):
+            rows.append(Row(size, path, b50, b99, percentile_us(samples, 50),
+                            percentile_us(samples, 99), percentile_us(got["trio"][size], 50)))
+    print(table(rows))
+    print(f"\none trio checkpoint: {ckpt:.1f} µs; load average {os.getloadavg()[0]:.2f}")
+    command = "python -m bench.ipc " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
+    if args.write if args.write is not None else not args.quick:
+        write_section(RESULTS, section(rows, command.strip(), iters, ckpt))
+        print(f"\nwrote {SECTION!r} to {RESULTS}")
+    return 1 if args.check and not all(r.ok for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
