@@ -51,6 +51,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from bench._results import replace_section
 from runtime.actor import ActorContext
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -371,13 +372,7 @@ def section(rows: Sequence[Row], command: str, iters: dict[int, int], ckpt_us: f
 
 def write_section(path: Path, text: str) -> None:
     """Create ``path`` or replace only its ``## IPC round trip`` section."""
-    old = path.read_text(encoding="utf-8") if path.exists() else "# Benchmark results\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _m: text + "\n", old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + text
-    path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
+    replace_section(path, SECTION, text)
 
 
 def main(argv: list[str] | None = None) -> int:
