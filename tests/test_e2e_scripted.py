@@ -155,3 +155,21 @@ async def test_client_leaving_mid_turn_does_not_cancel_the_turn(tmp_path):
                 assert event["outcome"] == "ok" and event["factKeys"] == ["pet"]
                 sessions = await watcher.request({"type": "sessions"}, "sessions.result")
                 assert any(s["turns"] == 1 for s in sessions["data"])
+
+
+async def test_oversized_frame_closes_only_that_client(tmp_path):
+    from trio_websocket import ConnectionClosed
+
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, RULES) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as bystander:
+                async with open_client(url=d.url, token=d.token) as c:
+                    await c.ws.send_message("x" * (1024 * 1024 + 10))
+                    with trio.fail_after(10):
+                        try:
+                            while True:
+                                await c.ws.get_message()
+                        except ConnectionClosed as exc:
+                            assert exc.reason.code == 1009
+                assert (await bystander.request({"type": "ping"}, "pong"))["type"] == "pong"

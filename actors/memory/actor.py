@@ -144,6 +144,9 @@ class MemoryActor:
         ids: list[int] = []
         skipped = 0
         with write_txn(self.conn):
+            # AUTOINCREMENT ids only grow: a returned id at or below this one is an
+            # existing note that the store merged the incoming one into (dedup).
+            newest = self.conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]
             for fact in msg.facts:
                 try:
                     before = self.profiles.get(fact.key)
@@ -168,7 +171,10 @@ class MemoryActor:
                         raise
                     skipped += 1
                     continue
-                ids.append(stored.id)
+                if stored.id > newest:
+                    ids.append(stored.id)
+                else:
+                    skipped += 1  # near-identical note already stored: merged, not rewritten
         return ApplyResult(fact_keys=keys, note_ids=ids, skipped=skipped)
 
     def _stats(self) -> dict[str, Any]:

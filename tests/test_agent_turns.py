@@ -1,0 +1,129 @@
+"""The agent's turn loop through the websocket, against a scripted llama-server.
+
+Rules: a real daemon subprocess, real websocket clients; the scripted server's rules
+(``times`` = one-shot answers, ``delay_ms`` = slow LLM) drive each step. Session
+persistence is also checked directly on ``sessions.sqlite``.
+"""
+
+from __future__ import annotations
+
+import time
+
+import trio
+
+from actors.agent.sessions import SessionState, SessionStore, strip_ephemeral
+from runtime.client import open_client
+from tests.daemon import run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+
+def agent_prompts(fake) -> list[str]:
+    return [b["prompt"] for b in fake.completions() if "### output" not in b["prompt"]]
+
+
+async def turn(c, text: str, timeout: float = 60) -> list[dict]:
+    with trio.fail_after(timeout):
+        return [f async for f in c.say(text)]
+
+
+async def test_tool_calls_validation_errors_and_unknown_tools_go_back_to_the_model(tmp_path):
+    rules = [
+        {"grammar_contains": "reply", "times": 1,
+         "response": '{"tool": "memory.notes.store", "args": {"content": ""}}'},
+        {"grammar_contains": "reply", "times": 1,
+         "response": '{"tool": "web.search", "args": {"q": "x"}}'},
+        {"grammar_contains": "reply", "times": 1,
+         "response": '{"tool": "memory.notes.store", "args": {"content": "Dana drinks green tea", "tags": ["drinks"]}}'},
+        {"grammar_contains": "reply", "response": '{"reply": "Saved."}'},
+    ]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                frames = await turn(c, "Remember that I drink green tea")
+                steps = [f for f in frames if f["type"] == "step"]
+                results = [s["summary"] for s in steps if s["step"] == "tool.result"]
+                assert results[0].startswith("error: invalid_argument")
+                assert results[1].startswith("error: unknown tool 'web.search'")
+                assert '"content": "Dana drinks green tea"' in results[2]
+                calls = [s for s in steps if s["step"] == "tool"]
+                assert calls[2]["args"] == {"content": "Dana drinks green tea", "tags": ["drinks"]}
+                assert frames[-1]["reason"] == "reply"
+                notes = await c.memory("memory.notes.list")
+                assert [n["content"] for n in notes] == ["Dana drinks green tea"]
+    prompts = agent_prompts(fake)
+    assert len(prompts) == 4
+    assert "TOOL memory.notes.store" in prompts[3] and "error: unknown tool" in prompts[3]
+    # memory context is built once per turn: the index never shows the note stored mid-turn
+    assert "Dana drinks green tea" not in prompts[3].split("### conversation")[0]
+
+
+async def test_invalid_actions_end_with_max_steps(tmp_path):
+    rules = [{"grammar_contains": "reply", "response": "{broken json"}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                frames = await turn(c, "hello")
+    assert frames[-1] == {"type": "turn.finished", "turn": frames[0]["turn"], "reason": "max_steps"}
+    prompts = agent_prompts(fake)
+    assert len(prompts) == 4  # agent.maxSteps default
+    assert "### notice" in prompts[1] and "not a valid action" in prompts[1]
+
+
+async def test_busy_and_cancel(tmp_path):
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "slow"}', "delay_ms": 8000}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.send({"type": "say", "text": "first"})
+                await c.wait_for(lambda f: f["type"] == "turn.started")
+                await c.send({"type": "say", "text": "second"})
+                err = await c.wait_for(lambda f: f["type"] == "error")
+                assert err["code"] == "busy"
+                t0 = time.monotonic()
+                await c.send({"type": "cancel"})
+                with trio.fail_after(5):
+                    fin = await c.wait_for(lambda f: f["type"] == "turn.finished")
+                assert fin["reason"] == "cancelled" and time.monotonic() - t0 < 3
+                # another session is never blocked by this one
+                async with open_client(url=d.url, token=d.token) as other:
+                    assert other.session != c.session
+
+
+async def test_llm_down_gives_error_reason_and_daemon_keeps_serving(tmp_path):
+    async with run_daemon(tmp_path / "state", llm_url="http://127.0.0.1:9") as d:
+        async with open_client(url=d.url, token=d.token) as c:
+            frames = await turn(c, "hello")
+            assert frames[-1]["reason"] == "error"
+            errors = [f for f in frames if f.get("step") == "error"]
+            assert errors and "127.0.0.1:9" in errors[0]["message"]
+            assert (await c.request({"type": "ping"}, "pong"))["type"] == "pong"
+            frames = await turn(c, "again")
+            assert frames[-1]["reason"] == "error"
+
+
+async def test_sessions_resume_and_ephemeral_fields_are_never_persisted(tmp_path):
+    state = tmp_path / "state"
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "hi"}'}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.memory("memory.notes.store", {"content": "hello notes are recalled"})
+                await turn(c, "hello")
+                sid = c.session
+            async with open_client(url=d.url, token=d.token, session=sid) as c2:
+                assert c2.session == sid
+                await turn(c2, "hello again")
+    store = SessionStore(str(state / "sessions.sqlite"))
+    saved = store.get(sid)
+    store.close()
+    assert saved is not None and saved.turns == 2
+    assert [m.role for m in saved.messages] == ["user", "assistant", "user", "assistant"]
+    assert saved.recalled_notes == [] and saved.memory_index == []
+    assert "USER: hello" in agent_prompts(fake)[-1]  # the resumed session kept its history
+
+
+def test_strip_ephemeral_clears_every_ephemeral_field():
+    s = SessionState(id="s", created_at=1, updated_at=1, recalled_notes=[1, 2], memory_index=[3])
+    clean = strip_ephemeral(s)
+    assert clean.recalled_notes == [] and clean.memory_index == []
+    assert s.recalled_notes == [1, 2]  # the live state is untouched

@@ -1,0 +1,96 @@
+"""Framing and envelopes (DESIGN §1), in-process over trio memory streams.
+
+Rules: no processes; ``trio.testing.memory_stream_pair`` stands in for the socketpair.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import pytest
+import trio
+import trio.testing
+
+import runtime
+from runtime._channel import Channel
+from runtime._codec import HEADER_BYTES, EnvelopeCodec, frame
+from runtime.errors import FrameTooLarge, ProtocolViolation, TransportClosed
+from runtime.messages import PROTOCOL_VERSION, Cancel, Error, Hello, Reply, Request
+
+
+def pair(max_frame: int = 1 << 20) -> tuple[Channel, Channel]:
+    a, b = trio.testing.memory_stream_pair()
+    return Channel(a, max_frame), Channel(b, max_frame)
+
+
+def test_frame_is_u32_big_endian_length_prefix():
+    assert frame(b"abc") == b"\x00\x00\x00\x03abc"
+    assert HEADER_BYTES == 4
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, 65535, 65536, 1 << 20])
+async def test_envelopes_round_trip(size):
+    left, right = pair(max_frame=(1 << 20) + 1024)
+    body = msgspec.Raw(msgspec.msgpack.encode(b"x" * size))
+    sent = [Hello(name="memory", pid=1, version=PROTOCOL_VERSION),
+            Request(src="agent", dest="memory", id=7, body=body),
+            Reply(src="memory", dest="agent", id=7, body=body),
+            Error(src="memory", dest="agent", id=7, kind="remote", code="bad", message="m"),
+            Cancel(src="agent", dest="memory", id=7)]
+    async with trio.open_nursery() as n:
+        async def send_all():
+            for env in sent:
+                await left.send(env)
+        n.start_soon(send_all)
+        got = [await right.receive() for _ in sent]
+    assert [type(e) for e in got] == [type(e) for e in sent]
+    assert bytes(got[1].body) == bytes(body) and got[1].id == 7
+    assert got[3].message == "m"
+
+
+async def test_oversized_frame_is_refused_before_reading_the_body():
+    left, right = pair(max_frame=1000)
+    with pytest.raises(FrameTooLarge):
+        await left.send(Request(src="a", dest="b", id=1, body=msgspec.Raw(b"\xc4" + b"\x00" * 2000)))
+    a, b = trio.testing.memory_stream_pair()
+    reader = Channel(b, 1000)
+    await a.send_all((10**9).to_bytes(4, "big"))  # a hostile length, no body follows
+    with pytest.raises(FrameTooLarge) as info:
+        await reader.receive()
+    assert info.value.size == 10**9 and info.value.limit == 1000
+
+
+async def test_garbage_and_unknown_envelopes_are_protocol_violations():
+    a, b = trio.testing.memory_stream_pair()
+    reader = Channel(b)
+    await a.send_all(frame(b"\xff\xfe garbage"))
+    with pytest.raises(ProtocolViolation):
+        await reader.receive()
+    await a.send_all(frame(msgspec.msgpack.encode(["nope", 1, 2])))
+    with pytest.raises(ProtocolViolation):
+        await reader.receive()
+
+
+async def test_eof_is_transport_closed():
+    left, right = pair()
+    await left.aclose()
+    with pytest.raises(TransportClosed):
+        await right.receive()
+    with pytest.raises(TransportClosed):
+        await left.send(Cancel(src="a", dest="b", id=1))
+
+
+def test_envelope_is_strict():
+    codec = EnvelopeCodec()
+    data = msgspec.msgpack.encode(["hello", "x", 1, 1, "extra"])
+    with pytest.raises(ProtocolViolation):
+        codec.decode(data)
+
+
+def test_runtime_exports():
+    assert sorted(runtime.__all__) == sorted(
+        n for n in dir(runtime) if not n.startswith("_") and n not in {
+            "actor", "errors", "messages", "metrics", "llm", "config", "state", "protocol",
+            "gateway", "client", "cli", "daemon", "llama"})
+    for name in ("ActorCrashed", "ActorUnavailable", "ActorTooSlow", "ProtocolViolation",
+                 "TransportClosed", "FrameTooLarge", "RemoteError", "RestartIntensityExceeded"):
+        assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)

@@ -1,0 +1,144 @@
+"""The reflection actor against a real memory actor and a scripted llama-server.
+
+Rules: real actor processes under ``open_supervisor``; the LLM is the scripted
+server (``delay_ms`` makes a reflection slow enough to abort or time out);
+``ReflectionEvent`` casts to the root are the observable outcome; the database is
+read through the memory actor. Wall-clock bounds only.
+"""
+
+from __future__ import annotations
+
+import msgspec
+import trio
+
+from actors.memory.messages import OpResult, ToolOp
+from actors.reflection.messages import AbortPending, Reflect, ReflectionEvent
+from runtime import ActorSpec, open_supervisor
+from runtime.config import ActorBoot, Config
+from tests.fakes.llama_server import open_fake_llama
+
+
+def specs(tmp_path, url: str, **reflection) -> list[ActorSpec]:
+    cfg = Config()
+    cfg.memory.embeddings.enabled = False
+    for k, v in reflection.items():
+        setattr(cfg.memory.reflection, k, v)
+    boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(tmp_path), config=cfg, llm_url=url))
+    return [ActorSpec(name="memory", config=boot), ActorSpec(name="reflection", config=boot)]
+
+
+class Events:
+    def __init__(self) -> None:
+        self.items: list[ReflectionEvent] = []
+        self.dec = msgspec.msgpack.Decoder(ReflectionEvent)
+
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        if src == "reflection":
+            self.items.append(self.dec.decode(body))
+
+    async def wait(self, n: int) -> list[ReflectionEvent]:
+        with trio.fail_after(60):
+            while len(self.items) < n:
+                await trio.sleep(0.02)
+        return self.items
+
+
+def reflect(session: str, user: str) -> Reflect:
+    return Reflect(session=session, turn="t-1", user_message=user, assistant_reply="ok")
+
+
+async def profile(sup) -> dict[str, str]:
+    facts = (await sup.request("memory", ToolOp(op="memory.profile.list"), OpResult)).data
+    return {f["key"]: f["value"] for f in facts}
+
+
+async def test_ok_writes_facts_and_notes_once(tmp_path):
+    rules = [{"match": "### output", "response":
+              "SET name=Dana\nSET name=Dana\nNOTE The user prefers pytest. [tags=testing]\n"
+              "prose the grammar would not allow\nSET Bad Key!=x\n"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "My name is Dana; I prefer pytest"))
+            (first,) = await ev.wait(1)
+            assert first.outcome == "ok" and first.fact_keys == ["name"] and len(first.note_ids) == 1
+            await sup.cast("reflection", reflect("a", "My name is Dana; I prefer pytest"))
+            second = (await ev.wait(2))[1]
+            # the same fact and the same note again: nothing new is written
+            assert second.outcome == "none" and second.fact_keys == []
+            assert await profile(sup) == {"name": "Dana"}
+            notes = (await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)).data
+            assert [n["tags"] for n in notes] == [["reflection", "testing"]]
+    body = [b for b in fake.completions()][0]
+    assert body["id_slot"] == 1 and "SET" in body["grammar"] and "NOTE" in body["grammar"]
+
+
+async def test_abort_writes_nothing_and_spares_other_sessions(tmp_path):
+    rules = [{"match": "slow user", "response": "SET slow=yes\n", "delay_ms": 3000},
+             {"match": "### output", "response": "SET fast=yes\n"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "slow user"))
+            await trio.sleep(0.5)
+            await sup.cast("reflection", reflect("b", "fast user"))
+            await sup.cast("reflection", AbortPending(session="a"))
+            events = await ev.wait(2)
+            by_session = {e.session: e.outcome for e in events}
+            assert by_session == {"a": "aborted", "b": "ok"}
+            await trio.sleep(3)  # the slow completion arrives late: still nothing written
+            assert await profile(sup) == {"fast": "yes"}
+
+
+async def test_a_new_reflection_of_the_same_session_aborts_the_old_one(tmp_path):
+    rules = [{"match": "first", "response": "SET first=yes\n", "delay_ms": 3000},
+             {"match": "### output", "response": "SET second=yes\n"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "first"))
+            await trio.sleep(0.5)
+            await sup.cast("reflection", reflect("a", "second"))
+            events = await ev.wait(2)
+            assert sorted(e.outcome for e in events) == ["aborted", "ok"]
+            assert await profile(sup) == {"second": "yes"}
+
+
+async def test_timeout_writes_nothing(tmp_path):
+    rules = [{"match": "### output", "response": "SET late=yes\n", "delay_ms": 2500}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url, timeout_ms=500),
+                                   on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "hello"))
+            (event,) = await ev.wait(1)
+            assert event.outcome == "timeout" and "memory.reflection.timeoutMs" in event.reason
+            await trio.sleep(2.5)
+            assert await profile(sup) == {}
+            metrics = await sup.request("reflection", __import__(
+                "runtime.metrics", fromlist=["MetricsRequest"]).MetricsRequest(), dict)
+            assert metrics["counters"] == {"agent.memory.reflection{outcome=timeout}": 1}
+            assert metrics["histograms"]["agent.memory.reflection.latency_ms"]["count"] == 1
+
+
+async def test_caps_and_notes_switch(tmp_path):
+    lines = "".join(f"SET k{i}=v{i}\n" for i in range(5)) + "NOTE one\nNOTE two\nNOTE three\n"
+    rules = [{"match": "### output", "response": lines}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url, max_facts_per_call=2,
+                                         auto_store_notes=False), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "facts"))
+            (event,) = await ev.wait(1)
+            assert event.fact_keys == ["k0", "k1"] and event.note_ids == []
+
+
+async def test_llm_failure_is_failed_outcome(tmp_path):
+    rules = [{"match": "### output", "status": 500, "response": "boom"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "hello"))
+            (event,) = await ev.wait(1)
+            assert event.outcome == "failed" and "500" in event.reason
+            assert await profile(sup) == {}
