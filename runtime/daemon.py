@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -139,7 +140,9 @@ def _describe_failure(exc: BaseException) -> str:
 
 def _crash_reason(exc: ActorCrashed) -> str:
     lines = [ln for ln in exc.remote_traceback.strip().splitlines() if ln.strip()]
-    return lines[-1] if lines else f"exit code {exc.exitcode}"
+    if not lines:
+        return f"exit code {exc.exitcode}"
+    return re.sub(r"^[\w.]+\.(\w+): ", r"\1: ", lines[-1])  # drop the module path
 
 
 def partial_llama(cfg: Config, opts: ServeOptions):

@@ -1,0 +1,103 @@
+"""The command line and start-up failures a user can hit (DESIGN §3, §4, §10).
+
+Rules: every command runs as a real subprocess (``python -m runtime.cli``) against a
+state dir under ``tmp_path``; assertions are on exit status and the one stderr line.
+No traceback may reach the user.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import apsw
+import pytest
+
+from runtime.client import open_client
+from tests.daemon import REPO, run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+
+def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("config, message", [
+    ('{"memory": {"reflection": {"timeoutMs": -1}}}', "memory.reflection.timeoutMs: Expected `int` >= 100"),
+    ('{"memory": {"bogus": 1}}', "memory.bogus: unknown key"),
+    ('{"server": {"port": "eighty"}}', "server.port: Expected `int`, got `str`"),
+    ("{nope", "not valid JSON"),
+])
+def test_bad_config_is_one_clear_line(tmp_path, config, message):
+    (tmp_path / "config.json").write_text(config)
+    for args in (["serve"], ["config", "show"]):
+        r = cli(*args, "--state-dir", str(tmp_path))
+        assert r.returncode == 2
+        assert message in r.stderr and "Traceback" not in r.stderr
+        assert r.stderr.count("\n") == 1
+
+
+def test_config_show_prints_every_default(tmp_path):
+    r = cli("config", "show", "--state-dir", str(tmp_path))
+    assert r.returncode == 0
+    for key in ('"timeoutMs": 10000', '"maxFactsPerCall": 3', '"maxEntries": 1000',
+                '"recallDefaultK": 5', '"previewChars": 160', '"bruteForceCeiling": 2000'):
+        assert key in r.stdout
+
+
+def test_newer_schema_refuses_to_start_and_keeps_the_file(tmp_path):
+    conn = apsw.Connection(str(tmp_path / "memory.sqlite"))
+    conn.execute("CREATE TABLE precious(x); INSERT INTO precious VALUES (42); PRAGMA user_version = 99")
+    conn.close()
+    r = cli("serve", "--state-dir", str(tmp_path), "--port", "0", "--llm-url", "http://127.0.0.1:9")
+    assert r.returncode == 1
+    assert "SchemaTooNew" in r.stderr and "upgrade atomic-agent" in r.stderr
+    assert "Traceback" not in r.stderr
+    conn = apsw.Connection(str(tmp_path / "memory.sqlite"))
+    assert conn.execute("SELECT x FROM precious").fetchall() == [(42,)]
+
+
+async def test_corrupt_memory_file_is_quarantined_not_lost(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    garbage = b"this is not a database" * 100
+    (state / "memory.sqlite").write_bytes(garbage)
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                stats = await c.memory("memory.stats")
+    moved = stats["quarantinedFile"]
+    assert moved and moved.startswith(str(state / "memory.sqlite.corrupt-"))
+    assert open(moved, "rb").read() == garbage
+
+
+async def test_second_daemon_on_the_same_state_dir_is_refused(tmp_path):
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(state, llm_url=fake.url):
+            r = cli("serve", "--state-dir", str(state), "--port", "0", "--llm-url", fake.url)
+            assert r.returncode == 1 and "another atomic-agent daemon" in r.stderr
+            r = cli("memory", "profile", "list", "--state-dir", str(state))
+            assert r.returncode == 0 and "(no profile facts)" in r.stdout
+            r = cli("memory", "notes", "store", "a note from the CLI", "--tags", "cli",
+                    "--state-dir", str(state))
+            assert r.returncode == 0 and r.stdout.startswith("#1 [cli]")
+            r = cli("memory", "notes", "list", "--state-dir", str(state))
+            assert "a note from the CLI" in r.stdout
+            r = cli("memory", "notes", "forget", "99", "--state-dir", str(state))
+            assert r.returncode == 1 and "no note #99" in r.stdout
+
+
+def test_client_commands_without_a_daemon_exit_3(tmp_path):
+    r = cli("ask", "hello", "--state-dir", str(tmp_path))
+    assert r.returncode == 3
+    assert "no atomic-agent daemon is running" in r.stderr and "atomic-agent serve" in r.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["serve"], ["ask"], ["chat"], ["memory"], ["memory", "profile"],
+                                  ["memory", "notes", "recall"], ["config", "show"], ["metrics"],
+                                  ["stop"]])
+def test_every_command_has_help(args):
+    r = cli(*args, "--help")
+    assert r.returncode == 0 and "usage: atomic-agent" in r.stdout
