@@ -55,3 +55,20 @@ async def test_turn_reflection_and_clean_shutdown_on_the_real_model(tmp_path):
             assert stats["schemaVersion"] == stats["supportedSchemaVersion"]
     assert d.shutdown_s is not None and d.shutdown_s < 5.0
     assert not (state / "daemon.json").exists()
+
+
+async def test_sigkilled_root_takes_every_child_with_it(tmp_path):
+    """Orphan rule for the whole tree: the actors read EOF and exit; the embedded
+    llama-server has PR_SET_PDEATHSIG, so it dies with the root too."""
+    import signal
+
+    from tests.conftest import descendants, pid_alive
+
+    async with run_daemon(tmp_path / "state", ready_timeout_s=180, expect_exit=None) as d:
+        children = descendants(d.proc.pid)
+        assert len(children) >= 5  # four actors + llama-server
+        d.proc.send_signal(signal.SIGKILL)
+        await d.proc.wait()
+        with trio.fail_after(10):
+            while any(pid_alive(p) for p in children):
+                await trio.sleep(0.05)

@@ -47,6 +47,9 @@ async def test_memory_survives_a_daemon_restart(tmp_path):
                 assert frames[-1]["reason"] == "reply"
                 assert {"type": "reply", "turn": frames[0]["turn"],
                         "text": "Nice to meet you, Dana!"} in frames
+                # the reply streamed as it was generated, then came whole
+                deltas = "".join(f["text"] for f in frames if f["type"] == "reply.delta")
+                assert deltas == "Nice to meet you, Dana!"
                 with trio.fail_after(60):
                     event = await c.wait_for(lambda f: f["type"] == "reflection")
                 assert event["outcome"] == "ok", event
