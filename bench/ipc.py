@@ -37,7 +37,6 @@ import argparse
 import datetime as _dt
 import os
 import platform
-import re
 import shlex
 import socket
 import subprocess

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from actors.memory.schema import open_database
+
 
 def descendants(pid: int | None = None) -> set[int]:
     """PIDs of all live descendants of ``pid`` (default: this process), via /proc."""
@@ -65,3 +67,11 @@ def no_orphans():
         except ProcessLookupError:
             pass
     assert not leaked, f"child processes survived the test: {sorted(leaked)}"
+
+
+@pytest.fixture
+def conn(tmp_path):
+    """A migrated ``memory.sqlite`` connection under ``tmp_path``, closed afterwards."""
+    c = open_database(str(tmp_path / "memory.sqlite"))
+    yield c
+    c.close()

@@ -23,12 +23,6 @@ from actors.memory.notes import MemoryStore, Note
 from actors.memory.schema import fts_integrity_check, open_database
 
 
-@pytest.fixture
-def conn(tmp_path):
-    c = open_database(str(tmp_path / "memory.sqlite"))
-    yield c
-    c.close()
-
 
 @pytest.fixture
 def store(conn):

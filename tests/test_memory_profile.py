@@ -15,14 +15,8 @@ from actors.memory.profile import (
     ProfileFact,
     ProfileStore,
 )
-from actors.memory.schema import open_database, write_txn
+from actors.memory.schema import write_txn
 
-
-@pytest.fixture
-def conn(tmp_path):
-    c = open_database(str(tmp_path / "memory.sqlite"))
-    yield c
-    c.close()
 
 
 @pytest.fixture

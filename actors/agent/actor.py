@@ -98,6 +98,25 @@ def _summary(data: Any, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+class _ReplyStream:
+    """Turns streamed completion pieces into ``reply.delta`` events while the
+    completion is a ``{"reply": "…"}`` action (other actions are not streamed)."""
+
+    def __init__(self, agent: "AgentActor", msg: RunTurn) -> None:
+        self.agent = agent
+        self.msg = msg
+        self.pieces: list[str] = []
+        self.sent = ""
+
+    async def on_token(self, piece: str) -> None:
+        self.pieces.append(piece)
+        text = partial_reply("".join(self.pieces))
+        if text is not None and len(text) > len(self.sent):
+            await self.agent._emit(self.msg.session, "reply.delta", turn=self.msg.turn,
+                                   text=text[len(self.sent):])
+            self.sent = text
+
+
 class AgentActor:
     """Handlers of the agent actor; see the module docstring."""
 
@@ -280,20 +299,11 @@ class AgentActor:
                 await self._emit(msg.session, "step", turn=msg.turn, step="prompt", n=n, tail=tail)
             log.debug("agent.prompt_tail", session=msg.session, step=n, tail=tail)
             step.notice = ""
-            streamed = [""]
-
-            async def on_token(piece: str, _acc: list[str] = []) -> None:  # noqa: B006
-                _acc.append(piece)
-                text = partial_reply("".join(_acc))
-                if text is not None and len(text) > len(streamed[0]):
-                    await self._emit(msg.session, "reply.delta", turn=msg.turn,
-                                     text=text[len(streamed[0]):])
-                    streamed[0] = text
-
+            stream = _ReplyStream(self, msg)
             completion = await self.llm.complete(
                 chat_prompt(STABLE_PREFIX, tail, self.cfg.llm.prompt_template),
                 grammar=ACTION_GRAMMAR, n_predict=self.cfg.llm.n_predict, id_slot=slot,
-                temperature=self.cfg.llm.temperature, on_token=on_token)
+                temperature=self.cfg.llm.temperature, on_token=stream.on_token)
             match parse_action(completion.text):
                 case Reply(text=text) if text.strip():
                     return "reply", text.strip()
