@@ -1,6 +1,6 @@
 """atomic-agent's actor runtime: the kernel every process shares (DESIGN §1).
 
-Public surface, deliberately short (each name is pinned by ``tests/test_runtime_api.py``).
+Public surface, deliberately short (each name is pinned by ``tests/test_codec.py::test_runtime_exports``).
 """
 
 from ._channel import Channel as Channel

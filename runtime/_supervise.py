@@ -46,6 +46,11 @@ CastHandler = Callable[[str, msgspec.Raw], Awaitable[None]]
 CrashHandler = Callable[[ActorCrashed], Awaitable[None]]
 
 
+SHUTDOWN_BUDGET_S = 2.7
+"""Seconds the ordered shutdown of all actors may take at most (DESIGN §1: ≤ 3 s
+for the whole daemon, leaving room for the gateway and the root's own exit)."""
+
+
 @dataclass
 class RestartPolicy:
     """One-for-one restart policy.
@@ -247,28 +252,34 @@ class Supervisor:
                     restarts_in_window=len(slot.restarts))
         await trio.sleep(delay)
 
-    async def shutdown(self, phases: Sequence[Sequence[str]] | None = None) -> None:
+    async def shutdown(self, phases: Sequence[Sequence[str]] | None = None, *,
+                       budget_s: float = SHUTDOWN_BUDGET_S) -> None:
         """Stop actors phase by phase (each phase concurrently), via the ladder.
 
         Default: every actor but ``memory`` first, then ``memory`` (it must outlive
-        its writers, then checkpoint and close). Bounded by the ladder's graces.
+        its writers, then checkpoint and close). ``budget_s`` (seconds) is shared
+        equally by the phases; inside a phase 2/3 of it waits for an orderly exit and
+        the rest for SIGTERM before SIGKILL, so the whole shutdown stays within the
+        DESIGN §1 bound (3 s) even when an actor ignores every request.
         """
         self.stopping = True
         if phases is None:
             rest = [n for n in self._order if n != "memory"]
             phases = [rest, ["memory"]] if "memory" in self._slots else [rest]
+        share = budget_s / max(1, len(phases))
         with trio.CancelScope(shield=True):
             for phase in phases:
                 async with trio.open_nursery() as nursery:
                     for name in phase:
-                        nursery.start_soon(self._stop_one, name)
+                        nursery.start_soon(self._stop_one, name, share)
 
-    async def _stop_one(self, name: str) -> None:
+    async def _stop_one(self, name: str, share: float) -> None:
         slot = self._slots[name]
         slot.stopping = True
         if slot.proc is not None and slot.proc.returncode is None:
-            await stop_process(slot.proc, slot.channel)
-        with trio.move_on_after(1.0):
+            await stop_process(slot.proc, slot.channel, cancel_grace_s=share * 0.6,
+                               term_grace_s=share * 0.3)
+        with trio.move_on_after(share * 0.1):
             await slot.done.wait()
 
 

@@ -126,7 +126,7 @@ async def _serve(ctx: ActorContext, channel: Channel, handler: Handler) -> None:
                     raise
                 reply: Reply | Error = Error(
                     src=ctx.name, dest=req.src, id=req.id, kind="remote", code=code,
-                    message=str(getattr(exc, "message", None) or exc),
+                    message=str(exc),
                     remote_type=type(exc).__name__,
                 )
             else:

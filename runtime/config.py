@@ -234,8 +234,12 @@ def load_config(state_dir: Path) -> Config:
 
 
 def config_to_json(cfg: Config) -> str:
-    """The effective configuration, pretty-printed (``atomic-agent config show``)."""
-    return json.dumps(msgspec.to_builtins(cfg), indent=2)
+    """The effective configuration, pretty-printed (``atomic-agent config show``);
+    secrets (``llm.apiKey``) are masked."""
+    data = msgspec.to_builtins(cfg)
+    if data["llm"].get("apiKey"):
+        data["llm"]["apiKey"] = "***"
+    return json.dumps(data, indent=2)
 
 
 class ActorBoot(msgspec.Struct):

@@ -221,10 +221,10 @@ class Gateway:
                 info = await self.sup.request("agent", OpenSession(
                     session=frame.session, working_dir=frame.working_dir), dict)
             except RemoteError as exc:
-                client.push({"type": "error", "code": exc.code, "message": exc.message, "id": None})
+                await self._refuse(client, exc.code, exc.message)
                 return False
             except RuntimeFailure as exc:
-                client.push({"type": "error", "code": "unavailable", "message": str(exc), "id": None})
+                await self._refuse(client, "unavailable", str(exc))
                 return False
             client.session = info["session"]
             client.push({"type": "welcome", "session": client.session, "version": PROTOCOL_VERSION,

@@ -58,8 +58,9 @@ def _render_catalog() -> str:
         required = set(args_schema.get("required", []))
         parts = []
         for fname, fs in fields.items():
-            ftype = fs.get("type") or "/".join(
-                str(a.get("type", "")) for a in fs.get("anyOf", []) if a.get("type") != "null")
+            options = [a for a in fs.get("anyOf", [fs]) if a.get("type") != "null"]
+            ftype = "/".join("|".join(map(str, a["enum"])) if "enum" in a else str(a.get("type", ""))
+                             for a in options)
             parts.append(f"{fname}{'' if fname in required else '?'}: {ftype or 'any'}")
         lines.append(f"- {name} {{{', '.join(parts)}}}: {description}")
     return "\n".join(lines)

@@ -111,8 +111,8 @@ class ReflectionActor:
                 outcome, reason, written = await self._reflect(msg)
             if scope.cancelled_caught:
                 outcome, reason = "aborted", "a newer turn or shutdown cancelled it"
-        except (LLMError, RuntimeFailure) as exc:
-            outcome, reason = "failed", str(exc)[:200]
+        except (LLMError, RuntimeFailure, trio.TooSlowError) as exc:
+            outcome, reason = "failed", str(exc)[:200] or type(exc).__name__
         finally:
             if self.in_flight.get(msg.session) is scope:
                 del self.in_flight[msg.session]
@@ -121,8 +121,9 @@ class ReflectionActor:
 
     async def _reflect(self, msg: Reflect) -> tuple[str, str, ApplyResult | None]:
         assert self.llm is not None
-        known = await self.ctx.request("memory", ToolOp(op="memory.profile.list", source="agent"),
-                                       OpResult)
+        with trio.fail_after(10):
+            known = await self.ctx.request("memory", ToolOp(op="memory.profile.list",
+                                                            source="agent"), OpResult)
         pairs = [(f["key"], f["value"]) for f in known.data]
         full = build_reflection_prompt(pairs, msg.user_message, msg.assistant_reply)
         prompt = chat_prompt(REFLECTION_PREFIX.rstrip("\n"), full[len(REFLECTION_PREFIX):],
