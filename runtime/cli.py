@@ -1,5 +1,9 @@
 """The ``atomic-agent`` command line (DESIGN §10).
 
+Memory inspection goes through the running daemon: ``memory profile|notes …``,
+``memory lessons list|show ID``, ``memory procedures list|show ID``, ``memory links
+list`` and ``memory stats`` send ``memory`` frames (DESIGN §9) and print the result.
+
 Every command has ``--help``; errors print one line to stderr and exit non-zero:
 1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running.
 """
@@ -16,7 +20,7 @@ import trio
 
 from .client import ClientError, DaemonClient, open_client
 from .config import ConfigError, config_to_json, load_config
-from .state import resolve_state_dir
+from .state import read_daemon_info, resolve_state_dir
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
 
@@ -97,6 +101,23 @@ def build_parser() -> argparse.ArgumentParser:
     nf.add_argument("id", type=int)
     _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
 
+    for what, noun in (("lessons", "lesson"), ("procedures", "procedure")):
+        grp = msub.add_parser(what, help=f"{what} (read-only)")
+        gsub = grp.add_subparsers(dest="action", required=True, metavar="ACTION")
+        gl = gsub.add_parser("list", help=f"active {what}, newest first")
+        _state_arg(gl)
+        gl.add_argument("--limit", type=int, default=20, help="at most this many (1-100)")
+        gs = gsub.add_parser("show", help=f"one {noun} by id, any status")
+        _state_arg(gs)
+        gs.add_argument("id", type=int)
+
+    links = msub.add_parser("links", help="edges between notes")
+    lsub = links.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ll = lsub.add_parser("list", help="edges, newest first")
+    _state_arg(ll)
+    ll.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
+    ll.add_argument("--note", type=int, metavar="ID", help="only edges of this note")
+
     cfg = sub.add_parser("config", help="configuration")
     csub = cfg.add_subparsers(dest="action", required=True, metavar="ACTION")
     _state_arg(csub.add_parser("show", help="print the effective config with defaults"))
@@ -117,6 +138,30 @@ def _print_note(n: dict[str, Any], full: bool = False) -> None:
     text = n["content"] if full else " ".join(n["content"].split())[:100]
     score = f" (score {n['score']:.2f})" if n.get("score") is not None else ""
     print(f"#{n['id']}{tags}{score} {text}")
+
+
+def _pointer(marker: str, row: dict[str, Any]) -> str:
+    tags = f" [{','.join(row['tags'])}]" if row.get("tags") else ""
+    status = " (deprecated)" if row.get("status") == "deprecated" else ""
+    return f"{marker}{row['id']}{tags}{status} {' '.join(row['activation'].split())}"
+
+
+def _print_lesson(row: dict[str, Any]) -> None:
+    print(_pointer("*", row))
+    print(f"principle: {row['principle']}")
+    print(f"parents: {', '.join(f'#{i}' for i in row['parentIds']) or '-'}")
+    print(f"status: {row['status']}  success: {row['successCount']}  "
+          f"failure: {row['failureCount']}")
+
+
+def _print_procedure(row: dict[str, Any]) -> None:
+    print(_pointer(">", row))
+    for i, step in enumerate(row["steps"], 1):
+        hint = f" [@{step['toolHint']}]" if step.get("toolHint") else ""
+        print(f"{i}. {step['description']}{hint}")
+    print(f"parent lessons: {', '.join(f'*{i}' for i in row['parentLessonIds']) or '-'}  "
+          f"parent notes: {', '.join(f'#{i}' for i in row['parentMemoryIds']) or '-'}")
+    print(f"status: {row['status']}  source: {row['source']}  uses: {row['useCount']}")
 
 
 async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
@@ -212,11 +257,46 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         removed = (await c.memory("memory.notes.forget", {"id": args.id}))["removed"]
         print("forgotten" if removed else f"no note #{args.id}")
         return 0 if removed else EXIT_FAILED
+    elif what in ("lessons", "procedures") and action == "list":
+        rows = await c.memory(f"memory.{what}.list", {"limit": args.limit})
+        for row in rows:
+            print(_pointer("*" if what == "lessons" else ">", row))
+        if not rows:
+            print(f"(no {what})")
+    elif what in ("lessons", "procedures") and action == "show":
+        row = await c.memory(f"memory.{what}.get", {"id": args.id})
+        (_print_lesson if what == "lessons" else _print_procedure)(row)
+    elif what == "links" and action == "list":
+        query: dict[str, Any] = {"limit": args.limit}
+        if args.note is not None:
+            query["id"] = args.note
+        edges = await c.memory("memory.links.list", query)
+        for e in edges:
+            print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g})")
+        if not edges:
+            print("(no links)")
     return 0
+
+
+async def _offline_memory(args: argparse.Namespace, state_dir: Path) -> int:
+    """``memory …`` with no daemon running: straight on the file (runtime.offline)."""
+    from .offline import OfflineMemory
+
+    try:
+        cfg = load_config(state_dir)
+    except ConfigError as exc:
+        raise ClientError("config_invalid", str(exc)) from None
+    offline = OfflineMemory(state_dir, cfg)
+    try:
+        return await _memory_cmd(offline, args)  # type: ignore[arg-type]
+    finally:
+        offline.close()
 
 
 async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
     session = getattr(args, "session", None)
+    if args.command == "memory" and read_daemon_info(state_dir) is None:
+        return await _offline_memory(args, state_dir)
     async with open_client(state_dir, session=session) as c:
         match args.command:
             case "ask":

@@ -101,3 +101,24 @@ def test_client_commands_without_a_daemon_exit_3(tmp_path):
 def test_every_command_has_help(args):
     r = cli(*args, "--help")
     assert r.returncode == 0 and "usage: atomic-agent" in r.stdout
+
+
+async def test_memory_commands_work_on_a_stopped_daemon_and_the_daemon_sees_it(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    r = cli("memory", "notes", "store", "written while the daemon was down", "--state-dir", str(state))
+    assert r.returncode == 0 and r.stdout.startswith("#1 ")
+    r = cli("memory", "profile", "set", "editor", "helix", "--contextual", "editor,vim",
+            "--state-dir", str(state))
+    assert r.returncode == 0 and r.stdout.strip() == "~ editor: helix [keywords: editor, vim]"
+    r = cli("memory", "stats", "--state-dir", str(state))
+    assert r.returncode == 0 and '"offline": true' in r.stdout
+    r = cli("memory", "notes", "store", "", "--state-dir", str(state))
+    assert r.returncode == 1 and "content" in r.stderr and "Traceback" not in r.stderr
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                notes = await c.memory("memory.notes.recall", {"query": "daemon down"})
+                assert [n["content"] for n in notes] == ["written while the daemon was down"]
+                facts = await c.memory("memory.profile.list")
+                assert facts[0]["keywords"] == ["editor", "vim"] and not facts[0]["pinned"]

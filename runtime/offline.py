@@ -1,0 +1,81 @@
+"""Memory commands on a stopped daemon: the same ops, run directly on the file.
+
+``atomic-agent memory …`` talks to the running daemon when there is one. When there
+is none, :class:`OfflineMemory` opens ``<state>/memory.sqlite`` itself and runs the
+very same operation table (``actors.memory.tools.run_op``) with the configured caps,
+so results have the same shapes. It is safe next to a daemon that starts meanwhile:
+WAL, a 5 s busy timeout and ``BEGIN IMMEDIATE`` writes (field cases BC-06/BC-07).
+A file that is corrupt or from a newer schema is reported, never modified.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import msgspec
+
+from actors.memory.errors import MemoryFailure
+from actors.memory.notes import MemoryStore
+from actors.memory.profile import ProfileStore
+from actors.memory.schema import SCHEMA_VERSION, open_database, user_version
+from actors.memory.tools import run_op
+
+from .client import ClientError
+from .config import Config
+
+
+class OfflineMemory:
+    """Duck-types :meth:`runtime.client.DaemonClient.memory` for a stopped daemon.
+
+    Errors: ClientError with the store's code (``invalid_argument``, ``schema_too_new``,
+    ``database_corrupt``) and a one-line message.
+    """
+
+    session = None
+
+    def __init__(self, state_dir: Path, cfg: Config) -> None:
+        self.path = state_dir / "memory.sqlite"
+        self.cfg = cfg
+        self._conn: apsw.Connection | None = None
+
+    def _open(self) -> apsw.Connection:
+        if self._conn is None:
+            if not self.path.parent.exists():
+                raise ClientError("not_found", f"no state directory at {self.path.parent}")
+            try:
+                self._conn = open_database(str(self.path))
+            except MemoryFailure as exc:
+                raise ClientError(exc.code, str(exc)) from None
+        return self._conn
+
+    async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
+        """Run ``op`` on the file; returns JSON-shaped data like the daemon would."""
+        conn = self._open()
+        m = self.cfg.memory
+        profiles = ProfileStore(conn, max_unpinned=m.profile.max_entries)
+        notes = MemoryStore(conn, max_entries=m.notes.max_entries,
+                            max_content_chars=m.notes.max_content_chars)
+        if op == "memory.stats":
+            one = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
+            return {"offline": True, "schemaVersion": user_version(conn),
+                    "supportedSchemaVersion": SCHEMA_VERSION,
+                    "profileFacts": one("SELECT count(*) FROM profile_facts "
+                                        "WHERE superseded_by IS NULL"),
+                    "notes": notes.count(), "notesCap": m.notes.max_entries}
+        try:
+            data, _change = run_op(profiles, notes, op, args or {}, source="user",
+                                   default_k=m.notes.recall_default_k)
+        except MemoryFailure as exc:
+            raise ClientError(exc.code, str(exc)) from None
+        return msgspec.to_builtins(data)
+
+    def close(self) -> None:
+        """Close the connection (checkpointing the WAL)."""
+        if self._conn is not None:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            finally:
+                self._conn.close()
+                self._conn = None
