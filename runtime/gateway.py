@@ -18,6 +18,7 @@ from __future__ import annotations
 import hmac
 import itertools
 import json
+import secrets
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -106,7 +107,6 @@ class Gateway:
         self.request_shutdown = request_shutdown
         self.clients: set[Client] = set()
         self._ids = itertools.count(1)
-        self._turn_ids = itertools.count(1)
         self.finished_turns: set[str] = set()
         self.accepting = True
         self.turn_nursery: trio.Nursery | None = None
@@ -298,7 +298,7 @@ class Gateway:
         client.push({"type": frame_type, "id": rid, "data": msgspec.to_builtins(data)})
 
     async def _say(self, client: Client, frame: Say) -> None:
-        turn = f"t-{next(self._turn_ids)}"
+        turn = f"t-{secrets.token_hex(5)}"  # unique across daemon runs (sessions outlive them)
         session = client.session
         assert session is not None
         try:
