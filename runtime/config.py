@@ -1,7 +1,7 @@
 """Typed configuration: ``<state>/config.json`` decoded into Structs (DESIGN §3).
 
 Every ``memory.*`` key of seed 000 §8 with its default, plus the later channels
-(seed 001 embeddings, rewriter, lessons, procedures, links) and ``llm``, ``server``,
+(seed 001 embeddings, rewriter, lessons, procedures, links, voting) and ``llm``, ``server``,
 ``agent``, ``logging``. JSON keys are camelCase (``memory.reflection.timeoutMs``).
 An unknown key, a wrong type or an out-of-range value raises :class:`ConfigError`
 whose message names the key path, e.g.
@@ -127,6 +127,14 @@ class LinksConfig(_C):
     max_expanded: Annotated[int, Meta(ge=1, le=100)] = 12
 
 
+class VotingConfig(_C):
+    """memory.voting.* (anchor §1.9, §7.4, §7.7). Off by default: nothing is recorded
+    and ``memory.votes.tail`` answers ``[]``. eventLogMaxRows caps the audit table."""
+
+    enabled: bool = False
+    event_log_max_rows: Annotated[int, Meta(ge=1, le=10_000_000)] = 50_000
+
+
 class MemoryConfig(_C):
     """The ``memory`` block."""
 
@@ -140,6 +148,7 @@ class MemoryConfig(_C):
     lessons: LessonsConfig = msgspec.field(default_factory=LessonsConfig)
     procedures: ProceduresConfig = msgspec.field(default_factory=ProceduresConfig)
     links: LinksConfig = msgspec.field(default_factory=LinksConfig)
+    voting: VotingConfig = msgspec.field(default_factory=VotingConfig)
 
 
 class LLMConfig(_C):

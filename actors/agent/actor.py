@@ -264,7 +264,9 @@ class AgentActor:
             mem, profile_max_tokens=m.profile.max_tokens if m.profile.enabled else 0,
             recall_preview_chars=m.recall_injection.preview_chars,
             recall_max_tokens=m.recall_injection.max_tokens,
-            index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens)
+            index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,
+            lessons_max_tokens=m.lessons.max_tokens if m.lessons.enabled else 0,
+            procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0)
         self.metrics.observe("agent.memory.context_ms", (time.monotonic() - t0) * 1000)
         return sections
 

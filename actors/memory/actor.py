@@ -31,7 +31,7 @@ from runtime.actor import ActorContext
 from runtime.config import ActorBoot
 from runtime.metrics import Metrics, MetricsRequest
 
-from .context import build_context
+from .context import MemoryContext, build_context
 from .errors import DatabaseCorrupt
 from .messages import (
     ApplyReflection,
@@ -47,10 +47,14 @@ from .messages import (
     ToolOp,
     VectorTodo,
 )
+from .lessons import LessonStore
+from .links import LinkStore
 from .notes import MemoryStore
+from .procedures import ProcedureStore
 from .profile import ProfileStore
 from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
 from .tools import run_op
+from .votes import VoteStore
 
 T = TypeVar("T")
 log = structlog.get_logger()
@@ -86,6 +90,11 @@ class MemoryActor:
         self.profiles = ProfileStore(conn, max_unpinned=self.cfg.profile.max_entries)
         self.notes = MemoryStore(conn, max_entries=self.cfg.notes.max_entries,
                                  max_content_chars=self.cfg.notes.max_content_chars)
+        self.lessons = LessonStore(conn)
+        self.procedures = ProcedureStore(conn)
+        self.links = LinkStore(conn)
+        self.votes = VoteStore(conn, enabled=self.cfg.voting.enabled,
+                               max_rows=self.cfg.voting.event_log_max_rows)
         self._limiter = trio.CapacityLimiter(1)
         self._decoder = msgspec.msgpack.Decoder(MemoryMsg | MetricsRequest)
         self.metrics = Metrics()
@@ -106,16 +115,13 @@ class MemoryActor:
         msg = self._decoder.decode(body)
         match msg:
             case BuildContext():
-                rc = self.cfg.recall_injection
-                return await self._db(lambda: build_context(
-                    self.profiles, self.notes, msg.user_message, working_dir=msg.working_dir,
-                    k=rc.k if rc.enabled else 0,
-                    index_limit=self.cfg.index.limit if self.cfg.index.enabled else 0,
-                    gate=self.cfg.profile.contextual_keyword_gate))
+                return await self._db(self._build_context, msg)
             case ToolOp():
                 data, change = await self._db(lambda: run_op(
                     self.profiles, self.notes, msg.op, msg.args, source=msg.source,
-                    session=msg.session, default_k=self.cfg.notes.recall_default_k))
+                    session=msg.session, default_k=self.cfg.notes.recall_default_k,
+                    lessons=self.lessons, procedures=self.procedures, links=self.links,
+                    votes=self.votes))
                 await self._changed(msg.op, change, msg.session)
                 return OpResult(data=data)
             case ApplyReflection():
@@ -136,6 +142,23 @@ class MemoryActor:
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         log.warning("memory.unexpected_cast", src=src)
+
+    def _build_context(self, msg: BuildContext) -> MemoryContext:
+        """The per-turn context with every ``memory.*`` switch applied (anchor §3.6):
+        a disabled channel passes 0 (recall k, index limit, maxExpanded, recallK)."""
+        cfg = self.cfg
+        rc, links = cfg.recall_injection, cfg.links
+        return build_context(
+            self.profiles, self.notes, msg.user_message, working_dir=msg.working_dir,
+            k=rc.k if rc.enabled else 0,
+            index_limit=cfg.index.limit if cfg.index.enabled else 0,
+            gate=cfg.profile.contextual_keyword_gate,
+            links=self.links, expansion_depth=links.expansion_depth,
+            max_expanded=links.max_expanded if links.enabled else 0,
+            lessons=self.lessons,
+            lessons_k=cfg.lessons.recall_k if cfg.lessons.enabled else 0,
+            procedures=self.procedures,
+            procedures_k=cfg.procedures.recall_k if cfg.procedures.enabled else 0)
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
         """Write every fact and note of one reflection in ONE transaction; invalid items
@@ -193,6 +216,11 @@ class MemoryActor:
                 "model": model,
                 "vectors": self.notes.vector_count(model),
             },
+            "lessons": {"active": self.lessons.count_active(), "total": self.lessons.count_all()},
+            "procedures": {"active": self.procedures.count_active(),
+                           "total": self.procedures.count_all()},
+            "links": self.links.count(),
+            "votes": {"enabled": self.votes.enabled, "events": self.votes.count()},
             "quarantinedFile": self.quarantined,
         }
 

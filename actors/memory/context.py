@@ -6,7 +6,13 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
 * ``recalled`` -- top-``k`` notes by BM25 against the user message, recall counters bumped
   exactly once; any recall failure degrades to ``[]`` (seed 000 §11), logged;
 * ``index``    -- the most recently updated non-archived notes minus every recalled id, so
-  no note appears twice in one prompt (seed 000 §4.2).
+  no note appears twice in one prompt (seed 000 §4.2);
+* link expansion (anchor §2.6, §3.6 step 3; when a ``LinkStore`` and ``max_expanded``
+  are given) -- BFS neighbours of the recalled notes appended to ``recalled`` after the
+  BM25 hits, without duplicate ids; their ``recall_count`` is bumped too, so every
+  surfaced note is bumped exactly once per turn;
+* ``lessons`` / ``procedures`` -- keyword recall on the same query (anchor §3.6 step 5),
+  projected to pointer rows; any failure degrades to ``[]``.
 
 The result is plain data (msgspec Struct) the memory actor sends to the agent actor,
 which turns it into section bodies with :func:`render_context` (or the individual
@@ -15,16 +21,30 @@ which turns it into section bodies with :func:`render_context` (or the individua
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
 import msgspec
 import structlog
 
+from .lessons import LessonPointer, LessonStore
+from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
+from .procedures import ProcedurePointer, ProcedureStore
 from .profile import ProfileFact, ProfileStore
-from .render import gate_profile, render_index, render_profile, render_recalled
+from .render import (
+    gate_profile,
+    render_index,
+    render_lessons,
+    render_procedures,
+    render_profile,
+    render_recalled,
+)
 
 __all__ = ["MemoryContext", "build_context", "recall_query", "render_context"]
 
 log = structlog.get_logger("actors.memory.context")
+T = TypeVar("T")
 
 
 class MemoryContext(msgspec.Struct):
@@ -32,13 +52,21 @@ class MemoryContext(msgspec.Struct):
 
     Attributes:
         profile: gated active profile facts (key order; the renderer orders pinned first).
-        recalled: BM25 hits, best first, each with ``score`` in [0, 1].
+        recalled: BM25 hits, best first, each with ``score`` in [0, 1]; then the
+            link-expanded neighbours in BFS order (``score`` None). Ids are unique.
         index: pointer rows, ``updated_at`` descending, disjoint from ``recalled`` by id.
+        lessons: up to ``memory.lessons.recallK`` lesson pointers, best first.
+        procedures: up to ``memory.procedures.recallK`` procedure pointers, best first.
+
+    Fields added after the first release have defaults (msgspec schema evolution), so
+    an older peer decodes a newer context and vice versa.
     """
 
     profile: list[ProfileFact]
     recalled: list[Note]
     index: list[Note]
+    lessons: list[LessonPointer] = msgspec.field(default_factory=list)
+    procedures: list[ProcedurePointer] = msgspec.field(default_factory=list)
 
 
 def recall_query(user_message: str | None) -> str:
@@ -68,6 +96,13 @@ def build_context(
     k: int = 3,
     index_limit: int = 20,
     gate: bool = True,
+    links: LinkStore | None = None,
+    expansion_depth: int = 1,
+    max_expanded: int = 0,
+    lessons: LessonStore | None = None,
+    lessons_k: int = 0,
+    procedures: ProcedureStore | None = None,
+    procedures_k: int = 0,
 ) -> MemoryContext:
     """Build the :class:`MemoryContext` for one turn.
 
@@ -79,10 +114,20 @@ def build_context(
         k: ``memory.recallInjection.k`` (default 3); ``k <= 0`` recalls nothing.
         index_limit: ``memory.index.limit`` (default 20); ``<= 0`` gives no index.
         gate: ``memory.profile.contextualKeywordGate`` (default on).
+        links: the link store; with ``max_expanded > 0`` (``memory.links.maxExpanded``,
+            0 = links disabled) the recalled notes are expanded over links in both
+            directions, ``expansion_depth`` hops (``memory.links.expansionDepth``,
+            clamped into [1, 3]).
+        lessons / lessons_k: lesson store and ``memory.lessons.recallK`` (0 = off).
+        procedures / procedures_k: procedure store and ``memory.procedures.recallK``
+            (0 = off).
 
-    Recall bumps ``recall_count`` once per surfaced note. Recall errors of any kind
-    are logged (``memory.context.recall_failed``) and give ``recalled = []``; profile
-    and index errors propagate.
+    ``recall_count`` is bumped exactly once per surfaced note (BM25 hit or expanded
+    neighbour; anchor §3.6 invariant). Expanded neighbours that are missing, already
+    recalled, or (with ``working_dir``) project notes of another directory are
+    skipped. Recall, expansion, lesson and procedure errors of any kind are logged
+    (``memory.context.recall_failed`` / ``memory.context.part_failed``) and give empty
+    results; profile and index errors propagate.
     """
     profile = gate_profile(profiles.list(), user_message, gate=gate)
 
@@ -100,6 +145,21 @@ def build_context(
             )
             recalled = []
 
+    if links is not None and max_expanded > 0 and recalled:
+        recalled = recalled + _expand(notes, links, recalled, working_dir,
+                                      expansion_depth, max_expanded)
+
+    query = recall_query(user_message)
+    lesson_rows: list[LessonPointer] = []
+    if lessons is not None and lessons_k > 0 and query:
+        lesson_rows = _safe("lessons", lambda: [
+            row.pointer() for row in lessons.recall(query, k=lessons_k, working_dir=working_dir)])
+    procedure_rows: list[ProcedurePointer] = []
+    if procedures is not None and procedures_k > 0 and query:
+        procedure_rows = _safe("procedures", lambda: [
+            row.pointer()
+            for row in procedures.recall(query, k=procedures_k, working_dir=working_dir)])
+
     index: list[Note] = []
     if index_limit > 0:
         seen = {n.id for n in recalled}
@@ -109,7 +169,48 @@ def build_context(
             if n.id not in seen
         ][:index_limit]
 
-    return MemoryContext(profile=profile, recalled=recalled, index=index)
+    return MemoryContext(profile=profile, recalled=recalled, index=index,
+                         lessons=lesson_rows, procedures=procedure_rows)
+
+
+def _safe(what: str, fn: Callable[[], list[T]]) -> list[T]:
+    """Run a fire-safe read of the context: any exception is logged, ``[]`` returned."""
+    try:
+        return fn()
+    except Exception as exc:  # anchor §3.6: each part fire-safe (errors -> [])
+        log.warning("memory.context.part_failed", part=what, error_type=type(exc).__name__,
+                    error=str(exc))
+        return []
+
+
+def _visible(note: Note, working_dir: str | None) -> bool:
+    """Whether an expanded note may be shown in a session of ``working_dir`` (the
+    visibility rule of recall: global notes plus that directory's)."""
+    return working_dir is None or note.scope == "all" or note.working_dir == working_dir
+
+
+def _expand(notes: MemoryStore, links: LinkStore, base: list[Note], working_dir: str | None,
+            depth: int, cap: int) -> list[Note]:
+    """Hydrate the BFS neighbours of ``base`` (anchor §3.6 step 3) and bump their
+    recall counters once; fire-safe (errors -> ``[]``)."""
+
+    def run() -> list[Note]:
+        seen = {n.id for n in base}
+        extra: list[Note] = []
+        for note_id in links.expand([n.id for n in base], depth=depth, max_expanded=cap):
+            if note_id in seen:
+                continue
+            note = notes.get(note_id)
+            if note is None or not _visible(note, working_dir):
+                continue
+            seen.add(note_id)
+            extra.append(note)
+        if extra:
+            notes.bump_recall([n.id for n in extra])
+            log.debug("memory.context.link_expansion", hits=len(extra))
+        return extra
+
+    return _safe("link_expansion", run)
 
 
 def render_context(
@@ -120,16 +221,20 @@ def render_context(
     recall_max_tokens: int = 400,
     index_preview_chars: int = 60,
     index_max_tokens: int = 300,
+    lessons_max_tokens: int = 300,
+    procedures_max_tokens: int = 400,
 ) -> dict[str, str]:
     """Render a context into prompt-tail section bodies, keyed by section name.
 
-    Keys are ``"profile"``, ``"recalled"`` and ``"memory-index"`` (the ``### `` heading
-    names of seed 000 §7); a section whose body is empty is left out (DESIGN §6: empty
+    Keys are ``"profile"``, ``"recalled"``, ``"memory-index"``, ``"lessons"`` and
+    ``"procedures"`` (the ``### `` heading names of seed 000 §7 / DESIGN §6); a section whose body is empty is left out (DESIGN §6: empty
     optional sections are omitted). Defaults are the budgets of seed 000 §8
     (``memory.profile.maxTokens`` 512, ``memory.recallInjection.previewChars`` 160 /
-    ``maxTokens`` 400, ``memory.index.previewChars`` 60 / ``maxTokens`` 300), in tokens
-    as estimated by ``render.estimate_tokens`` and chars. Insertion order follows the
-    prompt order of DESIGN §6 (memory-index, recalled, profile).
+    ``maxTokens`` 400, ``memory.index.previewChars`` 60 / ``maxTokens`` 300) and anchor
+    §7.7 (``memory.lessons.maxTokens`` 300, ``memory.procedures.maxTokens`` 400), in
+    tokens as estimated by ``render.estimate_tokens`` and chars; a budget of 0 drops
+    the section. Insertion order follows the prompt order of DESIGN §6
+    (memory-index, recalled, profile, lessons, procedures).
     """
     bodies = {
         "memory-index": render_index(
@@ -139,5 +244,7 @@ def render_context(
             ctx.recalled, preview_chars=recall_preview_chars, max_tokens=recall_max_tokens
         ),
         "profile": render_profile(ctx.profile, profile_max_tokens, empty=""),
+        "lessons": render_lessons(ctx.lessons, max_tokens=lessons_max_tokens),
+        "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),
     }
     return {name: body for name, body in bodies.items() if body}

@@ -12,8 +12,12 @@ from typing import Any
 import msgspec
 
 from .context import MemoryContext
+from .lessons import Lesson, LessonPointer
+from .links import Link
 from .notes import Note
+from .procedures import Procedure, ProcedurePointer, ProcedureStep
 from .profile import ProfileFact
+from .votes import Vote
 
 
 class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
@@ -102,7 +106,8 @@ class PutVectors(_M):
 
 
 class Stats(_M):
-    """→ dict of counts, schema version, embedding status."""
+    """→ dict of counts (notes, profile, lessons, procedures, links, votes), schema
+    version, embedding status."""
 
 
 MemoryMsg = BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors | Stats
@@ -126,7 +131,8 @@ class NotesWritten(msgspec.Struct, tag="notes.written", tag_field="kind"):
 
 
 __all__ = [
-    "ApplyReflection", "ApplyResult", "BuildContext", "FactIn", "MemoryChanged",
-    "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn", "NotesWritten",
-    "OpResult", "ProfileFact", "PutVectors", "Stats", "ToolOp", "VectorTodo",
+    "ApplyReflection", "ApplyResult", "BuildContext", "FactIn", "Lesson", "LessonPointer",
+    "Link", "MemoryChanged", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
+    "NotesWritten", "OpResult", "Procedure", "ProcedurePointer", "ProcedureStep",
+    "ProfileFact", "PutVectors", "Stats", "ToolOp", "VectorTodo", "Vote",
 ]

@@ -2,7 +2,8 @@
 
 Formats, preview clipping and the token estimate follow anchor §3.1–§3.4; budgets are
 the defaults of seed 000 §8 (``### profile`` 512 tokens, ``### recalled`` 400,
-``### memory-index`` 300). The functions return section *bodies*; the prompt builder
+``### memory-index`` 300; ``### lessons`` 300 and ``### procedures`` 400 from anchor
+§7.7). The functions return section *bodies*; the prompt builder
 adds the ``### name`` heading and omits empty bodies.
 
 Security (DESIGN §5): stored memory is data, not instructions. Every rendered fact or
@@ -18,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+from typing import Protocol
 
 from .fts import contains_cjk
 from .notes import Note
@@ -33,6 +35,9 @@ __all__ = [
     "render_profile",
     "render_recalled",
     "render_index",
+    "render_lessons",
+    "render_procedures",
+    "PointerRow",
     "neutralise",
     "clip_preview",
 ]
@@ -268,4 +273,45 @@ def render_index(
     """
     ordered = sorted(notes, key=lambda n: n.id)
     lines = [_note_line(n, clip_preview(_first_line(n.content), preview_chars)) for n in ordered]
+    return truncate_to_tokens("\n".join(lines), max_tokens)
+
+
+class PointerRow(Protocol):
+    """What the lessons / procedures renderers read of a row: ``LessonPointer``,
+    ``Lesson``, ``ProcedurePointer`` and ``Procedure`` all qualify."""
+
+    id: int
+    activation: str
+    tags: list[str]
+
+
+def _pointer_line(marker: str, row: PointerRow) -> str:
+    tags = [_one_line(t) for t in row.tags if _one_line(t)]
+    tag_part = f" [{','.join(tags)}]" if tags else ""
+    return neutralise(f"{marker}{row.id}{tag_part} {_one_line(row.activation)}")
+
+
+def render_lessons(lessons: Sequence[PointerRow], *, max_tokens: int = 300) -> str:
+    """Render the ``### lessons`` body (anchor §3.5); ``""`` for no lessons.
+
+    One line per lesson in the given (recall) order: ``*<id>`` + `` [a,b]`` when
+    tagged (comma **without** space) + a space + the activation with every whitespace
+    run (line breaks included) collapsed to one space. Never the principle. Heading
+    and role-marker syntax is neutralised (:func:`neutralise`). The block is clipped by
+    :func:`truncate_to_tokens` at ``max_tokens`` (``memory.lessons.maxTokens``, 300).
+    """
+    lines = [_pointer_line("*", row) for row in lessons]
+    return truncate_to_tokens("\n".join(lines), max_tokens)
+
+
+def render_procedures(procedures: Sequence[PointerRow], *, max_tokens: int = 400) -> str:
+    """Render the ``### procedures`` body (anchor §3.5); ``""`` for no procedures.
+
+    One pointer line per procedure in the given order: ``><id>`` + `` [a,b]`` when
+    tagged + a space + the one-line activation. Never the steps. Neutralised like
+    :func:`render_lessons`; clipped at ``max_tokens`` (``memory.procedures.maxTokens``,
+    400). (The anchor's ``vote_score DESC`` order applies once votes are scored; until
+    then the recall order is kept.)
+    """
+    lines = [_pointer_line(">", row) for row in procedures]
     return truncate_to_tokens("\n".join(lines), max_tokens)

@@ -2,7 +2,10 @@
 
 One table, :data:`OPS`, serves both callers: the agent's tool calls (the six tools
 ``memory.profile.set/remove/list``, ``memory.notes.store/recall/forget``) and the
-gateway's ``memory`` frames (the tools plus read-only operations). Each op has an
+gateway's ``memory`` frames (the tools plus read-only operations and the user-only
+``memory.links.add``). Lessons, procedures, links and votes are served by their stores
+(anchor §2.6–§2.8, §1.9); none of them is an agent tool, so the tool catalog (and the
+stable prompt prefix built from it) does not change. Each op has an
 argument Struct; ``args`` from a model or a client are converted with msgspec and
 unknown or mistyped fields become :class:`ValidationError` (code
 ``invalid_argument``) that names the field, so the model can retry.
@@ -10,15 +13,18 @@ unknown or mistyped fields become :class:`ValidationError` (code
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 import msgspec
 
-from .errors import ValidationError
+from .errors import NotFound, ValidationError
+from .lessons import LessonStore
+from .links import LinkStore
 from .notes import MemoryStore
+from .procedures import ProcedureStore
 from .profile import ProfileStore
+from .votes import VoteStore
 
 
 class _Args(msgspec.Struct, forbid_unknown_fields=True, rename="camel", kw_only=True):
@@ -69,6 +75,22 @@ class LimitArgs(_Args):
     limit: int = 100
 
 
+class LinksListArgs(_Args):
+    """``memory.links.list``: newest edges; with ``id`` only the edges of that note."""
+
+    limit: int = 100
+    id: int | None = None
+
+
+class LinksAddArgs(_Args):
+    """``memory.links.add``: upsert the edge ``fromId -kind-> toId`` (weight 0..1)."""
+
+    from_id: int
+    to_id: int
+    kind: str
+    weight: float | None = None
+
+
 @dataclass(frozen=True)
 class OpSpec:
     """One operation: its args Struct, a one-line description, whether the agent may
@@ -94,8 +116,13 @@ OPS: dict[str, OpSpec] = {
     "memory.notes.list": OpSpec(NotesListArgs, "Notes, newest first.", False, False),
     "memory.lessons.list": OpSpec(LimitArgs, "Active lessons, newest first.", False, False),
     "memory.procedures.list": OpSpec(LimitArgs, "Active procedures, newest first.", False, False),
-    "memory.links.list": OpSpec(LimitArgs, "Edges between notes, newest first.", False, False),
-    "memory.votes.tail": OpSpec(LimitArgs, "The newest vote events.", False, False),
+    "memory.lessons.get": OpSpec(IdArgs, "One lesson by id, any status.", False, False),
+    "memory.procedures.get": OpSpec(IdArgs, "One procedure by id, any status.", False, False),
+    "memory.links.list": OpSpec(LinksListArgs, "Edges between notes, newest first.", False, False),
+    "memory.links.add": OpSpec(LinksAddArgs, "Link two notes (kind RELATES_TO, CAUSED_BY, "
+                               "REFERENCES, CONTRADICTS, DUPLICATES or SUPERSEDES).", False, True),
+    "memory.votes.tail": OpSpec(LimitArgs, "The newest vote events (memory.voting.enabled).",
+                                False, False),
 }
 
 TOOL_NAMES: tuple[str, ...] = tuple(name for name, spec in OPS.items() if spec.tool)
@@ -114,19 +141,6 @@ def decode_args(op: str, args: Any) -> _Args:
         raise ValidationError(field, text.split(" - at ")[0]) from None
 
 
-def _rows(conn, sql: str, limit: int) -> list[dict[str, Any]]:
-    cur = conn.execute(sql, (max(1, min(limit, 1000)),))
-    names = [d[0] for d in cur.getdescription()]
-    out = []
-    for row in cur:
-        item = dict(zip(names, row))
-        for k, v in item.items():
-            if isinstance(v, str) and k in ("tags", "parent_ids", "steps") and v.startswith("["):
-                item[k] = json.loads(v)
-        out.append(item)
-    return out
-
-
 def run_op(
     profiles: ProfileStore,
     notes: MemoryStore,
@@ -136,12 +150,30 @@ def run_op(
     source: str = "agent",
     session: str | None = None,
     default_k: int = 5,
+    lessons: LessonStore | None = None,
+    procedures: ProcedureStore | None = None,
+    links: LinkStore | None = None,
+    votes: VoteStore | None = None,
 ) -> tuple[Any, dict[str, list]]:
     """Run one op; return (result data, change) where change lists written
-    ``keys``/``ids`` (empty for reads). Shapes per DESIGN §9: a note / a fact / a
-    list / ``{"removed": bool}``. Errors: ValidationError (code invalid_argument)."""
+    ``keys``/``ids`` (empty for reads).
+
+    Shapes per DESIGN §9: a note / a fact / a list / ``{"removed": bool}``; lessons,
+    procedures, links and votes as their Structs (camelCase keys). The lesson,
+    procedure, link and vote stores default to stores on ``notes.conn`` (votes then
+    disabled, so ``memory.votes.tail`` answers ``[]``). ``memory.links.add`` reports
+    both note ids as changed.
+
+    Errors: ValidationError (code invalid_argument); NotFound (code not_found) for
+    ``memory.lessons.get`` / ``memory.procedures.get`` of an unknown id and for a link
+    to a missing note.
+    """
     a = decode_args(op, args)
     conn = notes.conn
+    lessons = lessons if lessons is not None else LessonStore(conn)
+    procedures = procedures if procedures is not None else ProcedureStore(conn)
+    links = links if links is not None else LinkStore(conn)
+    votes = votes if votes is not None else VoteStore(conn)
     match a:
         case ProfileSetArgs():
             fact = profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords)
@@ -165,21 +197,32 @@ def run_op(
                 raise ValidationError("query", "give either query or id")
             return notes.recall(a.query, k=a.k or default_k, scope=a.scope,
                                 working_dir=a.working_dir, tags=a.tags), {}
-        case IdArgs():
+        case IdArgs() if op == "memory.notes.forget":
             removed = notes.forget(a.id)
             return {"removed": removed}, {"ids": [a.id] if removed else []}
+        case IdArgs() if op == "memory.lessons.get":
+            lesson = lessons.get(a.id)
+            if lesson is None:
+                raise NotFound(f"no lesson #{a.id}")
+            return lesson, {}
+        case IdArgs() if op == "memory.procedures.get":
+            procedure = procedures.get(a.id)
+            if procedure is None:
+                raise NotFound(f"no procedure #{a.id}")
+            return procedure, {}
         case NotesListArgs():
             return notes.list(a.limit, a.archived), {}
-        case LimitArgs():
-            table_sql: dict[str, str] = {
-                "memory.lessons.list": "SELECT * FROM lessons WHERE status = 'active' "
-                                       "ORDER BY updated_at DESC, id DESC LIMIT ?",
-                "memory.procedures.list": "SELECT * FROM procedures WHERE status = 'active' "
-                                          "ORDER BY updated_at DESC, id DESC LIMIT ?",
-                "memory.links.list": "SELECT * FROM memory_links ORDER BY created_at DESC LIMIT ?",
-                "memory.votes.tail": "SELECT * FROM votes ORDER BY id DESC LIMIT ?",
-            }
-            return _rows(conn, table_sql[op], a.limit), {}
+        case LimitArgs() if op == "memory.lessons.list":
+            return lessons.list_index(a.limit), {}
+        case LimitArgs() if op == "memory.procedures.list":
+            return procedures.list_index(a.limit), {}
+        case LimitArgs() if op == "memory.votes.tail":
+            return votes.tail(a.limit), {}
+        case LinksListArgs():
+            return links.list_all(a.limit, note_id=a.id), {}
+        case LinksAddArgs():
+            link = links.add(a.from_id, a.to_id, a.kind, a.weight)
+            return link, {"ids": [link.from_id, link.to_id]}
     raise ValidationError("op", f"unhandled memory operation {op!r}")
 
 

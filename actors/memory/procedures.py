@@ -1,0 +1,432 @@
+"""ProcedureStore: advisory how-to templates with keyword recall (anchor §1.8, §2.8, §7.5).
+
+A procedure is an *activation* (when it applies) plus 2–8 *steps*, each a description
+with an optional tool hint. Procedures are advice for the model only: the runtime never
+executes them. The consolidator creates them later (same call as a lesson, anchor
+§7.6); ``source='manual'`` marks operator-made ones.
+
+* Table ``procedures`` and FTS5 ``procedures_fts`` (``activation``, ``steps``, ``tags``)
+  exist since schema v3; triggers index ``aa_index_text`` of each column.
+* ``steps`` is stored as a JSON array of arrays, ``[["description"], ["description",
+  "toolHint"]]``: the FTS trigger indexes the column text verbatim, so object keys
+  (``"description"``, ``"toolHint"``) or ``null`` would become searchable words that
+  match every row. The wire / Struct shape is the anchor's ``{description, toolHint}``;
+  a stored array of such objects is read as well.
+* Recall, deprecation and listing follow :mod:`actors.memory.lessons` (exact-token BM25,
+  active only by default, deprecated rows readable by id). Index order is
+  ``updated_at DESC, id DESC`` (the anchor's leading ``vote_score`` key arrives with the
+  voting columns, anchor §7.4).
+
+Times are Unix milliseconds; every write goes through ``schema.write_txn``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+import msgspec
+import structlog
+
+from .errors import ValidationError, optional_text, require_int, require_positive_id
+from .errors import now_ms as _now
+from .lessons import (
+    INDEX_LIMIT_DEFAULT,
+    INDEX_LIMIT_MAX,
+    MAX_TAGS,
+    RECALL_K_DEFAULT,
+    RECALL_K_MAX,
+    clean_tags,
+    decode_json_list,
+    encode_json,
+    fts_recall_rows,
+    validate_activation,
+    validate_id_list,
+    validate_query,
+)
+from .schema import write_txn
+
+__all__ = [
+    "Procedure",
+    "ProcedurePointer",
+    "ProcedureStep",
+    "ProcedureStore",
+    "STEP_MAX_CHARS",
+    "TOOL_HINT_MAX_CHARS",
+    "MIN_STEPS",
+    "MAX_STEPS",
+    "PROCEDURE_TAG_MAX_CHARS",
+    "SOURCES",
+    "validate_steps",
+    "format_steps",
+]
+
+log = structlog.get_logger("actors.memory.procedures")
+
+#: Limits of anchor §2.8.
+STEP_MAX_CHARS = 240
+TOOL_HINT_MAX_CHARS = 64
+MIN_STEPS, MAX_STEPS = 2, 8
+PROCEDURE_TAG_MAX_CHARS = 64
+SOURCES = ("consolidator", "manual")
+
+_TOOL_HINT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./]*")
+_TAG_RE = re.compile(r"[a-z0-9][a-z0-9_\-./]*")
+_INTS = msgspec.json.Decoder(list[int])
+_STRS = msgspec.json.Decoder(list[str])
+_ANY_LIST = msgspec.json.Decoder(list[Any])
+
+
+class ProcedureStep(msgspec.Struct, rename="camel"):
+    """One step: ``{"description": str, "toolHint": str | null}``.
+
+    Attributes:
+        description: trimmed, 1..240 chars.
+        tool_hint: None or 1..64 chars matching ``[A-Za-z0-9][A-Za-z0-9_\\-./]*``.
+    """
+
+    description: str
+    tool_hint: str | None = None
+
+
+class ProcedurePointer(msgspec.Struct, rename="camel"):
+    """What ``### procedures`` shows of a procedure (anchor §3.5): never the steps.
+
+    Attributes:
+        id: procedure id.
+        activation: the "when this applies" text.
+        tags: lower-cased tags.
+        score: BM25 relevance in [0, 1] within the recall hit set.
+    """
+
+    id: int
+    activation: str
+    tags: list[str]
+    score: float | None = None
+
+
+class Procedure(msgspec.Struct, rename="camel"):
+    """One procedure row (wire keys camelCase: ``parentLessonIds``, ``useCount`` ...).
+
+    Attributes:
+        id: positive row id.
+        activation: trimmed, 1..240 chars.
+        steps: 2..8 :class:`ProcedureStep`.
+        tags: lower-cased, ``[a-z0-9][a-z0-9_\\-./]*``, at most 12 of at most 64 chars.
+        status: ``"active"`` or ``"deprecated"``.
+        success_count / failure_count / use_count: counters.
+        parent_lesson_ids / parent_memory_ids: soft pointers (lists of ids).
+        source: ``"consolidator"`` or ``"manual"``.
+        working_dir: project directory or None.
+        created_at / updated_at / deprecated_at: Unix ms.
+        score: BM25 relevance in [0, 1] on query recall, else None.
+    """
+
+    id: int
+    activation: str
+    steps: list[ProcedureStep]
+    tags: list[str]
+    status: str
+    success_count: int
+    failure_count: int
+    use_count: int
+    parent_lesson_ids: list[int]
+    parent_memory_ids: list[int]
+    source: str
+    working_dir: str | None
+    created_at: int
+    updated_at: int
+    deprecated_at: int | None = None
+    score: float | None = None
+
+    def pointer(self) -> ProcedurePointer:
+        """Project to the ``### procedures`` row (id, activation, tags, score)."""
+        return ProcedurePointer(self.id, self.activation, list(self.tags), self.score)
+
+
+def _step(item: object, n: int) -> ProcedureStep:
+    field = f"steps[{n}]"
+    if isinstance(item, ProcedureStep):
+        desc, hint = item.description, item.tool_hint
+    elif isinstance(item, str):
+        desc, hint = item, None
+    elif isinstance(item, dict):
+        unknown = set(item) - {"description", "toolHint", "tool_hint"}
+        if unknown:
+            raise ValidationError(field, f"unknown key {sorted(unknown)[0]!r}")
+        desc = item.get("description")
+        hint = item.get("toolHint", item.get("tool_hint"))
+    else:
+        raise ValidationError(field, "must be a string or {description, toolHint?}")
+    if not isinstance(desc, str):
+        raise ValidationError(f"{field}.description", "must be a string")
+    desc = desc.strip()
+    if not desc:
+        raise ValidationError(f"{field}.description", "must not be empty")
+    if len(desc) > STEP_MAX_CHARS:
+        raise ValidationError(f"{field}.description",
+                              f"must be at most {STEP_MAX_CHARS} chars (got {len(desc)})")
+    if hint is not None:
+        if not isinstance(hint, str):
+            raise ValidationError(f"{field}.toolHint", "must be a string or null")
+        hint = hint.strip() or None
+    if hint is not None:
+        if len(hint) > TOOL_HINT_MAX_CHARS:
+            raise ValidationError(f"{field}.toolHint",
+                                  f"must be at most {TOOL_HINT_MAX_CHARS} chars")
+        if _TOOL_HINT_RE.fullmatch(hint) is None:
+            raise ValidationError(f"{field}.toolHint",
+                                  "must start alphanumeric and contain only [A-Za-z0-9_-./]")
+    return ProcedureStep(desc, hint)
+
+
+def validate_steps(steps: object) -> list[ProcedureStep]:
+    """Validate 2..8 steps (anchor §2.8) and return them as :class:`ProcedureStep`.
+
+    Each entry is a ProcedureStep, a ``{"description", "toolHint"?}`` dict or a plain
+    description string; descriptions are trimmed, 1..240 chars; a blank tool hint
+    becomes None, otherwise it must be at most 64 chars matching
+    ``[A-Za-z0-9][A-Za-z0-9_\\-./]*``.
+
+    Raises:
+        ValidationError: field ``steps`` (count, type) or ``steps[i].description`` /
+            ``steps[i].toolHint``.
+    """
+    if not isinstance(steps, (list, tuple)):
+        raise ValidationError("steps", "must be a list of steps")
+    if not MIN_STEPS <= len(steps) <= MAX_STEPS:
+        raise ValidationError("steps", f"must have {MIN_STEPS}..{MAX_STEPS} steps "
+                                       f"(got {len(steps)})")
+    return [_step(item, i) for i, item in enumerate(steps)]
+
+
+def format_steps(steps: Sequence[ProcedureStep]) -> str:
+    """Render steps as text, one per line: ``1. <description> [@toolhint]`` (anchor §7.5)."""
+    return "\n".join(
+        f"{i}. {s.description}" + (f" [@{s.tool_hint}]" if s.tool_hint else "")
+        for i, s in enumerate(steps, 1)
+    )
+
+
+def _encode_steps(steps: Sequence[ProcedureStep]) -> str:
+    return encode_json([[s.description] if s.tool_hint is None else [s.description, s.tool_hint]
+                        for s in steps])
+
+
+def _decode_steps(raw: str | None) -> list[ProcedureStep]:
+    out: list[ProcedureStep] = []
+    for item in decode_json_list(raw, _ANY_LIST):
+        if isinstance(item, list) and item and isinstance(item[0], str):
+            hint = item[1] if len(item) > 1 and isinstance(item[1], str) else None
+            out.append(ProcedureStep(item[0], hint))
+        elif isinstance(item, dict) and isinstance(item.get("description"), str):
+            hint = item.get("toolHint")
+            out.append(ProcedureStep(item["description"], hint if isinstance(hint, str) else None))
+    return out
+
+
+_COLS = (
+    "t.id, t.activation, t.steps, t.tags, t.status, t.success_count, t.failure_count,"
+    " t.use_count, t.parent_lesson_ids, t.parent_memory_ids, t.source, t.working_dir,"
+    " t.created_at, t.updated_at, t.deprecated_at"
+)
+_SQL_GET = f"SELECT {_COLS} FROM procedures t WHERE t.id = ?"
+_SQL_INSERT = (
+    "INSERT INTO procedures (activation, steps, tags, parent_lesson_ids, parent_memory_ids,"
+    " source, working_dir, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SQL_INDEX = (
+    f"SELECT {_COLS} FROM procedures t WHERE t.status = 'active'"
+    " ORDER BY t.updated_at DESC, t.id DESC LIMIT ?"
+)
+_SQL_DEPRECATE = (
+    "UPDATE procedures SET status = 'deprecated', deprecated_at = ?, updated_at = ?"
+    " WHERE id = ? AND status = 'active'"
+)
+_SQL_BUMP = {
+    "success": "UPDATE procedures SET success_count = success_count + 1, updated_at = ? WHERE id = ?",
+    "failure": "UPDATE procedures SET failure_count = failure_count + 1, updated_at = ? WHERE id = ?",
+    "use": "UPDATE procedures SET use_count = use_count + 1, updated_at = ? WHERE id = ?",
+}
+_SQL_BY_PARENT = (
+    "SELECT id, parent_lesson_ids FROM procedures WHERE status = 'active'"
+    " AND parent_lesson_ids LIKE ? ORDER BY id"
+)
+
+
+def _row(row: Sequence, score: float | None = None) -> Procedure:
+    return Procedure(
+        row[0], row[1], _decode_steps(row[2]), decode_json_list(row[3], _STRS), row[4],
+        row[5], row[6], row[7], decode_json_list(row[8], _INTS),
+        decode_json_list(row[9], _INTS), row[10], row[11], row[12], row[13], row[14], score,
+    )
+
+
+class ProcedureStore:
+    """Create, read, recall and deprecate procedures (anchor §2.8).
+
+    Args:
+        conn: a connection from ``schema.open_database`` (migrated to >= v3).
+
+    Methods raise :class:`ValidationError` for bad input; query text never raises.
+    """
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+    def create(
+        self,
+        activation: str,
+        steps: Sequence[ProcedureStep | dict | str],
+        *,
+        tags: Sequence[str] | None = None,
+        parent_lesson_ids: Sequence[int] | None = None,
+        parent_memory_ids: Sequence[int] | None = None,
+        source: str = "consolidator",
+        working_dir: str | None = None,
+        now_ms: int | None = None,
+    ) -> Procedure:
+        """Insert an active procedure with zero counters and return it.
+
+        Validation (anchor §2.8): activation 1..240 chars after trimming; steps per
+        :func:`validate_steps`; tags lower-cased, ``[a-z0-9][a-z0-9_\\-./]*``, at most
+        64 chars, invalid or beyond 12 dropped silently; parent id lists of positive
+        ints (may be empty, de-duplicated); source ``consolidator|manual``.
+
+        Raises:
+            ValidationError: fields ``activation``, ``steps...``, ``tags``,
+                ``parentLessonIds``, ``parentMemoryIds``, ``source``, ``workingDir``,
+                ``nowMs``.
+        """
+        activation = validate_activation(activation)
+        step_list = validate_steps(steps)
+        tag_list = clean_tags(tags, pattern=_TAG_RE, max_chars=PROCEDURE_TAG_MAX_CHARS,
+                              max_items=MAX_TAGS)
+        lessons = validate_id_list(parent_lesson_ids, "parentLessonIds", required=False)
+        memories = validate_id_list(parent_memory_ids, "parentMemoryIds", required=False)
+        if source not in SOURCES:
+            raise ValidationError("source", "must be 'consolidator' or 'manual'")
+        working_dir = optional_text(working_dir, "workingDir")
+        now = _now(now_ms)
+        with write_txn(self.conn):
+            self.conn.execute(_SQL_INSERT, (
+                activation, _encode_steps(step_list), encode_json(tag_list),
+                encode_json(lessons), encode_json(memories), source, working_dir, now, now))
+            proc_id = self.conn.last_insert_rowid()
+            return _row(self.conn.execute(_SQL_GET, (proc_id,)).fetchall()[0])
+
+    def get(self, procedure_id: int) -> Procedure | None:
+        """Return the procedure with this id, any status, or None.
+
+        Raises:
+            ValidationError: field ``id``.
+        """
+        rows = self.conn.execute(_SQL_GET, (require_positive_id(procedure_id),)).fetchall()
+        return _row(rows[0]) if rows else None
+
+    def recall(
+        self,
+        query: str,
+        *,
+        k: int = RECALL_K_DEFAULT,
+        include_deprecated: bool = False,
+        working_dir: str | None = None,
+    ) -> list[Procedure]:
+        """Return up to ``k`` procedures matching ``query`` by BM25, best first.
+
+        Same rules as ``LessonStore.recall``: query at most 500 chars, exact quoted
+        tokens OR-joined, nothing indexable -> ``[]``; ``k`` clamped into [1, 10]
+        (default 2, ``memory.procedures.recallK``); active only unless
+        ``include_deprecated``; ``working_dir`` keeps global rows and that directory's.
+
+        Raises:
+            ValidationError: fields ``query``, ``k``, ``workingDir``.
+        """
+        query = validate_query(query)
+        k = min(RECALL_K_MAX, max(1, require_int(k, "k")))
+        working_dir = optional_text(working_dir, "workingDir")
+        hits = fts_recall_rows(self.conn, table="procedures", cols=_COLS, query=query, k=k,
+                               include_deprecated=bool(include_deprecated),
+                               working_dir=working_dir)
+        return [_row(r, s) for r, s in hits]
+
+    def list_index(self, limit: int = INDEX_LIMIT_DEFAULT) -> list[Procedure]:
+        """Return active procedures, ``updated_at DESC, id DESC``; ``limit`` clamped
+        into [1, 100] (default 20).
+
+        Raises:
+            ValidationError: field ``limit``.
+        """
+        limit = min(INDEX_LIMIT_MAX, max(1, require_int(limit, "limit")))
+        return [_row(r) for r in self.conn.execute(_SQL_INDEX, (limit,))]
+
+    def mark_deprecated(self, procedure_id: int, reason: str = "manual", *,
+                        now_ms: int | None = None) -> bool:
+        """Deprecate an active procedure; True only when an active row was flipped
+        (idempotent). ``reason`` is logged, not stored.
+
+        Raises:
+            ValidationError: fields ``id``, ``nowMs``.
+        """
+        procedure_id = require_positive_id(procedure_id)
+        now = _now(now_ms)
+        with write_txn(self.conn):
+            self.conn.execute(_SQL_DEPRECATE, (now, now, procedure_id))
+            flipped = self.conn.changes() > 0
+        if flipped:
+            log.info("memory.procedure_deprecated", id=procedure_id, reason=str(reason))
+        return flipped
+
+    def deprecate_by_parent_lesson(self, lesson_id: int, reason: str = "parent_deprecated",
+                                   *, now_ms: int | None = None) -> list[int]:
+        """Deprecate every active procedure that lists ``lesson_id`` as a parent.
+
+        SQL ``LIKE`` pre-filter on the JSON text, then an exact membership check
+        (anchor §2.8), in one transaction. Returns the ids flipped, ascending.
+
+        Raises:
+            ValidationError: fields ``id``, ``nowMs``.
+        """
+        lesson_id = require_positive_id(lesson_id)
+        now = _now(now_ms)
+        flipped: list[int] = []
+        with write_txn(self.conn):
+            rows = self.conn.execute(_SQL_BY_PARENT, (f"%{lesson_id}%",)).fetchall()
+            for proc_id, raw in rows:
+                if lesson_id in decode_json_list(raw, _INTS):
+                    self.conn.execute(_SQL_DEPRECATE, (now, now, proc_id))
+                    if self.conn.changes() > 0:
+                        flipped.append(proc_id)
+        for proc_id in flipped:
+            log.info("memory.procedure_deprecated", id=proc_id, reason=str(reason))
+        return flipped
+
+    def bump_use(self, procedure_id: int, *, now_ms: int | None = None) -> bool:
+        """Add 1 to ``use_count``; True if the procedure exists."""
+        return self._bump("use", procedure_id, now_ms)
+
+    def bump_success(self, procedure_id: int, *, now_ms: int | None = None) -> bool:
+        """Add 1 to ``success_count``; True if the procedure exists."""
+        return self._bump("success", procedure_id, now_ms)
+
+    def bump_failure(self, procedure_id: int, *, now_ms: int | None = None) -> bool:
+        """Add 1 to ``failure_count``; True if the procedure exists."""
+        return self._bump("failure", procedure_id, now_ms)
+
+    def _bump(self, which: str, procedure_id: int, now_ms: int | None) -> bool:
+        procedure_id = require_positive_id(procedure_id)
+        now = _now(now_ms)
+        with write_txn(self.conn):
+            self.conn.execute(_SQL_BUMP[which], (now, procedure_id))
+            return self.conn.changes() > 0
+
+    def count_active(self) -> int:
+        """Return the number of active procedures."""
+        sql = "SELECT count(*) FROM procedures WHERE status = 'active'"
+        return self.conn.execute(sql).fetchall()[0][0]
+
+    def count_all(self) -> int:
+        """Return the number of procedures of any status."""
+        return self.conn.execute("SELECT count(*) FROM procedures").fetchall()[0][0]
