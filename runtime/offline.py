@@ -21,6 +21,7 @@ from actors.memory.notes import MemoryStore
 from actors.memory.profile import ProfileStore
 from actors.memory.schema import SCHEMA_VERSION, open_database, user_version
 from actors.memory.tools import run_op
+from actors.memory.votes import VoteStore
 
 from .client import ClientError
 from .config import Config
@@ -65,8 +66,9 @@ class OfflineMemory:
                                         "WHERE superseded_by IS NULL"),
                     "notes": notes.count(), "notesCap": m.notes.max_entries}
         try:
+            votes = VoteStore(conn, enabled=m.voting.enabled, max_rows=m.voting.event_log_max_rows)
             data, _change = run_op(profiles, notes, op, args or {}, source="user",
-                                   default_k=m.notes.recall_default_k)
+                                   default_k=m.notes.recall_default_k, votes=votes)
         except MemoryFailure as exc:
             raise ClientError(exc.code, str(exc)) from None
         return msgspec.to_builtins(data)
