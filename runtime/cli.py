@@ -131,6 +131,8 @@ def _print_fact(f: dict[str, Any]) -> None:
     mark = "*" if f.get("pinned") else "~"
     kw = f" [keywords: {', '.join(f['keywords'])}]" if f.get("keywords") else ""
     print(f"{mark} {f['key']}: {f['value']}{kw}")
+    if f.get("warning"):
+        print(f"atomic-agent: warning: {f['warning']}", file=sys.stderr)
 
 
 def _print_note(n: dict[str, Any], full: bool = False) -> None:

@@ -42,6 +42,7 @@ class ProfileConfig(_C):
     max_tokens: Pos = 512
     contextual_keyword_gate: bool = True
     max_entries: Pos = 500
+    pinned_budget_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1500
 
 
 class ReflectionConfig(_C):

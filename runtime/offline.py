@@ -55,7 +55,8 @@ class OfflineMemory:
         """Run ``op`` on the file; returns JSON-shaped data like the daemon would."""
         conn = self._open()
         m = self.cfg.memory
-        profiles = ProfileStore(conn, max_unpinned=m.profile.max_entries)
+        profiles = ProfileStore(conn, max_unpinned=m.profile.max_entries,
+                                pinned_budget_chars=m.profile.pinned_budget_chars)
         notes = MemoryStore(conn, max_entries=m.notes.max_entries,
                             max_content_chars=m.notes.max_content_chars)
         if op == "memory.stats":

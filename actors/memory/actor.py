@@ -32,7 +32,7 @@ from runtime.config import ActorBoot
 from runtime.metrics import Metrics, MetricsRequest
 
 from .context import MemoryContext, build_context
-from .errors import DatabaseCorrupt
+from .errors import DatabaseBusy, DatabaseCorrupt
 from .messages import (
     ApplyReflection,
     ApplyResult,
@@ -87,7 +87,8 @@ class MemoryActor:
         self.cfg = boot.config.memory
         self.conn = conn
         self.quarantined = quarantined
-        self.profiles = ProfileStore(conn, max_unpinned=self.cfg.profile.max_entries)
+        self.profiles = ProfileStore(conn, max_unpinned=self.cfg.profile.max_entries,
+                                     pinned_budget_chars=self.cfg.profile.pinned_budget_chars)
         self.notes = MemoryStore(conn, max_entries=self.cfg.notes.max_entries,
                                  max_content_chars=self.cfg.notes.max_content_chars)
         self.lessons = LessonStore(conn)
@@ -101,7 +102,14 @@ class MemoryActor:
         self.embed_backend = "backfill" if self.cfg.embeddings.enabled else ""
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
-        return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        """Run ``fn`` on the worker thread; a lock held past the busy timeout becomes
+        DatabaseBusy (code ``database_busy``): a visible, retryable failure for this
+        request only, never a crash and never a silent drop (field case BC-06)."""
+        try:
+            return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
+        except apsw.BusyError as exc:
+            log.error("memory.busy", error=str(exc))
+            raise DatabaseBusy(str(exc)) from None
 
     async def _changed(self, op: str, change: dict[str, list], session: str | None) -> None:
         keys, ids = change.get("keys", []), change.get("ids", [])
@@ -180,6 +188,8 @@ class MemoryActor:
                         raise
                     skipped += 1
                     continue
+                if after.warning:
+                    log.warning("memory.profile.pin_refused", key=after.key, source="reflection")
                 if before is not None and before.id == after.id:
                     skipped += 1  # identical fact already active: not written twice
                 else:

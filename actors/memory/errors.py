@@ -25,6 +25,7 @@ __all__ = [
     "NotFound",
     "SchemaTooNew",
     "DatabaseCorrupt",
+    "DatabaseBusy",
     "now_ms",
     "require_int",
     "require_positive_id",
@@ -120,6 +121,19 @@ class DatabaseCorrupt(MemoryFailure):
         super().__init__(f"memory database {path!r} is unreadable or corrupt: {detail}")
         self.path = path
         self.detail = detail
+
+
+class DatabaseBusy(MemoryFailure):
+    """Another process held the write lock longer than the busy timeout (5000 ms).
+
+    The request failed as a whole (its transaction rolled back) and may be retried;
+    the actor stays up and later writes work (field case BC-06).
+    """
+
+    code = "database_busy"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"memory database is locked by another process: {detail}")
 
 
 # -- argument checks shared by the stores (each raises ValidationError) ----------------

@@ -47,6 +47,12 @@ PROFILE_MAX_KEYWORDS = 8
 PROFILE_KEYWORD_MAX_LENGTH = 40
 #: ``memory.profile.maxEntries`` default: cap on active unpinned facts (anchor §2.4).
 DEFAULT_MAX_UNPINNED = 500
+DEFAULT_PINNED_BUDGET_CHARS = 1500
+"""Default ceiling (chars) on the rendered lines ``- key: value`` of all active pinned
+facts together: pinned facts reach every prompt, so one guard on the single write
+path every route shares (tool, websocket, reflection, offline CLI) keeps that block
+small (field case BC-16). 1500 chars ≈ 420 tokens, inside ``memory.profile.maxTokens``
+512 (token estimate of anchor §3.1)."""
 
 _KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _KEYWORDS_DECODER = msgspec.json.Decoder(list[str])
@@ -79,6 +85,9 @@ class ProfileFact(msgspec.Struct, rename="camel"):
     updated_at: int
     valid_from: int
     superseded_by: int | None = None
+    warning: str | None = None
+    """Set on the fact returned by a write that could not be honoured as asked (a pin
+    over ``memory.profile.pinnedBudgetChars`` was stored unpinned); never stored."""
 
     @property
     def active(self) -> bool:
@@ -193,6 +202,12 @@ def _row(row: tuple) -> ProfileFact:
     )
 
 
+def _keywords_from_key(key: str) -> list[str]:
+    """Gate keywords for a fact demoted from pinned: the key's words (2+ chars)."""
+    words = [w for w in re.split(r"[_.\-]+", key) if len(w) >= 2]
+    return (words or [key[:40]])[:8]
+
+
 class ProfileStore:
     """CRUD over ``profile_facts`` (seed 000 §3, anchor §2.3–§2.4).
 
@@ -205,11 +220,15 @@ class ProfileStore:
     usable inside a caller's transaction.
     """
 
-    def __init__(self, conn: apsw.Connection, *, max_unpinned: int = DEFAULT_MAX_UNPINNED):
+    def __init__(self, conn: apsw.Connection, *, max_unpinned: int = DEFAULT_MAX_UNPINNED,
+                 pinned_budget_chars: int = DEFAULT_PINNED_BUDGET_CHARS):
         if not isinstance(max_unpinned, int) or isinstance(max_unpinned, bool) or max_unpinned < 1:
             raise ValueError("max_unpinned must be a positive integer")
+        if not isinstance(pinned_budget_chars, int) or pinned_budget_chars < 1:
+            raise ValueError("pinned_budget_chars must be a positive integer")
         self.conn = conn
         self.max_unpinned = max_unpinned
+        self.pinned_budget_chars = pinned_budget_chars
 
     def _fetch_one(self, sql: str, args: tuple) -> ProfileFact | None:
         rows = self.conn.execute(sql, args).fetchall()
@@ -254,6 +273,13 @@ class ProfileStore:
         with write_txn(conn):
             prev = self._fetch_one(_SQL_ACTIVE, (key,))
             eff_pinned = pinned if pinned is not None else (prev.pinned if prev else True)
+            warning = None
+            if eff_pinned and self._over_pin_budget(key, value):
+                eff_pinned = False
+                keywords = keywords or _keywords_from_key(key)
+                warning = (f"pinned facts would exceed memory.profile.pinnedBudgetChars="
+                           f"{self.pinned_budget_chars}; {key!r} was stored unpinned with "
+                           f"keywords {keywords}")
             if eff_pinned:
                 eff_keywords: list[str] = []
             elif keywords is not None:
@@ -294,7 +320,16 @@ class ProfileStore:
             self._evict(new_id, now)
             fact = self._fetch_one(_SQL_BY_ID, (new_id,))
         assert fact is not None
+        if warning is not None:
+            fact.warning = warning
         return fact
+
+    def _over_pin_budget(self, key: str, value: str) -> bool:
+        """Would pinning ``key = value`` push the pinned lines over the budget?"""
+        others = self.conn.execute(
+            "SELECT coalesce(sum(length(key) + length(value) + 4), 0) FROM profile_facts "
+            "WHERE superseded_by IS NULL AND pinned = 1 AND key <> ?", (key,)).fetchall()[0][0]
+        return others + len(key) + len(value) + 4 > self.pinned_budget_chars
 
     def _evict(self, keep_id: int, now: int) -> int:
         """Retire the oldest active unpinned facts above the cap, never ``keep_id``."""

@@ -1,0 +1,141 @@
+"""Field cases BC-06 (a second process holds the lock) and BC-16 (the pinned budget
+holds on every write path), end to end through the memory actor.
+
+Rules: the lock holder is a real second process (``python -c`` with apsw); the memory
+actor is a real child under ``open_supervisor``; wall-clock bounds only.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+
+import msgspec
+import pytest
+import trio
+
+from actors.memory.messages import ApplyReflection, ApplyResult, FactIn, NoteIn, OpResult, ToolOp
+from actors.memory.profile import ProfileStore
+from actors.memory.render import render_profile
+from actors.memory.schema import open_database
+from actors.memory.tools import OPS, run_op
+from runtime import ActorSpec, RemoteError, open_supervisor
+from runtime.config import ActorBoot, Config
+
+HOLD_LOCK = """
+import sys, time
+from actors.memory.schema import open_database
+c = open_database(sys.argv[1])
+c.execute("BEGIN IMMEDIATE")
+c.execute("INSERT INTO memories(content, content_key, tags, source, scope, created_at, updated_at)"
+          " VALUES ('written by process A', 'written by process a', '[]', 'user', 'all', 1, 1)")
+print("locked", flush=True)
+time.sleep(float(sys.argv[2]))
+c.execute("COMMIT")
+"""
+
+
+def memory_spec(tmp_path, **profile) -> list[ActorSpec]:
+    cfg = Config()
+    cfg.memory.embeddings.enabled = False
+    for k, v in profile.items():
+        setattr(cfg.memory.profile, k, v)
+    return [ActorSpec(name="memory", config=msgspec.msgpack.encode(
+        ActorBoot(state_dir=str(tmp_path), config=cfg)))]
+
+
+def hold_lock(db, seconds: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, str(db), str(seconds)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+async def notes(sup) -> list[str]:
+    data = (await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)).data
+    return sorted(n["content"] for n in data)
+
+
+async def test_bc06_write_waits_for_the_other_process_and_both_notes_exist(tmp_path):
+    async with open_supervisor(memory_spec(tmp_path)) as sup:
+        journal = await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)
+        assert journal.data == []
+        a = hold_lock(tmp_path / "memory.sqlite", 1.5)
+        t0 = time.monotonic()
+        with trio.fail_after(20):
+            result = await sup.request("memory", ApplyReflection(
+                session="s", turn="t", notes=[NoteIn(body="Prefers aisle seats", tags=["travel"])]),
+                ApplyResult)
+        assert len(result.note_ids) == 1 and time.monotonic() - t0 >= 1.0
+        a.wait(10)
+        assert await notes(sup) == ["Prefers aisle seats", "written by process A"]
+
+
+async def test_bc06_lock_held_past_the_busy_timeout_is_a_visible_error_not_a_drop(tmp_path):
+    async with open_supervisor(memory_spec(tmp_path)) as sup:
+        await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)
+        a = hold_lock(tmp_path / "memory.sqlite", 7)
+        with trio.fail_after(20):
+            with pytest.raises(RemoteError) as info:
+                await sup.request("memory", ApplyReflection(
+                    session="s", turn="t", notes=[NoteIn(body="Prefers aisle seats")]), ApplyResult)
+        assert info.value.code == "database_busy"
+        a.wait(20)
+        # the actor is still the same, and later writes work
+        await sup.request("memory", ToolOp(op="memory.notes.store",
+                                           args={"content": "after the lock"}), OpResult)
+        assert await notes(sup) == ["after the lock", "written by process A"]
+
+
+def pinned_chars(conn) -> int:
+    facts = [f for f in ProfileStore(conn).list() if f.pinned]
+    return len(render_profile(facts, 10_000))
+
+
+LONG = "elderly grey cat called Pixel who needs a pill every evening and a warm blanket"
+
+
+async def test_bc16_pinned_budget_holds_on_every_write_path(tmp_path):
+    # 1. the store itself (bulk import/restore would call it), 2. the tool/websocket op,
+    # 3. reflection through the memory actor, 4. the offline CLI (same run_op).
+    write_ops = {name for name, spec in OPS.items() if spec.writes}
+    assert {n for n in write_ops if n.startswith("memory.profile.")} == {
+        "memory.profile.set", "memory.profile.remove"}, "a new profile write path needs a BC-16 test"
+    conn = open_database(str(tmp_path / "direct.sqlite"))
+    store = ProfileStore(conn, pinned_budget_chars=200)
+    store.set("name", "Dana Q. Example, who likes long names", pinned=True)
+    store.set("city", "Lisbon, Portugal, near the river", pinned=True)
+    store.set("job", "software engineer on distributed databases", pinned=True)
+    assert 130 <= pinned_chars(conn) <= 160  # the case's starting state: ~150 chars pinned
+    fact = store.set("pet", LONG, pinned=True)
+    assert not fact.pinned and fact.warning and "pinnedBudgetChars=200" in fact.warning
+    assert fact.keywords == ["pet"]
+    assert pinned_chars(conn) <= 200
+    data, _ = run_op(store, __import__("actors.memory.notes", fromlist=["MemoryStore"]).MemoryStore(conn),
+                     "memory.profile.set", {"key": "pet2", "value": LONG})
+    assert data.pinned is False and data.warning
+    assert pinned_chars(conn) <= 200
+    conn.close()
+
+    async with open_supervisor(memory_spec(tmp_path, pinned_budget_chars=200)) as sup:
+        await sup.request("memory", ToolOp(op="memory.profile.set", args={
+            "key": "name", "value": "Dana Q. Example, who likes long names"}), OpResult)
+        await sup.request("memory", ApplyReflection(session="s", turn="t", facts=[
+            FactIn(key="city", value="Lisbon, Portugal, near the river"),
+            FactIn(key="job", value="software engineer on distributed databases"),
+            FactIn(key="pet", value=LONG)]), ApplyResult)
+        over_ws = await sup.request("memory", ToolOp(op="memory.profile.set", args={
+            "key": "pet3", "value": LONG}), OpResult)
+        assert over_ws.data["pinned"] is False and "pinnedBudgetChars" in over_ws.data["warning"]
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    assert pinned_chars(conn) <= 200
+    assert {f.key: f.pinned for f in ProfileStore(conn).list()} == {
+        "name": True, "city": True, "job": True, "pet": False, "pet3": False}
+    conn.close()
+
+    from tests.test_cli import cli
+    (tmp_path / "config.json").write_text('{"memory": {"profile": {"pinnedBudgetChars": 200}}}')
+    r = cli("memory", "profile", "set", "pet4", LONG, "--state-dir", str(tmp_path))
+    assert r.returncode == 0 and r.stdout.startswith("~ pet4:")
+    assert "pinnedBudgetChars=200" in r.stderr
