@@ -139,3 +139,23 @@ async def test_bc16_pinned_budget_holds_on_every_write_path(tmp_path):
     r = cli("memory", "profile", "set", "pet4", LONG, "--state-dir", str(tmp_path))
     assert r.returncode == 0 and r.stdout.startswith("~ pet4:")
     assert "pinnedBudgetChars=200" in r.stderr
+
+
+def test_archive_op_hides_from_index_keeps_recall_and_filters_lists(conn):
+    from actors.memory.profile import ProfileStore
+    from actors.memory.tools import run_op
+
+    profiles, notes = ProfileStore(conn), __import__('actors.memory.notes', fromlist=['MemoryStore']).MemoryStore(conn)
+    a = notes.store("archived note about gardening")
+    b = notes.store("active note about gardening")
+    data, change = run_op(profiles, notes, "memory.notes.archive", {"id": a.id})
+    assert data.archived is True and change == {"ids": [a.id]}
+    assert [n.id for n in notes.list_index(20)] == [b.id]
+    assert {n.id for n in notes.recall("gardening")} == {a.id, b.id}
+    assert [n.id for n in run_op(profiles, notes, "memory.notes.list", {"archived": "archived"})[0]] == [a.id]
+    assert len(run_op(profiles, notes, "memory.notes.list", {"archived": "all"})[0]) == 2
+    restored, _ = run_op(profiles, notes, "memory.notes.archive", {"id": a.id, "archived": False})
+    assert restored.archived is False
+    with pytest.raises(Exception) as info:
+        run_op(profiles, notes, "memory.notes.archive", {"id": 999})
+    assert getattr(info.value, "code", "") == "not_found"

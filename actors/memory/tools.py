@@ -66,6 +66,11 @@ class IdArgs(_Args):
     id: int
 
 
+class ArchiveArgs(_Args):
+    id: int
+    archived: bool = True
+
+
 class NotesListArgs(_Args):
     limit: int = 50
     archived: Literal["active", "archived", "all"] = "active"
@@ -112,6 +117,8 @@ OPS: dict[str, OpSpec] = {
     "memory.notes.recall": OpSpec(NotesRecallArgs, "Search notes by query, or fetch one note by id "
                                   "(use the #id shown in ### memory-index).", True, False),
     "memory.notes.forget": OpSpec(IdArgs, "Delete the note with this id.", True, True),
+    "memory.notes.archive": OpSpec(ArchiveArgs, "Archive (or, with archived=false, restore) a "
+                                   "note: it leaves the index but stays recallable.", False, True),
     "memory.profile.history": OpSpec(KeyArgs, "Every version of a profile fact, oldest first.", False, False),
     "memory.notes.list": OpSpec(NotesListArgs, "Notes, newest first.", False, False),
     "memory.lessons.list": OpSpec(LimitArgs, "Active lessons, newest first.", False, False),
@@ -197,6 +204,11 @@ def run_op(
                 raise ValidationError("query", "give either query or id")
             return notes.recall(a.query, k=a.k or default_k, scope=a.scope,
                                 working_dir=a.working_dir, tags=a.tags), {}
+        case ArchiveArgs():
+            found = notes.set_archived(a.id, a.archived)
+            if not found:
+                raise NotFound(f"no note #{a.id}")
+            return notes.get(a.id), {"ids": [a.id]}
         case IdArgs() if op == "memory.notes.forget":
             removed = notes.forget(a.id)
             return {"removed": removed}, {"ids": [a.id] if removed else []}
