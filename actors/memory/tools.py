@@ -13,6 +13,7 @@ unknown or mistyped fields become :class:`ValidationError` (code
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
@@ -144,7 +145,13 @@ def decode_args(op: str, args: Any) -> _Args:
         return msgspec.convert(args if args is not None else {}, type=spec.args)
     except msgspec.ValidationError as exc:
         text = str(exc)
-        field = text.split("$.", 1)[1].rstrip("`") if "$." in text else "args"
+        named = re.search(r"(?:missing required|unknown) field `([^`]+)`", text)
+        if "$." in text:
+            field = text.split("$.", 1)[1].rstrip("`")
+            if named:
+                field = f"{field}.{named.group(1)}"
+        else:
+            field = named.group(1) if named else "args"
         raise ValidationError(field, text.split(" - at ")[0]) from None
 
 
