@@ -45,7 +45,21 @@ class Channel:
 
     async def send(self, env: Envelope) -> None:
         """Encode and write one envelope atomically with respect to other senders."""
-        data = frame(self._codec.encode(env), self._max)
+        await self.send_raw(self._codec.encode(env))
+
+    async def receive(self) -> Envelope:
+        """Read and decode the next envelope (single reader only)."""
+        return self._codec.decode(await self._reader.receive_frame())
+
+    async def receive_raw(self) -> tuple[Envelope, bytes]:
+        """Like :meth:`receive`, also returning the frame body as received, so a
+        router can forward it without re-encoding (see :meth:`send_raw`)."""
+        body = await self._reader.receive_frame()
+        return self._codec.decode(body), body
+
+    async def send_raw(self, body: bytes) -> None:
+        """Write an already-encoded envelope body (from :meth:`receive_raw`)."""
+        data = frame(body, self._max)
         async with self._send_lock:
             if self.closed:
                 raise TransportClosed("channel closed")
@@ -53,10 +67,6 @@ class Channel:
                 await self._stream.send_all(data)
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as exc:
                 raise TransportClosed(f"send failed: {exc}") from None
-
-    async def receive(self) -> Envelope:
-        """Read and decode the next envelope (single reader only)."""
-        return self._codec.decode(await self._reader.receive_frame())
 
     async def aclose(self) -> None:
         """Close the underlying stream; idempotent, never raises."""

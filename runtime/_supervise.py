@@ -126,13 +126,17 @@ class Supervisor:
     async def _send_from_root(self, env: Envelope) -> None:
         await self._route("root", env)
 
-    async def _forward(self, dest: str, env: Envelope) -> bool:
+    async def _forward(self, dest: str, env: Envelope, raw: bytes | None = None) -> bool:
+        """Send ``env`` to ``dest``; ``raw`` (its bytes as received) skips re-encoding."""
         slot = self._slots.get(dest)
         chan = slot.channel if slot is not None else None
         if chan is None:
             return False
         try:
-            await chan.send(env)
+            if raw is not None:
+                await chan.send_raw(raw)
+            else:
+                await chan.send(env)
         except TransportClosed:
             return False
         return True
@@ -145,7 +149,11 @@ class Supervisor:
         else:
             await self._forward(src, err)
 
-    async def _route(self, origin: str, env: Envelope) -> None:
+    async def _route(self, origin: str, env: Envelope, raw: bytes | None = None) -> None:
+        src_field = getattr(env, "src", origin)
+        if origin != "root" and src_field != origin:
+            log.error("actor.spoofed_src", child=origin, claimed=src_field)
+            return  # a child may only speak for itself
         match env:
             case Request(src=src, dest=dest, id=rid):
                 if dest == "root":
@@ -156,7 +164,7 @@ class Supervisor:
                     await self._answer_unavailable(src, dest, rid, "no such actor")
                     return
                 self._in_flight[(src, rid)] = dest
-                if not await self._forward(dest, env):
+                if not await self._forward(dest, env, raw):
                     self._in_flight.pop((src, rid), None)
                     await self._answer_unavailable(src, dest, rid, "not running")
             case Reply(src=src, dest=dest, id=rid) | Error(src=src, dest=dest, id=rid) if rid:
@@ -164,30 +172,30 @@ class Supervisor:
                 if dest == "root":
                     self.calls.resolve(env)
                 else:
-                    await self._forward(dest, env)
+                    await self._forward(dest, env, raw)
             case Error(kind="crash"):
                 self._slots[origin].crash_report = env
             case Cast(src=src, dest=dest, body=body):
                 if dest == "root":
                     if self._on_cast is not None:
                         await self._on_cast(src, body)
-                elif not await self._forward(dest, env):
+                elif not await self._forward(dest, env, raw):
                     log.warning("cast.dropped", src=src, dest=dest)
             case Cancel(src=src, dest=dest, id=rid):
                 if self._in_flight.pop((src, rid), None) is not None:
-                    await self._forward(dest, env)
+                    await self._forward(dest, env, raw)
             case _:
                 log.debug("envelope.ignored", origin=origin, type=type(env).__name__)
 
     async def _pump(self, name: str, chan: Channel) -> None:
         while True:
             try:
-                env = await chan.receive()
+                env, raw = await chan.receive_raw()
             except (TransportClosed, ProtocolViolation) as exc:
                 if isinstance(exc, ProtocolViolation):
                     log.error("actor.protocol_violation", child=name, error=str(exc))
                 return
-            await self._route(name, env)
+            await self._route(name, env, raw)
 
     async def _forget(self, name: str) -> None:
         """Fail requests addressed to ``name``; cancel those it had made elsewhere."""

@@ -30,7 +30,7 @@ from runtime import (
     stop_process,
 )
 from tests.conftest import pid_alive
-from tests.fakes.echo_actor import Echo, Emit, Fail, Pid, Raise, Relay, Sleep
+from tests.fakes.echo_actor import Echo, Emit, Fail, Pid, Raise, Relay, Sleep, Spoof
 
 MOD = "tests.fakes.echo_actor"
 
@@ -183,3 +183,12 @@ def test_root_killed_every_child_exits_on_its_own():
     finally:
         root.kill()
         root.wait()
+
+
+async def test_a_child_cannot_speak_for_another_actor():
+    async with open_supervisor([spec("a"), spec("b")]) as sup:
+        with trio.fail_after(10):
+            pid_b = (await sup.request("b", Pid(), dict))["pid"]
+            await sup.request("a", Spoof(dest="b", pretend="memory"), dict)
+            await trio.sleep(0.5)
+            assert sup.restart_count == 0 and sup.pid_of("b") == pid_b

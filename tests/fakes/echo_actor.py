@@ -59,7 +59,14 @@ class Emit(_M):
     text: str
 
 
-Msg = Echo | Raise | Fail | Sleep | Relay | Pid | Emit
+class Spoof(_M):
+    """Send a request to ``dest`` that claims to come from ``pretend`` (the root must drop it)."""
+
+    dest: str
+    pretend: str
+
+
+Msg = Echo | Raise | Fail | Sleep | Relay | Pid | Emit | Spoof
 
 
 class Config(msgspec.Struct):
@@ -106,6 +113,13 @@ class _Handler:
                 return {"pid": os.getpid()}
             case Emit(text=text):
                 await self.ctx.cast("root", {"text": text})
+                return {}
+            case Spoof(dest=dest, pretend=pretend):
+                from runtime._calls import encode_body
+                from runtime.messages import Request
+
+                await self.ctx._channel.send(Request(src=pretend, dest=dest, id=99,
+                                                     body=encode_body(Raise(message="spoofed"))))
                 return {}
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
