@@ -116,7 +116,7 @@ async def open_client(state_dir: Path | None = None, *, url: str | None = None,
     if url is None or token is None:
         assert state_dir is not None
         url, token = daemon_endpoint(state_dir)
-    body_done = False
+    connected = False
     try:
         async with open_websocket_url(url, connect_timeout=connect_timeout_s,
                                       disconnect_timeout=2, max_message_size=64 * 1024 * 1024) as ws:
@@ -129,9 +129,11 @@ async def open_client(state_dir: Path | None = None, *, url: str | None = None,
                     raise ClientError("closed", f"connection closed during hello ({exc.reason})") from None
             if welcome.get("type") != "welcome":
                 raise ClientError(welcome.get("code", "refused"), welcome.get("message", "refused"))
+            connected = True
             yield DaemonClient(ws, welcome["session"])
-            body_done = True
     except (OSError, HandshakeError, trio.TooSlowError) as exc:
-        if body_done:
-            return  # the daemon went away while we were closing (e.g. after `stop`)
+        if connected:
+            if isinstance(exc, OSError):
+                return  # the daemon went away while we were closing (e.g. after `stop`)
+            raise  # the caller's own deadline, not a connection failure
         raise ClientError("connect_failed", f"cannot connect to the daemon at {url}: {exc}") from None

@@ -70,6 +70,7 @@ class Client:
         self.channels: set[str] = set()
         self.send_ch, self.recv_ch = trio.open_memory_channel[bytes](queue_size)
         self.dropped = False
+        self.scope: trio.CancelScope | None = None  # the connection's; cancelled on drop
 
     def push(self, frame: dict[str, Any]) -> None:
         """Queue a frame without blocking; a full queue drops this client (slow consumer)."""
@@ -80,6 +81,8 @@ class Client:
         except trio.WouldBlock:
             self.dropped = True
             log.warning("gateway.slow_client_dropped", client=self.id)
+            if self.scope is not None:
+                self.scope.cancel()  # close it now, even if it never sends again
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             self.dropped = True
 
@@ -175,6 +178,7 @@ class Gateway:
         client = Client(ws, self.cfg.client_queue, next(self._ids))
         try:
             async with trio.open_nursery() as nursery:
+                client.scope = nursery.cancel_scope
                 nursery.start_soon(self._pump, client, nursery.cancel_scope)
                 if await self._authenticate(client):
                     self.clients.add(client)
@@ -192,7 +196,10 @@ class Gateway:
             self.clients.discard(client)
             with trio.move_on_after(1) as cs:
                 cs.shield = True
-                await ws.aclose()
+                if client.dropped:
+                    await ws.aclose(code=1008, reason="too slow: outbound queue full")
+                else:
+                    await ws.aclose()
 
     async def _pump(self, client: Client, scope: trio.CancelScope) -> None:
         try:
@@ -241,9 +248,6 @@ class Gateway:
     async def _serve_client(self, client: Client, nursery: trio.Nursery) -> None:
         while True:
             raw = await client.ws.get_message()
-            if client.dropped:
-                await client.ws.aclose(code=1008, reason="too slow")
-                return
             try:
                 frame = decode_frame(raw)
             except BadFrame as exc:

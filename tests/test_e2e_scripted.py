@@ -176,3 +176,33 @@ async def test_oversized_frame_closes_only_that_client(tmp_path):
                         except ConnectionClosed as exc:
                             assert exc.reason.code == 1009
                 assert (await bystander.request({"type": "ping"}, "pong"))["type"] == "pong"
+
+
+async def test_a_client_that_never_reads_is_dropped_and_others_are_unaffected(tmp_path):
+    """Slow consumer: its bounded queue fills (memory.changed events it never reads),
+    the daemon closes it with 1008, and a second client keeps working throughout."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text('{"server": {"clientQueue": 8}}')
+    async with open_fake_llama(tmp_path, RULES) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as writer:
+                for i in range(40):
+                    await writer.memory("memory.notes.store",
+                                        {"content": f"big note {i} " + "lorem ipsum " * 300})
+                async with open_client(url=d.url, token=d.token) as sleeper:
+                    # the sleeper asks for ~150 KB answers again and again but never reads:
+                    # socket buffers fill, then its 8-frame queue, then it is dropped
+                    for _ in range(60):
+                        await sleeper.send({"type": "memory", "id": 1, "op": "memory.notes.list",
+                                            "args": {"limit": 200}})
+                    with trio.fail_after(20):
+                        closed = None
+                        while closed is None:
+                            try:
+                                await sleeper.ws.get_message()
+                            except Exception as exc:  # ConnectionClosed
+                                closed = exc
+                    assert getattr(closed, "reason", None) is not None and closed.reason.code == 1008
+                assert (await writer.request({"type": "ping"}, "pong"))["type"] == "pong"
+                assert len(await writer.memory("memory.notes.list", {"limit": 200})) == 40
