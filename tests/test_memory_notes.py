@@ -1,5 +1,6 @@
-"""MemoryStore: validation (anchor §2.2), eviction (seed 000 §4.5), dedup (BC-11), BM25
-recall with safe queries (anchor §2.1, BC-03, BC-04), FTS sync (BC-05), vector helpers.
+"""MemoryStore: validation (anchor §2.2), eviction (seed 000 §4.5, utility order of anchor
+§2.2), dedup exact and near-identical (BC-11), BM25 recall with safe queries (anchor §2.1,
+BC-03, BC-04), FTS sync (BC-05), vector helpers. Ranking quality: test_memory_recall_quality.
 
 Rules: each test opens its own migrated file under ``tmp_path``; ordering-sensitive
 writes pass ``now_ms`` explicitly; the hypothesis tests are derandomised and share one
@@ -21,7 +22,6 @@ from actors.memory.errors import ValidationError
 from actors.memory.fts import build_match_query, content_key, index_text, normalise_bm25
 from actors.memory.notes import MemoryStore, Note
 from actors.memory.schema import fts_integrity_check, open_database
-
 
 
 @pytest.fixture
@@ -141,12 +141,105 @@ def test_constructor_rejects_bad_caps(conn):
 
 
 def test_fifo_eviction_by_updated_at(conn):
-    store = MemoryStore(conn, max_entries=3)
+    store = MemoryStore(conn, max_entries=3, eviction="fifo")
     ids = [store.store(f"note {i}", now_ms=100 + i).id for i in range(3)]
-    store.recall("note", k=5)  # recall hits do not protect from FIFO eviction
+    for _ in range(5):
+        store.recall("note 0", k=1)  # recall hits do not protect from FIFO eviction
     fourth = store.store("note 3", now_ms=200)
     remaining = [n.id for n in store.list(limit=10)]
     assert ids[0] not in remaining and fourth.id in remaining and len(remaining) == 3
+
+
+def test_utility_eviction_keeps_the_recalled_note(conn):
+    """Seed 000 §10 limitation beaten: a note recalled many times outlives older and
+    newer notes nobody recalled."""
+    store = MemoryStore(conn, max_entries=3)
+    assert store.eviction == "utility"
+    useful = store.store("The staging database password lives in the vault", now_ms=1)
+    for t in range(10):
+        assert [n.id for n in store.recall("staging vault", k=1, now_ms=10 + t)] == [useful.id]
+    others = [store.store(f"unrelated remark number {i}", now_ms=100 + i) for i in range(5)]
+    remaining = {n.id for n in store.list(limit=10)}
+    assert useful.id in remaining and others[-1].id in remaining and len(remaining) == 3
+    assert others[0].id not in remaining  # the oldest unrecalled went first
+
+
+def test_utility_eviction_order(conn):
+    """recall_count, then last_recalled_at, then updated_at, then id, all ascending."""
+    store = MemoryStore(conn, max_entries=5)
+    a = store.store("alpha item", now_ms=50)
+    b = store.store("bravo item", now_ms=20)
+    c = store.store("charlie item", now_ms=20)
+    d = store.store("delta item", now_ms=60)
+    e = store.store("echo item", now_ms=10)
+    store.bump_recall([a.id, b.id, c.id, d.id], now_ms=70)
+    store.bump_recall([a.id], now_ms=80)  # a: 2 recalls, last at 80
+    store.bump_recall([d.id], now_ms=75)  # d: 2 recalls, last at 75
+    gone = []
+    for i in range(5):
+        new = store.store(f"newcomer {i}", now_ms=1000 + i)
+        for _ in range(3):  # newcomers outrank every old note
+            store.bump_recall([new.id], now_ms=2000)
+        gone += [x.id for x in (a, b, c, d, e) if x.id not in gone and store.get(x.id) is None]
+        assert store.count() == 5
+    # e: never recalled; b, c: 1 recall at 70, same updated_at -> lower id; d before a.
+    assert gone == [e.id, b.id, c.id, d.id, a.id]
+
+
+_OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("store"), st.sampled_from(["tea", "coffee", "lyon", "piano", "v2"]),
+                  st.integers(0, 40), st.integers(0, 30)),
+        st.tuples(st.just("forget"), st.integers(0, 12)),
+        st.tuples(st.just("recall"), st.sampled_from(["tea", "coffee lyon", "piano", "v2 tea"]),
+                  st.integers(1, 6), st.integers(0, 30)),
+    ),
+    max_size=40,
+)
+
+
+@settings(derandomize=True, max_examples=100, deadline=None)
+@given(st.sampled_from(["utility", "fifo"]), st.integers(1, 6), _OPS)
+def test_cap_and_index_hold_under_any_sequence(eviction, cap, ops):
+    """Property (seed 000 §4.5, §9; BC-05): after every store / forget / recall the row
+    count is at most the cap, the row just stored is present, and memories_fts has
+    exactly one row per note."""
+    c = open_database(":memory:")
+    try:
+        store = MemoryStore(c, max_entries=cap, eviction=eviction)
+        last = None
+        for op in ops:
+            if op[0] == "store":
+                _, word, n, t = op
+                last = store.store(f"{word} remark {n}", now_ms=t)
+            elif op[0] == "forget":
+                ids = [r[0] for r in c.execute("SELECT id FROM memories ORDER BY id")]
+                if ids:
+                    victim = ids[op[1] % len(ids)]
+                    store.forget(victim)
+                    if last is not None and victim == last.id:
+                        last = None
+            else:
+                _, query, k, t = op
+                for note in store.recall(query, k=k, now_ms=t):
+                    assert store.get(note.id) is not None
+            assert store.count() <= cap
+            assert _fts_rows(c) == store.count()
+            if last is not None:
+                assert store.get(last.id) is not None
+        fts_integrity_check(c)
+    finally:
+        c.close()
+
+
+def test_eviction_option_is_validated(conn):
+    for bad in ("lru", "", None):
+        with pytest.raises(ValueError):
+            MemoryStore(conn, eviction=bad)
+    for bad in (-0.1, 1.5, float("nan"), "0.9", True):
+        with pytest.raises(ValueError):
+            MemoryStore(conn, near_threshold=bad)
+    assert MemoryStore(conn, near_threshold=None).near_threshold is None
 
 
 def test_cap_holds_after_every_commit(conn):
@@ -167,8 +260,9 @@ def test_just_written_row_is_never_evicted(conn):
     assert store.get(late.id) is not None and store.count() == 2
 
 
-def test_eviction_tie_breaks_by_id(conn):
-    store = MemoryStore(conn, max_entries=2)
+@pytest.mark.parametrize("eviction", ["utility", "fifo"])
+def test_eviction_tie_breaks_by_id(conn, eviction):
+    store = MemoryStore(conn, max_entries=2, eviction=eviction)
     a = store.store("a", now_ms=10)
     b = store.store("b", now_ms=10)
     store.store("c", now_ms=10)
@@ -197,6 +291,57 @@ def test_dedup_respects_scope_and_can_be_disabled(conn):
     plain = MemoryStore(conn, dedup=False)
     plain.store("same text")
     assert plain.count() == 3
+
+
+NEAR_A = "The user's sister lives in Lyon and works as a nurse at the hospital"
+NEAR_B = "the user's sister lives in Lyon, works as a nurse at the hospital!"  # J = 8/9
+
+
+def test_near_identical_note_merges_into_the_original(store):
+    """BC-11 beyond content_key: token Jaccard >= 0.85 among the top BM25 candidates."""
+    store.store("Completely unrelated note about garden tools", now_ms=1)
+    first = store.store(NEAR_A, tags=["family"], now_ms=5)
+    second = store.store(NEAR_B, tags=["family", "lyon"], now_ms=9)
+    assert second.id == first.id
+    assert second.content == NEAR_A  # the original text is kept
+    assert second.tags == ["family", "lyon"]
+    assert second.updated_at == 9
+    assert store.count() == 2
+    assert [n.id for n in store.recall("sister nurse Lyon")] == [first.id]
+
+
+def test_different_note_below_threshold_is_stored_separately(store):
+    a = store.store("Waters the ferns every Sunday", tags=["home"])
+    b = store.store("Waters the cactus every Sunday", tags=["home"])  # J = 4/6
+    c = store.store("Room 12 is booked for the retro")
+    d = store.store("Room 14 is booked for the retro")  # digits count as tokens
+    assert len({a.id, b.id, c.id, d.id}) == 4 and store.count() == 4
+
+
+def test_near_dedup_scope_archive_and_switch(conn):
+    store = MemoryStore(conn)
+    a = store.store(NEAR_A, scope="project", working_dir="/a")
+    assert store.store(NEAR_B, scope="project", working_dir="/b").id != a.id
+    assert store.store(NEAR_B).id != a.id  # global vs project
+    assert store.store(NEAR_B, scope="project", working_dir="/a").id == a.id
+    store.set_archived(a.id)
+    assert store.store(NEAR_B, scope="project", working_dir="/a").id != a.id
+    exact_only = MemoryStore(conn, near_threshold=None)
+    g = exact_only.store("Prefers window seats on long flights")
+    assert exact_only.store("prefers window seats on long flights.").id == g.id
+    assert exact_only.store("Prefers window seats on all long flights").id != g.id
+    strict = MemoryStore(conn, near_threshold=1.0)
+    h = strict.store("Keeps spare keys with the neighbour downstairs")
+    assert strict.store("keeps the spare keys with neighbour downstairs").id == h.id  # J = 1
+
+
+def test_near_dedup_cjk_and_tokenless_text(store):
+    a = store.store("我喜欢喝咖啡和绿茶还有红茶")
+    assert store.store("我喜欢喝咖啡和绿茶还有红茶呀").id == a.id  # 12 of 13 bigrams
+    x = store.store("ok")
+    y = store.store("no")  # no token longer than 2 chars: never a near duplicate
+    assert x.id != y.id
+    assert store.store("note a").id != store.store("note b").id  # under 3 tokens: exact only
 
 
 def test_content_key():
@@ -423,7 +568,7 @@ def test_scope_filters(store):
     g = store.store("deploy notes global")
     a = store.store("deploy notes for a", scope="project", working_dir="/repos/a")
     b = store.store("deploy notes for b", scope="project", working_dir="/repos/b")
-    ids = lambda hits: {n.id for n in hits}  # noqa: E731
+    ids = lambda hits: {n.id for n in hits}
     assert ids(store.recall("deploy", scope="project", working_dir="/repos/a")) == {a.id}
     assert store.recall("deploy", scope="project") == []
     assert ids(store.recall("deploy", scope="all")) == {g.id, a.id, b.id}

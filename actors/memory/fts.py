@@ -30,17 +30,19 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 __all__ = [
-    "index_text",
-    "content_key",
-    "normalise_bm25",
-    "build_match_query",
-    "query_terms",
-    "contains_cjk",
-    "is_cjk_char",
     "CJK_RANGES",
+    "build_match_query",
+    "cjk_grams",
+    "contains_cjk",
+    "content_key",
+    "index_text",
+    "is_cjk_char",
+    "normalise_bm25",
+    "query_terms",
+    "quote_terms",
 ]
 
 #: Code-point ranges (inclusive) of scripts written without spaces between words,
@@ -73,6 +75,7 @@ CJK_RANGES: tuple[tuple[int, int], ...] = (
 
 _TRAILING_PUNCT = ".!?;,:。！？；，、…"
 _WS_RE = re.compile(r"\s+")
+_ASCII_WORD_RE = re.compile(r"[a-z0-9]+")
 
 _CJK_CLASS = "".join(
     f"\\U{lo:08x}-\\U{hi:08x}" if lo != hi else f"\\U{lo:08x}" for lo, hi in CJK_RANGES
@@ -126,6 +129,15 @@ def _bigrams(subrun: str) -> list[str]:
     return [subrun[i : i + 2] for i in range(len(subrun) - 1)]
 
 
+def cjk_grams(word: str) -> list[str]:
+    """Return the overlapping character bigrams of a CJK word (a single character
+    stays itself), split at non-letter/digit characters as :func:`index_text` does."""
+    grams: list[str] = []
+    for sub in _cjk_units(word):
+        grams.extend(_bigrams(sub))
+    return grams
+
+
 def index_text(text: str | None) -> str:
     """Return the text the FTS5 tables index for stored ``text`` (BC-03).
 
@@ -165,6 +177,8 @@ def query_terms(text: str) -> list[tuple[str, bool]]:
     is a sub-run of CJK letters/digits. Nothing of FTS5 syntax survives: quotes,
     ``*``, ``-``, ``:``, ``^``, ``+`` and parentheses are separators.
     """
+    if text.isascii():  # fast path, same result: ASCII letters/digits, nothing else
+        return [(w, False) for w in dict.fromkeys(_ASCII_WORD_RE.findall(text.lower()))]
     text = unicodedata.normalize("NFKC", text).lower()
     terms: list[tuple[str, bool]] = []
     seen: set[tuple[str, bool]] = set()
@@ -199,15 +213,42 @@ def query_terms(text: str) -> list[tuple[str, bool]]:
     return terms
 
 
+def quote_terms(
+    terms: Iterable[tuple[str, bool]], *, prefix: bool | Callable[[str], bool]
+) -> list[str]:
+    """Turn ``(term, is_cjk)`` pairs from :func:`query_terms` into quoted FTS5 terms.
+
+    A word becomes ``"word"``, plus ``*`` (prefix match) when ``prefix`` is True or a
+    callable that returns True for it. A CJK word of two or more characters becomes the
+    quoted phrase of its bigrams (never a prefix); a single CJK character is ``"x"*``
+    unless ``prefix`` is False. Duplicates are dropped, order kept. Only letters,
+    digits, combining marks and spaces ever appear between the quotes.
+    """
+    parts: list[str] = []
+    for term, is_cjk in terms:
+        if is_cjk:
+            for sub in _cjk_units(term):
+                grams = _bigrams(sub)
+                if len(grams) == 1 and len(grams[0]) == 1:
+                    parts.append(f'"{grams[0]}"' + ("*" if prefix is not False else ""))
+                else:
+                    parts.append('"' + " ".join(grams) + '"')
+        else:
+            star = prefix if isinstance(prefix, bool) else prefix(term)
+            parts.append(f'"{term}"' + ("*" if star else ""))
+    return list(dict.fromkeys(parts))
+
+
 def build_match_query(text: str, *, prefix: bool = True) -> str | None:
     """Build a safe FTS5 MATCH expression from arbitrary user text (anchor §2.1).
 
     Every word becomes a double-quoted string token, with ``*`` appended when
-    ``prefix`` is true (notes recall; lessons/procedures use ``prefix=False``), and
-    the terms are joined with ``OR`` (lenient: any term may match, BM25 ranks). A CJK
-    word of two or more characters becomes the quoted phrase of its bigrams (no
-    ``*``); a single CJK character is a (prefix) term. Operators typed by the user
-    (AND/OR/NOT/NEAR) end up as ordinary quoted words.
+    ``prefix`` is true (the anchor's notes form; lessons/procedures use
+    ``prefix=False``), and the terms are joined with ``OR`` (lenient: any term may
+    match, BM25 ranks). A CJK word of two or more characters becomes the quoted phrase
+    of its bigrams (no ``*``); a single CJK character is a (prefix) term. Operators
+    typed by the user (AND/OR/NOT/NEAR) end up as ordinary quoted words. Notes recall
+    uses the refined builder ``recall.build_recall_query`` (stopwords, prefix length).
 
     Example: ``'Staging flyway_BASELINE?'`` ->
     ``'"staging"* OR "flyway"* OR "baseline"*'``; ``'部署v2'`` -> ``'"部署" OR "v2"*'``.
@@ -218,21 +259,8 @@ def build_match_query(text: str, *, prefix: bool = True) -> str | None:
     """
     if not isinstance(text, str) or not text:
         return None
-    star = "*" if prefix else ""
-    parts: list[str] = []
-    for term, is_cjk in query_terms(text):
-        if is_cjk:
-            for sub in _cjk_units(term):
-                grams = _bigrams(sub)
-                if len(grams) == 1 and len(grams[0]) == 1:
-                    parts.append(f'"{grams[0]}"{star}')
-                else:
-                    parts.append('"' + " ".join(grams) + '"')
-        else:
-            parts.append(f'"{term}"{star}')
-    if not parts:
-        return None
-    return " OR ".join(dict.fromkeys(parts))
+    parts = quote_terms(query_terms(text), prefix=bool(prefix))
+    return " OR ".join(parts) if parts else None
 
 
 def content_key(content: str) -> str:

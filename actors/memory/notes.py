@@ -2,15 +2,17 @@
 
 Notes live in ``memories``; ``memories_fts`` mirrors ``aa_index_text(content)`` through
 triggers, so the index can never go stale after an update or delete (BC-05). Recall
-turns any user text into a safe MATCH expression (``fts.build_match_query``) and ranks
-by ``bm25()``; scores are normalised within the hit set so that higher is better and the
-strongest hit is exactly 1.0 (BC-04).
+(``recall`` module): a safe MATCH expression without stopwords, a BM25 pool, term
+coverage and same-session context; the strongest hit scores exactly 1.0 (BC-04).
 
 Bounds (seed 000 §4.5, §9): at most ``max_entries`` rows (default 1000); after every
-insert the oldest rows by ``(updated_at, id)`` are deleted in the same transaction,
-never the row just written, so the cap holds after every commit. Text equal to an
-existing note after ``fts.content_key`` normalisation (same scope and working dir)
-merges into it instead (BC-11): same id, tags united, ``updated_at`` refreshed.
+insert the surplus is deleted in the same transaction, never the row just written, so
+the cap holds after every commit. Eviction order: ``"utility"`` (default; anchor §2.2,
+beats seed 000 §10) the least recalled first, ``recall_count, COALESCE(last_recalled_at,
+0), updated_at, id`` ascending; ``"fifo"`` the oldest ``(updated_at, id)`` first. A note
+equal to an active one after ``fts.content_key``, or near-identical to one
+(``dedup.find_duplicate``: token Jaccard >= 0.85), merges into it (BC-11): same id,
+tags united, ``updated_at`` refreshed.
 
 Every write goes through ``schema.write_txn`` (``BEGIN IMMEDIATE``, or a savepoint
 inside a caller's transaction). Times are Unix milliseconds.
@@ -23,21 +25,30 @@ from collections.abc import Iterable, Sequence
 import apsw
 import msgspec
 
-from .errors import ValidationError, optional_text, require_int, require_positive_id, string_list
+from .dedup import NEAR_THRESHOLD, find_duplicate
+from .errors import (
+    ValidationError,
+    optional_text,
+    require_int,
+    require_positive_id,
+    string_list,
+)
 from .errors import now_ms as _now
-from .fts import build_match_query, content_key, normalise_bm25
+from .fts import content_key
+from .recall import build_recall_query, ranked_search, register_recall_functions
 from .schema import write_txn
 
 __all__ = [
-    "Note",
-    "MemoryStore",
-    "validate_content",
-    "validate_tags",
+    "DEFAULT_MAX_ENTRIES",
+    "EVICTION_ORDERS",
     "MAX_CONTENT_CHARS",
+    "MAX_QUERY_CHARS",
     "MAX_TAGS",
     "MAX_TAG_CHARS",
-    "MAX_QUERY_CHARS",
-    "DEFAULT_MAX_ENTRIES",
+    "MemoryStore",
+    "Note",
+    "validate_content",
+    "validate_tags",
 ]
 
 #: Limits of seed 000 §4 / §8 and anchor §2.2.
@@ -136,25 +147,22 @@ _SQL_INSERT = (
     "INSERT INTO memories (content, content_key, tags, source, scope, working_dir,"
     " session_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
-_SQL_FIND_DUP = (
-    "SELECT id, tags FROM memories WHERE content_key = ? AND scope = ?"
-    " AND working_dir IS ? AND archived = 0 ORDER BY id LIMIT 1"
-)
 _SQL_MERGE = (
     "UPDATE memories SET tags = ?, updated_at = max(updated_at, ?),"
     " recall_count = recall_count + 1 WHERE id = ?"
 )
+#: Eviction orders (``ORDER BY`` of the rows to delete first), by constructor name.
+EVICTION_ORDERS: dict[str, str] = {
+    "utility": "recall_count, COALESCE(last_recalled_at, 0), updated_at, id",
+    "fifo": "updated_at, id",
+}
 _SQL_EVICT = (
     "DELETE FROM memories WHERE id IN ("
-    " SELECT id FROM memories WHERE id <> ? ORDER BY updated_at, id LIMIT ?)"
+    " SELECT id FROM memories WHERE id <> ? ORDER BY {order} LIMIT ?)"
 )
 _SQL_BUMP = (
     "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = ?"
     " WHERE id IN (SELECT value FROM json_each(?))"
-)
-_SQL_RECALL_HEAD = (
-    f"SELECT {_COLS}, bm25(memories_fts) AS raw FROM memories_fts"
-    " JOIN memories m ON m.id = memories_fts.rowid WHERE memories_fts MATCH ?"
 )
 _SQL_TAGS_ALL = (
     " AND NOT EXISTS (SELECT 1 FROM json_each(?) AS req"
@@ -189,9 +197,14 @@ class MemoryStore:
         conn: a connection from ``schema.open_database`` (migrated).
         max_entries: hard row cap (``memory.notes.maxEntries``, default 1000).
         max_content_chars: per-note ceiling (``memory.notes.maxContentChars``, 4000).
-        dedup: merge normalised-identical notes (BC-11); default on.
+        dedup: merge identical and near-identical notes (BC-11); default on.
+        near_threshold: token Jaccard in [0, 1] from which a note counts as
+            near-identical (default 0.85); None merges exact duplicates only.
+        eviction: ``"utility"`` (default: least recalled first) or ``"fifo"``
+            (oldest ``updated_at`` first), see :data:`EVICTION_ORDERS`.
 
-    Raises ``ValueError`` for a non-positive cap; methods raise ``ValidationError``.
+    Raises ``ValueError`` for a non-positive cap, a threshold outside [0, 1] or an
+    unknown eviction order; methods raise ``ValidationError``.
     """
 
     def __init__(
@@ -201,14 +214,28 @@ class MemoryStore:
         max_entries: int = DEFAULT_MAX_ENTRIES,
         max_content_chars: int = MAX_CONTENT_CHARS,
         dedup: bool = True,
+        near_threshold: float | None = NEAR_THRESHOLD,
+        eviction: str = "utility",
     ) -> None:
         for name, value in (("max_entries", max_entries), ("max_content_chars", max_content_chars)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be a positive integer")
+        if near_threshold is not None and (
+            isinstance(near_threshold, bool)
+            or not isinstance(near_threshold, (int, float))
+            or not 0.0 <= near_threshold <= 1.0
+        ):
+            raise ValueError("near_threshold must be a number in [0, 1] or None")
+        if eviction not in EVICTION_ORDERS:
+            raise ValueError(f"eviction must be one of {sorted(EVICTION_ORDERS)}")
         self.conn = conn
         self.max_entries = max_entries
         self.max_content_chars = max_content_chars
         self.dedup = bool(dedup)
+        self.near_threshold = None if near_threshold is None else float(near_threshold)
+        self.eviction = eviction
+        self._sql_evict = _SQL_EVICT.format(order=EVICTION_ORDERS[eviction])
+        register_recall_functions(conn)
 
     # -- writes ---------------------------------------------------------------------
 
@@ -230,10 +257,12 @@ class MemoryStore:
         ``project`` needs a non-empty ``working_dir``; ``working_dir`` / ``session_id``
         trimmed, empty -> None.
 
-        In one transaction: merge into an active note with the same
-        :func:`content_key`, scope and working dir (tags united, at most 16, existing
-        first; ``updated_at`` = now; ``recall_count`` + 1), else insert and evict the
-        oldest rows by ``(updated_at, id)`` above ``max_entries`` (never the new row).
+        In one transaction: merge into an active note of the same scope and working
+        dir with the same :func:`content_key` or a near-identical text
+        (``dedup.find_duplicate``; tags united, at most 16, existing first;
+        ``updated_at`` = now; ``recall_count`` + 1; content and id kept), else insert
+        and evict the surplus above ``max_entries`` in the store's eviction order
+        (never the new row).
 
         Raises:
             ValidationError: fields ``content``, ``tags``, ``source``, ``scope``,
@@ -254,9 +283,9 @@ class MemoryStore:
         conn = self.conn
         with write_txn(conn):
             if self.dedup:
-                dup = conn.execute(_SQL_FIND_DUP, (key, scope, working_dir)).fetchall()
-                if dup:
-                    note_id, raw_tags = dup[0]
+                dup = find_duplicate(conn, content, key, scope, working_dir, self.near_threshold)
+                if dup is not None:
+                    note_id, raw_tags = dup
                     merged = _decode_tags(raw_tags)
                     merged += [t for t in tags if t not in merged][: MAX_TAGS - len(merged)]
                     conn.execute(_SQL_MERGE, (_encode_json(merged), now, note_id))
@@ -273,11 +302,12 @@ class MemoryStore:
         return _row(self.conn.execute(_SQL_GET, (note_id,)).fetchall()[0])
 
     def _evict(self, keep_id: int) -> int:
-        """Delete the oldest rows above the cap, never ``keep_id``; return the count."""
+        """Delete the rows above the cap in eviction order, never ``keep_id``; return
+        the count."""
         excess = self.count() - self.max_entries
         if excess <= 0:
             return 0
-        self.conn.execute(_SQL_EVICT, (keep_id, excess))
+        self.conn.execute(self._sql_evict, (keep_id, excess))
         return self.conn.changes()
 
     def forget(self, note_id: int) -> bool:
@@ -332,7 +362,7 @@ class MemoryStore:
         bump: bool = True,
         now_ms: int | None = None,
     ) -> list[Note]:
-        """Return up to ``k`` notes matching ``query`` by BM25, best first.
+        """Return up to ``k`` notes matching ``query``, best first (``recall`` module).
 
         Args:
             query: any user text, at most 500 chars after trimming; text with nothing
@@ -345,9 +375,10 @@ class MemoryStore:
             bump: add 1 to ``recall_count`` / stamp ``last_recalled_at`` of the hits.
             now_ms: bump time, Unix ms.
 
-        Each note's ``score`` is the BM25 score normalised within the hit set
-        (:func:`normalise_bm25`): in [0, 1], strongest = 1.0. Archived notes are
-        included.
+        Ranking (``recall.ranked_search``): BM25 of the best ``max(4k, 32)`` hits x
+        the fraction of query terms a note holds, + half the score of an adjacent
+        note of the same session. ``score`` = relevance / best: in [0, 1], strongest
+        1.0 (BC-04). Archived notes are included; every hit matches a query term.
 
         Raises:
             ValidationError: fields ``query``, ``k``, ``scope``, ``workingDir``,
@@ -363,25 +394,22 @@ class MemoryStore:
             raise ValidationError("scope", "must be 'all' or 'project'")
         working_dir = optional_text(working_dir, "workingDir")
         required = validate_tags(tags)
-        match = build_match_query(query)
-        if match is None or (scope == "project" and working_dir is None):
+        rq = build_recall_query(query)
+        if rq is None or (scope == "project" and working_dir is None):
             return []
-        sql = _SQL_RECALL_HEAD
-        args: list[object] = [match]
+        where = ""
+        args: list[object] = []
         if scope == "project":
-            sql += _SQL_SCOPE_PROJECT
+            where += _SQL_SCOPE_PROJECT
             args.append(working_dir)
         elif scope is None and working_dir is not None:
-            sql += _SQL_SCOPE_VISIBLE
+            where += _SQL_SCOPE_VISIBLE
             args.append(working_dir)
         if required:
-            sql += _SQL_TAGS_ALL
+            where += _SQL_TAGS_ALL
             args.append(_encode_json(required))
-        sql += " ORDER BY raw, m.id LIMIT ?"
-        args.append(k)
-        rows = self.conn.execute(sql, tuple(args)).fetchall()
-        scores = normalise_bm25([r[9] for r in rows])
-        notes = [_row(r, s) for r, s in zip(rows, scores)]
+        hits = ranked_search(self.conn, rq, k, cols=_COLS, where=where, args=args)
+        notes = [_row(r, s) for r, s in hits]
         if bump and notes:
             self.bump_recall([n.id for n in notes], now_ms)
         return notes

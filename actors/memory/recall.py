@@ -1,0 +1,414 @@
+"""Keyword recall over ``memories_fts``: query building and ranking (DESIGN §4, §12).
+
+``MemoryStore.recall`` (and so ``memory.notes.recall`` and the ``### recalled`` section)
+ranks notes in four steps, each measured on LoCoMo dev with ``python -m bench.locomo
+--ablation`` (evidence recall@10, categories 1-4, one note per dialog turn; figures in
+``bench/RESULTS.md``). The anchor's query (every word, prefix ``*``) over the same
+BM25 pool scores 56.1 %:
+
+1. **Query** (:func:`build_recall_query`): the words of the user text (``fts.query_terms``:
+   NFKC, lower-cased, Unicode letter/digit runs, so no FTS5 syntax survives) minus
+   English function words (:data:`STOPWORDS`: question words, auxiliaries, pronouns,
+   determiners, the fragments of ``didn't``/``I'm``); when nothing but stopwords is left
+   the original words are kept, so "to be or not to be" still finds itself. Each word is
+   a quoted term; it is also a prefix term (``"word"*``) only when it has at least
+   :data:`PREFIX_MIN_CHARS` characters and is not plain ASCII. FTS5's Porter stemmer
+   already joins English inflections (``camping``/``camped`` -> ``camp``), and an
+   English prefix is costly noise (``going`` -> ``go*``: go, good, goal, google;
+   ``like*``: likely) that read a third of a 100k index; Porter leaves every other
+   script alone, so those words keep the anchor's prefix (``ёжик`` finds ``ёжиков``).
+   CJK words become the phrase of their bigrams (BC-03). Terms are OR-joined.
+   56.1 % -> 60.2 %.
+2. **Pool**: ``ORDER BY bm25() LIMIT n`` on ``memories_fts`` (SQLite's top-n sorter;
+   ``memories`` is joined for the n pooled rows only), with ``n`` =
+   ``max(POOL_PER_K * k, POOL_MIN)``; scope / tag filters are applied to the pool and the
+   pool is widened (x4) until enough rows survive or FTS5 has no more hits, so filtered
+   results are exact. FTS5 computes ``bm25()`` for every hit, so cost follows the
+   postings of the query's words: from :data:`COMMON_MIN_NOTES` notes on, words held by
+   more than :data:`COMMON_DF` of them (``fts5vocab`` counts) only score notes that the
+   rare words found, as Lucene's CommonTermsQuery does -- their exact FTS5 ``bm25()``
+   share is added in Python (:func:`_common_score`); a query of common words only pools
+   the notes holding all of them (every hit if too few). 100k notes: p95 ~38 -> ~18 ms.
+3. **Coverage** (coordination level): each pooled note's ``-bm25`` is multiplied by the
+   fraction of query terms it contains (the FTS5 auxiliary function ``aa_coverage``).
+   BM25 gives a word in more than half of the notes an IDF of ~1e-6, so a name that
+   starts half of a conversation's turns adds nothing; coverage still prefers the note
+   that has it. 60.2 % -> 61.4 %.
+4. **Session context**: a note written just before or after a pooled note in the same
+   session (``session_id`` equal, ids adjacent) gets :data:`CONTEXT_WEIGHT` times that
+   neighbour's score added, *if it matches the query itself* (a note without any query
+   word is never returned). Answers follow the remark that names their topic: "Got
+   any favourite styles?" -> "Contemporary dance is so expressive". Notes that one
+   reflection pass or one conversation writes in a row share their context the same
+   way. 61.4 % -> 68.2 % (with the older prefix rule, weights 0.25 / 0.5 / 0.75 / 1.0
+   gave 66.8 / 68.5 / 68.7 / 67.8 %).
+
+Final scores are divided by the best one, so the strongest hit is exactly 1.0 and a
+higher relevance never gets a lower score (BC-04). Everything here is read-only.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import apsw
+import msgspec
+
+from .fts import index_text, query_terms, quote_terms
+
+__all__ = [
+    "COMMON_DF",
+    "COMMON_MIN_NOTES",
+    "CONTEXT_WEIGHT",
+    "POOL_MIN",
+    "POOL_PER_K",
+    "PREFIX_MIN_CHARS",
+    "STOPWORDS",
+    "RecallQuery",
+    "build_recall_query",
+    "compile_terms",
+    "doc_freqs",
+    "index_terms",
+    "matches_text",
+    "ranked_search",
+    "register_recall_functions",
+]
+
+#: English function words dropped from recall queries: the NLTK English list (articles,
+#: pronouns, auxiliaries, prepositions, conjunctions, question words) plus the pieces
+#: that the letter/digit split leaves of contractions (``didn't`` -> ``didn``, ``t``).
+#: Lower-case, compared after NFKC + lower-casing. Content words ("like", "kind",
+#: "favorite") are deliberately kept: removing them measured no better on LoCoMo.
+_STOPWORD_TEXT = """
+a about above after again against all am an and any are as at be because been before being
+below between both but by can cannot could did do does doing down during each few for from
+further had has have having he her here hers herself him himself his how i if in into is it
+its itself let me more most my myself no nor not of off on once only or other ought our ours
+ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were
+what when where which while who whom why with would you your yours yourself yourselves
+s t d ll m re ve didn doesn don isn wasn weren aren hasn haven hadn couldn wouldn shouldn won
+mustn shan needn mightn
+"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+
+#: Non-ASCII words of at least this many characters are prefix terms (``"word"*``);
+#: all others must match a whole (Porter-stemmed) token.
+PREFIX_MIN_CHARS = 4
+#: The BM25 pool is ``max(POOL_PER_K * k, POOL_MIN)`` rows (anchor §2.2 fetches k*4).
+POOL_PER_K = 4
+POOL_MIN = 32
+#: Share of a same-session neighbour's score a matching note inherits (step 4).
+CONTEXT_WEIGHT = 0.5
+#: From this many notes on, terms in more than COMMON_DF of them are "common" (step 2).
+#: 5 %: forced onto LoCoMo dev it scores 68.4 % (unsplit 68.2 %; 3 %: 67.5, 2 %: 65.0)
+#: and keeps recall p95 at 100k notes ~18 ms (2 %: ~11 ms, 10 %: ~28 ms).
+COMMON_MIN_NOTES = 20_000
+COMMON_DF = 0.05
+
+_IDS = msgspec.json.Encoder()
+
+
+class _Tokenizer:
+    """FTS5's own ``porter unicode61`` tokenizer (the one ``memories_fts`` uses), on a
+    private in-memory connection behind a lock (apsw connections refuse concurrent
+    use from two threads). Created on first use; a call costs a few microseconds."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._tok: apsw.FTS5Tokenizer | None = None
+        self._conn: apsw.Connection | None = None
+
+    def __call__(self, text: str, *, query: bool) -> list[str]:
+        """The index terms of ``text`` (``query``: tokenized as a query string)."""
+        mode = apsw.FTS5_TOKENIZE_QUERY if query else apsw.FTS5_TOKENIZE_DOCUMENT
+        with self._lock:
+            if self._tok is None:
+                self._conn = apsw.Connection(":memory:")
+                self._tok = self._conn.fts5_tokenizer("porter", ["unicode61"])
+            return self._tok(text.encode("utf-8"), mode, None,
+                             include_offsets=False, include_colocated=False)
+
+
+_TOKENIZE = _Tokenizer()
+
+
+@functools.lru_cache(maxsize=8192)
+def index_terms(text: str) -> tuple[str, ...]:
+    """The index terms (Porter stems) FTS5 makes of ``text`` in a query (memoised)."""
+    return tuple(_TOKENIZE(text, query=True))
+
+
+def _prefix_ok(word: str) -> bool:
+    return len(word) >= PREFIX_MIN_CHARS and not word.isascii()
+
+
+class RecallQuery(NamedTuple):
+    """A safe FTS5 MATCH expression and what it matches.
+
+    Attributes:
+        match: quoted terms joined by ``OR`` (never any other FTS5 syntax).
+        parts: those quoted terms, in order.
+        phrases: per part, its index terms (stemmed; empty if FTS5 finds none) and
+            whether it is a prefix term -- what FTS5 itself makes of it, used to test
+            a note's text in Python.
+        all_stopwords: True when every word was a stopword and all were kept.
+    """
+
+    match: str
+    parts: tuple[str, ...]
+    phrases: tuple[tuple[tuple[str, ...], bool], ...]
+    all_stopwords: bool = False
+
+
+def compile_terms(parts: Sequence[str], all_stopwords: bool = False) -> RecallQuery | None:
+    """Make a :class:`RecallQuery` of quoted terms from ``fts.quote_terms``."""
+    if not parts:
+        return None
+    phrases = tuple((index_terms(p.rstrip("*").strip('"')), p.endswith("*")) for p in parts)
+    return RecallQuery(" OR ".join(parts), tuple(parts), phrases, all_stopwords)
+
+
+def build_recall_query(text: object) -> RecallQuery | None:
+    """Build the recall MATCH expression for any user text (step 1 above).
+
+    ``None`` when nothing indexable remains (empty, whitespace, punctuation, emoji, a
+    non-string): the caller returns no hits. Never raises.
+
+    Example: ``"What did Caroline research?"`` -> ``'"caroline" OR "research"'``;
+    ``"to be or not"`` -> ``'"to" OR "be" OR "or" OR "not"'``.
+    """
+    if not isinstance(text, str) or not text:
+        return None
+    words = query_terms(text)
+    kept = [(w, cjk) for w, cjk in words if cjk or w not in STOPWORDS]
+    all_stop = not kept
+    return compile_terms(quote_terms(kept or words, prefix=_prefix_ok), all_stop)
+
+
+def _matches(phrases: Sequence[tuple[tuple[str, ...], bool]], tokens: Sequence[str]) -> bool:
+    """True when any phrase occurs in ``tokens`` as FTS5 would match it: the tokens in
+    sequence, the last one as a prefix for a prefix term."""
+    vocab = set(tokens)
+    words = {t[0] for t, star in phrases if len(t) == 1 and not star}
+    if not words.isdisjoint(vocab):
+        return True
+    starts = tuple(t[0] for t, star in phrases if len(t) == 1 and star)
+    if starts and any(v.startswith(starts) for v in vocab):
+        return True
+    for terms, star in phrases:
+        n = len(terms)
+        if n < 2:  # single terms are done above, empty phrases never match
+            continue
+        for i in range(len(tokens) - n + 1):
+            if all(tokens[i + j] == terms[j] for j in range(n - 1)) and (
+                tokens[i + n - 1].startswith(terms[-1]) if star
+                else tokens[i + n - 1] == terms[-1]
+            ):
+                return True
+    return False
+
+
+def matches_text(query: RecallQuery, text: str) -> bool:
+    """True when ``memories_fts MATCH query.match`` would select a note of ``text``."""
+    return _matches(query.phrases, _TOKENIZE(index_text(text), query=False))
+
+
+def _coverage(api: apsw.FTS5ExtensionApi, *_args: object) -> float:
+    """FTS5 auxiliary function: the fraction of the query's phrases found in this row
+    (``memories_fts`` has one column, so a matching row holds a lone phrase)."""
+    n = api.phrase_count
+    if n <= 1:
+        return float(n)
+    return (n - list(map(api.phrase_columns, range(n))).count(())) / n
+
+
+def _corpus(api: apsw.FTS5ExtensionApi, *_args: object) -> str:
+    """FTS5 auxiliary function: ``"<rows> <tokens> <tokens in this row>"``, the
+    figures FTS5's own ``bm25()`` uses (N, total length, document length)."""
+    return f"{api.row_count} {api.column_total_size(-1)} {api.column_size(-1)}"
+
+
+def register_recall_functions(conn: apsw.Connection) -> None:
+    """Register the FTS5 auxiliary functions ``aa_coverage`` and ``aa_corpus`` on
+    ``conn`` (idempotent)."""
+    conn.register_fts5_function("aa_coverage", _coverage)
+    conn.register_fts5_function("aa_corpus", _corpus)
+
+
+_SQL_VOCAB = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.aa_memories_vocab"
+    " USING fts5vocab(main, 'memories_fts', 'row')"
+)
+_SQL_DF = (
+    "SELECT j.value, v.doc FROM json_each(?) AS j"
+    " CROSS JOIN temp.aa_memories_vocab AS v ON v.term = j.value"
+)
+
+
+def doc_freqs(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
+    """Return how many notes hold each index term (terms no note holds are absent).
+
+    Reads an ``fts5vocab`` table that this creates in the connection's temp schema
+    (nothing is written to the file). FTS5 counts the term's doclist: ~0.7 ms for a
+    term held by 10,000 notes on the 2-core bench machine.
+    """
+    if not terms:
+        return {}
+    conn.execute(_SQL_VOCAB)
+    return dict(conn.execute(_SQL_DF, (_IDS.encode(sorted(set(terms))).decode(),)))
+
+
+# ``ORDER BY bm25(...) LIMIT n`` lets SQLite keep a top-n sorter; FTS5's ``ORDER BY
+# rank`` sorts every hit first and measured 1.5x slower at 100k notes (bench.recall).
+# The auxiliary functions run only for rows that enter the sorter, and ``memories`` is
+# read for the n pooled rows only; filters sit in the LEFT JOIN so that rows they
+# reject still count towards "FTS5 has more hits".
+_SQL_POOL = (
+    "SELECT p.rowid, p.raw, p.cover, p.corpus, {cols}, m.session_id FROM ("
+    " SELECT rowid, bm25(memories_fts) AS raw, aa_coverage(memories_fts) AS cover,"
+    " {corpus} AS corpus FROM memories_fts WHERE memories_fts MATCH ? ORDER BY raw LIMIT ?)"
+    " AS p LEFT JOIN memories m ON m.id = p.rowid{where}"
+)
+_SQL_NEAR = (
+    "SELECT {cols}, m.session_id FROM memories m"
+    " WHERE m.id IN (SELECT value FROM json_each(?)){where}"
+)
+_SQL_ID_RANGE = "SELECT (SELECT min(id) FROM memories), (SELECT max(id) FROM memories)"
+#: FTS5's ``bm25()`` constants (``fts5_aux.c``): k1 = 1.2, b = 0.75.
+_K1, _B = 1.2, 0.75
+
+
+def _common_terms(conn: apsw.Connection, query: RecallQuery) -> dict[str, int]:
+    """Index terms of ``query`` held by more than :data:`COMMON_DF` of the notes, with
+    their document frequency; ``{}`` below :data:`COMMON_MIN_NOTES` notes (estimated
+    from the id range, an upper bound) or when the split would not help."""
+    lo, hi = conn.execute(_SQL_ID_RANGE).fetchall()[0]
+    if lo is None or hi - lo + 1 < COMMON_MIN_NOTES:
+        return {}
+    singles = [t[0] for t, star in query.phrases if len(t) == 1 and not star]
+    df = doc_freqs(conn, singles)
+    return {t: n for t, n in df.items() if n > COMMON_DF * (hi - lo + 1)}
+
+
+def _common_score(content: str, corpus: str, common: dict[str, int]) -> tuple[float, int]:
+    """FTS5's ``bm25()`` share of the ``common`` terms for one note, and how many of
+    them it holds: ``sum idf * f (k1 + 1) / (f + k1 (1 - b + b dl / avgdl))`` with
+    ``idf = ln((N - n + 0.5) / (n + 0.5))`` (1e-6 when not positive), as fts5_aux.c."""
+    rows, total, size = (int(x) for x in corpus.split())
+    tokens = _TOKENIZE(index_text(content), query=False)
+    norm = _K1 * (1 - _B + _B * size / (total / rows)) if total else _K1
+    score, held = 0.0, 0
+    for term, n in common.items():
+        f = tokens.count(term)
+        if f:
+            idf = math.log((rows - n + 0.5) / (n + 0.5))
+            score += (idf if idf > 0 else 1e-6) * f * (_K1 + 1) / (f + norm)
+            held += 1
+    return score, held
+
+
+def ranked_search(
+    conn: apsw.Connection,
+    query: RecallQuery,
+    k: int,
+    *,
+    cols: str,
+    where: str = "",
+    args: Sequence[object] = (),
+    coverage: bool = True,
+    context_weight: float = CONTEXT_WEIGHT,
+    split_common: bool = True,
+) -> list[tuple[tuple, float]]:
+    """Return up to ``k`` ``(row, score)`` pairs, best first (steps 2-4 above).
+
+    Args:
+        conn: a connection with :func:`register_recall_functions` applied.
+        query: from :func:`build_recall_query` (or :func:`compile_terms`).
+        k: the number of notes wanted (>= 1).
+        cols: the ``memories m`` columns to return; the first must be ``m.id``, the
+            second ``m.content``. ``m.session_id`` is appended to every row.
+        where: extra ``" AND ..."`` conditions on ``m`` (scope, working dir, tags).
+        args: the bindings of ``where``.
+        coverage / context_weight: steps 3 and 4 (``False`` / ``0.0`` switch them off;
+            ``bench.locomo --ablation`` measures each).
+        split_common: on large indexes, pool by the rare terms only (step 2).
+
+    Scores are in [0, 1], the first is 1.0 (all 1.0 when every raw score is 0).
+    """
+    want = max(POOL_PER_K * k, POOL_MIN)
+    common = _common_terms(conn, query) if split_common else {}
+    rare = [p for p, (t, star) in zip(query.parts, query.phrases)
+            if star or len(t) != 1 or t[0] not in common]
+    if not common:
+        plans = [(query.match, {})]
+    elif rare:
+        plans = [(" OR ".join(rare), common)]
+    else:  # only common terms: the notes holding all of them, else every hit
+        plans = [(" AND ".join(query.parts), {}), (query.match, {})]
+    for n, (match, split) in enumerate(plans):
+        limit = want
+        sql = _SQL_POOL.format(cols=cols, where=where, corpus="aa_corpus(memories_fts)"
+                               if split else "''")
+        while True:
+            pool = conn.execute(sql, (match, limit, *args)).fetchall()
+            kept = sorted((r for r in pool if r[4] is not None), key=lambda r: (r[1], r[0]))
+            if len(kept) >= want or len(pool) < limit:
+                break
+            limit *= 4
+        if len(kept) >= want or n == len(plans) - 1:
+            break
+    rows: dict[int, tuple] = {}
+    base: dict[int, float] = {}
+    for rowid, raw, cover, corpus, *row in kept[:want]:
+        rows[rowid] = tuple(row)
+        relevance = max(0.0, -raw)
+        if split:
+            extra, held = _common_score(row[1], corpus, split)
+            relevance += extra
+            cover = (cover * len(rare) + held) / len(query.parts)
+        base[rowid] = relevance * (cover if coverage else 1.0)
+    if not base:
+        return []
+    session = {i: rows[i][-1] for i in base}
+
+    def context(i: int) -> float:
+        own_session = session[i]
+        if own_session is None or not context_weight:
+            return 0.0
+        return context_weight * sum(base[j] for j in (i - 1, i + 1)
+                                    if j in base and session[j] == own_session)
+
+    scores = {i: own + context(i) for i, own in base.items()}
+    if context_weight:
+        # Same-session neighbours (ids +-1) outside the pool score only the context
+        # weight times their pooled neighbours; fetch those that could still reach the
+        # top k, keep those of the same session whose text matches the query. The text
+        # is tested in Python with FTS5's tokenizer (a rowid seek per note re-runs the
+        # whole MATCH, ~0.2 ms each).
+        kth = sorted(scores.values(), reverse=True)[k - 1] if len(scores) >= k else 0.0
+        pooled = set(base)
+        bound: dict[int, float] = {}
+        for i, own in base.items():
+            if session[i] is not None:
+                for j in (i - 1, i + 1):
+                    if j not in base:
+                        bound[j] = bound.get(j, 0.0) + context_weight * own
+        near = [j for j, b in bound.items() if b >= kth or len(scores) < k]
+        found = conn.execute(_SQL_NEAR.format(cols=cols, where=where),
+                             (_IDS.encode(near).decode(), *args)) if near else ()
+        for row in found:
+            j = row[0]
+            if any(session[i] == row[-1] for i in (j - 1, j + 1) if i in pooled) and \
+                    matches_text(query, row[1]):
+                rows[j] = row
+                session[j] = row[-1]
+                base[j] = 0.0  # below the pool: its own BM25 is not needed
+                scores[j] = context(j)
+    top = sorted(scores.items(), key=lambda t: (-t[1], t[0]))[:k]
+    best = top[0][1]
+    return [(rows[i], (score / best if best > 0 else 1.0)) for i, score in top]
