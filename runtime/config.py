@@ -62,6 +62,12 @@ class NotesConfig(_C):
     max_entries: Pos = 1000
     max_content_chars: Annotated[int, Meta(ge=1, le=100_000)] = 4000
     recall_default_k: Annotated[int, Meta(ge=1, le=50)] = 5
+    eviction: Literal["utility", "fifo"] = "utility"
+    """Overflow eviction order: ``utility`` (least recalled, least recently recalled,
+    oldest first; beats seed 000 §10) or ``fifo`` (oldest ``updated_at``, seed 000 §4.5)."""
+    dedup_threshold: Fraction = 0.85
+    """Token-Jaccard at or above which a new note merges into an existing one (BC-11;
+    anchor §2.2 ``dedup.fts5Threshold``); 1.0 merges only normalised-identical text."""
 
 
 class RecallInjectionConfig(_C):

@@ -17,11 +17,9 @@ import apsw
 import msgspec
 
 from actors.memory.errors import MemoryFailure
-from actors.memory.notes import MemoryStore
-from actors.memory.profile import ProfileStore
+from actors.memory.actor import configured_stores
 from actors.memory.schema import SCHEMA_VERSION, open_database, user_version
 from actors.memory.tools import run_op
-from actors.memory.votes import VoteStore
 
 from .client import ClientError
 from .config import Config
@@ -55,10 +53,7 @@ class OfflineMemory:
         """Run ``op`` on the file; returns JSON-shaped data like the daemon would."""
         conn = self._open()
         m = self.cfg.memory
-        profiles = ProfileStore(conn, max_unpinned=m.profile.max_entries,
-                                pinned_budget_chars=m.profile.pinned_budget_chars)
-        notes = MemoryStore(conn, max_entries=m.notes.max_entries,
-                            max_content_chars=m.notes.max_content_chars)
+        profiles, notes, votes = configured_stores(conn, m)
         if op == "memory.stats":
             one = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
             return {"offline": True, "schemaVersion": user_version(conn),
@@ -67,7 +62,6 @@ class OfflineMemory:
                                         "WHERE superseded_by IS NULL"),
                     "notes": notes.count(), "notesCap": m.notes.max_entries}
         try:
-            votes = VoteStore(conn, enabled=m.voting.enabled, max_rows=m.voting.event_log_max_rows)
             data, _change = run_op(profiles, notes, op, args or {}, source="user",
                                    default_k=m.notes.recall_default_k, votes=votes)
         except MemoryFailure as exc:

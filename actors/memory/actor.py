@@ -28,7 +28,7 @@ import structlog
 import trio
 
 from runtime.actor import ActorContext
-from runtime.config import ActorBoot
+from runtime.config import ActorBoot, MemoryConfig
 from runtime.metrics import Metrics, MetricsRequest
 
 from .context import MemoryContext, build_context
@@ -78,6 +78,20 @@ def open_or_quarantine(path: Path) -> tuple[apsw.Connection, str | None]:
         return open_database(str(path)), str(moved)
 
 
+def configured_stores(conn: apsw.Connection,
+                      m: MemoryConfig) -> tuple[ProfileStore, MemoryStore, VoteStore]:
+    """The profile, notes and vote stores with every cap and policy from ``memory.*``
+    config: the one place both the actor and the offline CLI build them."""
+    profiles = ProfileStore(conn, max_unpinned=m.profile.max_entries,
+                            pinned_budget_chars=m.profile.pinned_budget_chars)
+    notes = MemoryStore(conn, max_entries=m.notes.max_entries,
+                        max_content_chars=m.notes.max_content_chars,
+                        near_threshold=m.notes.dedup_threshold if m.notes.dedup_threshold < 1 else None,
+                        eviction=m.notes.eviction)
+    votes = VoteStore(conn, enabled=m.voting.enabled, max_rows=m.voting.event_log_max_rows)
+    return profiles, notes, votes
+
+
 class MemoryActor:
     """Request handlers of the memory actor; see the module docstring."""
 
@@ -87,15 +101,10 @@ class MemoryActor:
         self.cfg = boot.config.memory
         self.conn = conn
         self.quarantined = quarantined
-        self.profiles = ProfileStore(conn, max_unpinned=self.cfg.profile.max_entries,
-                                     pinned_budget_chars=self.cfg.profile.pinned_budget_chars)
-        self.notes = MemoryStore(conn, max_entries=self.cfg.notes.max_entries,
-                                 max_content_chars=self.cfg.notes.max_content_chars)
+        self.profiles, self.notes, self.votes = configured_stores(conn, self.cfg)
         self.lessons = LessonStore(conn)
         self.procedures = ProcedureStore(conn)
         self.links = LinkStore(conn)
-        self.votes = VoteStore(conn, enabled=self.cfg.voting.enabled,
-                               max_rows=self.cfg.voting.event_log_max_rows)
         self._limiter = trio.CapacityLimiter(1)
         self._decoder = msgspec.msgpack.Decoder(MemoryMsg | MetricsRequest)
         self.metrics = Metrics()
