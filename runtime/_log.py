@@ -55,8 +55,9 @@ def configure(actor: str, *, log_dir: str | Path | None = None, level: str = "in
         try:
             Path(log_dir).mkdir(parents=True, exist_ok=True)
             streams.append(open(Path(log_dir) / f"{actor}.log", "a", buffering=1, encoding="utf-8"))
-        except OSError:
-            pass  # an unwritable log dir must not stop the daemon; stderr still works
+        except OSError as exc:  # an unwritable log dir must not stop the daemon
+            print(f"atomic-agent: cannot write logs to {log_dir} ({exc.strerror}); "
+                  "logging to stderr only", file=sys.stderr)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,

@@ -311,10 +311,6 @@ _SQL_DEPRECATE = (
     "UPDATE lessons SET status = 'deprecated', deprecated_at = ?, updated_at = ?"
     " WHERE id = ? AND status = 'active'"
 )
-_SQL_BUMP = {
-    "success": "UPDATE lessons SET success_count = success_count + 1, updated_at = ? WHERE id = ?",
-    "failure": "UPDATE lessons SET failure_count = failure_count + 1, updated_at = ? WHERE id = ?",
-}
 
 
 def _row(row: Sequence, score: float | None = None) -> Lesson:
@@ -324,7 +320,45 @@ def _row(row: Sequence, score: float | None = None) -> Lesson:
     )
 
 
-class LessonStore:
+class CountedTable:
+    """Counters and counts shared by :class:`LessonStore` and ``ProcedureStore``:
+    tables with a ``status`` column and ``<which>_count`` columns. Subclasses set
+    ``TABLE`` (the table name, a constant) and ``COUNTERS`` (the counter names)."""
+
+    TABLE = ""
+    COUNTERS: tuple[str, ...] = ()
+    conn: apsw.Connection
+
+    def _bump(self, which: str, row_id: int, now_ms: int | None) -> bool:
+        """Add 1 to ``<which>_count`` and refresh ``updated_at``; True if the row exists."""
+        assert which in self.COUNTERS
+        row_id = require_positive_id(row_id)
+        now = _now(now_ms)
+        sql = (f"UPDATE {self.TABLE} SET {which}_count = {which}_count + 1, "
+               "updated_at = ? WHERE id = ?")
+        with write_txn(self.conn):
+            self.conn.execute(sql, (now, row_id))
+            return self.conn.changes() > 0
+
+    def bump_success(self, row_id: int, *, now_ms: int | None = None) -> bool:
+        """Add 1 to ``success_count`` (and refresh ``updated_at``); True if it exists."""
+        return self._bump("success", row_id, now_ms)
+
+    def bump_failure(self, row_id: int, *, now_ms: int | None = None) -> bool:
+        """Add 1 to ``failure_count`` (and refresh ``updated_at``); True if it exists."""
+        return self._bump("failure", row_id, now_ms)
+
+    def count_active(self) -> int:
+        """Return the number of active rows."""
+        sql = f"SELECT count(*) FROM {self.TABLE} WHERE status = 'active'"
+        return self.conn.execute(sql).fetchall()[0][0]
+
+    def count_all(self) -> int:
+        """Return the number of rows of any status."""
+        return self.conn.execute(f"SELECT count(*) FROM {self.TABLE}").fetchall()[0][0]
+
+
+class LessonStore(CountedTable):
     """Create, read, recall and deprecate lessons (anchor §2.7).
 
     Args:
@@ -333,6 +367,9 @@ class LessonStore:
     Every method raises :class:`ValidationError` for bad input; none raises for text
     content of a query.
     """
+
+    TABLE = "lessons"
+    COUNTERS = ("success", "failure")
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
@@ -439,26 +476,3 @@ class LessonStore:
             log.info("memory.lesson_deprecated", id=lesson_id, reason=str(reason))
         return flipped
 
-    def bump_success(self, lesson_id: int, *, now_ms: int | None = None) -> bool:
-        """Add 1 to ``success_count`` (and refresh ``updated_at``); True if it exists."""
-        return self._bump("success", lesson_id, now_ms)
-
-    def bump_failure(self, lesson_id: int, *, now_ms: int | None = None) -> bool:
-        """Add 1 to ``failure_count`` (and refresh ``updated_at``); True if it exists."""
-        return self._bump("failure", lesson_id, now_ms)
-
-    def _bump(self, which: str, lesson_id: int, now_ms: int | None) -> bool:
-        lesson_id = require_positive_id(lesson_id)
-        now = _now(now_ms)
-        with write_txn(self.conn):
-            self.conn.execute(_SQL_BUMP[which], (now, lesson_id))
-            return self.conn.changes() > 0
-
-    def count_active(self) -> int:
-        """Return the number of active lessons."""
-        sql = "SELECT count(*) FROM lessons WHERE status = 'active'"
-        return self.conn.execute(sql).fetchall()[0][0]
-
-    def count_all(self) -> int:
-        """Return the number of lessons of any status."""
-        return self.conn.execute("SELECT count(*) FROM lessons").fetchall()[0][0]

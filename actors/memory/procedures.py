@@ -34,6 +34,7 @@ from .errors import ValidationError, optional_text, require_int, require_positiv
 from .errors import now_ms as _now
 from .lessons import (
     INDEX_LIMIT_DEFAULT,
+    CountedTable,
     INDEX_LIMIT_MAX,
     MAX_TAGS,
     RECALL_K_DEFAULT,
@@ -245,11 +246,6 @@ _SQL_DEPRECATE = (
     "UPDATE procedures SET status = 'deprecated', deprecated_at = ?, updated_at = ?"
     " WHERE id = ? AND status = 'active'"
 )
-_SQL_BUMP = {
-    "success": "UPDATE procedures SET success_count = success_count + 1, updated_at = ? WHERE id = ?",
-    "failure": "UPDATE procedures SET failure_count = failure_count + 1, updated_at = ? WHERE id = ?",
-    "use": "UPDATE procedures SET use_count = use_count + 1, updated_at = ? WHERE id = ?",
-}
 _SQL_BY_PARENT = (
     "SELECT id, parent_lesson_ids FROM procedures WHERE status = 'active'"
     " AND parent_lesson_ids LIKE ? ORDER BY id"
@@ -264,7 +260,7 @@ def _row(row: Sequence, score: float | None = None) -> Procedure:
     )
 
 
-class ProcedureStore:
+class ProcedureStore(CountedTable):
     """Create, read, recall and deprecate procedures (anchor §2.8).
 
     Args:
@@ -272,6 +268,9 @@ class ProcedureStore:
 
     Methods raise :class:`ValidationError` for bad input; query text never raises.
     """
+
+    TABLE = "procedures"
+    COUNTERS = ("success", "failure", "use")
 
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
@@ -406,27 +405,3 @@ class ProcedureStore:
     def bump_use(self, procedure_id: int, *, now_ms: int | None = None) -> bool:
         """Add 1 to ``use_count``; True if the procedure exists."""
         return self._bump("use", procedure_id, now_ms)
-
-    def bump_success(self, procedure_id: int, *, now_ms: int | None = None) -> bool:
-        """Add 1 to ``success_count``; True if the procedure exists."""
-        return self._bump("success", procedure_id, now_ms)
-
-    def bump_failure(self, procedure_id: int, *, now_ms: int | None = None) -> bool:
-        """Add 1 to ``failure_count``; True if the procedure exists."""
-        return self._bump("failure", procedure_id, now_ms)
-
-    def _bump(self, which: str, procedure_id: int, now_ms: int | None) -> bool:
-        procedure_id = require_positive_id(procedure_id)
-        now = _now(now_ms)
-        with write_txn(self.conn):
-            self.conn.execute(_SQL_BUMP[which], (now, procedure_id))
-            return self.conn.changes() > 0
-
-    def count_active(self) -> int:
-        """Return the number of active procedures."""
-        sql = "SELECT count(*) FROM procedures WHERE status = 'active'"
-        return self.conn.execute(sql).fetchall()[0][0]
-
-    def count_all(self) -> int:
-        """Return the number of procedures of any status."""
-        return self.conn.execute("SELECT count(*) FROM procedures").fetchall()[0][0]
