@@ -159,3 +159,15 @@ def test_archive_op_hides_from_index_keeps_recall_and_filters_lists(conn):
     with pytest.raises(Exception) as info:
         run_op(profiles, notes, "memory.notes.archive", {"id": 999})
     assert getattr(info.value, "code", "") == "not_found"
+
+
+async def test_memory_actor_counts_and_times_its_requests(tmp_path):
+    from runtime.metrics import MetricsRequest
+
+    async with open_supervisor(memory_spec(tmp_path)) as sup:
+        await sup.request("memory", ToolOp(op="memory.notes.store", args={"content": "x y z"}), OpResult)
+        await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)
+        snap = await sup.request("memory", MetricsRequest(), dict)
+    assert snap["counters"] == {"agent.memory.requests{kind=memory.notes.store}": 1,
+                                "agent.memory.requests{kind=memory.notes.list}": 1}
+    assert snap["histograms"]["agent.memory.request_ms"]["count"] == 2

@@ -129,7 +129,20 @@ class MemoryActor:
             await self.ctx.cast("backfill", NotesWritten(ids=ids))
 
     async def on_request(self, src: str, body: msgspec.Raw) -> Any:
+        """Dispatch one request; counts ``agent.memory.requests{kind}`` and times
+        ``agent.memory.request_ms`` (metrics requests themselves excluded)."""
         msg = self._decoder.decode(body)
+        if isinstance(msg, MetricsRequest):
+            return self.metrics.snapshot()
+        kind = msg.op if isinstance(msg, ToolOp) else type(msg).__name__
+        t0 = time.monotonic()
+        try:
+            return await self._dispatch(msg)
+        finally:
+            self.metrics.inc("agent.memory.requests", {"kind": kind})
+            self.metrics.observe("agent.memory.request_ms", (time.monotonic() - t0) * 1000)
+
+    async def _dispatch(self, msg: Any) -> Any:
         match msg:
             case BuildContext():
                 return await self._db(self._build_context, msg)
@@ -154,8 +167,6 @@ class MemoryActor:
                 return await self._db(self.notes.put_vectors, msg.model, msg.dim, rows)
             case Stats():
                 return await self._db(self._stats)
-            case MetricsRequest():
-                return self.metrics.snapshot()
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         log.warning("memory.unexpected_cast", src=src)
