@@ -41,3 +41,10 @@ def replace_section(path: Path, heading: str, text: str) -> None:
     else:
         new = old.rstrip("\n") + "\n\n" + text
     path.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
+
+
+def publish(heading: str, text: str, write: bool) -> None:
+    """Print a benchmark's section and, when ``write``, put it into bench/RESULTS.md."""
+    print(text)
+    if write:
+        replace_section(RESULTS, heading, text)

@@ -46,7 +46,7 @@ from actors.memory.recall import (
     ranked_search,
 )
 from actors.memory.schema import open_database
-from bench._results import RESULTS, machine_line, replace_section, utc_now
+from bench._results import machine_line, publish, utc_now
 
 SECTION = "## LoCoMo retrieval"
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
@@ -253,9 +253,7 @@ def main(argv: list[str] | None = None) -> int:
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"
             f"- Conversations: {', '.join(c['sample_id'] for c in convs)}\n\n"
             + render(table, ms, n, dict(counts)) + f"\n\n{verdict}\n")
-    print(text)
-    if write:
-        replace_section(RESULTS, SECTION, text)
+    publish(SECTION, text, write)
     return 0
 
 

@@ -32,7 +32,7 @@ from actors.memory.messages import BuildContext
 from actors.memory.notes import MemoryStore
 from actors.memory.profile import ProfileStore
 from actors.memory.schema import open_database
-from bench._results import RESULTS, machine_line, percentile, replace_section, utc_now
+from bench._results import machine_line, percentile, publish, utc_now
 from runtime import ActorSpec, open_supervisor
 from runtime.config import ActorBoot, Config
 
@@ -136,9 +136,7 @@ def main(argv: list[str] | None = None) -> int:
             f"p99 ≤ {TARGET_P99_MS:g} ms.\n\n- Machine: {machine_line()}\n- Date: {utc_now()}\n"
             f"- Command: `{command.strip()}`\n- {args.notes} notes, 20 profile facts, {turns} turns "
             "each way\n\n" + "\n".join(table) + f"\n\n{verdict}\n")
-    print(text)
-    if write:
-        replace_section(RESULTS, SECTION, text)
+    publish(SECTION, text, write)
     return 0
 
 

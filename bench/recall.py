@@ -50,7 +50,7 @@ from actors.memory.messages import BuildContext, OpResult, ToolOp
 from actors.memory.notes import MemoryStore
 from actors.memory.recall import build_recall_query
 from actors.memory.schema import open_database
-from bench._results import RESULTS, machine_line, percentile, replace_section, utc_now
+from bench._results import machine_line, percentile, publish, utc_now
 from bench.locomo import CATEGORIES, DATA
 from runtime import ActorSpec, open_supervisor
 from runtime.config import ActorBoot, Config
@@ -229,9 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             "- Notes: Markov-chain text from the LoCoMo dev turns, 6–45 words, 20 per session; "
             "queries: LoCoMo questions (categories 1–4), k = 5 (BuildContext: k = 3)\n\n"
             + "\n".join(rows) + f"\n\n{verdict}\n\n{HOW}\n")
-    print(text)
-    if write:
-        replace_section(RESULTS, SECTION, text)
+    publish(SECTION, text, write)
     return 0
 
 

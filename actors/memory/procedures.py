@@ -35,6 +35,7 @@ from .errors import now_ms as _now
 from .lessons import (
     INDEX_LIMIT_DEFAULT,
     CountedTable,
+    LessonPointer,
     INDEX_LIMIT_MAX,
     MAX_TAGS,
     RECALL_K_DEFAULT,
@@ -92,20 +93,9 @@ class ProcedureStep(msgspec.Struct, rename="camel"):
     tool_hint: str | None = None
 
 
-class ProcedurePointer(msgspec.Struct, rename="camel"):
-    """What ``### procedures`` shows of a procedure (anchor §3.5): never the steps.
-
-    Attributes:
-        id: procedure id.
-        activation: the "when this applies" text.
-        tags: lower-cased tags.
-        score: BM25 relevance in [0, 1] within the recall hit set.
-    """
-
-    id: int
-    activation: str
-    tags: list[str]
-    score: float | None = None
+ProcedurePointer = LessonPointer
+"""What ``### procedures`` shows of a procedure (anchor §3.5): never the steps. The same
+pointer shape as a lesson's (id, activation, tags, score), so one Struct serves both."""
 
 
 class Procedure(msgspec.Struct, rename="camel"):
