@@ -17,7 +17,7 @@ import apsw
 import msgspec
 
 from actors.memory.errors import MemoryFailure
-from actors.memory.actor import configured_stores
+from actors.memory.actor import open_stores
 from actors.memory.schema import SCHEMA_VERSION, open_database, user_version
 from actors.memory.tools import run_op
 
@@ -53,7 +53,8 @@ class OfflineMemory:
         """Run ``op`` on the file; returns JSON-shaped data like the daemon would."""
         conn = self._open()
         m = self.cfg.memory
-        profiles, notes, votes = configured_stores(conn, m)
+        stores = open_stores(conn, m)
+        notes = stores.notes
         if op == "memory.stats":
             one = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
             return {"offline": True, "schemaVersion": user_version(conn),
@@ -62,8 +63,8 @@ class OfflineMemory:
                                         "WHERE superseded_by IS NULL"),
                     "notes": notes.count(), "notesCap": m.notes.max_entries}
         try:
-            data, _change = run_op(profiles, notes, op, args or {}, source="user",
-                                   default_k=m.notes.recall_default_k, votes=votes)
+            data, _change = run_op(stores.profiles, notes, op, args or {}, source="user",
+                                   default_k=m.notes.recall_default_k, votes=stores.votes)
         except MemoryFailure as exc:
             raise ClientError(exc.code, str(exc)) from None
         return msgspec.to_builtins(data)

@@ -171,3 +171,34 @@ async def test_memory_actor_counts_and_times_its_requests(tmp_path):
     assert snap["counters"] == {"agent.memory.requests{kind=memory.notes.store}": 1,
                                 "agent.memory.requests{kind=memory.notes.list}": 1}
     assert snap["histograms"]["agent.memory.request_ms"]["count"] == 2
+
+
+async def test_reads_are_not_queued_behind_a_write_waiting_for_the_lock(tmp_path):
+    # Reads run on the actor's read connection: while a write waits for another
+    # process's lock, recall, list and BuildContext still answer at once.
+    from actors.memory.context import MemoryContext
+    from actors.memory.messages import BuildContext
+
+    async with open_supervisor(memory_spec(tmp_path)) as sup:
+        await sup.request("memory", ToolOp(op="memory.notes.store",
+                                           args={"content": "Dana prefers pytest"}), OpResult)
+        a = hold_lock(tmp_path / "memory.sqlite", 2.0)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sup.request, "memory", ToolOp(
+                op="memory.notes.store", args={"content": "queued behind the lock"}), OpResult)
+            await trio.sleep(0.2)  # the write now waits for the lock
+            t0 = time.monotonic()
+            hits = (await sup.request("memory", ToolOp(
+                op="memory.notes.recall", args={"query": "pytest"}), OpResult)).data
+            ctx = await sup.request("memory", BuildContext(session="s", user_message="pytest?"),
+                                    MemoryContext)
+            assert time.monotonic() - t0 < 1.0
+            assert [n["content"] for n in hits] == ["Dana prefers pytest"]
+            assert [n.content for n in ctx.recalled] == ["Dana prefers pytest"]
+        a.wait(10)
+        assert await notes(sup) == ["Dana prefers pytest", "queued behind the lock",
+                                    "written by process A"]
+    # both surfacings were counted (after the replies, before shutdown's checkpoint)
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    assert conn.execute("SELECT recall_count FROM memories WHERE content = 'Dana prefers pytest'"
+                        ).fetchall() == [(2,)]

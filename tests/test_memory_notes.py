@@ -22,6 +22,7 @@ from actors.memory.errors import ValidationError
 from actors.memory.fts import build_match_query, content_key, index_text, normalise_bm25
 from actors.memory.notes import MemoryStore, Note
 from actors.memory.schema import fts_integrity_check, open_database
+from actors.memory.vectors import VectorStore
 
 
 @pytest.fixture
@@ -636,24 +637,25 @@ def test_list_index(store):
 
 
 def test_vector_helpers(store):
+    vectors = VectorStore(store.conn)
     a, b, c = (store.store(t) for t in ("alpha", "beta", "gamma"))
-    assert store.missing_vectors("m1", 10) == [(c.id, "gamma"), (b.id, "beta"), (a.id, "alpha")]
+    assert vectors.missing("m1", 10) == [(c.id, "gamma"), (b.id, "beta"), (a.id, "alpha")]
     vec = b"\x00\x00\x80\x3f" * 4  # four float32 1.0
-    assert store.put_vectors("m1", 4, [(c.id, vec), (b.id, vec), (9999, vec)]) == 2
-    assert store.vector_count("m1") == 2 and store.vector_count("m2") == 0
-    assert store.missing_vectors("m1", 10) == [(a.id, "alpha")]
-    assert store.missing_vectors("m2", 1) == [(c.id, "gamma")]
-    assert store.put_vectors("m1", 4, [(c.id, vec)]) == 1  # upsert
-    assert store.vector_count("m1") == 2
+    assert vectors.put("m1", 4, [(c.id, vec), (b.id, vec), (9999, vec)]) == 2
+    assert vectors.count("m1") == 2 and vectors.count("m2") == 0
+    assert vectors.missing("m1", 10) == [(a.id, "alpha")]
+    assert vectors.missing("m2", 1) == [(c.id, "gamma")]
+    assert vectors.put("m1", 4, [(c.id, vec)]) == 1  # upsert
+    assert vectors.count("m1") == 2
     with pytest.raises(ValidationError) as info:
-        store.put_vectors("m1", 4, [(a.id, b"\x00" * 12)])
+        vectors.put("m1", 4, [(a.id, b"\x00" * 12)])
     assert info.value.field == "vector"
     with pytest.raises(ValidationError):
-        store.put_vectors("", 4, [])
+        vectors.put("", 4, [])
     with pytest.raises(ValidationError):
-        store.put_vectors("m1", 0, [])
+        vectors.put("m1", 0, [])
     store.forget(c.id)
-    assert store.vector_count("m1") == 1
+    assert vectors.count("m1") == 1
 
 
 def test_fts_never_sees_apsw_errors_for_raw_cjk_helpers():

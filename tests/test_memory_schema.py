@@ -34,6 +34,7 @@ from actors.memory.schema import (
     user_version,
     write_txn,
 )
+from actors.memory.vectors import VectorStore
 
 
 @pytest.fixture
@@ -160,7 +161,7 @@ def test_migrate_from_every_earlier_version(db_path, start):
         assert [n.content for n in hits] == ["green tea every morning"]
         assert hits[0].tags == ["food"] and hits[0].source == "user"
     if start >= 3:
-        assert notes.vector_count("m") == 1
+        assert VectorStore(c).count("m") == 1
     # The migrated file is fully usable.
     notes.store("written after migration")
     profiles.set("timezone", "Europe/Paris")
@@ -334,13 +335,13 @@ def test_insert_or_replace_keeps_fts_consistent(conn):
 def test_deleting_a_note_cascades_vectors_and_links(conn):
     store = MemoryStore(conn)
     a, b = store.store("note a"), store.store("note b")
-    store.put_vectors("m", 2, [(a.id, b"\x00" * 8), (b.id, b"\x00" * 8)])
+    VectorStore(conn).put("m", 2, [(a.id, b"\x00" * 8), (b.id, b"\x00" * 8)])
     conn.execute(
         "INSERT INTO memory_links (from_id, to_id, kind, created_at) VALUES (?, ?, 'RELATES_TO', 1)",
         (a.id, b.id),
     )
     assert store.forget(a.id)
-    assert store.vector_count("m") == 1
+    assert VectorStore(conn).count("m") == 1
     assert conn.execute("SELECT count(*) FROM memory_links").fetchall()[0][0] == 0
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
+import apsw
 import msgspec
 import structlog
 
@@ -103,6 +104,7 @@ def build_context(
     lessons_k: int = 0,
     procedures: ProcedureStore | None = None,
     procedures_k: int = 0,
+    bump: bool = True,
 ) -> MemoryContext:
     """Build the :class:`MemoryContext` for one turn.
 
@@ -123,7 +125,10 @@ def build_context(
             (0 = off).
 
     ``recall_count`` is bumped exactly once per surfaced note (BM25 hit or expanded
-    neighbour; anchor §3.6 invariant). Expanded neighbours that are missing, already
+    neighbour; anchor §3.6 invariant), in one transaction at the end; with
+    ``bump=False`` nothing is written and the caller bumps ``[n.id for n in
+    result.recalled]`` itself (the memory actor does it after replying, off the turn's
+    path). A failed bump is logged (``memory.context.bump_failed``), never raised. Expanded neighbours that are missing, already
     recalled, or (with ``working_dir``) project notes of another directory are
     skipped. Recall, expansion, lesson and procedure errors of any kind are logged
     (``memory.context.recall_failed`` / ``memory.context.part_failed``) and give empty
@@ -135,7 +140,7 @@ def build_context(
     if k > 0:
         try:
             recalled = notes.recall(
-                recall_query(user_message), k=k, working_dir=working_dir, bump=True
+                recall_query(user_message), k=k, working_dir=working_dir, bump=False
             )
         except Exception as exc:  # seed 000 §11: recall failure -> empty ### recalled
             log.warning(
@@ -169,6 +174,13 @@ def build_context(
             if n.id not in seen
         ][:index_limit]
 
+    if bump and recalled:
+        try:
+            notes.bump_recall([n.id for n in recalled])
+        except apsw.Error as exc:
+            log.warning("memory.context.bump_failed", error_type=type(exc).__name__,
+                        error=str(exc))
+
     return MemoryContext(profile=profile, recalled=recalled, index=index,
                          lessons=lesson_rows, procedures=procedure_rows)
 
@@ -191,8 +203,8 @@ def _visible(note: Note, working_dir: str | None) -> bool:
 
 def _expand(notes: MemoryStore, links: LinkStore, base: list[Note], working_dir: str | None,
             depth: int, cap: int) -> list[Note]:
-    """Hydrate the BFS neighbours of ``base`` (anchor §3.6 step 3) and bump their
-    recall counters once; fire-safe (errors -> ``[]``)."""
+    """Hydrate the BFS neighbours of ``base`` (anchor §3.6 step 3); fire-safe
+    (errors -> ``[]``). The caller bumps their recall counters."""
 
     def run() -> list[Note]:
         seen = {n.id for n in base}
@@ -206,7 +218,6 @@ def _expand(notes: MemoryStore, links: LinkStore, base: list[Note], working_dir:
             seen.add(note_id)
             extra.append(note)
         if extra:
-            notes.bump_recall([n.id for n in extra])
             log.debug("memory.context.link_expansion", hits=len(extra))
         return extra
 

@@ -59,7 +59,6 @@ MAX_QUERY_CHARS = 500
 DEFAULT_MAX_ENTRIES = 1000
 K_MIN, K_MAX, K_DEFAULT = 1, 50, 5
 LIST_MAX = 200
-VECTOR_BATCH_MAX = 10_000
 SOURCES = ("agent", "user")
 SCOPES = ("all", "project")
 ARCHIVED_FILTERS = ("active", "archived", "all")
@@ -172,19 +171,6 @@ _SQL_SCOPE_PROJECT = " AND m.working_dir = ?"
 _SQL_SCOPE_VISIBLE = " AND (m.scope = 'all' OR m.working_dir = ?)"
 _SQL_NEWEST = " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
 _SQL_ARCHIVED = {"active": " WHERE m.archived = 0", "archived": " WHERE m.archived = 1", "all": ""}
-_SQL_MISSING_VECTORS = (
-    "SELECT m.id, m.content FROM memories m WHERE m.content <> '' AND NOT EXISTS ("
-    " SELECT 1 FROM memory_vectors v WHERE v.note_id = m.id AND v.model = ?)"
-    " ORDER BY m.id DESC LIMIT ?"
-)
-_SQL_PUT_VECTOR = (
-    "INSERT INTO memory_vectors (note_id, model, dim, vector, created_at)"
-    " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)"
-    " ON CONFLICT (note_id, model) DO UPDATE SET dim = excluded.dim,"
-    " vector = excluded.vector, created_at = excluded.created_at"
-)
-
-
 def _row(row: Sequence, score: float | None = None) -> Note:
     """Map a ``_COLS`` row (plus optional score) to a Note."""
     return Note(row[0], row[1], _decode_tags(row[2]), *row[3:8], score, bool(row[8]))
@@ -470,54 +456,3 @@ class MemoryStore:
     def count(self) -> int:
         """Return the number of stored notes (archived included)."""
         return self.conn.execute("SELECT count(*) FROM memories").fetchall()[0][0]
-
-    # -- vectors (backfill actor, DESIGN §8) ------------------------------------------
-
-    def missing_vectors(self, model: str, limit: int) -> list[tuple[int, str]]:
-        """Return ``(id, content)`` of notes without a vector for ``model``, newest
-        (highest id) first; ``limit`` clamped into [1, 10000].
-
-        Raises:
-            ValidationError: fields ``model``, ``limit``.
-        """
-        model = self._model(model)
-        limit = min(VECTOR_BATCH_MAX, max(1, require_int(limit, "limit")))
-        return [(r[0], r[1]) for r in self.conn.execute(_SQL_MISSING_VECTORS, (model, limit))]
-
-    def put_vectors(self, model: str, dim: int, rows: Sequence[tuple[int, bytes]]) -> int:
-        """Upsert ``(note_id, float32 bytes)`` vectors of ``model`` in one transaction.
-
-        Each vector must be exactly ``dim * 4`` bytes (little-endian float32). Ids of
-        notes that no longer exist are skipped silently. Returns the rows written.
-
-        Raises:
-            ValidationError: fields ``model``, ``dim``, ``vector``, ``id``.
-        """
-        model = self._model(model)
-        dim = require_positive_id(dim, "dim")
-        prepared: list[tuple[int, bytes]] = []
-        for note_id, blob in rows:
-            data = bytes(blob)
-            if len(data) != dim * 4:
-                raise ValidationError(
-                    "vector", f"must be {dim * 4} bytes ({dim} float32), got {len(data)}"
-                )
-            prepared.append((require_positive_id(note_id), data))
-        now = _now(None)
-        written = 0
-        with write_txn(self.conn):
-            for note_id, data in prepared:
-                self.conn.execute(_SQL_PUT_VECTOR, (note_id, model, dim, data, now, note_id))
-                written += self.conn.changes()
-        return written
-
-    def vector_count(self, model: str) -> int:
-        """Return how many vectors of ``model`` are stored."""
-        sql = "SELECT count(*) FROM memory_vectors WHERE model = ?"
-        return self.conn.execute(sql, (self._model(model),)).fetchall()[0][0]
-
-    @staticmethod
-    def _model(model: object) -> str:
-        if not isinstance(model, str) or not model.strip():
-            raise ValidationError("model", "must be a non-empty string")
-        return model

@@ -168,9 +168,12 @@ def run_op(
     procedures: ProcedureStore | None = None,
     links: LinkStore | None = None,
     votes: VoteStore | None = None,
+    defer_bump: bool = False,
 ) -> tuple[Any, dict[str, list]]:
     """Run one op; return (result data, change) where change lists written
-    ``keys``/``ids`` (empty for reads).
+    ``keys``/``ids`` (empty for reads). With ``defer_bump``, ``memory.notes.recall``
+    by query writes nothing and lists the hits' ids under ``change["bump"]`` for the
+    caller to bump later (``MemoryStore.bump_recall``).
 
     Shapes per DESIGN §9: a note / a fact / a list / ``{"removed": bool}``; lessons,
     procedures, links and votes as their Structs (camelCase keys). The lesson,
@@ -209,8 +212,9 @@ def run_op(
                 return ([note] if note is not None else []), {}
             if a.query is None:
                 raise ValidationError("query", "give either query or id")
-            return notes.recall(a.query, k=a.k or default_k, scope=a.scope,
-                                working_dir=a.working_dir, tags=a.tags), {}
+            hits = notes.recall(a.query, k=a.k or default_k, scope=a.scope,
+                                working_dir=a.working_dir, tags=a.tags, bump=not defer_bump)
+            return hits, ({"bump": [n.id for n in hits]} if defer_bump else {})
         case ArchiveArgs():
             found = notes.set_archived(a.id, a.archived)
             if not found:

@@ -1,0 +1,93 @@
+"""Note vectors keyed by (note, model) in ``memory_vectors`` (DESIGN §4, §8).
+
+The backfill actor asks for notes without a vector of the attached model
+(:meth:`VectorStore.missing`, newest first) and writes what it embedded
+(:meth:`VectorStore.put`, one transaction per batch). A vector row is deleted with its
+note (``ON DELETE CASCADE``). Vectors are little-endian float32 blobs of ``dim * 4``
+bytes; one model's rows never mix dimensions because ``put`` checks every blob against
+the ``dim`` it is given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import apsw
+
+from .errors import ValidationError, require_int, require_positive_id
+from .errors import now_ms as _now
+from .schema import write_txn
+
+__all__ = ["VECTOR_BATCH_MAX", "VectorStore"]
+
+#: Upper bound of one ``missing`` batch (rows).
+VECTOR_BATCH_MAX = 10_000
+
+_SQL_MISSING_VECTORS = (
+    "SELECT m.id, m.content FROM memories m WHERE m.content <> '' AND NOT EXISTS ("
+    " SELECT 1 FROM memory_vectors v WHERE v.note_id = m.id AND v.model = ?)"
+    " ORDER BY m.id DESC LIMIT ?"
+)
+_SQL_PUT_VECTOR = (
+    "INSERT INTO memory_vectors (note_id, model, dim, vector, created_at)"
+    " SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)"
+    " ON CONFLICT (note_id, model) DO UPDATE SET dim = excluded.dim,"
+    " vector = excluded.vector, created_at = excluded.created_at"
+)
+
+
+class VectorStore:
+    """Read and write note vectors on ``conn`` (a connection from
+    ``schema.open_database``)."""
+
+    def __init__(self, conn: apsw.Connection) -> None:
+        self.conn = conn
+
+    def missing(self, model: str, limit: int) -> list[tuple[int, str]]:
+        """Return ``(id, content)`` of notes without a vector for ``model``, newest
+        (highest id) first; ``limit`` clamped into [1, 10000].
+
+        Raises:
+            ValidationError: fields ``model``, ``limit``.
+        """
+        model = self._model(model)
+        limit = min(VECTOR_BATCH_MAX, max(1, require_int(limit, "limit")))
+        return [(r[0], r[1]) for r in self.conn.execute(_SQL_MISSING_VECTORS, (model, limit))]
+
+    def put(self, model: str, dim: int, rows: Sequence[tuple[int, bytes]]) -> int:
+        """Upsert ``(note_id, float32 bytes)`` vectors of ``model`` in one transaction.
+
+        Each vector must be exactly ``dim * 4`` bytes (little-endian float32). Ids of
+        notes that no longer exist are skipped silently. Returns the rows written.
+
+        Raises:
+            ValidationError: fields ``model``, ``dim``, ``vector``, ``id``.
+        """
+        model = self._model(model)
+        dim = require_positive_id(dim, "dim")
+        prepared: list[tuple[int, bytes]] = []
+        for note_id, blob in rows:
+            data = bytes(blob)
+            if len(data) != dim * 4:
+                raise ValidationError(
+                    "vector", f"must be {dim * 4} bytes ({dim} float32), got {len(data)}"
+                )
+            prepared.append((require_positive_id(note_id), data))
+        now = _now(None)
+        written = 0
+        with write_txn(self.conn):
+            for note_id, data in prepared:
+                self.conn.execute(_SQL_PUT_VECTOR, (note_id, model, dim, data, now, note_id))
+                written += self.conn.changes()
+        return written
+
+    def count(self, model: str) -> int:
+        """Return how many vectors of ``model`` are stored."""
+        sql = "SELECT count(*) FROM memory_vectors WHERE model = ?"
+        return self.conn.execute(sql, (self._model(model),)).fetchall()[0][0]
+
+    @staticmethod
+    def _model(model: object) -> str:
+        if not isinstance(model, str) or not model.strip():
+            raise ValidationError("model", "must be a non-empty string")
+        return model
