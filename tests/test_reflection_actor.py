@@ -110,7 +110,7 @@ async def test_timeout_writes_nothing(tmp_path):
     async with open_fake_llama(tmp_path, rules) as fake:
         async with open_supervisor(specs(tmp_path, fake.url, timeout_ms=500),
                                    on_cast=ev.on_cast) as sup:
-            await sup.cast("reflection", reflect("a", "hello"))
+            await sup.cast("reflection", reflect("a", "I stay up late"))
             (event,) = await ev.wait(1)
             assert event.outcome == "timeout" and "memory.reflection.timeoutMs" in event.reason
             await trio.sleep(2.5)
@@ -138,7 +138,108 @@ async def test_llm_failure_is_failed_outcome(tmp_path):
     ev = Events()
     async with open_fake_llama(tmp_path, rules) as fake:
         async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
-            await sup.cast("reflection", reflect("a", "hello"))
+            await sup.cast("reflection", reflect("a", "I live in Lisbon"))
             (event,) = await ev.wait(1)
             assert event.outcome == "failed" and "500" in event.reason
             assert await profile(sup) == {}
+
+
+async def metrics_of(sup) -> dict:
+    from runtime.metrics import MetricsRequest
+
+    return await sup.request("reflection", MetricsRequest(), dict)
+
+
+async def test_trivial_message_skips_the_llm_call(tmp_path):
+    rules = [{"match": "### output", "response": "SET reply_style=OK only\n"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            for text in ("Reply only OK.", "ping", "don't use tools this time, just say PONG_7"):
+                await sup.cast("reflection", reflect("a", text))
+            events = await ev.wait(3)
+            assert [(e.outcome, e.reason) for e in events] == [("none", "trivial")] * 3
+            assert await profile(sup) == {}
+            counters = (await metrics_of(sup))["counters"]
+            assert counters["agent.memory.reflection.skipped{reason=trivial}"] == 3
+    assert fake.completions() == []
+
+
+async def test_grounding_keeps_what_the_user_wrote_and_drops_the_rest(tmp_path):
+    rules = [{"match": "### output", "response":
+              "SET name=Sam\nSET assistant_name=SmolLM\nNOTE I am an AI assistant.\n"
+              "SET city=Lisbon\nSET code_editor=<editor>\nSET favourite_colour=blue\n"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", Reflect(
+                session="a", turn="t-1", user_message="I moved to Lisbon last year.",
+                assistant_reply="I am SmolLM, an AI assistant. Nice to meet you, Sam!"))
+            (event,) = await ev.wait(1)
+            assert event.outcome == "ok" and event.fact_keys == ["city"]
+            assert await profile(sup) == {"city": "Lisbon"}
+            counters = (await metrics_of(sup))["counters"]
+    assert {k: v for k, v in counters.items() if ".dropped" in k} == {
+        "agent.memory.reflection.dropped{reason=ungrounded_identity}": 1,
+        "agent.memory.reflection.dropped{reason=assistant_persona}": 2,
+        "agent.memory.reflection.dropped{reason=example_copy}": 1,
+        "agent.memory.reflection.dropped{reason=ungrounded_content}": 1,
+    }
+
+
+async def test_all_dropped_is_none_with_the_reasons(tmp_path):
+    rules = [{"match": "### output", "response": "SET name=Sam\n"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "Will you help me plan a trip?"))
+            (event,) = await ev.wait(1)
+            assert (event.outcome, event.reason) == ("none", "ungrounded: ungrounded_identity")
+            assert await profile(sup) == {}
+
+
+async def test_two_sessions_reflect_in_parallel(tmp_path):
+    rules = [{"match": "USER: I live in Lisbon", "response": "SET city=Lisbon\n", "delay_ms": 1500},
+             {"match": "### output", "response": "SET hometown=Porto\n", "delay_ms": 1500}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            t0 = trio.current_time()
+            await sup.cast("reflection", reflect("a", "I live in Lisbon"))
+            await sup.cast("reflection", reflect("b", "I grew up in Porto"))
+            events = await ev.wait(2)
+            assert sorted((e.session, e.outcome) for e in events) == [("a", "ok"), ("b", "ok")]
+            assert trio.current_time() - t0 < 2.9  # not one after the other
+
+
+async def test_shutdown_aborts_in_flight_reflections_and_writes_nothing(tmp_path):
+    rules = [{"match": "### output", "response": "SET city=Lisbon\n", "delay_ms": 4000}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "I live in Lisbon"))
+            await sup.cast("reflection", reflect("b", "I live in Lisbon too"))
+            with trio.fail_after(10):
+                while len(fake.completions()) < 2:
+                    await trio.sleep(0.05)
+            t0 = trio.current_time()
+        assert trio.current_time() - t0 < 3.0  # DESIGN §12: shutdown ≤ 3 s
+        await trio.sleep(4.5)  # the completions would have arrived by now
+    conn = __import__("actors.memory.schema", fromlist=["open_database"]).open_database(
+        str(tmp_path / "memory.sqlite"))
+    assert conn.execute("SELECT count(*) FROM profile_facts").fetchall() == [(0,)]
+
+
+async def test_three_failures_in_a_row_warn_once_naming_the_config_key(tmp_path, capfd):
+    rules = [{"match": "### output", "status": 500, "response": "boom"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            for i in range(5):
+                await sup.cast("reflection", reflect("a", f"I live in Lisbon {i}"))
+                await ev.wait(i + 1)
+            assert [e.outcome for e in ev.items] == ["failed"] * 5
+            counters = (await metrics_of(sup))["counters"]
+            assert counters["agent.memory.reflection.unhealthy"] == 1
+    warnings = [line for line in capfd.readouterr().err.splitlines() if "reflection.unhealthy" in line]
+    assert len(warnings) == 1 and "memory.reflection.timeoutMs" in warnings[0]

@@ -269,3 +269,21 @@ def test_never_raises_and_respects_bounds(text: str, max_facts: int, max_notes: 
         assert len(n.tags) <= 8
         n.body.encode("utf-8")
     assert min(r.invalid_facts, r.invalid_notes, r.dropped_over_cap, r.ignored_lines) >= 0
+
+
+@pytest.mark.parametrize(
+    ("line", "body", "tags"),
+    [
+        ("NOTE Waters the ferns every Sunday [home]", "Waters the ferns every Sunday", ["home"]),
+        ("NOTE waters the ferns every Sunday.  [home, plants]", "waters the ferns every Sunday.",
+         ["home", "plants"]),
+        ("NOTE Uses Vim [Editor, daily-use,]", "Uses Vim", ["editor", "daily-use"]),
+        # not a tag list: spaces inside an item, digits-only prose, or an inner bracket
+        ("NOTE Read [the design doc]", "Read [the design doc]", []),
+        ("NOTE see [1] then [2]", "see [1] then [2]", []),
+    ],
+)
+def test_seed_tag_list_form(line: str, body: str, tags: list[str]) -> None:
+    """Seed 000 §5.3: ``NOTE this is a freeform observation [tag1, tag2]``."""
+    (note,) = parse_reflection(line).notes
+    assert (note.body, note.tags) == (body, tags)

@@ -27,7 +27,7 @@ from actors.reflection.prompt import (
     clip_text,
 )
 
-PREFIX_SHA256 = "29be6f6bdc224df06cfaa8a1af75b3e4ff9b1a921ebbb7aaf36ca74cb513a529"
+PREFIX_SHA256 = "2fda9adeb5853a05efcf29c37353bd2c08b5d491c3ea68e425d434130d460bed"
 GRAMMAR_SHA256 = "0273102bc9982837017b3f0ceca91daa191856c6179c763e0cf4766229904040"
 
 
@@ -43,7 +43,7 @@ def test_prefix_states_the_rules() -> None:
     for needle in [
         "SET key=value\n",
         "SET key=value [pinned=false; keywords=a,b]\n",
-        "NOTE body [tags=a,b]\n",
+        "NOTE body [tag1, tag2]\n",  # seed 000 §5.3's tag form
         "NONE",
         "only if the USER wrote it",
         "reply only OK",

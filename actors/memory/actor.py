@@ -44,6 +44,7 @@ from .messages import (
     ApplyReflection,
     ApplyResult,
     BuildContext,
+    FactIn,
     MemoryChanged,
     MemoryMsg,
     MissingVectors,
@@ -54,11 +55,12 @@ from .messages import (
     ToolOp,
     VectorTodo,
 )
+from .fts import content_key
 from .lessons import LessonStore
 from .links import LinkStore
 from .notes import MemoryStore
 from .procedures import ProcedureStore
-from .profile import ProfileStore
+from .profile import ProfileFact, ProfileStore
 from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
 from .tools import OPS, run_op
 from .vectors import VectorStore
@@ -131,6 +133,16 @@ def open_reader(path: Path) -> apsw.Connection:
     conn = open_database(str(path), apply_migrations=False)
     conn.setbusytimeout(READ_BUSY_TIMEOUT_MS)
     return conn
+
+
+def _same_fact(active: ProfileFact, incoming: FactIn) -> bool:
+    """Whether a reflected fact only restates the active one: the same value up to case,
+    whitespace and trailing punctuation (``fts.content_key``), the same pinning, and no
+    new keywords (BC-11: "an identical or near-identical fact is not written twice")."""
+    return (content_key(active.value) == content_key(incoming.value)
+            and active.pinned == incoming.pinned
+            and (incoming.pinned or not incoming.keywords
+                 or sorted(active.keywords) == sorted(incoming.keywords)))
 
 
 class MemoryActor:
@@ -287,6 +299,9 @@ class MemoryActor:
             for fact in msg.facts:
                 try:
                     before = self.w.profiles.get(fact.key)
+                    if before is not None and _same_fact(before, fact):
+                        skipped += 1  # near-identical fact already active (BC-11)
+                        continue
                     after = self.w.profiles.set(fact.key, fact.value, pinned=fact.pinned,
                                               keywords=fact.keywords if not fact.pinned else None)
                 except Exception as exc:  # noqa: BLE001 - validation: skip the line

@@ -5,11 +5,18 @@ on it. One reflection is in flight per session: a new ``Reflect`` or an
 ``AbortPending`` for the same session cancels the old one (outcome ``aborted``);
 other sessions are untouched; ``AbortPending(session=None)`` and shutdown abort all.
 
-Each run: read the known profile from the memory actor → build the micro-prompt →
+Each run: skip the call when the user's message is trivial (greetings, pings, "reply
+only OK", "don't use tools": ``grounding.is_trivial_window``; outcome ``none``, reason
+``trivial``) → read the known profile from the memory actor → build the micro-prompt →
 LLM call on the reflection slot (slot 1 when the server has ≥ 2 slots, else -1;
 seed 000 §5.2) with the GBNF grammar inside ``move_on_after(timeoutMs)`` (outcome
-``timeout``, nothing written) → parse (invalid lines dropped and counted) → one
-``ApplyReflection`` to the memory actor, written in one transaction. The outcome
+``timeout``, nothing written) → parse (invalid lines dropped and counted) → the
+grounding filter (``grounding.filter_ungrounded``: invented names, the assistant's
+self-description, copied examples, one-off instructions and content the user never
+wrote are dropped, counted in ``agent.memory.reflection.dropped{reason}`` and logged
+as ``reflection.dropped`` with keys and reasons, never values) → the per-call caps
+``maxFactsPerCall`` / ``maxNotesPerCall`` → one ``ApplyReflection`` to the memory
+actor, written in one transaction. The outcome
 ``ok | none | failed | aborted | timeout`` is counted
 (``agent.memory.reflection{outcome}``), timed (``agent.memory.reflection.latency_ms``),
 logged with the seed's event names, and cast to the root as a ``reflection`` event.
@@ -33,6 +40,7 @@ from runtime.llm import LLMError, LlamaClient, SlotPlan, chat_prompt
 from runtime.metrics import Metrics, MetricsRequest
 
 from .grammar import REFLECTION_GRAMMAR
+from .grounding import filter_ungrounded, is_trivial_window
 from .messages import AbortPending, Reflect, ReflectionEvent, ReflectionMsg
 from .parser import parse_reflection
 from .prompt import REFLECTION_PREFIX, build_reflection_prompt
@@ -44,6 +52,9 @@ FAILURE_STREAK_WARN = 3
 (anchor §4.1, health tracker)."""
 N_PREDICT = 320
 """Token cap of a reflection completion: six lines of ≤ 200 chars is ~300 tokens."""
+PARSE_MAX_ITEMS = 6
+"""Items parsed before grounding (the grammar's six lines); the per-call caps apply to
+what survives the grounding filter (anchor §4.6 order)."""
 
 
 class ReflectionActor:
@@ -121,6 +132,9 @@ class ReflectionActor:
 
     async def _reflect(self, msg: Reflect) -> tuple[str, str, ApplyResult | None]:
         assert self.llm is not None
+        if is_trivial_window(msg.user_message):
+            self.metrics.inc("agent.memory.reflection.skipped", {"reason": "trivial"})
+            return "none", "trivial", None
         with trio.fail_after(10):
             known = await self.ctx.request("memory", ToolOp(op="memory.profile.list",
                                                             source="agent"), OpResult)
@@ -134,20 +148,32 @@ class ReflectionActor:
                                                  n_predict=N_PREDICT, id_slot=slot)
         if timer.cancelled_caught:
             return "timeout", f"no answer within memory.reflection.timeoutMs={self.cfg.timeout_ms}", None
-        max_notes = self.cfg.max_notes_per_call if self.cfg.auto_store_notes else 0
-        parsed = parse_reflection(completion.text, max_facts=self.cfg.max_facts_per_call,
-                                  max_notes=max_notes)
+        notes_on = self.cfg.auto_store_notes and self.cfg.max_notes_per_call > 0
+        parsed = parse_reflection(completion.text, max_facts=PARSE_MAX_ITEMS,
+                                  max_notes=PARSE_MAX_ITEMS if notes_on else 0)
         if parsed.invalid_facts:
             log.debug("reflection.invalid_fact", session=msg.session, count=parsed.invalid_facts)
         if parsed.invalid_notes:
             log.debug("reflection.invalid_note", session=msg.session, count=parsed.invalid_notes)
-        if not parsed.facts and not parsed.notes:
-            return "none", "", None
+        grounded = filter_ungrounded(parsed.facts, parsed.notes, msg.user_message)
+        if grounded.dropped:
+            for d in grounded.dropped:
+                self.metrics.inc("agent.memory.reflection.dropped", {"reason": d.reason})
+            log.info("reflection.dropped", session=msg.session, turn=msg.turn,
+                     reasons=sorted({d.reason for d in grounded.dropped}),
+                     fact_keys=[d.key for d in grounded.dropped if d.key],
+                     notes=sum(1 for d in grounded.dropped if d.item == "note"))
+        facts = grounded.facts[:self.cfg.max_facts_per_call]
+        notes = grounded.notes[:self.cfg.max_notes_per_call] if notes_on else []
+        if not facts and not notes:
+            reason = "ungrounded: " + ",".join(sorted({d.reason for d in grounded.dropped})) \
+                if grounded.dropped else ""
+            return "none", reason, None
         apply = ApplyReflection(
             session=msg.session, turn=msg.turn,
             facts=[FactIn(key=f.key, value=f.value, pinned=f.pinned, keywords=list(f.keywords))
-                   for f in parsed.facts],
-            notes=[NoteIn(body=n.body, tags=list(n.tags)) for n in parsed.notes],
+                   for f in facts],
+            notes=[NoteIn(body=n.body, tags=list(n.tags)) for n in notes],
         )
         # Once the write is decided it completes (one transaction) even if aborted now,
         # so the recorded outcome always matches what is in the database.
@@ -173,6 +199,7 @@ class ReflectionActor:
             self.streaks[msg.session] = streak
             if streak >= FAILURE_STREAK_WARN and msg.session not in self.warned:
                 self.warned.add(msg.session)
+                self.metrics.inc("agent.memory.reflection.unhealthy")
                 log.warning("reflection.unhealthy", session=msg.session, streak=streak,
                             hint="reflection keeps failing or timing out; raise "
                                  "memory.reflection.timeoutMs or set memory.reflection.enabled=false")

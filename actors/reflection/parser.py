@@ -27,7 +27,8 @@ never truncated. A trailing ``[...]`` segment that mentions ``pinned=``, ``keywo
 ``[tags=x]``) stays in the value. Duplicate keys: the last line wins, the position of
 the first is kept.
 
-``NOTE body [tags=a,b]``: the optional trailing tags marker is removed; tags are
+``NOTE body [tag1, tag2]`` (seed 000 §5.3) or ``NOTE body [tags=a,b]`` (anchor §4.5):
+the optional trailing tags marker is removed; tags are
 lower-cased, must match ``[a-z0-9][a-z0-9_-]*``, ≤ 40 chars, de-duplicated, at most 8
 (invalid tags are dropped, not the note). An empty body drops the line; a body over 500
 chars is cut to 500. Notes are not de-duplicated.
@@ -79,6 +80,11 @@ _MARKER_NAME_RE = re.compile(r"\b(?:pinned|keywords|valid_from|supersedes)\s*=",
 _PINNED_RE = re.compile(r"\bpinned\s*=\s*([^\s,;\]]*)", re.I)
 _KEYWORDS_AFTER_RE = re.compile(r"\bkeywords\s*=(.*)$", re.I | re.S)
 _TAGS_MARKER_RE = re.compile(r"\s*\[\s*tags\s*=([^\[\]]*)\]\s*$", re.I)
+#: Seed 000 §5.3's own form, ``NOTE body [tag1, tag2]``: a trailing bracket holding only
+#: tag-shaped words (each with a letter) separated by commas (no ``=``).
+_TAG_ITEM = r"[A-Za-z0-9][\w-]*"
+_TAG_LIST_RE = re.compile(  # each item needs a letter: "[2]" is a footnote, not a tag
+    rf"\s*\[\s*((?=[\w-]*[A-Za-z]){_TAG_ITEM}(?:\s*,\s*(?=[\w-]*[A-Za-z]){_TAG_ITEM})*)\s*,?\s*\]\s*$")
 _BULLETS = ("- ", "* ", "\u2022 ")
 
 
@@ -239,7 +245,7 @@ def _parse_note(payload: str) -> ParsedNote | None:
     """Parse the text after ``NOTE `` into a note, or None when the body is empty."""
     body = payload.strip()
     tags: list[str] = []
-    m = _TAGS_MARKER_RE.search(body)
+    m = _TAGS_MARKER_RE.search(body) or _TAG_LIST_RE.search(body)
     if m:
         tags = _clean_list(m.group(1), _TAG_RE, MAX_TAGS)
         body = body[: m.start()].rstrip()

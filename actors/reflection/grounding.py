@@ -1,0 +1,393 @@
+"""What reflection may write: the trivial-window skip and the grounding filter.
+
+Pure functions, no I/O; the reflection actor logs what they decide (counts and reasons,
+never the values: names are personal data).
+
+Sources: ``reference/anchor-behaviour.md`` §4.2 (pre-call skip of trivial windows) and
+§4.6 step 1 (``filterUngroundedReflection``); seed 000 §5 ("only durable facts the user
+stated"). Models — small ones especially — invent names, describe themselves as the
+user, copy the prompt's examples and store one-off instructions as preferences; the
+prompt asks them not to, and this module makes sure.
+
+:func:`is_trivial_window` — the user's message is nothing but probe fragments (greetings,
+pings, thanks, "reply exactly PONG", "don't use tools", "no explanation"), so the LLM is
+not called at all. Clauses are split on ``. ! ? ;``, newlines and ", "; leading fillers
+(please, just, now, kindly) are dropped, and "ok"/"okay" too when a command follows. Any
+persistence marker (remember, always, never, from now on, next time, …) or personal
+marker (I, my, me, we, our, я, меня, мой, …) makes the window non-trivial, and so does a
+bare confirmation ("yes", "ok", "ok thanks": it may answer "shall I remember that?").
+An empty message is trivial. Style rules are not echoes: "reply only in YAML", "answer
+only briefly".
+
+:func:`filter_ungrounded` drops a fact (judged on its key with ``_`` as spaces plus its
+value) or a note body, with one reason each, in this order:
+
+* ``example_copy`` — a placeholder in angle brackets (``<name>``) or the literal
+  ``key``/``value``/``body`` of the format description;
+* ``assistant_persona`` — "you are a/my/the … assistant|ai|agent|bot", "I am a/an/the/
+  your … ai|assistant|language model|llm|chatbot" ending the clause, "as an AI",
+  "memory extractor", a key about the assistant (``assistant_*``, ``ai_*``, ``bot_*``) or a
+  note whose subject is the assistant — unless the user wrote that phrase ("I am an
+  assistant professor" survives: the clause goes on);
+* ``ungrounded_identity`` — a name-like key (``name``, ``preferred_name``, ``nickname``,
+  …) or a naming phrase ("my name is X", "call me X", "the user's name is X", "меня зовут
+  X") whose name words are not found among the user's words. Matching is fuzzy
+  (Cyrillic transliterated, x→ks, j→y, w→v, ph→f, ia→ya, doubled letters collapsed; edit
+  distance 1 up to 5 letters, 2 beyond, same first letter, both ≥ 3 letters); a word the
+  user wrote lower-case or only at the start of a sentence vouches for a name of at most
+  5 letters only after a naming lead ("my name is", "call me", "I'm", …);
+* ``one_off_payload`` — a distinctive token (≥ 3 chars with ``_`` or a digit, or ≥ 4
+  capital letters) that the user used only inside a one-off echo command;
+* ``one_off_tool_restriction`` — the user restricted tools without a persistence marker,
+  and the item mentions tools and avoidance;
+* ``ungrounded_content`` — none of the item's content words (key and value, or body;
+  stopwords removed, compared by their first 5 letters) occurs in the user's message:
+  the model did not get it from the user. This check fails open when the message is
+  mostly in a script written without spaces (CJK, Thai …), where words cannot be split.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Sequence
+
+import msgspec
+
+from .parser import ParsedFact, ParsedNote
+
+__all__ = ["Dropped", "Grounded", "filter_ungrounded", "is_trivial_window", "name_matches"]
+
+_WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
+_CLAUSE_SPLIT_RE = re.compile(r"[.!?;\n]+|,\s+")
+_FILLERS = {"please", "pls", "just", "now", "kindly", "then", "so"}
+_CONFIRM = {"ok", "okay"}
+_GREETINGS = {
+    "hi", "hello", "hey", "yo", "ping", "pong", "test", "testing", "thanks", "thank you",
+    "thx", "ty", "good morning", "good evening", "good night", "good afternoon", "bye",
+    "привет", "здравствуй", "здравствуйте", "спасибо", "пока", "тест",
+}
+_PERSIST = re.compile(
+    r"\b(remember|memorize|memorise|always|never|default|from now on|next time|in future|"
+    r"in the future|going forward|every time|from here on|keep in mind|note that|"
+    r"запомни|всегда|никогда|отныне|впредь|по умолчанию)\b", re.I)
+_PERSONAL = re.compile(
+    r"\b(i|i'm|i’m|im|my|me|mine|myself|we|our|us|я|меня|мой|моя|моё|мое|мои|мне|мы|наш|"
+    r"наша)\b", re.I)
+_ECHO_RE = re.compile(
+    r"^(?:reply|respond|answer|say|print|output|write|type|return|echo)"
+    r"(?:\s+(?:with|back))?(?:\s+(?:exactly|only|just|literally))?\s*:?\s*"
+    r"(?P<payload>\S+(?:\s+\S+){0,2}?)"
+    r"(?:\s+(?:and\s+nothing\s+else|only|exactly|verbatim))?$", re.I)
+_ECHO_RU_RE = re.compile(
+    r"^(?:ответь|скажи|напиши|выведи)(?:\s+(?:только|ровно|просто))?\s*:?\s*"
+    r"(?P<payload>\S+(?:\s+\S+){0,2}?)(?:\s+и\s+больше\s+ничего)?$", re.I)
+_STYLE_WORDS = {
+    "in", "as", "with", "using", "briefly", "concisely", "shortly", "politely", "formally",
+    "yaml", "json", "markdown", "xml", "csv", "html", "english", "russian", "french",
+    "german", "spanish", "italian", "chinese", "japanese", "korean", "portuguese",
+    "по-русски", "по-английски",
+}
+_TOOL_RESTRICTION = re.compile(
+    r"\b(?:do not|don't|dont|never|no|without)\s+(?:use\s+)?(?:any\s+)?tools?\b|"
+    r"без\s+инструментов|не\s+используй\s+инструменты", re.I)
+_FORMAT_ONLY = re.compile(
+    r"^(?:no explanations?|nothing else|no comments?|no details|only the answer|"
+    r"just the answer|keep it short|без объяснений|ничего больше)$", re.I)
+_TOOLS_WORD = re.compile(r"\b(tools?|инструмент\w*)\b", re.I)
+_AVOID_WORD = re.compile(r"\b(no|not|don't|dont|avoid\w*|without|never|без|не)\b", re.I)
+
+_PLACEHOLDER_RE = re.compile(r"<[^<>\s]{1,40}>")
+_PERSONA_RES = (
+    re.compile(r"\byou\s+are\s+(?:my|a|an|the|your)\b[^.;!?\n]{0,40}?\b"
+               r"(?:assistant|ai|agent|bot|chatbot)\b", re.I),
+    re.compile(r"\bi\s*(?:am|'m|’m)\s+(?:an|a|the|your)\b[^.;!?\n]{0,40}?\b"
+               r"(?:ai|assistant|language\s+model|llm|chatbot|memory\s+extractor)\s*(?:[.;!?,]|$)",
+               re.I),
+    re.compile(r"\bas\s+an\s+ai\b|\bmemory\s+extractor\b|\blanguage\s+model\b", re.I),
+)
+_ASSISTANT_SUBJECT_RE = re.compile(
+    r"^(?:the\s+)?(?:assistant|ai|bot|chatbot|model)\b(?!\s+professor)", re.I)
+_PERSONA_KEY_RE = re.compile(r"^(?:assistant|ai|bot|chatbot|model)(?:_|$)")
+_NAME_KEY_RE = re.compile(
+    r"^(?:user_|my_|preferred_|first_|last_|full_|given_|family_|middle_|nick_|display_|"
+    r"real_)?(?:name|nickname|surname|username|alias|nick)$")
+_NAMING_PHRASE_RE = re.compile(
+    r"(?:\bmy\s+name\s+is|\bname\s+is|\bcall\s+(?:me|the\s+user|them|him|her)|"
+    r"\bgoes\s+by|\bis\s+(?:named|called)|меня\s+зовут|зови\s+меня|"
+    r"имя\s+пользователя\s*:?)\s+(?P<name>[^\W\d_][\w'’-]*(?:\s+[A-ZА-ЯЁ][\w'’-]*)?)", re.I)
+_NAMING_LEADS = re.compile(
+    r"(?:\bmy\s+name\s+is|\bname's|\bcall\s+me|\bi\s*(?:am|'m|’m)|\bim|\bthis\s+is|"
+    r"\bit's|меня\s+зовут|зови\s+меня|\bя)\s+$", re.I)
+_NAME_STOP = {"the", "user", "is", "a", "an", "and", "de", "van", "von", "da", "di", "le",
+              "la", "der", "den", "mr", "mrs", "ms", "dr", "name"}
+_STOPWORDS = {
+    "the", "a", "an", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with",
+    "by", "from", "is", "are", "was", "were", "be", "been", "being", "has", "have", "had",
+    "does", "did", "do", "that", "this", "these", "those", "it", "its", "as", "about",
+    "user", "users", "user's", "prefers", "prefer", "likes", "like", "wants", "want",
+    "their", "they", "them", "he", "she", "his", "her", "who", "which", "what", "when",
+    "where", "there", "than", "then", "also", "very", "really", "usually", "often",
+    "favorite", "favourite", "preferred", "preference", "name", "uses", "use", "using",
+    "every", "each", "some", "any", "all", "not", "no", "yes", "into", "over", "only",
+}
+_TRANSLIT = str.maketrans({
+    "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "e", "ж": "zh",
+    "з": "z", "и": "i", "й": "y", "к": "k", "л": "l", "м": "m", "н": "n", "о": "o",
+    "п": "p", "р": "r", "с": "s", "т": "t", "у": "u", "ф": "f", "х": "kh", "ц": "ts",
+    "ч": "ch", "ш": "sh", "щ": "sch", "ъ": "", "ы": "y", "ь": "", "э": "e", "ю": "yu",
+    "я": "ya",
+})
+
+
+class Dropped(msgspec.Struct, frozen=True):
+    """One item the filter removed: ``item`` is ``"fact"`` or ``"note"``, ``reason`` one
+    of the module docstring's reasons, ``key`` the fact key (None for notes)."""
+
+    item: str
+    reason: str
+    key: str | None = None
+
+
+class Grounded(msgspec.Struct, frozen=True):
+    """What survives :func:`filter_ungrounded`, in input order, and what did not."""
+
+    facts: list[ParsedFact]
+    notes: list[ParsedNote]
+    dropped: list[Dropped]
+
+
+def _clauses(text: str) -> list[str]:
+    return [c.strip().strip("\"'`«»“”") for c in _CLAUSE_SPLIT_RE.split(text) if c.strip()]
+
+
+def _is_echo(clause: str) -> re.Match[str] | None:
+    m = _ECHO_RE.match(clause) or _ECHO_RU_RE.match(clause)
+    if m is None:
+        return None
+    words = [w.lower() for w in m.group("payload").split()]
+    if any(w.strip("\"'`:") in _STYLE_WORDS for w in words):
+        return None
+    return m
+
+
+def _is_command(clause: str) -> bool:
+    return bool(_is_echo(clause) or _FORMAT_ONLY.match(clause)
+                or _TOOL_RESTRICTION.fullmatch(clause.strip())
+                or _TOOL_RESTRICTION.match(clause) and len(clause.split()) <= 7)
+
+
+def is_trivial_window(user_message: str) -> bool:
+    """True when ``user_message`` holds nothing worth a reflection call (module
+    docstring; anchor §4.2). Never raises for any ``str``."""
+    text = user_message.strip()
+    if not text:
+        return True
+    if _PERSIST.search(text) or _PERSONAL.search(text):
+        return False
+    clauses = _clauses(text)
+    for i, clause in enumerate(clauses):
+        words = clause.split()
+        while words and words[0].lower().strip(",") in _FILLERS:
+            words = words[1:]
+        if words and words[0].lower().strip(",") in _CONFIRM:
+            rest = " ".join(words[1:])
+            if rest and _is_command(rest):
+                words = words[1:]
+            elif rest or i == len(clauses) - 1:
+                return False  # a bare confirmation may answer "shall I remember X?"
+            elif _is_command(clauses[i + 1]):
+                continue  # "ok, reply exactly PONG": a filler before a command
+            else:
+                return False
+        rest = " ".join(words)
+        if not rest:
+            continue
+        if rest.lower().strip(" !") in _GREETINGS or _is_command(rest):
+            continue
+        return False
+    return True
+
+
+def _fold(word: str) -> str:
+    """Fuzzy form of a name word: lower-case, Cyrillic transliterated, accents removed,
+    x→ks, j→y, w→v, ph→f, ia→ya, doubled letters collapsed."""
+    w = unicodedata.normalize("NFKD", word.lower().translate(_TRANSLIT))
+    w = "".join(ch for ch in w if ch.isalnum())
+    w = w.replace("ph", "f").replace("x", "ks").replace("j", "y").replace("w", "v")
+    w = w.replace("ia", "ya")
+    return re.sub(r"(.)\1+", r"\1", w)
+
+
+def _edit_distance(a: str, b: str, limit: int) -> int:
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+_RU_ENDINGS = ("ey", "oy", "yu", "ya", "om", "em", "oi", "ei", "a", "e", "i", "u", "y", "o")
+
+
+def _ru_stem(folded: str) -> str:
+    """``folded`` without one Russian case ending (transliterated), keeping ≥ 3 letters:
+    "Надей" and "Nadya" both give "nad"."""
+    for end in _RU_ENDINGS:
+        if folded.endswith(end) and len(folded) - len(end) >= 3:
+            return folded[: -len(end)]
+    return folded
+
+
+def name_matches(name: str, word: str) -> bool:
+    """Whether ``word`` (written by the user) is ``name`` up to spelling: equal after
+    :func:`_fold`, or within edit distance 1 (≤ 5 letters) / 2 (longer) with the same
+    first letter and both at least 3 letters long; a Cyrillic ``word`` also matches by
+    its stem without a case ending ("Зови меня Надей" grounds Nadya)."""
+    a, b = _fold(name), _fold(word)
+    if not a or not b:
+        return False
+    if a == b:
+        return True
+    if re.search("[А-Яа-яЁё]", word) and len(b) >= 4 and _ru_stem(a) == _ru_stem(b):
+        return True
+    if len(name) < 3 or len(word) < 3 or a[0] != b[0]:
+        return False
+    limit = 1 if max(len(a), len(b)) <= 5 else 2
+    return _edit_distance(a, b, limit) <= limit
+
+
+class _Window:
+    """The user's words, with what each one may vouch for."""
+
+    def __init__(self, user_message: str) -> None:
+        self.text = user_message
+        self.lower = user_message.lower()
+        self.strong: list[str] = []  # capitalised mid-sentence, or after a naming lead
+        self.weak: list[str] = []  # any other word
+        for m in _WORD_RE.finditer(user_message):
+            word = m.group()
+            before = user_message[:m.start()]
+            sentence_start = not before.strip() or before.rstrip()[-1] in ".!?\n"
+            if _NAMING_LEADS.search(before[-40:]) or (word[0].isupper() and not sentence_start):
+                self.strong.append(word)
+            else:
+                self.weak.append(word)
+        letters = [ch for ch in user_message if ch.isalpha()]
+        spaced = sum(1 for ch in letters if ord(ch) < 0x2E80)
+        self.unsplittable = bool(letters) and spaced < len(letters) / 2
+        self.stems = {w.lower()[:5] for w in self.strong + self.weak}
+
+    def vouches(self, name: str) -> bool:
+        if any(name_matches(name, w) for w in self.strong):
+            return True
+        return len(_fold(name)) > 5 and any(name_matches(name, w) for w in self.weak)
+
+
+def _name_words(text: str) -> list[str]:
+    return [w for w in _WORD_RE.findall(text) if w.lower() not in _NAME_STOP]
+
+
+def _identity(key: str | None, value: str, window: _Window) -> bool | None:
+    """None when the item names nobody, else whether every name word is vouched for."""
+    names: list[str] = []
+    if key is not None and _NAME_KEY_RE.match(key):
+        names += _name_words(value)
+    for m in _NAMING_PHRASE_RE.finditer(value):
+        names += _name_words(m.group("name"))
+    if not names:
+        return None
+    if window.unsplittable and not re.search("[А-Яа-яЁё]", value):
+        return True
+    return all(window.vouches(n) for n in names)
+
+
+def _persona(key: str | None, text: str, window: _Window) -> bool:
+    if key is not None and _PERSONA_KEY_RE.match(key):
+        return True
+    if key is None and _ASSISTANT_SUBJECT_RE.match(text.strip()):
+        return True
+    for rx in _PERSONA_RES:
+        m = rx.search(text)
+        if m and m.group().lower().strip(" .;!?,") not in window.lower:
+            return True
+    return False
+
+
+def _one_off_tokens(user_message: str) -> set[str]:
+    """Distinctive tokens the user wrote inside echo commands and nowhere else."""
+    inside: set[str] = set()
+    outside = user_message
+    for clause in _clauses(user_message):
+        m = _is_echo(clause)
+        if m is None:
+            continue
+        for tok in re.findall(r"[\w-]+", m.group("payload")):
+            if (len(tok) >= 3 and ("_" in tok or any(c.isdigit() for c in tok))) or \
+                    (len(tok) >= 4 and tok.isalpha() and tok.isupper()):
+                inside.add(tok)
+        outside = outside.replace(clause, " ")
+    return {t for t in inside if t not in outside}
+
+
+def _content_ok(key: str | None, text: str, window: _Window) -> bool:
+    if window.unsplittable:
+        return True
+    words = [w.lower() for w in _WORD_RE.findall((key or "").replace("_", " ") + " " + text)]
+    content = [w for w in words if w not in _STOPWORDS and len(w) >= 3]
+    if not content:
+        return True
+    return any(w[:5] in window.stems for w in content)
+
+
+def _reason(key: str | None, text: str, window: _Window, one_off: set[str],
+            tool_restricted: bool) -> str | None:
+    if _PLACEHOLDER_RE.search(text) or key == "key" or text.strip().lower() in (
+            "value", "body", "key=value"):
+        return "example_copy"
+    if _persona(key, text, window):
+        return "assistant_persona"
+    named = _identity(key, text, window)
+    if named is False:
+        return "ungrounded_identity"
+    if one_off and any(t in text for t in one_off):
+        return "one_off_payload"
+    full = (key or "").replace("_", " ") + " " + text
+    if tool_restricted and _TOOLS_WORD.search(full) and _AVOID_WORD.search(full):
+        return "one_off_tool_restriction"
+    if named is None and not _content_ok(key, text, window):
+        return "ungrounded_content"
+    return None
+
+
+def filter_ungrounded(facts: Sequence[ParsedFact], notes: Sequence[ParsedNote],
+                      user_message: str) -> Grounded:
+    """Keep the facts and notes grounded in ``user_message`` (module docstring).
+
+    Only the user's own words ground anything: the assistant's reply never vouches for
+    a fact about the user. Pure; never raises for any ``str``.
+    """
+    window = _Window(user_message)
+    one_off = _one_off_tokens(user_message)
+    tool_restricted = bool(_TOOL_RESTRICTION.search(user_message)) and not _PERSIST.search(
+        user_message)
+    kept_facts: list[ParsedFact] = []
+    kept_notes: list[ParsedNote] = []
+    dropped: list[Dropped] = []
+    for fact in facts:
+        reason = _reason(fact.key, fact.value, window, one_off, tool_restricted)
+        if reason:
+            dropped.append(Dropped(item="fact", reason=reason, key=fact.key))
+        else:
+            kept_facts.append(fact)
+    for note in notes:
+        reason = _reason(None, note.body, window, one_off, tool_restricted)
+        if reason:
+            dropped.append(Dropped(item="note", reason=reason))
+        else:
+            kept_notes.append(note)
+    return Grounded(facts=kept_facts, notes=kept_notes, dropped=dropped)
