@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import socket
 import sys
@@ -30,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--module", default=None)
     parser.add_argument("--log-dir", default=None)
     parser.add_argument("--log-level", default="info")
+    parser.add_argument("--nice", type=int, default=0)
     args = parser.parse_args(argv)
+    if args.nice:
+        os.nice(args.nice)
     _log.configure(args.actor, log_dir=args.log_dir, level=args.log_level)
     # SIGINT goes to the root only (own session), but ignore it anyway: the root drives
     # shutdown through the cancellation ladder.

@@ -46,12 +46,16 @@ class ActorSpec:
         module: import path of the module with ``open_actor`` (default
             ``actors.<name>.actor``).
         env: extra environment variables for the child.
+        nice: added to the child's scheduling niceness (``os.nice``) before it serves:
+            background actors (reflection, backfill) yield the 2 cores to the ones a
+            reply waits for (DESIGN §12: reflection never delays the reply).
     """
 
     name: str
     config: bytes = b"\x80"  # msgpack empty map
     module: str | None = None
     env: dict[str, str] = field(default_factory=dict)
+    nice: int = 0
 
 
 async def stop_process(
@@ -112,6 +116,8 @@ async def spawn_actor(
         cmd += ["--module", spec.module]
     if log_dir:
         cmd += ["--log-dir", log_dir]
+    if spec.nice:
+        cmd += ["--nice", str(spec.nice)]
     env = {**os.environ, **spec.env}
     try:
         proc = await trio.lowlevel.open_process(

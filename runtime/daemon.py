@@ -47,6 +47,11 @@ from .state import (
 log = structlog.get_logger()
 
 ACTOR_ORDER = ("memory", "agent", "reflection", "backfill")
+BACKGROUND = ("reflection", "backfill")
+"""Actors whose work no reply waits for; they run at :data:`BACKGROUND_NICE`."""
+BACKGROUND_NICE = 10
+"""Niceness added to background actors (``ActorSpec.nice``): under CPU contention the
+kernel favours the root, agent and memory processes (bench.reflection measures it)."""
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -100,7 +105,8 @@ def serve(opts: ServeOptions) -> int:
 def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(opts.state_dir), config=cfg,
                                             llm_url=llm_url))
-    return [ActorSpec(name=n, config=boot) for n in ACTOR_ORDER]
+    return [ActorSpec(name=n, config=boot, nice=BACKGROUND_NICE if n in BACKGROUND else 0)
+            for n in ACTOR_ORDER]
 
 
 async def _serve(opts: ServeOptions, cfg: Config) -> int:

@@ -208,3 +208,38 @@ async def test_a_client_that_never_reads_is_dropped_and_others_are_unaffected(tm
                     assert closed.reason.code in (1006, 1007, 1008), closed
                 assert (await writer.request({"type": "ping"}, "pong"))["type"] == "pong"
                 assert len(await writer.memory("memory.notes.list", {"limit": 200})) == 40
+
+
+async def test_a_new_turn_aborts_only_its_own_sessions_reflection(tmp_path):
+    """Issue 4 scheduling through the agent: session A's second turn aborts A's slow
+    reflection (outcome ``aborted``, nothing written); session B's reflection is untouched."""
+    rules = [{"match": "USER: slow", "grammar_contains": "NOTE", "delay_ms": 4000,
+              "response": "SET city=Lisbon\n"},
+             {"match": "USER: I grew up in Porto", "grammar_contains": "NOTE", "delay_ms": 1500,
+              "response": "SET hometown=Porto\n"},
+             {"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
+    async with open_fake_llama(tmp_path, rules, slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as a, \
+                    open_client(url=d.url, token=d.token) as b:
+                # a `reflection` subscriber sees every session's reflections (operator view)
+                await a.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+                turns, events = {}, []
+                with trio.fail_after(60):
+                    for client, text in ((a, "slow: I live in Lisbon"), (b, "I grew up in Porto"),
+                                         (a, "and what is the weather like?")):
+                        async for f in client.say(text):
+                            if f["type"] == "turn.started":
+                                turns[f["turn"]] = (client.session, text)
+                            elif f["type"] == "reflection":
+                                events.append(f)
+                    while len(events) < 3:
+                        events.append(await a.wait_for(lambda f: f["type"] == "reflection"))
+                outcome = {turns[e["turn"]][1]: (e["session"], e["outcome"]) for e in events}
+                assert outcome == {
+                    "slow: I live in Lisbon": (a.session, "aborted"),  # by A's next turn
+                    "I grew up in Porto": (b.session, "ok"),  # B untouched
+                    "and what is the weather like?": (a.session, "none"),
+                }
+                facts = {f["key"] for f in await a.memory("memory.profile.list")}
+                assert facts == {"hometown"}

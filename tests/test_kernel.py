@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -192,3 +193,22 @@ async def test_a_child_cannot_speak_for_another_actor():
             await sup.request("a", Spoof(dest="b", pretend="memory"), dict)
             await trio.sleep(0.5)
             assert sup.restart_count == 0 and sup.pid_of("b") == pid_b
+
+
+def _nice_of(pid: int) -> int:
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    return int(stat[stat.rindex(")") + 2:].split()[16])  # field 19: nice
+
+
+async def test_background_actor_runs_at_the_niceness_it_was_given():
+    # DESIGN §12 "reflection never delays the reply": the daemon starts reflection and
+    # backfill with ActorSpec(nice=BACKGROUND_NICE).
+    from runtime.daemon import BACKGROUND, BACKGROUND_NICE
+
+    assert set(BACKGROUND) == {"reflection", "backfill"} and BACKGROUND_NICE > 0
+    base = os.nice(0)
+    bg = ActorSpec(name="bg", module=MOD, config=msgspec.msgpack.encode({}), nice=5)
+    async with open_supervisor([spec("fg"), bg]) as sup:
+        assert _nice_of(sup.pid_of("fg")) == base
+        assert _nice_of(sup.pid_of("bg")) == min(base + 5, 19)
+        assert await sup.request("bg", Echo(text="hi"), dict) == {"text": "hi", "by": "bg"}

@@ -122,3 +122,16 @@ def test_never_raises(user: str, value: str, body: str) -> None:
     out = filter_ungrounded([F("name", value or "x"), F("city", value or "x")],
                             [N(body or "x")], user)
     assert len(out.facts) + len(out.notes) + len(out.dropped) == 3
+
+
+@pytest.mark.parametrize(("user", "item", "reason"), [
+    # a weak model's copies of the prompt's example key, with a word of the user as value
+    ("My name is Dana and I live in Lisbon", F("code_editor", "Dana"), "example_copy"),
+    ("For coding I use Helix as my editor", F("code_editor", "Helix"), None),
+    # the value must come from the user; the key alone does not ground it
+    ("I like my diet simple", F("diet", "vegetarian"), "ungrounded_content"),
+    ("I am fully vegetarian", F("diet", "vegetarian"), None),
+    ("I like dogs", F("likes_dogs", "yes"), None),  # no content word in the value: the key
+])
+def test_fact_values_must_be_grounded(user: str, item, reason: str | None) -> None:
+    assert reason_for(user, item) == reason

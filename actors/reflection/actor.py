@@ -148,6 +148,9 @@ class ReflectionActor:
                                                  n_predict=N_PREDICT, id_slot=slot)
         if timer.cancelled_caught:
             return "timeout", f"no answer within memory.reflection.timeoutMs={self.cfg.timeout_ms}", None
+        # The raw completion holds personal data: debug level only (never at info).
+        log.debug("reflection.completion", session=msg.session, turn=msg.turn,
+                  text=completion.text[:2000])
         notes_on = self.cfg.auto_store_notes and self.cfg.max_notes_per_call > 0
         parsed = parse_reflection(completion.text, max_facts=PARSE_MAX_ITEMS,
                                   max_notes=PARSE_MAX_ITEMS if notes_on else 0)

@@ -22,8 +22,9 @@ only briefly".
 :func:`filter_ungrounded` drops a fact (judged on its key with ``_`` as spaces plus its
 value) or a note body, with one reason each, in this order:
 
-* ``example_copy`` — a placeholder in angle brackets (``<name>``) or the literal
-  ``key``/``value``/``body`` of the format description;
+* ``example_copy`` — a placeholder in angle brackets (``<name>``), the literal
+  ``key``/``value``/``body`` of the format description, or a key of the prompt's
+  examples (``code_editor``) that the user's words do not mention;
 * ``assistant_persona`` — "you are a/my/the … assistant|ai|agent|bot", "I am a/an/the/
   your … ai|assistant|language model|llm|chatbot" ending the clause, "as an AI",
   "memory extractor", a key about the assistant (``assistant_*``, ``ai_*``, ``bot_*``) or a
@@ -40,9 +41,9 @@ value) or a note body, with one reason each, in this order:
   capital letters) that the user used only inside a one-off echo command;
 * ``one_off_tool_restriction`` — the user restricted tools without a persistence marker,
   and the item mentions tools and avoidance;
-* ``ungrounded_content`` — none of the item's content words (key and value, or body;
-  stopwords removed, compared by their first 5 letters) occurs in the user's message:
-  the model did not get it from the user. This check fails open when the message is
+* ``ungrounded_content`` — none of the item's content words (a fact's value — its key
+  only when the value has none — or a note's body; stopwords removed, compared by their
+  first 5 letters) occurs in the user's message: the model did not get it from the user. This check fails open when the message is
   mostly in a script written without spaces (CJK, Thai …), where words cannot be split.
 """
 
@@ -55,6 +56,7 @@ from collections.abc import Sequence
 import msgspec
 
 from .parser import ParsedFact, ParsedNote
+from .prompt import REFLECTION_PREFIX
 
 __all__ = ["Dropped", "Grounded", "filter_ungrounded", "is_trivial_window", "name_matches"]
 
@@ -98,6 +100,9 @@ _TOOLS_WORD = re.compile(r"\b(tools?|инструмент\w*)\b", re.I)
 _AVOID_WORD = re.compile(r"\b(no|not|don't|dont|avoid\w*|without|never|без|не)\b", re.I)
 
 _PLACEHOLDER_RE = re.compile(r"<[^<>\s]{1,40}>")
+#: Keys of the prompt's own examples (``code_editor``; ``name`` is judged as a name):
+#: a model that copies one is only believed when the user's words mention the key.
+_EXAMPLE_KEYS = frozenset(re.findall(r"^SET ([a-z_]+)=", REFLECTION_PREFIX, re.M)) - {"key", "name"}
 _PERSONA_RES = (
     re.compile(r"\byou\s+are\s+(?:my|a|an|the|your)\b[^.;!?\n]{0,40}?\b"
                r"(?:assistant|ai|agent|bot|chatbot)\b", re.I),
@@ -334,20 +339,33 @@ def _one_off_tokens(user_message: str) -> set[str]:
     return {t for t in inside if t not in outside}
 
 
+def _content_words(text: str) -> list[str]:
+    return [w for w in (w.lower() for w in _WORD_RE.findall(text))
+            if w not in _STOPWORDS and len(w) >= 3]
+
+
+def _grounded_words(words: list[str], window: _Window) -> bool:
+    return any(w[:5] in window.stems for w in words)
+
+
 def _content_ok(key: str | None, text: str, window: _Window) -> bool:
+    """A fact's value (or, when the value has no content word, its key) and a note's
+    body must share a content word with the user's message."""
     if window.unsplittable:
         return True
-    words = [w.lower() for w in _WORD_RE.findall((key or "").replace("_", " ") + " " + text)]
-    content = [w for w in words if w not in _STOPWORDS and len(w) >= 3]
-    if not content:
-        return True
-    return any(w[:5] in window.stems for w in content)
+    words = _content_words(text)
+    if not words and key is not None:
+        words = _content_words(key.replace("_", " "))
+    return not words or _grounded_words(words, window)
 
 
 def _reason(key: str | None, text: str, window: _Window, one_off: set[str],
             tool_restricted: bool) -> str | None:
     if _PLACEHOLDER_RE.search(text) or key == "key" or text.strip().lower() in (
             "value", "body", "key=value"):
+        return "example_copy"
+    if key in _EXAMPLE_KEYS and not window.unsplittable and not _grounded_words(
+            _content_words(key.replace("_", " ")), window):
         return "example_copy"
     if _persona(key, text, window):
         return "assistant_persona"

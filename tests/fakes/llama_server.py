@@ -22,7 +22,7 @@ Endpoints (shapes as llama-server answers them; DESIGN §7, anchor §7.8):
   ``{"error": {"code": 400, "message": "Invalid slot id", "type": "invalid_request_error"}}``;
   ``hang`` (old servers) → never answered; ``wrap`` (PR 19207) → runs in ``id % N``.
 
-Script file — re-read on every request, so tests can change it between calls — is a
+Script file — re-read whenever it changes, so tests can change it between calls — is a
 JSON list of rules; the first matching rule wins::
 
     {"match": "substring of prompt" | null, "grammar_contains": "substring" | null,
@@ -81,17 +81,24 @@ class _State:
         self.lock = threading.Lock()
         self.uses: dict[tuple[str, int], int] = {}
         self.stopping = threading.Event()
+        self._cache: tuple[tuple[int, int, int], str, list[dict[str, Any]]] | None = None
 
     def load_rules(self) -> tuple[str, list[dict[str, Any]]]:
-        """Read the script file; returns (version key, rules). Missing file → no rules."""
+        """The script file's rules, re-read whenever its (mtime, size, inode) changes;
+        returns (version key, rules). Missing file → no rules."""
         try:
-            raw = self.script.read_bytes()
             stat = self.script.stat()
+            key = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+            if self._cache is not None and self._cache[0] == key:
+                return self._cache[1], self._cache[2]
+            raw = self.script.read_bytes()
         except OSError:
             return "", []
         version = f"{stat.st_mtime_ns}:{hashlib.sha256(raw).hexdigest()}"
         rules = json.loads(raw or b"[]")
-        return version, rules if isinstance(rules, list) else []
+        rules = rules if isinstance(rules, list) else []
+        self._cache = (key, version, rules)
+        return version, rules
 
     def pick_rule(self, prompt: str, grammar: str) -> dict[str, Any] | None:
         """First rule matching prompt/grammar with uses left; consumes one use."""
@@ -122,7 +129,7 @@ class _State:
 
 def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.0"
+        protocol_version = "HTTP/1.1"  # keep-alive, as llama-server (cpp-httplib) does
         server_version = "fake-llama-server/1"
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
@@ -237,6 +244,8 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Cache-Control", "no-cache")
+                self.send_header("Connection", "close")  # no length: the close ends it
+                self.close_connection = True
                 self.end_headers()
                 for piece in pieces:
                     chunk = {"content": piece, "stop": False, "id_slot": final["id_slot"]}
@@ -325,9 +334,12 @@ class FakeLlama:
         return [json.loads(line) for line in lines if line.strip()]
 
     def completions(self) -> list[dict[str, Any]]:
-        """Bodies of the recorded ``POST /completion`` requests, in order."""
+        """Bodies of the recorded ``POST /completion`` requests, in order. A request whose
+        body is not a JSON object (a client that went away mid-send, which the server
+        answers 400) is left out; :meth:`requests` has every request."""
         return [r["body"] for r in self.requests()
-                if r["method"] == "POST" and r["path"] == "/completion"]
+                if r["method"] == "POST" and r["path"] == "/completion"
+                and isinstance(r["body"], dict)]
 
 
 def _write_rules(path: Path, rules: list[dict[str, Any]]) -> None:
