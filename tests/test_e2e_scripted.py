@@ -114,10 +114,14 @@ async def test_bad_frames_get_errors_and_connection_stays_open(tmp_path):
                 assert err["ok"] is False and err["error"]["code"] == "invalid_argument"
                 assert (await c.request({"type": "ping"}, "pong"))["type"] == "pong"
                 # single-slot server: every request uses a slot it has
+                await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
                 with trio.fail_after(60):
-                    frames = [f async for f in c.say("hi")]
-                assert frames[-1]["reason"] == "reply"
-        assert all(b.get("id_slot", -1) in (0, -1) for b in fake.completions())
+                    frames = [f async for f in c.say("hi, I live in Lisbon")]
+                    assert frames[-1]["reason"] == "reply"
+                    await c.wait_for(lambda f: f["type"] == "reflection")
+        bodies = fake.completions()
+        assert all(b.get("id_slot", -1) in (0, -1) for b in bodies)
+        assert [b["id_slot"] for b in bodies if "### output" in b["prompt"]] == [-1]
 
 
 async def test_wrong_token_and_browser_origin_are_refused(tmp_path):
