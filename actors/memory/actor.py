@@ -9,9 +9,10 @@ WAL readers never wait for the writer, and skipping the thread hop takes ~0.4 ms
 each turn's context (``bench.recall``). A read that still meets ``SQLITE_BUSY`` (WAL
 recovery by another process) is retried on the writer path. The recall counters of
 what a read surfaced are bumped after the reply, in the background, in one write
-transaction per batch (FIFO behind the limiter, so before any later write). After a committed write it casts ``MemoryChanged`` to the root
-(clients subscribed to ``memory``) and, for new notes, ``NotesWritten`` to the
-backfill actor, which embeds them off the request path (DESIGN §2 step 7).
+transaction per batch (FIFO behind the limiter, so before any later write). After a
+committed write it casts ``MemoryChanged`` to the root (clients subscribed to
+``memory``) and, for new notes, ``NotesWritten`` to the backfill actor, which embeds
+them off the request path (DESIGN §2 step 7).
 
 A corrupt or unreadable file is never silently replaced: it is moved aside to
 ``memory.sqlite.corrupt-<unix ms>`` and a fresh file is started; the event is logged
