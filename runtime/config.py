@@ -158,16 +158,45 @@ class MemoryConfig(_C):
     voting: VotingConfig = msgspec.field(default_factory=VotingConfig)
 
 
+Api = Literal["llama-server", "openai-chat", "openai-completions"]
+
+
+class BackendConfig(_C):
+    """One LLM backend (an ``llm.fallbacks`` entry; ``llm`` itself is the primary).
+
+    ``api``: ``llama-server`` (native ``/completion``, slots, GBNF), ``openai-chat``
+    (``/v1/chat/completions``) or ``openai-completions`` (``/v1/completions``).
+    ``apiKey`` or the environment variable named by ``apiKeyEnv`` (default
+    ``OPENAI_API_KEY`` for the OpenAI APIs) is sent as a bearer token. ``model`` is sent
+    to OpenAI APIs. ``grammar``: send the GBNF grammar to an OpenAI API (llama.cpp's
+    extension; other servers reject unknown fields).
+    """
+
+    url: str
+    api: Api = "llama-server"
+    api_key: str | None = None
+    api_key_env: str | None = None
+    model: str | None = None
+    grammar: bool = False
+
+
 class LLMConfig(_C):
     """``llm``: where completions come from (DESIGN §7).
 
     ``url`` None means the embedded default (a managed llama-server child with the
-    bundled SmolLM2-135M-Instruct). ``api`` selects the wire protocol. Timeouts in ms.
+    bundled SmolLM2-135M-Instruct). ``api`` selects the wire protocol (see
+    :class:`BackendConfig` for it and ``apiKey``, ``apiKeyEnv``, ``model``, ``grammar``);
+    ``fallbacks`` are tried in order when it fails, and a session sticks to the backend
+    that last served it (``runtime.backends``). Timeouts in ms.
     """
 
     url: str | None = None
-    api: Literal["llama-server"] = "llama-server"
+    api: Api = "llama-server"
     api_key: str | None = None
+    api_key_env: str | None = None
+    model: str | None = None
+    grammar: bool = False
+    fallbacks: list[BackendConfig] = msgspec.field(default_factory=list)
     model_path: str | None = None
     parallel: Annotated[int, Meta(ge=1, le=16)] = 2
     ctx_size: Annotated[int, Meta(ge=512, le=262_144)] = 4096

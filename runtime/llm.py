@@ -264,7 +264,9 @@ class LlamaClient:
     whole-call deadlines belong to the caller's cancel scope. ``client``: an existing
     ``httpx.AsyncClient`` to use (not closed by :meth:`aclose`); else one is owned.
     ``retries``: extra attempts for transport failures and 5xx; ``backoff_base_s``:
-    first backoff in seconds, doubled per attempt (±20 % jitter).
+    first backoff in seconds, doubled per attempt (±20 % jitter). ``label`` names the
+    server in error messages (``runtime.backends`` also uses this transport for
+    OpenAI-compatible servers).
 
     Raises ``ValueError`` when ``timeout_s`` is not finite and positive (BC-18: every
     call to llama-server must be bounded).
@@ -279,10 +281,12 @@ class LlamaClient:
         client: httpx.AsyncClient | None = None,
         retries: int = 2,
         backoff_base_s: float = 0.25,
+        label: str = "llama-server",
     ) -> None:
         if not 0 < timeout_s < math.inf:
             raise ValueError(f"timeout_s must be finite and > 0 (BC-18), got {timeout_s}")
         self.base_url = base_url.rstrip("/")
+        self.label = label
         self._timeout = httpx.Timeout(timeout_s)
         self._headers = {"Content-Type": "application/json"}
         if api_key:
@@ -318,7 +322,7 @@ class LlamaClient:
     ) -> httpx.Response:
         """Send with retries; return a 2xx response (open when ``stream``) or raise."""
         url = self.base_url + path
-        what = f"llama-server {method} {url}"
+        what = f"{self.label} {method} {url}"
         attempt = 0
         while True:
             request = self._client.build_request(

@@ -36,7 +36,8 @@ from actors.reflection.messages import AbortPending, Reflect
 from runtime.actor import ActorContext
 from runtime.config import ActorBoot
 from runtime.errors import RemoteError, RuntimeFailure
-from runtime.llm import LLMError, LlamaClient, SlotPlan, chat_prompt
+from runtime.backends import BackendPool, backends_from_config
+from runtime.llm import LLMError
 from runtime.metrics import Metrics, MetricsRequest
 
 from .messages import (
@@ -121,7 +122,7 @@ class AgentActor:
     """Handlers of the agent actor; see the module docstring."""
 
     def __init__(self, ctx: ActorContext, boot: ActorBoot, store: SessionStore,
-                 llm: LlamaClient | None) -> None:
+                 llm: BackendPool | None) -> None:
         self.ctx = ctx
         self.boot = boot
         self.cfg = boot.config
@@ -130,8 +131,7 @@ class AgentActor:
         self.metrics = Metrics()
         self.turns: dict[str, _Turn] = {}
         self.db_lock = trio.Lock()
-        self.plan: SlotPlan | None = None
-        self.n_ctx = self.cfg.llm.ctx_size
+        self.n_ctx: int | None = None
         self._decoder = msgspec.msgpack.Decoder(AgentMsg | MetricsRequest)
 
     # ------------------------------------------------------------------ dispatch
@@ -270,17 +270,13 @@ class AgentActor:
         self.metrics.observe("agent.memory.context_ms", (time.monotonic() - t0) * 1000)
         return sections
 
-    async def _slot(self) -> int:
-        if self.plan is None and self.llm is not None:
-            try:
-                with trio.fail_after(5):
-                    props = await self.llm.props()
-                self.plan = SlotPlan.from_props(props)
-                self.n_ctx = props.n_ctx or self.n_ctx
-            except (LLMError, trio.TooSlowError) as exc:
-                log.warning("agent.props_failed", error=str(exc))
-                return -1
-        return self.plan.main if self.plan is not None else -1
+    async def _context_window(self) -> int:
+        """The model's context window (tokens): ``/props`` of the first backend when it
+        reports one, else ``llm.ctxSize``; resolved once."""
+        if self.n_ctx is None:
+            reported = await self.llm.context_window() if self.llm is not None else None
+            self.n_ctx = reported or self.cfg.llm.ctx_size
+        return self.n_ctx
 
     async def _turn_body(self, msg: RunTurn, state: SessionState) -> tuple[str, str]:
         if self.llm is None:
@@ -290,12 +286,12 @@ class AgentActor:
         history = [(m.role, m.text) for m in state.messages[-keep:]] if keep else []
         history.append(("user", msg.text))
         step = _Step()
-        slot = await self._slot()
+        n_ctx = await self._context_window()
         for n in range(1, self.cfg.agent.max_steps + 1):
             tail = build_tail(TailInput(
                 memory=memory, history=history, scratch=step.scratch, notice=step.notice,
                 world=f"working directory: {state.working_dir or '(none)'}",
-                context_window=self.n_ctx, reply_reserve=self.cfg.llm.n_predict,
+                context_window=n_ctx, reply_reserve=self.cfg.llm.n_predict,
                 conversation_max_tokens=self.cfg.agent.conversation_max_tokens))
             if msg.debug:
                 await self._emit(msg.session, "step", turn=msg.turn, step="prompt", n=n, tail=tail)
@@ -303,9 +299,9 @@ class AgentActor:
             step.notice = ""
             stream = _ReplyStream(self, msg)
             completion = await self.llm.complete(
-                chat_prompt(STABLE_PREFIX, tail, self.cfg.llm.prompt_template),
-                grammar=ACTION_GRAMMAR, n_predict=self.cfg.llm.n_predict, id_slot=slot,
-                temperature=self.cfg.llm.temperature, on_token=stream.on_token)
+                msg.session, STABLE_PREFIX, tail, role="main", grammar=ACTION_GRAMMAR,
+                n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
+                on_token=stream.on_token)
             match parse_action(completion.text):
                 case Reply(text=text) if text.strip():
                     return "reply", text.strip()
@@ -350,8 +346,8 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[AgentAct
     """Open ``<state>/sessions.sqlite`` and the LLM client; serve; close both on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)
     store = await trio.to_thread.run_sync(SessionStore, str(Path(boot.state_dir) / "sessions.sqlite"))
-    llm = LlamaClient(boot.llm_url, api_key=boot.config.llm.api_key,
-                      timeout_s=boot.config.llm.request_timeout_ms / 1000) if boot.llm_url else None
+    backends = backends_from_config(boot.config, boot.llm_url)
+    llm = BackendPool(backends) if backends else None
     actor = AgentActor(ctx, boot, store, llm)
     try:
         yield actor

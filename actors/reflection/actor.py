@@ -36,7 +36,8 @@ from actors.memory.messages import ApplyReflection, ApplyResult, FactIn, NoteIn,
 from runtime.actor import ActorContext
 from runtime.config import ActorBoot
 from runtime.errors import RuntimeFailure
-from runtime.llm import LLMError, LlamaClient, SlotPlan, chat_prompt
+from runtime.backends import BackendPool, backends_from_config
+from runtime.llm import LLMError
 from runtime.metrics import Metrics, MetricsRequest
 
 from .grammar import REFLECTION_GRAMMAR
@@ -60,16 +61,14 @@ what survives the grounding filter (anchor §4.6 order)."""
 class ReflectionActor:
     """Handlers and per-session bookkeeping; see the module docstring."""
 
-    def __init__(self, ctx: ActorContext, boot: ActorBoot, llm: LlamaClient | None) -> None:
+    def __init__(self, ctx: ActorContext, boot: ActorBoot, llm: BackendPool | None) -> None:
         self.ctx = ctx
         self.cfg = boot.config.memory.reflection
-        self.template = boot.config.llm.prompt_template
         self.llm = llm
         self.metrics = Metrics()
         self.in_flight: dict[str, trio.CancelScope] = {}
         self.streaks: dict[str, int] = {}
         self.warned: set[str] = set()
-        self._plan: SlotPlan | None = None
         self._decoder = msgspec.msgpack.Decoder(ReflectionMsg | MetricsRequest)
 
     async def on_request(self, src: str, body: msgspec.Raw):
@@ -100,18 +99,6 @@ class ReflectionActor:
                 self.in_flight[msg.session] = scope
                 self.ctx.nursery.start_soon(self._run, msg, scope)
 
-    async def _slot(self) -> int:
-        """Reflection slot per DESIGN §7; resolved once from ``/props`` (-1 on failure)."""
-        if self._plan is None:
-            assert self.llm is not None
-            try:
-                with trio.fail_after(5):
-                    self._plan = SlotPlan.from_props(await self.llm.props())
-            except (LLMError, trio.TooSlowError) as exc:
-                log.warning("reflection.props_failed", error=str(exc))
-                return -1
-        return self._plan.reflection
-
     async def _run(self, msg: Reflect, scope: trio.CancelScope) -> None:
         t0 = time.monotonic()
         outcome, reason = "failed", ""
@@ -140,12 +127,13 @@ class ReflectionActor:
                                                             source="agent"), OpResult)
         pairs = [(f["key"], f["value"]) for f in known.data]
         full = build_reflection_prompt(pairs, msg.user_message, msg.assistant_reply)
-        prompt = chat_prompt(REFLECTION_PREFIX.rstrip("\n"), full[len(REFLECTION_PREFIX):],
-                             self.template)
-        slot = await self._slot()
         with trio.move_on_after(self.cfg.timeout_ms / 1000) as timer:
-            completion = await self.llm.complete(prompt, grammar=REFLECTION_GRAMMAR,
-                                                 n_predict=N_PREDICT, id_slot=slot)
+            # Partition ``reflection:<session>``: its fallbacks never move the turn's
+            # sticky backend (that map lives in the agent process anyway).
+            completion = await self.llm.complete(
+                f"reflection:{msg.session}", REFLECTION_PREFIX.rstrip("\n"),
+                full[len(REFLECTION_PREFIX):], role="reflection", grammar=REFLECTION_GRAMMAR,
+                n_predict=N_PREDICT, temperature=0.2)
         if timer.cancelled_caught:
             return "timeout", f"no answer within memory.reflection.timeoutMs={self.cfg.timeout_ms}", None
         # The raw completion holds personal data: debug level only (never at info).
@@ -220,8 +208,8 @@ class ReflectionActor:
 async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[ReflectionActor]:
     """Open the LLM client (when an LLM is configured) and serve; abort all on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)
-    llm = LlamaClient(boot.llm_url, api_key=boot.config.llm.api_key,
-                      timeout_s=boot.config.llm.request_timeout_ms / 1000) if boot.llm_url else None
+    backends = backends_from_config(boot.config, boot.llm_url)
+    llm = BackendPool(backends) if backends else None
     actor = ReflectionActor(ctx, boot, llm)
     try:
         yield actor

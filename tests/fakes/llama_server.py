@@ -14,6 +14,10 @@ Endpoints (shapes as llama-server answers them; DESIGN §7, anchor §7.8):
 * ``GET /health`` → ``{"status": "ok"}``; ``GET /slots`` → one idle row per slot.
 * ``GET /props`` → ``{"total_slots": N, "default_generation_settings": {"n_ctx": 4096},
   "model_path": "scripted"}``.
+* ``POST /v1/chat/completions`` and ``POST /v1/completions`` (OpenAI-compatible): the
+  same rules, matched against the messages joined as ``role: content`` lines (or the
+  prompt); OpenAI's shapes, SSE ``data: {"choices": [...]}`` then ``data: [DONE]``
+  when streaming. The ``Authorization`` header is recorded (``auth``).
 * ``POST /completion`` → non-stream JSON ``{"content", "stop": true, "tokens_predicted",
   "id_slot", "slot_id", "stop_type", "timings", ...}``, or with ``"stream": true`` SSE
   lines ``data: {"content": piece, "stop": false}`` and a final chunk with ``stop: true``.
@@ -120,9 +124,10 @@ class _State:
                 return rule
         return None
 
-    def record_request(self, method: str, path: str, body: Any) -> None:
+    def record_request(self, method: str, path: str, body: Any, auth: str | None = None) -> None:
         """Append one JSON line for this request to the record file."""
-        line = json.dumps({"t": time.time(), "method": method, "path": path, "body": body})
+        line = json.dumps({"t": time.time(), "method": method, "path": path, "body": body,
+                           "auth": auth})
         with self.lock, self.record.open("a", encoding="utf-8") as fh:
             fh.write(line + "\n")
 
@@ -178,7 +183,11 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 body = None
             state.record_request("POST", self.path, body if body is not None
-                                 else raw.decode("utf-8", "replace"))
+                                 else raw.decode("utf-8", "replace"),
+                                 auth=self.headers.get("Authorization"))
+            if self.path in ("/v1/chat/completions", "/v1/completions") and isinstance(body, dict):
+                self._openai(body)
+                return
             if self.path not in ("/completion", "/completions"):
                 self._send_json(404, {"error": {"code": 404, "message": "File Not Found",
                                                 "type": "not_found_error"}})
@@ -238,6 +247,57 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 self._stream(pieces, final, (rule or {}).get("chunk_delay_ms", 0) / 1000.0)
             else:
                 self._send_json(200, final)
+
+        def _openai(self, body: dict[str, Any]) -> None:
+            """``/v1/chat/completions`` and ``/v1/completions`` in OpenAI's shapes, driven
+            by the same rules (matched against the messages joined, or the prompt)."""
+            chat = self.path == "/v1/chat/completions"
+            if chat:
+                messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+                prompt = "\n".join(f"{m.get('role')}: {m.get('content')}" for m in messages
+                                   if isinstance(m, dict))
+            else:
+                prompt = str(body.get("prompt", ""))
+            grammar = body.get("grammar") if isinstance(body.get("grammar"), str) else ""
+            rule = state.pick_rule(prompt, grammar)
+            self._sleep(state.latency_s + (rule or {}).get("delay_ms", 0) / 1000.0)
+            if rule is not None and int(rule.get("status") or 200) >= 400:
+                status = int(rule["status"])
+                self._send_json(status, {"error": {"message": rule.get("response") or "scripted",
+                                                   "type": "server_error", "code": status}})
+                return
+            if rule is not None and rule.get("raw_body") is not None:
+                self._send_bytes(200, str(rule["raw_body"]).encode(), "application/json")
+                return
+            text = str(rule.get("response", "")) if rule is not None else (
+                '{"reply": "ok"}' if _REPLY_KEY_RE.search(grammar) else "NONE")
+            if not body.get("stream"):
+                choice = ({"index": 0, "message": {"role": "assistant", "content": text},
+                           "finish_reason": "stop"} if chat
+                          else {"index": 0, "text": text, "finish_reason": "stop"})
+                self._send_json(200, {"id": "scripted", "object": "chat.completion",
+                                      "model": body.get("model") or "scripted",
+                                      "choices": [choice],
+                                      "usage": {"prompt_tokens": max(1, len(prompt) // 4),
+                                                "completion_tokens": len(text.split())}})
+                return
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.close_connection = True
+                self.end_headers()
+                for piece in _PIECE_RE.findall(text):
+                    part = {"delta": {"content": piece}} if chat else {"text": piece}
+                    self.wfile.write(f"data: {json.dumps({'choices': [part]})}\n\n".encode())
+                    self.wfile.flush()
+                    self._sleep((rule or {}).get("chunk_delay_ms", 0) / 1000.0)
+                end = {"choices": [{"delta": {}, "finish_reason": "stop"} if chat
+                                   else {"text": "", "finish_reason": "stop"}]}
+                self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+                self.wfile.flush()
+            except OSError:
+                pass
 
         def _stream(self, pieces: list[str], final: dict[str, Any], gap_s: float) -> None:
             try:
@@ -332,6 +392,10 @@ class FakeLlama:
             return []
         lines = self.record_path.read_text(encoding="utf-8").splitlines()
         return [json.loads(line) for line in lines if line.strip()]
+
+    def openai_requests(self) -> list[dict[str, Any]]:
+        """Recorded requests to the OpenAI-compatible endpoints (with ``auth``)."""
+        return [r for r in self.requests() if r["path"].startswith("/v1/")]
 
     def completions(self) -> list[dict[str, Any]]:
         """Bodies of the recorded ``POST /completion`` requests, in order. A request whose

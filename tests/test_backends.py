@@ -1,0 +1,157 @@
+"""LLM backends (``runtime/backends.py``; issue 5 "Backends"): llama-server native and
+OpenAI-compatible against scripted servers, the ordered pool with a sticky fallback per
+session, and a whole daemon on an OpenAI-compatible server without grammar support."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+
+import pytest
+import trio
+
+from actors.agent.prompt import STABLE_PREFIX
+from runtime.backends import BackendPool, backends_from_config
+from runtime.client import open_client
+from runtime.config import Config, parse_config
+from runtime.llm import LLMError
+from tests.daemon import run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+
+def dead_url() -> str:
+    """A localhost URL nobody listens on (connection refused)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    return f"http://127.0.0.1:{port}"
+
+
+def pool(cfg: dict, primary: str) -> BackendPool:
+    config = parse_config(json.dumps(cfg))
+    config.llm.url = primary  # as `serve --llm-url` does (no url: the embedded server)
+    config.llm.request_timeout_ms = 5000
+    return BackendPool(backends_from_config(config, primary))
+
+
+@pytest.mark.parametrize("api", ["openai-chat", "openai-completions"])
+async def test_openai_apis_complete_and_stream_with_the_bearer_key(tmp_path, api, monkeypatch):
+    monkeypatch.setenv("AA_TEST_KEY", "sekret")
+    rules = [{"match": "say hi", "response": "Hello there, Dana!"}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        p = pool({"llm": {"api": api, "model": "m1", "apiKeyEnv": "AA_TEST_KEY"}}, fake.url)
+        try:
+            done = await p.complete("s", "SYSTEM TEXT", "say hi", grammar="root ::= x")
+            pieces: list[str] = []
+
+            async def on_token(piece: str) -> None:
+                pieces.append(piece)
+
+            streamed = await p.complete("s", "SYSTEM TEXT", "say hi", on_token=on_token)
+        finally:
+            await p.aclose()
+    assert done.text == streamed.text == "Hello there, Dana!"
+    assert len(pieces) > 1 and "".join(pieces) == "Hello there, Dana!"
+    reqs = fake.openai_requests()
+    path = "/v1/chat/completions" if api == "openai-chat" else "/v1/completions"
+    assert [r["path"] for r in reqs] == [path, path]
+    assert all(r["auth"] == "Bearer sekret" for r in reqs)
+    body = reqs[0]["body"]
+    assert body["model"] == "m1" and "grammar" not in body  # grammar off by default
+    if api == "openai-chat":
+        assert body["messages"] == [{"role": "system", "content": "SYSTEM TEXT"},
+                                    {"role": "user", "content": "say hi"}]
+    else:
+        assert body["prompt"].startswith("<|im_start|>system\nSYSTEM TEXT")
+
+
+async def test_fallback_is_sticky_per_session_and_sub_calls_never_move_it(tmp_path):
+    async with open_fake_llama(tmp_path / "a", [{"match": "hi", "response": "from A"}]) as a, \
+            open_fake_llama(tmp_path / "b", [{"match": "hi", "response": "from B"}]) as b:
+        p = pool({"llm": {"fallbacks": [{"url": b.url}]}}, a.url)
+        try:
+            assert (await p.complete("s1", "sys", "hi")).text == "from A"
+            a.set_rules([{"match": "hi", "status": 503, "response": "overloaded"}])
+            assert (await p.complete("s1", "sys", "hi")).text == "from B"  # fell back
+            a.set_rules([{"match": "hi", "response": "from A"}])  # A is healthy again
+            assert (await p.complete("s1", "sys", "hi")).text == "from B"  # s1 sticks to B
+            assert (await p.complete("s2", "sys", "hi")).text == "from A"  # s2 starts at A
+            # a sub-call partition that fails over leaves the session's choice alone
+            a.set_rules([{"match": "hi", "status": 500, "response": "boom"}])
+            assert (await p.complete("reflection:s2", "sys", "hi", role="reflection")).text == "from B"
+            assert p.current("s2").label == "primary"
+            b.set_rules([{"match": "hi", "status": 500, "response": "down too"}])
+            with pytest.raises(LLMError) as info:
+                await p.complete("s2", "sys", "hi")
+        finally:
+            await p.aclose()
+    message = str(info.value)
+    assert "every LLM backend failed" in message and "primary" in message
+    assert "fallback-1" in message and "HTTP 500" in message
+
+
+async def test_malformed_json_and_refused_connections_fall_back(tmp_path):
+    async with open_fake_llama(tmp_path / "b", [{"match": "hi", "response": "fine"}]) as b, \
+            open_fake_llama(tmp_path / "c", [{"match": "hi", "raw_body": "not json {"}]) as c:
+        p = pool({"llm": {"api": "openai-chat",
+                          "fallbacks": [{"url": c.url, "api": "openai-chat"},
+                                        {"url": b.url, "api": "openai-completions"}]}},
+                 dead_url())
+        try:
+            with trio.fail_after(30):
+                assert (await p.complete("s", "sys", "hi")).text == "fine"
+        finally:
+            await p.aclose()
+        assert p.current("s").label == "fallback-2"
+
+
+async def test_slots_follow_the_llama_backend_that_serves(tmp_path):
+    async with open_fake_llama(tmp_path / "one", [], slots=1) as one, \
+            open_fake_llama(tmp_path / "three", [], slots=3) as three:
+        for fake, expected in ((one, {"main": 0, "reflection": -1, "rewriter": -1}),
+                               (three, {"main": 0, "reflection": 1, "rewriter": 2})):
+            p = pool({}, fake.url)
+            try:
+                for role in expected:
+                    await p.complete("s", "sys", "hi", role=role)
+            finally:
+                await p.aclose()
+            assert [b["id_slot"] for b in fake.completions()] == list(expected.values())
+
+
+async def test_daemon_on_an_openai_server_without_grammars_replies_in_prose(tmp_path):
+    """A server that ignores grammars answers in prose: the turn still ends with that
+    reply, and reflection (prose SET lines) still writes."""
+    rules = [{"match": "You are a memory extractor", "response": "SET name=Dana\n"},
+             {"match": "My name is Dana", "response": "Nice to meet you, Dana!"}]
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps(
+        {"llm": {"api": "openai-chat", "model": "some-model", "apiKeyEnv": "AA_TEST_KEY"}}))
+    env = {**os.environ, "AA_TEST_KEY": "k-123"}
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url, env=env) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("My name is Dana")]
+                    event = await c.wait_for(lambda f: f["type"] == "reflection")
+                assert frames[-1]["reason"] == "reply"
+                assert {"type": "reply", "turn": frames[0]["turn"],
+                        "text": "Nice to meet you, Dana!"} in frames
+                assert event["outcome"] == "ok" and event["factKeys"] == ["name"]
+    reqs = fake.openai_requests()
+    assert reqs and all(r["auth"] == "Bearer k-123" for r in reqs)
+    turn_body = next(r["body"] for r in reqs if "### output" not in json.dumps(r["body"]))
+    assert turn_body["messages"][0] == {"role": "system", "content": STABLE_PREFIX}
+
+
+def test_backend_config_is_validated():
+    with pytest.raises(Exception) as info:
+        parse_config('{"llm": {"fallbacks": [{"api": "openai-chat"}]}}')
+    assert "fallbacks" in str(info.value) and "url" in str(info.value)
+    with pytest.raises(Exception) as info:
+        parse_config('{"llm": {"api": "gpt"}}')
+    assert "llm.api" in str(info.value)
+    assert backends_from_config(Config(), None) == []
