@@ -280,10 +280,11 @@ def load_config(state_dir: Path) -> Config:
 
 def config_to_json(cfg: Config) -> str:
     """The effective configuration, pretty-printed (``atomic-agent config show``);
-    secrets (``llm.apiKey``) are masked."""
+    secrets (``llm.apiKey`` and each ``llm.fallbacks[].apiKey``) are masked."""
     data = msgspec.to_builtins(cfg)
-    if data["llm"].get("apiKey"):
-        data["llm"]["apiKey"] = "***"
+    for block in [data["llm"], *data["llm"].get("fallbacks", [])]:
+        if block.get("apiKey"):
+            block["apiKey"] = "***"
     return json.dumps(data, indent=2)
 
 

@@ -34,9 +34,9 @@ from actors.memory.messages import BuildContext, OpResult, ToolOp
 from actors.memory.tools import TOOL_NAMES
 from actors.reflection.messages import AbortPending, Reflect
 from runtime.actor import ActorContext
+from runtime.backends import BackendPool, backends_from_config
 from runtime.config import ActorBoot
 from runtime.errors import RemoteError, RuntimeFailure
-from runtime.backends import BackendPool, backends_from_config
 from runtime.llm import LLMError
 from runtime.metrics import Metrics, MetricsRequest
 
@@ -63,6 +63,7 @@ from .prompt import (
     parse_action,
     partial_reply,
 )
+from .rewriter import Rewriter
 from .sessions import Message, SessionState, SessionStore, valid_session_id
 
 log = structlog.get_logger()
@@ -132,6 +133,7 @@ class AgentActor:
         self.turns: dict[str, _Turn] = {}
         self.db_lock = trio.Lock()
         self.n_ctx: int | None = None
+        self.rewriter = Rewriter(llm, self.cfg.memory.rewriter)
         self._decoder = msgspec.msgpack.Decoder(AgentMsg | MetricsRequest)
 
     # ------------------------------------------------------------------ dispatch
@@ -247,13 +249,30 @@ class AgentActor:
                     assistant_reply=reply))
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 
+    async def _recall_query(self, msg: RunTurn, state: SessionState) -> str | None:
+        """The rewriter's recall query for this turn, or None to recall with the raw
+        message (seed 001; ``rewriter`` module). Counted in
+        ``agent.memory.rewriter{outcome}``; a rewrite is shown as a ``rewrite`` step."""
+        history = [(m.role, m.text) for m in state.messages]
+        t0 = time.monotonic()
+        query, outcome = await self.rewriter.rewrite(msg.session, msg.text, history)
+        self.metrics.inc("agent.memory.rewriter", {"outcome": outcome})
+        if outcome not in ("skipped_disabled", "skipped_no_history", "skipped_not_referential"):
+            self.metrics.observe("agent.memory.rewriter.latency_ms",
+                                 (time.monotonic() - t0) * 1000)
+        if query == msg.text:
+            return None
+        await self._emit(msg.session, "step", turn=msg.turn, step="rewrite", query=query)
+        return query
+
     async def _memory_context(self, msg: RunTurn, state: SessionState) -> dict[str, str]:
         t0 = time.monotonic()
+        recall_query = await self._recall_query(msg, state)
         try:
             with trio.fail_after(10):
                 mem = await self.ctx.request("memory", BuildContext(
-                    session=msg.session, user_message=msg.text, working_dir=state.working_dir),
-                    MemoryContext)
+                    session=msg.session, user_message=msg.text, working_dir=state.working_dir,
+                    recall_query=recall_query), MemoryContext)
         except (RuntimeFailure, trio.TooSlowError) as exc:
             log.warning("agent.memory_context_failed", error=str(exc))
             return {}

@@ -285,7 +285,7 @@ class MemoryActor:
             lessons_k=cfg.lessons.recall_k if cfg.lessons.enabled else 0,
             procedures=s.procedures,
             procedures_k=cfg.procedures.recall_k if cfg.procedures.enabled else 0,
-            bump=False)
+            bump=False, recall_text=msg.recall_query)
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
         """Write every fact and note of one reflection in ONE transaction; invalid items

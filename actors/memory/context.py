@@ -105,12 +105,16 @@ def build_context(
     procedures: ProcedureStore | None = None,
     procedures_k: int = 0,
     bump: bool = True,
+    recall_text: str | None = None,
 ) -> MemoryContext:
     """Build the :class:`MemoryContext` for one turn.
 
     Args:
         profiles / notes: the stores of the actor's connection.
-        user_message: the current user message (the recall query and the gate input).
+        user_message: the current user message (the gate input, and the recall query
+            unless ``recall_text`` is given).
+        recall_text: the query rewriter's rewrite of ``user_message`` (seed 001): notes,
+            lessons and procedures are recalled with it.
         working_dir: the session's project directory; when given, recall and index
             show global notes plus that directory's notes.
         k: ``memory.recallInjection.k`` (default 3); ``k <= 0`` recalls nothing.
@@ -140,7 +144,8 @@ def build_context(
     if k > 0:
         try:
             recalled = notes.recall(
-                recall_query(user_message), k=k, working_dir=working_dir, bump=False
+                recall_query(recall_text or user_message), k=k, working_dir=working_dir,
+                bump=False
             )
         except Exception as exc:  # seed 000 §11: recall failure -> empty ### recalled
             log.warning(
@@ -154,7 +159,7 @@ def build_context(
         recalled = recalled + _expand(notes, links, recalled, working_dir,
                                       expansion_depth, max_expanded)
 
-    query = recall_query(user_message)
+    query = recall_query(recall_text or user_message)
     lesson_rows: list[LessonPointer] = []
     if lessons is not None and lessons_k > 0 and query:
         lesson_rows = _safe("lessons", lambda: [

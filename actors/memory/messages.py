@@ -25,11 +25,14 @@ class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
 
 
 class BuildContext(_M):
-    """Once per turn (DESIGN §2 step 3) → :class:`MemoryContext`."""
+    """Once per turn (DESIGN §2 step 3) → :class:`MemoryContext`. ``recall_query``: the
+    query rewriter's self-contained rewrite of ``user_message`` (seed 001), used for
+    recall only; the profile gate reads ``user_message``."""
 
     session: str
     user_message: str
     working_dir: str | None = None
+    recall_query: str | None = None
 
 
 class ToolOp(_M):
