@@ -63,7 +63,9 @@ async def test_invalid_actions_end_with_max_steps(tmp_path):
         async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
                 frames = await turn(c, "hello")
+    timings = frames[-1].pop("timings")
     assert frames[-1] == {"type": "turn.finished", "turn": frames[0]["turn"], "reason": "max_steps"}
+    assert timings["steps"] == 4 and timings["totalMs"] >= timings["llmMs"] + timings["contextMs"]
     prompts = agent_prompts(fake)
     assert len(prompts) == 4  # agent.maxSteps default
     assert "### notice" in prompts[1] and "not a valid action" in prompts[1]

@@ -83,6 +83,9 @@ class _Turn:
     turn: str
     scope: trio.CancelScope
     reason: str | None = None  # set by CancelTurn / shutdown before cancelling
+    context_ms: float = 0.0  # rewrite + BuildContext + render
+    llm_ms: float = 0.0  # every completion of the turn
+    steps: int = 0
 
 
 @dataclass
@@ -227,7 +230,11 @@ class AgentActor:
             with trio.CancelScope(shield=True):
                 if reply:
                     await self._emit(msg.session, "reply", turn=msg.turn, text=reply)
-                await self._emit(msg.session, "turn.finished", turn=msg.turn, reason=reason)
+                await self._emit(msg.session, "turn.finished", turn=msg.turn, reason=reason,
+                                 timings={"totalMs": round((time.monotonic() - t0) * 1000, 2),
+                                          "contextMs": round(turn.context_ms, 2),
+                                          "llmMs": round(turn.llm_ms, 2),
+                                          "steps": turn.steps})
                 self.turns.pop(msg.session, None)
         latency = (time.monotonic() - t0) * 1000
         self.metrics.inc("agent.turns", {"reason": reason})
@@ -286,7 +293,11 @@ class AgentActor:
             index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,
             lessons_max_tokens=m.lessons.max_tokens if m.lessons.enabled else 0,
             procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0)
-        self.metrics.observe("agent.memory.context_ms", (time.monotonic() - t0) * 1000)
+        elapsed = (time.monotonic() - t0) * 1000
+        self.metrics.observe("agent.memory.context_ms", elapsed)
+        turn = self.turns.get(msg.session)
+        if turn is not None:
+            turn.context_ms = elapsed
         return sections
 
     async def _context_window(self) -> int:
@@ -317,10 +328,14 @@ class AgentActor:
             log.debug("agent.prompt_tail", session=msg.session, step=n, tail=tail)
             step.notice = ""
             stream = _ReplyStream(self, msg)
+            turn = self.turns[msg.session]
+            turn.steps = n
+            t_llm = time.monotonic()
             completion = await self.llm.complete(
                 msg.session, STABLE_PREFIX, tail, role="main", grammar=ACTION_GRAMMAR,
                 n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
                 on_token=stream.on_token)
+            turn.llm_ms += (time.monotonic() - t_llm) * 1000
             match parse_action(completion.text):
                 case Reply(text=text) if text.strip():
                     return "reply", text.strip()

@@ -1,0 +1,167 @@
+"""Whole turns through the daemon against a scripted LLM of fixed latency (issue 5
+"bench/turn"; DESIGN §12 memory work per turn p99 ≤ 15 ms).
+
+A real daemon (``atomic-agent serve``, default config: reflection and backfill on) with
+memory seeded like an established user (1,000 notes, 40 facts: ``--notes``; measuring
+starts once the backfill has embedded them) talks to the
+scripted llama-server (``tests/fakes/llama_server.py``) that answers every completion
+after ``--latency-ms`` (default 50 ms) with ``{"reply": "ok"}`` (reflections: NONE).
+Each turn's ``turn.finished.timings`` says where its time went: ``contextMs`` (query
+rewrite, ``BuildContext`` through the memory actor, rendering), ``llmMs`` (the scripted
+completions) and ``totalMs``; the client also times ``say`` → ``turn.finished``.
+
+1. **One session**, ``--turns`` turns (default 200) one after another: memory work per
+   turn (``contextMs``) and the daemon's own share of a turn (client time − ``llmMs``),
+   beside the scripted LLM's own latency.
+2. **20 sessions at once** (``--sessions``), ``--turns`` / 10 turns each, no pause:
+   turns per second, latency percentiles, errors, and each process's CPU.
+
+The session is saved after ``turn.finished``, so persisting is outside ``totalMs``;
+``python -m bench.memory_turn`` measures context + render + persist on their own.
+
+Usage: ``python -m bench.turn [--quick] [--no-write]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import trio
+
+from bench._results import machine_line, percentile, publish, utc_now
+from bench.reflection import cpu_seconds, seed_memory
+from runtime.client import open_client
+from tests.daemon import run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+SECTION = "## Turns through the daemon"
+TARGET_CONTEXT_P99_MS = 15.0
+RULES = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
+WORDS = "coffee lisbon pytest piano travel sister editor garden budget docker".split()
+
+
+async def session_turns(url: str, token: str, s: int, turns: int, out: list[dict],
+                        errors: list[str]) -> None:
+    """``turns`` turns in one session; per turn the client time and the timings."""
+    async with open_client(url=url, token=token) as client:
+        for t in range(turns):
+            text = f"what did I say about {WORDS[(s + t) % 10]} and {WORDS[(s * 3 + t) % 10]}?"
+            t0 = time.perf_counter()
+            finished: dict = {}
+            async for frame in client.say(text):
+                if frame.get("type") == "turn.finished":
+                    finished = frame
+                elif frame.get("type") == "error":
+                    errors.append(json.dumps(frame)[:200])
+            if finished.get("reason") != "reply":
+                errors.append(json.dumps(finished)[:200])
+            out.append({"client_ms": (time.perf_counter() - t0) * 1000,
+                        **finished.get("timings", {})})
+
+
+async def backfilled(url: str, token: str, notes: int, limit_s: float = 120) -> None:
+    """Wait until the backfill actor has embedded the seeded notes (an established
+    user's daemon has its vectors), so that its start-up pass is not measured."""
+    async with open_client(url=url, token=token) as client:
+        with trio.move_on_after(limit_s):
+            while True:
+                stats = await client.memory("memory.stats")
+                emb = stats.get("embeddings", {})
+                if not emb.get("enabled") or emb.get("vectors", 0) >= notes:
+                    return
+                await trio.sleep(0.5)
+        print("backfill did not finish in time; measuring anyway", file=sys.stderr)
+
+
+async def run(notes: int, turns: int, sessions: int, latency_ms: float) -> dict:
+    """Both phases on one daemon; returns samples, errors, wall times and CPU."""
+    res: dict = {"errors": []}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        state = tmp / "state"
+        state.mkdir()
+        seed_memory(state, notes, 40)
+        async with open_fake_llama(tmp / "fake", RULES, latency_ms=latency_ms) as fake:
+            async with run_daemon(state, llm_url=fake.url) as d:
+                await backfilled(d.url, d.token, notes)
+                warm: list[dict] = []
+                await session_turns(d.url, d.token, 99, 10, warm, res["errors"])
+                one: list[dict] = []
+                await session_turns(d.url, d.token, 0, turns, one, res["errors"])
+                many: list[dict] = []
+                cpu0 = cpu_seconds(d.proc.pid, fake.pid)
+                t0 = time.perf_counter()
+                async with trio.open_nursery() as nursery:
+                    for s in range(sessions):
+                        nursery.start_soon(session_turns, d.url, d.token, s,
+                                           max(1, turns // 10), many, res["errors"])
+                res["many_wall_s"] = time.perf_counter() - t0
+                cpu1 = cpu_seconds(d.proc.pid, fake.pid)
+    res.update(one=one, many=many, cpu={k: v - cpu0.get(k, 0.0) for k, v in cpu1.items()})
+    return res
+
+
+def _row(name: str, xs: list[float]) -> str:
+    return (f"| {name} | {len(xs)} | {percentile(xs, 50):.2f} | {percentile(xs, 95):.2f} | "
+            f"{percentile(xs, 99):.2f} |")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both phases, print the tables; record them unless ``--no-write``. Exit 1 on
+    errors or a missed target."""
+    p = argparse.ArgumentParser(prog="python -m bench.turn", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="40 turns, 5 sessions, no write")
+    p.add_argument("--notes", type=int, default=1000)
+    p.add_argument("--turns", type=int, default=200)
+    p.add_argument("--sessions", type=int, default=20)
+    p.add_argument("--latency-ms", type=float, default=50.0)
+    p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.turns, args.sessions = 40, 5
+    write = args.write if args.write is not None else not args.quick
+    res = trio.run(run, args.notes, args.turns, args.sessions, args.latency_ms)
+    one, many = res["one"], res["many"]
+    context = [x["contextMs"] for x in one if "contextMs" in x]
+    own = [x["client_ms"] - x.get("llmMs", 0.0) for x in one]
+    rows = ["| one session, per turn | turns | p50 ms | p95 ms | p99 ms |",
+            "|---|---:|---:|---:|---:|",
+            _row("scripted LLM (`llmMs`, the baseline)", [x.get("llmMs", 0.0) for x in one]),
+            _row("memory work (`contextMs`: rewrite + BuildContext + render)", context),
+            _row("the daemon's own share (client time − `llmMs`)", own),
+            _row("client time `say` → `turn.finished`", [x["client_ms"] for x in one])]
+    ctx99 = percentile(context, 99)
+    rate = len(many) / res["many_wall_s"]
+    many_rows = ["| sessions at once | turns | turns/s | p50 ms | p99 ms | p99 − LLM ms | errors |",
+                 "|---:|---:|---:|---:|---:|---:|---:|",
+                 f"| {args.sessions} | {len(many)} | {rate:.1f} | "
+                 f"{percentile([x['client_ms'] for x in many], 50):.1f} | "
+                 f"{percentile([x['client_ms'] for x in many], 99):.1f} | "
+                 f"{percentile([x['client_ms'] - x.get('llmMs', 0.0) for x in many], 99):.1f} | "
+                 f"{len(res['errors'])} |"]
+    cpu = Counter(res["cpu"])
+    cpu_line = ", ".join(f"{k} {v / max(len(many), 1) * 1000:.1f}" for k, v in cpu.most_common())
+    passed = ctx99 <= TARGET_CONTEXT_P99_MS and not res["errors"]
+    command = " ".join(["python -m bench.turn", *(argv if argv is not None else sys.argv[1:])])
+    text = (f"{SECTION}\n\nDESIGN §12: memory work per turn p99 ≤ {TARGET_CONTEXT_P99_MS:g} ms; "
+            "the rest of a turn is the daemon's own cost beside the LLM's.\n\n"
+            f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"
+            f"- Default config (reflection, rewriter and backfill on), memory seeded with "
+            f"{args.notes} notes and 40 facts, scripted llama-server answering every completion "
+            f"after {args.latency_ms:g} ms\n\n" + "\n".join(rows) + "\n\n"
+            f"Memory work per turn p99 {ctx99:.2f} ms vs ≤ {TARGET_CONTEXT_P99_MS:g} ms: "
+            f"{'PASS' if ctx99 <= TARGET_CONTEXT_P99_MS else 'FAIL'}.\n\n" + "\n".join(many_rows)
+            + f"\n\nCPU per turn with {args.sessions} sessions (ms, `/proc/<pid>/stat`): "
+            f"{cpu_line}.\n")
+    publish(SECTION, text, write)
+    return 0 if passed else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
