@@ -70,8 +70,13 @@ FOLLOW_UP = [
 
 
 async def _two_turns(tmp_path, rules, slots=3):
+    state = tmp_path / "state"
+    state.mkdir()
+    # embeddings off: the similarity check (unit-tested below) would depend on when the
+    # backfill actor finished loading its embedder
+    (state / "config.json").write_text('{"memory": {"embeddings": {"enabled": false}}}')
     async with open_fake_llama(tmp_path, rules, slots=slots) as fake:
-        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+        async with run_daemon(state, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
                 await c.memory("memory.notes.store",
                                {"content": "Pixel the cat has a vet appointment on Friday"})
@@ -115,3 +120,56 @@ async def test_a_failing_rewrite_falls_back_to_the_raw_message(tmp_path):
     assert rewrites and all(b["id_slot"] == -1 for b in rewrites)  # single slot: -1
     last_turn = [b for b in fake.completions() if "reply" in b.get("grammar", "")][-1]
     assert "Pixel" not in recalled_section(last_turn["prompt"])  # raw words find nothing
+
+
+class _ScriptedPool:
+    """A stand-in for BackendPool in unit tests: answers every completion with ``text``."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.calls = 0
+
+    async def complete(self, partition, system, user, **kw):
+        from runtime.llm import Completion
+
+        self.calls += 1
+        assert partition.startswith("rewriter:") and kw["role"] == "rewriter"
+        return Completion(text=self.text)
+
+
+@pytest.mark.parametrize(("checked", "outcome"), [
+    ((0.55, 0.35), "ok"), ((0.02, 0.35), "dissimilar"), (None, "ok")])
+async def test_similarity_check_rejects_a_rewrite_that_drifted(checked, outcome) -> None:
+    seen = []
+
+    async def similarity(a: str, b: str):
+        seen.append((a, b))
+        return checked
+
+    pool = _ScriptedPool("<rewritten_query>Pixel vet appointment</rewritten_query>")
+    rw = Rewriter(pool, RewriterConfig(), similarity=similarity)
+    history = [("user", "My cat Pixel needs a checkup"), ("assistant", "noted")]
+    query, got = await rw.rewrite("s", "and when is it?", history)
+    assert got == outcome
+    assert query == ("Pixel vet appointment" if outcome == "ok" else "and when is it?")
+    # compared with what it was made from: the history window and the message
+    assert seen == [("My cat Pixel needs a checkup noted and when is it?", "Pixel vet appointment")]
+    # memoised: the same message and history do not call the LLM again
+    assert await rw.rewrite("s", "and when is it?", history) == (query, "memo")
+    assert pool.calls == 1
+
+
+async def test_real_embedder_keeps_a_faithful_rewrite_and_drops_a_drifted_one() -> None:
+    from actors.backfill.embedder import LocalEmbedder
+
+    embedder = await trio.to_thread.run_sync(LocalEmbedder.load)
+
+    async def similarity(a: str, b: str):
+        return embedder.similarity(a, b), embedder.entry.min_cosine
+
+    history = [("user", "My cat Pixel needs a checkup soon"), ("assistant", "noted")]
+    for text, outcome in (("Pixel vet checkup appointment", "ok"),
+                          ("quantum chromodynamics lecture schedule", "dissimilar")):
+        rw = Rewriter(_ScriptedPool(f"<rewritten_query>{text}</rewritten_query>"),
+                      RewriterConfig(), similarity=similarity)
+        assert (await rw.rewrite("s", "and when is it?", history))[1] == outcome

@@ -140,6 +140,9 @@ async def test_daemon_on_an_openai_server_without_grammars_replies_in_prose(tmp_
                 assert frames[-1]["reason"] == "reply"
                 assert {"type": "reply", "turn": frames[0]["turn"],
                         "text": "Nice to meet you, Dana!"} in frames
+                # the prose streamed as it came
+                deltas = [f["text"] for f in frames if f["type"] == "reply.delta"]
+                assert len(deltas) > 1 and "".join(deltas) == "Nice to meet you, Dana!"
                 assert event["outcome"] == "ok" and event["factKeys"] == ["name"]
     reqs = fake.openai_requests()
     assert reqs and all(r["auth"] == "Bearer k-123" for r in reqs)

@@ -351,3 +351,24 @@ async def test_inactive_backfill_writes_nothing(tmp_path, embeddings, state, rea
     assert status["embedded"] == 0
     assert any(k.startswith("agent.memory.backfill.inactive") for k in metrics["counters"])
     assert vector_rows(tmp_path) == []
+
+
+async def test_similarity_requests_answer_once_the_embedder_is_attached(tmp_path):
+    """The query rewriter's check (seed 001 ``similarity`` purpose) through the actor."""
+    from actors.backfill.messages import Similarity, SimilarityReply
+
+    cfg = make_config()
+    async with open_supervisor(specs(tmp_path, cfg)) as sup:
+        with trio.fail_after(60):
+            while (await sup.request("backfill", BackfillStatus(), dict))["dim"] == 0:
+                early = await sup.request("backfill", Similarity(a="x", b="y"), SimilarityReply)
+                assert early.cosine is None  # not attached yet: the caller skips its check
+                await trio.sleep(0.05)
+        near = await sup.request("backfill", Similarity(
+            a="My cat Pixel needs a checkup soon. and when is it?",
+            b="Pixel vet checkup appointment"), SimilarityReply)
+        far = await sup.request("backfill", Similarity(
+            a="My cat Pixel needs a checkup soon. and when is it?",
+            b="quantum chromodynamics lecture schedule"), SimilarityReply)
+    assert near.model == far.model == MODEL and near.min_cosine == 0.35
+    assert near.cosine > near.min_cosine > far.cosine

@@ -32,6 +32,7 @@ import trio
 from actors.memory.context import MemoryContext, render_context
 from actors.memory.messages import BuildContext, OpResult, ToolOp
 from actors.memory.tools import TOOL_NAMES
+from actors.backfill.messages import Similarity, SimilarityReply
 from actors.reflection.messages import AbortPending, Reflect
 from runtime.actor import ActorContext
 from runtime.backends import BackendPool, backends_from_config
@@ -105,7 +106,8 @@ def _summary(data: Any, limit: int = 300) -> str:
 
 class _ReplyStream:
     """Turns streamed completion pieces into ``reply.delta`` events while the
-    completion is a ``{"reply": "…"}`` action (other actions are not streamed)."""
+    completion is a ``{"reply": "…"}`` action, or prose (a backend without grammars:
+    prose is the reply) up to its first ``{``; other actions are not streamed."""
 
     def __init__(self, agent: "AgentActor", msg: RunTurn) -> None:
         self.agent = agent
@@ -115,7 +117,13 @@ class _ReplyStream:
 
     async def on_token(self, piece: str) -> None:
         self.pieces.append(piece)
-        text = partial_reply("".join(self.pieces))
+        joined = "".join(self.pieces).lstrip()
+        if not joined:
+            return
+        if joined[0] in "{`":
+            text = partial_reply(joined)
+        else:  # prose: parse_action takes text without any JSON object as the reply
+            text = joined.split("{", 1)[0].rstrip()  # trailing space waits for more
         if text is not None and len(text) > len(self.sent):
             await self.agent._emit(self.msg.session, "reply.delta", turn=self.msg.turn,
                                    text=text[len(self.sent):])
@@ -136,7 +144,9 @@ class AgentActor:
         self.turns: dict[str, _Turn] = {}
         self.db_lock = trio.Lock()
         self.n_ctx: int | None = None
-        self.rewriter = Rewriter(llm, self.cfg.memory.rewriter)
+        self.rewriter = Rewriter(llm, self.cfg.memory.rewriter,
+                                 similarity=self._similarity
+                                 if self.cfg.memory.embeddings.enabled else None)
         self._decoder = msgspec.msgpack.Decoder(AgentMsg | MetricsRequest)
 
     # ------------------------------------------------------------------ dispatch
@@ -255,6 +265,19 @@ class AgentActor:
                     session=msg.session, turn=msg.turn, user_message=msg.text,
                     assistant_reply=reply))
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
+
+    async def _similarity(self, a: str, b: str) -> tuple[float, float] | None:
+        """Cosine of ``a`` and ``b`` from the backfill actor's embedder (purpose
+        ``similarity``) and the model's floor; None when it has no embedder or does not
+        answer within 2 s (then the rewrite is not checked)."""
+        try:
+            with trio.fail_after(2):
+                reply = await self.ctx.request("backfill", Similarity(a=a, b=b),
+                                               SimilarityReply)
+        except (RuntimeFailure, trio.TooSlowError) as exc:
+            log.debug("agent.similarity_unavailable", error=str(exc))
+            return None
+        return None if reply.cosine is None else (reply.cosine, reply.min_cosine)
 
     async def _recall_query(self, msg: RunTurn, state: SessionState) -> str | None:
         """The rewriter's recall query for this turn, or None to recall with the raw

@@ -16,14 +16,20 @@ gives the raw message back. Outcomes (``agent.memory.rewriter{outcome}``):
 * ``memo`` — the same message with the same history was rewritten before (one memo
   entry per session, 256 sessions, least recently used first out);
 * ``ok`` — rewritten; ``unchanged`` — the model answered ``NONE`` or the message itself;
+* ``dissimilar`` — with embeddings attached, the rewrite's cosine (purpose
+  ``similarity``) to what it was made from — the history window and the message — is
+  below the model's floor (``minCosine``, 0.35): it drifted, so the raw message is used.
+  Not the message alone: a follow-up ("and when is it?") shares no meaning with its good
+  rewrite ("Pixel vet appointment": cosine −0.03 with wordllama, 0.55 against window +
+  message; an unrelated "quantum chromodynamics lecture schedule" scores 0.02);
 * ``failed`` — LLM error or an answer without a valid envelope; ``timeout`` —
   ``memory.rewriter.timeoutMs`` ran out. Failures and timeouts are memoised too, so a
   slow model is not asked again for the same message.
 
 The call runs on the ``rewriter`` role (slot 2 when the llama-server has one, else -1)
 in its own pool partition ``rewriter:<session>``, so a failing rewrite never moves the
-session's sticky backend. The similarity check against the original (seed 001's
-``similarity`` embed purpose) needs embeddings in the agent; it is not done yet.
+session's sticky backend. The similarity check runs only when a check is given and
+answers (embeddings attached); otherwise the rewrite is used as the model gave it.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import hashlib
 import json
 import re
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 
 import structlog
 import trio
@@ -39,6 +46,10 @@ import trio
 from runtime.backends import BackendPool
 from runtime.config import RewriterConfig
 from runtime.llm import LLMError
+
+#: ``similarity(original, rewrite)`` → ``(cosine, floor)``, or None when no embedder is
+#: attached (the agent asks the backfill actor, which holds the local embedder).
+SimilarityCheck = Callable[[str, str], Awaitable[tuple[float, float] | None]]
 
 __all__ = ["REWRITER_GRAMMAR", "REWRITER_PREFIX", "Rewriter", "build_rewriter_prompt",
            "is_referential", "parse_rewrite"]
@@ -141,9 +152,11 @@ def parse_rewrite(text: str) -> str | None:
 class Rewriter:
     """Per-actor rewriter state: the memo and the config (see the module docstring)."""
 
-    def __init__(self, pool: BackendPool | None, cfg: RewriterConfig) -> None:
+    def __init__(self, pool: BackendPool | None, cfg: RewriterConfig,
+                 similarity: SimilarityCheck | None = None) -> None:
         self.pool = pool
         self.cfg = cfg
+        self.similarity = similarity
         self._memo: OrderedDict[str, tuple[str, str]] = OrderedDict()
 
     def _window(self, history: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -194,4 +207,11 @@ class Rewriter:
             return message, "failed"
         if query.strip().casefold() == message.strip().casefold():
             return message, "unchanged"
+        if self.similarity is not None:
+            source = " ".join([text for _, text in window] + [message])
+            checked = await self.similarity(source, query)
+            if checked is not None and checked[0] < checked[1]:
+                log.info("agent.rewrite_dissimilar", session=session,
+                         cosine=round(checked[0], 3), floor=checked[1])
+                return message, "dissimilar"
         return query, "ok"

@@ -60,7 +60,14 @@ from runtime.errors import RuntimeFailure
 from runtime.metrics import Metrics, MetricsRequest
 
 from .embedder import EmbeddingUnavailable, LocalEmbedder, to_blob
-from .messages import BackfillMsg, BackfillState, BackfillStatus, BackfillStatusReply
+from .messages import (
+    BackfillMsg,
+    BackfillState,
+    BackfillStatus,
+    BackfillStatusReply,
+    Similarity,
+    SimilarityReply,
+)
 
 T = TypeVar("T")
 log = structlog.get_logger()
@@ -134,8 +141,8 @@ class BackfillActor:
 
     # ------------------------------------------------------------------ handlers
     async def on_request(self, src: str, body: msgspec.Raw) -> Any:
-        """Answer ``BackfillStatus`` (→ :class:`BackfillStatusReply`) and
-        ``MetricsRequest`` (→ snapshot dict)."""
+        """Answer ``BackfillStatus`` (→ :class:`BackfillStatusReply`), ``Similarity``
+        (→ :class:`SimilarityReply`) and ``MetricsRequest`` (→ snapshot dict)."""
         match self._decoder.decode(body):
             case BackfillStatus():
                 return self.status()
@@ -144,6 +151,22 @@ class BackfillActor:
             case NotesWritten() as msg:
                 self._note_written(msg.ids)
                 return {}
+            case Similarity() as msg:
+                return await self._similarity(msg)
+
+    async def _similarity(self, msg: Similarity) -> SimilarityReply:
+        """Embed both texts (purpose ``similarity``) off the event loop; a model error
+        answers ``cosine=None`` (the caller then skips its check)."""
+        embedder = self.embedder
+        if embedder is None:
+            return SimilarityReply(model=self.model)
+        try:
+            value = await trio.to_thread.run_sync(embedder.similarity, msg.a, msg.b)
+        except EmbeddingUnavailable as exc:
+            log.warning("backfill.similarity_failed", error=exc.message)
+            return SimilarityReply(model=embedder.model)
+        return SimilarityReply(cosine=value, min_cosine=embedder.entry.min_cosine,
+                               model=embedder.model)
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         """Handle ``NotesWritten(ids)``: queue the ids and wake the worker."""

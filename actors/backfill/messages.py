@@ -54,5 +54,22 @@ class BackfillStatusReply(msgspec.Struct, kw_only=True):
     runs: int = 0
 
 
-BackfillMsg = BackfillStatus | MetricsRequest | NotesWritten
+class Similarity(_M):
+    """Cosine of two texts embedded with purpose ``similarity`` (seed 001: the query
+    rewriter's check) → :class:`SimilarityReply`."""
+
+    a: str
+    b: str
+
+
+class SimilarityReply(msgspec.Struct, kw_only=True):
+    """``cosine`` None when no embedder is attached (disabled, not loaded yet, failed);
+    ``min_cosine``: the attached model's catalog floor (DESIGN §8, default 0.35)."""
+
+    cosine: float | None = None
+    min_cosine: float = 0.35
+    model: str = ""
+
+
+BackfillMsg = BackfillStatus | MetricsRequest | NotesWritten | Similarity
 """Everything the backfill actor decodes (requests and casts)."""
