@@ -73,3 +73,22 @@ async def test_long_conversation_is_cut_but_memory_sections_survive(tmp_path):
     assert "bonsai on the balcony" in tail.split("### recalled\n", 1)[1]
     # the whole prompt fits the window with room for the reply (~4 chars per token)
     assert (len(system) + len(tail)) / 4 < 4096 - 256
+
+
+async def test_the_memory_corpus_is_never_dumped_into_the_prompt(tmp_path):
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                for i in range(60):
+                    await c.memory("memory.notes.store",
+                                   {"content": f"garden note {i}: the tomatoes need stakes {i * 7}"})
+                with trio.fail_after(60):
+                    [f async for f in c.say("what do the tomatoes in the garden need?")]
+    _, tail = system_and_tail(agent_bodies(fake)[-1]["prompt"])
+    recalled = tail.split("### recalled\n", 1)[1].split("\n### ", 1)[0]
+    index = tail.split("### memory-index\n", 1)[1].split("\n### ", 1)[0]
+    rows = [line for line in recalled.splitlines() if "garden note" in line]
+    assert 1 <= len(rows) <= 3  # memory.recallInjection.k
+    assert 1 <= len([line for line in index.splitlines() if "garden note" in line]) <= 20
+    assert sum(f"garden note {i}:" in tail for i in range(60)) <= 23
