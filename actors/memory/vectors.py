@@ -10,15 +10,17 @@ the ``dim`` it is given.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 import apsw
+import msgspec
+import numpy as np
 
 from .errors import ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
 from .schema import write_txn
 
-__all__ = ["VECTOR_BATCH_MAX", "VectorStore"]
+__all__ = ["VECTOR_BATCH_MAX", "LoadedVectors", "VectorStore"]
 
 #: Upper bound of one ``missing`` batch (rows).
 VECTOR_BATCH_MAX = 10_000
@@ -34,6 +36,29 @@ _SQL_PUT_VECTOR = (
     " ON CONFLICT (note_id, model) DO UPDATE SET dim = excluded.dim,"
     " vector = excluded.vector, created_at = excluded.created_at"
 )
+
+
+_SQL_NEWEST = (
+    "SELECT note_id, vector FROM memory_vectors WHERE model = ? AND dim = ?"
+    " ORDER BY note_id DESC LIMIT ?"
+)
+_SQL_BY_IDS = (
+    "SELECT note_id, vector FROM memory_vectors WHERE model = ? AND dim = ?"
+    " AND note_id IN (SELECT value FROM json_each(?))"
+)
+_IDS = msgspec.json.Encoder()
+
+
+class LoadedVectors(msgspec.Struct, frozen=True):
+    """What :meth:`VectorStore.load` scanned: ``ids`` and the matching ``rows``
+    (``(len(ids), dim)`` float32), ``overflow`` = vectors of the model left out by the
+    ceiling (DESIGN §8 "count the overflow"), ``stale`` = vectors of the model with
+    another dimension (BC-08), never scored."""
+
+    ids: list[int]
+    rows: np.ndarray
+    overflow: int = 0
+    stale: int = 0
 
 
 class VectorStore:
@@ -91,3 +116,29 @@ class VectorStore:
         if not isinstance(model, str) or not model.strip():
             raise ValidationError("model", "must be a non-empty string")
         return model
+
+    def load(self, model: str, dim: int, ceiling: int,
+             also: Iterable[int] = ()) -> LoadedVectors:
+        """The vectors hybrid recall scans (DESIGN §8): every vector of ``model`` with
+        dimension ``dim`` up to ``ceiling`` (``memory.embeddings.bruteForceCeiling``);
+        above it the newest ``ceiling`` plus those of ``also`` (the keyword hits).
+
+        Raises:
+            ValidationError: fields ``model``, ``dim``, ``ceiling``.
+        """
+        model = self._model(model)
+        dim = require_positive_id(dim, "dim")
+        ceiling = require_positive_id(ceiling, "ceiling")
+        total, stale = self.conn.execute(
+            "SELECT count(*) FILTER (WHERE dim = ?1), count(*) FILTER (WHERE dim <> ?1)"
+            " FROM memory_vectors WHERE model = ?2", (dim, model)).fetchall()[0]
+        rows = dict(self.conn.execute(_SQL_NEWEST, (model, dim, ceiling)).fetchall())
+        wanted = [i for i in also if i not in rows]
+        if total > ceiling and wanted:
+            rows.update(self.conn.execute(
+                _SQL_BY_IDS, (model, dim, _IDS.encode(wanted).decode())).fetchall())
+        ids = sorted(rows, reverse=True)
+        matrix = (np.frombuffer(b"".join(rows[i] for i in ids), dtype="<f4").reshape(-1, dim)
+                  if ids else np.zeros((0, dim), dtype=np.float32))
+        return LoadedVectors(ids=ids, rows=matrix, overflow=max(0, total - ceiling),
+                             stale=stale)

@@ -1,0 +1,106 @@
+"""Hybrid recall's ranking: BM25 hits blended with cosine, meaning-only notes in the
+slots left (DESIGN §8, seed 001 "hybrid recall", field cases BC-08 and BC-09).
+
+Pure functions over numbers; the stores feed them:
+
+* :func:`cosine_scores` — the cosine of a query vector with each row of a matrix, computed
+  under ``numpy.errstate(all="ignore")``; a zero or non-finite vector (query or row)
+  scores exactly 0.0, never NaN (BC-09). Rows of another dimension than the query are
+  never passed in (``VectorStore.load`` keeps one model and one dimension; BC-08).
+* :func:`hybrid_rank` — the order DESIGN §8 fixes:
+
+  1. keyword hits (BM25 normalised within the hit set, strongest 1.0) are ranked among
+     themselves by ``(1 − w) · bm25 + w · cosine`` (cosine 0 when the note has no vector)
+     and keep their slots;
+  2. notes found by meaning alone fill the slots left, best cosine first, only when their
+     cosine reaches the model's floor (``minCosine``, default 0.35) and is within 0.15 of
+     the best cosine the query reached over every scanned vector;
+  3. ``w = 0`` (``memory.embeddings.vectorWeight``) gives the keyword order and no
+     meaning-only notes.
+
+  An all-zero query vector gives every note cosine 0, so the order is the BM25 order
+  (BC-09 second query).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import msgspec
+import numpy as np
+
+__all__ = ["BEST_WINDOW", "DEFAULT_MIN_COSINE", "Ranked", "cosine_scores", "hybrid_rank"]
+
+#: Meaning-only notes must be within this of the query's best cosine (DESIGN §8).
+BEST_WINDOW = 0.15
+#: Default cosine floor of a catalog entry (seed 001 ``minCosine``).
+DEFAULT_MIN_COSINE = 0.35
+
+
+class Ranked(msgspec.Struct, frozen=True):
+    """One ranked note: ``score`` in [0, 1] (the blend for keyword hits, the cosine for
+    meaning-only notes); ``via`` is ``"keyword"`` or ``"meaning"``."""
+
+    id: int
+    score: float
+    via: str
+
+
+def cosine_scores(query: Sequence[float] | np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """Cosine of ``query`` (shape ``(d,)``) with each row of ``rows`` (``(n, d)``).
+
+    Zero or non-finite vectors score 0.0; the result is finite, clipped to [-1, 1].
+    Raises ``ValueError`` when the dimensions differ.
+    """
+    q = np.asarray(query, dtype=np.float64).ravel()
+    m = np.asarray(rows, dtype=np.float64)
+    if m.size == 0:
+        return np.zeros(0)
+    if m.ndim != 2 or m.shape[1] != q.shape[0]:
+        raise ValueError(f"dimension mismatch: query {q.shape[0]}, rows {m.shape}")
+    with np.errstate(all="ignore"):
+        row_ok = np.isfinite(m).all(axis=1)
+        m = np.where(row_ok[:, None], m, 0.0)
+        if not np.isfinite(q).all():
+            return np.zeros(m.shape[0])
+        q_norm = np.linalg.norm(q)
+        norms = np.linalg.norm(m, axis=1)
+        denom = norms * q_norm
+        out = np.divide(m @ q, denom, out=np.zeros(m.shape[0]), where=denom > 0)
+    out[~np.isfinite(out)] = 0.0
+    return np.clip(out, -1.0, 1.0)
+
+
+def hybrid_rank(
+    keyword: Sequence[tuple[int, float]],
+    cosines: Mapping[int, float],
+    k: int,
+    *,
+    vector_weight: float,
+    min_cosine: float = DEFAULT_MIN_COSINE,
+    best_window: float = BEST_WINDOW,
+) -> list[Ranked]:
+    """Rank per DESIGN §8 (module docstring).
+
+    Args:
+        keyword: ``(note id, normalised BM25 in [0, 1])`` of the keyword hits.
+        cosines: cosine per note id for every scanned vector (keyword hits included).
+        k: slots (≥ 1).
+        vector_weight: ``w`` in [0, 1].
+        min_cosine / best_window: the meaning-only admission rule.
+
+    Returns at most ``k`` :class:`Ranked`, keyword hits first.
+    """
+    w = min(1.0, max(0.0, float(vector_weight)))
+    hits = [Ranked(i, (1 - w) * bm25 + w * max(0.0, cosines.get(i, 0.0)), "keyword")
+            for i, bm25 in keyword]
+    hits.sort(key=lambda r: (-r.score, r.id))
+    out = hits[:k]
+    if w == 0 or len(out) >= k or not cosines:
+        return out
+    best = max(cosines.values())
+    floor = max(min_cosine, best - best_window)
+    taken = {r.id for r in out}
+    meaning = sorted(((c, i) for i, c in cosines.items() if i not in taken and c >= floor),
+                     key=lambda t: (-t[0], t[1]))
+    return out + [Ranked(i, c, "meaning") for c, i in meaning[:k - len(out)]]

@@ -1,0 +1,99 @@
+"""Hybrid recall's ranking (``actors/memory/hybrid.py``; DESIGN §8; BC-08, BC-09)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from actors.memory.hybrid import Ranked, cosine_scores, hybrid_rank
+
+
+def test_bc09_vector_math_is_finite_and_controlled():
+    rows = np.array([[1, 0, 0, 0], [0.7, 0.7, 0, 0], [0, 0, 0, 0], [np.nan, 1, 0, 0]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy warning escapes
+        scores = cosine_scores([1, 0, 0, 0], rows)
+        zero = cosine_scores([0, 0, 0, 0], rows)
+    assert scores.tolist() == pytest.approx([1.0, 0.7071, 0.0, 0.0], abs=1e-4)
+    assert np.isfinite(scores).all() and zero.tolist() == [0.0, 0.0, 0.0, 0.0]
+    ids = [1, 2, 3, 4]
+    # the vector leg's top-2 (the hybrid admission window then keeps only n1: 0.707 is
+    # more than 0.15 below the best cosine 1.0)
+    assert [ids[i] for i in np.argsort(-scores, kind="stable")[:2]] == [1, 2]
+    top = hybrid_rank([], dict(zip(ids, scores.tolist())), 2, vector_weight=0.5)
+    assert [r.id for r in top] == [1]
+    # the all-zero query: every cosine 0, so the order is the BM25 order
+    keyword = [(3, 1.0), (1, 0.6), (2, 0.2)]
+    ranked = hybrid_rank(keyword, dict(zip(ids, zero.tolist())), 3, vector_weight=0.5)
+    assert [r.id for r in ranked] == [3, 1, 2]
+
+
+def test_bc08_other_dimensions_are_refused_not_mixed():
+    with pytest.raises(ValueError):
+        cosine_scores([1, 0, 0, 0, 0, 0], np.ones((3, 4)))
+    assert cosine_scores([1, 0], np.zeros((0, 2))).tolist() == []
+
+
+def test_keyword_hits_keep_their_slots_and_blend_with_cosine():
+    keyword = [(10, 1.0), (11, 0.9)]
+    cosines = {10: 0.1, 11: 0.9, 12: 0.95}  # 12 is meaning-only, better than both
+    ranked = hybrid_rank(keyword, cosines, 3, vector_weight=0.5)
+    assert [(r.id, r.via) for r in ranked] == [(11, "keyword"), (10, "keyword"), (12, "meaning")]
+    assert ranked[0].score == pytest.approx(0.5 * 0.9 + 0.5 * 0.9)
+    # two slots: both keyword hits stay, the meaning-only note does not push one out
+    assert [r.id for r in hybrid_rank(keyword, cosines, 2, vector_weight=0.5)] == [11, 10]
+
+
+def test_meaning_only_admission_floor_and_window():
+    cosines = {1: 0.80, 2: 0.70, 3: 0.64, 4: 0.30}
+    ranked = hybrid_rank([], cosines, 5, vector_weight=0.4)
+    assert [r.id for r in ranked] == [1, 2]  # 3 is > 0.15 below the best, 4 under 0.35
+    assert hybrid_rank([], {1: 0.34}, 5, vector_weight=0.4) == []
+    assert hybrid_rank([], {1: 0.5}, 5, vector_weight=0.4, min_cosine=0.6) == []
+    # the best cosine over every scanned vector sets the window, keyword hits included
+    assert [r.id for r in hybrid_rank([(9, 1.0)], {9: 0.95, 1: 0.7}, 3, vector_weight=0.4)] == [9]
+
+
+def test_vector_weight_zero_is_keyword_only():
+    keyword = [(1, 1.0), (2, 0.5)]
+    ranked = hybrid_rank(keyword, {2: 1.0, 3: 1.0}, 5, vector_weight=0.0)
+    assert ranked == [Ranked(1, 1.0, "keyword"), Ranked(2, 0.5, "keyword")]
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.integers(1, 50), st.floats(0, 1)), max_size=10, unique_by=lambda t: t[0]),
+       st.dictionaries(st.integers(1, 80), st.floats(-1, 1), max_size=30),
+       st.integers(1, 10), st.floats(0, 1))
+def test_rank_invariants(keyword, cosines, k, w):
+    ranked = hybrid_rank(keyword, cosines, k, vector_weight=w)
+    ids = [r.id for r in ranked]
+    assert len(ids) == len(set(ids)) <= k
+    kw = {i for i, _ in keyword}
+    vias = [r.via for r in ranked]
+    assert vias == sorted(vias, key=lambda v: v != "keyword")  # keyword hits first
+    assert len([v for v in vias if v == "keyword"]) == min(k, len(kw))
+    assert all(0.0 <= r.score <= 1.0 for r in ranked)
+
+
+def test_load_keeps_one_model_and_dimension_and_counts_the_rest(conn):
+    from actors.memory.notes import MemoryStore
+    from actors.memory.vectors import VectorStore
+
+    notes, vectors = MemoryStore(conn), VectorStore(conn)
+    ids = [notes.store(t).id for t in ("Likes oat flat whites", "Cycles to work",
+                                        "Allergic to cats", "Plays chess", "Reads poetry")]
+    four = np.array([1, 0, 0, 0], dtype="<f4").tobytes()
+    vectors.put("A", 4, [(i, four) for i in ids])
+    vectors.put("A", 6, [(ids[0], np.ones(6, dtype="<f4").tobytes())])  # the server changed
+    vectors.put("B", 4, [(ids[1], four)])  # another model: never read for A
+    got = vectors.load("A", 4, ceiling=10)
+    assert got.ids == sorted(ids[1:], reverse=True) and got.rows.shape == (4, 4)
+    assert (got.stale, got.overflow) == (1, 0)  # BC-08: left out of scoring, counted
+    assert cosine_scores([1, 0, 0, 0], got.rows).tolist() == [1.0] * 4
+    # above the ceiling: the newest ones plus the keyword hits' vectors
+    capped = vectors.load("A", 4, ceiling=2, also=[ids[1], 999])
+    assert capped.ids == [ids[4], ids[3], ids[1]] and capped.overflow == 2
