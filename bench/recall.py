@@ -156,7 +156,9 @@ def run_local(path: Path, notes: int, questions: list[str], n: int) -> dict[str,
 
 async def run_daemon(state_dir: Path, questions: list[str], n: int) -> dict[str, list[float]]:
     """Time the recall tool and ``BuildContext`` through a real memory actor; ms."""
-    boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state_dir), config=Config()))
+    cfg = Config()
+    cfg.memory.embeddings.enabled = False  # the BM25 figure of DESIGN §12 (hybrid: issue 6)
+    boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state_dir), config=cfg))
     out: dict[str, list[float]] = defaultdict(list)
     async with open_supervisor([ActorSpec(name="memory", config=boot)]) as sup:
         for i in range(n + n // 10):

@@ -97,3 +97,73 @@ def test_load_keeps_one_model_and_dimension_and_counts_the_rest(conn):
     # above the ceiling: the newest ones plus the keyword hits' vectors
     capped = vectors.load("A", 4, ceiling=2, also=[ids[1], 999])
     assert capped.ids == [ids[4], ids[3], ids[1]] and capped.overflow == 2
+
+
+async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_cleanly(tmp_path):
+    """Issue 6's headline, through real actors: the backfill actor embeds the note, the
+    memory actor embeds the query; keyword recall alone finds nothing."""
+    import msgspec
+    import trio
+
+    from actors.memory.messages import OpResult, Stats, ToolOp
+    from runtime import ActorSpec, open_supervisor
+    from runtime.config import ActorBoot, parse_config
+
+    cfg = parse_config('{"memory": {"embeddings": {"backfillStartDelayMs": 50}}}')
+    boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(tmp_path), config=cfg))
+    specs = [ActorSpec(name="memory", config=boot), ActorSpec(name="backfill", config=boot)]
+    query = "what did I tell you about my Python testing setup?"
+    async with open_supervisor(specs) as sup:
+        for text in ("I prefer pytest for unit work", "My sister lives in Lyon",
+                     "I drink oat flat whites"):
+            await sup.request("memory", ToolOp(op="memory.notes.store", args={"content": text}),
+                              OpResult)
+        with trio.fail_after(60):
+            while True:
+                stats = await sup.request("memory", Stats(), dict)
+                if stats["embeddings"]["vectors"] == 3 and stats["embeddings"]["recall"] == "hybrid":
+                    break
+                await trio.sleep(0.05)
+        hits = (await sup.request("memory", ToolOp(op="memory.notes.recall",
+                                                   args={"query": query}), OpResult)).data
+        by_tag = (await sup.request("memory", ToolOp(op="memory.notes.recall", args={
+            "query": query, "tags": ["nope"]}), OpResult)).data
+        from actors.memory.context import MemoryContext
+        from actors.memory.messages import BuildContext
+
+        ctx = await sup.request("memory", BuildContext(session="s", user_message=query),
+                                MemoryContext)
+        metrics = await sup.request("memory", __import__(
+            "runtime.metrics", fromlist=["MetricsRequest"]).MetricsRequest(), dict)
+    assert [h["content"] for h in hits] == ["I prefer pytest for unit work"]
+    assert 0.35 <= hits[0]["score"] <= 1.0
+    assert by_tag == []  # meaning-only candidates pass the same tag filter
+    assert [n.content for n in ctx.recalled] == ["I prefer pytest for unit work"]  # auto-recall
+    assert metrics["counters"]["agent.memory.recall{mode=hybrid}"] == 3
+    assert stats["embeddings"]["state"] == "attached"
+
+
+def test_vector_side_errors_fall_back_to_keyword_recall(conn, monkeypatch):
+    from actors.memory import actor as memory_actor
+    from actors.memory.query_embedder import QueryEmbedder
+    from runtime.config import Config
+
+    stores = memory_actor.open_stores(conn, Config().memory)
+    stores.notes.store("I prefer pytest for unit work")
+
+    class Broken(QueryEmbedder):
+        attached = True
+        model = "wordllama-l2-supercat-256"
+        min_cosine = 0.35
+
+        def embed(self, text):
+            raise RuntimeError("the embedding server answered HTTP 500")
+
+    class Fake:  # just what _recall_for reads
+        cfg = Config().memory
+        query_embedder = Broken(Config().memory.embeddings)
+        metrics = memory_actor.Metrics()
+
+    recall = memory_actor.MemoryActor._recall_for(Fake(), stores)
+    assert [n.content for n in recall("pytest unit", k=5)] == ["I prefer pytest for unit work"]
+    assert Fake.metrics.snapshot()["counters"] == {"agent.memory.recall{mode=fallback}": 1}

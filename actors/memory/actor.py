@@ -40,7 +40,7 @@ from runtime.config import ActorBoot, MemoryConfig
 from runtime.metrics import Metrics, MetricsRequest
 
 from .context import MemoryContext, build_context
-from .errors import DatabaseBusy, DatabaseCorrupt
+from .errors import DatabaseBusy, DatabaseCorrupt, ValidationError
 from .messages import (
     ApplyReflection,
     ApplyResult,
@@ -57,11 +57,13 @@ from .messages import (
     VectorTodo,
 )
 from .fts import content_key
+from .hybrid import hybrid_recall
 from .lessons import LessonStore
 from .links import LinkStore
 from .notes import MemoryStore
 from .procedures import ProcedureStore
 from .profile import ProfileFact, ProfileStore
+from .query_embedder import QueryEmbedder
 from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
 from .tools import OPS, run_op
 from .vectors import VectorStore
@@ -157,6 +159,7 @@ class MemoryActor:
         self.quarantined = quarantined
         self.w = open_stores(conn, self.cfg)
         self.r = open_stores(reader, self.cfg)
+        self.query_embedder = QueryEmbedder(self.cfg.embeddings)
         self._bumps: list[list[int]] = []
         self._flushing = False
         self._limiter = trio.CapacityLimiter(1)
@@ -213,7 +216,40 @@ class MemoryActor:
         return run_op(s.profiles, s.notes, msg.op, msg.args, source=msg.source,
                       session=msg.session, default_k=self.cfg.notes.recall_default_k,
                       lessons=s.lessons, procedures=s.procedures, links=s.links,
-                      votes=s.votes, defer_bump=defer_bump)
+                      votes=s.votes, defer_bump=defer_bump, recall=self._recall_for(s))
+
+    def _recall_for(self, s: StoreSet) -> Callable[..., list[Any]]:
+        """Notes recall for auto-recall and ``memory.notes.recall``: hybrid once the query
+        embedder is attached and ``vectorWeight`` > 0, keyword otherwise; any error from
+        the vector side falls back to keyword recall (DESIGN §8), counted in
+        ``agent.memory.recall{mode}``."""
+        emb, cfg = self.query_embedder, self.cfg.embeddings
+
+        def recall(query: str, **kw: Any) -> list[Any]:
+            kw.pop("bump", None)
+            if not emb.attached or cfg.vector_weight <= 0:
+                self.metrics.inc("agent.memory.recall", {"mode": "keyword"})
+                return s.notes.recall(query, bump=False, **kw)
+            try:
+                result = hybrid_recall(
+                    s.notes, s.vectors, emb.embed, query, model=emb.model,
+                    k=kw.get("k", self.cfg.notes.recall_default_k),
+                    vector_weight=cfg.vector_weight, ceiling=cfg.brute_force_ceiling,
+                    min_cosine=emb.min_cosine, scope=kw.get("scope"),
+                    working_dir=kw.get("working_dir"), tags=kw.get("tags"))
+            except ValidationError:
+                raise  # the caller's arguments, not the vector side
+            except Exception as exc:  # noqa: BLE001 - DESIGN §8: fall back on any vector error
+                self.metrics.inc("agent.memory.recall", {"mode": "fallback"})
+                log.warning("memory.hybrid_failed", error_type=type(exc).__name__,
+                            error=str(exc)[:200])
+                return s.notes.recall(query, bump=False, **kw)
+            if result.overflow:
+                self.metrics.inc("agent.memory.recall.vector_overflow", by=result.overflow)
+            self.metrics.inc("agent.memory.recall", {"mode": "hybrid"})
+            return result.notes
+
+        return recall
 
     async def _changed(self, op: str, change: dict[str, list], session: str | None) -> None:
         keys, ids = change.get("keys", []), change.get("ids", [])
@@ -285,7 +321,7 @@ class MemoryActor:
             lessons_k=cfg.lessons.recall_k if cfg.lessons.enabled else 0,
             procedures=s.procedures,
             procedures_k=cfg.procedures.recall_k if cfg.procedures.enabled else 0,
-            bump=False, recall_text=msg.recall_query)
+            bump=False, recall_text=msg.recall_query, recall=self._recall_for(s))
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
         """Write every fact and note of one reflection in ONE transaction; invalid items
@@ -343,6 +379,7 @@ class MemoryActor:
             "notes": self.w.notes.count(),
             "notesCap": self.cfg.notes.max_entries,
             "embeddings": {
+                **self.query_embedder.status(),
                 "enabled": self.cfg.embeddings.enabled,
                 "provider": self.cfg.embeddings.provider,
                 "model": model,
@@ -388,7 +425,13 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
     log.info("memory.opened", path=str(path), schema=user_version(conn),
              notes=actor.w.notes.count(), quarantined=quarantined)
     try:
-        yield actor
+        # ``ctx.nursery`` is not set until this yields: the embedder attaches in our own.
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(actor.query_embedder.attach)
+            try:
+                yield actor
+            finally:
+                nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
             await trio.to_thread.run_sync(actor.close, limiter=actor._limiter)

@@ -106,6 +106,7 @@ def build_context(
     procedures_k: int = 0,
     bump: bool = True,
     recall_text: str | None = None,
+    recall: Callable[..., list[Note]] | None = None,
 ) -> MemoryContext:
     """Build the :class:`MemoryContext` for one turn.
 
@@ -115,6 +116,8 @@ def build_context(
             unless ``recall_text`` is given).
         recall_text: the query rewriter's rewrite of ``user_message`` (seed 001): notes,
             lessons and procedures are recalled with it.
+        recall: replaces ``notes.recall`` for the notes (same keyword arguments,
+            ``bump=False``): the memory actor passes hybrid recall (DESIGN §8).
         working_dir: the session's project directory; when given, recall and index
             show global notes plus that directory's notes.
         k: ``memory.recallInjection.k`` (default 3); ``k <= 0`` recalls nothing.
@@ -143,7 +146,7 @@ def build_context(
     recalled: list[Note] = []
     if k > 0:
         try:
-            recalled = notes.recall(
+            recalled = (recall or notes.recall)(
                 recall_query(recall_text or user_message), k=k, working_dir=working_dir,
                 bump=False
             )

@@ -20,16 +20,26 @@ Pure functions over numbers; the stores feed them:
 
   An all-zero query vector gives every note cosine 0, so the order is the BM25 order
   (BC-09 second query).
+* :func:`hybrid_recall` — the whole read: the keyword leg (``MemoryStore.recall``), the
+  query embedded (purpose ``query``), the attached model's vectors
+  (``VectorStore.load`` with the brute-force ceiling), the meaning-only candidates
+  passed through the keyword query's filters (``MemoryStore.visible``), then
+  :func:`hybrid_rank`. Errors from the vector side propagate: the caller falls back to
+  keyword recall (DESIGN §8).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import msgspec
 import numpy as np
 
-__all__ = ["BEST_WINDOW", "DEFAULT_MIN_COSINE", "Ranked", "cosine_scores", "hybrid_rank"]
+from .notes import MemoryStore, Note
+from .vectors import VectorStore
+
+__all__ = ["BEST_WINDOW", "DEFAULT_MIN_COSINE", "Ranked", "cosine_scores", "hybrid_recall",
+           "hybrid_rank"]
 
 #: Meaning-only notes must be within this of the query's best cosine (DESIGN §8).
 BEST_WINDOW = 0.15
@@ -104,3 +114,53 @@ def hybrid_rank(
     meaning = sorted(((c, i) for i, c in cosines.items() if i not in taken and c >= floor),
                      key=lambda t: (-t[0], t[1]))
     return out + [Ranked(i, c, "meaning") for c, i in meaning[:k - len(out)]]
+
+
+class HybridResult(msgspec.Struct, frozen=True):
+    """:func:`hybrid_recall`'s notes (best first; ``score`` = blend or cosine) and what
+    the vector scan left out: ``overflow`` (over the ceiling), ``stale`` (another
+    dimension of the model, BC-08)."""
+
+    notes: list[Note]
+    overflow: int = 0
+    stale: int = 0
+
+
+def hybrid_recall(
+    notes: MemoryStore,
+    vectors: VectorStore,
+    embed_query: Callable[[str], np.ndarray],
+    query: str,
+    *,
+    model: str,
+    k: int,
+    vector_weight: float,
+    ceiling: int,
+    min_cosine: float = DEFAULT_MIN_COSINE,
+    scope: str | None = None,
+    working_dir: str | None = None,
+    tags: list[str] | None = None,
+) -> HybridResult:
+    """Hybrid recall of up to ``k`` notes for ``query`` (module docstring; DESIGN §8).
+
+    ``embed_query(text)`` returns the query's vector (purpose ``query``) of ``model``.
+    Nothing is bumped: the caller bumps the returned ids. Raises ``ValidationError``
+    for bad arguments (as ``MemoryStore.recall``) and whatever the vector side raises.
+    """
+    keyword = notes.recall(query, k=k, scope=scope, working_dir=working_dir, tags=tags,
+                           bump=False)
+    if vector_weight <= 0:
+        return HybridResult(notes=keyword)
+    qvec = np.asarray(embed_query(query.strip()), dtype=np.float32).ravel()
+    loaded = vectors.load(model, qvec.shape[0], ceiling, also=[n.id for n in keyword])
+    scores = cosine_scores(qvec, loaded.rows).tolist()
+    by_id = {n.id: n for n in keyword}
+    candidates = {i: c for i, c in zip(loaded.ids, scores)
+                  if i not in by_id and c >= min_cosine}
+    visible = notes.visible(candidates, scope=scope, working_dir=working_dir, tags=tags)
+    cosines = {i: c for i, c in zip(loaded.ids, scores) if i in by_id or i in visible}
+    ranked = hybrid_rank([(n.id, n.score or 0.0) for n in keyword], cosines, k,
+                         vector_weight=vector_weight, min_cosine=min_cosine)
+    out = [msgspec.structs.replace(by_id[r.id] if r.via == "keyword" else visible[r.id],
+                                   score=round(r.score, 6)) for r in ranked]
+    return HybridResult(notes=out, overflow=loaded.overflow, stale=loaded.stale)

@@ -376,13 +376,31 @@ class MemoryStore:
         if len(query) > MAX_QUERY_CHARS:
             raise ValidationError("query", f"must be at most {MAX_QUERY_CHARS} chars")
         k = min(K_MAX, max(K_MIN, require_int(k, "k")))
+        filters = self._filters(scope, working_dir, tags)
+        rq = build_recall_query(query)
+        if rq is None or filters is None:
+            return []
+        where, args = filters
+        hits = ranked_search(self.conn, rq, k, cols=_COLS, where=where, args=args)
+        notes = [_row(r, s) for r, s in hits]
+        if bump and notes:
+            self.bump_recall([n.id for n in notes], now_ms)
+        return notes
+
+    def _filters(self, scope: str | None, working_dir: str | None,
+                 tags: list[str] | None) -> tuple[str, list[object]] | None:
+        """The ``where`` / ``args`` of recall's scope, working-dir and tag filters; None
+        when nothing can match (``scope="project"`` without a working dir).
+
+        Raises:
+            ValidationError: fields ``scope``, ``workingDir``, ``tags``.
+        """
         if scope is not None and scope not in SCOPES:
             raise ValidationError("scope", "must be 'all' or 'project'")
         working_dir = optional_text(working_dir, "workingDir")
         required = validate_tags(tags)
-        rq = build_recall_query(query)
-        if rq is None or (scope == "project" and working_dir is None):
-            return []
+        if scope == "project" and working_dir is None:
+            return None
         where = ""
         args: list[object] = []
         if scope == "project":
@@ -394,11 +412,25 @@ class MemoryStore:
         if required:
             where += _SQL_TAGS_ALL
             args.append(_encode_json(required))
-        hits = ranked_search(self.conn, rq, k, cols=_COLS, where=where, args=args)
-        notes = [_row(r, s) for r, s in hits]
-        if bump and notes:
-            self.bump_recall([n.id for n in notes], now_ms)
-        return notes
+        return where, args
+
+    def visible(self, ids: Iterable[int], *, scope: str | None = None,
+                working_dir: str | None = None,
+                tags: list[str] | None = None) -> dict[int, Note]:
+        """The notes of ``ids`` that pass recall's filters (archived included), by id:
+        hybrid recall's meaning-only candidates get the keyword query's filters.
+
+        Raises:
+            ValidationError: fields ``scope``, ``workingDir``, ``tags``.
+        """
+        filters = self._filters(scope, working_dir, tags)
+        wanted = [i for i in ids if isinstance(i, int) and i > 0]
+        if filters is None or not wanted:
+            return {}
+        where, args = filters
+        sql = (f"SELECT {_COLS} FROM memories m WHERE m.id IN (SELECT value FROM json_each(?))"
+               f"{where}")
+        return {r[0]: _row(r) for r in self.conn.execute(sql, (_encode_json(wanted), *args))}
 
     def get(self, note_id: int) -> Note | None:
         """Return the note with this id (archived included) or None.

@@ -22,7 +22,7 @@ import msgspec
 from .errors import NotFound, ValidationError
 from .lessons import LessonStore
 from .links import LinkStore
-from .notes import MemoryStore
+from .notes import MemoryStore, Note
 from .procedures import ProcedureStore
 from .profile import ProfileStore
 from .votes import VoteStore
@@ -169,11 +169,14 @@ def run_op(
     links: LinkStore | None = None,
     votes: VoteStore | None = None,
     defer_bump: bool = False,
+    recall: Callable[..., list[Note]] | None = None,
 ) -> tuple[Any, dict[str, list]]:
     """Run one op; return (result data, change) where change lists written
     ``keys``/``ids`` (empty for reads). With ``defer_bump``, ``memory.notes.recall``
     by query writes nothing and lists the hits' ids under ``change["bump"]`` for the
-    caller to bump later (``MemoryStore.bump_recall``).
+    caller to bump later (``MemoryStore.bump_recall``). ``recall`` replaces
+    ``notes.recall`` for ``memory.notes.recall`` by query (same keyword arguments,
+    called with ``bump=False``; the memory actor passes hybrid recall).
 
     Shapes per DESIGN §9: a note / a fact / a list / ``{"removed": bool}``; lessons,
     procedures, links and votes as their Structs (camelCase keys). The lesson,
@@ -212,8 +215,11 @@ def run_op(
                 return ([note] if note is not None else []), {}
             if a.query is None:
                 raise ValidationError("query", "give either query or id")
-            hits = notes.recall(a.query, k=a.k or default_k, scope=a.scope,
-                                working_dir=a.working_dir, tags=a.tags, bump=not defer_bump)
+            hits = (recall or notes.recall)(a.query, k=a.k or default_k, scope=a.scope,
+                                            working_dir=a.working_dir, tags=a.tags,
+                                            bump=False)
+            if not defer_bump and hits:
+                notes.bump_recall([n.id for n in hits])
             return hits, ({"bump": [n.id for n in hits]} if defer_bump else {})
         case ArchiveArgs():
             found = notes.set_archived(a.id, a.archived)
