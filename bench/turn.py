@@ -1,10 +1,10 @@
 """Whole turns through the daemon against a scripted LLM of fixed latency (issue 5
 "bench/turn"; DESIGN §12 memory work per turn p99 ≤ 15 ms).
 
-A real daemon (``atomic-agent serve``, default config: reflection and backfill on) with
-memory seeded like an established user (1,000 notes, 40 facts: ``--notes``; measuring
-starts once the backfill has embedded them) talks to the
-scripted llama-server (``tests/fakes/llama_server.py``) that answers every completion
+A real daemon (``atomic-agent serve``, default config: reflection, backfill and hybrid
+recall on) with memory seeded like an established user (1,000 notes, 40 facts:
+``--notes``; measuring starts once the backfill has embedded them) talks to the scripted
+llama-server (``tests/fakes/llama_server.py``) that answers every completion
 after ``--latency-ms`` (default 50 ms) with ``{"reply": "ok"}`` (reflections: NONE).
 Each turn's ``turn.finished.timings`` says where its time went: ``contextMs`` (query
 rewrite, ``BuildContext`` through the memory actor, rendering), ``llmMs`` (the scripted
@@ -152,8 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     text = (f"{SECTION}\n\nDESIGN §12: memory work per turn p99 ≤ {TARGET_CONTEXT_P99_MS:g} ms; "
             "the rest of a turn is the daemon's own cost beside the LLM's.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"
-            f"- Default config (reflection, rewriter and backfill on), memory seeded with "
-            f"{args.notes} notes and 40 facts, scripted llama-server answering every completion "
+            "- Default config (reflection, rewriter, backfill and hybrid recall on), memory "
+            f"seeded with {args.notes} notes and 40 facts, scripted llama-server answering every completion "
             f"after {args.latency_ms:g} ms\n\n" + "\n".join(rows) + "\n\n"
             f"Memory work per turn p99 {ctx99:.2f} ms vs ≤ {TARGET_CONTEXT_P99_MS:g} ms: "
             f"{'PASS' if ctx99 <= TARGET_CONTEXT_P99_MS else 'FAIL'}.\n\n" + "\n".join(many_rows)

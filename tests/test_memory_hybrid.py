@@ -167,3 +167,19 @@ def test_vector_side_errors_fall_back_to_keyword_recall(conn, monkeypatch):
     recall = memory_actor.MemoryActor._recall_for(Fake(), stores)
     assert [n.content for n in recall("pytest unit", k=5)] == ["I prefer pytest for unit work"]
     assert Fake.metrics.snapshot()["counters"] == {"agent.memory.recall{mode=fallback}": 1}
+
+
+def test_vector_cache_serves_until_its_generation_changes(conn):
+    from actors.memory.notes import MemoryStore
+    from actors.memory.vectors import VectorCache, VectorStore
+
+    notes, vectors, cache = MemoryStore(conn), VectorStore(conn), VectorCache()
+    a = notes.store("alpha").id
+    one = np.array([1, 0], dtype="<f4").tobytes()
+    vectors.put("A", 2, [(a, one)])
+    assert vectors.load("A", 2, 10, cache=cache).ids == [a]
+    b = notes.store("beta").id
+    vectors.put("A", 2, [(b, one)])
+    assert vectors.load("A", 2, 10, cache=cache).ids == [a]  # same generation: cached
+    cache.generation += 1  # what the memory actor does after every write
+    assert vectors.load("A", 2, 10, cache=cache).ids == [b, a]

@@ -66,7 +66,7 @@ from .profile import ProfileFact, ProfileStore
 from .query_embedder import QueryEmbedder
 from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
 from .tools import OPS, run_op
-from .vectors import VectorStore
+from .vectors import VectorCache, VectorStore
 from .votes import VoteStore
 
 T = TypeVar("T")
@@ -160,6 +160,8 @@ class MemoryActor:
         self.w = open_stores(conn, self.cfg)
         self.r = open_stores(reader, self.cfg)
         self.query_embedder = QueryEmbedder(self.cfg.embeddings)
+        # Hybrid recall's newest-vectors scan, reused until a write may change it.
+        self.vector_cache = VectorCache()
         self._bumps: list[list[int]] = []
         self._flushing = False
         self._limiter = trio.CapacityLimiter(1)
@@ -236,7 +238,8 @@ class MemoryActor:
                     k=kw.get("k", self.cfg.notes.recall_default_k),
                     vector_weight=cfg.vector_weight, ceiling=cfg.brute_force_ceiling,
                     min_cosine=emb.min_cosine, scope=kw.get("scope"),
-                    working_dir=kw.get("working_dir"), tags=kw.get("tags"))
+                    working_dir=kw.get("working_dir"), tags=kw.get("tags"),
+                    cache=self.vector_cache)
             except ValidationError:
                 raise  # the caller's arguments, not the vector side
             except Exception as exc:  # noqa: BLE001 - DESIGN §8: fall back on any vector error
@@ -284,11 +287,17 @@ class MemoryActor:
                 self._queue_bump(change.get("bump", []))
                 return OpResult(data=data)
             case ToolOp():
-                data, change = await self._db(self._run_op, self.w, msg)
+                try:
+                    data, change = await self._db(self._run_op, self.w, msg)
+                finally:  # after the commit: a write may delete notes (and vectors)
+                    self.vector_cache.generation += 1
                 await self._changed(msg.op, change, msg.session)
                 return OpResult(data=data)
             case ApplyReflection():
-                result = await self._db(self._apply_reflection, msg)
+                try:
+                    result = await self._db(self._apply_reflection, msg)
+                finally:
+                    self.vector_cache.generation += 1
                 await self._changed("reflection", {"keys": result.fact_keys, "ids": result.note_ids},
                                     msg.session)
                 return result
@@ -297,7 +306,10 @@ class MemoryActor:
                 return [VectorTodo(id=i, content=c) for i, c in rows]
             case PutVectors():
                 rows = list(zip(msg.ids, msg.vectors))
-                return await self._db(self.w.vectors.put, msg.model, msg.dim, rows)
+                try:
+                    return await self._db(self.w.vectors.put, msg.model, msg.dim, rows)
+                finally:
+                    self.vector_cache.generation += 1
             case Stats():
                 return await self._db(self._stats)
 

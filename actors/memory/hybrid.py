@@ -14,7 +14,7 @@ Pure functions over numbers; the stores feed them:
      and keep their slots;
   2. notes found by meaning alone fill the slots left, best cosine first, only when their
      cosine reaches the model's floor (``minCosine``, default 0.35) and is within 0.15 of
-     the best cosine the query reached over every scanned vector;
+     the best cosine the query reached over every scanned vector (visible or not);
   3. ``w = 0`` (``memory.embeddings.vectorWeight``) gives the keyword order and no
      meaning-only notes.
 
@@ -36,7 +36,7 @@ import msgspec
 import numpy as np
 
 from .notes import MemoryStore, Note
-from .vectors import VectorStore
+from .vectors import VectorCache, VectorStore
 
 __all__ = ["BEST_WINDOW", "DEFAULT_MIN_COSINE", "Ranked", "cosine_scores", "hybrid_recall",
            "hybrid_rank"]
@@ -62,23 +62,21 @@ def cosine_scores(query: Sequence[float] | np.ndarray, rows: np.ndarray) -> np.n
     Zero or non-finite vectors score 0.0; the result is finite, clipped to [-1, 1].
     Raises ``ValueError`` when the dimensions differ.
     """
-    q = np.asarray(query, dtype=np.float64).ravel()
-    m = np.asarray(rows, dtype=np.float64)
+    q = np.asarray(query, dtype=np.float32).ravel()
+    m = np.asarray(rows, dtype=np.float32)
     if m.size == 0:
         return np.zeros(0)
     if m.ndim != 2 or m.shape[1] != q.shape[0]:
         raise ValueError(f"dimension mismatch: query {q.shape[0]}, rows {m.shape}")
     with np.errstate(all="ignore"):
-        row_ok = np.isfinite(m).all(axis=1)
-        m = np.where(row_ok[:, None], m, 0.0)
         if not np.isfinite(q).all():
             return np.zeros(m.shape[0])
-        q_norm = np.linalg.norm(q)
-        norms = np.linalg.norm(m, axis=1)
-        denom = norms * q_norm
-        out = np.divide(m @ q, denom, out=np.zeros(m.shape[0]), where=denom > 0)
+        dots = m @ q  # a non-finite row gives a non-finite dot (zeroed below)
+        denom = np.sqrt(np.einsum("ij,ij->i", m, m)) * np.sqrt(float(q @ q))
+        out = np.divide(dots, denom, out=np.zeros(m.shape[0], dtype=np.float32),
+                        where=denom > 0)
     out[~np.isfinite(out)] = 0.0
-    return np.clip(out, -1.0, 1.0)
+    return np.clip(out, -1.0, 1.0).astype(np.float64)
 
 
 def hybrid_rank(
@@ -89,6 +87,7 @@ def hybrid_rank(
     vector_weight: float,
     min_cosine: float = DEFAULT_MIN_COSINE,
     best_window: float = BEST_WINDOW,
+    best: float | None = None,
 ) -> list[Ranked]:
     """Rank per DESIGN §8 (module docstring).
 
@@ -98,6 +97,8 @@ def hybrid_rank(
         k: slots (≥ 1).
         vector_weight: ``w`` in [0, 1].
         min_cosine / best_window: the meaning-only admission rule.
+        best: the query's best cosine over every scanned vector (default: the best of
+            ``cosines``).
 
     Returns at most ``k`` :class:`Ranked`, keyword hits first.
     """
@@ -108,7 +109,7 @@ def hybrid_rank(
     out = hits[:k]
     if w == 0 or len(out) >= k or not cosines:
         return out
-    best = max(cosines.values())
+    best = max(cosines.values()) if best is None else best
     floor = max(min_cosine, best - best_window)
     taken = {r.id for r in out}
     meaning = sorted(((c, i) for i, c in cosines.items() if i not in taken and c >= floor),
@@ -140,6 +141,7 @@ def hybrid_recall(
     scope: str | None = None,
     working_dir: str | None = None,
     tags: list[str] | None = None,
+    cache: VectorCache | None = None,
 ) -> HybridResult:
     """Hybrid recall of up to ``k`` notes for ``query`` (module docstring; DESIGN §8).
 
@@ -152,15 +154,21 @@ def hybrid_recall(
     if vector_weight <= 0:
         return HybridResult(notes=keyword)
     qvec = np.asarray(embed_query(query.strip()), dtype=np.float32).ravel()
-    loaded = vectors.load(model, qvec.shape[0], ceiling, also=[n.id for n in keyword])
+    loaded = vectors.load(model, qvec.shape[0], ceiling, also=[n.id for n in keyword],
+                          cache=cache)
     scores = cosine_scores(qvec, loaded.rows).tolist()
+    best = max(scores, default=0.0)
+    floor = max(min_cosine, best - BEST_WINDOW)
     by_id = {n.id: n for n in keyword}
-    candidates = {i: c for i, c in zip(loaded.ids, scores)
-                  if i not in by_id and c >= min_cosine}
-    visible = notes.visible(candidates, scope=scope, working_dir=working_dir, tags=tags)
+    # Only the admissible candidates, best first, a few times the free slots, are read
+    # back through the keyword query's filters.
+    candidates = sorted(((c, i) for i, c in zip(loaded.ids, scores)
+                         if i not in by_id and c >= floor), reverse=True)
+    visible = notes.visible([i for _, i in candidates[:max(4 * k, 16)]], scope=scope,
+                            working_dir=working_dir, tags=tags)
     cosines = {i: c for i, c in zip(loaded.ids, scores) if i in by_id or i in visible}
     ranked = hybrid_rank([(n.id, n.score or 0.0) for n in keyword], cosines, k,
-                         vector_weight=vector_weight, min_cosine=min_cosine)
+                         vector_weight=vector_weight, min_cosine=min_cosine, best=best)
     out = [msgspec.structs.replace(by_id[r.id] if r.via == "keyword" else visible[r.id],
                                    score=round(r.score, 6)) for r in ranked]
     return HybridResult(notes=out, overflow=loaded.overflow, stale=loaded.stale)

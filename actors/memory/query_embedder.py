@@ -2,8 +2,8 @@
 ``query``) in-process, in ~0.2 ms with the local wordllama model, so recall never waits
 for another actor (DESIGN §8; the backfill actor embeds documents with the same model).
 
-:class:`QueryEmbedder` attaches in the background after the actor starts (the model
-loads in ~0.7 s in a worker thread); until then, and whenever it cannot attach, recall
+:class:`QueryEmbedder` attaches in the background after the actor starts (after the
+backfill start delay, the model loads in ~0.7 s in a worker thread); until then, and whenever it cannot attach, recall
 stays keyword-only and :meth:`QueryEmbedder.status` says why (``memory stats``).
 Attaching needs ``memory.embeddings.enabled`` and ``provider: "local"`` with the
 catalog's local model; the ``llama-server`` and ``openai`` providers are not built yet
@@ -63,10 +63,13 @@ class QueryEmbedder:
         return self.embedder.entry.min_cosine
 
     async def attach(self) -> None:
-        """Load the local model off the event loop; never raises for a model that
-        cannot load (state ``unavailable``, logged ``memory.embedder_unavailable``)."""
+        """After ``memory.embeddings.backfillStartDelayMs`` (the backfill actor's delay
+        too: start-up stays light and short-lived runs never load the model), load the
+        local model off the event loop; never raises for a model that cannot load
+        (state ``unavailable``, logged ``memory.embedder_unavailable``)."""
         if self.state != "attaching":
             return
+        await trio.sleep(self.cfg.backfill_start_delay_ms / 1000)
         try:
             embedder = await trio.to_thread.run_sync(LocalEmbedder.load, abandon_on_cancel=True)
         except EmbeddingUnavailable as exc:

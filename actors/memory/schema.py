@@ -18,6 +18,7 @@ Schema (seed 000 §2, DESIGN §4, anchor §1):
 * v3 ``memory_vectors``, ``memory_links``, ``lessons`` + ``lessons_fts``,
   ``procedures`` + ``procedures_fts``, ``votes``.
 * v4 ``idx_memories_utility``: the usefulness-aware eviction order.
+* v5 ``memory_vectors`` rebuilt as a rowid table with ``idx_memory_vectors_scan``.
 
 Because the triggers call ``aa_index_text``, every connection that writes these tables
 must be opened with :func:`open_database` (or pass through :func:`register_functions`).
@@ -220,7 +221,28 @@ CREATE INDEX idx_memories_utility
 """v4: the usefulness-aware eviction order of ``MemoryStore`` (seed 000 §10 beaten):
 without it a full 100k-note store scans the table on every insert (34 ms → 0.75 ms)."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4)
+_V5 = """
+CREATE TABLE memory_vectors_v5 (
+    id         INTEGER PRIMARY KEY,
+    note_id    INTEGER NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    model      TEXT    NOT NULL,
+    dim        INTEGER NOT NULL CHECK (dim > 0),
+    vector     BLOB    NOT NULL CHECK (length(vector) = dim * 4),
+    created_at INTEGER NOT NULL,
+    UNIQUE (note_id, model)
+);
+INSERT INTO memory_vectors_v5 (note_id, model, dim, vector, created_at)
+    SELECT note_id, model, dim, vector, created_at FROM memory_vectors;
+DROP TABLE memory_vectors;
+ALTER TABLE memory_vectors_v5 RENAME TO memory_vectors;
+CREATE INDEX idx_memory_vectors_scan ON memory_vectors(model, dim, note_id);
+"""
+"""v5: ``memory_vectors`` as a rowid table. In the v3 ``WITHOUT ROWID`` table a 1 KiB
+vector exceeds an index page's local payload, so every row spilled to an overflow page
+and hybrid recall's scan of 1,000 vectors took ~14 ms; rowid leaves hold it inline. The
+``(model, dim, note_id)`` index serves the scan newest first and the stale count."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
 #: The newest schema version this code knows (``len(MIGRATIONS)``).
 SCHEMA_VERSION: int = len(MIGRATIONS)
 

@@ -20,7 +20,7 @@ from .errors import ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
 from .schema import write_txn
 
-__all__ = ["VECTOR_BATCH_MAX", "LoadedVectors", "VectorStore"]
+__all__ = ["VECTOR_BATCH_MAX", "LoadedVectors", "VectorCache", "VectorStore"]
 
 #: Upper bound of one ``missing`` batch (rows).
 VECTOR_BATCH_MAX = 10_000
@@ -59,6 +59,24 @@ class LoadedVectors(msgspec.Struct, frozen=True):
     rows: np.ndarray
     overflow: int = 0
     stale: int = 0
+
+
+class VectorCache:
+    """The last newest-``ceiling`` scan of one (model, dim), reused while
+    :attr:`generation` is unchanged. The memory actor bumps ``generation`` whenever
+    vectors are written or notes deleted; a cached vector of a note deleted meanwhile is
+    harmless (hybrid recall reads every returned note back through the notes table)."""
+
+    def __init__(self) -> None:
+        self.generation = 0
+        self._key: tuple | None = None
+        self._value: tuple[dict[int, bytes], int, int] | None = None
+
+    def get(self, key: tuple) -> tuple[dict[int, bytes], int, int] | None:
+        return self._value if self._key == (self.generation, *key) else None
+
+    def put(self, key: tuple, value: tuple[dict[int, bytes], int, int]) -> None:
+        self._key, self._value = (self.generation, *key), value
 
 
 class VectorStore:
@@ -117,11 +135,12 @@ class VectorStore:
             raise ValidationError("model", "must be a non-empty string")
         return model
 
-    def load(self, model: str, dim: int, ceiling: int,
-             also: Iterable[int] = ()) -> LoadedVectors:
+    def load(self, model: str, dim: int, ceiling: int, also: Iterable[int] = (),
+             cache: VectorCache | None = None) -> LoadedVectors:
         """The vectors hybrid recall scans (DESIGN §8): every vector of ``model`` with
         dimension ``dim`` up to ``ceiling`` (``memory.embeddings.bruteForceCeiling``);
-        above it the newest ``ceiling`` plus those of ``also`` (the keyword hits).
+        above it the newest ``ceiling`` plus those of ``also`` (the keyword hits). With
+        ``cache``, the newest-``ceiling`` scan is reused until its generation changes.
 
         Raises:
             ValidationError: fields ``model``, ``dim``, ``ceiling``.
@@ -129,10 +148,20 @@ class VectorStore:
         model = self._model(model)
         dim = require_positive_id(dim, "dim")
         ceiling = require_positive_id(ceiling, "ceiling")
-        total, stale = self.conn.execute(
-            "SELECT count(*) FILTER (WHERE dim = ?1), count(*) FILTER (WHERE dim <> ?1)"
-            " FROM memory_vectors WHERE model = ?2", (dim, model)).fetchall()[0]
-        rows = dict(self.conn.execute(_SQL_NEWEST, (model, dim, ceiling)).fetchall())
+        cached = cache.get((model, dim, ceiling)) if cache is not None else None
+        if cached is None:
+            total = self.conn.execute(
+                "SELECT count(*) FROM memory_vectors WHERE model = ? AND dim = ?",
+                (model, dim)).fetchall()[0][0]
+            stale = self.conn.execute(
+                "SELECT count(*) FROM memory_vectors WHERE model = ? AND dim <> ?",
+                (model, dim)).fetchall()[0][0]
+            newest = dict(self.conn.execute(_SQL_NEWEST, (model, dim, ceiling)).fetchall())
+            cached = (newest, total, stale)
+            if cache is not None:
+                cache.put((model, dim, ceiling), cached)
+        newest, total, stale = cached
+        rows = dict(newest)
         wanted = [i for i in also if i not in rows]
         if total > ceiling and wanted:
             rows.update(self.conn.execute(
