@@ -100,6 +100,16 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(nf)
     nf.add_argument("id", type=int)
     _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
+    ri = msub.add_parser("reindex", help="embed every note missing a vector of the local "
+                         "model, with progress (daemon stopped)",
+                         description="Embed, newest first, every note with no vector for the "
+                         "attached embedding model (after a model switch, or when embeddings "
+                         "were turned on over existing notes). Needs the daemon stopped: a "
+                         "running daemon's backfill does this in the background.")
+    _state_arg(ri)
+    ri.add_argument("--prune", action="store_true",
+                    help="then delete other models' vectors, once every note has one")
+    ri.add_argument("--batch", type=int, default=64, help="notes per transaction (1-1024)")
 
     for what, noun in (("lessons", "lesson"), ("procedures", "procedure")):
         grp = msub.add_parser(what, help=f"{what} (read-only)")
@@ -295,8 +305,30 @@ async def _offline_memory(args: argparse.Namespace, state_dir: Path) -> int:
         offline.close()
 
 
+async def _reindex(args: argparse.Namespace, state_dir: Path) -> int:
+    """``memory reindex`` (runtime.reindex) on the file, with the daemon stopped."""
+    from .reindex import reindex
+
+    if read_daemon_info(state_dir) is not None:
+        raise ClientError("daemon_running", "a daemon is running on this state directory; its "
+                          "backfill embeds notes in the background. Stop it first "
+                          "(atomic-agent stop) to reindex in the foreground.")
+    if not 1 <= args.batch <= 1024:
+        raise ClientError("invalid_argument", "--batch must be between 1 and 1024")
+    try:
+        cfg = load_config(state_dir)
+    except ConfigError as exc:
+        raise ClientError("config_invalid", str(exc)) from None
+    result = await trio.to_thread.run_sync(
+        lambda: reindex(state_dir, cfg, prune=args.prune, batch=args.batch))
+    print(json.dumps(result, indent=2))
+    return 0 if result["missing"] == 0 else EXIT_FAILED
+
+
 async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
     session = getattr(args, "session", None)
+    if args.command == "memory" and args.memory_command == "reindex":
+        return await _reindex(args, state_dir)
     if args.command == "memory" and read_daemon_info(state_dir) is None:
         return await _offline_memory(args, state_dir)
     async with open_client(state_dir, session=session) as c:

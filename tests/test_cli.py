@@ -122,3 +122,36 @@ async def test_memory_commands_work_on_a_stopped_daemon_and_the_daemon_sees_it(t
                 assert [n["content"] for n in notes] == ["written while the daemon was down"]
                 facts = await c.memory("memory.profile.list")
                 assert facts[0]["keywords"] == ["editor", "vim"] and not facts[0]["pinned"]
+
+
+def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path):
+    """DESIGN §8 ``memory reindex [--prune]`` on a stopped daemon's file."""
+    import json as _json
+
+    from actors.memory.notes import MemoryStore
+    from actors.memory.schema import open_database
+    from actors.memory.vectors import VectorStore
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = open_database(str(state / "memory.sqlite"))
+    notes = MemoryStore(conn)
+    ids = [notes.store(f"note {i} about the garden and {i * 7} tomatoes").id for i in range(150)]
+    VectorStore(conn).put("old-model", 2, [(ids[0], b"\x00" * 8)])  # a previous model's vector
+    conn.close()
+    first = cli("memory", "reindex", "--state-dir", str(state), "--batch", "40")
+    assert first.returncode == 0, first.stderr
+    result = _json.loads(first.stdout)
+    assert result == {"model": "wordllama-l2-supercat-256", "embedded": 150, "missing": 0,
+                      "pruned": 0}
+    assert "reindex: 150/150 notes" in first.stderr  # progress on stderr
+    again = _json.loads(cli("memory", "reindex", "--state-dir", str(state)).stdout)
+    assert again["embedded"] == 0  # nothing left to do
+    pruned = _json.loads(cli("memory", "reindex", "--prune", "--state-dir", str(state)).stdout)
+    assert pruned["pruned"] == 1
+    conn = open_database(str(state / "memory.sqlite"))
+    models = conn.execute("SELECT model, count(*) FROM memory_vectors GROUP BY model").fetchall()
+    conn.close()
+    assert models == [("wordllama-l2-supercat-256", 150)]
+    bad = cli("memory", "reindex", "--batch", "0", "--state-dir", str(state))
+    assert bad.returncode != 0 and "--batch" in bad.stderr and "Traceback" not in bad.stderr
