@@ -1,0 +1,160 @@
+"""Hybrid recall and backfill speed (DESIGN §12: recall at 1,000 notes p99 ≤ 10 ms hybrid
+with 2,000 vectors of 768-d; backfill with the local embedder ≥ 200 notes/s).
+
+1. **Hybrid recall, in process**: 1,000 notes (the LoCoMo-trained Markov text of
+   ``bench.recall``) and 2,000 stored vectors of 768-d (one per note for the scanned
+   model, plus 1,000 of another model that must be skipped), random unit vectors; the
+   query vector is random too, so the ranking is not the point — the cost of scanning,
+   scoring and filtering is. Timed: ``MemoryStore.recall`` (keyword, the baseline) and
+   ``hybrid_recall`` with and without the ``VectorCache`` the memory actor keeps.
+2. **Backfill through real actors**: a memory and a backfill actor under
+   ``open_supervisor``, ``--notes`` notes (default 2,000) written first; the rate is notes
+   embedded and stored per second from attach to done, beside the local embedder's own
+   throughput on the same texts in this process (the baseline).
+
+Usage: ``python -m bench.hybrid [--quick] [--no-write]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import numpy as np
+import trio
+
+from actors.backfill.embedder import LocalEmbedder
+from actors.memory.hybrid import hybrid_recall
+from actors.memory.messages import Stats
+from actors.memory.notes import MemoryStore
+from actors.memory.schema import open_database
+from actors.memory.vectors import VectorCache, VectorStore
+from bench._results import machine_line, percentile, publish, utc_now
+from bench.locomo import DATA
+from bench.recall import NoteWriter, corpus, populate
+from runtime import ActorSpec, open_supervisor
+from runtime.config import ActorBoot, parse_config
+
+SECTION = "## Hybrid recall and backfill"
+TARGET_HYBRID_P99_MS = 10.0
+TARGET_BACKFILL_PER_S = 200.0
+DIM = 768
+
+
+def run_recall(path: Path, questions: list[str], n: int) -> dict[str, list[float]]:
+    """Interleave keyword, hybrid (no cache) and hybrid (cache) over ``n`` questions."""
+    conn = open_database(str(path))
+    notes, vectors = MemoryStore(conn, max_entries=10_000), VectorStore(conn)
+    ids = [r[0] for r in conn.execute("SELECT id FROM memories")]
+    rng = np.random.default_rng(7)
+
+    def unit(k: int) -> np.ndarray:
+        v = rng.standard_normal((k, DIM)).astype("<f4")
+        return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+    vectors.put("bench-768", DIM, [(i, v.tobytes()) for i, v in zip(ids, unit(len(ids)))])
+    vectors.put("other-768", DIM, [(i, v.tobytes()) for i, v in zip(ids, unit(len(ids)))])
+    queries = unit(len(questions))
+    cache = VectorCache()
+    out: dict[str, list[float]] = {"keyword": [], "hybrid": [], "hybrid+cache": []}
+    for i in range(n + n // 10):
+        q, qv = questions[i % len(questions)], queries[i % len(questions)]
+        t0 = time.perf_counter()
+        notes.recall(q, k=5, bump=False)
+        t1 = time.perf_counter()
+        hybrid_recall(notes, vectors, lambda _t: qv, q, model="bench-768", k=5,
+                      vector_weight=0.5, ceiling=2000)
+        t2 = time.perf_counter()
+        hybrid_recall(notes, vectors, lambda _t: qv, q, model="bench-768", k=5,
+                      vector_weight=0.5, ceiling=2000, cache=cache)
+        t3 = time.perf_counter()
+        if i >= n // 10:
+            out["keyword"].append((t1 - t0) * 1000)
+            out["hybrid"].append((t2 - t1) * 1000)
+            out["hybrid+cache"].append((t3 - t2) * 1000)
+    conn.close()
+    return out
+
+
+async def run_backfill(state: Path, notes: int) -> float:
+    """Notes per second of the backfill actor from its first vector to the last."""
+    cfg = parse_config('{"memory": {"notes": {"maxEntries": 100000}, '
+                       '"embeddings": {"backfillStartDelayMs": 0}}}')
+    boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state), config=cfg))
+    specs = [ActorSpec(name="memory", config=boot), ActorSpec(name="backfill", config=boot)]
+    async with open_supervisor(specs) as sup:
+        t0 = None
+        with trio.fail_after(600):
+            while True:
+                done = (await sup.request("memory", Stats(), dict))["embeddings"]["vectors"]
+                if done and t0 is None:
+                    t0, first = time.perf_counter(), done
+                if done >= notes:
+                    break
+                await trio.sleep(0.02)
+        assert t0 is not None
+        return (done - first) / max(time.perf_counter() - t0, 1e-9)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run both parts; print and (unless ``--no-write``) record the tables."""
+    p = argparse.ArgumentParser(prog="python -m bench.hybrid", description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="300 queries, 500 notes to backfill")
+    p.add_argument("--notes", type=int, default=2000)
+    p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None)
+    args = p.parse_args(argv)
+    write = args.write if args.write is not None else not args.quick
+    n_queries, n_backfill = (300, 500) if args.quick else (2000, args.notes)
+    texts, speakers, questions = corpus(DATA)
+    random.Random(3).shuffle(questions)
+    with tempfile.TemporaryDirectory() as tmp:
+        rpath = Path(tmp) / "recall"
+        rpath.mkdir()
+        populate(rpath / "memory.sqlite", NoteWriter(texts, speakers), 1000)
+        times = run_recall(rpath / "memory.sqlite", questions, n_queries)
+        bpath = Path(tmp) / "backfill"
+        bpath.mkdir()
+        populate(bpath / "memory.sqlite", NoteWriter(texts, speakers, seed=11), n_backfill)
+        conn = open_database(str(bpath / "memory.sqlite"))
+        sample = [r[0] for r in conn.execute("SELECT content FROM memories LIMIT 512")]
+        conn.close()
+        embedder = LocalEmbedder.load()
+        t0 = time.perf_counter()
+        for i in range(0, len(sample), 32):
+            embedder.embed(sample[i:i + 32], "document")
+        raw_rate = len(sample) / (time.perf_counter() - t0)
+        rate = trio.run(run_backfill, bpath, n_backfill)
+    rows = ["| path (1,000 notes, 2,000 vectors of 768-d) | queries | p50 ms | p95 ms | p99 ms |",
+            "|---|---:|---:|---:|---:|"]
+    for name, label in (("keyword", "`MemoryStore.recall` k=5 (keyword, baseline)"),
+                        ("hybrid", "`hybrid_recall` k=5, vectors read each query"),
+                        ("hybrid+cache", "`hybrid_recall` k=5 with the actor's `VectorCache`")):
+        xs = times[name]
+        rows.append(f"| {label} | {len(xs)} | {percentile(xs, 50):.2f} | "
+                    f"{percentile(xs, 95):.2f} | {percentile(xs, 99):.2f} |")
+    p99 = percentile(times["hybrid+cache"], 99)
+    ok = p99 <= TARGET_HYBRID_P99_MS and rate >= TARGET_BACKFILL_PER_S
+    command = " ".join(["python -m bench.hybrid", *(argv if argv is not None else sys.argv[1:])])
+    text = (f"{SECTION}\n\nDESIGN §12: hybrid recall at 1,000 notes p99 ≤ "
+            f"{TARGET_HYBRID_P99_MS:g} ms (2,000 vectors of 768-d); backfill ≥ "
+            f"{TARGET_BACKFILL_PER_S:g} notes/s with the local embedder.\n\n"
+            f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"
+            "- In process; random unit vectors (1,000 of the scanned model, 1,000 of another "
+            "that is skipped); LoCoMo questions as queries\n\n" + "\n".join(rows) +
+            f"\n\nHybrid p99 with the cache {p99:.2f} ms vs ≤ {TARGET_HYBRID_P99_MS:g} ms: "
+            f"{'PASS' if p99 <= TARGET_HYBRID_P99_MS else 'FAIL'}.\n\n"
+            f"Backfill through the memory and backfill actors: {rate:.0f} notes/s "
+            f"({n_backfill} notes; the embedder alone in this process: {raw_rate:.0f} notes/s, "
+            f"ratio {rate / raw_rate:.2f}) vs ≥ {TARGET_BACKFILL_PER_S:g}: "
+            f"{'PASS' if rate >= TARGET_BACKFILL_PER_S else 'FAIL'}.\n")
+    publish(SECTION, text, write)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
