@@ -183,3 +183,35 @@ def test_vector_cache_serves_until_its_generation_changes(conn):
     assert vectors.load("A", 2, 10, cache=cache).ids == [a]  # same generation: cached
     cache.generation += 1  # what the memory actor does after every write
     assert vectors.load("A", 2, 10, cache=cache).ids == [b, a]
+
+
+async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path, capfd):
+    """BC-08: vectors of another model/dimension are counted, named in one warning at
+    start-up, never scored, and kept (until ``memory reindex --prune``)."""
+    import msgspec
+    import trio
+
+    from actors.memory.messages import Stats
+    from actors.memory.notes import MemoryStore
+    from actors.memory.schema import open_database
+    from actors.memory.vectors import VectorStore
+    from runtime import ActorSpec, open_supervisor
+    from runtime.config import ActorBoot, parse_config
+
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    ids = [MemoryStore(conn).store(t).id for t in ("Likes oat flat whites", "Cycles to work",
+                                                    "Allergic to cats")]
+    VectorStore(conn).put("model-A", 4, [(i, np.ones(4, dtype="<f4").tobytes()) for i in ids])
+    conn.close()
+    cfg = parse_config('{"memory": {"embeddings": {"backfillStartDelayMs": 20}}}')
+    boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(tmp_path), config=cfg))
+    async with open_supervisor([ActorSpec(name="memory", config=boot)]) as sup:
+        with trio.fail_after(30):
+            while (stats := await sup.request("memory", Stats(), dict))["embeddings"][
+                    "state"] != "attached":
+                await trio.sleep(0.05)
+        await trio.sleep(0.3)
+    assert stats["embeddings"]["otherModelVectors"] == 3 and stats["embeddings"]["vectors"] == 0
+    warnings = [line for line in capfd.readouterr().err.splitlines()
+                if "memory.vectors_stale" in line]
+    assert len(warnings) == 1 and "model-A" in warnings[0] and "reindex --prune" in warnings[0]

@@ -396,6 +396,7 @@ class MemoryActor:
                 "provider": self.cfg.embeddings.provider,
                 "model": model,
                 "vectors": self.w.vectors.count(model),
+                "otherModelVectors": self.w.vectors.count_other_models(model),
             },
             "lessons": {"active": self.w.lessons.count_active(), "total": self.w.lessons.count_all()},
             "procedures": {"active": self.w.procedures.count_active(),
@@ -404,6 +405,22 @@ class MemoryActor:
             "votes": {"enabled": self.w.votes.enabled, "events": self.w.votes.count()},
             "quarantinedFile": self.quarantined,
         }
+
+    async def attach_embedder(self) -> None:
+        """Attach the query embedder (background); once attached, warn once about the
+        vectors another model or dimension left behind (BC-08): they are not scored, the
+        backfill re-embeds the notes, ``memory reindex --prune`` deletes them."""
+        await self.query_embedder.attach()
+        emb = self.query_embedder
+        if not emb.attached:
+            return
+        dim = emb.embedder.dim if emb.embedder is not None else 0
+        others = await self._db(self.w.vectors.others, emb.model, dim)
+        if others:
+            log.warning("memory.vectors_stale", attached_model=emb.model, attached_dim=dim,
+                        stale=[{"model": m, "dim": d, "vectors": n} for m, d, n in others],
+                        hint="not scored; the backfill re-embeds the notes for the attached "
+                             "model; `atomic-agent memory reindex --prune` deletes the old ones")
 
     def close(self) -> None:
         """Apply pending recall bumps, close the read connection, checkpoint the WAL
@@ -439,7 +456,7 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
     try:
         # ``ctx.nursery`` is not set until this yields: the embedder attaches in our own.
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(actor.query_embedder.attach)
+            nursery.start_soon(actor.attach_embedder)
             try:
                 yield actor
             finally:

@@ -171,3 +171,16 @@ class VectorStore:
                   if ids else np.zeros((0, dim), dtype=np.float32))
         return LoadedVectors(ids=ids, rows=matrix, overflow=max(0, total - ceiling),
                              stale=stale)
+
+    def count_other_models(self, model: str) -> int:
+        """How many stored vectors belong to models other than ``model``."""
+        sql = "SELECT count(*) FROM memory_vectors WHERE model <> ?"
+        return self.conn.execute(sql, (self._model(model),)).fetchall()[0][0]
+
+    def others(self, model: str, dim: int) -> list[tuple[str, int, int]]:
+        """``(model, dim, vectors)`` of every stored vector group other than ``model`` at
+        ``dim``: what a model switch left behind (BC-08), kept until
+        ``memory reindex --prune``."""
+        return [(m, d, n) for m, d, n in self.conn.execute(
+            "SELECT model, dim, count(*) FROM memory_vectors WHERE NOT (model = ? AND dim = ?)"
+            " GROUP BY model, dim ORDER BY model, dim", (self._model(model), dim))]
