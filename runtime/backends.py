@@ -283,7 +283,7 @@ class BackendPool:
             except LLMError as exc:
                 if sent:
                     raise
-                failures.append(f"{backend.label}: {exc}")
+                failures.append(str(exc))  # LLM errors name their backend first
                 last = exc
                 log.warning("llm.backend_failed", backend=backend.label, partition=partition,
                             role=role, error=str(exc)[:300])

@@ -50,12 +50,13 @@ def build_parser() -> argparse.ArgumentParser:
     a = sub.add_parser("ask", help="one turn: send TEXT, print the reply",
                        description="Send one message to the running daemon and print the reply.")
     _state_arg(a)
-    a.add_argument("text")
+    a.add_argument("text", help="your message (quote it)")
     a.add_argument("--session", help="session id to continue (created if new)")
     a.add_argument("--show-prompt", action="store_true",
                    help="also print the prompt tail of each step (shows injected memory)")
     a.add_argument("--json", action="store_true", help="print every frame as JSON lines")
-    a.add_argument("--timeout", type=float, default=300.0, help="seconds to wait (default 300)")
+    a.add_argument("--timeout", type=_positive_seconds, default=300.0,
+                   help="seconds to wait (default 300)")
 
     c = sub.add_parser("chat", help="interactive chat with the running daemon")
     _state_arg(c)
@@ -132,9 +133,28 @@ def build_parser() -> argparse.ArgumentParser:
     csub = cfg.add_subparsers(dest="action", required=True, metavar="ACTION")
     _state_arg(csub.add_parser("show", help="print the effective config with defaults"))
 
-    _state_arg(sub.add_parser("metrics", help="print the daemon's aggregated metrics"))
-    _state_arg(sub.add_parser("stop", help="ask the running daemon to shut down"))
+    _state_arg(sub.add_parser(
+        "metrics", help="print the daemon's aggregated metrics",
+        description="Print the running daemon's counters and histograms as JSON: the root's "
+                    "and each actor's (turns, tool calls, memory requests, reflection "
+                    "outcomes, recall mode, backfill), plus restarts and connected clients."))
+    _state_arg(sub.add_parser(
+        "stop", help="ask the running daemon to shut down",
+        description="Ask the daemon of this state directory to shut down in order (running "
+                    "turns end with reason shutdown, memory is checkpointed). Exit status 3 "
+                    "when no daemon is running."))
     return p
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
 
 
 def _print_fact(f: dict[str, Any]) -> None:
@@ -178,12 +198,18 @@ def _print_procedure(row: dict[str, Any]) -> None:
 
 async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
     code = 0
+    why = ""  # the message of an ``error`` step, shown when the turn fails
     with trio.fail_after(args.timeout):
         async for frame in c.say(args.text, debug=args.show_prompt):
+            kind = frame.get("type")
+            if kind == "step" and frame.get("step") == "error":
+                why = frame.get("message", "")
+            if kind == "error" or (kind == "turn.finished"
+                                   and frame["reason"] not in ("reply", "finish")):
+                code = EXIT_FAILED
             if args.json:
                 print(json.dumps(frame), flush=True)
                 continue
-            kind = frame.get("type")
             if kind == "step" and frame.get("step") == "prompt":
                 print(f"--- prompt tail (step {frame['n']}) ---\n{frame['tail']}--- end ---",
                       file=sys.stderr)
@@ -192,12 +218,11 @@ async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
             elif kind == "reply":
                 print(frame["text"], flush=True)
             elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
-                print(f"atomic-agent: turn ended: {frame['reason']} {frame.get('message', '')}".rstrip(),
-                      file=sys.stderr)
-                code = EXIT_FAILED
+                detail = frame.get("message") or why
+                print(f"atomic-agent: turn ended: {frame['reason']}"
+                      + (f": {detail}" if detail else ""), file=sys.stderr)
             elif kind == "error":
                 print(f"atomic-agent: {frame['code']}: {frame['message']}", file=sys.stderr)
-                code = EXIT_FAILED
     print(f"(session {c.session})", file=sys.stderr)
     return code
 
@@ -219,6 +244,8 @@ async def _chat(c: DaemonClient) -> int:
                 print(f"agent> {frame['text']}")
             elif kind == "step" and frame.get("step") == "tool":
                 print(f"  [tool] {frame['tool']} {json.dumps(frame['args'])}")
+            elif kind == "step" and frame.get("step") == "error":
+                print(f"  error: {frame.get('message', '')}")
             elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
                 print(f"  (turn ended: {frame['reason']})")
             elif kind == "error":
@@ -241,12 +268,17 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
             "key": args.key, "value": args.value, "pinned": kws is None, "keywords": kws}))
     elif what == "profile" and action == "remove":
         removed = (await c.memory("memory.profile.remove", {"key": args.key}))["removed"]
-        print("removed" if removed else f"no active fact {args.key!r}")
-        return 0 if removed else EXIT_FAILED
+        if not removed:
+            print(f"atomic-agent: no active fact {args.key!r}", file=sys.stderr)
+            return EXIT_FAILED
+        print("removed")
     elif what == "profile" and action == "history":
-        for f in await c.memory("memory.profile.history", {"key": args.key}):
+        history = await c.memory("memory.profile.history", {"key": args.key})
+        for f in history:
             state = "active" if f.get("supersededBy") is None else "superseded"
             print(f"{f['validFrom']} {state}: {f['value']}")
+        if not history:
+            print(f"(no history for {args.key!r})")
     elif what == "notes" and action == "list":
         notes = await c.memory("memory.notes.list", {"limit": args.limit, "archived": args.archived})
         for n in notes:
@@ -263,12 +295,17 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
         _print_note(await c.memory("memory.notes.store", {"content": args.content, "tags": tags}))
     elif what == "notes" and action == "recall":
-        for n in await c.memory("memory.notes.recall", {"query": args.query, "k": args.k}):
+        hits = await c.memory("memory.notes.recall", {"query": args.query, "k": args.k})
+        for n in hits:
             _print_note(n)
+        if not hits:
+            print("(no matching notes)")
     elif what == "notes" and action == "forget":
         removed = (await c.memory("memory.notes.forget", {"id": args.id}))["removed"]
-        print("forgotten" if removed else f"no note #{args.id}")
-        return 0 if removed else EXIT_FAILED
+        if not removed:
+            print(f"atomic-agent: no note #{args.id}", file=sys.stderr)
+            return EXIT_FAILED
+        print("forgotten")
     elif what in ("lessons", "procedures") and action == "list":
         rows = await c.memory(f"memory.{what}.list", {"limit": args.limit})
         for row in rows:
@@ -331,6 +368,10 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
         return await _reindex(args, state_dir)
     if args.command == "memory" and read_daemon_info(state_dir) is None:
         return await _offline_memory(args, state_dir)
+    if args.command == "stop" and read_daemon_info(state_dir) is None:
+        raise ClientError("not_running", f"no atomic-agent daemon is running for {state_dir}")
+    if args.command == "ask" and not args.text.strip():
+        raise ClientError("invalid_argument", "the message is empty: ask \"your message\"")
     async with open_client(state_dir, session=session) as c:
         match args.command:
             case "ask":

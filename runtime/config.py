@@ -263,7 +263,14 @@ def parse_config(data: bytes | str, *, source: str = "config.json") -> Config:
     except msgspec.ValidationError as exc:
         raise ConfigError(f"{source}: {_friendly(exc)}") from None
     except msgspec.DecodeError as exc:
-        raise ConfigError(f"{source}: not valid JSON ({exc})") from None
+        where = ""
+        try:  # the stdlib parser says where (msgspec does not for truncated input)
+            json.loads(data)
+        except json.JSONDecodeError as jexc:
+            where = f" at line {jexc.lineno}, column {jexc.colno}"
+        except (UnicodeDecodeError, TypeError):
+            pass
+        raise ConfigError(f"{source}: not valid JSON{where} ({exc})") from None
 
 
 def load_config(state_dir: Path) -> Config:

@@ -12,6 +12,7 @@ import sys
 
 import apsw
 import pytest
+import trio
 
 from runtime.client import open_client
 from tests.daemon import REPO, run_daemon
@@ -86,7 +87,7 @@ async def test_second_daemon_on_the_same_state_dir_is_refused(tmp_path):
             r = cli("memory", "notes", "list", "--state-dir", str(state))
             assert "a note from the CLI" in r.stdout
             r = cli("memory", "notes", "forget", "99", "--state-dir", str(state))
-            assert r.returncode == 1 and "no note #99" in r.stdout
+            assert r.returncode == 1 and r.stderr.strip() == "atomic-agent: no note #99"
 
 
 def test_client_commands_without_a_daemon_exit_3(tmp_path):
@@ -155,3 +156,31 @@ def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path
     assert models == [("wordllama-l2-supercat-256", 150)]
     bad = cli("memory", "reindex", "--batch", "0", "--state-dir", str(state))
     assert bad.returncode != 0 and "--batch" in bad.stderr and "Traceback" not in bad.stderr
+
+
+async def test_failed_turns_say_why_and_exit_1_also_with_json(tmp_path):
+    """A turn that fails on the LLM side names the cause on stderr (not only with --json)
+    and exits 1; empty and not-found results say so; stop without a daemon is exit 3."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text(
+        '{"llm": {"fallbacks": [{"url": "http://127.0.0.1:10", "api": "openai-chat"}]}}')
+    async with run_daemon(state, llm_url="http://127.0.0.1:9"):
+        plain = await trio.to_thread.run_sync(lambda: cli("ask", "hello", "--state-dir", str(state)))
+        as_json = await trio.to_thread.run_sync(
+            lambda: cli("ask", "hello", "--json", "--state-dir", str(state)))
+        empty = await trio.to_thread.run_sync(lambda: cli("ask", "  ", "--state-dir", str(state)))
+        recall = await trio.to_thread.run_sync(
+            lambda: cli("memory", "notes", "recall", "zebra", "--state-dir", str(state)))
+        zero = await trio.to_thread.run_sync(
+            lambda: cli("ask", "hi", "--timeout", "0", "--state-dir", str(state)))
+    assert plain.returncode == 1 and "turn ended: error: every LLM backend failed" in plain.stderr
+    assert "127.0.0.1:9" in plain.stderr and "127.0.0.1:10" in plain.stderr
+    assert "primary: primary" not in plain.stderr
+    assert as_json.returncode == 1 and '"reason": "error"' in as_json.stdout
+    assert empty.returncode == 1 and "the message is empty" in empty.stderr
+    assert recall.returncode == 0 and recall.stdout.strip() == "(no matching notes)"
+    assert zero.returncode == 2 and "more than 0 seconds" in zero.stderr
+    stop = cli("stop", "--state-dir", str(state))
+    assert stop.returncode == 3 and "no atomic-agent daemon is running" in stop.stderr
+    assert "Traceback" not in plain.stderr + as_json.stderr + empty.stderr + stop.stderr

@@ -235,7 +235,8 @@ class AgentActor:
         except (LLMError, RuntimeFailure) as exc:
             reason = "error"
             log.warning("agent.turn_error", session=msg.session, error=str(exc))
-            await self._emit(msg.session, "step", turn=msg.turn, step="error", message=str(exc)[:300])
+            await self._emit(msg.session, "step", turn=msg.turn, step="error",
+                             message=str(exc)[:1000])
         finally:
             with trio.CancelScope(shield=True):
                 if reply:
