@@ -31,6 +31,7 @@ import os
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+import httpx
 import msgspec
 import structlog
 import trio
@@ -40,6 +41,8 @@ from .llm import (
     Completion,
     LLMBadResponse,
     LLMError,
+    LLMTimeout,
+    LLMUnavailable,
     LlamaClient,
     Props,
     SlotPlan,
@@ -208,11 +211,8 @@ class OpenAIBackend:
         except (msgspec.DecodeError, msgspec.ValidationError) as exc:
             raise LLMBadResponse(f"{self.label} {url} body is malformed: {exc}", url=url) from None
 
-    async def _read_stream(self, response: Any, url: str, on_token: OnToken) -> Completion:
-        import httpx
-
-        from .llm import LLMTimeout, LLMUnavailable
-
+    async def _read_stream(self, response: httpx.Response, url: str,
+                           on_token: OnToken) -> Completion:
         pieces: list[str] = []
         finish = ""
         try:
