@@ -36,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="atomic-agent",
         description="A local agent daemon whose memory survives sessions and restarts.")
+    # Accepted before the command too (``atomic-agent --state-dir DIR memory stats``); the
+    # command's own ``--state-dir`` wins when both are given.
+    p.add_argument("--state-dir", dest="global_state_dir", metavar="DIR",
+                   help="state directory, for any command (default: $ATOMIC_AGENT_STATE_DIR, "
+                        "else ~/.local/state/atomic-agent)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser("serve", help="run the daemon (prints one JSON ready line)",
@@ -391,7 +396,7 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``atomic-agent`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    state_dir = resolve_state_dir(getattr(args, "state_dir", None))
+    state_dir = resolve_state_dir(getattr(args, "state_dir", None) or args.global_state_dir)
     if args.command == "serve":
         from .daemon import ServeOptions, serve
 

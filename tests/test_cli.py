@@ -184,3 +184,16 @@ async def test_failed_turns_say_why_and_exit_1_also_with_json(tmp_path):
     stop = cli("stop", "--state-dir", str(state))
     assert stop.returncode == 3 and "no atomic-agent daemon is running" in stop.stderr
     assert "Traceback" not in plain.stderr + as_json.stderr + empty.stderr + stop.stderr
+
+
+def test_state_dir_is_accepted_before_the_command_too(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    before = cli("--state-dir", str(state), "memory", "notes", "store", "kept before")
+    assert before.returncode == 0, before.stderr
+    after = cli("memory", "notes", "list", "--state-dir", str(state))
+    assert "kept before" in after.stdout
+    # the command's own --state-dir wins
+    other = cli("--state-dir", str(tmp_path / "elsewhere"), "memory", "notes", "list",
+                "--state-dir", str(state))
+    assert "kept before" in other.stdout
