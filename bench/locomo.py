@@ -130,7 +130,8 @@ def memory_recall(_conn, store: MemoryStore, question: str, k: int) -> list[int]
 
 TARGET_HYBRID_R10 = 0.72
 _EMBEDDER: list = []
-_LOADED: dict[int, object] = {}
+#: The conversation whose notes are embedded, with its vector cache: ``(conn, cache)``.
+_LOADED: list = []
 
 
 def hybrid(conn, store: MemoryStore, question: str, k: int) -> list[int]:
@@ -144,15 +145,14 @@ def hybrid(conn, store: MemoryStore, question: str, k: int) -> list[int]:
         _EMBEDDER.append(LocalEmbedder.load())
     embedder = _EMBEDDER[0]
     vectors = VectorStore(conn)
-    if _LOADED.get(id(conn)) is not conn:
+    if not _LOADED or _LOADED[0] is not conn:  # a new conversation: embed its notes
         todo = vectors.missing(embedder.model, 10_000)
         rows = embedder.embed([t for _, t in todo], "document")
         vectors.put(embedder.model, embedder.dim, [(i, to_blob(v)) for (i, _), v in zip(todo, rows)])
-        _LOADED[id(conn)] = conn
-        _LOADED["cache"] = VectorCache()
+        _LOADED[:] = [conn, VectorCache()]
     result = hybrid_recall(store, vectors, lambda t: embedder.embed([t], "query")[0], question,
                            model=embedder.model, k=k, vector_weight=0.5, ceiling=2000,
-                           min_cosine=embedder.entry.min_cosine, cache=_LOADED["cache"])
+                           min_cosine=embedder.entry.min_cosine, cache=_LOADED[1])
     return [n.id for n in result.notes]
 
 

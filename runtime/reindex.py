@@ -31,13 +31,6 @@ from .config import Config
 __all__ = ["reindex"]
 
 
-def _missing(conn, model: str) -> int:
-    return conn.execute(
-        "SELECT count(*) FROM memories m WHERE m.content <> '' AND NOT EXISTS ("
-        " SELECT 1 FROM memory_vectors v WHERE v.note_id = m.id AND v.model = ?)",
-        (model,)).fetchall()[0][0]
-
-
 def reindex(state_dir: Path, cfg: Config, *, prune: bool = False, batch: int = 64,
             out: TextIO = sys.stderr) -> dict[str, int | str]:
     """Embed every note missing a vector of the local model; with ``prune``, then delete
@@ -66,7 +59,7 @@ def reindex(state_dir: Path, cfg: Config, *, prune: bool = False, batch: int = 6
         raise ClientError(exc.code, str(exc)) from None
     vectors = VectorStore(conn)
     try:
-        todo_total = _missing(conn, embedder.model)
+        todo_total = vectors.count_missing(embedder.model)
         done, t0 = 0, time.perf_counter()
         while True:
             todo = vectors.missing(embedder.model, batch)
@@ -83,7 +76,7 @@ def reindex(state_dir: Path, cfg: Config, *, prune: bool = False, batch: int = 6
                 break
         if todo_total:
             print(file=out)
-        missing = _missing(conn, embedder.model)
+        missing = vectors.count_missing(embedder.model)
         pruned = 0
         if prune and missing == 0:
             with write_txn(conn):

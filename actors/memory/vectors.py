@@ -172,6 +172,13 @@ class VectorStore:
         return LoadedVectors(ids=ids, rows=matrix, overflow=max(0, total - ceiling),
                              stale=stale)
 
+    def count_missing(self, model: str) -> int:
+        """How many notes with content have no vector for ``model`` (what
+        :meth:`missing` would still hand out)."""
+        sql = ("SELECT count(*) FROM memories m WHERE m.content <> '' AND NOT EXISTS ("
+               " SELECT 1 FROM memory_vectors v WHERE v.note_id = m.id AND v.model = ?)")
+        return self.conn.execute(sql, (self._model(model),)).fetchall()[0][0]
+
     def count_other_models(self, model: str) -> int:
         """How many stored vectors belong to models other than ``model``."""
         sql = "SELECT count(*) FROM memory_vectors WHERE model <> ?"

@@ -217,14 +217,7 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             grammar = grammar if isinstance(grammar, str) else ""
             rule = state.pick_rule(prompt, grammar)
             self._sleep(state.latency_s + (rule or {}).get("delay_ms", 0) / 1000.0)
-            if rule is not None and int(rule.get("status") or 200) >= 400:
-                status = int(rule["status"])
-                self._send_json(status, {"error": {
-                    "code": status, "message": rule.get("response") or "scripted error",
-                    "type": "server_error" if status >= 500 else "invalid_request_error"}})
-                return
-            if rule is not None and rule.get("raw_body") is not None:
-                self._send_bytes(200, str(rule["raw_body"]).encode(), "application/json")
+            if self._scripted_failure(rule):
                 return
             if rule is not None:
                 text = str(rule.get("response", ""))
@@ -248,6 +241,20 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             else:
                 self._send_json(200, final)
 
+        def _scripted_failure(self, rule: dict[str, Any] | None) -> bool:
+            """Answer a rule's ``status`` ≥ 400 (an error body in the shape both APIs
+            share) or its ``raw_body``; True when it did."""
+            if rule is not None and int(rule.get("status") or 200) >= 400:
+                status = int(rule["status"])
+                self._send_json(status, {"error": {
+                    "code": status, "message": rule.get("response") or "scripted error",
+                    "type": "server_error" if status >= 500 else "invalid_request_error"}})
+                return True
+            if rule is not None and rule.get("raw_body") is not None:
+                self._send_bytes(200, str(rule["raw_body"]).encode(), "application/json")
+                return True
+            return False
+
         def _openai(self, body: dict[str, Any]) -> None:
             """``/v1/chat/completions`` and ``/v1/completions`` in OpenAI's shapes, driven
             by the same rules (matched against the messages joined, or the prompt)."""
@@ -261,13 +268,7 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             grammar = body.get("grammar") if isinstance(body.get("grammar"), str) else ""
             rule = state.pick_rule(prompt, grammar)
             self._sleep(state.latency_s + (rule or {}).get("delay_ms", 0) / 1000.0)
-            if rule is not None and int(rule.get("status") or 200) >= 400:
-                status = int(rule["status"])
-                self._send_json(status, {"error": {"message": rule.get("response") or "scripted",
-                                                   "type": "server_error", "code": status}})
-                return
-            if rule is not None and rule.get("raw_body") is not None:
-                self._send_bytes(200, str(rule["raw_body"]).encode(), "application/json")
+            if self._scripted_failure(rule):
                 return
             text = str(rule.get("response", "")) if rule is not None else (
                 '{"reply": "ok"}' if _REPLY_KEY_RE.search(grammar) else "NONE")
