@@ -106,8 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(nf)
     nf.add_argument("id", type=int)
     _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
-    ri = msub.add_parser("reindex", help="embed every note missing a vector of the local "
-                         "model, with progress (daemon stopped)",
+    ri = msub.add_parser("reindex", help="embed every note missing a vector of the configured "
+                         "embedding model, with progress (daemon stopped)",
                          description="Embed, newest first, every note with no vector for the "
                          "attached embedding model (after a model switch, or when embeddings "
                          "were turned on over existing notes). Needs the daemon stopped: a "
@@ -361,8 +361,7 @@ async def _reindex(args: argparse.Namespace, state_dir: Path) -> int:
         cfg = load_config(state_dir)
     except ConfigError as exc:
         raise ClientError("config_invalid", str(exc)) from None
-    result = await trio.to_thread.run_sync(
-        lambda: reindex(state_dir, cfg, prune=args.prune, batch=args.batch))
+    result = await reindex(state_dir, cfg, prune=args.prune, batch=args.batch)
     print(json.dumps(result, indent=2))
     return 0 if result["missing"] == 0 else EXIT_FAILED
 

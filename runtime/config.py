@@ -89,12 +89,25 @@ class IndexConfig(_C):
 
 
 class EmbeddingsConfig(_C):
-    """memory.embeddings.* (seed 001, DESIGN §8). Start delay in ms."""
+    """memory.embeddings.* (seed 001, DESIGN §8). Delays and timeouts in ms.
+
+    ``provider``: ``local`` (in-process wordllama), ``llama-server`` (``POST
+    <url>/embedding``) or ``openai`` (``POST <url>/v1/embeddings``, ``url`` defaults to
+    ``https://api.openai.com``). A server model is attached only when a probe embed comes
+    back with the model's dimension: the catalog's (``actors.backfill.embedder.CATALOG``)
+    or, for a model the catalog does not know, ``dim``. ``apiKey`` / ``apiKeyEnv``
+    (default ``OPENAI_API_KEY`` for ``openai``) give a bearer token; ``timeoutMs`` bounds
+    one embedding request (anchor §5.1: 10 s); a recall waits at most 2 s of it.
+    """
 
     enabled: bool = True
     provider: Literal["local", "llama-server", "openai"] = "local"
     model: str = "wordllama-l2-supercat-256"
     url: str | None = None
+    dim: Annotated[int, Meta(ge=1, le=65_536)] | None = None
+    api_key: str | None = None
+    api_key_env: str | None = None
+    timeout_ms: Ms = 10_000
     vector_weight: Fraction = 0.5
     brute_force_ceiling: Pos = 2000
     backfill: bool = True

@@ -4,7 +4,10 @@ DESIGN §8).
 It embeds, newest first, every note with content and no vector for the attached model —
 after a model switch, or when embeddings are turned on over existing notes — with the
 same embedder, ``document`` purpose and writer (``VectorStore.put``, one transaction per
-batch) as the backfill actor, and shows its progress on stderr. ``--prune`` then deletes
+batch) as the backfill actor — the configured provider (``local``, ``llama-server``,
+``openai``), attached after the same probe — and shows its progress on stderr: a bar,
+done / total, notes per second and the time left. A note the embedding server cannot
+embed even cut to fit (BC-10) is left without a vector and reported (``skipped``). ``--prune`` then deletes
 the vectors of every other model, but only once every note with content has one for the
 attached model (otherwise nothing is deleted and it says how many are missing). Old
 vectors are kept otherwise, so switching back needs no re-embed.
@@ -20,7 +23,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from actors.backfill.embedder import EmbeddingUnavailable, LocalEmbedder, to_blob
+from actors.backfill.embedder import EmbeddingUnavailable, to_blob
+from actors.backfill.providers import attach
 from actors.memory.errors import MemoryFailure
 from actors.memory.schema import open_database, write_txn
 from actors.memory.vectors import VectorStore
@@ -28,54 +32,78 @@ from actors.memory.vectors import VectorStore
 from .client import ClientError
 from .config import Config
 
-__all__ = ["reindex"]
+__all__ = ["progress_line", "reindex"]
+
+BAR_WIDTH = 24
+"""Characters of the progress bar."""
 
 
-def reindex(state_dir: Path, cfg: Config, *, prune: bool = False, batch: int = 64,
-            out: TextIO = sys.stderr) -> dict[str, int | str]:
-    """Embed every note missing a vector of the local model; with ``prune``, then delete
-    other models' vectors. Returns ``{"model", "embedded", "missing", "pruned"}``.
+def progress_line(done: int, total: int, elapsed_s: float) -> str:
+    """``reindex: [#####-----] 150/300 notes  3,027 notes/s  ETA 0:05`` (no newline)."""
+    total = max(total, done)
+    filled = BAR_WIDTH * done // total if total else BAR_WIDTH
+    rate = done / elapsed_s if elapsed_s > 0 else 0.0
+    left = int((total - done) / rate) if rate > 0 else 0
+    return (f"reindex: [{'#' * filled}{'-' * (BAR_WIDTH - filled)}] {done}/{total} notes  "
+            f"{rate:,.0f} notes/s  ETA {left // 60}:{left % 60:02d}")
+
+
+async def reindex(state_dir: Path, cfg: Config, *, prune: bool = False, batch: int = 64,
+                  out: TextIO = sys.stderr) -> dict[str, int | str]:
+    """Embed every note missing a vector of the configured model; with ``prune``, then
+    delete other models' vectors. Returns ``{"model", "embedded", "skipped", "missing",
+    "pruned"}``.
 
     Raises ``ClientError``: ``embeddings_off`` (``memory.embeddings.enabled`` false),
-    ``unsupported_provider`` (not ``local``), ``embedder_unavailable``, ``not_found`` (no
-    memory file), or a memory failure's own code (corrupt file, newer schema).
+    ``embedder_unavailable`` (the provider did not attach, or stopped answering: the
+    vectors written so far are kept), ``not_found`` (no memory file), or a memory
+    failure's own code (corrupt file, newer schema).
     """
     emb = cfg.memory.embeddings
     if not emb.enabled:
         raise ClientError("embeddings_off", "memory.embeddings.enabled is false: nothing to index")
-    if emb.provider != "local":
-        raise ClientError("unsupported_provider",
-                          f"memory.embeddings.provider {emb.provider!r} is not supported yet")
     path = state_dir / "memory.sqlite"
     if not path.exists():
         raise ClientError("not_found", f"no memory file at {path}")
     try:
-        embedder = LocalEmbedder.load()
+        embedder = await attach(emb)
     except EmbeddingUnavailable as exc:
         raise ClientError("embedder_unavailable", exc.message) from None
     try:
         conn = open_database(str(path))
     except MemoryFailure as exc:
+        await embedder.aclose()
         raise ClientError(exc.code, str(exc)) from None
     vectors = VectorStore(conn)
     try:
         todo_total = vectors.count_missing(embedder.model)
-        done, t0 = 0, time.perf_counter()
+        done = skipped = 0
+        t0, below = time.perf_counter(), None
         while True:
-            todo = vectors.missing(embedder.model, batch)
+            todo = vectors.missing(embedder.model, batch, below)
             if not todo:
                 break
-            rows = embedder.embed([content for _, content in todo], "document")
-            written = vectors.put(embedder.model, embedder.dim,
-                                  [(i, to_blob(v)) for (i, _), v in zip(todo, rows)])
+            below = min(i for i, _ in todo)
+            try:
+                got = await embedder.embed([content for _, content in todo], "document")
+            except EmbeddingUnavailable as exc:
+                print(file=out)
+                raise ClientError("embedder_unavailable",
+                                  f"{exc.message} ({done} notes embedded before it stopped; "
+                                  "run reindex again to resume)") from None
+            lost = set(got.missing)
+            vectors.put(embedder.model, embedder.dim,  # one transaction per batch
+                        [(i, to_blob(v)) for k, ((i, _), v) in enumerate(zip(todo, got.vectors))
+                         if k not in lost])
             done += len(todo)
-            rate = done / max(time.perf_counter() - t0, 1e-9)
-            print(f"\rreindex: {done}/{todo_total} notes ({rate:.0f} notes/s)", end="",
+            skipped += len(lost)
+            print("\r" + progress_line(done, todo_total, time.perf_counter() - t0), end="",
                   file=out, flush=True)
-            if written == 0:  # every note of the batch vanished meanwhile
-                break
         if todo_total:
             print(file=out)
+        if skipped:
+            print(f"reindex: {skipped} note(s) could not be embedded (too long for the "
+                  "embedding server; see the warning above) and keep no vector", file=out)
         missing = vectors.count_missing(embedder.model)
         pruned = 0
         if prune and missing == 0:
@@ -85,6 +113,8 @@ def reindex(state_dir: Path, cfg: Config, *, prune: bool = False, batch: int = 6
         elif prune:
             print(f"reindex: not pruning: {missing} note(s) still have no {embedder.model} "
                   "vector", file=out)
-        return {"model": embedder.model, "embedded": done, "missing": missing, "pruned": pruned}
+        return {"model": embedder.model, "embedded": done - skipped, "skipped": skipped,
+                "missing": missing, "pruned": pruned}
     finally:
         conn.close()
+        await embedder.aclose()

@@ -163,17 +163,25 @@ def test_blob_round_trip_is_little_endian_float32(embedder):
 class _FlakyEmbedder:
     """Answers ``ok_calls`` embeds, then fails like a model that stopped answering."""
 
-    model, dim = MODEL, DIM
+    model, dim, local = MODEL, DIM, True
 
-    def __init__(self, ok_calls: int) -> None:
+    def __init__(self, ok_calls: int, refuse: tuple[str, ...] = ()) -> None:
         self.ok_calls = ok_calls
+        self.refuse = refuse
 
-    def embed(self, texts, purpose):
+    async def embed(self, texts, purpose):
+        from actors.backfill.providers import Embedded
+
         assert purpose == "document"
         if self.ok_calls <= 0:
             raise EmbeddingUnavailable("model stopped answering")
         self.ok_calls -= 1
-        return normalise_rows(np.ones((len(texts), DIM), dtype=np.float32))
+        out = Embedded(normalise_rows(np.ones((len(texts), DIM), dtype=np.float32)))
+        for i, text in enumerate(texts):
+            if text in self.refuse:  # a note the server cannot embed (BC-10)
+                out.vectors[i] = 0.0
+                out.missing.append(i)
+        return out
 
 
 class _FakeMemory:
@@ -189,8 +197,9 @@ class _FakeMemory:
 
         assert dest == "memory"
         match body:
-            case MissingVectors(limit=limit):
-                missing = sorted((i for i in self.notes if i not in self.vectors), reverse=True)
+            case MissingVectors(limit=limit, below=below):
+                missing = sorted((i for i in self.notes if i not in self.vectors
+                                  and (below is None or i < below)), reverse=True)
                 return [VectorTodo(id=i, content=self.notes[i]) for i in missing[:limit]]
             case PutVectors(ids=ids, vectors=blobs):
                 self.puts.append(list(ids))
@@ -219,6 +228,28 @@ async def test_model_that_stops_answering_ends_the_pass_quietly():
     with trio.fail_after(10):
         assert await actor.sweep() == 12
     assert sorted(memory.vectors) == list(range(1, 21))
+
+
+async def test_a_note_the_server_cannot_embed_is_skipped_and_the_pass_still_ends():
+    """BC-10: one note refused even cut to fit; the pass writes the others, never asks
+    for the refused one twice, and the next pass retries it."""
+    from actors.backfill.actor import BackfillActor
+
+    memory = _FakeMemory(10)
+    actor = BackfillActor(memory, ActorBoot(state_dir="/nonexistent",
+                                            config=make_config(backfillBatchSize=4)))
+    actor.embedder = _FlakyEmbedder(ok_calls=100, refuse=("note 7",))
+    with trio.fail_after(10):
+        assert await actor.sweep() == 9
+    assert memory.puts == [[10, 9, 8], [6, 5, 4, 3], [2, 1]]  # 7 skipped, asked for once
+    assert 7 not in memory.vectors
+    counters = actor.metrics.snapshot()["counters"]
+    assert counters["agent.memory.backfill.skipped"] == 1
+    assert counters["agent.memory.backfill.runs{outcome=done}"] == 1
+    actor.embedder = _FlakyEmbedder(ok_calls=100)  # the next boot retries it
+    with trio.fail_after(10):
+        assert await actor.sweep() == 1
+    assert sorted(memory.vectors) == list(range(1, 11))
 
 
 # -- Tier 2: real processes -------------------------------------------------------------
@@ -332,7 +363,7 @@ async def test_new_note_is_embedded_soon_after_it_is_written(tmp_path):
     ("embeddings", "state", "reason"),
     [
         ({"enabled": False}, "disabled", "enabled is false"),
-        ({"provider": "llama-server"}, "unavailable", "provider"),
+        ({"provider": "llama-server"}, "unavailable", "memory.embeddings.url is not set"),
         ({"model": "no-such-model"}, "unavailable", "no-such-model"),
     ],
 )

@@ -7,6 +7,7 @@ No traceback may reach the user.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -143,9 +144,10 @@ def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path
     first = cli("memory", "reindex", "--state-dir", str(state), "--batch", "40")
     assert first.returncode == 0, first.stderr
     result = _json.loads(first.stdout)
-    assert result == {"model": "wordllama-l2-supercat-256", "embedded": 150, "missing": 0,
-                      "pruned": 0}
-    assert "reindex: 150/150 notes" in first.stderr  # progress on stderr
+    assert result == {"model": "wordllama-l2-supercat-256", "embedded": 150, "skipped": 0,
+                      "missing": 0, "pruned": 0}
+    # Progress on stderr: bar, done / total, rate, ETA.
+    assert re.search(r"reindex: \[#{24}\] 150/150 notes .* notes/s\s+ETA 0:00", first.stderr)
     again = _json.loads(cli("memory", "reindex", "--state-dir", str(state)).stdout)
     assert again["embedded"] == 0  # nothing left to do
     pruned = _json.loads(cli("memory", "reindex", "--prune", "--state-dir", str(state)).stdout)

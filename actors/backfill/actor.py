@@ -1,25 +1,27 @@
 """The backfill actor: embeds notes that lack a vector for the attached model
 (DESIGN §1, §8; seed 001).
 
-Attach. At boot it decides from ``memory.embeddings``: ``enabled`` false → state
-``disabled``; a provider other than ``local``, or a model other than the local
-embedder's → state ``unavailable``; in both cases it serves (status, metrics) but
-never embeds, and says why in its log (``backfill.inactive``), in
+Attach. With ``memory.embeddings.enabled`` false the state is ``disabled``: it serves
+(status, metrics) but never embeds, and says why in its log (``backfill.inactive``), in
 :class:`~actors.backfill.messages.BackfillStatusReply` and in the metrics
 (``agent.memory.backfill.inactive{reason}``). Otherwise a background task waits
-``backfillStartDelayMs`` (so the embedder's import does not compete with boot), loads
-:class:`~actors.backfill.embedder.LocalEmbedder` in a worker thread (a load failure →
-``unavailable``, recall stays keyword-only) and then serves two kinds of work, one
-embed at a time:
+``backfillStartDelayMs`` (so loading a model does not compete with boot), attaches the
+configured provider with :func:`actors.backfill.providers.attach` (the local wordllama
+model in a worker thread, or a ``llama-server`` / ``openai`` server after a probe embed
+with the model's dimension; a failure → ``unavailable`` with the reason, recall stays
+keyword-only) and then serves two kinds of work, one embed at a time:
 
 * **New notes.** The memory actor casts ``NotesWritten(ids)`` after a note is stored
   (DESIGN §2 step 7). Those ids are fetched (``memory.notes.recall {id}``), embedded
   with purpose ``document`` and written with one ``PutVectors``. New notes go first.
 * **Backfill pass** (unless ``memory.embeddings.backfill`` is false): loop
-  ``MissingVectors(model, limit=backfillBatchSize)`` — newest first — → embed the
-  batch (purpose ``document``) in a worker thread → one ``PutVectors`` per batch (one
-  transaction on the memory side, so an aborted run leaves only whole batches) →
-  until a batch comes back empty. Progress is logged (``backfill.started``,
+  ``MissingVectors(model, limit=backfillBatchSize, below=cursor)`` — newest first, the
+  cursor the smallest id of the previous batch — → embed the batch (purpose
+  ``document``) → one ``PutVectors`` per batch (one transaction on the memory side, so an
+  aborted run leaves only whole batches) → until a batch comes back empty. A note the
+  server cannot embed even cut to fit (BC-10, :mod:`actors.backfill.providers`) is
+  stored without a vector and counted (``agent.memory.backfill.skipped``); the cursor
+  moves past it, so the pass never loops and the next boot retries it. Progress is logged (``backfill.started``,
   ``backfill.progress`` at most once a second, ``backfill.done`` with count and
   notes/s), counted (``agent.memory.backfill.embedded``) and timed per batch
   (``agent.memory.backfill.batch_ms``).
@@ -59,7 +61,8 @@ from runtime.config import ActorBoot, EmbeddingsConfig
 from runtime.errors import RuntimeFailure
 from runtime.metrics import Metrics, MetricsRequest
 
-from .embedder import EmbeddingUnavailable, LocalEmbedder, to_blob
+from .embedder import EmbeddingUnavailable, cosine, to_blob
+from .providers import LocalProvider, ServerEmbedder, attach
 from .messages import (
     BackfillMsg,
     BackfillState,
@@ -85,24 +88,18 @@ EMBEDDED = "agent.memory.backfill.embedded"
 BATCH_MS = "agent.memory.backfill.batch_ms"
 RUNS = "agent.memory.backfill.runs"
 INACTIVE = "agent.memory.backfill.inactive"
+SKIPPED = "agent.memory.backfill.skipped"
+TRUNCATED = "agent.memory.backfill.truncated"
 
 
 def inactive_reason(cfg: EmbeddingsConfig) -> tuple[BackfillState, str, str] | None:
     """Why this configuration gives the backfill actor nothing to do, or None.
 
-    Returns ``(state, short code, one-line reason)``; state is ``disabled`` (switched
-    off) or ``unavailable`` (on, but the local embedder cannot serve it).
+    Returns ``(state, short code, one-line reason)``; state ``disabled`` (switched
+    off). Whether an enabled provider can serve is only known once it attaches.
     """
     if not cfg.enabled:
         return "disabled", "disabled", "memory.embeddings.enabled is false"
-    if cfg.provider != "local":
-        return ("unavailable", "provider",
-                f"memory.embeddings.provider {cfg.provider!r} is not embedded by the backfill "
-                "actor (only 'local')")
-    if cfg.model != LocalEmbedder.MODEL_ID:
-        return ("unavailable", "model",
-                f"the local provider serves only {LocalEmbedder.MODEL_ID!r}, "
-                f"not memory.embeddings.model {cfg.model!r}")
     return None
 
 
@@ -121,7 +118,7 @@ class BackfillActor:
         self.cfg = boot.config.memory.embeddings
         self.model = self.cfg.model
         self.batch_size = self.cfg.backfill_batch_size
-        self.embedder: LocalEmbedder | None = None
+        self.embedder: LocalProvider | ServerEmbedder | None = None
         self.metrics = Metrics()
         self.embedded = 0
         self.runs = 0
@@ -161,12 +158,14 @@ class BackfillActor:
         if embedder is None:
             return SimilarityReply(model=self.model)
         try:
-            value = await trio.to_thread.run_sync(embedder.similarity, msg.a, msg.b)
+            out = await embedder.embed([msg.a, msg.b], "similarity")
         except EmbeddingUnavailable as exc:
             log.warning("backfill.similarity_failed", error=exc.message)
             return SimilarityReply(model=embedder.model)
-        return SimilarityReply(cosine=value, min_cosine=embedder.entry.min_cosine,
-                               model=embedder.model)
+        if out.missing:
+            return SimilarityReply(model=embedder.model)
+        return SimilarityReply(cosine=cosine(out.vectors[0], out.vectors[1]),
+                               min_cosine=embedder.entry.min_cosine, model=embedder.model)
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         """Handle ``NotesWritten(ids)``: queue the ids and wake the worker."""
@@ -207,26 +206,29 @@ class BackfillActor:
         with self._worker:
             await trio.sleep(self.cfg.backfill_start_delay_ms / 1000)
             try:
-                # abandon_on_cancel: a shutdown during the import must not wait for it.
-                self.embedder = await trio.to_thread.run_sync(LocalEmbedder.load,
-                                                              abandon_on_cancel=True)
+                self.embedder = await attach(self.cfg)
             except EmbeddingUnavailable as exc:
                 self.state, self.reason, self.active = "unavailable", exc.message, False
                 self.metrics.inc(INACTIVE, {"reason": "load_failed"})
                 log.warning("backfill.unavailable", model=self.model, reason=exc.message)
                 return
             self.state, self.reason = "idle", ""
-            log.info("backfill.attached", model=self.embedder.model, dim=self.embedder.dim,
-                     backfill=self.cfg.backfill)
-            while True:
-                if self._pending:
-                    await self._embed_new()
-                elif self._sweep_wanted:
-                    self._sweep_wanted = False
-                    await self.sweep()
-                else:
-                    await self._wake.wait()
-                    self._wake = trio.Event()
+            self.model = self.embedder.model
+            log.info("backfill.attached", provider=self.cfg.provider, model=self.embedder.model,
+                     dim=self.embedder.dim, backfill=self.cfg.backfill)
+            try:
+                while True:
+                    if self._pending:
+                        await self._embed_new()
+                    elif self._sweep_wanted:
+                        self._sweep_wanted = False
+                        await self.sweep()
+                    else:
+                        await self._wake.wait()
+                        self._wake = trio.Event()
+            finally:
+                with trio.CancelScope(shield=True):
+                    await self.embedder.aclose()
 
     async def _request(self, body: Any, reply_type: type[T]) -> T:
         with trio.fail_after(REQUEST_TIMEOUT_S):
@@ -235,17 +237,31 @@ class BackfillActor:
     async def _write(self, todo: list[VectorTodo]) -> int:
         """Embed ``todo`` (purpose ``document``) and store it with ONE PutVectors.
 
-        Returns the rows written. Raises EmbeddingUnavailable (model failed) or a
-        RuntimeFailure / TooSlowError (memory side).
+        Returns the rows written. A note the server could not embed (BC-10) is left
+        without a vector, logged ``backfill.skipped`` and counted. Raises
+        EmbeddingUnavailable (model failed) or a RuntimeFailure / TooSlowError (memory
+        side).
         """
         assert self.embedder is not None
         embedder = self.embedder
         t0 = time.perf_counter()
-        vectors = await trio.to_thread.run_sync(
-            embedder.embed, [t.content for t in todo], "document")
-        written = await self._request(
-            PutVectors(model=embedder.model, dim=embedder.dim, ids=[t.id for t in todo],
-                       vectors=[to_blob(v) for v in vectors]), int)
+        out = await embedder.embed([t.content for t in todo], "document")
+        if out.truncated:
+            self.metrics.inc(TRUNCATED, by=len(out.truncated))
+        if out.missing:
+            skipped = [todo[i].id for i in out.missing]
+            self.metrics.inc(SKIPPED, by=len(skipped))
+            log.warning("backfill.skipped", ids=skipped, model=embedder.model,
+                        reason="the embedding server could not embed them; stored without a "
+                               "vector, retried on the next pass")
+        missing = set(out.missing)
+        keep = [i for i in range(len(todo)) if i not in missing]
+        written = 0
+        if keep:
+            written = await self._request(
+                PutVectors(model=embedder.model, dim=embedder.dim,
+                           ids=[todo[i].id for i in keep],
+                           vectors=[to_blob(out.vectors[i]) for i in keep]), int)
         self.metrics.observe(BATCH_MS, (time.perf_counter() - t0) * 1000)
         self.metrics.inc(EMBEDDED, by=written)
         self.embedded += written
@@ -295,19 +311,17 @@ class BackfillActor:
         self.state, self.reason = "running", ""
         log.info("backfill.started", model=self.model, remaining=total,
                  batch_size=self.batch_size)
-        seen: set[int] = set()
+        below: int | None = None
         try:
             while True:
                 todo = await self._request(
-                    MissingVectors(model=self.model, limit=self.batch_size), list[VectorTodo])
+                    MissingVectors(model=self.model, limit=self.batch_size, below=below),
+                    list[VectorTodo])
                 if not todo:
                     break
-                ids = {t.id for t in todo}
-                if ids <= seen:  # written but still missing: never loop forever
-                    outcome = "stuck"
-                    log.warning("backfill.stuck", ids=sorted(ids))
-                    break
-                seen |= ids
+                # The cursor only goes down: a note left without a vector (or written by
+                # a concurrent pass) is never asked for twice, so a pass always ends.
+                below = min(t.id for t in todo)
                 done += await self._write(todo)
                 now = time.perf_counter()
                 if now - last >= PROGRESS_EVERY_S:

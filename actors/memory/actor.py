@@ -39,7 +39,7 @@ from runtime.actor import ActorContext
 from runtime.config import ActorBoot, MemoryConfig
 from runtime.metrics import Metrics, MetricsRequest
 
-from .context import MemoryContext, build_context
+from .context import MemoryContext, build_context, recall_query
 from .errors import DatabaseBusy, DatabaseCorrupt, ValidationError
 from .messages import (
     ApplyReflection,
@@ -279,10 +279,14 @@ class MemoryActor:
     async def _dispatch(self, msg: Any) -> Any:
         match msg:
             case BuildContext():
+                if self.cfg.recall_injection.enabled:
+                    await self._prepare_query(recall_query(msg.recall_query or msg.user_message))
                 context = await self._read(lambda s: self._build_context(s, msg))
                 self._queue_bump([n.id for n in context.recalled])
                 return context
             case ToolOp() if msg.op in OPS and not OPS[msg.op].writes:
+                if msg.op == "memory.notes.recall" and isinstance(msg.args.get("query"), str):
+                    await self._prepare_query(msg.args["query"])
                 data, change = await self._read(lambda s: self._run_op(s, msg, True))
                 self._queue_bump(change.get("bump", []))
                 return OpResult(data=data)
@@ -302,7 +306,8 @@ class MemoryActor:
                                     msg.session)
                 return result
             case MissingVectors():
-                rows = await self._db(self.w.vectors.missing, msg.model, msg.limit)
+                rows = await self._db(self.w.vectors.missing, msg.model, msg.limit,
+                                      msg.below)
                 return [VectorTodo(id=i, content=c) for i, c in rows]
             case PutVectors():
                 rows = list(zip(msg.ids, msg.vectors))
@@ -312,6 +317,12 @@ class MemoryActor:
                     self.vector_cache.generation += 1
             case Stats():
                 return await self._db(self._stats)
+
+    async def _prepare_query(self, text: str) -> None:
+        """Let a server embedder embed the recall query before the (synchronous) read;
+        nothing to do for the local model or when hybrid recall is off."""
+        if self.query_embedder.attached and self.cfg.embeddings.vector_weight > 0:
+            await self.query_embedder.prepare(text)
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         log.warning("memory.unexpected_cast", src=src)
@@ -414,7 +425,7 @@ class MemoryActor:
         emb = self.query_embedder
         if not emb.attached:
             return
-        dim = emb.embedder.dim if emb.embedder is not None else 0
+        dim = emb.dim
         others = await self._db(self.w.vectors.others, emb.model, dim)
         if others:
             log.warning("memory.vectors_stale", attached_model=emb.model, attached_dim=dim,
@@ -463,5 +474,6 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
                 nursery.cancel_scope.cancel()
     finally:
         with trio.CancelScope(shield=True):
+            await actor.query_embedder.aclose()
             await trio.to_thread.run_sync(actor.close, limiter=actor._limiter)
         log.info("memory.closed")

@@ -86,10 +86,12 @@ class ApplyResult(msgspec.Struct):
 
 
 class MissingVectors(_M):
-    """Backfill: up to ``limit`` (id, content) of notes lacking a vector for ``model``."""
+    """Backfill: up to ``limit`` (id, content) of notes lacking a vector for ``model``,
+    newest first; ``below``: only ids smaller than this (the pass's cursor)."""
 
     model: str
     limit: int = 32
+    below: int | None = None
 
 
 class VectorTodo(msgspec.Struct, array_like=True):

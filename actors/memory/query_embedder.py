@@ -1,29 +1,45 @@
-"""The memory actor's query embedder: hybrid recall embeds each query (purpose
-``query``) in-process, in ~0.2 ms with the local wordllama model, so recall never waits
-for another actor (DESIGN §8; the backfill actor embeds documents with the same model).
+"""The memory actor's query embedder (DESIGN §8): hybrid recall embeds each query
+(purpose ``query``) itself, so recall never waits for another actor.
 
-:class:`QueryEmbedder` attaches in the background after the actor starts (after the
-backfill start delay, the model loads in ~0.7 s in a worker thread); until then, and whenever it cannot attach, recall
-stays keyword-only and :meth:`QueryEmbedder.status` says why (``memory stats``).
-Attaching needs ``memory.embeddings.enabled`` and ``provider: "local"`` with the
-catalog's local model; the ``llama-server`` and ``openai`` providers are not built yet
-and are reported as such.
+:class:`QueryEmbedder` attaches in the background after the actor starts, after
+``memory.embeddings.backfillStartDelayMs`` (start-up stays light and short-lived runs
+never load a model), through :func:`actors.backfill.providers.attach`: the local
+wordllama model loads in ~0.7 s in a worker thread; a server model (``llama-server`` /
+``openai``) is attached only when its probe embed has the model's dimension. Until then,
+and whenever it cannot attach, recall stays keyword-only and :meth:`QueryEmbedder.status`
+says why (``memory stats``).
+
+Recall itself is synchronous (it runs on the actor's read connection), so:
+
+* the local model embeds the query on the spot (``embed_now``, ~0.2 ms);
+* a server model is asked before the recall: :meth:`QueryEmbedder.prepare` awaits the
+  HTTP embed (at most :data:`QUERY_TIMEOUT_S`, or ``timeoutMs`` when shorter) and keeps
+  the vector for :meth:`QueryEmbedder.embed`; a failure or timeout leaves no vector, so
+  that recall falls back to keyword recall (DESIGN §8) instead of waiting.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 import structlog
 import trio
 
-from actors.backfill.embedder import EmbeddingUnavailable, LocalEmbedder
+from actors.backfill.embedder import EmbeddingUnavailable
+from actors.backfill.providers import LocalProvider, ServerEmbedder, attach
 from runtime.config import EmbeddingsConfig
 
-__all__ = ["QueryEmbedder"]
+__all__ = ["QUERY_TIMEOUT_S", "QueryEmbedder"]
 
 log = structlog.get_logger()
+
+QUERY_TIMEOUT_S = 2.0
+"""Longest wait (s) for a server to embed a query before recall goes keyword-only: a
+turn's context must not wait the full ``timeoutMs`` for a slow embedding server."""
+MEMO_SIZE = 64
+"""Query vectors kept from :meth:`QueryEmbedder.prepare` (most recent first out)."""
 
 
 class QueryEmbedder:
@@ -32,19 +48,19 @@ class QueryEmbedder:
     Attributes:
         state: ``"off"`` (disabled), ``"attaching"``, ``"attached"`` or
             ``"unavailable"``; ``reason``: one line on why, when not attached.
+        embedder: the attached provider, or None.
     """
 
     def __init__(self, cfg: EmbeddingsConfig) -> None:
         self.cfg = cfg
-        self.embedder: LocalEmbedder | None = None
+        self.embedder: LocalProvider | ServerEmbedder | None = None
+        self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
         if not cfg.enabled:
             self.state, self.reason = "off", "memory.embeddings.enabled is false"
-        elif cfg.provider != "local":
-            self.state = "unavailable"
-            self.reason = (f"memory.embeddings.provider {cfg.provider!r} is not supported yet; "
-                           "recall is keyword-only")
         else:
-            self.state, self.reason = "attaching", "loading the local embedder"
+            self.state = "attaching"
+            self.reason = (f"attaching {cfg.provider} embedder {cfg.model!r} after "
+                           f"{cfg.backfill_start_delay_ms} ms")
 
     @property
     def attached(self) -> bool:
@@ -57,40 +73,75 @@ class QueryEmbedder:
         return self.embedder.model if self.embedder is not None else self.cfg.model
 
     @property
+    def dim(self) -> int:
+        """The attached model's dimension (0 when none is attached)."""
+        return self.embedder.dim if self.embedder is not None else 0
+
+    @property
     def min_cosine(self) -> float:
         """The attached model's catalog floor for meaning-only hits."""
         assert self.embedder is not None
         return self.embedder.entry.min_cosine
 
     async def attach(self) -> None:
-        """After ``memory.embeddings.backfillStartDelayMs`` (the backfill actor's delay
-        too: start-up stays light and short-lived runs never load the model), load the
-        local model off the event loop; never raises for a model that cannot load
-        (state ``unavailable``, logged ``memory.embedder_unavailable``)."""
+        """Wait the start delay, then attach the configured provider; never raises for
+        one that cannot attach (state ``unavailable``, logged
+        ``memory.embedder_unavailable``)."""
         if self.state != "attaching":
             return
         await trio.sleep(self.cfg.backfill_start_delay_ms / 1000)
         try:
-            embedder = await trio.to_thread.run_sync(LocalEmbedder.load, abandon_on_cancel=True)
+            embedder = await attach(self.cfg)
         except EmbeddingUnavailable as exc:
             self.state, self.reason = "unavailable", exc.message
-            log.warning("memory.embedder_unavailable", reason=exc.message)
-            return
-        if embedder.model != self.cfg.model:
-            self.state = "unavailable"
-            self.reason = (f"memory.embeddings.model {self.cfg.model!r} is not the local model "
-                           f"{embedder.model!r}")
-            log.warning("memory.embedder_unavailable", reason=self.reason)
+            log.warning("memory.embedder_unavailable", provider=self.cfg.provider,
+                        reason=exc.message)
             return
         self.embedder, self.state, self.reason = embedder, "attached", ""
-        log.info("memory.embedder_attached", model=embedder.model, dim=embedder.dim)
+        log.info("memory.embedder_attached", provider=self.cfg.provider, model=embedder.model,
+                 dim=embedder.dim)
+
+    async def prepare(self, text: str) -> None:
+        """Embed ``text.strip()`` ahead of a recall when the model is a server (the
+        local model needs nothing). Never raises: a failure is logged
+        (``memory.query_embed_failed``) and leaves no vector, so the recall falls back."""
+        emb, key = self.embedder, text.strip()
+        if emb is None or emb.local or not key or key in self._memo:
+            return
+        try:
+            with trio.fail_after(min(QUERY_TIMEOUT_S, self.cfg.timeout_ms / 1000)):
+                out = await emb.embed([key], "query")
+        except (EmbeddingUnavailable, trio.TooSlowError) as exc:
+            log.warning("memory.query_embed_failed", model=emb.model,
+                        error=getattr(exc, "message", None) or "timed out")
+            return
+        if out.missing:
+            return
+        self._memo[key] = out.vectors[0]
+        while len(self._memo) > MEMO_SIZE:
+            self._memo.popitem(last=False)
 
     def embed(self, text: str) -> np.ndarray:
-        """The query's vector (purpose ``query``), shape ``(dim,)``; raises
-        ``EmbeddingUnavailable`` when not attached or the model fails."""
-        if self.embedder is None:
+        """The query's vector (purpose ``query``), shape ``(dim,)``.
+
+        Raises:
+            EmbeddingUnavailable: not attached, the model failed, or (server) the query
+                was not embedded by :meth:`prepare`.
+        """
+        emb = self.embedder
+        if emb is None:
             raise EmbeddingUnavailable(self.reason or "no embedder attached")
-        return self.embedder.embed([text], "query")[0]
+        if emb.local:
+            return emb.embed_now(text, "query")
+        vec = self._memo.get(text.strip())
+        if vec is None:
+            raise EmbeddingUnavailable("the query was not embedded by the server in time")
+        return vec
+
+    async def aclose(self) -> None:
+        """Close a server embedder's HTTP client."""
+        if self.embedder is not None:
+            await self.embedder.aclose()
 
     def status(self) -> dict[str, Any]:
         """``{"recall": "hybrid" | "keyword", "state", "reason"}`` for ``memory stats``."""

@@ -26,7 +26,7 @@ __all__ = ["VECTOR_BATCH_MAX", "LoadedVectors", "VectorCache", "VectorStore"]
 VECTOR_BATCH_MAX = 10_000
 
 _SQL_MISSING_VECTORS = (
-    "SELECT m.id, m.content FROM memories m WHERE m.content <> '' AND NOT EXISTS ("
+    "SELECT m.id, m.content FROM memories m WHERE m.id < ? AND m.content <> '' AND NOT EXISTS ("
     " SELECT 1 FROM memory_vectors v WHERE v.note_id = m.id AND v.model = ?)"
     " ORDER BY m.id DESC LIMIT ?"
 )
@@ -86,16 +86,21 @@ class VectorStore:
     def __init__(self, conn: apsw.Connection) -> None:
         self.conn = conn
 
-    def missing(self, model: str, limit: int) -> list[tuple[int, str]]:
+    def missing(self, model: str, limit: int, below: int | None = None
+                ) -> list[tuple[int, str]]:
         """Return ``(id, content)`` of notes without a vector for ``model``, newest
-        (highest id) first; ``limit`` clamped into [1, 10000].
+        (highest id) first; ``limit`` clamped into [1, 10000]. ``below``: only ids
+        smaller than this — a pass's cursor, so a note the embedder had to skip is not
+        asked for again in the same pass.
 
         Raises:
-            ValidationError: fields ``model``, ``limit``.
+            ValidationError: fields ``model``, ``limit``, ``below``.
         """
         model = self._model(model)
         limit = min(VECTOR_BATCH_MAX, max(1, require_int(limit, "limit")))
-        return [(r[0], r[1]) for r in self.conn.execute(_SQL_MISSING_VECTORS, (model, limit))]
+        top = 2**63 - 1 if below is None else min(require_int(below, "below"), 2**63 - 1)
+        return [(r[0], r[1])
+                for r in self.conn.execute(_SQL_MISSING_VECTORS, (top, model, limit))]
 
     def put(self, model: str, dim: int, rows: Sequence[tuple[int, bytes]]) -> int:
         """Upsert ``(note_id, float32 bytes)`` vectors of ``model`` in one transaction.

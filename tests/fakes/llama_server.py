@@ -3,7 +3,8 @@
 Run::
 
     python -m tests.fakes.llama_server --port 0 --script RULES.json --record LOG.jsonl \\
-        [--slots N] [--latency-ms MS] [--invalid-slot error|hang|wrap] [--ignore-stdin]
+        [--slots N] [--latency-ms MS] [--invalid-slot error|hang|wrap] [--ignore-stdin] \\
+        [--embedding-dim N] [--embedding-max-chars M]
 
 It prints one JSON line ``{"port": P}`` on stdout once listening, and exits on SIGTERM,
 SIGINT or EOF on stdin (so a parent that dies takes it along; ``--ignore-stdin`` turns
@@ -38,6 +39,24 @@ JSON list of rules; the first matching rule wins::
 with status 200 (malformed responses); ``delay_ms`` delays the answer (ms);
 ``chunk_delay_ms`` spaces stream chunks. With no matching rule the answer is
 ``{"reply": "ok"}`` when the request's grammar mentions the ``"reply"`` key, else ``NONE``.
+
+Embeddings (BC-10, DESIGN §8) — off unless ``--embedding-dim N`` is given (then, as a
+llama-server started without ``--embeddings``, both endpoints answer HTTP 501):
+
+* ``POST /embedding`` ``{"content": str | [str]}`` → ``[{"index": i, "embedding": [[…]]}]``
+  (current llama-server's pooled shape: one row per input).
+* ``POST /v1/embeddings`` ``{"model", "input": str | [str]}`` → OpenAI's
+  ``{"object": "list", "data": [{"index", "embedding"}], "model", "usage"}``.
+
+A vector is a hashed bag of the text's lowercase words (same words → same direction,
+unit length; an empty text gives all zeros). ``--embedding-max-chars M`` makes every
+input longer than M characters fail as llama-server does when the input's tokens do not
+fit one physical batch (BC-10): HTTP 500 ``{"error": {"code": 500, "message": "input (T
+tokens) is too large to process. increase the physical batch size (current batch size:
+512)", "type": "server_error"}}`` with ``T = ceil(len · 512 / M)``. Rules with
+``"embedding": true`` apply to embedding requests only (matched against the texts joined
+by newlines) and may script ``status``, ``raw_body`` or ``delay_ms``; other rules never
+apply to them.
 
 Every request is appended as one JSON line ``{"t", "method", "path", "body"}`` to the
 record file (``t`` in Unix seconds, ``body`` the parsed JSON or null).
@@ -82,6 +101,8 @@ class _State:
         self.slots: int = args.slots
         self.latency_s: float = args.latency_ms / 1000.0
         self.invalid_slot: str = args.invalid_slot
+        self.embedding_dim: int = args.embedding_dim
+        self.embedding_max_chars: int = args.embedding_max_chars
         self.lock = threading.Lock()
         self.uses: dict[tuple[str, int], int] = {}
         self.stopping = threading.Event()
@@ -104,11 +125,16 @@ class _State:
         self._cache = (key, version, rules)
         return version, rules
 
-    def pick_rule(self, prompt: str, grammar: str) -> dict[str, Any] | None:
-        """First rule matching prompt/grammar with uses left; consumes one use."""
+    def pick_rule(self, prompt: str, grammar: str, *, embedding: bool = False
+                  ) -> dict[str, Any] | None:
+        """First rule matching prompt/grammar with uses left; consumes one use. Rules
+        marked ``"embedding": true`` match embedding requests only, the others only
+        completions."""
         with self.lock:
             version, rules = self.load_rules()
             for index, rule in enumerate(rules):
+                if bool(rule.get("embedding")) != embedding:
+                    continue
                 match = rule.get("match")
                 if match is not None and match not in prompt:
                     continue
@@ -188,6 +214,9 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             if self.path in ("/v1/chat/completions", "/v1/completions") and isinstance(body, dict):
                 self._openai(body)
                 return
+            if self.path in ("/embedding", "/embeddings", "/v1/embeddings"):
+                self._embedding(body)
+                return
             if self.path not in ("/completion", "/completions"):
                 self._send_json(404, {"error": {"code": 404, "message": "File Not Found",
                                                 "type": "not_found_error"}})
@@ -255,6 +284,50 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 return True
             return False
 
+        def _embedding(self, body: Any) -> None:
+            """``/embedding`` (native) and ``/v1/embeddings`` (OpenAI); see the module
+            docstring for shapes, the BC-10 limit and scripted failures."""
+            openai = self.path == "/v1/embeddings"
+            if state.embedding_dim <= 0:
+                self._send_json(501, {"error": {
+                    "code": 501, "type": "not_supported_error",
+                    "message": "This server does not support embeddings. Start it with "
+                               "`--embeddings`"}})
+                return
+            texts = body.get("input" if openai else "content") if isinstance(body, dict) else None
+            texts = [texts] if isinstance(texts, str) else texts
+            if not isinstance(texts, list) or not texts or not all(
+                    isinstance(t, str) for t in texts):
+                self._send_json(400, {"error": {
+                    "code": 400, "type": "invalid_request_error",
+                    "message": f"\"{'input' if openai else 'content'}\" must be a string "
+                               "or a non-empty list of strings"}})
+                return
+            rule = state.pick_rule("\n".join(texts), "", embedding=True)
+            self._sleep(state.latency_s + (rule or {}).get("delay_ms", 0) / 1000.0)
+            if self._scripted_failure(rule):
+                return
+            limit = state.embedding_max_chars
+            for text in texts:
+                if limit > 0 and len(text) > limit:
+                    tokens = -(-len(text) * 512 // limit)
+                    self._send_json(500, {"error": {
+                        "code": 500, "type": "server_error",
+                        "message": f"input ({tokens} tokens) is too large to process. increase "
+                                   "the physical batch size (current batch size: 512)"}})
+                    return
+            vectors = [_bag_of_words(t, state.embedding_dim) for t in texts]
+            if openai:
+                self._send_json(200, {
+                    "object": "list", "model": body.get("model") or "scripted",
+                    "data": [{"object": "embedding", "index": i, "embedding": v}
+                             for i, v in enumerate(vectors)],
+                    "usage": {"prompt_tokens": sum(len(t) // 4 for t in texts),
+                              "total_tokens": sum(len(t) // 4 for t in texts)}})
+            else:
+                self._send_json(200, [{"index": i, "embedding": [v]}
+                                      for i, v in enumerate(vectors)])
+
         def _openai(self, body: dict[str, Any]) -> None:
             """``/v1/chat/completions`` and ``/v1/completions`` in OpenAI's shapes, driven
             by the same rules (matched against the messages joined, or the prompt)."""
@@ -321,6 +394,18 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _bag_of_words(text: str, dim: int) -> list[float]:
+    """A unit vector of ``dim`` floats: each lowercase word adds ±1 to a hashed bucket
+    (all zeros for a text without words)."""
+    vec = [0.0] * dim
+    for word in re.findall(r"\w+", text.lower()):
+        digest = hashlib.blake2b(word.encode(), digest_size=8).digest()
+        bucket = int.from_bytes(digest[:4], "little") % dim
+        vec[bucket] += 1.0 if digest[4] & 1 else -1.0
+    norm = sum(x * x for x in vec) ** 0.5
+    return [x / norm for x in vec] if norm else vec
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point for ``python -m tests.fakes.llama_server``; returns the exit code."""
     parser = argparse.ArgumentParser(description="scripted llama-server for tests")
@@ -331,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--slots", type=int, default=2)
     parser.add_argument("--latency-ms", type=float, default=0.0)
     parser.add_argument("--invalid-slot", choices=("error", "hang", "wrap"), default="error")
+    parser.add_argument("--embedding-dim", type=int, default=0,
+                        help="serve /embedding and /v1/embeddings with vectors of this size "
+                             "(0: answer 501 like a server without --embeddings)")
+    parser.add_argument("--embedding-max-chars", type=int, default=0,
+                        help="inputs longer than this fail with llama-server's HTTP 500 "
+                             "'increase the physical batch size' (BC-10); 0: no limit")
     parser.add_argument("--ignore-stdin", action="store_true")
     args = parser.parse_args(argv)
 
@@ -394,9 +485,14 @@ class FakeLlama:
         lines = self.record_path.read_text(encoding="utf-8").splitlines()
         return [json.loads(line) for line in lines if line.strip()]
 
+    def embedding_requests(self) -> list[dict[str, Any]]:
+        """Recorded requests to ``/embedding`` and ``/v1/embeddings`` (with ``auth``)."""
+        return [r for r in self.requests() if "embedding" in r["path"]]
+
     def openai_requests(self) -> list[dict[str, Any]]:
         """Recorded requests to the OpenAI-compatible endpoints (with ``auth``)."""
-        return [r for r in self.requests() if r["path"].startswith("/v1/")]
+        return [r for r in self.requests()
+                if r["path"].startswith("/v1/") and "embedding" not in r["path"]]
 
     def completions(self) -> list[dict[str, Any]]:
         """Bodies of the recorded ``POST /completion`` requests, in order. A request whose
@@ -421,6 +517,8 @@ async def open_fake_llama(
     *,
     latency_ms: float = 0.0,
     invalid_slot: str = "error",
+    embedding_dim: int = 0,
+    embedding_max_chars: int = 0,
     start_timeout_s: float = 15.0,
 ) -> AsyncIterator[FakeLlama]:
     """Run the fake server as a real subprocess for the duration of the block.
@@ -440,7 +538,9 @@ async def open_fake_llama(
     record.touch()
     cmd = [sys.executable, "-m", "tests.fakes.llama_server", "--port", "0",
            "--script", str(script), "--record", str(record), "--slots", str(slots),
-           "--latency-ms", str(latency_ms), "--invalid-slot", invalid_slot]
+           "--latency-ms", str(latency_ms), "--invalid-slot", invalid_slot,
+           "--embedding-dim", str(embedding_dim),
+           "--embedding-max-chars", str(embedding_max_chars)]
     proc = await trio.lowlevel.open_process(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd=str(_REPO_ROOT))
     try:
