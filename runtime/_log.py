@@ -72,3 +72,18 @@ def configure(actor: str, *, log_dir: str | Path | None = None, level: str = "in
     )
     structlog.contextvars.clear_contextvars()
     structlog.contextvars.bind_contextvars(actor=actor, pid=os.getpid())
+
+
+def configure_cli(level: str = "warning") -> None:
+    """Configure structlog for a one-shot CLI command: human-readable lines on stderr
+    (stdout carries only the command's result, e.g. ``memory reindex``'s JSON), at
+    ``level`` and above."""
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.dev.ConsoleRenderer(colors=False),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.WARNING)),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        cache_logger_on_first_use=False,
+    )

@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from ._log import configure_cli
 from .client import ClientError, DaemonClient, open_client
 from .config import ConfigError, config_to_json, load_config
 from .state import read_daemon_info, resolve_state_dir
@@ -408,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"atomic-agent: {exc}", file=sys.stderr)
             return EXIT_USAGE
         return 0
+    configure_cli()
     try:
         return trio.run(_client_command, args, state_dir)
     except ClientError as exc:

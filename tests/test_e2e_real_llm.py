@@ -72,3 +72,76 @@ async def test_sigkilled_root_takes_every_child_with_it(tmp_path):
         with trio.fail_after(10):
             while any(pid_alive(p) for p in children):
                 await trio.sleep(0.05)
+
+
+async def test_real_llama_server_embeddings_attach_cut_long_notes_and_reindex(tmp_path):
+    """The ``llama-server`` embedding provider against the real llama.cpp server started
+    with ``--embeddings --pooling mean -b 64 -ub 64`` on the bundled SmolLM2 (576-d):
+    the probe attaches it, a long note gets the server's real "increase the physical
+    batch size" HTTP 500 and is embedded from its head (BC-10), and ``memory reindex``
+    embeds a stopped daemon's notes through it."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    import httpx
+    import numpy as np
+
+    from actors.backfill.providers import attach
+    from actors.memory.notes import MemoryStore
+    from actors.memory.schema import open_database
+    from runtime.config import parse_config
+    from tests.daemon import REPO
+    from tests.fakes.llama_server import _reap
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    url = f"http://127.0.0.1:{port}"
+    cmd = [find_server_binary(), "-m", bundled_model(), "--embeddings", "--pooling", "mean",
+           "--host", "127.0.0.1", "--port", str(port), "--ctx-size", "512", "-b", "64",
+           "-ub", "64"]
+    log = open(tmp_path / "embedding-server.log", "wb")
+    proc = await trio.lowlevel.open_process(cmd, stdin=subprocess.PIPE, stdout=log, stderr=log)
+    try:
+        async with httpx.AsyncClient() as http:
+            with trio.fail_after(120):
+                while True:
+                    try:
+                        if (await http.get(f"{url}/health")).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    await trio.sleep(0.2)
+        block = {"provider": "llama-server", "url": url, "model": "smollm2-135m-instruct",
+                 "dim": 576, "backfillStartDelayMs": 0}
+        cfg = parse_config(json.dumps({"memory": {"embeddings": block}}).encode())
+        emb = await attach(cfg.memory.embeddings)
+        long_note = "Packing list: " + " ".join(f"item{i} socks" for i in range(120))
+        try:
+            with trio.fail_after(60):
+                out = await emb.embed(["I prefer pytest", long_note], "document")
+        finally:
+            await emb.aclose()
+        assert emb.dim == 576 and out.missing == [] and out.truncated == [1]
+        assert np.allclose(np.linalg.norm(out.vectors, axis=1), 1.0, atol=1e-4)
+
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "config.json").write_text(json.dumps({"memory": {"embeddings": block}}))
+        conn = open_database(str(state / "memory.sqlite"))
+        notes = MemoryStore(conn)
+        for text in ("I prefer pytest for unit work", "My cat is called Pixel", long_note):
+            notes.store(text)
+        conn.close()
+        done = await trio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "runtime.cli", "memory", "reindex", "--state-dir",
+             str(state)], cwd=REPO, capture_output=True, text=True, timeout=120))
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == {"model": "smollm2-135m-instruct", "embedded": 3,
+                                           "skipped": 0, "missing": 0, "pruned": 0}
+        assert "3/3 notes" in done.stderr
+    finally:
+        await _reap(proc)
+        log.close()
