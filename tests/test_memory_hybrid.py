@@ -97,6 +97,9 @@ def test_load_keeps_one_model_and_dimension_and_counts_the_rest(conn):
     # above the ceiling: the newest ones plus the keyword hits' vectors
     capped = vectors.load("A", 4, ceiling=2, also=[ids[1], 999])
     assert capped.ids == [ids[4], ids[3], ids[1]] and capped.overflow == 2
+    assert [capped.index[i] for i in capped.ids] == [0, 1, 2]
+    assert capped.rows.shape == (3, 4) and capped.norms.tolist() == [1.0] * 3
+    assert cosine_scores([1, 0, 0, 0], capped.rows, capped.norms).tolist() == [1.0] * 3
 
 
 async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_cleanly(tmp_path):

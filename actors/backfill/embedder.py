@@ -153,11 +153,12 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
     out = np.zeros_like(arr)
     if arr.size == 0:
         return out
-    finite = np.isfinite(arr).all(axis=1)
-    safe = np.where(finite[:, None], arr, 0.0).astype(np.float64)
-    norms = np.linalg.norm(safe, axis=1)
-    good = finite & (norms > 0.0) & np.isfinite(norms)
-    out[good] = (safe[good] / norms[good, None]).astype(np.float32)
+    # Squares summed in float64 cannot overflow for finite float32 input; a NaN or inf
+    # component makes the row's norm NaN or inf, so ``good`` excludes it.
+    with np.errstate(all="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", arr, arr, dtype=np.float64))
+    good = np.isfinite(norms) & (norms > 0.0)
+    out[good] = arr[good] / norms[good, None]
     return out
 
 

@@ -319,10 +319,14 @@ class MemoryActor:
                 return await self._db(self._stats)
 
     async def _prepare_query(self, text: str) -> None:
-        """Let a server embedder embed the recall query before the (synchronous) read;
-        nothing to do for the local model or when hybrid recall is off."""
-        if self.query_embedder.attached and self.cfg.embeddings.vector_weight > 0:
-            await self.query_embedder.prepare(text)
+        """Let a server embedder embed the recall query before the (synchronous) read,
+        timed in ``agent.memory.query_embed_ms``; nothing to do for the local model or
+        when hybrid recall is off."""
+        emb = self.query_embedder
+        if emb.attached and self.cfg.embeddings.vector_weight > 0 and not emb.embedder.local:
+            t0 = time.monotonic()
+            await emb.prepare(text)
+            self.metrics.observe("agent.memory.query_embed_ms", (time.monotonic() - t0) * 1000)
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         log.warning("memory.unexpected_cast", src=src)

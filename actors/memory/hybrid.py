@@ -56,11 +56,13 @@ class Ranked(msgspec.Struct, frozen=True):
     via: str
 
 
-def cosine_scores(query: Sequence[float] | np.ndarray, rows: np.ndarray) -> np.ndarray:
+def cosine_scores(query: Sequence[float] | np.ndarray, rows: np.ndarray,
+                  norms: np.ndarray | None = None) -> np.ndarray:
     """Cosine of ``query`` (shape ``(d,)``) with each row of ``rows`` (``(n, d)``).
 
-    Zero or non-finite vectors score 0.0; the result is finite, clipped to [-1, 1].
-    Raises ``ValueError`` when the dimensions differ.
+    ``norms``: the rows' L2 norms when already known (``LoadedVectors.norms``, computed
+    once per scan instead of once per query). Zero or non-finite vectors score 0.0; the
+    result is finite, clipped to [-1, 1]. Raises ``ValueError`` when the dimensions differ.
     """
     q = np.asarray(query, dtype=np.float32).ravel()
     m = np.asarray(rows, dtype=np.float32)
@@ -72,7 +74,9 @@ def cosine_scores(query: Sequence[float] | np.ndarray, rows: np.ndarray) -> np.n
         if not np.isfinite(q).all():
             return np.zeros(m.shape[0])
         dots = m @ q  # a non-finite row gives a non-finite dot (zeroed below)
-        denom = np.sqrt(np.einsum("ij,ij->i", m, m)) * np.sqrt(float(q @ q))
+        if norms is None:
+            norms = np.sqrt(np.einsum("ij,ij->i", m, m))
+        denom = norms * np.sqrt(float(q @ q))
         out = np.divide(dots, denom, out=np.zeros(m.shape[0], dtype=np.float32),
                         where=denom > 0)
     out[~np.isfinite(out)] = 0.0
@@ -159,17 +163,21 @@ def hybrid_recall(
     qvec = np.asarray(embed_query(query.strip()), dtype=np.float32).ravel()
     loaded = vectors.load(model, qvec.shape[0], ceiling, also=[n.id for n in keyword],
                           cache=cache)
-    scores = cosine_scores(qvec, loaded.rows).tolist()
-    best = max(scores, default=0.0)
+    scores = cosine_scores(qvec, loaded.rows, loaded.norms)
+    best = float(scores.max()) if scores.size else 0.0
     floor = max(min_cosine, best - BEST_WINDOW)
     by_id = {n.id: n for n in keyword}
-    # Only the admissible candidates, best first, a few times the free slots, are read
-    # back through the keyword query's filters.
-    candidates = sorted(((c, i) for i, c in zip(loaded.ids, scores)
-                         if i not in by_id and c >= floor), reverse=True)
-    visible = notes.visible([i for _, i in candidates[:max(4 * k, 16)]], scope=scope,
+    at = loaded.index
+    # Only the admissible candidates, best first (ties: newest), a few times the free
+    # slots, are read back through the keyword query's filters. Vectorised: the scan is
+    # up to bruteForceCeiling rows on every recall.
+    admissible = scores >= floor
+    admissible[[at[i] for i in by_id if i in at]] = False
+    rows = np.flatnonzero(admissible)
+    rows = rows[np.argsort(-scores[rows], kind="stable")][:max(4 * k, 16)]
+    visible = notes.visible([loaded.ids[j] for j in rows.tolist()], scope=scope,
                             working_dir=working_dir, tags=tags)
-    cosines = {i: c for i, c in zip(loaded.ids, scores) if i in by_id or i in visible}
+    cosines = {i: float(scores[at[i]]) for i in (*by_id, *visible) if i in at}
     ranked = hybrid_rank([(n.id, n.score or 0.0) for n in keyword], cosines, k,
                          vector_weight=vector_weight, min_cosine=min_cosine, best=best)
     out = [msgspec.structs.replace(by_id[r.id] if r.via == "keyword" else visible[r.id],

@@ -59,6 +59,24 @@ class LoadedVectors(msgspec.Struct, frozen=True):
     rows: np.ndarray
     overflow: int = 0
     stale: int = 0
+    index: dict[int, int] = msgspec.field(default_factory=dict)
+    """Row of each id in ``rows`` (``index[ids[j]] == j``)."""
+    norms: np.ndarray | None = None
+    """L2 norm of each row (float32; may be inf/NaN for a non-finite row, which
+    ``cosine_scores`` then scores 0)."""
+
+
+def _loaded(pairs: list[tuple[int, bytes]], dim: int, *, overflow: int, stale: int
+            ) -> LoadedVectors:
+    """``(note_id, blob)`` pairs as a :class:`LoadedVectors`, newest (highest id) first."""
+    pairs = sorted(pairs, reverse=True)
+    ids = [i for i, _ in pairs]
+    rows = (np.frombuffer(b"".join(b for _, b in pairs), dtype="<f4").reshape(-1, dim)
+            if pairs else np.zeros((0, dim), dtype=np.float32))
+    with np.errstate(all="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
+    return LoadedVectors(ids=ids, rows=rows, overflow=overflow, stale=stale,
+                         index={i: j for j, i in enumerate(ids)}, norms=norms)
 
 
 class VectorCache:
@@ -70,12 +88,14 @@ class VectorCache:
     def __init__(self) -> None:
         self.generation = 0
         self._key: tuple | None = None
-        self._value: tuple[dict[int, bytes], int, int] | None = None
+        self._value: LoadedVectors | None = None
 
-    def get(self, key: tuple) -> tuple[dict[int, bytes], int, int] | None:
+    def get(self, key: tuple) -> LoadedVectors | None:
+        """The scan stored under ``key`` at the current generation, or None."""
         return self._value if self._key == (self.generation, *key) else None
 
-    def put(self, key: tuple, value: tuple[dict[int, bytes], int, int]) -> None:
+    def put(self, key: tuple, value: LoadedVectors) -> None:
+        """Keep ``value`` (the newest-``ceiling`` scan) for ``key`` at this generation."""
         self._key, self._value = (self.generation, *key), value
 
 
@@ -153,29 +173,32 @@ class VectorStore:
         model = self._model(model)
         dim = require_positive_id(dim, "dim")
         ceiling = require_positive_id(ceiling, "ceiling")
-        cached = cache.get((model, dim, ceiling)) if cache is not None else None
-        if cached is None:
+        newest = cache.get((model, dim, ceiling)) if cache is not None else None
+        if newest is None:
             total = self.conn.execute(
                 "SELECT count(*) FROM memory_vectors WHERE model = ? AND dim = ?",
                 (model, dim)).fetchall()[0][0]
             stale = self.conn.execute(
                 "SELECT count(*) FROM memory_vectors WHERE model = ? AND dim <> ?",
                 (model, dim)).fetchall()[0][0]
-            newest = dict(self.conn.execute(_SQL_NEWEST, (model, dim, ceiling)).fetchall())
-            cached = (newest, total, stale)
+            newest = _loaded(self.conn.execute(_SQL_NEWEST, (model, dim, ceiling)).fetchall(),
+                             dim, overflow=max(0, total - ceiling), stale=stale)
             if cache is not None:
-                cache.put((model, dim, ceiling), cached)
-        newest, total, stale = cached
-        rows = dict(newest)
-        wanted = [i for i in also if i not in rows]
-        if total > ceiling and wanted:
-            rows.update(self.conn.execute(
-                _SQL_BY_IDS, (model, dim, _IDS.encode(wanted).decode())).fetchall())
-        ids = sorted(rows, reverse=True)
-        matrix = (np.frombuffer(b"".join(rows[i] for i in ids), dtype="<f4").reshape(-1, dim)
-                  if ids else np.zeros((0, dim), dtype=np.float32))
-        return LoadedVectors(ids=ids, rows=matrix, overflow=max(0, total - ceiling),
-                             stale=stale)
+                cache.put((model, dim, ceiling), newest)
+        wanted = [i for i in also if i not in newest.index]
+        if not newest.overflow or not wanted:
+            return newest  # the common case: the cached scan as it is, no copy
+        extra = self.conn.execute(
+            _SQL_BY_IDS, (model, dim, _IDS.encode(wanted).decode())).fetchall()
+        both = _loaded(extra, dim, overflow=newest.overflow, stale=newest.stale)
+        ids = sorted([*newest.ids, *both.ids], reverse=True)
+        rows = np.concatenate([newest.rows, both.rows])
+        where = {i: j for j, i in enumerate([*newest.ids, *both.ids])}
+        order = [where[i] for i in ids]
+        norms = np.concatenate([newest.norms, both.norms])[order]  # type: ignore[list-item]
+        return LoadedVectors(ids=ids, rows=rows[order], overflow=newest.overflow,
+                             stale=newest.stale, index={i: j for j, i in enumerate(ids)},
+                             norms=norms)
 
     def count_missing(self, model: str) -> int:
         """How many notes with content have no vector for ``model`` (what

@@ -161,6 +161,7 @@ class _State:
 def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"  # keep-alive, as llama-server (cpp-httplib) does
+        disable_nagle_algorithm = True  # TCP_NODELAY, as cpp-httplib: no 40 ms delayed-ACK stalls
         server_version = "fake-llama-server/1"
 
         def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
