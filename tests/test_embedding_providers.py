@@ -215,6 +215,47 @@ async def test_bc10_a_note_that_never_fits_is_missing_after_bounded_requests(tmp
     assert len(tries) == FIT_ATTEMPTS
 
 
+async def test_a_server_started_late_is_attached_and_a_dead_one_costs_one_failure(
+        tmp_path, monkeypatch):
+    """The query embedder probes a server that is not up yet again (ATTACH_RETRY_S), and
+    after a failed query embedding recall skips the server for COOLDOWN_S instead of
+    paying the failure on every turn."""
+    import socket
+
+    from actors.backfill import providers
+    from actors.memory.query_embedder import QueryEmbedder
+
+    monkeypatch.setattr(providers, "ATTACH_RETRY_S", 0.2)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    qe = QueryEmbedder(emb_cfg(provider="llama-server", url=f"http://127.0.0.1:{port}",
+                               model="bge-small-en-v1.5", backfillStartDelayMs=0))
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(qe.attach)
+        with trio.fail_after(10):
+            while qe.state != "unavailable":
+                await trio.sleep(0.02)
+        assert "probing again every" in qe.reason and "ConnectError" in qe.reason
+        async with open_fake_llama(tmp_path, embedding_dim=384, port=port):
+            with trio.fail_after(20):
+                while not qe.attached:
+                    await trio.sleep(0.05)
+            await qe.prepare("pytest unit work")
+            assert qe.embed("pytest unit work").shape == (384,)
+    assert qe.status()["recall"] == "hybrid"
+    # The server is gone now: one failed try, then keyword recall without asking it.
+    t0 = trio.current_time()
+    await qe.prepare("a new question")
+    assert "keyword recall for 30 s" in qe.status()["reason"]
+    with pytest.raises(EmbeddingUnavailable):
+        qe.embed("a new question")
+    t1 = trio.current_time()
+    await qe.prepare("another question")
+    assert trio.current_time() - t1 < 0.05 <= t1 - t0  # cooldown: no request at all
+    await qe.aclose()
+
+
 # -- Tier 3: the daemon with a llama-server embedding provider --------------------------
 
 

@@ -62,7 +62,6 @@ from runtime.errors import RuntimeFailure
 from runtime.metrics import Metrics, MetricsRequest
 
 from .embedder import EmbeddingUnavailable, cosine, to_blob
-from .providers import LocalProvider, ServerEmbedder, attach
 from .messages import (
     BackfillMsg,
     BackfillState,
@@ -71,6 +70,7 @@ from .messages import (
     Similarity,
     SimilarityReply,
 )
+from .providers import ATTACH_RETRY_S, LocalProvider, ServerEmbedder, attach_until_ready
 
 T = TypeVar("T")
 log = structlog.get_logger()
@@ -205,12 +205,9 @@ class BackfillActor:
             return
         with self._worker:
             await trio.sleep(self.cfg.backfill_start_delay_ms / 1000)
-            try:
-                self.embedder = await attach(self.cfg)
-            except EmbeddingUnavailable as exc:
-                self.state, self.reason, self.active = "unavailable", exc.message, False
-                self.metrics.inc(INACTIVE, {"reason": "load_failed"})
-                log.warning("backfill.unavailable", model=self.model, reason=exc.message)
+            self.embedder = await attach_until_ready(self.cfg, self._attach_failed)
+            if self.embedder is None:
+                self.active = False
                 return
             self.state, self.reason = "idle", ""
             self.model = self.embedder.model
@@ -229,6 +226,17 @@ class BackfillActor:
             finally:
                 with trio.CancelScope(shield=True):
                     await self.embedder.aclose()
+
+    def _attach_failed(self, exc: EmbeddingUnavailable) -> None:
+        """Record why the embedder did not attach; logged and counted once per reason
+        (a server is probed again every ``ATTACH_RETRY_S``)."""
+        retry = "" if exc.permanent or self.cfg.provider == "local" else (
+            f" (probing again every {ATTACH_RETRY_S:g} s)")
+        if self.reason != exc.message + retry:
+            self.metrics.inc(INACTIVE, {"reason": "load_failed"})
+            log.warning("backfill.unavailable", model=self.model, reason=exc.message,
+                        retrying=bool(retry))
+        self.state, self.reason = "unavailable", exc.message + retry
 
     async def _request(self, body: Any, reply_type: type[T]) -> T:
         with trio.fail_after(REQUEST_TIMEOUT_S):

@@ -71,9 +71,12 @@ class EmbeddingUnavailable(Exception):
 
     code = "embeddings_unavailable"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
         super().__init__(message)
         self.message = message
+        self.permanent = permanent
+        """True when retrying cannot help before the configuration changes (no URL, a
+        model without a known dimension, a missing package)."""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -60,8 +61,9 @@ from .embedder import (
     normalise_rows,
 )
 
-__all__ = ["ATTEMPTS", "Embedded", "FIT_ATTEMPTS", "LocalProvider", "ServerEmbedder", "attach",
-           "configured_entry", "parse_vectors", "too_large"]
+__all__ = ["ATTACH_RETRY_S", "ATTEMPTS", "Embedded", "FIT_ATTEMPTS", "LocalProvider",
+           "ServerEmbedder", "attach", "attach_until_ready", "configured_entry", "parse_vectors",
+           "too_large"]
 
 log = structlog.get_logger()
 
@@ -78,6 +80,12 @@ from one text to another, so the cut leaves room)."""
 ERROR_BODY_CHARS = 200
 """Server error bodies are clipped to this many characters in messages (anchor §5.1)."""
 OPENAI_DEFAULT_URL = "https://api.openai.com"
+ATTACH_RETRY_S = 30.0
+"""A server that could not be attached (down, still loading, wrong model) is probed
+again after this many seconds, so starting the embedding server after the daemon works."""
+COOLDOWN_S = 30.0
+"""After a failed query embedding, recall stays keyword-only this long before asking the
+server again (a dead server must not cost every turn a timeout)."""
 
 _TOKENS_RE = re.compile(r"input \((\d+) tokens\)")
 _BATCH_RE = re.compile(r"batch size: (\d+)")
@@ -117,12 +125,12 @@ def configured_entry(cfg: EmbeddingsConfig) -> CatalogEntry:
         if cfg.dim is None:
             raise EmbeddingUnavailable(
                 f"memory.embeddings.model {cfg.model!r} is not in the catalog; set "
-                "memory.embeddings.dim to its vector size to use it")
+                "memory.embeddings.dim to its vector size to use it", permanent=True)
         return CatalogEntry(cfg.model, cfg.dim)
     if cfg.dim is not None and cfg.dim != entry.dim:
         raise EmbeddingUnavailable(
             f"memory.embeddings.dim {cfg.dim} contradicts the catalog: {entry.id} is "
-            f"{entry.dim}-d")
+            f"{entry.dim}-d", permanent=True)
     return entry
 
 
@@ -419,12 +427,12 @@ async def attach(cfg: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport |
     ``url`` for ``llama-server``, or a probe that failed or had the wrong dimension.
     """
     if not cfg.enabled:
-        raise EmbeddingUnavailable("memory.embeddings.enabled is false")
+        raise EmbeddingUnavailable("memory.embeddings.enabled is false", permanent=True)
     if cfg.provider == "local":
         if cfg.model != LocalEmbedder.MODEL_ID:
             raise EmbeddingUnavailable(
                 f"the local provider serves only {LocalEmbedder.MODEL_ID!r}, not "
-                f"memory.embeddings.model {cfg.model!r}")
+                f"memory.embeddings.model {cfg.model!r}", permanent=True)
         embedder = await trio.to_thread.run_sync(LocalEmbedder.load, abandon_on_cancel=True)
         return LocalProvider(embedder)
     entry = configured_entry(cfg)
@@ -432,7 +440,7 @@ async def attach(cfg: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport |
     if not url:
         raise EmbeddingUnavailable(
             "memory.embeddings.url is not set (the llama-server embedding server's base URL, "
-            "e.g. http://127.0.0.1:19092)")
+            "e.g. http://127.0.0.1:19092)", permanent=True)
     server = ServerEmbedder(cfg.provider, url, entry, api_key=_api_key(cfg),
                             timeout_s=cfg.timeout_ms / 1000, transport=transport)
     try:
@@ -443,3 +451,22 @@ async def attach(cfg: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport |
         raise
     return server
 
+
+
+async def attach_until_ready(cfg: EmbeddingsConfig,
+                             on_failure: Callable[[EmbeddingUnavailable], None],
+                             ) -> LocalProvider | ServerEmbedder | None:
+    """:func:`attach`, and for a server provider again every :data:`ATTACH_RETRY_S`
+    seconds until it attaches; ``on_failure(exc)`` is called after each failed try.
+
+    Returns the embedder, or None after a failure that retrying cannot mend
+    (``exc.permanent``: no URL, unknown model, the local model missing).
+    """
+    while True:
+        try:
+            return await attach(cfg)
+        except EmbeddingUnavailable as exc:
+            on_failure(exc)
+            if exc.permanent or cfg.provider == "local":
+                return None
+        await trio.sleep(ATTACH_RETRY_S)

@@ -15,7 +15,11 @@ Recall itself is synchronous (it runs on the actor's read connection), so:
 * a server model is asked before the recall: :meth:`QueryEmbedder.prepare` awaits the
   HTTP embed (at most :data:`QUERY_TIMEOUT_S`, or ``timeoutMs`` when shorter) and keeps
   the vector for :meth:`QueryEmbedder.embed`; a failure or timeout leaves no vector, so
-  that recall falls back to keyword recall (DESIGN §8) instead of waiting.
+  that recall falls back to keyword recall (DESIGN §8) instead of waiting, and for the
+  next ``COOLDOWN_S`` (30 s) recall does not ask the server at all (one warning).
+
+A server that cannot be attached at start (down, still loading) is probed again every
+``ATTACH_RETRY_S`` (30 s), so the embedding server may start after the daemon.
 """
 
 from __future__ import annotations
@@ -28,7 +32,13 @@ import structlog
 import trio
 
 from actors.backfill.embedder import EmbeddingUnavailable
-from actors.backfill.providers import LocalProvider, ServerEmbedder, attach
+from actors.backfill.providers import (
+    ATTACH_RETRY_S,
+    COOLDOWN_S,
+    LocalProvider,
+    ServerEmbedder,
+    attach_until_ready,
+)
 from runtime.config import EmbeddingsConfig
 
 __all__ = ["QUERY_TIMEOUT_S", "QueryEmbedder"]
@@ -55,6 +65,7 @@ class QueryEmbedder:
         self.cfg = cfg
         self.embedder: LocalProvider | ServerEmbedder | None = None
         self._memo: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cooldown_until = float("-inf")
         if not cfg.enabled:
             self.state, self.reason = "off", "memory.embeddings.enabled is false"
         else:
@@ -90,16 +101,20 @@ class QueryEmbedder:
         if self.state != "attaching":
             return
         await trio.sleep(self.cfg.backfill_start_delay_ms / 1000)
-        try:
-            embedder = await attach(self.cfg)
-        except EmbeddingUnavailable as exc:
-            self.state, self.reason = "unavailable", exc.message
-            log.warning("memory.embedder_unavailable", provider=self.cfg.provider,
-                        reason=exc.message)
+        embedder = await attach_until_ready(self.cfg, self._attach_failed)
+        if embedder is None:
             return
         self.embedder, self.state, self.reason = embedder, "attached", ""
         log.info("memory.embedder_attached", provider=self.cfg.provider, model=embedder.model,
                  dim=embedder.dim)
+
+    def _attach_failed(self, exc: EmbeddingUnavailable) -> None:
+        retry = "" if exc.permanent or self.cfg.provider == "local" else (
+            f" (probing again every {ATTACH_RETRY_S:g} s)")
+        if self.reason != exc.message + retry:
+            log.warning("memory.embedder_unavailable", provider=self.cfg.provider,
+                        reason=exc.message, retrying=bool(retry))
+        self.state, self.reason = "unavailable", exc.message + retry
 
     async def prepare(self, text: str) -> None:
         """Embed ``text.strip()`` ahead of a recall when the model is a server (the
@@ -108,13 +123,20 @@ class QueryEmbedder:
         emb, key = self.embedder, text.strip()
         if emb is None or emb.local or not key or key in self._memo:
             return
+        if trio.current_time() < self._cooldown_until:
+            return  # the server failed recently: keyword recall, no wait
         try:
             with trio.fail_after(min(QUERY_TIMEOUT_S, self.cfg.timeout_ms / 1000)):
                 out = await emb.embed([key], "query")
         except (EmbeddingUnavailable, trio.TooSlowError) as exc:
-            log.warning("memory.query_embed_failed", model=emb.model,
-                        error=getattr(exc, "message", None) or "timed out")
+            error = getattr(exc, "message", None) or f"no answer within {QUERY_TIMEOUT_S:g} s"
+            self._cooldown_until = trio.current_time() + COOLDOWN_S
+            self.reason = (f"query embedding failed: {error}; keyword recall for "
+                           f"{COOLDOWN_S:g} s")
+            log.warning("memory.query_embed_failed", model=emb.model, error=error,
+                        keyword_only_s=COOLDOWN_S)
             return
+        self.reason = ""
         if out.missing:
             return
         self._memo[key] = out.vectors[0]

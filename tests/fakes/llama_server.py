@@ -520,12 +520,14 @@ async def open_fake_llama(
     invalid_slot: str = "error",
     embedding_dim: int = 0,
     embedding_max_chars: int = 0,
+    port: int = 0,
     start_timeout_s: float = 15.0,
 ) -> AsyncIterator[FakeLlama]:
     """Run the fake server as a real subprocess for the duration of the block.
 
     Needs no nursery from the caller and starts no background task (the child prints
-    nothing after its port line). On exit, however the block ends, the child is stopped
+    nothing after its port line; ``port`` 0 picks a free one). On exit, however the block
+    ends, the child is stopped
     and reaped: stdin closed (EOF) → wait 2 s → SIGTERM →
     wait 1 s → SIGKILL → wait, all shielded. Raises ``RuntimeError`` when the child does
     not print its port line within ``start_timeout_s`` seconds.
@@ -537,7 +539,7 @@ async def open_fake_llama(
     script, record = tmp_path / f"llama-rules-{tag}.json", tmp_path / f"llama-record-{tag}.jsonl"
     _write_rules(script, rules or [])
     record.touch()
-    cmd = [sys.executable, "-m", "tests.fakes.llama_server", "--port", "0",
+    cmd = [sys.executable, "-m", "tests.fakes.llama_server", "--port", str(port),
            "--script", str(script), "--record", str(record), "--slots", str(slots),
            "--latency-ms", str(latency_ms), "--invalid-slot", invalid_slot,
            "--embedding-dim", str(embedding_dim),
