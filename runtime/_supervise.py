@@ -33,6 +33,7 @@ from ._channel import Channel
 from ._spawn import ActorSpec, spawn_actor, stop_process
 from .errors import (
     ActorCrashed,
+    ActorTooSlow,
     ProtocolViolation,
     RestartIntensityExceeded,
     TransportClosed,
@@ -214,8 +215,22 @@ class Supervisor:
         try:
             while True:
                 slot.crash_report = None
-                proc, chan = await spawn_actor(slot.spec, log_dir=self._log_dir,
-                                               log_level=self._log_level)
+                try:
+                    proc, chan = await spawn_actor(slot.spec, log_dir=self._log_dir,
+                                                   log_level=self._log_level)
+                except (ActorCrashed, ActorTooSlow, ProtocolViolation) as exc:
+                    if not started or slot.stopping or self.stopping:
+                        raise  # a first start that fails is a boot failure
+                    # A restart that dies during its own start-up (killed again, the
+                    # machine overloaded) is one more crash: same backoff, same
+                    # intensity limit — never the end of the whole daemon.
+                    crash = exc if isinstance(exc, ActorCrashed) else ActorCrashed(
+                        name, None, type(exc).__name__, str(exc))
+                    log.error("actor.restart_failed", child=name, error=str(exc))
+                    if self._on_crash is not None:
+                        await self._on_crash(crash)
+                    await self._backoff(slot, crash)
+                    continue
                 slot.proc, slot.channel = proc, chan
                 if not started:
                     started = True

@@ -170,6 +170,9 @@ async def run_actor(name: str, channel: Channel, open_actor: OpenActor) -> int:
         await channel.send(Hello(name=name, pid=os.getpid(), version=PROTOCOL_VERSION))
         with trio.fail_after(BOOT_TIMEOUT_S):
             boot = await channel.receive()
+        if isinstance(boot, Cancel) and boot.id == 0:
+            log.info("actor.stopped_before_boot", actor=name)  # the root gave up on this start
+            return 0
         if not isinstance(boot, Boot):
             raise ProtocolViolation(f"expected boot, got {type(boot).__name__}")
         ctx = ActorContext(name, channel)

@@ -239,6 +239,28 @@ class AgentActor:
                              message=str(exc)[:1000])
         finally:
             with trio.CancelScope(shield=True):
+                # Persist first, announce after: a client that saw turn.finished can
+                # rely on the exchange being in sessions.sqlite, whatever crashes next
+                # (issue 7: nothing acknowledged is ever lost). Bounded, so shutdown
+                # stays bounded; it completes even if the caller gave up meanwhile.
+                state.messages.append(Message("user", msg.text, _now()))
+                if reply:
+                    state.messages.append(Message("assistant", reply, _now()))
+                state.turns += 1
+                state.updated_at = _now()
+                unsaved = ""
+                with trio.move_on_after(5) as saving:
+                    try:
+                        await self._save(state)
+                    except Exception as exc:  # noqa: BLE001 - say so, never claim success
+                        unsaved = f"{type(exc).__name__}: {exc}"
+                if saving.cancelled_caught:
+                    unsaved = "the sessions database did not answer within 5 s"
+                if unsaved:
+                    log.error("agent.session_save_failed", session=msg.session, error=unsaved)
+                    reason = "error"
+                    await self._emit(msg.session, "step", turn=msg.turn, step="error",
+                                     message=f"the exchange was not saved: {unsaved}"[:1000])
                 if reply:
                     await self._emit(msg.session, "reply", turn=msg.turn, text=reply)
                 await self._emit(msg.session, "turn.finished", turn=msg.turn, reason=reason,
@@ -252,16 +274,9 @@ class AgentActor:
         log.info("agent.turn_finished", session=msg.session, turn=msg.turn, reason=reason,
                  latency_ms=round(latency, 1))
         self.metrics.observe("agent.turn.latency_ms", latency)
-        state.messages.append(Message("user", msg.text, _now()))
-        if reply:
-            state.messages.append(Message("assistant", reply, _now()))
-        state.turns += 1
-        state.updated_at = _now()
-        # Persisting and handing the exchange to reflection complete even if the caller
-        # gave up on this request meanwhile (bounded, so shutdown stays bounded).
-        with trio.CancelScope(shield=True), trio.move_on_after(5):
-            await self._save(state)
-            if reply and reason == "reply" and self.cfg.memory.reflection.enabled:
+        # Handing the exchange to reflection completes even if the caller gave up.
+        if reply and reason == "reply" and self.cfg.memory.reflection.enabled:
+            with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await self.ctx.cast("reflection", Reflect(
                     session=msg.session, turn=msg.turn, user_message=msg.text,
                     assistant_reply=reply))
