@@ -191,3 +191,43 @@ def check_files(state: Path, load: Load) -> None:
             assert not missing, f"acknowledged turns lost from {session}: {missing}"
     finally:
         sessions.close()
+
+
+INTENSITY_KILLS = 6
+"""SIGKILLs of one actor in a row: one more than the 5 restarts allowed in 60 s."""
+
+
+async def test_an_actor_that_keeps_dying_stops_the_daemon_cleanly_instead_of_looping(tmp_path):
+    """The restart-intensity limit (5 in 60 s, Erlang/OTP style): the sixth crash in a
+    row shuts the daemon down with one clear line and exit status 1, every child reaped,
+    no traceback, and the data intact for the next start."""
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path) as fake:
+        async with run_daemon(state, llm_url=fake.url, expect_exit=None) as d:
+            root = d.proc.pid
+            async with open_client(url=d.url, token=d.token) as c:
+                kept = await c.memory("memory.notes.store", {"content": "kept across crashes"})
+            children = descendants(root)
+            with trio.fail_after(120):
+                for _ in range(INTENSITY_KILLS):
+                    while (pid := actor_pid(root, "reflection")) is None:
+                        if d.proc.returncode is not None:
+                            break
+                        await trio.sleep(0.02)
+                    if pid is None:
+                        break
+                    os.kill(pid, signal.SIGKILL)
+                    while actor_pid(root, "reflection") == pid:
+                        await trio.sleep(0.02)
+                await d.proc.wait()
+            with trio.fail_after(10):
+                while any(pid_alive(p) for p in children):
+                    await trio.sleep(0.05)
+        assert d.proc.returncode == 1
+        err = d.stderr_path.read_text()
+        assert "atomic-agent: actor 'reflection' crashed 6 times within 60s; giving up; shutting down" in err
+        assert "Traceback" not in err
+        async with run_daemon(state, llm_url=fake.url) as d2:
+            async with open_client(url=d2.url, token=d2.token) as c:
+                notes = await c.memory("memory.notes.recall", {"id": kept["id"]})
+    assert notes[0]["content"] == "kept across crashes"
