@@ -99,13 +99,17 @@ async def test_contextual_fact_is_gated_and_prefix_is_stable(tmp_path):
     assert len(set(prefix)) == 1, "the stable prefix changed across turns / memory writes"
 
 
+BAD_FRAMES = ("not json", "[1,2]", '{"type":"nope"}', '{"type":"say","text":5}',
+              '{"type":"memory","op":"memory.notes.recall","args":[]}')
+"""Frames each answered with a ``bad_frame`` error (counted in docs/RELIABILITY.md)."""
+
+
 async def test_bad_frames_get_errors_and_connection_stays_open(tmp_path):
     state = tmp_path / "state"
     async with open_fake_llama(tmp_path, RULES, slots=1) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
-                for bad in ("not json", "[1,2]", '{"type":"nope"}', '{"type":"say","text":5}',
-                            '{"type":"memory","op":"memory.notes.recall","args":[]}'):
+                for bad in BAD_FRAMES:
                     await c.ws.send_message(bad)
                     frame = await c.receive()
                     assert frame["type"] == "error" and frame["code"] == "bad_frame", frame
