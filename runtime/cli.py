@@ -117,6 +117,16 @@ def build_parser() -> argparse.ArgumentParser:
     ri.add_argument("--prune", action="store_true",
                     help="then delete other models' vectors, once every note has one")
     ri.add_argument("--batch", type=int, default=64, help="notes per transaction (1-1024)")
+    rc = msub.add_parser("recover", help="salvage notes and facts from a quarantined memory "
+                         "file (daemon stopped)",
+                         description="When memory.sqlite is found corrupt the daemon moves it "
+                         "aside (memory.sqlite.corrupt-<ms>) and starts fresh. This reads what "
+                         "is still readable in that file (the newest one by default) and adds "
+                         "its notes, and the facts whose keys the live memory lacks, through "
+                         "the normal stores (duplicates merge). Needs the daemon stopped.")
+    _state_arg(rc)
+    rc.add_argument("file", nargs="?", type=Path,
+                    help="the damaged file (default: the newest memory.sqlite.corrupt-*)")
 
     for what, noun in (("lessons", "lesson"), ("procedures", "procedure")):
         grp = msub.add_parser(what, help=f"{what} (read-only)")
@@ -367,10 +377,27 @@ async def _reindex(args: argparse.Namespace, state_dir: Path) -> int:
     return 0 if result["missing"] == 0 else EXIT_FAILED
 
 
+async def _recover(args: argparse.Namespace, state_dir: Path) -> int:
+    """``memory recover`` (runtime.recover) on the files, with the daemon stopped."""
+    from .recover import recover
+
+    if read_daemon_info(state_dir) is not None:
+        raise ClientError("daemon_running", "a daemon is running on this state directory; stop "
+                          "it first (atomic-agent stop), then recover")
+    try:
+        cfg = load_config(state_dir)
+    except ConfigError as exc:
+        raise ClientError("config_invalid", str(exc)) from None
+    print(json.dumps(recover(state_dir, cfg, args.file), indent=2))
+    return 0
+
+
 async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
     session = getattr(args, "session", None)
     if args.command == "memory" and args.memory_command == "reindex":
         return await _reindex(args, state_dir)
+    if args.command == "memory" and args.memory_command == "recover":
+        return await _recover(args, state_dir)
     if args.command == "memory" and read_daemon_info(state_dir) is None:
         return await _offline_memory(args, state_dir)
     if args.command == "stop" and read_daemon_info(state_dir) is None:

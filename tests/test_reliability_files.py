@@ -51,6 +51,16 @@ def _truncate(path: Path) -> None:
     path.write_bytes(data[: len(data) // 2])
 
 
+def _bad_pages(path: Path) -> None:
+    """A bad sector: random bytes over a run of pages in the middle of the file (the
+    header and schema pages at the start stay readable)."""
+    data = bytearray(path.read_bytes())
+    page = int.from_bytes(data[16:18], "big") or 65536
+    first = (len(data) // page) // 2
+    data[first * page:(first + 4) * page] = os.urandom(4 * page)
+    path.write_bytes(bytes(data))
+
+
 def _newer(path: Path) -> None:
     conn = apsw.Connection(str(path))
     conn.execute("PRAGMA user_version = 99")
@@ -70,7 +80,8 @@ def _memory(state: Path) -> Path:
 
 
 CORRUPT_MEMORY: dict[str, Callable[[Path], None]] = {
-    "random bytes": _garbage, "zero-filled": _zeros, "truncated": _truncate}
+    "random bytes": _garbage, "zero-filled": _zeros, "truncated": _truncate,
+    "bad pages in the middle": _bad_pages}
 
 
 @pytest.mark.parametrize("damage", list(CORRUPT_MEMORY))
@@ -136,3 +147,57 @@ async def _start_refused(state: Path) -> tuple[int, str]:
         [sys.executable, "-m", "runtime.cli", "serve", "--state-dir", str(state), "--port", "0",
          "--llm-url", DEAD_LLM], cwd=REPO, capture_output=True, text=True, timeout=60))
     return done.returncode, done.stderr
+
+
+def _cli(*args: str) -> "subprocess.CompletedProcess[str]":
+    import subprocess
+    import sys
+
+    from tests.daemon import REPO
+
+    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
+async def test_memory_recover_salvages_a_quarantined_file_without_duplicates(tmp_path):
+    """DESIGN §4: a corrupt memory file is moved aside, and ``memory recover`` brings back
+    what is still readable: notes (merged, never duplicated on a second run) and facts
+    whose keys the live memory lacks (a fact written since is newer and kept)."""
+    from actors.memory.profile import ProfileStore
+
+    state = tmp_path / "state"
+    state.mkdir()
+    conn = open_database(str(state / "memory.sqlite"))
+    notes = MemoryStore(conn, max_entries=10_000)
+    for i in range(300):
+        notes.store(f"note {i}: " + " ".join(f"w{i}x{j}" for j in range(40)))
+    profiles = ProfileStore(conn)
+    profiles.set("name", "Dana")
+    profiles.set("city", "Lisbon")
+    conn.close()
+    _bad_pages(state / "memory.sqlite")
+    async with run_daemon(state, llm_url=DEAD_LLM) as d:
+        async with open_client(url=d.url, token=d.token) as c:
+            with trio.fail_after(30):
+                assert (await c.memory("memory.stats"))["quarantinedFile"]
+                await c.memory("memory.profile.set", {"key": "city", "value": "Porto"})
+                await c.memory("memory.notes.store", {"content": "written after the damage"})
+    running = _cli("memory", "recover", "--state-dir", str(state))
+    result = json.loads(running.stdout)
+    assert running.returncode == 0, running.stderr
+    assert 200 < result["notesAdded"] < 300 and result["notesAlreadyThere"] == 0
+    assert result["factsAdded"] == 1 and result["factsKeptNewer"] == 1  # city: Porto stays
+    assert result["problems"] and "recover: reading" in running.stderr
+    conn = open_database(str(state / "memory.sqlite"))
+    try:
+        count = conn.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+        facts = dict(conn.execute("SELECT key, value FROM profile_facts "
+                                  "WHERE superseded_by IS NULL").fetchall())
+    finally:
+        conn.close()
+    assert count == result["notesAdded"] + 1 and facts == {"name": "Dana", "city": "Porto"}
+    again = json.loads(_cli("memory", "recover", "--state-dir", str(state)).stdout)
+    assert again["notesAdded"] == 0 and again["notesAlreadyThere"] == result["notesAdded"]
+    nothing = _cli("memory", "recover", "--state-dir", str(tmp_path / "empty"))
+    assert nothing.returncode != 0 and "no quarantined memory file" in nothing.stderr
+    assert "Traceback" not in nothing.stderr
