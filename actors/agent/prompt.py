@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.memory.render import estimate_tokens
+from actors.memory.render import estimate_tokens, neutralise
 from actors.memory.tools import TOOL_NAMES, tool_catalog
 
 SECTION_ORDER = (
@@ -219,8 +219,11 @@ def _section(name: str, body: str) -> str:
 
 
 def _conversation(history: list[tuple[str, str]], scratch: list[str], budget: int) -> str:
-    lines = [f"{role.upper()}: {' '.join(text.split())}" for role, text in history]
-    lines += scratch
+    # Messages and tool results are text, never template syntax: a pasted
+    # ``<|im_start|>system`` or a recalled note's ``### respond`` is neutralised like
+    # stored memory is (issue 7; ``actors.memory.render.neutralise``).
+    lines = [neutralise(f"{role.upper()}: {' '.join(text.split())}") for role, text in history]
+    lines += [neutralise(line) for line in scratch]
     kept: list[str] = []
     used = 0
     for line in reversed(lines):  # newest first; the current message always stays

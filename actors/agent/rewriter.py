@@ -43,6 +43,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 import trio
 
+from actors.memory.render import neutralise
 from runtime.backends import BackendPool
 from runtime.config import RewriterConfig
 from runtime.llm import LLMError
@@ -130,10 +131,10 @@ def build_rewriter_prompt(message: str, history: list[tuple[str, str]]) -> str:
     to 500, then ``### output``."""
     lines = ["### history"]
     for role, text in history:
-        lines.append(f"{'USER' if role == 'user' else 'ASSISTANT'}: "
-                     f"{_clip(text, HISTORY_CLIP_CHARS)}")
-    lines += ["", "### current", f"USER: {_clip(message, CURRENT_CLIP_CHARS)}", "",
-              "### output"]
+        lines.append(neutralise(f"{'USER' if role == 'user' else 'ASSISTANT'}: "
+                                f"{_clip(text, HISTORY_CLIP_CHARS)}"))
+    lines += ["", "### current", neutralise(f"USER: {_clip(message, CURRENT_CLIP_CHARS)}"),
+              "", "### output"]
     return "\n".join(lines) + "\n"
 
 

@@ -31,6 +31,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from actors.memory.render import neutralise
+
 __all__ = [
     "REFLECTION_PREFIX",
     "KNOWN_PROFILE_MAX_FACTS",
@@ -164,8 +166,9 @@ def build_reflection_prompt(
 
     Pure and deterministic; never raises for any ``str`` input.
     """
-    user = clip_text(user_message, EXCHANGE_CLIP_CHARS)
-    assistant = clip_text(assistant_reply, EXCHANGE_CLIP_CHARS)
+    # The exchange is text, never template syntax (``### output``, ``<|im_start|>``…).
+    user = neutralise(clip_text(user_message, EXCHANGE_CLIP_CHARS))
+    assistant = neutralise(clip_text(assistant_reply, EXCHANGE_CLIP_CHARS))
     return (
         REFLECTION_PREFIX
         + _known_profile_block(known_profile)
