@@ -20,7 +20,7 @@ def rows() -> list[list[str]]:
         m = ROW.match(line)
         if not m:
             continue
-        cells = [c.strip() for c in m.group("cells").split("|")]
+        cells = [c.strip() for c in re.split(r"(?<!\\)\|", m.group("cells"))]
         if cells[0] in ("Area", "---") or set(cells[0]) <= {"-"}:
             continue
         out.append(cells)
