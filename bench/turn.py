@@ -16,8 +16,9 @@ completions) and ``totalMs``; the client also times ``say`` → ``turn.finished`
 2. **20 sessions at once** (``--sessions``), ``--turns`` / 10 turns each, no pause:
    turns per second, latency percentiles, errors, and each process's CPU.
 
-The session is saved after ``turn.finished``, so persisting is outside ``totalMs``;
-``python -m bench.memory_turn`` measures context + render + persist on their own.
+The session is saved before ``turn.finished`` is sent (an acknowledged turn is never lost,
+issue 7), so ``totalMs`` includes persisting; ``python -m bench.memory_turn`` measures
+context + render + persist on their own.
 
 Usage: ``python -m bench.turn [--quick] [--no-write]``.
 """

@@ -1,0 +1,197 @@
+"""Soak: many clients for a long time, looking for leaks (issue 7 "bench/soak").
+
+A real daemon (``atomic-agent serve``, default config: reflection, backfill with the local
+embedder, hybrid recall on) and the scripted llama-server (``--latency-ms``, default 50)
+serve ``--clients`` websocket clients (default 50) for ``--minutes`` (default 10). Each
+client loops: a chat turn, and every third round a note stored and a recall, with a short
+random pause; every ``--reconnect-every`` rounds it reconnects (sessions come and go).
+
+Every ``SAMPLE_S`` seconds each daemon process (root, the four actors) is sampled from
+``/proc``: resident memory (VmRSS), open file descriptors and threads. The first
+``WARMUP_S`` seconds are warm-up (imports, the model load, caches filling); the figures
+compare the first sample after warm-up with the last one.
+
+Pass: 0 errors, every process's RSS grows by at most ``RSS_GROWTH_LIMIT`` (10 %) after
+warm-up, and descriptors and threads end where they started (± 4: sockets of clients in
+the middle of reconnecting). The section is written to ``bench/RESULTS.md``.
+
+Usage: ``python -m bench.soak [--clients N] [--minutes M] [--quick] [--no-write]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import trio
+
+from bench._results import machine_line, publish, utc_now
+from runtime.client import ClientError, open_client
+from tests.conftest import descendants
+from tests.daemon import run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+SECTION = "## Soak"
+SAMPLE_S = 10.0
+WARMUP_S = 60.0
+RSS_GROWTH_LIMIT = 0.10
+FD_SLACK = 4
+RULES = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
+WORDS = ("coffee lisbon pytest piano travel sister editor garden budget docker kettle "
+         "harbour violin meadow lantern cobalt saffron walnut glacier orchard").split()
+
+
+def sample(pid: int) -> dict[str, int] | None:
+    """RSS (KiB), open fds and threads of ``pid`` from /proc; None once it is gone."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+        fds = len(os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    return {"rss_kib": int(fields["VmRSS"].split()[0]), "fds": fds,
+            "threads": int(fields["Threads"].strip())}
+
+
+def process_names(root: int) -> dict[int, str]:
+    """``{pid: name}`` of the root and its actors (``--actor NAME`` in the command line)."""
+    names = {root: "root"}
+    for pid in descendants(root):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"--actor" in argv:
+            names[pid] = argv[argv.index(b"--actor") + 1].decode()
+    return names
+
+
+async def client_loop(url: str, token: str, idx: int, until: float, reconnect_every: int,
+                      counts: Counter, errors: Counter) -> None:
+    """One client until ``until`` (trio time): turns, notes, recalls, reconnects."""
+    rng = random.Random(idx)
+    rounds = 0
+    while trio.current_time() < until:
+        async with open_client(url=url, token=token) as c:
+            for _ in range(reconnect_every):
+                if trio.current_time() >= until:
+                    return
+                rounds += 1
+                try:
+                    with trio.fail_after(60):
+                        frames = [f async for f in c.say(
+                            f"client {idx} says {' '.join(rng.sample(WORDS, 3))}")]
+                        reason = frames[-1].get("reason") if frames else None
+                        if reason != "reply":
+                            errors[f"turn:{reason or frames[-1].get('code')}"] += 1
+                        counts["turns"] += 1
+                        if rounds % 3 == 0:
+                            await c.memory("memory.notes.store", {
+                                "content": f"client {idx} round {rounds}: "
+                                           + " ".join(rng.sample(WORDS, 6))})
+                            await c.memory("memory.notes.recall",
+                                           {"query": " ".join(rng.sample(WORDS, 2))})
+                            counts["memory_ops"] += 2
+                except ClientError as exc:
+                    errors[exc.code] += 1
+                except trio.TooSlowError:
+                    errors["timeout"] += 1
+                await trio.sleep(rng.uniform(0.05, 0.5))
+
+
+async def run(clients: int, minutes: float, latency_ms: float, reconnect_every: int
+              ) -> dict:
+    """Run the soak; returns samples per process, counts and errors."""
+    samples: dict[str, list[tuple[float, dict[str, int]]]] = {}
+    counts: Counter = Counter()
+    errors: Counter = Counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        async with open_fake_llama(Path(tmp), RULES, latency_ms=latency_ms) as fake:
+            async with run_daemon(Path(tmp) / "state", llm_url=fake.url) as d:
+                t0 = trio.current_time()
+                until = t0 + minutes * 60
+                async with trio.open_nursery() as nursery:
+                    for idx in range(clients):
+                        nursery.start_soon(client_loop, d.url, d.token, idx, until,
+                                           reconnect_every, counts, errors)
+                    while trio.current_time() < until:
+                        now = trio.current_time() - t0
+                        for pid, name in process_names(d.proc.pid).items():
+                            got = sample(pid)
+                            if got is not None:
+                                samples.setdefault(name, []).append((now, got))
+                        print(f"soak: {now:5.0f} s  turns {counts['turns']}  errors "
+                              f"{sum(errors.values())}", file=sys.stderr, flush=True)
+                        await trio.sleep(SAMPLE_S)
+                shutdown = d
+            restarts = shutdown.stderr_path.read_text().count("actor.restarting")
+    return {"samples": samples, "counts": counts, "errors": errors,
+            "shutdown_s": shutdown.shutdown_s, "restarts": restarts}
+
+
+def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, bool]:
+    """The RESULTS.md section and whether every check passed."""
+    rows = ["| process | RSS after warm-up MiB | RSS at end MiB | growth | fds start → end | "
+            "threads start → end |", "|---|---:|---:|---:|---|---|"]
+    ok = not result["errors"] and result["restarts"] == 0
+    for name in ("root", "memory", "agent", "reflection", "backfill"):
+        xs = result["samples"].get(name, [])
+        warm = [s for t, s in xs if t >= min(WARMUP_S, args.minutes * 30)]
+        if len(warm) < 2:
+            rows.append(f"| {name} | – | – | – | – | – |")
+            ok = False
+            continue
+        first, last = warm[0], warm[-1]
+        growth = last["rss_kib"] / first["rss_kib"] - 1
+        ok &= growth <= RSS_GROWTH_LIMIT
+        ok &= abs(last["fds"] - first["fds"]) <= FD_SLACK
+        ok &= abs(last["threads"] - first["threads"]) <= FD_SLACK
+        rows.append(f"| {name} | {first['rss_kib'] / 1024:.1f} | {last['rss_kib'] / 1024:.1f} | "
+                    f"{growth * 100:+.1f} % | {first['fds']} → {last['fds']} | "
+                    f"{first['threads']} → {last['threads']} |")
+    c = result["counts"]
+    errors = ", ".join(f"{k} {v}" for k, v in result["errors"].items()) or "0"
+    text = (f"{SECTION}\n\nIssue 7: {args.clients} clients for {args.minutes:g} min with "
+            "reflection and backfill on: flat memory per process, no growing descriptors "
+            "or threads, 0 errors.\n\n"
+            f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
+            f"- Scripted llama-server at {args.latency_ms:g} ms per completion; each client "
+            "loops turn (+ note + recall every third round), reconnecting every "
+            f"{args.reconnect_every} rounds; samples every {SAMPLE_S:g} s, warm-up "
+            f"{min(WARMUP_S, args.minutes * 30):g} s\n\n" + "\n".join(rows) +
+            f"\n\nTurns {c['turns']}, memory ops {c['memory_ops']}, errors: {errors}, actor "
+            f"restarts {result['restarts']}, shutdown {result['shutdown_s'] or 0:.2f} s: "
+            f"{'PASS' if ok else 'FAIL'}.\n")
+    return text, ok
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the soak and print (and unless ``--no-write``, record) its section."""
+    p = argparse.ArgumentParser(prog="python -m bench.soak", description=__doc__.split("\n")[0])
+    p.add_argument("--clients", type=int, default=50)
+    p.add_argument("--minutes", type=float, default=10.0)
+    p.add_argument("--latency-ms", type=float, default=50.0)
+    p.add_argument("--reconnect-every", type=int, default=20)
+    p.add_argument("--quick", action="store_true", help="10 clients, 1 minute, not recorded")
+    p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None)
+    args = p.parse_args(argv)
+    if args.quick:
+        args.clients, args.minutes = 10, 1.0
+    write = args.write if args.write is not None else not args.quick
+    t0 = time.perf_counter()
+    result = trio.run(run, args.clients, args.minutes, args.latency_ms, args.reconnect_every)
+    command = " ".join(["python -m bench.soak", *(argv if argv is not None else sys.argv[1:])])
+    text, ok = render(result, args, command.strip())
+    publish(SECTION, text, write)
+    print(f"soak: done in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
