@@ -87,9 +87,9 @@ async def client_loop(url: str, token: str, idx: int, until: float, reconnect_ev
                     with trio.fail_after(60):
                         frames = [f async for f in c.say(
                             f"client {idx} says {' '.join(rng.sample(WORDS, 3))}")]
-                        reason = frames[-1].get("reason") if frames else None
-                        if reason != "reply":
-                            errors[f"turn:{reason or frames[-1].get('code')}"] += 1
+                        last = frames[-1] if frames else {}
+                        if last.get("reason") != "reply":
+                            errors[f"turn:{last.get('reason') or last.get('code')}"] += 1
                         counts["turns"] += 1
                         if rounds % 3 == 0:
                             await c.memory("memory.notes.store", {

@@ -49,7 +49,8 @@ from .llm import (
     chat_prompt,
 )
 
-__all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "backends_from_config"]
+__all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "api_key_for",
+           "backends_from_config"]
 
 log = structlog.get_logger()
 
@@ -308,11 +309,17 @@ class BackendPool:
             await backend.aclose()
 
 
-def _api_key(spec: BackendConfig) -> str | None:
-    if spec.api_key:
-        return spec.api_key
-    env = spec.api_key_env or ("OPENAI_API_KEY" if spec.api != "llama-server" else None)
+def api_key_for(api_key: str | None, api_key_env: str | None, openai: bool) -> str | None:
+    """The bearer token of a backend or embedding block: ``apiKey``, else the environment
+    variable named by ``apiKeyEnv`` (default ``OPENAI_API_KEY`` for OpenAI APIs)."""
+    if api_key:
+        return api_key
+    env = api_key_env or ("OPENAI_API_KEY" if openai else None)
     return os.environ.get(env) if env else None
+
+
+def _api_key(spec: BackendConfig) -> str | None:
+    return api_key_for(spec.api_key, spec.api_key_env, spec.api != "llama-server")
 
 
 def backend_from_spec(spec: BackendConfig, cfg: Config, label: str) -> Backend:

@@ -300,9 +300,11 @@ def load_config(state_dir: Path) -> Config:
 
 def config_to_json(cfg: Config) -> str:
     """The effective configuration, pretty-printed (``atomic-agent config show``);
-    secrets (``llm.apiKey`` and each ``llm.fallbacks[].apiKey``) are masked."""
+    secrets (``llm.apiKey``, each ``llm.fallbacks[].apiKey`` and
+    ``memory.embeddings.apiKey``) are masked."""
     data = msgspec.to_builtins(cfg)
-    for block in [data["llm"], *data["llm"].get("fallbacks", [])]:
+    for block in [data["llm"], *data["llm"].get("fallbacks", []),
+                  data["memory"]["embeddings"]]:
         if block.get("apiKey"):
             block["apiKey"] = "***"
     return json.dumps(data, indent=2)

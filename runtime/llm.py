@@ -35,6 +35,7 @@ import msgspec
 import trio
 
 __all__ = [
+    "error_detail",
     "LLMError", "LLMUnavailable", "LLMBadResponse", "LLMServerError", "LLMTimeout",
     "Props", "Completion", "LlamaClient", "SlotPlan", "check_slot",
 ]
@@ -189,8 +190,9 @@ def _to_completion(wire: _CompletionWire, text: str) -> Completion:
     )
 
 
-def _error_detail(body: bytes) -> str:
-    """Pull llama-server's ``{"error": {"message": ...}}`` out of a body, else its text."""
+def error_detail(body: bytes) -> str:
+    """Pull llama-server's / OpenAI's ``{"error": {"message": ...}}`` (or ``{"error":
+    "..."}``) out of an error body, else its text as one line of at most 200 chars."""
     try:
         err = _error_decoder.decode(body).error
     except (msgspec.DecodeError, msgspec.ValidationError):
@@ -348,7 +350,7 @@ class LlamaClient:
             if status < 400:
                 return response
             try:
-                detail = _error_detail(await response.aread())
+                detail = error_detail(await response.aread())
             except httpx.HTTPError:
                 detail = "(body unreadable)"
             finally:
@@ -476,7 +478,7 @@ class LlamaClient:
             async for raw in response.aiter_lines():
                 line = raw.strip()
                 if line.startswith("error:"):
-                    detail = _error_detail(line[6:].strip().encode())
+                    detail = error_detail(line[6:].strip().encode())
                     raise LLMServerError(f"llama-server stream error: {detail}", url=url)
                 if not line.startswith("data:"):
                     continue  # blank keep-alives, comments, event:/id: fields

@@ -7,8 +7,8 @@ the user's data silently. This command reads whatever is still readable in such 
 it into the live ``memory.sqlite`` through the normal stores:
 
 * **notes** (content, tags, source, scope, working dir, session, created time) through
-  ``MemoryStore.store``, so a note that is already there (or a near-identical one) merges
-  instead of duplicating — running the command twice adds nothing the second time;
+  ``MemoryStore.store``; a note whose exact text is already there is skipped untouched
+  and a near-identical one merges, so running the command twice adds nothing;
 * **active profile facts** through ``ProfileStore.set``, but only for keys the live file
   does not have: a fact written since the quarantine is newer and wins.
 
@@ -24,7 +24,9 @@ directory. The damaged file is left in place; delete it once satisfied.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -81,7 +83,7 @@ def _rows(conn: apsw.Connection, table: str, columns: str, where: str = "") -> t
 
 
 def salvage(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], list[str]]:
-    """Read notes and active facts from a damaged file, read-only.
+    """Read notes and active facts from a damaged file (from a copy: never written).
 
     Returns ``(notes, facts, problems)``: rows in ``_NOTE_COLUMNS`` / ``_FACT_COLUMNS``
     order and one line per table that could not be read completely.
@@ -89,32 +91,46 @@ def salvage(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], l
     Raises:
         ClientError ``unrecoverable``: not an SQLite file at all, or its schema is gone.
     """
-    try:
-        conn = apsw.Connection(f"file:{path}?mode=ro&immutable=1",
-                               flags=apsw.SQLITE_OPEN_READONLY | apsw.SQLITE_OPEN_URI)
-        conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
-    except apsw.Error as exc:
-        raise ClientError("unrecoverable", f"{path}: nothing can be read ({exc})") from None
+    with tempfile.TemporaryDirectory() as tmp:
+        # A copy with its -wal beside it (open_or_quarantine moves both): the commits
+        # not yet checkpointed are read too, and the damaged file itself is never written.
+        copy = Path(tmp) / "salvage.sqlite"
+        shutil.copyfile(path, copy)
+        wal = path.with_name(path.name + "-wal")
+        if wal.exists():
+            shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
+        try:
+            conn = apsw.Connection(str(copy))
+        except apsw.Error as exc:
+            raise ClientError("unrecoverable", f"{path}: nothing can be read ({exc})") from None
+        try:
+            return _salvage(conn)
+        except apsw.Error as exc:
+            raise ClientError("unrecoverable", f"{path}: nothing can be read ({exc})") from None
+        finally:
+            conn.close()
+
+
+def _salvage(conn: apsw.Connection) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]],
+                                              list[str]]:
+    conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
     problems: list[str] = []
-    try:
-        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
-        notes: list[tuple[Any, ...]] = []
-        facts: list[tuple[Any, ...]] = []
-        if "memories" in tables:
-            notes, failed = _rows(conn, "memories", _NOTE_COLUMNS)
-            if failed:
-                problems.append(f"memories: {failed} unreadable read(s); salvaged {len(notes)}")
-        if "profile_facts" in tables:
-            facts, failed = _rows(conn, "profile_facts", _FACT_COLUMNS,
-                                  "WHERE superseded_by IS NULL")
-            if failed:
-                problems.append(f"profile_facts: {failed} unreadable read(s); salvaged "
-                                f"{len(facts)}")
-        if not tables & {"memories", "profile_facts"}:
-            problems.append("no notes or profile tables are readable")
-        return notes, facts, problems
-    finally:
-        conn.close()
+    tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_schema WHERE type='table'")}
+    notes: list[tuple[Any, ...]] = []
+    facts: list[tuple[Any, ...]] = []
+    if "memories" in tables:
+        notes, failed = _rows(conn, "memories", _NOTE_COLUMNS)
+        if failed:
+            problems.append(f"memories: {failed} unreadable read(s); salvaged {len(notes)}")
+    if "profile_facts" in tables:
+        facts, failed = _rows(conn, "profile_facts", _FACT_COLUMNS,
+                              "WHERE superseded_by IS NULL")
+        if failed:
+            problems.append(f"profile_facts: {failed} unreadable read(s); salvaged "
+                            f"{len(facts)}")
+    if not tables & {"memories", "profile_facts"}:
+        problems.append("no notes or profile tables are readable")
+    return notes, facts, problems
 
 
 def _loads(text: Any) -> list[str]:
@@ -138,6 +154,10 @@ def _write(state_dir: Path, cfg: Config, notes: list[tuple[Any, ...]],
         newest = conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]
         with write_txn(conn):
             for _id, content, tags, source, scope, wd, session, created in notes:
+                if conn.execute("SELECT 1 FROM memories WHERE content = ? LIMIT 1",
+                                (content,)).fetchall():
+                    counts["notesAlreadyThere"] += 1  # no merge: recall counts stay as they are
+                    continue
                 try:
                     note = s.notes.store(content, tags=_loads(tags), source=source or "agent",
                                          scope=scope or "all", working_dir=wd,

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from actors.backfill.embedder import EmbeddingUnavailable, to_blob
+from actors.backfill.embedder import EmbeddingUnavailable
 from actors.backfill.providers import attach
 from actors.memory.errors import MemoryFailure
 from actors.memory.schema import open_database, write_txn
@@ -91,12 +91,10 @@ async def reindex(state_dir: Path, cfg: Config, *, prune: bool = False, batch: i
                 raise ClientError("embedder_unavailable",
                                   f"{exc.message} ({done} notes embedded before it stopped; "
                                   "run reindex again to resume)") from None
-            lost = set(got.missing)
-            vectors.put(embedder.model, embedder.dim,  # one transaction per batch
-                        [(i, to_blob(v)) for k, ((i, _), v) in enumerate(zip(todo, got.vectors))
-                         if k not in lost])
+            # One transaction per batch; notes the server could not embed are left out.
+            vectors.put(embedder.model, embedder.dim, got.rows_for([i for i, _ in todo]))
             done += len(todo)
-            skipped += len(lost)
+            skipped += len(got.missing)
             print("\r" + progress_line(done, todo_total, time.perf_counter() - t0), end="",
                   file=out, flush=True)
         if todo_total:

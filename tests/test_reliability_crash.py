@@ -96,10 +96,11 @@ async def writer(url: str, token: str, idx: int, load: Load, killing: list[bool]
                     else:
                         text = f"writer {idx} turn {i}: " + " ".join(rng.sample(WORDS, 4))
                         frames = [f async for f in c.say(text)]
-                        if frames and frames[-1].get("reason") == "reply":
+                        last = frames[-1] if frames else {}
+                        if last.get("reason") == "reply":
                             load.turns[c.session].append(text)
                         else:
-                            load.errors[f"turn:{frames[-1].get('reason', frames[-1].get('code'))}"] += 1
+                            load.errors[f"turn:{last.get('reason', last.get('code'))}"] += 1
                             continue
                 if killing[0]:
                     load.after_kill_ok += 1

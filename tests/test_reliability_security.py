@@ -57,7 +57,14 @@ async def test_stored_memory_cannot_inject_sections_or_roles_and_logs_hold_no_va
         logs += d.stderr_path.read_text()
         token = d.token
     prompts = [b["prompt"] for b in fake.completions() if "### output" not in b["prompt"]]
+    reflections = [b["prompt"] for b in fake.completions()
+                   if "### output" in b["prompt"] and "respond note" in b["prompt"]]
     clean, dirty = prompts[0], prompts[-1]
+    # The reflection and rewriter prompts carry the attacked exchange too: same
+    # neutralising, so the template's role markers only.
+    assert reflections and all(r.count("<|im_start|>") == clean.count("<|im_start|>")
+                               and r.count("<|im_end|>") == clean.count("<|im_end|>")
+                               for r in reflections)
     assert "respond note" in dirty  # the stored notes did reach the prompt…
     # …but only as text: the template's role markers and headings, nothing more.
     for marker in ("<|im_start|>", "<|im_end|>", "<|eot_id|>", "[INST]", "<start_of_turn>",

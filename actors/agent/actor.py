@@ -241,8 +241,9 @@ class AgentActor:
             with trio.CancelScope(shield=True):
                 # Persist first, announce after: a client that saw turn.finished can
                 # rely on the exchange being in sessions.sqlite, whatever crashes next
-                # (issue 7: nothing acknowledged is ever lost). Bounded, so shutdown
-                # stays bounded; it completes even if the caller gave up meanwhile.
+                # (issue 7: nothing acknowledged is ever lost). Shielded, so it completes
+                # even if the caller gave up; the 5 s bound covers waiting for the
+                # database lock (a save already running in its thread is not interrupted).
                 state.messages.append(Message("user", msg.text, _now()))
                 if reply:
                     state.messages.append(Message("assistant", reply, _now()))
@@ -255,7 +256,7 @@ class AgentActor:
                     except Exception as exc:  # noqa: BLE001 - say so, never claim success
                         unsaved = f"{type(exc).__name__}: {exc}"
                 if saving.cancelled_caught:
-                    unsaved = "the sessions database did not answer within 5 s"
+                    unsaved = "the sessions database was busy for more than 5 s"
                 if unsaved:
                     log.error("agent.session_save_failed", session=msg.session, error=unsaved)
                     reason = "error"

@@ -61,7 +61,7 @@ from runtime.config import ActorBoot, EmbeddingsConfig
 from runtime.errors import RuntimeFailure
 from runtime.metrics import Metrics, MetricsRequest
 
-from .embedder import EmbeddingUnavailable, cosine, to_blob
+from .embedder import EmbeddingUnavailable, cosine
 from .messages import (
     BackfillMsg,
     BackfillState,
@@ -70,7 +70,7 @@ from .messages import (
     Similarity,
     SimilarityReply,
 )
-from .providers import ATTACH_RETRY_S, LocalProvider, ServerEmbedder, attach_until_ready
+from .providers import LocalProvider, ServerEmbedder, attach_until_ready
 
 T = TypeVar("T")
 log = structlog.get_logger()
@@ -227,16 +227,11 @@ class BackfillActor:
                 with trio.CancelScope(shield=True):
                     await self.embedder.aclose()
 
-    def _attach_failed(self, exc: EmbeddingUnavailable) -> None:
-        """Record why the embedder did not attach; logged and counted once per reason
-        (a server is probed again every ``ATTACH_RETRY_S``)."""
-        retry = "" if exc.permanent or self.cfg.provider == "local" else (
-            f" (probing again every {ATTACH_RETRY_S:g} s)")
-        if self.reason != exc.message + retry:
-            self.metrics.inc(INACTIVE, {"reason": "load_failed"})
-            log.warning("backfill.unavailable", model=self.model, reason=exc.message,
-                        retrying=bool(retry))
-        self.state, self.reason = "unavailable", exc.message + retry
+    def _attach_failed(self, reason: str) -> None:
+        """Record why the embedder did not attach (called once per distinct reason)."""
+        self.metrics.inc(INACTIVE, {"reason": "load_failed"})
+        log.warning("backfill.unavailable", model=self.model, reason=reason)
+        self.state, self.reason = "unavailable", reason
 
     async def _request(self, body: Any, reply_type: type[T]) -> T:
         with trio.fail_after(REQUEST_TIMEOUT_S):
@@ -262,14 +257,12 @@ class BackfillActor:
             log.warning("backfill.skipped", ids=skipped, model=embedder.model,
                         reason="the embedding server could not embed them; stored without a "
                                "vector, retried on the next pass")
-        missing = set(out.missing)
-        keep = [i for i in range(len(todo)) if i not in missing]
+        rows = out.rows_for([t.id for t in todo])
         written = 0
-        if keep:
+        if rows:
             written = await self._request(
-                PutVectors(model=embedder.model, dim=embedder.dim,
-                           ids=[todo[i].id for i in keep],
-                           vectors=[to_blob(out.vectors[i]) for i in keep]), int)
+                PutVectors(model=embedder.model, dim=embedder.dim, ids=[i for i, _ in rows],
+                           vectors=[blob for _, blob in rows]), int)
         self.metrics.observe(BATCH_MS, (time.perf_counter() - t0) * 1000)
         self.metrics.inc(EMBEDDED, by=written)
         self.embedded += written

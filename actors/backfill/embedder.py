@@ -246,8 +246,8 @@ class LocalEmbedder:
         except ImportError as exc:
             raise EmbeddingUnavailable(
                 f"wordllama is not installed ({exc}); install the 'embedded' extra "
-                "(pip install 'atomic-agent[embedded]') or set memory.embeddings.enabled=false"
-            ) from None
+                "(pip install 'atomic-agent[embedded]') or set memory.embeddings.enabled=false",
+                permanent=True) from None
         package_dir = Path(wordllama.__file__).parent
         try:
             wl = WordLlama.load(config="l2_supercat", dim=cls.DIM, cache_dir=package_dir,
@@ -255,14 +255,13 @@ class LocalEmbedder:
         except Exception as exc:  # noqa: BLE001 - any load failure means "unavailable"
             raise EmbeddingUnavailable(
                 f"wordllama model l2_supercat_{cls.DIM} failed to load from {package_dir}: "
-                f"{type(exc).__name__}: {exc}"
-            ) from None
+                f"{type(exc).__name__}: {exc}", permanent=True) from None
         embedder = cls(wl)
         probe = embedder._raw(["probe"])
         if probe.shape != (1, cls.DIM):
             raise EmbeddingUnavailable(
-                f"wordllama returned vectors of shape {probe.shape}, expected (1, {cls.DIM})"
-            )
+                f"wordllama returned vectors of shape {probe.shape}, expected (1, {cls.DIM})",
+                permanent=True)
         return embedder
 
     def _raw(self, texts: list[str]) -> np.ndarray:

@@ -31,9 +31,9 @@ numbers) and sent again, at most :data:`FIT_ATTEMPTS` requests per text, so a lo
 gets the vector of its head; one that still does not fit is reported in
 :attr:`Embedded.missing` (stored without a vector; the next backfill pass retries it).
 The first time, one warning ``embedding.input_too_large`` names the limit and the server
-flags (``-b``/``-ub``) to raise. Other failures (connection refused, timeout, 4xx/5xx,
-a body of the wrong shape or dimension) raise ``EmbeddingUnavailable`` after
-:data:`ATTEMPTS` tries: the backfill pass ends quietly, recall falls back to keyword.
+flags (``-b``/``-ub``) to raise. Other failures (a 4xx, a body of the wrong shape or
+dimension; connection errors, timeouts and 5xx after :data:`ATTEMPTS` tries) raise
+``EmbeddingUnavailable``: the backfill pass ends quietly, recall falls back to keyword.
 """
 
 from __future__ import annotations
@@ -50,7 +50,9 @@ import numpy as np
 import structlog
 import trio
 
+from runtime.backends import api_key_for
 from runtime.config import EmbeddingsConfig
+from runtime.llm import error_detail
 
 from .embedder import (
     CatalogEntry,
@@ -59,6 +61,7 @@ from .embedder import (
     apply_prefix,
     catalog_entry,
     normalise_rows,
+    to_blob,
 )
 
 __all__ = ["ATTACH_RETRY_S", "ATTEMPTS", "Embedded", "FIT_ATTEMPTS", "LocalProvider",
@@ -77,8 +80,6 @@ FIT_ATTEMPTS = 3
 FIT_MARGIN = 0.9
 """Cut to this share of the length the server's numbers say would fit (tokenizers differ
 from one text to another, so the cut leaves room)."""
-ERROR_BODY_CHARS = 200
-"""Server error bodies are clipped to this many characters in messages (anchor §5.1)."""
 OPENAI_DEFAULT_URL = "https://api.openai.com"
 ATTACH_RETRY_S = 30.0
 """A server that could not be attached (down, still loading, wrong model) is probed
@@ -110,6 +111,13 @@ class Embedded:
     vectors: np.ndarray
     missing: list[int] = field(default_factory=list)
     truncated: list[int] = field(default_factory=list)
+
+    def rows_for(self, ids: list[int]) -> list[tuple[int, bytes]]:
+        """``(id, float32 blob)`` for each embedded text (``ids`` in input order), the
+        missing ones left out — what ``VectorStore.put`` / ``PutVectors`` store."""
+        lost = set(self.missing)
+        return [(note_id, to_blob(self.vectors[k])) for k, note_id in enumerate(ids)
+                if k not in lost]
 
 
 def configured_entry(cfg: EmbeddingsConfig) -> CatalogEntry:
@@ -242,9 +250,12 @@ class ServerEmbedder:
         self.entry, self.model, self.dim = entry, entry.id, entry.dim
         self.endpoint = "/v1/embeddings" if api == "openai" else "/embedding"
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-        self._http = httpx.AsyncClient(base_url=self.url, headers=headers, transport=transport,
-                                       timeout=httpx.Timeout(timeout_s))
-        self.timeout_s = timeout_s
+        try:
+            self._http = httpx.AsyncClient(base_url=self.url, headers=headers,
+                                           transport=transport, timeout=httpx.Timeout(timeout_s))
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise EmbeddingUnavailable(f"memory.embeddings.url {url!r} is not a valid URL: "
+                                       f"{exc}", permanent=True) from None
         self.truncated = 0
         self.skipped = 0
         self._warned_too_large = False
@@ -253,19 +264,11 @@ class ServerEmbedder:
         """Close the HTTP client."""
         await self._http.aclose()
 
-    def embed_now(self, text: str, purpose: str) -> None:
-        """Servers have no synchronous path (the caller awaits :meth:`embed`)."""
-        return None
-
     async def probe(self) -> None:
         """One embed of a short text; attaches only when it comes back with ``dim``
-        components (DESIGN §8). Raises ``EmbeddingUnavailable`` naming the URL and why."""
-        vectors = await self._post(["probe"])
-        got = len(vectors[0])
-        if got != self.dim:
-            raise EmbeddingUnavailable(
-                f"{self.url}{self.endpoint} returns {got}-d vectors but {self.model} is "
-                f"{self.dim}-d (catalog / memory.embeddings.dim): not attached")
+        components (DESIGN §8; ``_post`` checks every row). Raises
+        ``EmbeddingUnavailable`` naming the URL and why."""
+        await self._post(["probe"])
 
     async def embed(self, texts: list[str], purpose: str) -> Embedded:
         """Embed ``texts`` for ``purpose`` (module docstring: retries, BC-10 fitting).
@@ -350,7 +353,7 @@ class ServerEmbedder:
         if self.api == "openai":
             body = {"model": self.model, "input": texts, "encoding_format": "float"}
         else:
-            body = {"content": texts[0]} if len(texts) == 1 else {"content": texts}
+            body = {"content": texts[0]}  # llama-server: one text per request
         where = f"{self.url}{self.endpoint}"
         for attempt in range(ATTEMPTS):
             last = attempt == ATTEMPTS - 1
@@ -363,7 +366,7 @@ class ServerEmbedder:
                 await trio.sleep(RETRY_DELAY_S)
                 continue
             if resp.status_code >= 400:
-                message = _error_message(resp.content)
+                message = error_detail(resp.content)
                 fit = too_large(resp.status_code, message)
                 if fit is not None:
                     raise _TooLarge(*fit)
@@ -384,37 +387,14 @@ class ServerEmbedder:
         raise AssertionError("unreachable")  # pragma: no cover
 
 
-class _TooLarge(Exception):
+class _TooLarge(EmbeddingUnavailable):
+    """The server refused an input as too large (BC-10); an ``EmbeddingUnavailable``, so
+    where it is not fitted (the attach probe) it is one more reason not to attach."""
+
     def __init__(self, tokens: int, limit: int) -> None:
-        super().__init__(f"input of {tokens} tokens, limit {limit}")
+        super().__init__(f"the server refused an input of {tokens} tokens as too large "
+                         f"(limit {limit})")
         self.tokens, self.limit = tokens, limit
-
-
-def _error_message(body: bytes) -> str:
-    """The server's error message (``error.message``, ``message`` or the raw body),
-    one line, clipped to :data:`ERROR_BODY_CHARS`."""
-    text = body.decode("utf-8", "replace")
-    try:
-        data = msgspec.json.decode(body)
-    except msgspec.DecodeError:
-        data = None
-    if isinstance(data, dict):
-        err = data.get("error")
-        if isinstance(err, dict) and isinstance(err.get("message"), str):
-            text = err["message"]
-        elif isinstance(err, str):
-            text = err
-        elif isinstance(data.get("message"), str):
-            text = data["message"]
-    text = " ".join(text.split())
-    return text[:ERROR_BODY_CHARS] + ("…" if len(text) > ERROR_BODY_CHARS else "")
-
-
-def _api_key(cfg: EmbeddingsConfig) -> str | None:
-    if cfg.api_key:
-        return cfg.api_key
-    env = cfg.api_key_env or ("OPENAI_API_KEY" if cfg.provider == "openai" else None)
-    return os.environ.get(env) if env else None
 
 
 async def attach(cfg: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport | None = None,
@@ -441,7 +421,9 @@ async def attach(cfg: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport |
         raise EmbeddingUnavailable(
             "memory.embeddings.url is not set (the llama-server embedding server's base URL, "
             "e.g. http://127.0.0.1:19092)", permanent=True)
-    server = ServerEmbedder(cfg.provider, url, entry, api_key=_api_key(cfg),
+    server = ServerEmbedder(cfg.provider, url, entry,
+                            api_key=api_key_for(cfg.api_key, cfg.api_key_env,
+                                                cfg.provider == "openai"),
                             timeout_s=cfg.timeout_ms / 1000, transport=transport)
     try:
         await server.probe()
@@ -453,20 +435,25 @@ async def attach(cfg: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport |
 
 
 
-async def attach_until_ready(cfg: EmbeddingsConfig,
-                             on_failure: Callable[[EmbeddingUnavailable], None],
+async def attach_until_ready(cfg: EmbeddingsConfig, on_failure: Callable[[str], None],
                              ) -> LocalProvider | ServerEmbedder | None:
-    """:func:`attach`, and for a server provider again every :data:`ATTACH_RETRY_S`
-    seconds until it attaches; ``on_failure(exc)`` is called after each failed try.
+    """:func:`attach`, and again every :data:`ATTACH_RETRY_S` seconds until it attaches
+    unless the failure is permanent (no URL, unknown model, the local model missing).
 
-    Returns the embedder, or None after a failure that retrying cannot mend
-    (``exc.permanent``: no URL, unknown model, the local model missing).
+    ``on_failure(reason)`` is called once per distinct reason (the caller logs and shows
+    it); a retried reason ends with "(probing again every 30 s)". Returns the embedder,
+    or None after a permanent failure.
     """
+    last = ""
     while True:
         try:
             return await attach(cfg)
         except EmbeddingUnavailable as exc:
-            on_failure(exc)
-            if exc.permanent or cfg.provider == "local":
+            reason = exc.message if exc.permanent else (
+                f"{exc.message} (probing again every {ATTACH_RETRY_S:g} s)")
+            if reason != last:
+                on_failure(reason)
+                last = reason
+            if exc.permanent:
                 return None
         await trio.sleep(ATTACH_RETRY_S)

@@ -81,24 +81,16 @@ actor's event loop."""
 def open_or_quarantine(path: Path) -> tuple[apsw.Connection, str | None]:
     """Open the database; a corrupt file is moved aside first.
 
-    Besides what :func:`open_database` detects (not a database, unreadable schema), a
-    ``PRAGMA quick_check`` at open (≈10 ms per MB; the default cap of 1,000 notes keeps
-    the file at a few MB) finds damaged pages before any request does, so a file with a
-    bad page is quarantined — and can be salvaged with ``memory recover`` — instead of
+    Besides what :func:`open_database` always detects (not a database, unreadable
+    schema), ``check=True`` runs ``PRAGMA quick_check`` before any migration (≈10 ms per
+    MB; the default cap of 1,000 notes keeps the file at a few MB), so a file with a bad
+    page is quarantined — and can be salvaged with ``memory recover`` — instead of
     failing request by request.
 
     Returns (connection, quarantined path or None). SchemaTooNew propagates.
     """
     try:
-        conn = open_database(str(path))
-        try:
-            problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
-        except (apsw.CorruptError, apsw.NotADBError) as exc:
-            problems = [str(exc)]
-        if problems != ["ok"]:
-            conn.close()
-            raise DatabaseCorrupt(str(path), "; ".join(problems)[:500])
-        return conn, None
+        return open_database(str(path), check=True), None
     except DatabaseCorrupt as exc:
         moved = path.with_name(f"{path.name}.corrupt-{int(time.time() * 1000)}")
         os.replace(path, moved)
@@ -245,6 +237,9 @@ class MemoryActor:
             kw.pop("bump", None)
             if not emb.attached or cfg.vector_weight <= 0:
                 self.metrics.inc("agent.memory.recall", {"mode": "keyword"})
+                return s.notes.recall(query, bump=False, **kw)
+            if not emb.can_embed(query):  # a server query not fetched (failed, cooling down)
+                self.metrics.inc("agent.memory.recall", {"mode": "fallback"})
                 return s.notes.recall(query, bump=False, **kw)
             try:
                 result = hybrid_recall(

@@ -24,6 +24,7 @@ A server that cannot be attached at start (down, still loading) is probed again 
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from typing import Any
 
@@ -33,7 +34,6 @@ import trio
 
 from actors.backfill.embedder import EmbeddingUnavailable
 from actors.backfill.providers import (
-    ATTACH_RETRY_S,
     COOLDOWN_S,
     LocalProvider,
     ServerEmbedder,
@@ -49,7 +49,7 @@ QUERY_TIMEOUT_S = 2.0
 """Longest wait (s) for a server to embed a query before recall goes keyword-only: a
 turn's context must not wait the full ``timeoutMs`` for a slow embedding server."""
 MEMO_SIZE = 64
-"""Query vectors kept from :meth:`QueryEmbedder.prepare` (most recent first out)."""
+"""Query vectors kept from :meth:`QueryEmbedder.prepare` (the oldest is dropped first)."""
 
 
 class QueryEmbedder:
@@ -108,13 +108,9 @@ class QueryEmbedder:
         log.info("memory.embedder_attached", provider=self.cfg.provider, model=embedder.model,
                  dim=embedder.dim)
 
-    def _attach_failed(self, exc: EmbeddingUnavailable) -> None:
-        retry = "" if exc.permanent or self.cfg.provider == "local" else (
-            f" (probing again every {ATTACH_RETRY_S:g} s)")
-        if self.reason != exc.message + retry:
-            log.warning("memory.embedder_unavailable", provider=self.cfg.provider,
-                        reason=exc.message, retrying=bool(retry))
-        self.state, self.reason = "unavailable", exc.message + retry
+    def _attach_failed(self, reason: str) -> None:
+        log.warning("memory.embedder_unavailable", provider=self.cfg.provider, reason=reason)
+        self.state, self.reason = "unavailable", reason
 
     async def prepare(self, text: str) -> None:
         """Embed ``text.strip()`` ahead of a recall when the model is a server (the
@@ -123,14 +119,15 @@ class QueryEmbedder:
         emb, key = self.embedder, text.strip()
         if emb is None or emb.local or not key or key in self._memo:
             return
-        if trio.current_time() < self._cooldown_until:
+        if self.cooling_down:
             return  # the server failed recently: keyword recall, no wait
+        wait_s = min(QUERY_TIMEOUT_S, self.cfg.timeout_ms / 1000)
         try:
-            with trio.fail_after(min(QUERY_TIMEOUT_S, self.cfg.timeout_ms / 1000)):
+            with trio.fail_after(wait_s):
                 out = await emb.embed([key], "query")
         except (EmbeddingUnavailable, trio.TooSlowError) as exc:
-            error = getattr(exc, "message", None) or f"no answer within {QUERY_TIMEOUT_S:g} s"
-            self._cooldown_until = trio.current_time() + COOLDOWN_S
+            error = getattr(exc, "message", None) or f"no answer within {wait_s:g} s"
+            self._cooldown_until = time.monotonic() + COOLDOWN_S
             self.reason = (f"query embedding failed: {error}; keyword recall for "
                            f"{COOLDOWN_S:g} s")
             log.warning("memory.query_embed_failed", model=emb.model, error=error,
@@ -142,6 +139,17 @@ class QueryEmbedder:
         self._memo[key] = out.vectors[0]
         while len(self._memo) > MEMO_SIZE:
             self._memo.popitem(last=False)
+
+    @property
+    def cooling_down(self) -> bool:
+        """True for ``COOLDOWN_S`` after a failed server query embedding."""
+        return time.monotonic() < self._cooldown_until
+
+    def can_embed(self, text: str) -> bool:
+        """Whether :meth:`embed` has a vector for ``text`` without waiting: the local
+        model always; a server only for a query :meth:`prepare` fetched."""
+        emb = self.embedder
+        return emb is not None and (emb.local or text.strip() in self._memo)
 
     def embed(self, text: str) -> np.ndarray:
         """The query's vector (purpose ``query``), shape ``(dim,)``.
@@ -167,5 +175,6 @@ class QueryEmbedder:
 
     def status(self) -> dict[str, Any]:
         """``{"recall": "hybrid" | "keyword", "state", "reason"}`` for ``memory stats``."""
-        return {"recall": "hybrid" if self.attached and self.cfg.vector_weight > 0
-                else "keyword", "state": self.state, "reason": self.reason}
+        hybrid = self.attached and self.cfg.vector_weight > 0 and not self.cooling_down
+        return {"recall": "hybrid" if hybrid else "keyword", "state": self.state,
+                "reason": self.reason}

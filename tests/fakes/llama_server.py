@@ -407,6 +407,16 @@ def _bag_of_words(text: str, dim: int) -> list[float]:
     return [x / norm for x in vec] if norm else vec
 
 
+class _QuietServer(ThreadingHTTPServer):
+    """A client that hangs up (a cancelled request, a closed keep-alive connection) is
+    normal here: no traceback on stderr for it."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point for ``python -m tests.fakes.llama_server``; returns the exit code."""
     parser = argparse.ArgumentParser(description="scripted llama-server for tests")
@@ -427,7 +437,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     state = _State(args)
-    server = ThreadingHTTPServer((args.host, args.port), _make_handler(state))
+    server = _QuietServer((args.host, args.port), _make_handler(state))
     server.daemon_threads = True
     server.block_on_close = False
 
