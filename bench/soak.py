@@ -137,23 +137,26 @@ async def run(clients: int, minutes: float, latency_ms: float, reconnect_every: 
 
 def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, bool]:
     """The RESULTS.md section and whether every check passed."""
-    rows = ["| process | RSS after warm-up MiB | RSS at end MiB | growth | fds start → end | "
-            "threads start → end |", "|---|---:|---:|---:|---|---|"]
+    rows = ["| process | RSS after warm-up MiB | RSS at mid-run MiB | RSS at end MiB | growth | "
+            "growth in the 2nd half | fds start → end | threads start → end |",
+            "|---|---:|---:|---:|---:|---:|---|---|"]
     ok = not result["errors"] and result["restarts"] == 0
     for name in ("root", "memory", "agent", "reflection", "backfill"):
         xs = result["samples"].get(name, [])
         warm = [s for t, s in xs if t >= min(WARMUP_S, args.minutes * 30)]
         if len(warm) < 2:
-            rows.append(f"| {name} | – | – | – | – | – |")
+            rows.append(f"| {name} | – | – | – | – | – | – | – |")
             ok = False
             continue
-        first, last = warm[0], warm[-1]
+        first, mid, last = warm[0], warm[len(warm) // 2], warm[-1]
         growth = last["rss_kib"] / first["rss_kib"] - 1
+        late = last["rss_kib"] / mid["rss_kib"] - 1  # a plateau shows ≈ 0 here, a leak not
         ok &= growth <= RSS_GROWTH_LIMIT
         ok &= abs(last["fds"] - first["fds"]) <= FD_SLACK
         ok &= abs(last["threads"] - first["threads"]) <= FD_SLACK
-        rows.append(f"| {name} | {first['rss_kib'] / 1024:.1f} | {last['rss_kib'] / 1024:.1f} | "
-                    f"{growth * 100:+.1f} % | {first['fds']} → {last['fds']} | "
+        rows.append(f"| {name} | {first['rss_kib'] / 1024:.1f} | {mid['rss_kib'] / 1024:.1f} | "
+                    f"{last['rss_kib'] / 1024:.1f} | {growth * 100:+.1f} % | "
+                    f"{late * 100:+.1f} % | {first['fds']} → {last['fds']} | "
                     f"{first['threads']} → {last['threads']} |")
     c = result["counts"]
     errors = ", ".join(f"{k} {v}" for k, v in result["errors"].items()) or "0"

