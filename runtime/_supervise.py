@@ -227,9 +227,7 @@ class Supervisor:
                     crash = exc if isinstance(exc, ActorCrashed) else ActorCrashed(
                         name, None, type(exc).__name__, str(exc))
                     log.error("actor.restart_failed", child=name, error=str(exc))
-                    if self._on_crash is not None:
-                        await self._on_crash(crash)
-                    await self._backoff(slot, crash)
+                    await self._crashed(slot, crash)
                     continue
                 slot.proc, slot.channel = proc, chan
                 if not started:
@@ -252,12 +250,17 @@ class Supervisor:
                                      report.traceback if report else "")
                 log.error("actor.crashed", child=name, exitcode=proc.returncode,
                           remote_type=crash.remote_type)
-                if self._on_crash is not None:
-                    await self._on_crash(crash)
-                await self._backoff(slot, crash)
+                await self._crashed(slot, crash)
         finally:
             slot.proc = None
             slot.done.set()
+
+    async def _crashed(self, slot: _Slot, crash: ActorCrashed) -> None:
+        """One crash (at run time or during a restart's start-up): tell ``on_crash``,
+        then back off under the intensity limit (raises RestartIntensityExceeded)."""
+        if self._on_crash is not None:
+            await self._on_crash(crash)
+        await self._backoff(slot, crash)
 
     async def _backoff(self, slot: _Slot, crash: ActorCrashed) -> None:
         now = time.monotonic()
