@@ -16,13 +16,24 @@ from typing import Any
 import apsw
 import msgspec
 
-from actors.memory.errors import MemoryFailure
+from actors.memory.errors import MemoryFailure, StorageFailure
 from actors.memory.actor import open_stores
 from actors.memory.schema import SCHEMA_VERSION, open_database, user_version
 from actors.memory.tools import run_op
 
 from .client import ClientError
 from .config import Config
+from .state import StateError, ensure_state_dir
+
+
+def _storage_error(exc: apsw.Error, path: Path) -> ClientError:
+    """A ClientError for an SQLite failure outside the stores' own typed errors: the
+    disk refused (``storage_*``, :class:`StorageFailure`) or anything else SQLite said
+    (``database_error``), naming the file; never an apsw traceback."""
+    failure = StorageFailure.from_apsw(exc)
+    if failure is not None:
+        return ClientError(failure.code, str(failure))
+    return ClientError("database_error", f"{path}: {exc}")
 
 
 class OfflineMemory:
@@ -44,9 +55,16 @@ class OfflineMemory:
             if not self.path.parent.exists():
                 raise ClientError("not_found", f"no state directory at {self.path.parent}")
             try:
+                # Opening writes (WAL, -shm, migrations): say so up front on a
+                # read-only or full state dir instead of failing inside SQLite.
+                ensure_state_dir(self.path.parent)
                 self._conn = open_database(str(self.path))
+            except StateError as exc:
+                raise ClientError(exc.code, exc.message) from None
             except MemoryFailure as exc:
                 raise ClientError(exc.code, str(exc)) from None
+            except apsw.Error as exc:
+                raise _storage_error(exc, self.path) from None
         return self._conn
 
     async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
@@ -67,13 +85,18 @@ class OfflineMemory:
                                    default_k=m.notes.recall_default_k, votes=stores.votes)
         except MemoryFailure as exc:
             raise ClientError(exc.code, str(exc)) from None
+        except apsw.Error as exc:
+            raise _storage_error(exc, self.path) from None
         return msgspec.to_builtins(data)
 
     def close(self) -> None:
-        """Close the connection (checkpointing the WAL)."""
+        """Close the connection (checkpointing the WAL; a disk that refuses the
+        checkpoint leaves it in the WAL, where SQLite finds it next time)."""
         if self._conn is not None:
             try:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.Error:
+                pass
             finally:
                 self._conn.close()
                 self._conn = None

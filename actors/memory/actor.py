@@ -40,7 +40,7 @@ from runtime.config import ActorBoot, MemoryConfig
 from runtime.metrics import Metrics, MetricsRequest
 
 from .context import MemoryContext, build_context, recall_query
-from .errors import DatabaseBusy, DatabaseCorrupt, ValidationError
+from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError
 from .messages import (
     ApplyReflection,
     ApplyResult,
@@ -184,6 +184,12 @@ class MemoryActor:
         except apsw.BusyError as exc:
             log.error("memory.busy", error=str(exc))
             raise DatabaseBusy(str(exc)) from None
+        except apsw.Error as exc:
+            failure = StorageFailure.from_apsw(exc)
+            if failure is None:
+                raise
+            log.error("memory.storage_failed", code=failure.code, error=str(exc))
+            raise failure from None
 
     async def _read(self, fn: Callable[[StoreSet], T]) -> T:
         """Run the read ``fn`` on the trio thread against the read connection; on
@@ -193,6 +199,11 @@ class MemoryActor:
         except apsw.BusyError:
             log.info("memory.read_busy")
             return await self._db(fn, self.w)
+        except apsw.Error as exc:
+            failure = StorageFailure.from_apsw(exc)
+            if failure is None:
+                raise
+            raise failure from None
 
     def _queue_bump(self, ids: list[int]) -> None:
         """Bump the recall counters of ``ids`` after the reply (module docstring)."""
@@ -209,7 +220,7 @@ class MemoryActor:
                 batch, self._bumps = self._bumps, []
                 try:
                     await self._db(self._apply_bumps, batch)
-                except DatabaseBusy:
+                except (DatabaseBusy, StorageFailure):
                     log.warning("memory.bumps_dropped", notes=sum(map(len, batch)))
         finally:
             self._flushing = False

@@ -10,7 +10,10 @@ as ``apsw.*`` types to callers that only know this module::
      ├── ValidationError         "invalid_argument"   (bad caller input; field + message)
      ├── NotFound                "not_found"          (an id / key that does not exist)
      ├── SchemaTooNew            "schema_too_new"     (file written by a newer atomic-agent)
-     └── DatabaseCorrupt         "database_corrupt"   (not a database, truncated, malformed)
+     ├── DatabaseCorrupt         "database_corrupt"   (not a database, truncated, malformed)
+     ├── DatabaseBusy            "database_busy"      (write lock held past the busy timeout)
+     └── StorageFailure          "storage_full" / "storage_readonly" / "storage_error"
+                                                      (the disk refused a write)
 
 Error texts never contain stored memory content, only field names, limits and ids.
 """
@@ -19,6 +22,8 @@ from __future__ import annotations
 
 import time
 
+import apsw
+
 __all__ = [
     "MemoryFailure",
     "ValidationError",
@@ -26,6 +31,7 @@ __all__ = [
     "SchemaTooNew",
     "DatabaseCorrupt",
     "DatabaseBusy",
+    "StorageFailure",
     "now_ms",
     "require_int",
     "require_positive_id",
@@ -134,6 +140,44 @@ class DatabaseBusy(MemoryFailure):
 
     def __init__(self, detail: str) -> None:
         super().__init__(f"memory database is locked by another process: {detail}")
+
+
+class StorageFailure(MemoryFailure):
+    """The disk refused the request's write: full, read-only, or an I/O error.
+
+    Translated from ``apsw.FullError`` (``SQLITE_FULL``, code ``storage_full``),
+    ``apsw.ReadOnlyError`` (``SQLITE_READONLY``, ``storage_readonly``) and
+    ``apsw.IOError`` (``SQLITE_IOERR``: EROFS, EIO …, ``storage_error``) by
+    :meth:`from_apsw`. SQLite rolled the transaction back, so nothing of the request
+    was stored and everything stored before is intact; the actor stays up, reads keep
+    working, and the same request succeeds once space is freed (issue 7, "a full
+    disk"). Never raised for a damaged file (that is :class:`DatabaseCorrupt`).
+
+    Attributes:
+        detail: SQLite's own error text.
+    """
+
+    code = "storage_error"
+
+    def __init__(self, code: str, detail: str) -> None:
+        what = {"storage_full": "the disk is full",
+                "storage_readonly": "the state directory is read-only"}.get(
+                    code, "the disk refused the write")
+        super().__init__(f"memory not stored: {what} ({detail}); "
+                         f"nothing stored before is lost - free space or fix the "
+                         f"state directory and retry")
+        self.code = code
+        self.detail = detail
+
+    @classmethod
+    def from_apsw(cls, exc: BaseException) -> StorageFailure | None:
+        """The StorageFailure for an apsw storage error, or None for any other error."""
+        for klass, code in ((apsw.FullError, "storage_full"),
+                            (apsw.ReadOnlyError, "storage_readonly"),
+                            (apsw.IOError, "storage_error")):
+            if isinstance(exc, klass):
+                return cls(code, str(exc))
+        return None
 
 
 # -- argument checks shared by the stores (each raises ValidationError) ----------------
