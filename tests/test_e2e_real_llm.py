@@ -145,3 +145,67 @@ async def test_real_llama_server_embeddings_attach_cut_long_notes_and_reindex(tm
     finally:
         await _reap(proc)
         log.close()
+
+
+async def test_a_sigkilled_embedded_llama_server_is_restarted_and_nothing_is_lost(tmp_path):
+    """SIGKILL of the embedded llama-server during a write load (issue 7): memory keeps
+    acknowledging writes, a turn during the outage ends with a typed reason instead of
+    hanging, the server is started again on the same URL, turns work again, and every
+    acknowledged note is there."""
+    import signal
+
+    from tests.conftest import descendants
+
+    binary = find_server_binary()
+
+    def server_pids(root: int) -> set[int]:
+        pids = set()
+        for pid in descendants(root):
+            try:
+                argv0 = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0]
+            except OSError:
+                continue
+            if argv0.decode() == binary:
+                pids.add(pid)
+        return pids
+
+    acked: dict[int, str] = {}
+    stop_writing = trio.Event()
+
+    async def writer(c) -> None:
+        i = 0
+        while not stop_writing.is_set():
+            i += 1
+            text = f"load note {i} about the lighthouse keeper's log"
+            with trio.fail_after(30):
+                acked[(await c.memory("memory.notes.store", {"content": text}))["id"]] = text
+            await trio.sleep(0.05)
+
+    state = tmp_path / "state"
+    async with run_daemon(state, ready_timeout_s=180) as d:
+        async with open_client(url=d.url, token=d.token) as c, \
+                open_client(url=d.url, token=d.token) as w:
+            (first,) = server_pids(d.proc.pid)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(writer, w)
+                await trio.sleep(0.5)
+                before = len(acked)
+                os.kill(first, signal.SIGKILL)
+                with trio.fail_after(240):
+                    frames = [f async for f in c.say("Are you still there?")]
+                assert frames[-1]["type"] == "turn.finished", frames
+                with trio.fail_after(120):  # restarted, healthy again, same URL
+                    while not (server_pids(d.proc.pid) - {first}):
+                        await trio.sleep(0.2)
+                    while "llama.restarted" not in d.stderr_path.read_text():
+                        await trio.sleep(0.2)
+                with trio.fail_after(240):
+                    frames = [f async for f in c.say("Say hello.")]
+                assert frames[-1]["reason"] in ("reply", "finish", "max_steps"), frames
+                stop_writing.set()
+            assert len(acked) > before  # writes went on through the outage
+            for note_id, text in acked.items():
+                (note,) = await c.memory("memory.notes.recall", {"id": note_id})
+                assert note["content"] == text
+    stderr = d.stderr_path.read_text()
+    assert "llama.exited" in stderr and "Traceback" not in stderr
