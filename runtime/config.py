@@ -221,13 +221,17 @@ class LLMConfig(_C):
 
 
 class ServerConfig(_C):
-    """``server``: the websocket gateway (DESIGN §9). maxFrameBytes in bytes."""
+    """``server``: the websocket gateway (DESIGN §9). maxFrameBytes in bytes;
+    clientQueue: outbound frames buffered per client before it is dropped as too slow;
+    clientInflight: requests one client may have running at once before the gateway
+    stops reading its frames (a flooding client waits on itself, issue 7)."""
 
     host: str = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65535)] = 8765
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     max_frame_bytes: Annotated[int, Meta(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     client_queue: Annotated[int, Meta(ge=8, le=100_000)] = 256
+    client_inflight: Annotated[int, Meta(ge=1, le=10_000)] = 16
 
 
 class AgentConfig(_C):

@@ -9,8 +9,11 @@ compared in constant time (``hmac.compare_digest``); a wrong token gets one
 
 Isolation: each client has its own bounded outbound queue (``server.clientQueue``
 frames) drained by its own task; a client that stops reading is dropped when its
-queue is full, never slowing the others. A malformed frame gets one ``error`` to
-that client only and the connection stays open.
+queue is full, never slowing the others. Each client may have at most
+``server.clientInflight`` requests (turns, memory ops, metrics …) running at once;
+past that the gateway stops reading its frames until one finishes, so a client that
+floods the daemon only waits on itself (TCP backpressure) while others are served.
+A malformed frame gets one ``error`` to that client only and the connection stays open.
 """
 
 from __future__ import annotations
@@ -63,8 +66,10 @@ _json = msgspec.json.Encoder()
 class Client:
     """One connected, authenticated client."""
 
-    def __init__(self, ws: WebSocketConnection, queue_size: int, cid: int) -> None:
+    def __init__(self, ws: WebSocketConnection, queue_size: int, cid: int,
+                 inflight: int = 16) -> None:
         self.ws = ws
+        self.inflight = trio.Semaphore(inflight)
         self.id = cid
         self.session: str | None = None
         self.channels: set[str] = set()
@@ -175,7 +180,7 @@ class Gateway:
             await request.reject(403, body=b"origin not allowed")
             return
         ws = await request.accept()
-        client = Client(ws, self.cfg.client_queue, next(self._ids))
+        client = Client(ws, self.cfg.client_queue, next(self._ids), self.cfg.client_inflight)
         try:
             async with trio.open_nursery() as nursery:
                 client.scope = nursery.cancel_scope
@@ -260,14 +265,14 @@ class Gateway:
                 case Say():
                     # Turns run in the daemon-lifetime nursery: a client that disconnects
                     # mid-turn does not cancel it (the reply is persisted, reflection runs).
-                    self.turn_nursery.start_soon(self._say, client, frame)
+                    await self._spawn(self.turn_nursery, client, self._say, client, frame)
                 case CancelFrame():
-                    nursery.start_soon(self._call, client, None,
-                                       partial(self.sup.request, "agent",
-                                               CancelTurn(session=client.session), dict),
-                                       "cancel.result")
+                    await self._spawn(nursery, client, self._call, client, None,
+                                      partial(self.sup.request, "agent",
+                                              CancelTurn(session=client.session), dict),
+                                      "cancel.result")
                 case MemoryFrame():
-                    nursery.start_soon(self._memory, client, frame)
+                    await self._spawn(nursery, client, self._memory, client, frame)
                 case Subscribe(channels=channels):
                     bad = [c for c in channels if c not in CHANNELS]
                     if bad:
@@ -278,16 +283,32 @@ class Gateway:
                         client.channels.update(channels)
                         client.push({"type": "subscribed", "channels": sorted(client.channels)})
                 case MetricsFrame():
-                    nursery.start_soon(self._metrics, client)
+                    await self._spawn(nursery, client, self._metrics, client)
                 case SessionsFrame(limit=limit):
-                    nursery.start_soon(self._call, client, None,
-                                       partial(self.sup.request, "agent", ListSessions(limit=limit),
-                                               list), "sessions.result")
+                    await self._spawn(nursery, client, self._call, client, None,
+                                      partial(self.sup.request, "agent",
+                                              ListSessions(limit=limit), list),
+                                      "sessions.result")
                 case Ping():
                     client.push({"type": "pong"})
                 case Shutdown():
                     client.push({"type": "shutting_down"})
                     self.request_shutdown()
+
+    @staticmethod
+    async def _spawn(nursery: trio.Nursery, client: Client,
+                     fn: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """Start ``fn(*args)`` in ``nursery`` once ``client`` has a free in-flight slot
+        (``server.clientInflight``); until then its frames stay unread (module docstring)."""
+        await client.inflight.acquire()
+
+        async def run() -> None:
+            try:
+                await fn(*args)
+            finally:
+                client.inflight.release()
+
+        nursery.start_soon(run)
 
     async def _call(self, client: Client, rid: Any, call: Callable[[], Awaitable[Any]],
                     frame_type: str) -> None:

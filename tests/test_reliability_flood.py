@@ -1,0 +1,109 @@
+"""A client that floods the daemon affects only itself (issue 7, "Clients").
+
+A flooder sends :data:`FLOOD_FRAMES` memory writes and recalls as fast as its socket
+takes them — once while reading its answers, once never reading them — while a second,
+polite client pings, recalls and runs a turn. The polite client's requests never wait
+behind the flood (each is answered while the flood is still being worked through, well
+inside :data:`POLITE_BOUND_S`), the flooder that reads gets an answer for every frame
+it sent (a typed one: nothing is dropped silently), the flooder that never reads is
+dropped on its own, and the daemon shuts down cleanly afterwards.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import trio
+from trio_websocket import ConnectionClosed, open_websocket_url
+
+from runtime.client import open_client
+from tests.daemon import run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+FLOOD_FRAMES = 3000
+"""Frames one flooder sends per case (docs/RELIABILITY.md)."""
+POLITE_BOUND_S = 3.0
+"""Liveness bound on each polite request during the flood (seconds; the flood itself
+needs far longer than this to be worked through)."""
+RULES = [{"grammar_contains": "reply", "response": '{"reply": "fine"}'}]
+
+
+def _frame(i: int) -> str:
+    if i % 2:
+        return json.dumps({"type": "memory", "id": f"f{i}", "op": "memory.notes.recall",
+                           "args": {"query": "harbour lantern"}})
+    return json.dumps({"type": "memory", "id": f"f{i}", "op": "memory.notes.store",
+                       "args": {"content": f"flood note {i} harbour lantern cobalt"}})
+
+
+async def _flood(url: str, token: str, *, read: bool, answered: list[int],
+                 done: trio.Event, closed: list[int]) -> None:
+    """Send FLOOD_FRAMES frames; with ``read``, count their answers (``done`` once all
+    arrived); without, never read (``done`` once the daemon drops the connection)."""
+    async with open_websocket_url(url, max_message_size=64 * 1024 * 1024) as ws:
+        await ws.send_message(json.dumps({"type": "hello", "token": token}))
+        assert json.loads(await ws.get_message())["type"] == "welcome"
+
+        async def reader() -> None:
+            while len(answered) < FLOOD_FRAMES:
+                frame = json.loads(await ws.get_message())
+                if frame.get("type") in ("memory.result", "error") and frame.get("id"):
+                    answered.append(1)
+            done.set()
+
+        if read:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(reader)
+                for i in range(FLOOD_FRAMES):
+                    await ws.send_message(_frame(i))
+            return
+        try:
+            for i in range(FLOOD_FRAMES):
+                await ws.send_message(_frame(i))
+            await ws.get_message()  # only a close ends this: the daemon drops us
+        except ConnectionClosed as exc:
+            closed.append(exc.reason.code)
+        done.set()
+
+
+@pytest.mark.parametrize("reads", [True, False], ids=["reads", "never-reads"])
+async def test_a_flooding_client_affects_only_itself(tmp_path, reads):
+    async with open_fake_llama(tmp_path, RULES) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as polite:
+                canary = await polite.memory("memory.notes.store",
+                                             {"content": "the canary sings at dawn"})
+                answered: list[int] = []
+                closed: list[int] = []
+                done = trio.Event()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(lambda: _flood(d.url, d.token, read=reads,
+                                                      answered=answered, done=done,
+                                                      closed=closed))
+                    await trio.sleep(0.5)  # the flood is under way
+                    waits = []
+                    for i in range(10):
+                        t0 = time.monotonic()
+                        with trio.fail_after(POLITE_BOUND_S):
+                            await polite.send({"type": "ping"})
+                            await polite.wait_for(lambda f: f.get("type") == "pong")
+                            got = await polite.memory("memory.notes.recall", {"id": canary["id"]})
+                        assert got[0]["content"] == "the canary sings at dawn"
+                        waits.append(time.monotonic() - t0)
+                    with trio.fail_after(POLITE_BOUND_S * 4):
+                        frames = [f async for f in polite.say("still there?")]
+                    assert frames[-1].get("reason") == "reply", frames
+                    in_flood = not done.is_set()
+                    with trio.fail_after(180):
+                        await done.wait()
+                    nursery.cancel_scope.cancel()
+                if reads:
+                    assert in_flood, "the flood ended before the polite client was served"
+                    assert len(answered) == FLOOD_FRAMES  # every frame got its answer
+                else:
+                    assert closed, "the flooder that never reads was not dropped"
+                await polite.send({"type": "ping"})
+                await polite.wait_for(lambda f: f.get("type") == "pong")
+    assert "Traceback" not in d.stderr_path.read_text()
