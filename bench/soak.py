@@ -11,9 +11,13 @@ Every ``SAMPLE_S`` seconds each daemon process (root, the four actors) is sample
 ``WARMUP_S`` seconds are warm-up (imports, the model load, caches filling); the figures
 compare the first sample after warm-up with the last one.
 
-Pass: 0 errors, every process's RSS grows by at most ``RSS_GROWTH_LIMIT`` (10 %) after
-warm-up, and descriptors and threads end where they started (± 4: sockets of clients in
-the middle of reconnecting). The section is written to ``bench/RESULTS.md``.
+Pass: 0 errors, no actor restarted, and in the second half of the run — the steady
+state, when a leak shows as the same steady growth while a cache or the allocator's
+high-water mark of the first minutes does not — every process's RSS grows by at most
+``RSS_LATE_GROWTH_LIMIT`` (2 %) and its descriptors and threads by at most ``FD_SLACK``
+(4: sockets of clients in the middle of reconnecting; pools such as httpx's to the LLM
+grow with the concurrency reached, not with time). The growth since warm-up is shown
+beside it. The section is written to ``bench/RESULTS.md``.
 
 Usage: ``python -m bench.soak [--clients N] [--minutes M] [--quick] [--no-write]``.
 """
@@ -40,7 +44,7 @@ from tests.fakes.llama_server import open_fake_llama
 SECTION = "## Soak"
 SAMPLE_S = 10.0
 WARMUP_S = 60.0
-RSS_GROWTH_LIMIT = 0.10
+RSS_LATE_GROWTH_LIMIT = 0.02
 FD_SLACK = 4
 RULES = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
 WORDS = ("coffee lisbon pytest piano travel sister editor garden budget docker kettle "
@@ -138,7 +142,7 @@ async def run(clients: int, minutes: float, latency_ms: float, reconnect_every: 
 def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, bool]:
     """The RESULTS.md section and whether every check passed."""
     rows = ["| process | RSS after warm-up MiB | RSS at mid-run MiB | RSS at end MiB | growth | "
-            "growth in the 2nd half | fds start → end | threads start → end |",
+            "growth in the 2nd half | fds warm → mid → end | threads warm → mid → end |",
             "|---|---:|---:|---:|---:|---:|---|---|"]
     ok = not result["errors"] and result["restarts"] == 0
     for name in ("root", "memory", "agent", "reflection", "backfill"):
@@ -151,18 +155,20 @@ def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, b
         first, mid, last = warm[0], warm[len(warm) // 2], warm[-1]
         growth = last["rss_kib"] / first["rss_kib"] - 1
         late = last["rss_kib"] / mid["rss_kib"] - 1  # a plateau shows ≈ 0 here, a leak not
-        ok &= growth <= RSS_GROWTH_LIMIT
-        ok &= abs(last["fds"] - first["fds"]) <= FD_SLACK
-        ok &= abs(last["threads"] - first["threads"]) <= FD_SLACK
+        ok &= late <= RSS_LATE_GROWTH_LIMIT
+        ok &= last["fds"] - mid["fds"] <= FD_SLACK
+        ok &= last["threads"] - mid["threads"] <= FD_SLACK
         rows.append(f"| {name} | {first['rss_kib'] / 1024:.1f} | {mid['rss_kib'] / 1024:.1f} | "
                     f"{last['rss_kib'] / 1024:.1f} | {growth * 100:+.1f} % | "
-                    f"{late * 100:+.1f} % | {first['fds']} → {last['fds']} | "
-                    f"{first['threads']} → {last['threads']} |")
+                    f"{late * 100:+.1f} % | {first['fds']} → {mid['fds']} → {last['fds']} | "
+                    f"{first['threads']} → {mid['threads']} → {last['threads']} |")
     c = result["counts"]
     errors = ", ".join(f"{k} {v}" for k, v in result["errors"].items()) or "0"
     text = (f"{SECTION}\n\nIssue 7: {args.clients} clients for {args.minutes:g} min with "
             "reflection and backfill on: flat memory per process, no growing descriptors "
-            "or threads, 0 errors.\n\n"
+            "or threads, 0 errors. Pass: in the second half (steady state) RSS grows "
+            f"≤ {RSS_LATE_GROWTH_LIMIT * 100:g} % and fds / threads ≤ {FD_SLACK} per "
+            "process, 0 errors, 0 restarts.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
             f"- Scripted llama-server at {args.latency_ms:g} ms per completion; each client "
             "loops turn (+ note + recall every third round), reconnecting every "
