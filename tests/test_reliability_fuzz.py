@@ -15,18 +15,20 @@ from __future__ import annotations
 import json
 
 import trio
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 from trio_websocket import ConnectionClosed
 
 from runtime.client import ClientError, open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
+from tests.fuzzing import fuzz_settings
 
 EXAMPLES = 5
 FRAMES_PER_EXAMPLE = 40
 FRAMES_FUZZED = EXAMPLES * FRAMES_PER_EXAMPLE
 """Hostile frames per CI run (docs/RELIABILITY.md)."""
+FUZZ_COUNTS = {"websocket frames": FRAMES_FUZZED}
 MAX_FRAME = 64 * 1024  # a small cap, so the oversized case is cheap
 
 TYPES = ["hello", "say", "cancel", "memory", "subscribe", "sessions", "metrics", "ping",
@@ -90,11 +92,7 @@ async def _fuzz(tmp_path, batch: list[str | bytes]) -> dict[str, int]:
     return outcome
 
 
-@settings(max_examples=EXAMPLES, derandomize=True, deadline=None,
-          # No shrinking: each step boots a daemon; a failure is reported as generated.
-          phases=[Phase.explicit, Phase.reuse, Phase.generate],
-          suppress_health_check=[HealthCheck.function_scoped_fixture,
-                                 HealthCheck.data_too_large, HealthCheck.too_slow])
+@fuzz_settings(EXAMPLES)
 @given(batch=st.lists(frames, min_size=FRAMES_PER_EXAMPLE, max_size=FRAMES_PER_EXAMPLE))
 def test_fuzzed_frames_get_typed_answers_and_never_break_the_daemon(tmp_path, batch):
     outcome = trio.run(_fuzz, tmp_path, batch)
