@@ -17,7 +17,9 @@ high-water mark of the first minutes does not — every process's RSS grows by a
 ``RSS_LATE_GROWTH_LIMIT`` (2 %) and its descriptors and threads by at most ``FD_SLACK``
 (4: sockets of clients in the middle of reconnecting; pools such as httpx's to the LLM
 grow with the concurrency reached, not with time). The growth since warm-up is shown
-beside it. The section is written to ``bench/RESULTS.md``.
+beside it. Task leaks: each process's live trio tasks (the ``metrics`` frame) are counted
+with the daemon idle before the clients start and after they stop; after may exceed
+before by at most ``TASK_SLACK``. The section is written to ``bench/RESULTS.md``.
 
 Usage: ``python -m bench.soak [--clients N] [--minutes M] [--quick] [--no-write]``.
 """
@@ -46,6 +48,9 @@ SAMPLE_S = 10.0
 WARMUP_S = 60.0
 RSS_LATE_GROWTH_LIMIT = 0.02
 FD_SLACK = 4
+TASK_SLACK = 2
+"""Trio tasks a process may hold more when idle after the load than before it (a
+connection pool's reaper, a lazily started background task)."""
 RULES = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
 WORDS = ("coffee lisbon pytest piano travel sister editor garden budget docker kettle "
          "harbour violin meadow lantern cobalt saffron walnut glacier orchard").split()
@@ -118,6 +123,7 @@ async def run(clients: int, minutes: float, latency_ms: float, reconnect_every: 
     with tempfile.TemporaryDirectory() as tmp:
         async with open_fake_llama(Path(tmp), RULES, latency_ms=latency_ms) as fake:
             async with run_daemon(Path(tmp) / "state", llm_url=fake.url) as d:
+                tasks_before = await idle_tasks(d.url, d.token)
                 t0 = trio.current_time()
                 until = t0 + minutes * 60
                 async with trio.open_nursery() as nursery:
@@ -133,23 +139,41 @@ async def run(clients: int, minutes: float, latency_ms: float, reconnect_every: 
                         print(f"soak: {now:5.0f} s  turns {counts['turns']}  errors "
                               f"{sum(errors.values())}", file=sys.stderr, flush=True)
                         await trio.sleep(SAMPLE_S)
+                tasks_after = await idle_tasks(d.url, d.token)
                 shutdown = d
             restarts = shutdown.stderr_path.read_text().count("actor.restarting")
     return {"samples": samples, "counts": counts, "errors": errors,
-            "shutdown_s": shutdown.shutdown_s, "restarts": restarts}
+            "shutdown_s": shutdown.shutdown_s, "restarts": restarts,
+            "tasks": (tasks_before, tasks_after)}
+
+
+async def idle_tasks(url: str, token: str) -> dict[str, int]:
+    """Trio tasks alive per process (the ``metrics`` frame's ``tasks``) once the daemon
+    is idle: no turn, reflection or client but this probe (waits up to 60 s for the
+    last reflections to finish, as they do after a turn)."""
+    async with open_client(url=url, token=token) as c:
+        with trio.move_on_after(60):
+            while True:
+                m = await c.request({"type": "metrics"}, "metrics.result")
+                if m["clients"] == 1 and m["tasks"] == (await c.request(
+                        {"type": "metrics"}, "metrics.result"))["tasks"]:
+                    break
+                await trio.sleep(1.0)
+        return m["tasks"]
 
 
 def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, bool]:
     """The RESULTS.md section and whether every check passed."""
     rows = ["| process | RSS after warm-up MiB | RSS at mid-run MiB | RSS at end MiB | growth | "
-            "growth in the 2nd half | fds warm → mid → end | threads warm → mid → end |",
-            "|---|---:|---:|---:|---:|---:|---|---|"]
+            "growth in the 2nd half | fds warm → mid → end | threads warm → mid → end | "
+            "idle trio tasks before → after |",
+            "|---|---:|---:|---:|---:|---:|---|---|---|"]
     ok = not result["errors"] and result["restarts"] == 0
     for name in ("root", "memory", "agent", "reflection", "backfill"):
         xs = result["samples"].get(name, [])
         warm = [s for t, s in xs if t >= min(WARMUP_S, args.minutes * 30)]
         if len(warm) < 2:
-            rows.append(f"| {name} | – | – | – | – | – | – | – |")
+            rows.append(f"| {name} | – | – | – | – | – | – | – | – |")
             ok = False
             continue
         first, mid, last = warm[0], warm[len(warm) // 2], warm[-1]
@@ -158,10 +182,13 @@ def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, b
         ok &= late <= RSS_LATE_GROWTH_LIMIT
         ok &= last["fds"] - mid["fds"] <= FD_SLACK
         ok &= last["threads"] - mid["threads"] <= FD_SLACK
+        before, after = (t.get(name) for t in result["tasks"])
+        ok &= before is not None and after is not None and after - before <= TASK_SLACK
         rows.append(f"| {name} | {first['rss_kib'] / 1024:.1f} | {mid['rss_kib'] / 1024:.1f} | "
                     f"{last['rss_kib'] / 1024:.1f} | {growth * 100:+.1f} % | "
                     f"{late * 100:+.1f} % | {first['fds']} → {mid['fds']} → {last['fds']} | "
-                    f"{first['threads']} → {mid['threads']} → {last['threads']} |")
+                    f"{first['threads']} → {mid['threads']} → {last['threads']} | "
+                    f"{before} → {after} |")
     c = result["counts"]
     errors = ", ".join(f"{k} {v}" for k, v in result["errors"].items()) or "0"
     text = (f"{SECTION}\n\nIssue 7: {args.clients} clients for {args.minutes:g} min with "

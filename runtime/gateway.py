@@ -39,7 +39,7 @@ from ._supervise import Supervisor
 from .config import ServerConfig
 from .actor import leaf_exception
 from .errors import ActorUnavailable, RemoteError, RuntimeFailure
-from .metrics import MetricsRequest, merge_snapshots
+from .metrics import MetricsRequest, live_tasks, merge_snapshots
 from .protocol import (
     CHANNELS,
     PROTOCOL_VERSION,
@@ -371,6 +371,8 @@ class Gateway:
         out["actors"] = snaps
         out["restarts"] = self.sup.restart_count
         out["clients"] = len(self.clients)
+        out["tasks"] = {"root": live_tasks(), **{
+            name: snap.get("gauges", {}).get("tasks") for name, snap in snaps.items()}}
         return out
 
     async def _metrics(self, client: Client) -> None:

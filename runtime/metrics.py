@@ -3,7 +3,9 @@
 Names follow the seeds (``agent.memory.reflection`` with an ``outcome`` label,
 ``agent.memory.reflection.latency_ms`` …). A snapshot is plain data so it crosses
 the process boundary as a msgpack map: ``{"counters": {"name{label=v}": n},
-"histograms": {"name": {"count", "sum", "buckets": {le: n}}}}``.
+"histograms": {"name": {"count", "sum", "buckets": {le: n}}}, "gauges": {"tasks": n}}``
+(``tasks``: trio tasks alive in that process when the snapshot was taken — the soak
+compares it idle before and after a load to find task leaks).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import bisect
 
 import msgspec
+import trio
 
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 """Upper bounds (ms) of latency histogram buckets; a last ``+Inf`` bucket is implied."""
@@ -54,7 +57,26 @@ class Metrics:
             bounds = [str(b) for b in LATENCY_BUCKETS_MS] + ["inf"]
             hist[name] = {"count": h["count"], "sum": round(h["sum"], 3),
                           "buckets": dict(zip(bounds, h["buckets"]))}
-        return {"counters": dict(self.counters), "histograms": hist}
+        return {"counters": dict(self.counters), "histograms": hist,
+                "gauges": {"tasks": live_tasks()}}
+
+
+def live_tasks() -> int:
+    """Trio tasks alive in this process's run, counted from the root task down through
+    every nursery (``trio.lowlevel``); 0 outside a trio run."""
+    try:
+        todo = [trio.lowlevel.current_root_task()]
+    except RuntimeError:
+        return 0
+    count = 0
+    while todo:
+        task = todo.pop()
+        if task is None:
+            continue
+        count += 1
+        for nursery in task.child_nurseries:
+            todo.extend(nursery.child_tasks)
+    return count
 
 
 def merge_snapshots(snaps: dict[str, dict]) -> dict:
