@@ -14,9 +14,10 @@ compare the first sample after warm-up with the last one.
 Pass: 0 errors, no actor restarted, and in the second half of the run — the steady
 state, when a leak shows as the same steady growth while a cache or the allocator's
 high-water mark of the first minutes does not — every process's RSS grows by at most
-``RSS_LATE_GROWTH_LIMIT`` (2 %) and its descriptors and threads by at most ``FD_SLACK``
-(4: sockets of clients in the middle of reconnecting; pools such as httpx's to the LLM
-grow with the concurrency reached, not with time). The growth since warm-up is shown
+``RSS_LATE_GROWTH_LIMIT`` (2 %), and its descriptors and threads never exceed the first
+half's highest count by more than ``FD_SLACK`` (4: sockets of clients in the middle of
+reconnecting; a leak keeps setting new highs, while a pool such as httpx's connections to
+the LLM rises and falls with the load). The growth since warm-up is shown
 beside it. Task leaks: each process's live trio tasks (the ``metrics`` frame) are counted
 with the daemon idle before the clients start and after they stop; after may exceed
 before by at most ``TASK_SLACK``. The section is written to ``bench/RESULTS.md``.
@@ -180,8 +181,11 @@ def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, b
         growth = last["rss_kib"] / first["rss_kib"] - 1
         late = last["rss_kib"] / mid["rss_kib"] - 1  # a plateau shows ≈ 0 here, a leak not
         ok &= late <= RSS_LATE_GROWTH_LIMIT
-        ok &= last["fds"] - mid["fds"] <= FD_SLACK
-        ok &= last["threads"] - mid["threads"] <= FD_SLACK
+        # A leak sets new highs; a pool (httpx's to the LLM) moves up and down with load.
+        first_half = warm[: len(warm) // 2 + 1]
+        for key in ("fds", "threads"):
+            ok &= max(s[key] for s in warm[len(warm) // 2:]) <= (
+                max(s[key] for s in first_half) + FD_SLACK)
         before, after = (t.get(name) for t in result["tasks"])
         ok &= before is not None and after is not None and after - before <= TASK_SLACK
         rows.append(f"| {name} | {first['rss_kib'] / 1024:.1f} | {mid['rss_kib'] / 1024:.1f} | "
@@ -194,8 +198,9 @@ def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, b
     text = (f"{SECTION}\n\nIssue 7: {args.clients} clients for {args.minutes:g} min with "
             "reflection and backfill on: flat memory per process, no growing descriptors "
             "or threads, 0 errors. Pass: in the second half (steady state) RSS grows "
-            f"≤ {RSS_LATE_GROWTH_LIMIT * 100:g} % and fds / threads ≤ {FD_SLACK} per "
-            "process, 0 errors, 0 restarts.\n\n"
+            f"≤ {RSS_LATE_GROWTH_LIMIT * 100:g} % and fds / threads stay within {FD_SLACK} of the "
+            "first half's highest, per process; idle trio tasks the same before and after; "
+            "0 errors, 0 restarts.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
             f"- Scripted llama-server at {args.latency_ms:g} ms per completion; each client "
             "loops turn (+ note + recall every third round), reconnecting every "

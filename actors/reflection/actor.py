@@ -51,6 +51,9 @@ log = structlog.get_logger()
 FAILURE_STREAK_WARN = 3
 """Consecutive failed/timeout outcomes in one session before one operator warning
 (anchor §4.1, health tracker)."""
+MAX_TRACKED_SESSIONS = 1024
+"""Sessions whose failure streak is remembered at most (the longest-quiet are forgotten
+first), so the health tracker stays bounded however many sessions come and go."""
 N_PREDICT = 320
 """Token cap of a reflection completion: six lines of ≤ 200 chars is ~300 tokens."""
 PARSE_MAX_ITEMS = 6
@@ -186,8 +189,12 @@ class ReflectionActor:
                             latency_ms=round(latency_ms, 1), fact_keys=keys, note_ids=ids,
                             reason=reason or None)
         if outcome in ("failed", "timeout"):
-            streak = self.streaks.get(msg.session, 0) + 1
-            self.streaks[msg.session] = streak
+            streak = self.streaks.pop(msg.session, 0) + 1
+            self.streaks[msg.session] = streak  # re-inserted: newest last
+            while len(self.streaks) > MAX_TRACKED_SESSIONS:  # failing sessions, bounded
+                oldest = next(iter(self.streaks))
+                del self.streaks[oldest]
+                self.warned.discard(oldest)
             if streak >= FAILURE_STREAK_WARN and msg.session not in self.warned:
                 self.warned.add(msg.session)
                 self.metrics.inc("agent.memory.reflection.unhealthy")
@@ -195,7 +202,10 @@ class ReflectionActor:
                             hint="reflection keeps failing or timing out; raise "
                                  "memory.reflection.timeoutMs or set memory.reflection.enabled=false")
         elif outcome != "aborted":
-            self.streaks[msg.session] = 0
+            # Forget a healthy session: one entry per session ever seen would grow with
+            # the daemon's lifetime (found by bench/soak, issue 7).
+            self.streaks.pop(msg.session, None)
+            self.warned.discard(msg.session)
         try:
             await self.ctx.cast("root", ReflectionEvent(
                 session=msg.session, turn=msg.turn, outcome=outcome, latency_ms=round(latency_ms, 1),
