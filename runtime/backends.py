@@ -38,15 +38,15 @@ import trio
 
 from .config import BackendConfig, Config
 from .llm import (
+    DECODE_ERRORS,
     Completion,
     LLMBadResponse,
     LLMError,
-    LLMTimeout,
-    LLMUnavailable,
     LlamaClient,
     Props,
     SlotPlan,
     chat_prompt,
+    sse_lines,
 )
 
 __all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "api_key_for",
@@ -209,18 +209,22 @@ class OpenAIBackend:
     def _decode(self, data: bytes | str, url: str) -> _OpenAIWire:
         try:
             return _openai_decoder.decode(data)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_ERRORS as exc:
             raise LLMBadResponse(f"{self.label} {url} body is malformed: {exc}", url=url) from None
 
     async def _read_stream(self, response: httpx.Response, url: str,
                            on_token: OnToken) -> Completion:
+        """Consume ``data: {"choices": ...}`` SSE events until ``data: [DONE]``, under the
+        client's stream deadlines (``LlamaClient.stream_deadline``); raises
+        :class:`~runtime.llm.LLMError` subclasses."""
         pieces: list[str] = []
         finish = ""
-        try:
-            async for raw in response.aiter_lines():
+        with self.client.stream_deadline(f"{self.label} stream", url) as progress:
+            async for raw in sse_lines(response):
                 line = raw.strip()
                 if not line.startswith("data:"):
                     continue
+                progress()
                 data = line[5:].strip()
                 if data == "[DONE]":
                     return Completion(text="".join(pieces), tokens_predicted=len(pieces),
@@ -232,10 +236,6 @@ class OpenAIBackend:
                         pieces.append(piece)
                         await on_token(piece)
                     finish = choice.finish_reason or finish
-        except httpx.TimeoutException as exc:
-            raise LLMTimeout(f"{self.label} stream {url} stalled", url=url) from exc
-        except httpx.TransportError as exc:
-            raise LLMUnavailable(f"{self.label} stream {url} broke: {exc}", url=url) from exc
         raise LLMBadResponse(f"{self.label} stream {url} ended without [DONE]", url=url)
 
     async def aclose(self) -> None:

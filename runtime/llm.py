@@ -12,13 +12,21 @@ Error tree (every error is one line; third-party errors are translated here, onc
      ├── LLMUnavailable   transport failure: refused, reset, DNS, broken stream
      ├── LLMBadResponse   4xx, or a body that is not the expected JSON shape
      ├── LLMServerError   5xx (after retries)
-     └── LLMTimeout       an httpx per-phase timeout fired (connect/read/write/pool)
+     └── LLMTimeout       no complete answer in time (the deadlines below)
 
 Retries (anchor §7.8): only transport failures and 5xx, up to ``retries`` (default 2)
 extra attempts with exponential backoff (``backoff_base_s`` × 2^attempt, ±20 % jitter);
 4xx, malformed bodies and our own timeouts are never retried, and a stream is retried
-only before its first byte. Caller deadlines are trio cancel scopes around the call;
-``trio.Cancelled`` is never caught (it is a ``BaseException``).
+only before its first byte.
+
+Deadlines (anchor §7.8; issue 7: a server that drips its answer a byte at a time keeps
+every httpx per-read timeout alive, so the totals are trio cancel scopes): a unary call —
+every attempt, backoff and the whole body — ends within ``timeout_s``; a stream's
+response headers come within ``timeout_s``, then each SSE ``data:`` event within
+``timeout_s`` of the previous one (idle budget; bytes that do not complete an event do
+not count), and the whole stream within ``stream_cap_s``. Caller deadlines are trio
+cancel scopes around the call; ``trio.Cancelled`` is never caught (it is a
+``BaseException``).
 """
 
 from __future__ import annotations
@@ -26,7 +34,8 @@ from __future__ import annotations
 import math
 import random
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
@@ -35,7 +44,7 @@ import msgspec
 import trio
 
 __all__ = [
-    "error_detail",
+    "DECODE_ERRORS", "STREAM_CAP_FACTOR", "error_detail", "sse_lines",
     "LLMError", "LLMUnavailable", "LLMBadResponse", "LLMServerError", "LLMTimeout",
     "Props", "Completion", "LlamaClient", "SlotPlan", "check_slot",
 ]
@@ -45,6 +54,16 @@ TOP_P = 0.95
 TOP_K = 40
 REPEAT_PENALTY = 1.1
 REPEAT_LAST_N = 256
+
+STREAM_CAP_FACTOR = 4
+"""A stream's default whole-stream bound is this many ``timeout_s`` (anchor §7.8's
+absolute stream cap; the idle budget between events is ``timeout_s`` itself)."""
+
+DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
+"""What decoding a hostile JSON body can raise: ``msgspec.DecodeError`` (not JSON, or
+the wrong shape: ``ValidationError`` is a subclass) and ``RecursionError`` (nesting
+deeper than the interpreter's limit, e.g. 3,000 ``[``). Every decoder of a server's
+answer catches exactly these and raises its module's typed error."""
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
@@ -81,7 +100,9 @@ class LLMServerError(LLMError):
 
 
 class LLMTimeout(LLMError):
-    """An httpx timeout (connect/read/write/pool, ``timeout_s`` each) fired."""
+    """No complete answer in time: an httpx per-phase timeout fired, or one of the
+    client's deadlines (module docstring: ``timeout_s`` for a unary call, headers and
+    each stream event; ``stream_cap_s`` for a whole stream)."""
 
 
 # --------------------------------------------------------------------------- shapes
@@ -195,13 +216,22 @@ def error_detail(body: bytes) -> str:
     "..."}``) out of an error body, else its text as one line of at most 200 chars."""
     try:
         err = _error_decoder.decode(body).error
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except DECODE_ERRORS:
         err = None
     if isinstance(err, _ErrorBodyWire) and err.message:
         return err.message
     if isinstance(err, str) and err:
         return err
     return _one_line(body.decode("utf-8", "replace"), 200) or "(empty body)"
+
+
+def sse_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """The lines of a server-sent-events body, decoded as UTF-8 (the SSE format's only
+    encoding; bad bytes become U+FFFD) whatever charset the ``Content-Type`` names:
+    httpx would decode with that charset, and ``charset=utf-16`` on a body without a
+    BOM raises ``UnicodeError`` mid-stream."""
+    response.encoding = "utf-8"
+    return response.aiter_lines()
 
 
 # --------------------------------------------------------------------------- slots
@@ -261,17 +291,19 @@ class LlamaClient:
     """Async llama-server client for one base URL; use as ``async with``.
 
     ``base_url``: e.g. ``http://127.0.0.1:8080`` (no trailing path). ``api_key``: sent
-    as ``Authorization: Bearer`` when given. ``timeout_s``: httpx per-phase timeout in
-    seconds (connect, read — i.e. the longest wait for the next bytes — write, pool);
-    whole-call deadlines belong to the caller's cancel scope. ``client``: an existing
+    as ``Authorization: Bearer`` when given. ``timeout_s`` (seconds): the httpx
+    per-phase timeout (connect, read, write, pool) and the bound on a whole unary call,
+    on a stream's response headers and on the gap between its events; ``stream_cap_s``
+    (seconds, default :data:`STREAM_CAP_FACTOR` × ``timeout_s``): the bound on a whole
+    stream (module docstring, "Deadlines"). ``client``: an existing
     ``httpx.AsyncClient`` to use (not closed by :meth:`aclose`); else one is owned.
     ``retries``: extra attempts for transport failures and 5xx; ``backoff_base_s``:
     first backoff in seconds, doubled per attempt (±20 % jitter). ``label`` names the
     server in error messages (``runtime.backends`` also uses this transport for
     OpenAI-compatible servers).
 
-    Raises ``ValueError`` when ``timeout_s`` is not finite and positive (BC-18: every
-    call to llama-server must be bounded).
+    Raises ``ValueError`` when ``timeout_s`` or ``stream_cap_s`` is not finite and
+    positive (BC-18: every call to llama-server must be bounded).
     """
 
     def __init__(
@@ -284,11 +316,18 @@ class LlamaClient:
         retries: int = 2,
         backoff_base_s: float = 0.25,
         label: str = "llama-server",
+        stream_cap_s: float | None = None,
     ) -> None:
         if not 0 < timeout_s < math.inf:
             raise ValueError(f"timeout_s must be finite and > 0 (BC-18), got {timeout_s}")
+        if stream_cap_s is None:
+            stream_cap_s = STREAM_CAP_FACTOR * timeout_s
+        if not 0 < stream_cap_s < math.inf:
+            raise ValueError(f"stream_cap_s must be finite and > 0 (BC-18), got {stream_cap_s}")
         self.base_url = base_url.rstrip("/")
         self.label = label
+        self.timeout_s = timeout_s
+        self.stream_cap_s = stream_cap_s
         self._timeout = httpx.Timeout(timeout_s)
         self._headers = {"Content-Type": "application/json"}
         if api_key:
@@ -322,8 +361,18 @@ class LlamaClient:
     async def _request(
         self, method: str, path: str, body: bytes | None = None, *, stream: bool = False
     ) -> httpx.Response:
-        """Send with retries; return a 2xx response (open when ``stream``) or raise."""
+        """Send with retries; return a 2xx response (open when ``stream``, its body read
+        otherwise) or raise an :class:`LLMError`. Everything — attempts, backoff, error
+        bodies, a unary body — ends within ``timeout_s`` (:class:`LLMTimeout`)."""
         url = self.base_url + path
+        with trio.move_on_after(self.timeout_s) as deadline:
+            return await self._attempts(method, url, body, stream)
+        assert deadline.cancelled_caught
+        raise LLMTimeout(f"{self.label} {method} {url} gave no complete answer within "
+                         f"{self.timeout_s:g} s", url=url)
+
+    async def _attempts(self, method: str, url: str, body: bytes | None,
+                        stream: bool) -> httpx.Response:
         what = f"{self.label} {method} {url}"
         attempt = 0
         while True:
@@ -354,7 +403,8 @@ class LlamaClient:
             except httpx.HTTPError:
                 detail = "(body unreadable)"
             finally:
-                await response.aclose()
+                with trio.move_on_after(1.0, shield=True):
+                    await response.aclose()
             if status >= 500:
                 if attempt < self._retries:
                     await self._backoff(attempt)
@@ -372,15 +422,18 @@ class LlamaClient:
     async def health(self) -> bool:
         """``GET /health``: True when the server answers 200 (model loaded), else False.
 
-        Never raises an :class:`LLMError` (one attempt, no retries); cancellation
-        still propagates.
+        Never raises an :class:`LLMError` (one attempt, no retries, at most
+        ``timeout_s``: False after that); cancellation still propagates.
         """
         url = self.base_url + "/health"
-        try:
-            response = await self._client.get(url, headers=self._headers, timeout=self._timeout)
-        except httpx.HTTPError:
-            return False
-        return response.status_code == 200
+        with trio.move_on_after(self.timeout_s):
+            try:
+                response = await self._client.get(url, headers=self._headers,
+                                                  timeout=self._timeout)
+            except httpx.HTTPError:
+                return False
+            return response.status_code == 200
+        return False
 
     async def props(self) -> Props:
         """``GET /props`` → :class:`Props`; remembers ``total_slots`` for slot checks.
@@ -391,7 +444,7 @@ class LlamaClient:
         response = await self._request("GET", "/props")
         try:
             wire = _props_decoder.decode(response.content)
-        except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        except DECODE_ERRORS as exc:
             raise LLMBadResponse(f"llama-server /props body is malformed: {exc}",
                                  url=str(response.url)) from None
         reported = isinstance(wire.total_slots, int) and wire.total_slots >= 1
@@ -457,7 +510,7 @@ class LlamaClient:
             response = await self._request("POST", "/completion", payload)
             try:
                 wire = _completion_decoder.decode(response.content)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except DECODE_ERRORS as exc:
                 raise LLMBadResponse(f"llama-server /completion body is malformed: {exc}",
                                      url=str(response.url)) from None
             return _to_completion(wire, wire.content)
@@ -468,40 +521,70 @@ class LlamaClient:
             with trio.move_on_after(1.0, shield=True):
                 await response.aclose()
 
+    @contextmanager
+    def stream_deadline(self, what: str, url: str) -> Iterator[Callable[[], None]]:
+        """Bound reading one stream's body (module docstring, "Deadlines").
+
+        Yields ``progress()``: call it after each complete SSE ``data:`` event, to give
+        the next one ``timeout_s`` again (never past ``stream_cap_s`` from entry).
+        Raises :class:`LLMTimeout` when a budget runs out or httpx times out,
+        :class:`LLMUnavailable` when the connection breaks, :class:`LLMBadResponse` for
+        any other httpx error (a ``Content-Encoding`` the body does not have). ``what``
+        names the stream in messages (e.g. ``"llama-server stream"``).
+        """
+        start = trio.current_time()
+        cap = start + self.stream_cap_s
+        with trio.CancelScope(deadline=min(start + self.timeout_s, cap)) as scope:
+
+            def progress() -> None:
+                scope.deadline = min(trio.current_time() + self.timeout_s, cap)
+
+            try:
+                yield progress
+            except httpx.TimeoutException as exc:
+                raise LLMTimeout(f"{what} {url} stalled: {type(exc).__name__}",
+                                 url=url) from exc
+            except httpx.TransportError as exc:
+                raise LLMUnavailable(f"{what} {url} broke: {type(exc).__name__}: {exc}",
+                                     url=url) from exc
+            except httpx.HTTPError as exc:
+                raise LLMBadResponse(f"{what} {url} is unreadable: {type(exc).__name__}: "
+                                     f"{exc}", url=url) from exc
+        if scope.cancelled_caught:
+            capped = trio.current_time() >= cap
+            raise LLMTimeout(
+                f"{what} {url} " + (f"did not finish within {self.stream_cap_s:g} s" if capped
+                                    else f"sent no event for {self.timeout_s:g} s"), url=url)
+
     async def _read_stream(
         self, response: httpx.Response, on_token: Callable[[str], Awaitable[None]]
     ) -> Completion:
         """Consume ``data: {...}`` SSE lines until the chunk with ``stop: true``."""
         url = str(response.url)
         pieces: list[str] = []
-        try:
-            async for raw in response.aiter_lines():
+        with self.stream_deadline(f"{self.label} stream", url) as progress:
+            async for raw in sse_lines(response):
                 line = raw.strip()
                 if line.startswith("error:"):
                     detail = error_detail(line[6:].strip().encode())
-                    raise LLMServerError(f"llama-server stream error: {detail}", url=url)
+                    raise LLMServerError(f"{self.label} stream error: {detail}", url=url)
                 if not line.startswith("data:"):
                     continue  # blank keep-alives, comments, event:/id: fields
+                progress()
                 data = line[5:].strip()
                 if data == "[DONE]":
                     break
                 try:
                     chunk = _completion_decoder.decode(data)
-                except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                    raise LLMBadResponse(f"llama-server stream chunk is malformed: {exc}",
+                except DECODE_ERRORS as exc:
+                    raise LLMBadResponse(f"{self.label} stream chunk is malformed: {exc}",
                                          url=url) from None
                 if chunk.content:
                     pieces.append(chunk.content)
                     await on_token(chunk.content)
                 if chunk.stop:
                     return _to_completion(chunk, "".join(pieces))
-        except httpx.TimeoutException as exc:
-            raise LLMTimeout(f"llama-server stream {url} stalled: {type(exc).__name__}",
-                             url=url) from exc
-        except httpx.TransportError as exc:
-            raise LLMUnavailable(f"llama-server stream {url} broke: {type(exc).__name__}: {exc}",
-                                 url=url) from exc
-        raise LLMBadResponse("llama-server stream ended without a final stop chunk", url=url)
+        raise LLMBadResponse(f"{self.label} stream ended without a final stop chunk", url=url)
 
 
 def chat_prompt(system: str, user: str, template: str = "chatml") -> str:

@@ -75,6 +75,18 @@ def test_wrong_shapes_are_named(payload, words):
         parse_vectors(payload, 1)
 
 
+def test_null_components_read_as_nan_and_unfloatable_numbers_are_named():
+    """llama-server writes a NaN component as ``null``: the row parses (NaN) and is then
+    reported missing, instead of failing the whole batch (issue 7)."""
+    (row,) = parse_vectors({"embedding": [0.5, None]}, 1)
+    assert row[0] == 0.5 and row[1] != row[1]
+    with pytest.raises(ValueError, match="too large for a float"):
+        parse_vectors({"embedding": [10**400]}, 1)
+    # A 5,000-digit count is no number (int() would refuse it): read as 0.
+    assert too_large(500, f"input ({'9' * 5000} tokens) is too large to process. increase "
+                          f"the physical batch size (current batch size: 512)") == (0, 512)
+
+
 def test_too_large_is_recognised_with_its_numbers():
     assert too_large(500, BC10_MESSAGE) == (812, 512)
     assert too_large(400, "This model's maximum context length is 8192 tokens, however you "

@@ -19,8 +19,15 @@ else raises :class:`~actors.backfill.embedder.EmbeddingUnavailable` with the rea
 one line (the caller keeps recall keyword-only and shows the reason in ``memory stats``).
 
 Every embed names its purpose and gets the catalog prefix (:func:`apply_prefix`).
-Returned rows are L2-normalised float32. A server row that is zero or not finite is
-reported missing, never stored.
+Returned rows are L2-normalised float32. A server row that is zero or not finite (a
+``null`` component counts as NaN: llama-server's JSON writer turns NaN into ``null``;
+a number beyond float32 as infinite) is reported missing, never stored.
+
+**Hostile answers (issue 7).** Each HTTP request ends within ``timeout_s`` in all — a
+body dripped a byte at a time included — and counts as one failed try when it does not.
+A body that is not JSON, nested too deep, of the wrong shape, with a number no float
+holds, or with vectors of the wrong length raises ``EmbeddingUnavailable``; so does a
+probe whose vector is zero or not finite.
 
 **Inputs too large for the server (field case BC-10).** llama-server embeds a text only
 when all its tokens fit one physical batch (``-ub``, 512 by default) and otherwise answers
@@ -38,6 +45,7 @@ dimension; connection errors, timeouts and 5xx after :data:`ATTEMPTS` tries) rai
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Callable
@@ -52,7 +60,7 @@ import trio
 
 from runtime.backends import api_key_for
 from runtime.config import EmbeddingsConfig
-from runtime.llm import error_detail
+from runtime.llm import DECODE_ERRORS, error_detail
 
 from .embedder import (
     CatalogEntry,
@@ -88,10 +96,12 @@ COOLDOWN_S = 30.0
 """After a failed query embedding, recall stays keyword-only this long before asking the
 server again (a dead server must not cost every turn a timeout)."""
 
-_TOKENS_RE = re.compile(r"input \((\d+) tokens\)")
-_BATCH_RE = re.compile(r"batch size: (\d+)")
-_OPENAI_LIMIT_RE = re.compile(r"maximum context length is (\d+) tokens.*?requested (\d+) tokens",
-                              re.S)
+# At most 18 digits: int() refuses strings of over 4,300 digits (ValueError), and no
+# real token count needs more; a longer number reads as "no number" (0).
+_TOKENS_RE = re.compile(r"input \((\d{1,18}) tokens\)")
+_BATCH_RE = re.compile(r"batch size: (\d{1,18})\b")
+_OPENAI_LIMIT_RE = re.compile(
+    r"maximum context length is (\d{1,18}) tokens.*?requested (\d{1,18}) tokens", re.S)
 _TOO_LARGE_RE = re.compile(r"too large|physical batch|maximum context length|exceeds the "
                            r"available context|input is larger than", re.I)
 
@@ -159,22 +169,29 @@ def too_large(status: int, message: str) -> tuple[int, int] | None:
     return (int(tokens.group(1)) if tokens else 0, int(batch.group(1)) if batch else 0)
 
 
-def _row(value: Any, what: str) -> list[Any]:
+def _row(value: Any, what: str) -> list[float]:
     """One vector from ``value``: a flat list of numbers, or a list holding exactly one
-    such list (llama-server's pooled shape)."""
+    such list (llama-server's pooled shape), as floats; a ``null`` component becomes
+    NaN (llama-server writes NaN as ``null``), so the row is later reported missing.
+    Raises ``ValueError`` for anything else, or an integer too large for a float."""
     if isinstance(value, list) and value and isinstance(value[0], list):
         if len(value) != 1:
             raise ValueError(f"{what} holds {len(value)} rows (per-token vectors: start the "
                              "server with --pooling mean, cls or last, not none)")
         value = value[0]
     if not isinstance(value, list) or not value or not all(
-            isinstance(x, (int, float)) and not isinstance(x, bool) for x in value):
+            x is None or isinstance(x, (int, float)) and not isinstance(x, bool)
+            for x in value):
         raise ValueError(f"{what} is not a list of numbers")
-    return value
+    try:
+        return [math.nan if x is None else float(x) for x in value]
+    except OverflowError:
+        raise ValueError(f"{what} holds an integer too large for a float") from None
 
 
-def parse_vectors(payload: Any, n: int) -> list[list[Any]]:
-    """The ``n`` vectors of an embedding response, in input order.
+def parse_vectors(payload: Any, n: int) -> list[list[float]]:
+    """The ``n`` vectors of an embedding response, in input order, as floats (``null``
+    components as NaN).
 
     Shapes accepted (anchor §5.1): ``{"embedding": [..]}`` or ``{"embedding": [[..]]}``
     (one input); OpenAI ``{"data": [{"index", "embedding"}, ...]}``; a top-level list of
@@ -233,7 +250,8 @@ class ServerEmbedder:
         url: base URL (no trailing path).
         entry: the model's catalog entry (dimension, prefixes).
         api_key: bearer token or None.
-        timeout_s: bound on one HTTP request (s).
+        timeout_s: bound on one HTTP request (s), its whole body included (a server
+            that drips its answer is cut off); a request that runs out is a failed try.
         transport: an ``httpx`` transport (tests).
 
     Attributes: ``model``, ``dim``, ``entry``; ``local`` False; ``truncated`` and
@@ -249,6 +267,7 @@ class ServerEmbedder:
         self.url = url.rstrip("/")
         self.entry, self.model, self.dim = entry, entry.id, entry.dim
         self.endpoint = "/v1/embeddings" if api == "openai" else "/embedding"
+        self.timeout_s = timeout_s
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         try:
             self._http = httpx.AsyncClient(base_url=self.url, headers=headers,
@@ -266,9 +285,14 @@ class ServerEmbedder:
 
     async def probe(self) -> None:
         """One embed of a short text; attaches only when it comes back with ``dim``
-        components (DESIGN §8; ``_post`` checks every row). Raises
-        ``EmbeddingUnavailable`` naming the URL and why."""
-        await self._post(["probe"])
+        finite components, not all zero (DESIGN §8; ``_post`` checks the length).
+        Raises ``EmbeddingUnavailable`` naming the URL and why."""
+        rows = await self._post(["probe"])
+        with np.errstate(over="ignore"):
+            vec = normalise_rows(np.asarray(rows, dtype=np.float32))
+        if not vec.any():
+            raise EmbeddingUnavailable(f"{self.url}{self.endpoint} returns a zero or "
+                                       "non-finite vector for the probe text")
 
     async def embed(self, texts: list[str], purpose: str) -> Embedded:
         """Embed ``texts`` for ``purpose`` (module docstring: retries, BC-10 fitting).
@@ -302,9 +326,10 @@ class ServerEmbedder:
         self.skipped += len(result.missing)
         return result
 
-    def _store(self, result: Embedded, indexes: Any, rows: list[list[Any]]) -> None:
+    def _store(self, result: Embedded, indexes: Any, rows: list[list[float]]) -> None:
         for i, row in zip(indexes, rows):
-            vec = normalise_rows(np.asarray([row], dtype=np.float32))[0]
+            with np.errstate(over="ignore"):  # beyond float32: inf, then reported missing
+                vec = normalise_rows(np.asarray([row], dtype=np.float32))[0]
             if not vec.any():
                 log.warning("embedding.bad_vector", model=self.model, url=self.url,
                             reason="zero or non-finite vector")
@@ -312,7 +337,7 @@ class ServerEmbedder:
             else:
                 result.vectors[i] = vec
 
-    async def _fit(self, text: str) -> tuple[list[Any] | None, bool]:
+    async def _fit(self, text: str) -> tuple[list[float] | None, bool]:
         """One text, cut to fit when the server says it is too large (BC-10)."""
         current = text
         for _ in range(FIT_ATTEMPTS):
@@ -346,8 +371,9 @@ class ServerEmbedder:
                   "notes are embedded from their head. Raise the physical batch size on "
                   "llama-server (-b and -ub, e.g. -b 2048 -ub 2048) to embed them whole"))
 
-    async def _post(self, texts: list[str]) -> list[list[Any]]:
-        """POST ``texts``; the vectors, each checked against ``dim``. Raises
+    async def _post(self, texts: list[str]) -> list[list[float]]:
+        """POST ``texts``; the vectors, each checked against ``dim``. Each try ends
+        within ``timeout_s`` (a slow or dripping answer is a failed try). Raises
         ``_TooLarge`` or ``EmbeddingUnavailable``."""
         body: dict[str, Any]
         if self.api == "openai":
@@ -357,12 +383,17 @@ class ServerEmbedder:
         where = f"{self.url}{self.endpoint}"
         for attempt in range(ATTEMPTS):
             last = attempt == ATTEMPTS - 1
-            try:
-                resp = await self._http.post(self.endpoint, json=body)
-            except httpx.HTTPError as exc:
+            failure = ""
+            with trio.move_on_after(self.timeout_s) as deadline:
+                try:
+                    resp = await self._http.post(self.endpoint, json=body)
+                except httpx.HTTPError as exc:
+                    failure = f"{type(exc).__name__}: {exc or 'no answer'}"
+            if deadline.cancelled_caught:
+                failure = f"no complete answer within {self.timeout_s:g} s"
+            if failure:
                 if last:
-                    raise EmbeddingUnavailable(
-                        f"{where}: {type(exc).__name__}: {exc or 'no answer'}") from None
+                    raise EmbeddingUnavailable(f"{where}: {failure}")
                 await trio.sleep(RETRY_DELAY_S)
                 continue
             if resp.status_code >= 400:
@@ -376,7 +407,7 @@ class ServerEmbedder:
                 raise EmbeddingUnavailable(f"{where}: HTTP {resp.status_code}: {message}")
             try:
                 rows = parse_vectors(msgspec.json.decode(resp.content), len(texts))
-            except (msgspec.DecodeError, ValueError) as exc:
+            except (*DECODE_ERRORS, ValueError) as exc:
                 raise EmbeddingUnavailable(f"{where}: unexpected response: {exc}") from None
             for row in rows:
                 if len(row) != self.dim:

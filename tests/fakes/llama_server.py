@@ -35,10 +35,25 @@ JSON list of rules; the first matching rule wins::
      "chunk_delay_ms": 0, "raw_body": "not json"}
 
 ``times`` counts down per rule (null = unlimited; counts reset when the file changes).
-``status`` ≥ 400 answers an error body with that status; ``raw_body`` is sent verbatim
-with status 200 (malformed responses); ``delay_ms`` delays the answer (ms);
-``chunk_delay_ms`` spaces stream chunks. With no matching rule the answer is
+``status`` ≥ 400 answers an error body with that status; ``delay_ms`` delays the answer
+(ms); ``chunk_delay_ms`` spaces stream chunks. With no matching rule the answer is
 ``{"reply": "ok"}`` when the request's grammar mentions the ``"reply"`` key, else ``NONE``.
+
+Hostile answers (issue 7 fuzzing) — ``raw_body`` (text, UTF-8 with lone surrogates kept
+as bytes) or ``raw_body_b64`` (bytes) is sent verbatim, for streaming and non-streaming
+requests alike (script an SSE stream as text), shaped by these optional keys:
+
+* ``status`` (default 200 here, any code, 1xx/204/304 included), ``content_type``
+  (default ``application/json``; ``null`` sends none), ``headers`` (extra
+  ``{name: value}``, e.g. a ``Content-Encoding`` the body does not have);
+* ``framing``: ``"length"`` (default: exact ``Content-Length``), ``"close"`` (no length,
+  the connection closes after the body), ``"overlong"`` (a ``Content-Length`` 100 bytes
+  longer than the body, then close: a truncated body), ``"chunked"`` (``Transfer-Encoding:
+  chunked``, one chunk per drip piece, as cpp-httplib streams), ``"drop"`` (close the
+  connection without answering at all);
+* slow-loris: ``drip_ms`` sends the body ``drip_bytes`` (default 1) bytes at a time with
+  that gap (ms) between pieces; ``stall_after_bytes`` N sends the status line, headers and
+  the first N body bytes, then waits ``stall_ms`` (default 60 000) before closing.
 
 Embeddings (BC-10, DESIGN §8) — off unless ``--embedding-dim N`` is given (then, as a
 llama-server started without ``--embeddings``, both endpoints answer HTTP 501):
@@ -67,6 +82,7 @@ For trio tests, :func:`open_fake_llama` runs this module as a real subprocess an
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import os
@@ -272,18 +288,72 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 self._send_json(200, final)
 
         def _scripted_failure(self, rule: dict[str, Any] | None) -> bool:
-            """Answer a rule's ``status`` ≥ 400 (an error body in the shape both APIs
-            share) or its ``raw_body``; True when it did."""
+            """Answer a rule's ``raw_body``/``raw_body_b64`` (:meth:`_send_raw`, with its
+            ``status``) or its ``status`` ≥ 400 (an error body in the shape both APIs
+            share); True when it did."""
+            if rule is not None and (rule.get("raw_body") is not None
+                                     or rule.get("raw_body_b64") is not None):
+                self._send_raw(rule)
+                return True
             if rule is not None and int(rule.get("status") or 200) >= 400:
                 status = int(rule["status"])
                 self._send_json(status, {"error": {
                     "code": status, "message": rule.get("response") or "scripted error",
                     "type": "server_error" if status >= 500 else "invalid_request_error"}})
                 return True
-            if rule is not None and rule.get("raw_body") is not None:
-                self._send_bytes(200, str(rule["raw_body"]).encode(), "application/json")
-                return True
             return False
+
+        def _send_raw(self, rule: dict[str, Any]) -> None:
+            """A hostile answer: ``raw_body``/``raw_body_b64`` with the rule's status,
+            headers, framing and drip/stall (module docstring)."""
+            if rule.get("raw_body_b64") is not None:
+                data = base64.b64decode(rule["raw_body_b64"])
+            else:
+                data = str(rule["raw_body"]).encode("utf-8", "surrogatepass")
+            framing = rule.get("framing") or "length"
+            self.close_connection = True  # a hostile answer never shares a connection
+            if framing == "drop":
+                return
+            status = int(rule.get("status") or 200)
+            ctype = rule.get("content_type", "application/json")
+            drip_s = float(rule.get("drip_ms") or 0) / 1000.0
+            step = max(1, int(rule.get("drip_bytes") or 1)) if drip_s > 0 else max(1, len(data))
+            stall_at = rule.get("stall_after_bytes")
+            try:
+                # send_response_only: no Server/Date headers, status codes of any value.
+                self.send_response_only(status)
+                if ctype is not None:
+                    self.send_header("Content-Type", str(ctype))
+                for name, value in (rule.get("headers") or {}).items():
+                    self.send_header(str(name), str(value))
+                if framing == "length":
+                    self.send_header("Content-Length", str(len(data)))
+                elif framing == "overlong":
+                    self.send_header("Content-Length", str(len(data) + 100))
+                elif framing == "chunked":
+                    self.send_header("Transfer-Encoding", "chunked")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                self.wfile.flush()
+                limit = len(data) if stall_at is None else min(len(data), int(stall_at))
+                sent = 0
+                while sent < limit:
+                    piece = data[sent:min(sent + step, limit)]
+                    sent += len(piece)
+                    if framing == "chunked":
+                        piece = f"{len(piece):x}\r\n".encode() + piece + b"\r\n"
+                    self.wfile.write(piece)
+                    self.wfile.flush()
+                    if drip_s > 0 and sent < limit:
+                        self._sleep(drip_s)
+                if stall_at is not None:
+                    self._sleep(float(rule.get("stall_ms") or 60_000) / 1000.0)
+                    return
+                if framing == "chunked":
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+            except OSError:
+                pass  # the client went away (timed out or cancelled)
 
         def _embedding(self, body: Any) -> None:
             """``/embedding`` (native) and ``/v1/embeddings`` (OpenAI); see the module
