@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 import pytest
 import trio
-from hypothesis import HealthCheck, Phase, example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from actors.backfill.embedder import CatalogEntry, EmbeddingUnavailable
@@ -51,6 +51,7 @@ from runtime.client import open_client
 from runtime.llm import Completion, LLMError, LlamaClient
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import _write_rules, open_fake_llama
+from tests.fuzzing import fuzz_settings
 
 LLM_GENERATED = 120
 """Generated hostile LLM answers per run (after :data:`LLM_EXPLICIT`)."""
@@ -66,14 +67,6 @@ SLACK_S = 1.5
 DIM = 8
 """The fuzzed embedding model's dimension."""
 REPO = Path(__file__).resolve().parent.parent
-
-SETTINGS = dict(
-    derandomize=True, deadline=None,
-    # No shrinking: a failure is reported as generated, and the run time stays fixed.
-    phases=[Phase.explicit, Phase.generate],
-    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                           HealthCheck.large_base_example])
-
 
 # ============================================================== the scripted server
 
@@ -417,6 +410,8 @@ LLM_RESPONSES = len(LLM_EXPLICIT) + LLM_GENERATED
 """Hostile LLM server answers per CI run (docs/RELIABILITY.md)."""
 EMBEDDING_RESPONSES = len(EMBEDDING_EXPLICIT) + EMBEDDING_GENERATED
 """Hostile embedding server answers per CI run (docs/RELIABILITY.md)."""
+FUZZ_COUNTS = {"LLM answers": LLM_GENERATED, "embedding answers": EMBEDDING_GENERATED}
+"""Generated inputs per CI run, scaled by ``bench.fuzz`` (the explicit ones run once)."""
 
 
 def _explicit(cases: list[tuple]) -> Any:
@@ -456,7 +451,7 @@ async def _complete_once(url: str, api: str, stream: bool) -> tuple[Any, float, 
     return out, time.monotonic() - t0, pieces
 
 
-@settings(max_examples=LLM_GENERATED, **SETTINGS)
+@fuzz_settings(LLM_GENERATED)
 @_explicit(LLM_EXPLICIT)
 @given(case=llm_cases)
 def test_every_hostile_llm_answer_gets_a_completion_or_a_typed_error_in_time(server, case):
@@ -489,7 +484,7 @@ async def _embed_once(url: str, api: str, n: int) -> tuple[Any, float]:
     return out, time.monotonic() - t0
 
 
-@settings(max_examples=EMBEDDING_GENERATED, **SETTINGS)
+@fuzz_settings(EMBEDDING_GENERATED)
 @_explicit(EMBEDDING_EXPLICIT)
 @given(case=embedding_cases)
 def test_every_hostile_embedding_answer_gets_finite_vectors_or_a_typed_error(server, case):
