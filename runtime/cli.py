@@ -244,7 +244,13 @@ async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
 
 
 async def _chat(c: DaemonClient) -> int:
+    """Read lines from stdin and run a turn for each. A line that is not valid UTF-8 is
+    refused with one ``error:`` line (stdin is read with ``surrogateescape`` so such
+    bytes never end the chat with a UnicodeDecodeError)."""
     print(f"session {c.session} — type a message; /quit or Ctrl-D to leave", file=sys.stderr)
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="surrogateescape")
     while True:
         try:
             line = await trio.to_thread.run_sync(input, "you> ")
@@ -253,6 +259,11 @@ async def _chat(c: DaemonClient) -> int:
         if line.strip() in ("/quit", "/exit"):
             return 0
         if not line.strip():
+            continue
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            print("  error: invalid_argument: that line is not valid UTF-8 text; not sent")
             continue
         async for frame in c.say(line):
             kind = frame.get("type")

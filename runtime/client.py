@@ -28,6 +28,20 @@ class ClientError(Exception):
         self.code = code
 
 
+def encode_frame(frame: dict[str, Any]) -> str:
+    """``frame`` as JSON text. ClientError ``invalid_argument`` when a string in it is
+    not valid UTF-8 (a lone surrogate: undecodable bytes from ``argv`` or stdin): the
+    daemon would refuse the frame without its ``id``, so a caller waiting for the
+    answer would wait forever."""
+    text = json.dumps(frame, ensure_ascii=False)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ClientError("invalid_argument", "text that is not valid UTF-8 (undecodable "
+                                              "bytes) cannot be sent") from None
+    return text
+
+
 class DaemonClient:
     """An authenticated connection. ``session`` is the session id from ``welcome``."""
 
@@ -38,8 +52,8 @@ class DaemonClient:
         self.backlog: list[dict] = []
 
     async def send(self, frame: dict[str, Any]) -> None:
-        """Send one frame as JSON text."""
-        await self.ws.send_message(json.dumps(frame))
+        """Send one frame as JSON text (ClientError: see :func:`encode_frame`)."""
+        await self.ws.send_message(encode_frame(frame))
 
     async def receive(self) -> dict[str, Any]:
         """Next frame from the daemon (ClientError when the connection closes)."""
@@ -116,12 +130,13 @@ async def open_client(state_dir: Path | None = None, *, url: str | None = None,
     if url is None or token is None:
         assert state_dir is not None
         url, token = daemon_endpoint(state_dir)
+    hello = encode_frame({"type": "hello", "token": token, "session": session,
+                          "workingDir": working_dir})
     connected = False
     try:
         async with open_websocket_url(url, connect_timeout=connect_timeout_s,
                                       disconnect_timeout=2, max_message_size=64 * 1024 * 1024) as ws:
-            await ws.send_message(json.dumps({"type": "hello", "token": token, "session": session,
-                                              "workingDir": working_dir}))
+            await ws.send_message(hello)
             with trio.fail_after(connect_timeout_s + 20):
                 try:
                     welcome = json.loads(await ws.get_message())

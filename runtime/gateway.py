@@ -256,7 +256,8 @@ class Gateway:
             try:
                 frame = decode_frame(raw)
             except BadFrame as exc:
-                client.push({"type": "error", "code": "bad_frame", "message": exc.message, "id": None})
+                client.push({"type": "error", "code": "bad_frame", "message": exc.message,
+                             "id": exc.id})
                 continue
             match frame:
                 case Hello():

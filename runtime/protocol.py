@@ -77,22 +77,48 @@ _decoder = msgspec.json.Decoder(ClientFrame)
 
 
 class BadFrame(Exception):
-    """A frame that is not a valid client frame; ``message`` says why."""
+    """A frame that is not a valid client frame; ``message`` says why, ``id`` is the
+    frame's own ``id`` when it has a usable one (the error frame echoes it)."""
 
     code = "bad_frame"
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, id: str | int | None = None) -> None:
         super().__init__(message)
         self.message = message
+        self.id = id
+
+
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _int_out_of_range(value: Any) -> bool:
+    """True when ``value`` holds an integer outside the signed 64-bit range: JSON allows
+    it, but neither the actors' messages (msgpack) nor SQLite can carry it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return not _INT64_MIN <= value <= _INT64_MAX
+    if isinstance(value, dict):
+        return any(_int_out_of_range(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_int_out_of_range(v) for v in value)
+    return False
 
 
 def decode_frame(data: str | bytes) -> ClientFrame:
-    """Decode one client frame; BadFrame with a one-line reason otherwise."""
+    """Decode one client frame; BadFrame with a one-line reason otherwise: not JSON,
+    not a known frame, wrong field types, nested too deeply, or an integer anywhere in
+    it outside the signed 64-bit range (then ``BadFrame.id`` is the frame's ``id``
+    when that one is in range)."""
     try:
-        return _decoder.decode(data)
+        frame = _decoder.decode(data)
+        fields = msgspec.structs.astuple(frame)
+        if _int_out_of_range(fields):
+            frame_id = getattr(frame, "id", None)
+            raise BadFrame("a number is outside the signed 64-bit range",
+                           None if _int_out_of_range(frame_id) else frame_id)
     except msgspec.ValidationError as exc:
         raise BadFrame(str(exc)) from None
     except msgspec.DecodeError as exc:
         raise BadFrame(f"not a JSON object: {exc}") from None
     except RecursionError:
         raise BadFrame("frame nests too deeply") from None
+    return frame

@@ -12,7 +12,8 @@
   after every other section, never the memory sections' own budgets.
 * :data:`ACTION_GRAMMAR` — GBNF for one JSON action: ``{"tool": …, "args": {…}}``,
   ``{"reply": "…"}`` or ``{"finish": "…"}``; :func:`parse_action` reads it leniently
-  (servers may ignore grammars).
+  (servers may ignore grammars) and never raises: whatever the model sends becomes an
+  action that can cross the actor boundary, or :class:`Invalid`.
 """
 
 from __future__ import annotations
@@ -121,14 +122,41 @@ class Invalid:
 Action = Reply | Finish | ToolCall | Invalid
 
 _FENCE_RE = re.compile(r"^```[a-zA-Z]*\s*|\s*```\s*$")
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
+MAX_ACTION_DEPTH = 32
+"""Deepest nesting of arrays/objects accepted in an action (the action object is 1)."""
+_INT64 = (-(2**63), 2**63 - 1)
+
+
+def _unsendable(value: Any, depth: int = 1) -> str | None:
+    """Why a decoded action cannot be used as is, or None: nested deeper than
+    MAX_ACTION_DEPTH, a string with a lone UTF-16 surrogate (from a ``\\udXXX`` escape:
+    not UTF-8, so it can be neither sent between actors nor stored), or an integer
+    outside the 64-bit range that messages and SQLite carry."""
+    if depth > MAX_ACTION_DEPTH:
+        return f"nested deeper than {MAX_ACTION_DEPTH} levels"
+    if isinstance(value, str):
+        return "a string holds a lone \\u surrogate escape" if _SURROGATE_RE.search(value) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return None if _INT64[0] <= value <= _INT64[1] else "a number is out of the 64-bit range"
+    items = value.items() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    for item in items:
+        for part in item if isinstance(value, dict) else (item,):
+            why = _unsendable(part, depth + 1)
+            if why:
+                return why
+    return None
 
 
 def parse_action(text: str) -> Action:
     """Parse a completion into an action. Lenient where the intent is unambiguous:
     code fences are stripped, the first JSON object in the text is used, and prose
-    with no JSON object at all is taken as a reply. Anything else is Invalid (the
-    loop answers it with a ``### notice``; DESIGN §6)."""
-    raw = _FENCE_RE.sub("", text.strip()).strip()
+    with no JSON object at all is taken as a reply. Lone UTF-16 surrogates in the text
+    itself are removed. Anything else is Invalid (the loop answers it with a
+    ``### notice``; DESIGN §6): not JSON, not an object, no known key, args not an
+    object, or a value :func:`_unsendable` refuses (too deep, a lone surrogate escape,
+    an integer beyond 64 bits). Never raises."""
+    raw = _FENCE_RE.sub("", _SURROGATE_RE.sub("", text).strip()).strip()
     if not raw:
         return Invalid("empty completion")
     start = raw.find("{")
@@ -138,8 +166,13 @@ def parse_action(text: str) -> Action:
         obj, _ = json.JSONDecoder().raw_decode(raw[start:])
     except ValueError:
         return Invalid("the action was not valid JSON")
+    except RecursionError:
+        return Invalid(f"nested deeper than {MAX_ACTION_DEPTH} levels")
     if not isinstance(obj, dict):
         return Invalid("the action must be a JSON object")
+    why = _unsendable(obj)
+    if why:
+        return Invalid(why)
     if isinstance(obj.get("reply"), str):
         return Reply(obj["reply"])
     if isinstance(obj.get("finish"), str):
@@ -157,7 +190,10 @@ _REPLY_HEAD_RE = re.compile(r'^\s*\{\s*"reply"\s*:\s*"')
 
 def partial_reply(text: str) -> str | None:
     """The decoded reply text so far while a ``{"reply": "…`` completion streams, or
-    None when the completion is not a reply action. Incomplete escapes are held back."""
+    None when the completion is not a reply action. Incomplete escapes are held back;
+    a ``\\uD83D\\uDE00`` surrogate pair becomes one character (held back until both
+    halves arrived) and a lone surrogate, escaped or not, is left out, so the text is
+    always valid UTF-8."""
     m = _REPLY_HEAD_RE.match(text)
     if not m:
         return None
@@ -175,9 +211,20 @@ def partial_reply(text: str) -> str | None:
                 if i + 6 > len(body):
                     break
                 try:
-                    out.append(chr(int(body[i + 2:i + 6], 16)))
+                    code = int(body[i + 2:i + 6], 16)
                 except ValueError:
                     break
+                if 0xD800 <= code <= 0xDBFF:  # high half: needs "\\uDC00".."\\uDFFF" next
+                    nxt = body[i + 6:i + 12]
+                    if len(nxt) < 6 and re.fullmatch(r"(\\(u[0-9a-fA-F]*)?)?", nxt):
+                        break  # the low half may still come
+                    low = int(nxt[2:], 16) if re.fullmatch(r"\\u[0-9a-fA-F]{4}", nxt) else -1
+                    if 0xDC00 <= low <= 0xDFFF:
+                        out.append(chr(0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00)))
+                        i += 12
+                        continue
+                elif not 0xDC00 <= code <= 0xDFFF:
+                    out.append(chr(code))
                 i += 6
                 continue
             out.append({"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f"}.get(esc, esc))
@@ -185,7 +232,7 @@ def partial_reply(text: str) -> str | None:
             continue
         out.append(ch)
         i += 1
-    return "".join(out)
+    return _SURROGATE_RE.sub("", "".join(out))
 
 
 # ------------------------------------------------------------------------ the tail

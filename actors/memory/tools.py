@@ -136,13 +136,37 @@ OPS: dict[str, OpSpec] = {
 TOOL_NAMES: tuple[str, ...] = tuple(name for name, spec in OPS.items() if spec.tool)
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _check_storable(field: str, value: Any) -> None:
+    """Raise ValidationError(field) for what SQLite cannot bind: an integer outside
+    the signed 64-bit range, or text that is not valid UTF-8 (a lone surrogate, as
+    undecodable ``argv`` bytes or a model's ``\\udXXX`` escape produce)."""
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
+        raise ValidationError(field, "must be between -2**63 and 2**63-1")
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValidationError(field, "must be valid UTF-8 text (it holds a lone "
+                                         "surrogate)") from None
+    if isinstance(value, list):
+        for item in value:
+            _check_storable(field, item)
+
+
 def decode_args(op: str, args: Any) -> _Args:
-    """Validate ``args`` (a dict) for ``op``; ValidationError names the bad field."""
+    """Validate ``args`` (a dict) for ``op``; ValidationError names the bad field:
+    unknown, missing or mistyped fields, integers beyond 64 bits and text that is not
+    valid UTF-8 (both would fail only when bound to SQLite, as a crash)."""
     spec = OPS.get(op)
     if spec is None:
         raise ValidationError("op", f"unknown memory operation {op!r}")
     try:
-        return msgspec.convert(args if args is not None else {}, type=spec.args)
+        decoded = msgspec.convert(args if args is not None else {}, type=spec.args)
     except msgspec.ValidationError as exc:
         text = str(exc)
         named = re.search(r"(?:missing required|unknown) field `([^`]+)`", text)
@@ -153,6 +177,9 @@ def decode_args(op: str, args: Any) -> _Args:
         else:
             field = named.group(1) if named else "args"
         raise ValidationError(field, text.split(" - at ")[0]) from None
+    for f in msgspec.structs.fields(decoded):
+        _check_storable(f.encode_name, getattr(decoded, f.name))
+    return decoded
 
 
 def run_op(

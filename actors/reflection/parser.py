@@ -13,7 +13,8 @@ Line handling, in order:
 
 1. Lone UTF-16 surrogates are removed from the whole text; the text is trimmed; an empty
    text or exactly ``NONE`` gives ``kind="none"``.
-2. Lines are split on LF (a trailing CR is dropped, so CRLF works) and trimmed; empty
+2. Lines are split on LF, CRLF and a lone CR (old Mac line ends), so no parsed value or
+   body ever holds a CR or LF — the grammar's own ``[^\r\n]`` — and trimmed; empty
    lines, code-fence lines (starting with three backticks) and ``NONE`` lines are skipped.
    A leading bullet (``- ``, ``* ``, ``• ``) and wrapping single backticks are removed.
 3. ``SET `` lines become :class:`ParsedFact`, ``NOTE `` lines :class:`ParsedNote`;
@@ -74,6 +75,7 @@ _ITEM_MAX_CHARS = 40
 _SUPERSEDES_MAX_CHARS = 120
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
+_LINE_END_RE = re.compile(r"\r\n?|\n")
 _KEYWORD_RE = re.compile(r"[a-z0-9][a-z0-9 _\-./]*")
 _TAG_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _MARKER_NAME_RE = re.compile(r"\b(?:pinned|keywords|valid_from|supersedes)\s*=", re.I)
@@ -288,7 +290,7 @@ def parse_reflection(
     notes: list[ParsedNote] = []
     invalid_facts = invalid_notes = ignored = 0
 
-    for raw_line in text.split("\n"):
+    for raw_line in _LINE_END_RE.split(text):
         line = _clean_line(raw_line)
         if not line or line.startswith("```") or line == "NONE":
             continue
