@@ -45,7 +45,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import trio
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from actors.agent.prompt import (
@@ -71,6 +71,7 @@ from runtime import cli
 from runtime.client import ClientError, open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
+from tests.fuzzing import fuzz_settings
 
 # ------------------------------------------------------------------ case counts
 CLI_ARGVS = 240
@@ -86,11 +87,11 @@ REFLECTION_COMPLETIONS = 600
 REFLECTION_DAEMON_COMPLETIONS = 12
 """Reflection completions answered to a real daemon's reflection actor per CI run."""
 
-FUZZ = {"derandomize": True, "deadline": None,
-        # No shrinking: a failure is reported as generated.
-        "phases": [Phase.explicit, Phase.generate],
-        "suppress_health_check": [HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
-                                  HealthCheck.data_too_large, HealthCheck.filter_too_much]}
+FUZZ_COUNTS = {"CLI argument lists": CLI_ARGVS, "action texts": ACTION_TEXTS,
+               "model outputs to a daemon": MODEL_OUTPUTS,
+               "reflection completions": REFLECTION_COMPLETIONS,
+               "reflection completions to a daemon": REFLECTION_DAEMON_COMPLETIONS}
+"""Generated inputs per CI run, scaled by ``bench.fuzz``."""
 
 # ------------------------------------------------------------------ text shapes
 _ANY_CHAR = st.characters(blacklist_characters="\x00")  # lone surrogates included
@@ -261,7 +262,7 @@ def _run_main(argv: list[str]) -> tuple[object, str, str]:
     return code, out.buffer.getvalue().decode(), err.buffer.getvalue().decode()
 
 
-@settings(max_examples=CLI_ARGVS, **FUZZ)
+@fuzz_settings(CLI_ARGVS)
 @given(argv=argvs())
 def test_fuzzed_cli_arguments_get_one_line_errors_and_no_traceback(argv, monkeypatch):
     import runtime.daemon
@@ -435,7 +436,7 @@ def _ends_turn(text: str) -> bool:
     return isinstance(action, Finish) or (isinstance(action, Reply) and bool(action.text.strip()))
 
 
-@settings(max_examples=ACTION_TEXTS, **FUZZ)
+@fuzz_settings(ACTION_TEXTS)
 @given(text=st.one_of(model_outputs, st.text(max_size=200)))
 def test_fuzzed_completions_parse_to_actions_that_can_be_sent(text):
     """``parse_action`` never raises and its result crosses the actor boundary
@@ -564,7 +565,7 @@ async def _agent_batch(tmp_path: Path, outputs: list[str]) -> dict[str, int]:
     return stats
 
 
-@settings(max_examples=AGENT_EXAMPLES, **FUZZ)
+@fuzz_settings(AGENT_EXAMPLES)
 @given(outputs=st.lists(model_outputs, min_size=OUTPUTS_PER_EXAMPLE,
                         max_size=OUTPUTS_PER_EXAMPLE, unique=True))  # even the first differs
 def test_fuzzed_model_outputs_never_break_the_agent_or_memory(tmp_path, outputs):
@@ -641,7 +642,7 @@ def _check_parsed(parsed: ParsedReflection) -> None:
         n.body.encode()
 
 
-@settings(max_examples=REFLECTION_COMPLETIONS, **FUZZ)
+@fuzz_settings(REFLECTION_COMPLETIONS)
 @given(text=reflection_completions, user=st.one_of(st.just(_USER), any_text),
        caps=st.tuples(st.integers(-2, 8), st.integers(-2, 8)))
 def test_fuzzed_reflection_completions_parse_to_valid_items_or_nothing(text, user, caps):
@@ -710,7 +711,7 @@ async def _reflection_batch(tmp_path: Path, completions: list[str]) -> dict[str,
 
 
 # One daemon: the completions are drawn once (a single example), not per boot.
-@settings(max_examples=1, **FUZZ)
+@fuzz_settings(1)
 @given(completions=st.lists(daemon_reflection_completions, unique=True,
                             min_size=REFLECTION_DAEMON_COMPLETIONS,
                             max_size=REFLECTION_DAEMON_COMPLETIONS))
