@@ -30,7 +30,12 @@ needs far longer than this to be worked through)."""
 RULES = [{"grammar_contains": "reply", "response": '{"reply": "fine"}'}]
 
 
-def _frame(i: int) -> str:
+def _frame(i: int, *, big: bool = False) -> str:
+    """A write, or a read: a recall, or (``big``) a list of up to 200 notes, so the
+    answers of a client that never reads outgrow every socket buffer."""
+    if i % 2 and big:
+        return json.dumps({"type": "memory", "id": f"f{i}", "op": "memory.notes.list",
+                           "args": {"limit": 200}})
     if i % 2:
         return json.dumps({"type": "memory", "id": f"f{i}", "op": "memory.notes.recall",
                            "args": {"query": "harbour lantern"}})
@@ -61,8 +66,10 @@ async def _flood(url: str, token: str, *, read: bool, answered: list[int],
             return
         try:
             for i in range(FLOOD_FRAMES):
-                await ws.send_message(_frame(i))
-            await ws.get_message()  # only a close ends this: the daemon drops us
+                await ws.send_message(_frame(i, big=True))
+            while True:  # still never reading: only the daemon dropping us ends this
+                await ws.send_message(json.dumps({"type": "ping"}))
+                await trio.sleep(0.05)
         except ConnectionClosed as exc:
             closed.append(exc.reason.code)
         done.set()
