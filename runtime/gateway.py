@@ -59,6 +59,8 @@ from .protocol import (
 log = structlog.get_logger()
 
 HELLO_TIMEOUT_S = 10.0
+CONTROL_INFLIGHT = 2
+"""``cancel`` requests one client may have running besides its in-flight limit."""
 _event_decoder = msgspec.msgpack.Decoder(TurnEvent | MemoryChanged | ReflectionEvent)
 _json = msgspec.json.Encoder()
 
@@ -70,6 +72,9 @@ class Client:
                  inflight: int = 16) -> None:
         self.ws = ws
         self.inflight = trio.Semaphore(inflight)
+        # ``cancel`` has slots of its own: a client at its in-flight limit can still
+        # stop its turn (bounded too, so a flood of cancels is no loophole).
+        self.control = trio.Semaphore(CONTROL_INFLIGHT)
         self.id = cid
         self.session: str | None = None
         self.channels: set[str] = set()
@@ -271,7 +276,7 @@ class Gateway:
                     await self._spawn(nursery, client, self._call, client, None,
                                       partial(self.sup.request, "agent",
                                               CancelTurn(session=client.session), dict),
-                                      "cancel.result")
+                                      "cancel.result", slots=client.control)
                 case MemoryFrame():
                     await self._spawn(nursery, client, self._memory, client, frame)
                 case Subscribe(channels=channels):
@@ -298,16 +303,19 @@ class Gateway:
 
     @staticmethod
     async def _spawn(nursery: trio.Nursery, client: Client,
-                     fn: Callable[..., Awaitable[None]], *args: Any) -> None:
-        """Start ``fn(*args)`` in ``nursery`` once ``client`` has a free in-flight slot
-        (``server.clientInflight``); until then its frames stay unread (module docstring)."""
-        await client.inflight.acquire()
+                     fn: Callable[..., Awaitable[None]], *args: Any,
+                     slots: trio.Semaphore | None = None) -> None:
+        """Start ``fn(*args)`` in ``nursery`` once ``client`` has a free slot (its
+        ``server.clientInflight`` requests, or ``slots``); until then its frames stay
+        unread (module docstring)."""
+        sem = slots if slots is not None else client.inflight
+        await sem.acquire()
 
         async def run() -> None:
             try:
                 await fn(*args)
             finally:
-                client.inflight.release()
+                sem.release()
 
         nursery.start_soon(run)
 

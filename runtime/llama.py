@@ -125,9 +125,10 @@ async def run_llama_server(
     The server is supervised like an actor: when it dies (SIGKILL, OOM, a crash) it is
     started again on the same port, so the URL the actors were given stays valid;
     meanwhile their LLM calls fail with ``llm_unavailable`` and turns end with reason
-    ``error`` (memory keeps working). More than :data:`RESTART_MAX` deaths within
-    :data:`RESTART_WINDOW_S` seconds, or a restart that does not become healthy, is
-    fatal (EmbeddedLLMError: the daemon stops with one line instead of looping).
+    ``error`` (memory keeps working). A restart that exits or is not healthy within
+    ``startup_timeout_s`` counts as one more death. More than :data:`RESTART_MAX`
+    deaths within :data:`RESTART_WINDOW_S` seconds is fatal (EmbeddedLLMError: the
+    daemon stops with one line instead of looping), and so is a failed first start.
 
     Args:
         model: GGUF path (default: the bundled SmolLM2).
@@ -158,16 +159,23 @@ async def run_llama_server(
         log.info("llama.starting", binary=binary, model=model, port=port, parallel=parallel)
         proc = _spawn(cmd, log_path)
         try:
-            await _wait_healthy(proc, url, startup_timeout_s, log_path)
-            if not deaths:
-                log.info("llama.ready", url=url)
-                task_status.started(url)
+            try:
+                await _wait_healthy(proc, url, startup_timeout_s, log_path)
+            except EmbeddedLLMError as exc:
+                if not deaths:
+                    raise  # the first start: nothing to fall back on, the daemon says why
+                log.error("llama.restart_failed", error=str(exc))  # one more death
             else:
-                log.warning("llama.restarted", url=url, restarts_in_window=len(deaths))
-            code = await proc.wait()
+                if not deaths:
+                    log.info("llama.ready", url=url)
+                    task_status.started(url)
+                else:
+                    log.warning("llama.restarted", url=url, restarts_in_window=len(deaths))
+                await proc.wait()
         finally:
             with trio.CancelScope(shield=True):
                 await _stop(proc)
+        code = proc.returncode
         now = trio.current_time()
         deaths = [t for t in deaths if now - t < RESTART_WINDOW_S] + [now]
         if len(deaths) > RESTART_MAX:

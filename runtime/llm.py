@@ -24,9 +24,9 @@ every httpx per-read timeout alive, so the totals are trio cancel scopes): a una
 every attempt, backoff and the whole body — ends within ``timeout_s``; a stream's
 response headers come within ``timeout_s``, then each SSE ``data:`` event within
 ``timeout_s`` of the previous one (idle budget; bytes that do not complete an event do
-not count), and the whole stream within ``stream_cap_s``. Caller deadlines are trio
-cancel scopes around the call; ``trio.Cancelled`` is never caught (it is a
-``BaseException``).
+not count), and the whole stream, counted from the headers, within ``stream_cap_s``.
+Caller deadlines are trio cancel scopes around the call; ``trio.Cancelled`` is never
+caught (it is a ``BaseException``).
 """
 
 from __future__ import annotations
@@ -295,7 +295,7 @@ class LlamaClient:
     per-phase timeout (connect, read, write, pool) and the bound on a whole unary call,
     on a stream's response headers and on the gap between its events; ``stream_cap_s``
     (seconds, default :data:`STREAM_CAP_FACTOR` × ``timeout_s``): the bound on a whole
-    stream (module docstring, "Deadlines"). ``client``: an existing
+    stream after its headers (module docstring, "Deadlines"). ``client``: an existing
     ``httpx.AsyncClient`` to use (not closed by :meth:`aclose`); else one is owned.
     ``retries``: extra attempts for transport failures and 5xx; ``backoff_base_s``:
     first backoff in seconds, doubled per attempt (±20 % jitter). ``label`` names the

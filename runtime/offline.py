@@ -23,7 +23,7 @@ from actors.memory.tools import run_op
 
 from .client import ClientError
 from .config import Config
-from .state import StateError, ensure_state_dir
+from .state import StateError, check_writable
 
 
 def _storage_error(exc: apsw.Error, path: Path) -> ClientError:
@@ -56,8 +56,8 @@ class OfflineMemory:
                 raise ClientError("not_found", f"no state directory at {self.path.parent}")
             try:
                 # Opening writes (WAL, -shm, migrations): say so up front on a
-                # read-only or full state dir instead of failing inside SQLite.
-                ensure_state_dir(self.path.parent)
+                # read-only state dir instead of failing inside SQLite.
+                check_writable(self.path.parent)
                 self._conn = open_database(str(self.path))
             except StateError as exc:
                 raise ClientError(exc.code, exc.message) from None
@@ -73,14 +73,14 @@ class OfflineMemory:
         m = self.cfg.memory
         stores = open_stores(conn, m)
         notes = stores.notes
-        if op == "memory.stats":
-            one = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
-            return {"offline": True, "schemaVersion": user_version(conn),
-                    "supportedSchemaVersion": SCHEMA_VERSION,
-                    "profileFacts": one("SELECT count(*) FROM profile_facts "
-                                        "WHERE superseded_by IS NULL"),
-                    "notes": notes.count(), "notesCap": m.notes.max_entries}
         try:
+            if op == "memory.stats":
+                one = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
+                return {"offline": True, "schemaVersion": user_version(conn),
+                        "supportedSchemaVersion": SCHEMA_VERSION,
+                        "profileFacts": one("SELECT count(*) FROM profile_facts "
+                                            "WHERE superseded_by IS NULL"),
+                        "notes": notes.count(), "notesCap": m.notes.max_entries}
             data, _change = run_op(stores.profiles, notes, op, args or {}, source="user",
                                    default_k=m.notes.recall_default_k, votes=stores.votes)
         except MemoryFailure as exc:

@@ -41,13 +41,24 @@ def ensure_state_dir(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         (path / "logs").mkdir(exist_ok=True)
-        probe = path / ".write-probe"
+    except OSError as exc:
+        raise StateError("state_dir_unwritable",
+                         f"state directory {path} is not writable: {exc.strerror}") from None
+    check_writable(path)
+    return path
+
+
+def check_writable(path: Path) -> None:
+    """Create and remove an empty probe file in ``path`` (which must exist): a read-only
+    or inaccessible directory raises StateError(code="state_dir_unwritable") naming the
+    OS's reason. A full disk usually passes (an empty file needs no data block)."""
+    probe = path / ".write-probe"
+    try:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
         raise StateError("state_dir_unwritable",
                          f"state directory {path} is not writable: {exc.strerror}") from None
-    return path
 
 
 class DaemonLock:

@@ -17,6 +17,8 @@ import os
 
 from hypothesis import HealthCheck, Phase, settings
 
+BENCH = "ATOMIC_AGENT_FUZZ_SCALE" in os.environ
+"""Run by ``bench.fuzz`` (the seed comes from ``--hypothesis-seed``), not by CI."""
 SCALE = max(1, int(os.environ.get("ATOMIC_AGENT_FUZZ_SCALE", "1") or 1))
 """Multiplier of every fuzz test's example count (1 in CI)."""
 
@@ -24,6 +26,6 @@ SCALE = max(1, int(os.environ.get("ATOMIC_AGENT_FUZZ_SCALE", "1") or 1))
 def fuzz_settings(max_examples: int) -> settings:
     """Settings for a fuzz test with ``max_examples`` examples per CI run: fixed seed
     in CI, ``max_examples × SCALE`` and the run's own seed under ``bench.fuzz``."""
-    return settings(max_examples=max_examples * SCALE, derandomize=SCALE == 1, deadline=None,
+    return settings(max_examples=max_examples * SCALE, derandomize=not BENCH, deadline=None,
                     phases=[Phase.explicit, Phase.reuse, Phase.generate],
                     suppress_health_check=list(HealthCheck), database=None)

@@ -114,6 +114,17 @@ async def test_a_full_disk_fails_writes_with_a_typed_error_and_loses_nothing(tmp
                     assert any("not saved" in f.get("message", "") for f in frames), frames
                 else:
                     assert last["reason"] == "reply"
+                # New connections: a new session is created or refused with a typed
+                # error (never an agent crash); an existing session reconnects.
+                for _ in range(3):
+                    try:
+                        async with open_client(url=d.url, token=d.token):
+                            pass
+                    except ClientError as exc:
+                        assert exc.code == "storage_full", exc
+                        assert "session not stored: the disk is full" in str(exc)
+                async with open_client(url=d.url, token=d.token, session=c.session) as again:
+                    assert again.session == c.session
                 # Reads, pings and the other client still work; no actor was restarted.
                 got = await other.memory("memory.notes.recall", {"query": "lighthouse restoration"})
                 assert got, "recall on a full disk"

@@ -19,17 +19,19 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
+import apsw
 import msgspec
 import structlog
 import trio
 
 from actors.memory.context import MemoryContext, render_context
+from actors.memory.errors import StorageFailure
 from actors.memory.messages import BuildContext, OpResult, ToolOp
 from actors.memory.tools import TOOL_NAMES
 from actors.backfill.messages import Similarity, SimilarityReply
@@ -68,6 +70,7 @@ from .rewriter import Rewriter
 from .sessions import Message, SessionState, SessionStore, valid_session_id
 
 log = structlog.get_logger()
+T = TypeVar("T")
 
 
 class AgentError(Exception):
@@ -163,13 +166,11 @@ class AgentActor:
                     turn.scope.cancel()
                 return {"cancelled": turn is not None}
             case ListSessions(limit=limit):
-                async with self.db_lock:
-                    return await trio.to_thread.run_sync(self.store.list, limit)
+                return await self._db(self.store.list, limit)
             case DeleteSession(session=session):
                 if session in self.turns:
                     raise AgentError("busy", "that session has a turn running")
-                async with self.db_lock:
-                    return {"removed": await trio.to_thread.run_sync(self.store.delete, session)}
+                return {"removed": await self._db(self.store.delete, session)}
             case MetricsRequest():
                 return self.metrics.snapshot()
 
@@ -185,13 +186,26 @@ class AgentActor:
             await trio.sleep(0.01)
 
     # ------------------------------------------------------------------ sessions
-    async def _load(self, session: str) -> SessionState | None:
+    async def _db(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run a SessionStore call on a worker thread under ``db_lock``. A disk that
+        refuses it (full, read-only, I/O error) becomes AgentError with code
+        ``storage_full`` / ``storage_readonly`` / ``storage_error`` for this request only,
+        never an actor crash (issue 7); other apsw errors propagate."""
         async with self.db_lock:
-            return await trio.to_thread.run_sync(self.store.get, session)
+            try:
+                return await trio.to_thread.run_sync(fn, *args)
+            except apsw.Error as exc:
+                failure = StorageFailure.from_apsw(exc, what="the session")
+                if failure is None:
+                    raise
+                log.error("agent.storage_failed", code=failure.code, error=str(exc))
+                raise AgentError(failure.code, str(failure)) from None
+
+    async def _load(self, session: str) -> SessionState | None:
+        return await self._db(self.store.get, session)
 
     async def _save(self, state: SessionState) -> None:
-        async with self.db_lock:
-            await trio.to_thread.run_sync(self.store.save, state)
+        await self._db(self.store.save, state)
 
     async def _open_session(self, msg: OpenSession) -> SessionInfo:
         if msg.session is not None and not valid_session_id(msg.session):
@@ -201,8 +215,7 @@ class AgentActor:
             state = await self._load(msg.session)
             if state is not None:
                 return SessionInfo(session=state.id, created=False, turns=state.turns)
-        async with self.db_lock:
-            state = await trio.to_thread.run_sync(self.store.create, msg.session, msg.working_dir)
+        state = await self._db(self.store.create, msg.session, msg.working_dir)
         return SessionInfo(session=state.id, created=True)
 
     # ---------------------------------------------------------------------- turns

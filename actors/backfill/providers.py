@@ -46,7 +46,6 @@ dimension; connection errors, timeouts and 5xx after :data:`ATTEMPTS` tries) rai
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field

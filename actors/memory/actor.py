@@ -200,7 +200,7 @@ class MemoryActor:
             log.info("memory.read_busy")
             return await self._db(fn, self.w)
         except apsw.Error as exc:
-            failure = StorageFailure.from_apsw(exc)
+            failure = StorageFailure.from_apsw(exc, reading=True)
             if failure is None:
                 raise
             raise failure from None

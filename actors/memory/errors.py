@@ -158,25 +158,33 @@ class StorageFailure(MemoryFailure):
     """
 
     code = "storage_error"
+    CAUSES = {"storage_full": "the disk is full",
+              "storage_readonly": "the state directory is read-only",
+              "storage_error": "an I/O error"}
 
-    def __init__(self, code: str, detail: str) -> None:
-        what = {"storage_full": "the disk is full",
-                "storage_readonly": "the state directory is read-only"}.get(
-                    code, "the disk refused the write")
-        super().__init__(f"memory not stored: {what} ({detail}); "
-                         f"nothing stored before is lost - free space or fix the "
-                         f"state directory and retry")
+    def __init__(self, code: str, detail: str, *, what: str = "memory",
+                 reading: bool = False) -> None:
+        cause = self.CAUSES.get(code, "an I/O error")
+        if reading:
+            message = f"{what} could not be read: {cause} ({detail})"
+        else:
+            message = (f"{what} not stored: {cause} ({detail}); nothing stored before is "
+                       f"lost - free space or fix the state directory and retry")
+        super().__init__(message)
         self.code = code
         self.detail = detail
 
     @classmethod
-    def from_apsw(cls, exc: BaseException) -> StorageFailure | None:
-        """The StorageFailure for an apsw storage error, or None for any other error."""
+    def from_apsw(cls, exc: BaseException, *, what: str = "memory",
+                  reading: bool = False) -> StorageFailure | None:
+        """The StorageFailure for an apsw storage error, or None for any other error.
+        ``what`` names the data in the message ("memory", "the session"); ``reading``
+        words it for a failed read instead of a refused write."""
         for klass, code in ((apsw.FullError, "storage_full"),
                             (apsw.ReadOnlyError, "storage_readonly"),
                             (apsw.IOError, "storage_error")):
             if isinstance(exc, klass):
-                return cls(code, str(exc))
+                return cls(code, str(exc), what=what, reading=reading)
         return None
 
 
