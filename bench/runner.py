@@ -1,0 +1,169 @@
+"""``bench/run``: every benchmark, or the ones named, and one summary (issue 8).
+
+Each benchmark is its own module (``python -m bench.<name>``) that measures a target of
+DESIGN §12 against a baseline taken in the same run and prints — and with ``--write``
+records — its section of ``bench/RESULTS.md`` (machine, date, command, table with the
+baseline, the ratio, the target and pass/fail). This runner runs them one after another
+in fresh processes (each owns its trio run and its daemons), then writes the summary at
+the top of ``bench/RESULTS.md``: the machine, the date, the command, and one row per
+benchmark — what it checks, how many of its table rows meet / miss their targets, its
+exit status and how long it took.
+
+Modes:
+
+* full (default): each benchmark's own default size; sections and summary are written.
+* ``--quick``: each benchmark's quick mode (seconds to a minute each, smaller inputs,
+  noisier figures) — what CI or a quick check runs; nothing is written unless
+  ``--write`` is given.
+
+Usage: ``bench/run [--quick] [--write | --no-write] [NAME ...]``; ``bench/run --list``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+from bench._results import RESULTS, ROOT, machine_line, replace_section, utc_now
+
+SUMMARY = "## Summary (bench/run)"
+
+
+@dataclass(frozen=True)
+class Bench:
+    """One benchmark module and what it checks."""
+
+    name: str
+    section: str
+    checks: str
+    full: tuple[str, ...] = ()
+    quick: tuple[str, ...] = ("--quick",)
+
+
+BENCHES = (
+    Bench("ipc", "## IPC round trip",
+          "request/reply through the root vs a raw socketpair echo, 100 B – 1 MiB: p50 ≤ 3×"),
+    Bench("memory_turn", "## Memory work per turn",
+          "memory work per turn (context + render + persist) at 1k notes: p99 ≤ 15 ms"),
+    Bench("recall", "## Recall",
+          "BM25 recall at 1k notes p99 ≤ 5 ms; at 100k notes (raised cap) p95 ≤ 25 ms"),
+    Bench("hybrid", "## Hybrid recall and backfill",
+          "hybrid recall at 1k notes p99 ≤ 10 ms; backfill ≥ 200 notes/s"),
+    Bench("locomo", "## LoCoMo retrieval",
+          "LoCoMo dev evidence recall@10: BM25 ≥ 65 %, hybrid ≥ 72 %", ("--hybrid",),
+          ("--quick",)),
+    Bench("turn", "## Turns through the daemon",
+          "a turn's own cost beside the scripted LLM's; memory work p99 ≤ 15 ms"),
+    Bench("reflection", "## Reflection on / off",
+          "reply latency with reflection on / off under load: p50 ≤ 1.05"),
+    Bench("soak", "## Soak",
+          "50 clients × 10 min: flat memory, no fd / thread / task leaks, 0 errors"),
+)
+"""Every benchmark, in the order ``bench/run`` runs them (cheap first)."""
+
+_RESULT = re.compile(r"^\|.*\|\s*$")
+_VERDICT = re.compile(r"\b(PASS|FAIL|MISSED)\b")
+_CELL = re.compile(r"[*_`\s]*(PASS|MET|FAIL|MISSED)\b")
+
+
+def tally(section: str) -> tuple[int, int]:
+    """(verdicts met, verdicts missed) in a benchmark's section: a table row whose cells
+    say PASS / MET or FAIL / MISSED counts once; outside tables each "PASS", "FAIL" or
+    "MISSED" word is one verdict (the benchmarks state single targets as sentences,
+    e.g. "p99 … vs target ≤ 15 ms: PASS")."""
+    met = missed = 0
+    for line in section.splitlines():
+        if _RESULT.match(line):
+            cells = line.strip().strip("|").split("|")
+            words = {m.group(1) for c in cells if (m := _CELL.match(c.strip()))}
+            missed += bool(words & {"FAIL", "MISSED"})
+            met += bool(words & {"PASS", "MET"}) and not words & {"FAIL", "MISSED"}
+            continue
+        for word in _VERDICT.findall(line):
+            met += word == "PASS"
+            missed += word != "PASS"
+    return met, missed
+
+
+def run_one(bench: Bench, quick: bool, write: bool) -> tuple[int, float, str]:
+    """Run one benchmark in a fresh process; (exit status, seconds, its printed output).
+    Its progress lines (stderr) pass through to ours."""
+    args = [sys.executable, "-m", f"bench.{bench.name}",
+            *(bench.quick if quick else bench.full), "--write" if write else "--no-write"]
+    t0 = time.perf_counter()
+    done = subprocess.run(args, cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    return done.returncode, time.perf_counter() - t0, done.stdout
+
+
+def summary(rows: list[str], command: str, quick: bool) -> str:
+    """The summary section (markdown)."""
+    return (f"{SUMMARY}\n\n"
+            f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`"
+            f"{' (quick mode: small inputs, noisy figures)' if quick else ''}\n\n"
+            "| benchmark | checks | rows meeting / missing their target | exit | seconds |\n"
+            "|---|---|---|---:|---:|\n" + "\n".join(rows) + "\n\n"
+            "Each benchmark's own section below has the baseline measured in the same run, "
+            "the ratio and the cause of every miss.\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmarks; exit 1 if any exited non-zero."""
+    p = argparse.ArgumentParser(prog="bench/run", description="Run every benchmark (or the "
+                                "ones named) and summarise them in bench/RESULTS.md.",
+                                epilog="benchmarks: " + ", ".join(b.name for b in BENCHES))
+    p.add_argument("names", nargs="*", metavar="NAME", help="benchmarks to run (default: all)")
+    p.add_argument("--quick", action="store_true", help="every benchmark's quick mode")
+    p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None,
+                   help="record sections and summary in bench/RESULTS.md "
+                        "(default: yes for a full run, no for --quick)")
+    p.add_argument("--list", action="store_true", help="list the benchmarks and exit")
+    args = p.parse_args(argv)
+    if args.list:
+        for b in BENCHES:
+            print(f"{b.name:12} {b.checks}")
+        return 0
+    known = {b.name: b for b in BENCHES}
+    unknown = [n for n in args.names if n not in known]
+    if unknown:
+        p.error(f"unknown benchmark(s) {', '.join(unknown)}; known: {', '.join(known)}")
+    chosen = [known[n] for n in args.names] if args.names else list(BENCHES)
+    write = args.write if args.write is not None else not args.quick
+    rows, failed = [], 0
+    for bench in chosen:
+        print(f"bench/run: {bench.name} …", file=sys.stderr, flush=True)
+        code, seconds, out = run_one(bench, args.quick, write)
+        met, missed = tally(out)
+        failed += code != 0
+        rows.append(f"| `{bench.name}` | {bench.checks} | {met} / {missed} | {code} | "
+                    f"{seconds:.0f} |")
+        print(out, flush=True)
+        print(f"bench/run: {bench.name}: exit {code}, {met} rows met / {missed} missed, "
+              f"{seconds:.0f} s", file=sys.stderr, flush=True)
+    command = " ".join(["bench/run", *(argv if argv is not None else sys.argv[1:])]).strip()
+    text = summary(rows, command, args.quick)
+    print(text)
+    if write:
+        _put_summary_first(text)
+    return 1 if failed else 0
+
+
+def _put_summary_first(text: str) -> None:
+    """Replace the summary section, keeping it right under the file's title."""
+    replace_section(RESULTS, SUMMARY, text)
+    body = RESULTS.read_text(encoding="utf-8")
+    start = body.index(SUMMARY)
+    end = body.find("\n## ", start + 1)
+    block = body[start:end + 1 if end != -1 else len(body)]
+    rest = body[:start] + body[start + len(block):]
+    title, _, tail = rest.partition("\n\n")
+    RESULTS.write_text(f"{title}\n\n{block.rstrip()}\n\n{tail.lstrip()}", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
