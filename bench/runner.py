@@ -61,6 +61,9 @@ BENCHES = (
           "a turn's own cost beside the scripted LLM's; memory work p99 ≤ 15 ms"),
     Bench("reflection", "## Reflection on / off",
           "reply latency with reflection on / off under load: p50 ≤ 1.05"),
+    Bench("load", "## Load",
+          "10–200 clients × 20 turns: 100 clients with 0 errors and 0 lost writes; "
+          "where it saturates"),
     Bench("soak", "## Soak",
           "50 clients × 10 min: flat memory, no fd / thread / task leaks, 0 errors"),
 )

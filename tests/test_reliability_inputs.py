@@ -672,7 +672,7 @@ _REFLECTION_CONFIG = {"memory": {"rewriter": {"enabled": False},
 
 
 async def _reflection_batch(tmp_path: Path, completions: list[str]) -> dict[str, int]:
-    state = tmp_path / "state"
+    state = tmp_path / f"state-{time.monotonic_ns()}"  # one per example (bench.fuzz runs many)
     state.mkdir(parents=True)
     (state / "config.json").write_text(json.dumps(_REFLECTION_CONFIG))
     outcomes: dict[str, int] = {}
