@@ -42,12 +42,15 @@ def test_tally_counts_table_rows_and_sentences_once():
     assert tally(section) == (2, 3)
 
 
-def test_quick_run_of_one_benchmark_prints_its_section_and_the_summary():
+def test_quick_run_of_one_benchmark_prints_its_table_and_the_summary():
     before = (REPO / "bench" / "RESULTS.md").read_bytes()
     done = subprocess.run([RUN, "--quick", "ipc"], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode in (0, 1), done.stderr[-2000:]
-    assert "## IPC round trip" in done.stdout and "## Summary (bench/run)" in done.stdout
-    assert "| `ipc` |" in done.stdout and "quick mode" in done.stdout
+    assert "| size | path | baseline p50" in done.stdout  # the benchmark's own table
+    assert "## Summary (bench/run)" in done.stdout and "quick mode" in done.stdout
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| `ipc` |"))
+    met, missed = (int(x) for x in row.split("|")[3].split("/"))
+    assert met + missed == 6  # the six size × path rows, each with a verdict
     assert "Traceback" not in done.stderr
     assert (REPO / "bench" / "RESULTS.md").read_bytes() == before  # quick: not written

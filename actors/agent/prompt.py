@@ -130,7 +130,7 @@ _INT64 = (-(2**63), 2**63 - 1)
 
 def _unsendable(value: Any, depth: int = 1) -> str | None:
     """Why a decoded action cannot be used as is, or None: nested deeper than
-    MAX_ACTION_DEPTH, a string with a lone UTF-16 surrogate (from a ``\\udXXX`` escape:
+    MAX_ACTION_DEPTH, a string with a lone UTF-16 surrogate (from a ``\\udNNNN`` escape:
     not UTF-8, so it can be neither sent between actors nor stored), or an integer
     outside the 64-bit range that messages and SQLite carry."""
     if depth > MAX_ACTION_DEPTH:

@@ -142,7 +142,7 @@ _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 def _check_storable(field: str, value: Any) -> None:
     """Raise ValidationError(field) for what SQLite cannot bind: an integer outside
     the signed 64-bit range, or text that is not valid UTF-8 (a lone surrogate, as
-    undecodable ``argv`` bytes or a model's ``\\udXXX`` escape produce)."""
+    undecodable ``argv`` bytes or a model's ``\\udNNNN`` escape produce)."""
     if isinstance(value, bool):
         return
     if isinstance(value, int) and not _INT64_MIN <= value <= _INT64_MAX:
