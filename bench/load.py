@@ -28,6 +28,7 @@ Usage: ``python -m bench.load [--quick] [--clients 10,50,100,200] [--turns 20] [
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import tempfile
 import time
@@ -45,6 +46,8 @@ from tests.fakes.llama_server import open_fake_llama
 
 SECTION = "## Load"
 TARGET_CLIENTS = 100
+NOTES_CAP = 100_000
+"""``memory.notes.maxEntries`` for the run: above every note the levels write."""
 RULES = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
 WORDS = "coffee lisbon pytest piano travel sister editor garden budget docker".split()
 
@@ -89,7 +92,9 @@ async def client(url: str, token: str, idx: int, turns: int, level: Level,
                         done += 1
                         note = await c.memory("memory.notes.store",
                                               {"content": f"load note {idx}/{t}: {text}"})
-                        level.notes[note["id"]] = f"load note {idx}/{t}: {text}"
+                        # What the daemon acknowledged: a near-duplicate is merged into
+                        # an existing note (same id, its content), by design.
+                        level.notes[note["id"]] = note["content"]
                 except ClientError as exc:
                     level.errors[exc.code] += 1
                 except trio.TooSlowError:
@@ -137,8 +142,14 @@ async def run(levels: list[int], turns: int, latency_ms: float) -> tuple[Level, 
     """The baseline (1 client) and every level on one daemon."""
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
+        state = tmp / "state"
+        state.mkdir()
+        # The note cap (default 1,000) would evict the oldest notes by design; raised so
+        # that every acknowledged note must still be there.
+        (state / "config.json").write_text(json.dumps(
+            {"memory": {"notes": {"maxEntries": NOTES_CAP}}}))
         async with open_fake_llama(tmp / "fake", RULES, latency_ms=latency_ms) as fake:
-            async with run_daemon(tmp / "state", llm_url=fake.url) as d:
+            async with run_daemon(state, llm_url=fake.url) as d:
                 await run_level(d.url, d.token, d.proc.pid, fake.pid, 2, 3)  # warm-up
                 base = await run_level(d.url, d.token, d.proc.pid, fake.pid, 1, turns)
                 out = []
@@ -188,7 +199,8 @@ def render(base: Level, levels: list[Level], args: argparse.Namespace, command: 
             f"{args.turns} turns, 0 errors, 0 lost writes.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
             f"- Scripted llama-server at {args.latency_ms:g} ms per completion, unlimited "
-            "parallel requests; every turn followed by a note write; `own` = the client's "
+            "parallel requests; every turn followed by a note write (note cap raised to "
+            f"{NOTES_CAP:,}, so none is evicted); `own` = the client's "
             "time − the turn's `llmMs`; baseline = 1 client alone, same turns, same run\n\n"
             + "\n".join(rows) +
             f"\n\n{TARGET_CLIENTS} clients: "

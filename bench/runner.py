@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -169,4 +170,5 @@ def _put_summary_first(text: str) -> None:
 
 
 if __name__ == "__main__":
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `bench/run --list | head` ends quietly
     sys.exit(main())
