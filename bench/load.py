@@ -190,7 +190,7 @@ def render(base: Level, levels: list[Level], args: argparse.Namespace, command: 
             target_seen = True
             ok &= errors == 0 and lv.lost == 0
     ok &= target_seen
-    errs = {k: v for lv in levels for k, v in lv.errors.items()}
+    errs = sum((lv.errors for lv in levels), Counter())  # summed over the levels
     sat = ("throughput grew with every level (no saturation point reached)" if saturation is None
            else f"throughput stops growing at {saturation[0]} clients: the busiest process is "
                 f"{saturation[1]} at {saturation[2]:.2f} cores, all processes together "

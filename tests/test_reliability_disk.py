@@ -71,8 +71,14 @@ def _fill(path: Path) -> int:
 
 
 def _actor_pids(root: int) -> set[int]:
-    return {p for p in descendants(root)
-            if b"--actor" in Path(f"/proc/{p}/cmdline").read_bytes()}
+    pids = set()
+    for pid in descendants(root):
+        try:
+            if b"--actor" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                pids.add(pid)
+        except OSError:  # exited since it was listed
+            pass
+    return pids
 
 
 async def test_a_full_disk_fails_writes_with_a_typed_error_and_loses_nothing(tmp_path, small_disk):
