@@ -94,3 +94,74 @@ def test_runtime_exports():
     for name in ("ActorCrashed", "ActorUnavailable", "ActorTooSlow", "ProtocolViolation",
                  "TransportClosed", "FrameTooLarge", "RemoteError", "RestartIntensityExceeded"):
         assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)
+
+
+# ------------------------------------------------- the socket fast paths (bench/ipc.py)
+def socket_pair(max_frame: int = 4 << 20) -> tuple[Channel, Channel]:
+    """Two channels over a real socketpair, as the runtime builds them (fast paths on)."""
+    import socket
+
+    a, b = socket.socketpair()
+    return Channel.from_socket(a, max_frame), Channel.from_socket(b, max_frame)
+
+
+async def test_socket_channels_carry_big_frames_from_concurrent_senders_whole_and_in_order():
+    """A 1 MiB frame does not fit the kernel buffer (part sent directly, the rest the trio
+    way); small frames sent meanwhile by other tasks queue behind it, never inside it."""
+    left, right = socket_pair()
+    big = msgspec.Raw(msgspec.msgpack.encode(b"B" * (1 << 20)))
+    small = [Request(src="a", dest="b", id=i, body=msgspec.Raw(msgspec.msgpack.encode(i)))
+             for i in range(1, 41)]
+    got = []
+    async with trio.open_nursery() as n:
+        async def reader():
+            for _ in range(len(small) + 1):
+                got.append(await right.receive())
+        n.start_soon(reader)
+        n.start_soon(left.send, Reply(src="b", dest="a", id=99, body=big))
+        await trio.sleep(0)
+        for env in small:
+            await left.send(env)
+    assert [e.id for e in got] == [99] + list(range(1, 41))
+    assert bytes(got[0].body) == bytes(big)
+    await left.aclose()
+    with pytest.raises(TransportClosed):
+        await right.receive()
+
+
+async def test_a_flooding_peer_does_not_starve_the_readers_process():
+    """Many frames already waiting in the socket: the reader never blocks, yet
+    other tasks keep running (one forced checkpoint every FAIRNESS_EVERY frames)."""
+    from runtime._codec import FAIRNESS_EVERY
+
+    left, right = socket_pair()
+    n_frames = 150
+    for i in range(1, n_frames + 1):  # small frames: all fit in the socket buffer
+        await left.send(Cancel(src="a", dest="b", id=i))
+    ticks = 0
+
+    async def ticker():
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.sleep(0)
+
+    async with trio.open_nursery() as n:
+        n.start_soon(ticker)
+        await trio.sleep(0)
+        start = ticks
+        for i in range(1, n_frames + 1):
+            assert (await right.receive()).id == i
+        n.cancel_scope.cancel()
+    assert ticks - start >= n_frames // 32
+
+
+async def test_socket_channel_receive_honours_cancellation_with_data_waiting():
+    left, right = socket_pair()
+    await left.send(Cancel(src="a", dest="b", id=1))
+    await trio.sleep(0.05)  # the frame is in the reader's socket buffer
+    with trio.CancelScope() as cs:
+        cs.cancel()
+        await right.receive()
+    assert cs.cancelled_caught
+    assert (await right.receive()).id == 1  # nothing was consumed by the cancelled call
