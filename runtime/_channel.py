@@ -13,8 +13,8 @@ import socket
 
 import trio
 
-from ._codec import DEFAULT_MAX_FRAME, FAIRNESS_EVERY, EnvelopeCodec, FrameReader, frame
-from .errors import TransportClosed
+from ._codec import DEFAULT_MAX_FRAME, FAIRNESS_EVERY, HEADER_BYTES, EnvelopeCodec, FrameReader
+from .errors import FrameTooLarge, TransportClosed
 from .messages import Envelope
 
 
@@ -55,7 +55,7 @@ class Channel:
 
     async def send(self, env: Envelope) -> None:
         """Encode and write one envelope atomically with respect to other senders."""
-        await self.send_raw(self._codec.encode(env))
+        await self._write((self._codec.encode_framed(env, self._max),))
 
     async def receive(self) -> Envelope:
         """Read and decode the next envelope (single reader only)."""
@@ -67,9 +67,14 @@ class Channel:
         body = await self._reader.receive_frame()
         return self._codec.decode(body), body
 
-    async def send_raw(self, body: bytes) -> None:
+    async def send_raw(self, body: bytes | bytearray) -> None:
         """Write an already-encoded envelope body (from :meth:`receive_raw`)."""
-        data = frame(body, self._max)
+        if len(body) > self._max:
+            raise FrameTooLarge(len(body), self._max)
+        await self._write((len(body).to_bytes(HEADER_BYTES, "big"), body))
+
+    async def _write(self, parts: tuple[bytes | bytearray, ...]) -> None:
+        """Write one frame given as consecutive byte strings (FIFO among senders)."""
         if self._sock is not None and not self.closed:
             await trio.lowlevel.checkpoint_if_cancelled()
             try:
@@ -78,24 +83,26 @@ class Channel:
                 pass
             else:
                 try:
-                    await self._send_fast(data)
+                    await self._send_fast(parts)
                 finally:
                     self._send_lock.release()
                 return
         async with self._send_lock:
-            await self._send_all(data)
+            await self._send_all(b"".join(parts))
 
-    async def _send_fast(self, data: bytes) -> None:
-        """One direct ``send``; the rest (if the kernel took only part) the trio way."""
+    async def _send_fast(self, parts: tuple[bytes | bytearray, ...]) -> None:
+        """One direct ``sendmsg`` (gathering the parts, no copy); the rest (if the kernel
+        took only part) the trio way."""
         try:
-            sent = self._sock.send(data)  # type: ignore[union-attr]
+            sent = self._sock.sendmsg(parts)  # type: ignore[union-attr]
         except BlockingIOError:
             sent = 0
         except OSError as exc:
             raise TransportClosed(f"send failed: {exc}") from None
-        if sent < len(data):
+        total = sum(len(p) for p in parts)
+        if sent < total:
             self._fast_sends = 0
-            await self._send_all(memoryview(data)[sent:])
+            await self._send_all(memoryview(b"".join(parts))[sent:])
             return
         self._fast_sends += 1
         if self._fast_sends >= FAIRNESS_EVERY:

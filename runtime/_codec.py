@@ -112,7 +112,18 @@ class EnvelopeCodec:
         """Envelope → msgpack bytes."""
         return self._enc.encode(env)
 
-    def decode(self, data: bytes) -> Envelope:
+    def encode_framed(self, env: Envelope, max_frame: int = DEFAULT_MAX_FRAME) -> bytearray:
+        """Envelope → ``u32 length + msgpack`` in one buffer (no concatenation copy);
+        FrameTooLarge above ``max_frame``."""
+        buf = bytearray(HEADER_BYTES)
+        self._enc.encode_into(env, buf, HEADER_BYTES)
+        size = len(buf) - HEADER_BYTES
+        if size > max_frame:
+            raise FrameTooLarge(size, max_frame)
+        buf[:HEADER_BYTES] = size.to_bytes(HEADER_BYTES, "big")
+        return buf
+
+    def decode(self, data: bytes | bytearray) -> Envelope:
         """msgpack bytes → Envelope; ProtocolViolation on anything that is not one."""
         try:
             return self._dec.decode(data)

@@ -113,15 +113,18 @@ async def test_socket_channels_carry_big_frames_from_concurrent_senders_whole_an
     small = [Request(src="a", dest="b", id=i, body=msgspec.Raw(msgspec.msgpack.encode(i)))
              for i in range(1, 41)]
     got = []
-    async with trio.open_nursery() as n:
-        async def reader():
-            for _ in range(len(small) + 1):
-                got.append(await right.receive())
-        n.start_soon(reader)
-        n.start_soon(left.send, Reply(src="b", dest="a", id=99, body=big))
-        await trio.sleep(0)
+
+    async def send_small():
         for env in small:
             await left.send(env)
+
+    async with trio.open_nursery() as n:
+        n.start_soon(left.send, Reply(src="b", dest="a", id=99, body=big))
+        await trio.sleep(0.05)  # the big frame is part-written: the socket is full
+        n.start_soon(send_small)
+        await trio.sleep(0.05)  # the small ones wait behind it
+        for _ in range(len(small) + 1):
+            got.append(await right.receive())
     assert [e.id for e in got] == [99] + list(range(1, 41))
     assert bytes(got[0].body) == bytes(big)
     await left.aclose()
@@ -132,7 +135,6 @@ async def test_socket_channels_carry_big_frames_from_concurrent_senders_whole_an
 async def test_a_flooding_peer_does_not_starve_the_readers_process():
     """Many frames already waiting in the socket: the reader never blocks, yet
     other tasks keep running (one forced checkpoint every FAIRNESS_EVERY frames)."""
-    from runtime._codec import FAIRNESS_EVERY
 
     left, right = socket_pair()
     n_frames = 150
