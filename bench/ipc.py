@@ -6,7 +6,8 @@ Run from the repository root::
     python -m bench.ipc            # full run, writes the "## IPC round trip" section
     python -m bench.ipc --quick    # fewer iterations, prints only (add --write to save)
 
-Three measurements per payload size (default 100 B, 10 KiB, 1 MiB; ``--sizes``):
+Three measurements per payload size (default 100 B, 1 KiB, 10 KiB, 100 KiB, 1 MiB;
+``--sizes``):
 
 1. **baseline** — a raw ``socketpair`` echo between this process and a tiny child
    (``python -c``, blocking sockets on both sides, fd passed with ``pass_fds`` like
@@ -21,6 +22,10 @@ Three measurements per payload size (default 100 B, 10 KiB, 1 MiB; ``--sizes``):
 A fourth, diagnostic figure — **trio echo**, the same raw echo with trio streams on
 both sides and no envelope — separates the event loop's own cost from the runtime's
 (``ratio vs trio echo``); it is not the target's baseline.
+
+A second table compares msgspec envelope layouts in process (``bench/ipc_layouts.py``):
+the runtime's array-like Struct with an opaque ``Raw`` body against a map layout,
+``gc=False``, a one-stage typed body and JSON, per payload size.
 
 Both runtime rows are compared with the same baseline (the raw echo of the same
 payload bytes); ratio = runtime p50 / baseline p50, target ≤ 3×. Times are
@@ -58,9 +63,10 @@ RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## IPC round trip"
 TARGET_RATIO = 3.0
 """DESIGN §12: runtime p50 ≤ 3 × raw socketpair echo p50."""
-DEFAULT_SIZES = (100, 10 * 1024, 1024 * 1024)
-FULL_ITERS = {100: 3000, 10 * 1024: 2000, 1024 * 1024: 200}
-QUICK_ITERS = {100: 300, 10 * 1024: 300, 1024 * 1024: 30}
+DEFAULT_SIZES = (100, 1024, 10 * 1024, 100 * 1024, 1024 * 1024)
+"""Payload sizes (bytes): 100 B to 1 MiB, as issue 8 asks."""
+FULL_ITERS = {100: 3000, 1024: 3000, 10 * 1024: 2000, 100 * 1024: 1000, 1024 * 1024: 200}
+QUICK_ITERS = {100: 300, 1024: 300, 10 * 1024: 300, 100 * 1024: 100, 1024 * 1024: 30}
 
 
 # -------------------------------------------------------------------- the actor side
@@ -162,8 +168,13 @@ trio.run(main)
 
 
 def _echo_child(source: str, max_size: int) -> tuple[socket.socket, subprocess.Popen]:
-    """Start a ``python -c`` echo child on one end of a socketpair (``pass_fds``)."""
+    """Start a ``python -c`` echo child on one end of a socketpair (``pass_fds``), with
+    the runtime's socket buffer size (``runtime._spawn.SOCKET_BUFFER_BYTES``)."""
+    from runtime._spawn import set_buffer_size
+
     parent, child = socket.socketpair()
+    for sock in (parent, child):
+        set_buffer_size(sock)  # the same send buffer the runtime's channels get
     proc = subprocess.Popen([sys.executable, "-c", source, str(child.fileno()), str(max_size)],
                             pass_fds=(child.fileno(),))
     child.close()
@@ -336,8 +347,10 @@ def table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def section(rows: Sequence[Row], command: str, iters: dict[int, int], ckpt_us: float) -> str:
-    """The whole ``## IPC round trip`` section (markdown, trailing newline)."""
+def section(rows: Sequence[Row], command: str, iters: dict[int, int], ckpt_us: float,
+            layouts: str = "") -> str:
+    """The whole ``## IPC round trip`` section (markdown, trailing newline); ``layouts``
+    is the envelope-layout table (:func:`bench.ipc_layouts.layouts_table`)."""
     machine = (f"{os.cpu_count()} cores (nproc {len(os.sched_getaffinity(0))}), "
                f"{platform.machine()}, {platform.system()} {platform.release()}, "
                f"Python {platform.python_version()}, trio {trio.__version__}, "
@@ -360,12 +373,19 @@ def section(rows: Sequence[Row], command: str, iters: dict[int, int], ckpt_us: f
         f"- Iterations per size (after a 10 % warm-up): {counts}\n\n"
         f"{table(rows)}\n\n{verdict}\n\n"
         "Baseline: a `python -c` child echoing `u32 length + payload` over a socketpair "
-        "(blocking sockets both sides). `root → actor`: `Supervisor.request` to an actor "
-        "that returns the payload (one hop each way). `actor → root → actor`: an actor "
+        "(blocking sockets both sides, the runtime's socket buffer size). `root → actor`: "
+        "`Supervisor.request` to an actor that returns the payload (one hop each way). `actor → root → actor`: an actor "
         "timing `ctx.request` to a second actor through the root (two hops each way), "
         "the path DESIGN §12 names. Both compared with the same one-hop raw echo. "
         "`trio echo` (diagnostic, not the target's baseline): the same raw echo with trio "
         "streams on both sides and no envelope, i.e. the floor of any trio transport.\n"
+        + (f"\n### Envelope layouts (msgspec), one hop in process\n\n{layouts}\n\n"
+           "Each cell: encode the actor's message and the envelope, then decode both "
+           "(median of 5 interleaved blocks, µs) and the frame's bytes. The runtime keeps "
+           "array + Raw: the root routes a frame by decoding only its envelope and "
+           "forwards the body as received; the codec is a few µs of a round trip of "
+           "hundreds, so the layout is not what the round trip costs.\n"
+           if layouts else "")
     )
 
 
@@ -397,6 +417,9 @@ def main(argv: list[str] | None = None) -> int:
     _log.configure("bench", level="warning")
     ckpt = trio.run(checkpoint_us)
     got = trio.run(measure, sizes, iters)
+    from bench.ipc_layouts import layouts_table, measure_layouts
+
+    layouts = layouts_table(measure_layouts(sizes, 0.1 if args.quick else 0.5), sizes, human_size)
     rows: list[Row] = []
     for size in sizes:
         base = got["raw"][size]
@@ -406,10 +429,11 @@ def main(argv: list[str] | None = None) -> int:
             rows.append(Row(size, path, b50, b99, percentile_us(samples, 50),
                             percentile_us(samples, 99), percentile_us(got["trio"][size], 50)))
     print(table(rows))
+    print(f"\n{layouts}")
     print(f"\none trio checkpoint: {ckpt:.1f} µs; load average {os.getloadavg()[0]:.2f}")
     command = "python -m bench.ipc " + " ".join(shlex.quote(a) for a in (argv or sys.argv[1:]))
     if args.write if args.write is not None else not args.quick:
-        write_section(RESULTS, section(rows, command.strip(), iters, ckpt))
+        write_section(RESULTS, section(rows, command.strip(), iters, ckpt, layouts))
         print(f"\nwrote {SECTION!r} to {RESULTS}")
     return 1 if args.check and not all(r.ok for r in rows) else 0
 

@@ -51,6 +51,6 @@ def test_quick_run_of_one_benchmark_prints_its_table_and_the_summary():
     assert "## Summary (bench/run)" in done.stdout and "quick mode" in done.stdout
     row = next(line for line in done.stdout.splitlines() if line.startswith("| `ipc` |"))
     met, missed = (int(x) for x in row.split("|")[3].split("/"))
-    assert met + missed == 6  # the six size × path rows, each with a verdict
+    assert met + missed == 10  # five sizes × two paths, each row with a verdict
     assert "Traceback" not in done.stderr
     assert (REPO / "bench" / "RESULTS.md").read_bytes() == before  # quick: not written
