@@ -22,13 +22,19 @@ daemon's own p50 at the level / the single client's. Pass (DESIGN §12): at 100 
 0 errors and 0 lost writes. Where throughput stops growing with more clients is the
 saturation point; the busiest process there is named.
 
-Usage: ``python -m bench.load [--quick] [--clients 10,50,100,200] [--turns 20] [--no-write]``.
+Profile (``--profile``, on by default in full mode): the 100-client level is run once
+more with py-spy sampling every process (:mod:`bench.profile`); the section then shows
+each process's CPU per turn, its costliest functions, and the CPU ceiling that follows.
+
+Usage: ``python -m bench.load [--quick] [--clients 10,50,100,200] [--turns 20]
+[--no-write] [--no-profile]``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import tempfile
 import time
@@ -38,6 +44,7 @@ from pathlib import Path
 import trio
 
 from bench._results import machine_line, percentile, publish, utc_now
+from bench.profile import Profile, profiling, summarize
 from bench.reflection import cpu_seconds
 from bench.soak import process_names, sample
 from runtime.client import ClientError, open_client
@@ -138,8 +145,11 @@ async def run_level(url: str, token: str, root: int, fake_pid: int, clients: int
     return level
 
 
-async def run(levels: list[int], turns: int, latency_ms: float) -> tuple[Level, list[Level]]:
-    """The baseline (1 client) and every level on one daemon."""
+async def run(levels: list[int], turns: int, latency_ms: float, profile: bool = False
+              ) -> tuple[Level, list[Level], tuple[Level, dict[str, Profile]] | None]:
+    """The baseline (1 client), every level on one daemon, and with ``profile`` one more
+    run of the :data:`TARGET_CLIENTS` level under py-spy (:mod:`bench.profile`) — a
+    separate run, so the sampling does not touch the measured levels."""
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         state = tmp / "state"
@@ -156,12 +166,22 @@ async def run(levels: list[int], turns: int, latency_ms: float) -> tuple[Level, 
                 for n in levels:
                     print(f"load: {n} clients × {turns} turns …", file=sys.stderr, flush=True)
                     out.append(await run_level(d.url, d.token, d.proc.pid, fake.pid, n, turns))
-    return base, out
+                profiled = None
+                if profile:
+                    print(f"load: {TARGET_CLIENTS} clients again, under py-spy …",
+                          file=sys.stderr, flush=True)
+                    pids = {name: pid for pid, name in process_names(d.proc.pid).items()}
+                    with profiling(pids) as profiles:
+                        again = await run_level(d.url, d.token, d.proc.pid, fake.pid,
+                                                TARGET_CLIENTS, turns)
+                    profiled = (again, profiles)
+    return base, out, profiled
 
 
-def render(base: Level, levels: list[Level], args: argparse.Namespace, command: str
-           ) -> tuple[str, bool]:
-    """The RESULTS.md section and whether the DESIGN §12 load target passed."""
+def render(base: Level, levels: list[Level], args: argparse.Namespace, command: str,
+           profiled: tuple[Level, dict[str, Profile]] | None = None) -> tuple[str, bool]:
+    """The RESULTS.md section and whether the DESIGN §12 load target passed; with
+    ``profiled`` (the profiled repeat of the target level), where its CPU went."""
     b50 = percentile(base.own_ms, 50) if base.own_ms else float("nan")
     rows = ["| clients | turns/s | client p50 ms | client p99 ms | own p50 ms | own p99 ms | "
             "own p50 / 1 client | errors | lost writes | CPU s: root / memory / agent / "
@@ -207,7 +227,45 @@ def render(base: Level, levels: list[Level], args: argparse.Namespace, command: 
             f"{'PASS' if ok else ('FAIL' if target_seen else 'not run')}"
             f"{' (errors: ' + ', '.join(f'{k} {v}' for k, v in errs.items()) + ')' if errs else ''}."
             f" Saturation: {sat}.\n")
+    if profiled is not None:
+        text += "\n" + profile_text(*profiled)
     return text, ok
+
+
+def profile_text(level: Level, profiles: dict[str, Profile]) -> str:
+    """The profile subsection: per-process CPU per turn and its hottest code, plus the
+    CPU ceiling that follows from it (2 cores / CPU ms per turn)."""
+    turns = len(level.client_ms)
+    names = {"scripted LLM": "scripted LLM"}
+    cpu = {names.get(k, k): v for k, v in level.cpu.items()}
+    total_ms = 1000 * sum(cpu.values()) / max(1, turns)
+    cores = len(os.sched_getaffinity(0))
+    tps = turns / level.wall_s if level.wall_s else 0.0
+    ceiling = 1000 * cores / total_ms if total_ms else 0.0
+    verdict = bottleneck(cpu, level.wall_s, tps, ceiling)
+    return (f"### Where the CPU goes at {level.clients} clients (py-spy, "
+            f"{turns} turns run again under the profiler)\n\n"
+            + summarize(profiles, cpu, turns) +
+            f"\n\nAll processes together (scripted LLM included) spend {total_ms:.1f} ms of CPU "
+            f"per turn, so {cores} cores cannot run more than {ceiling:.0f} turns/s; this "
+            f"run made {tps:.1f} turns/s ({100 * tps / ceiling if ceiling else 0:.0f} % of that "
+            f"ceiling). {verdict}\n")
+
+
+def bottleneck(cpu: dict[str, float], wall_s: float, tps: float, ceiling: float) -> str:
+    """One sentence naming what bounds throughput: one process near a full core, the
+    machine's CPU as a whole, or neither (waiting, or other load on the machine)."""
+    name, busiest = max(cpu.items(), key=lambda kv: kv[1]) if cpu else ("", 0.0)
+    cores = busiest / wall_s if wall_s else 0.0
+    if cores >= 0.9:
+        return (f"Throughput is bound by one process: {name} uses {cores:.2f} of a core "
+                "(a Python process runs on one core at a time).")
+    if ceiling and tps >= 0.75 * ceiling:
+        return ("Throughput is bound by the machine's CPU as a whole, shared by all the "
+                f"processes: the busiest, {name}, uses only {cores:.2f} of a core.")
+    return (f"Throughput is below the CPU ceiling (busiest process {name} at {cores:.2f} "
+            f"of a core; load average {os.getloadavg()[0]:.2f}): the rest of the time is "
+            "spent waiting, or other work on the machine took the cores.")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--latency-ms", type=float, default=50.0)
     p.add_argument("--quick", action="store_true", help="10 and 100 clients × 5 turns, no write")
     p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--profile", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"run {TARGET_CLIENTS} clients once more under py-spy and show where "
+                        "the CPU goes (default: on, off with --quick)")
     args = p.parse_args(argv)
     try:
         levels = [int(x) for x in args.clients.split(",") if x.strip()]
@@ -227,9 +288,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         levels, args.turns = [10, TARGET_CLIENTS], 5
     write = args.write if args.write is not None else not args.quick
-    base, results = trio.run(run, levels, args.turns, args.latency_ms)
+    profile = args.profile if args.profile is not None else not args.quick
+    base, results, profiled = trio.run(run, levels, args.turns, args.latency_ms, profile)
     command = " ".join(["python -m bench.load", *(argv if argv is not None else sys.argv[1:])])
-    text, ok = render(base, results, args, command.strip())
+    text, ok = render(base, results, args, command.strip(), profiled)
     publish(SECTION, text, write)
     return 0 if ok else 1
 
