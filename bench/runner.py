@@ -58,6 +58,9 @@ BENCHES = (
     Bench("locomo", "## LoCoMo retrieval",
           "LoCoMo dev evidence recall@10: BM25 ≥ 65 %, hybrid ≥ 72 %", ("--hybrid",),
           ("--quick",)),
+    Bench("lifecycle", "## Startup, shutdown and store throughput",
+          "`serve` ready ≤ 2 s, shutdown (frame / SIGTERM) ≤ 3 s at 1k notes; store "
+          "throughput through the daemon vs in process (reported)"),
     Bench("turn", "## Turns through the daemon",
           "a turn's own cost beside the scripted LLM's; memory work p99 ≤ 15 ms"),
     Bench("reflection", "## Reflection on / off",

@@ -1,0 +1,50 @@
+"""``bench.lifecycle`` in quick mode at a tiny size: it prints its table with every row,
+states its verdicts the way ``bench/run`` counts them, and writes nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.runner import tally
+
+REPO = Path(__file__).resolve().parent.parent
+RESULTS = REPO / "bench" / "RESULTS.md"
+PLOT = REPO / "bench" / "scale.png"
+
+
+def _snapshot() -> tuple[bytes, bytes | None]:
+    return RESULTS.read_bytes(), PLOT.read_bytes() if PLOT.exists() else None
+
+
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"})
+
+
+def test_lifecycle_quick_prints_its_rows_and_writes_nothing():
+    before = _snapshot()
+    done = _run("bench.lifecycle", "--quick", "--reps", "1", "--notes", "200",
+                "--store-notes", "16")
+    assert done.returncode in (0, 1), done.stderr[-3000:]  # 1: a target missed
+    assert "Traceback" not in done.stderr
+    out = done.stdout
+    assert out.startswith("## Startup, shutdown and store throughput")
+    for row in ("| baseline: `python -c \"import trio, msgspec, apsw\"` | 3 |",
+                "| `serve` spawn → ready line on stdout | 3 |",
+                "| `serve` spawn → client holds `welcome` (ready) | 3 |",
+                "| `shutdown` frame (client connected) → process exit | 1 |",
+                "| SIGTERM (client connected) → process exit | 1 |",
+                "| SIGTERM (no client connected) → process exit | 1 |",
+                "| `MemoryStore.store` in process (baseline) | — | 16 |",
+                "| `memory.notes.store` through the daemon | 1 | 16 |",
+                "| `memory.notes.store` through the daemon | 8 | 16 |"):
+        assert row in out, row
+    met, missed = tally(out)
+    assert met + missed == 4  # ready and the three ways to stop; throughput is not judged
+    assert (missed == 0) == (done.returncode == 0)
+    assert _snapshot() == before  # quick: nothing written
+
