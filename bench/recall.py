@@ -122,13 +122,15 @@ class NoteWriter:
         return f"{rnd.choice(self.names)}: {' '.join(words)}"
 
 
-def populate(path: Path, writer: NoteWriter, notes: int) -> None:
-    """Create ``memory.sqlite`` at ``path`` with ``notes`` notes, 20 per session."""
+def populate(path: Path, writer: NoteWriter, notes: int, start: int = 0) -> None:
+    """Create ``memory.sqlite`` at ``path`` with ``notes`` notes, 20 per session (or,
+    with ``start``, add notes number ``start`` … ``start + notes - 1`` to it: sessions
+    and timestamps continue where the previous call stopped)."""
     conn = open_database(str(path))
     with conn:
         conn.executemany(_SQL_INSERT, (
             (writer.note(), "", "[]", f"bench-{i // 20}", 1_700_000_000_000 + i,
-             1_700_000_000_000 + i) for i in range(notes)))
+             1_700_000_000_000 + i) for i in range(start, start + notes)))
     conn.close()
 
 

@@ -53,6 +53,9 @@ BENCHES = (
           "memory work per turn (context + render + persist) at 1k notes: p99 ≤ 15 ms"),
     Bench("recall", "## Recall",
           "BM25 recall at 1k notes p99 ≤ 5 ms; at 100k notes (raised cap) p95 ≤ 25 ms"),
+    Bench("scale", "## Scale",
+          "recall, store and startup cost from 1k to 100k notes (raised cap): BM25 recall "
+          "p95 ≤ 25 ms at 100k; table and bench/scale.png"),
     Bench("hybrid", "## Hybrid recall and backfill",
           "hybrid recall at 1k notes p99 ≤ 10 ms; backfill ≥ 200 notes/s"),
     Bench("locomo", "## LoCoMo retrieval",

@@ -1,5 +1,6 @@
-"""``bench.lifecycle`` in quick mode at a tiny size: it prints its table with every row,
-states its verdicts the way ``bench/run`` counts them, and writes nothing."""
+"""``bench.lifecycle`` and ``bench.scale`` in quick mode at a tiny size: each prints its
+table with every row, states its verdicts the way ``bench/run`` counts them, and writes
+nothing (neither ``bench/RESULTS.md`` nor ``bench/scale.png``)."""
 
 from __future__ import annotations
 
@@ -48,3 +49,19 @@ def test_lifecycle_quick_prints_its_rows_and_writes_nothing():
     assert (missed == 0) == (done.returncode == 0)
     assert _snapshot() == before  # quick: nothing written
 
+
+def test_scale_quick_prints_one_row_per_size_and_writes_nothing():
+    before = _snapshot()
+    done = _run("bench.scale", "--quick", "--sizes", "300,600", "--queries", "30",
+                "--stores", "10", "--starts", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stderr
+    out = done.stdout
+    assert out.startswith("## Scale")
+    rows = [line for line in out.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    assert [r.split("|")[1].strip() for r in rows] == ["300", "600"]
+    assert rows[0].count("(1.0×)") == 5  # the first row is the growth baseline of each cost
+    assert "100,000 notes were not measured in this run" in out
+    assert tally(out) == (0, 0)  # the target is judged at 100,000 notes only
+    assert "plot" not in done.stderr  # no --write: no plot either
+    assert _snapshot() == before
