@@ -244,7 +244,7 @@ def plot(rows: list[dict], path: Path) -> str:
         return (f"plot skipped: matplotlib is not installed ({exc}); install the `bench` extra: "
                 ".venv/bin/pip install -e '.[bench]'")
     sizes = [r["size"] for r in rows]
-    fig, ax = plt.subplots(figsize=(8, 5), dpi=110)
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=110)
     for key, q, label in COSTS:
         ax.plot(sizes, [percentile(r[key], q) for r in rows], marker="o", label=label)
     ax.axhline(TARGET_P95_MS, color="grey", linestyle=":", linewidth=1)
@@ -259,7 +259,7 @@ def plot(rows: list[dict], path: Path) -> str:
     ax.set_ylabel("ms")
     ax.set_title("atomic-agent: cost against note count (bench/scale.py)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.01, 0.5))  # off the lines
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)
