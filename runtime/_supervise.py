@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
+from functools import partial
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ import trio
 
 from ._calls import Calls, encode_body
 from ._channel import Channel
-from ._spawn import ActorSpec, spawn_actor, stop_process
+from ._spawn import HELLO_TIMEOUT_S, READY_TIMEOUT_S, ActorSpec, spawn_actor, stop_process
 from .errors import (
     ActorCrashed,
     ActorTooSlow,
@@ -78,6 +79,9 @@ class _Slot:
     crash_report: Error | None = None
     done: trio.Event = field(default_factory=trio.Event)
     pid: int | None = None
+    # Set once the first start has ended, ready or failed: requests sent to the actor
+    # before that wait for it instead of failing (the actors start concurrently).
+    first_start: trio.Event = field(default_factory=trio.Event)
 
 
 class Supervisor:
@@ -104,6 +108,7 @@ class Supervisor:
         self.calls = Calls("root", self._send_from_root)
         self.stopping = False
         self.restart_count = 0
+        self._nursery: trio.Nursery | None = None  # the tree's, set by open_supervisor
 
     # ----------------------------------------------------------------- root API
     async def request(self, dest: str, body: Any, reply_type: type[T]) -> T:
@@ -166,6 +171,9 @@ class Supervisor:
                     return
                 self._in_flight[(src, rid)] = dest
                 if not await self._forward(dest, env, raw):
+                    if not self._slots[dest].first_start.is_set() and self._nursery is not None:
+                        self._nursery.start_soon(self._deliver_after_start, env, raw)
+                        return
                     self._in_flight.pop((src, rid), None)
                     await self._answer_unavailable(src, dest, rid, "not running")
             case Reply(src=src, dest=dest, id=rid) | Error(src=src, dest=dest, id=rid) if rid:
@@ -187,6 +195,19 @@ class Supervisor:
                     await self._forward(dest, env, raw)
             case _:
                 log.debug("envelope.ignored", origin=origin, type=type(env).__name__)
+
+    async def _deliver_after_start(self, env: Request, raw: bytes | None) -> None:
+        """Forward a request that reached an actor still in its first start, once it is
+        ready (bounded by the start's own deadlines); unavailable if it never is, dropped
+        if its caller cancelled meanwhile."""
+        slot = self._slots[env.dest]
+        with trio.move_on_after(HELLO_TIMEOUT_S + READY_TIMEOUT_S):
+            await slot.first_start.wait()
+        if (env.src, env.id) not in self._in_flight:
+            return  # the caller gave up (Cancel) while it waited
+        if not await self._forward(env.dest, env, raw):
+            self._in_flight.pop((env.src, env.id), None)
+            await self._answer_unavailable(env.src, env.dest, env.id, "not running")
 
     async def _pump(self, name: str, chan: Channel) -> None:
         while True:
@@ -232,6 +253,7 @@ class Supervisor:
                 slot.proc, slot.channel = proc, chan
                 if not started:
                     started = True
+                    slot.first_start.set()
                     task_status.started()
                 try:
                     await self._pump(name, chan)
@@ -253,6 +275,7 @@ class Supervisor:
                 await self._crashed(slot, crash)
         finally:
             slot.proc = None
+            slot.first_start.set()
             slot.done.set()
 
     async def _crashed(self, slot: _Slot, crash: ActorCrashed) -> None:
@@ -309,6 +332,33 @@ class Supervisor:
             await slot.done.wait()
 
 
+async def _start_all(nursery: trio.Nursery, sup: Supervisor, names: list[str]) -> None:
+    """Start every actor at once and return when all are ready (DESIGN §1: ``serve`` is
+    ready only when every actor is). Concurrent, because each child is a fresh
+    interpreter spending most of its start importing: one after another they added up
+    past DESIGN §12's "serve ready ≤ 2 s" (``bench/lifecycle.py``). A request an actor
+    sends to one still starting waits for it (:meth:`Supervisor._deliver_after_start`).
+    The first start to fail cancels the others; its own exception is raised, not a group.
+    """
+    try:
+        async with trio.open_nursery() as starters:
+            for name in names:
+                starters.start_soon(partial(nursery.start, sup._supervise, name))
+    except BaseExceptionGroup as group:
+        leaves = _leaves(group)
+        primary = next((e for e in leaves if not isinstance(e, trio.Cancelled)), None)
+        if primary is None:
+            raise
+        raise primary from None
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    """Every non-group exception inside ``exc``, depth first."""
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
 @asynccontextmanager
 async def open_supervisor(
     specs: Sequence[ActorSpec],
@@ -323,9 +373,9 @@ async def open_supervisor(
     """
     sup = Supervisor(specs, **kwargs)
     async with trio.open_nursery() as nursery:
+        sup._nursery = nursery
         try:
-            for spec in specs:
-                await nursery.start(sup._supervise, spec.name)
+            await _start_all(nursery, sup, [spec.name for spec in specs])
             yield sup
         finally:
             await sup.shutdown()

@@ -123,6 +123,7 @@ class Gateway:
         self.finished_turns: set[str] = set()
         self.accepting = True
         self.turn_nursery: trio.Nursery | None = None
+        self.connections: set[Client] = set()  # every accepted websocket, until closed
 
     # ------------------------------------------------------------ actor → clients
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
@@ -186,6 +187,14 @@ class Gateway:
             return
         ws = await request.accept()
         client = Client(ws, self.cfg.client_queue, next(self._ids), self.cfg.client_inflight)
+        self.connections.add(client)
+        try:
+            await self._serve_connection(client)
+        finally:
+            self.connections.discard(client)
+
+    async def _serve_connection(self, client: Client) -> None:
+        ws = client.ws
         try:
             async with trio.open_nursery() as nursery:
                 client.scope = nursery.cancel_scope
@@ -388,9 +397,18 @@ class Gateway:
         client.push({"type": "metrics.result", **(await self.metrics())})
 
     async def close_all(self) -> None:
-        """Flush (bounded) and close every client connection (end of shutdown)."""
-        for c in list(self.clients):
-            c.send_ch.close()
+        """Flush (bounded) and close every client connection (end of shutdown).
+
+        Closing a client's queue ends its pump, which ends its handler, which closes
+        the websocket (close frame, then the client's answer). This waits (≤ 1 s) for
+        those handlers, so the close handshakes finish while the connections' reader
+        tasks still run: cancelling them first left each ``aclose`` waiting out its
+        1 s bound for an answer nobody read (``bench/lifecycle.py``)."""
+        for c in list(self.connections):
+            c.send_ch.close()  # authenticated or still saying hello
         with trio.move_on_after(0.5):
-            while any(c.recv_ch.statistics().current_buffer_used for c in self.clients):
+            while any(c.recv_ch.statistics().current_buffer_used for c in self.connections):
                 await trio.sleep(0.02)
+        with trio.move_on_after(1.0):
+            while self.connections:
+                await trio.sleep(0.01)

@@ -48,6 +48,23 @@ async def test_request_reply_and_routing_between_actors():
             assert await sup.request("a", Relay(dest="b", text="x"), dict) == {"text": "x", "by": "b"}
 
 
+async def test_actors_start_together_and_a_request_to_one_still_starting_waits(tmp_path):
+    """The actors start concurrently (``serve`` ready is bounded by the slowest start, not
+    the sum); ``a``, ready first, asks ``slow`` at once: the request waits for ``slow``
+    to be ready instead of failing as unavailable."""
+    t0 = trio.current_time()
+    async with open_supervisor([spec("a", ask_at_ready="slow", marker_dir=str(tmp_path)),
+                                spec("slow", boot_delay_s=4.0),
+                                spec("slow2", boot_delay_s=4.0)]) as sup:
+        started_s = trio.current_time() - t0
+        with trio.fail_after(10):
+            while not (tmp_path / "asked").exists():
+                await trio.sleep(0.05)
+        assert (tmp_path / "asked").read_text() == "ok: hi by slow"
+        assert sup.running("slow2")
+    assert started_s < 7.5  # one after another: at least 8 s of boot delay alone
+
+
 async def test_typed_error_reply_keeps_actor_alive():
     async with open_supervisor([spec("a")]) as sup:
         with trio.fail_after(10):

@@ -1,7 +1,9 @@
 """A scriptable actor for kernel tests (runs as a real child process).
 
 Boot config (msgpack map): ``stubborn`` (ignore the shutdown cancel; with
-``ignore_term`` also SIGTERM), ``marker_dir`` (files written to prove what ran).
+``ignore_term`` also SIGTERM), ``marker_dir`` (files written to prove what ran),
+``boot_delay_s`` (a slow start: seconds before ready), ``ask_at_ready`` (right after
+ready, ask that actor to echo "hi"; the answer or error goes to ``marker_dir/asked``).
 """
 
 from __future__ import annotations
@@ -73,6 +75,8 @@ class Config(msgspec.Struct):
     stubborn: bool = False
     ignore_term: bool = False
     marker_dir: str = ""
+    boot_delay_s: float = 0.0
+    ask_at_ready: str = ""
 
 
 class ExpectedError(Exception):
@@ -90,6 +94,9 @@ class _Handler:
     def _mark(self, name: str) -> None:
         if self.cfg.marker_dir:
             Path(self.cfg.marker_dir, name).write_text(str(os.getpid()))
+
+    def _mark_text(self, name: str, text: str) -> None:
+        Path(self.cfg.marker_dir, name).write_text(text)
 
     async def on_request(self, src: str, body: msgspec.Raw):
         match self.decoder.decode(body):
@@ -135,8 +142,23 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[_Handler
     cfg = msgspec.msgpack.decode(config, type=Config)
     if cfg.ignore_term:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    await trio.sleep(cfg.boot_delay_s)
+    handler = _Handler(ctx, cfg)
+
+    async def ask() -> None:
+        await trio.sleep(0.2)  # after ready: the root is serving us by then
+        try:
+            got = await ctx.request(cfg.ask_at_ready, Echo(text="hi"), dict)
+            handler._mark_text("asked", f"ok: {got['text']} by {got['by']}")
+        except Exception as exc:  # noqa: BLE001 - recorded for the test
+            handler._mark_text("asked", f"error: {type(exc).__name__}: {exc}")
+
     try:
-        yield _Handler(ctx, cfg)
+        async with trio.open_nursery() as nursery:
+            if cfg.ask_at_ready:
+                nursery.start_soon(ask)
+            yield handler
+            nursery.cancel_scope.cancel()
     finally:
         if cfg.stubborn:
             with trio.CancelScope(shield=True):
