@@ -362,9 +362,9 @@ class MemoryStore:
             now_ms: bump time, Unix ms.
 
         Ranking (``recall.ranked_search``): BM25 of the best ``max(4k, 32)`` hits x
-        the fraction of query terms a note holds, + half the score of an adjacent
-        note of the same session. ``score`` = relevance / best: in [0, 1], strongest
-        1.0 (BC-04). Archived notes are included; every hit matches a query term.
+        the fraction of query terms a note holds, + half the score of each note of
+        the same session up to two ids away. ``score`` = relevance / best: in [0, 1],
+        strongest 1.0 (BC-04). Archived notes are included; every hit matches a query term.
 
         Raises:
             ValidationError: fields ``query``, ``k``, ``scope``, ``workingDir``,
