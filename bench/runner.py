@@ -59,8 +59,8 @@ BENCHES = (
     Bench("hybrid", "## Hybrid recall and backfill",
           "hybrid recall at 1k notes p99 ≤ 10 ms; backfill ≥ 200 notes/s"),
     Bench("locomo", "## LoCoMo retrieval",
-          "LoCoMo dev evidence recall@10: BM25 ≥ 65 %, hybrid ≥ 72 %", ("--hybrid",),
-          ("--quick",)),
+          "LoCoMo dev evidence recall@10: BM25 ≥ 65 %, hybrid ≥ 72 %",
+          ("--hybrid", "--ablation"), ("--quick",)),
     Bench("lifecycle", "## Startup, shutdown and store throughput",
           "`serve` ready ≤ 2 s, shutdown (frame / SIGTERM) ≤ 3 s at 1k notes; store "
           "throughput through the daemon vs in process (reported)"),

@@ -218,3 +218,36 @@ async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path
     warnings = [line for line in capfd.readouterr().err.splitlines()
                 if "memory.vectors_stale" in line]
     assert len(warnings) == 1 and "model-A" in warnings[0] and "reindex --prune" in warnings[0]
+
+
+def test_the_blend_reaches_keyword_hits_below_the_keyword_top_k(conn):
+    """DESIGN §8: the keyword hits are ranked among themselves by the blend, so a hit
+    that keyword recall puts just below the k slots but that the query's vector points
+    at takes a slot (hybrid.KEYWORD_POOL_PER_K); with only the keyword top k blended,
+    recall@k could never differ from keyword recall's (LoCoMo dev, bench.locomo)."""
+    from actors.memory.errors import ValidationError
+    from actors.memory.hybrid import hybrid_recall
+    from actors.memory.notes import MemoryStore
+    from actors.memory.vectors import VectorStore
+
+    notes, vectors = MemoryStore(conn), VectorStore(conn)
+    strong = notes.store("dance dance dance tonight").id
+    middle = notes.store("dance lessons on friday").id
+    weak = notes.store("we talked about the dance and many other things that evening").id
+    for i in range(5):
+        notes.store(f"filler note number {i} about the weather")
+    off, on = np.array([0, 1], dtype="<f4").tobytes(), np.array([1, 0], dtype="<f4").tobytes()
+    vectors.put("M", 2, [(strong, off), (middle, off), (weak, on)])
+    keyword = [n.id for n in notes.recall("dance", k=3, bump=False)]
+    assert keyword == [strong, middle, weak]
+
+    def run(**kw):
+        return [n.id for n in hybrid_recall(notes, vectors, lambda _t: np.array([1.0, 0.0]),
+                                            "dance", model="M", k=2, ceiling=100, **kw).notes]
+
+    assert run(vector_weight=0.5) == [weak, strong]  # lifted from keyword rank 3
+    assert run(vector_weight=0.5, pool_per_k=1) == [strong, middle]  # top k only: reordered
+    assert run(vector_weight=0.0) == keyword[:2]  # weight 0: keyword recall exactly
+    with pytest.raises(ValidationError):  # k is checked before the pool is sized
+        hybrid_recall(notes, vectors, lambda _t: np.array([1.0, 0.0]), "dance", model="M",
+                      k="2", vector_weight=0.5, ceiling=100)

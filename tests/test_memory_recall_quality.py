@@ -241,7 +241,7 @@ _LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.
 def test_locomo_recall_beats_the_stopword_baseline():
     """Two LoCoMo dev conversations through ``bench.locomo``: recall@10 of
     ``MemoryStore.recall`` stays well above plain FTS5 with stopwords removed (full run:
-    68.5 % vs 60.2 %, bench/RESULTS.md)."""
+    71.1 % vs 60.2 %, bench/RESULTS.md)."""
     import json
 
     from bench.locomo import evaluate, memory_recall, stopword_fts

@@ -20,9 +20,10 @@ Pure functions over numbers; the stores feed them:
 
   An all-zero query vector gives every note cosine 0, so the order is the BM25 order
   (BC-09 second query).
-* :func:`hybrid_recall` — the whole read: the keyword leg (``MemoryStore.recall``), the
-  query embedded (purpose ``query``), the attached model's vectors
-  (``VectorStore.load`` with the brute-force ceiling), the meaning-only candidates
+* :func:`hybrid_recall` — the whole read: the keyword leg (``MemoryStore.recall``, its
+  best :data:`KEYWORD_POOL_PER_K` × k hits, so the blend can lift a hit from below the
+  keyword top k into it), the query embedded (purpose ``query``), the attached model's
+  vectors (``VectorStore.load`` with the brute-force ceiling), the meaning-only candidates
   passed through the keyword query's filters (``MemoryStore.visible``), then
   :func:`hybrid_rank`. Errors from the vector side propagate: the caller falls back to
   keyword recall (DESIGN §8).
@@ -35,16 +36,31 @@ from collections.abc import Callable, Mapping, Sequence
 import msgspec
 import numpy as np
 
-from .notes import MemoryStore, Note
+from .errors import require_int
+from .notes import K_MAX, K_MIN, MemoryStore, Note
 from .vectors import VectorCache, VectorStore
 
-__all__ = ["BEST_WINDOW", "DEFAULT_MIN_COSINE", "Ranked", "cosine_scores", "hybrid_recall",
-           "hybrid_rank"]
+__all__ = [
+    "BEST_WINDOW",
+    "DEFAULT_MIN_COSINE",
+    "KEYWORD_POOL_PER_K",
+    "Ranked",
+    "cosine_scores",
+    "hybrid_rank",
+    "hybrid_recall",
+]
 
 #: Meaning-only notes must be within this of the query's best cosine (DESIGN §8).
 BEST_WINDOW = 0.15
 #: Default cosine floor of a catalog entry (seed 001 ``minCosine``).
 DEFAULT_MIN_COSINE = 0.35
+#: The keyword hits that are blended with cosine: the best ``KEYWORD_POOL_PER_K * k`` of
+#: keyword recall (at most ``notes.K_MAX``), ranked among themselves, cut to k. With only
+#: the top k the blend merely reorders them and recall@k equals keyword recall's. LoCoMo
+#: dev recall@10, local wordllama, vectorWeight 0.5: x1 71.1 %, x2 72.3 %, x3 72.0 %,
+#: x5 72.0 % (x2 with vectorWeight 0.001, the depth alone: 71.7 %;
+#: ``python -m bench.locomo --hybrid --ablation``, bench/RESULTS.md).
+KEYWORD_POOL_PER_K = 2
 
 
 class Ranked(msgspec.Struct, frozen=True):
@@ -146,20 +162,26 @@ def hybrid_recall(
     working_dir: str | None = None,
     tags: list[str] | None = None,
     cache: VectorCache | None = None,
+    pool_per_k: int = KEYWORD_POOL_PER_K,
 ) -> HybridResult:
     """Hybrid recall of up to ``k`` notes for ``query`` (module docstring; DESIGN §8).
 
     ``embed_query(text)`` returns the query's vector (purpose ``query``) of ``model``.
-    Nothing is bumped: the caller bumps the returned ids. Raises ``ValidationError``
-    for bad arguments (as ``MemoryStore.recall``) and whatever the vector side raises.
+    ``pool_per_k``: how many keyword hits per slot are blended (``bench.locomo``
+    measures it). Nothing is bumped: the caller bumps the returned ids. Raises
+    ``ValidationError`` for bad arguments (as ``MemoryStore.recall``) and whatever the
+    vector side raises.
     """
-    # The keyword hits are the top k of keyword recall: the blend only reorders them, so
-    # hybrid recall never returns fewer of them than keyword recall would (a deeper pool
-    # re-ranked by the local embedder's cosine lost 1.6 points of LoCoMo recall@10).
-    keyword = notes.recall(query, k=k, scope=scope, working_dir=working_dir, tags=tags,
+    if vector_weight <= 0:  # keyword recall exactly
+        return HybridResult(notes=notes.recall(query, k=k, scope=scope,
+                                               working_dir=working_dir, tags=tags, bump=False))
+    # The keyword hits: the best pool_per_k * k of keyword recall (its scores are already
+    # normalised within them, strongest 1.0), so that the blend can bring a hit from just
+    # below the keyword top k into the k slots (KEYWORD_POOL_PER_K).
+    k = min(K_MAX, max(K_MIN, require_int(k, "k")))
+    pool = min(K_MAX, max(k, pool_per_k * k))
+    keyword = notes.recall(query, k=pool, scope=scope, working_dir=working_dir, tags=tags,
                            bump=False)
-    if vector_weight <= 0:
-        return HybridResult(notes=keyword)
     qvec = np.asarray(embed_query(query.strip()), dtype=np.float32).ravel()
     loaded = vectors.load(model, qvec.shape[0], ceiling, also=[n.id for n in keyword],
                           cache=cache)
