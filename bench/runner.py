@@ -111,13 +111,29 @@ def run_one(bench: Bench, quick: bool, write: bool) -> tuple[int, float, str]:
     return done.returncode, time.perf_counter() - t0, done.stdout
 
 
+def earlier_rows(text: str) -> dict[str, str]:
+    """``{benchmark: row}`` of the summary table already in RESULTS.md (``text``)."""
+    start = text.find(SUMMARY)
+    if start == -1:
+        return {}
+    end = text.find("\n## ", start + 1)
+    out = {}
+    for line in text[start:end if end != -1 else len(text)].splitlines():
+        m = re.match(r"^\| `(\w+)` \|", line)
+        if m and line.count("|") == 7:  # the current layout: six columns
+            out[m.group(1)] = line
+    return out
+
+
 def summary(rows: list[str], command: str, quick: bool) -> str:
     """The summary section (markdown)."""
     return (f"{SUMMARY}\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`"
             f"{' (quick mode: small inputs, noisy figures)' if quick else ''}\n\n"
-            "| benchmark | checks | rows meeting / missing their target | exit | seconds |\n"
-            "|---|---|---|---:|---:|\n" + "\n".join(rows) + "\n\n"
+            "| benchmark | checks | rows meeting / missing their target | exit | seconds | run |\n"
+            "|---|---|---|---:|---:|---|\n" + "\n".join(rows) + "\n\n"
+            "A benchmark not named in the command keeps its row (and its section) from the "
+            "run given in its `run` column.\n\n"
             "Each benchmark's own section below has the baseline measured in the same run, "
             "the ratio and the cause of every miss.\n")
 
@@ -151,11 +167,15 @@ def main(argv: list[str] | None = None) -> int:
         met, missed = tally(out)
         failed += code != 0
         rows.append(f"| `{bench.name}` | {bench.checks} | {met} / {missed} | {code} | "
-                    f"{seconds:.0f} |")
+                    f"{seconds:.0f} | {utc_now()} |")
         print(out, flush=True)
         print(f"bench/run: {bench.name}: exit {code}, {met} rows met / {missed} missed, "
               f"{seconds:.0f} s", file=sys.stderr, flush=True)
     command = " ".join(["bench/run", *(argv if argv is not None else sys.argv[1:])]).strip()
+    if write and args.names:  # a partial run: the others keep their rows
+        ran = {b.name: row for b, row in zip(chosen, rows)}
+        old = earlier_rows(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
+        rows = [ran.get(b.name) or old[b.name] for b in BENCHES if b.name in ran or b.name in old]
     text = summary(rows, command, args.quick)
     print(text)
     if write:

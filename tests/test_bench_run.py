@@ -54,3 +54,15 @@ def test_quick_run_of_one_benchmark_prints_its_table_and_the_summary():
     assert met + missed == 10  # five sizes × two paths, each row with a verdict
     assert "Traceback" not in done.stderr
     assert (REPO / "bench" / "RESULTS.md").read_bytes() == before  # quick: not written
+
+
+def test_a_partial_run_keeps_the_other_benchmarks_summary_rows():
+    from bench.runner import SUMMARY, earlier_rows, summary
+
+    rows = ["| `ipc` | c | 1 / 9 | 0 | 26 | 2026-11-30 12:00 UTC |",
+            "| `recall` | c | 2 / 1 | 0 | 95 | 2026-11-30 12:05 UTC |"]
+    text = "# Benchmark results\n\n" + summary(rows, "bench/run", False) + "\n## IPC round trip\n"
+    assert SUMMARY in text
+    got = earlier_rows(text)
+    assert got == {"ipc": rows[0], "recall": rows[1]}
+    assert earlier_rows("# Benchmark results\n") == {}
