@@ -125,16 +125,16 @@ def earlier_rows(text: str) -> dict[str, str]:
     return out
 
 
-def summary(rows: list[str], command: str, quick: bool) -> str:
-    """The summary section (markdown)."""
+def summary(rows: list[str], command: str, quick: bool, partial: bool = False) -> str:
+    """The summary section (markdown); ``partial``: only some benchmarks ran now."""
     return (f"{SUMMARY}\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`"
             f"{' (quick mode: small inputs, noisy figures)' if quick else ''}\n\n"
             "| benchmark | checks | rows meeting / missing their target | exit | seconds | run |\n"
             "|---|---|---|---:|---:|---|\n" + "\n".join(rows) + "\n\n"
-            "A benchmark not named in the command keeps its row (and its section) from the "
-            "run given in its `run` column.\n\n"
-            "Each benchmark's own section below has the baseline measured in the same run, "
+            + ("A benchmark not named in the command keeps its row (and its section) from "
+               "the run given in its `run` column.\n\n" if partial else "")
+            + "Each benchmark's own section below has the baseline measured in the same run, "
             "the ratio and the cause of every miss.\n")
 
 
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         ran = {b.name: row for b, row in zip(chosen, rows)}
         old = earlier_rows(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
         rows = [ran.get(b.name) or old[b.name] for b in BENCHES if b.name in ran or b.name in old]
-    text = summary(rows, command, args.quick)
+    text = summary(rows, command, args.quick, partial=bool(args.names))
     print(text)
     if write:
         _put_summary_first(text)
