@@ -184,8 +184,33 @@ def test_vector_cache_serves_until_its_generation_changes(conn):
     b = notes.store("beta").id
     vectors.put("A", 2, [(b, one)])
     assert vectors.load("A", 2, 10, cache=cache).ids == [a]  # same generation: cached
-    cache.generation += 1  # what the memory actor does after every write
+    cache.generation += 1  # what the memory actor does after every PutVectors
     assert vectors.load("A", 2, 10, cache=cache).ids == [b, a]
+
+
+def test_a_note_deleted_after_the_vectors_were_cached_is_never_recalled(conn):
+    """The memory actor keeps the vector cache across note writes (only new vectors
+    invalidate it): a deleted note's vector may stay cached, but hybrid recall reads
+    every candidate back through the notes table, so the note is not returned."""
+    from actors.memory.hybrid import hybrid_recall
+    from actors.memory.notes import MemoryStore
+    from actors.memory.vectors import VectorCache, VectorStore
+
+    notes, vectors, cache = MemoryStore(conn), VectorStore(conn), VectorCache()
+    keep = notes.store("the weather in spring").id
+    gone = notes.store("an unrelated remark about trains").id
+    near = np.array([1, 0], dtype="<f4").tobytes()
+    vectors.put("M", 2, [(keep, near), (gone, near)])
+
+    def run() -> list[int]:
+        return [n.id for n in hybrid_recall(
+            notes, vectors, lambda _t: np.array([1.0, 0.0]), "holiday plans", model="M",
+            k=5, vector_weight=0.5, ceiling=100, cache=cache).notes]
+
+    assert sorted(run()) == sorted([keep, gone])  # both found by meaning alone
+    assert notes.forget(gone)
+    assert cache.get(("M", 2, 100)) is not None  # still cached, with the deleted note's row
+    assert run() == [keep]
 
 
 async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path, capfd):

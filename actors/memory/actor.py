@@ -311,17 +311,13 @@ class MemoryActor:
                 self._queue_bump(change.get("bump", []))
                 return OpResult(data=data)
             case ToolOp():
-                try:
-                    data, change = await self._db(self._run_op, self.w, msg)
-                finally:  # after the commit: a write may delete notes (and vectors)
-                    self.vector_cache.generation += 1
+                # No vector-cache invalidation: a note write adds no vector, and the
+                # cached vector of a note deleted meanwhile is harmless (VectorCache).
+                data, change = await self._db(self._run_op, self.w, msg)
                 await self._changed(msg.op, change, msg.session)
                 return OpResult(data=data)
             case ApplyReflection():
-                try:
-                    result = await self._db(self._apply_reflection, msg)
-                finally:
-                    self.vector_cache.generation += 1
+                result = await self._db(self._apply_reflection, msg)  # no vectors: as above
                 await self._changed("reflection", {"keys": result.fact_keys, "ids": result.note_ids},
                                     msg.session)
                 return result

@@ -81,9 +81,12 @@ def _loaded(pairs: list[tuple[int, bytes]], dim: int, *, overflow: int, stale: i
 
 class VectorCache:
     """The last newest-``ceiling`` scan of one (model, dim), reused while
-    :attr:`generation` is unchanged. The memory actor bumps ``generation`` whenever
-    vectors are written or notes deleted; a cached vector of a note deleted meanwhile is
-    harmless (hybrid recall reads every returned note back through the notes table)."""
+    :attr:`generation` is unchanged. The memory actor bumps ``generation`` only when
+    vectors are written (``PutVectors``): a note write adds none, and a cached vector of a
+    note deleted meanwhile is harmless — hybrid recall reads every candidate back through
+    the notes table, so a deleted note is never returned. Invalidating on every note
+    write made each recall after a turn re-read every vector (``bench/load.py``'s profile:
+    ``VectorStore.load`` at 14 % of the memory actor under load)."""
 
     def __init__(self) -> None:
         self.generation = 0
