@@ -188,6 +188,32 @@ def test_vector_cache_serves_until_its_generation_changes(conn):
     assert vectors.load("A", 2, 10, cache=cache).ids == [b, a]
 
 
+def test_new_vectors_join_the_cached_scan_without_a_reload(conn):
+    """``VectorCache.add`` (what the memory actor does on PutVectors): newer vectors are
+    folded into the cached newest-``ceiling`` scan exactly as a reload would give them;
+    a re-embed or an older note is refused (the actor then drops the cache)."""
+    from actors.memory.notes import MemoryStore
+    from actors.memory.vectors import VectorCache, VectorStore
+
+    notes, vectors, cache = MemoryStore(conn), VectorStore(conn), VectorCache()
+    ids = [notes.store(f"note {i}").id for i in range(4)]
+    vec = {i: np.array([1, n], dtype="<f4").tobytes() for n, i in enumerate(ids)}
+    vectors.put("M", 2, [(ids[0], vec[ids[0]])])
+    assert vectors.load("M", 2, 2, cache=cache).ids == [ids[0]]
+    new = [(ids[1], vec[ids[1]]), (ids[2], vec[ids[2]])]
+    vectors.put("M", 2, new)
+    assert cache.add("M", 2, new)
+    got = vectors.load("M", 2, 2, cache=cache)  # served from the cache
+    fresh = vectors.load("M", 2, 2)  # a real scan, for comparison
+    assert got.ids == fresh.ids == [ids[2], ids[1]] and got.overflow == fresh.overflow == 1
+    assert np.array_equal(got.rows, fresh.rows) and np.allclose(got.norms, fresh.norms)
+    assert got.index == fresh.index
+    assert not cache.add("M", 2, [(ids[1], vec[ids[1]])])  # not newer: a re-embed
+    assert not cache.add("other", 2, [(ids[3], vec[ids[3]])])  # another model
+    cache.generation += 1
+    assert not cache.add("M", 2, [(ids[3], vec[ids[3]])])  # nothing cached at this generation
+
+
 def test_a_note_deleted_after_the_vectors_were_cached_is_never_recalled(conn):
     """The memory actor keeps the vector cache across note writes (only new vectors
     invalidate it): a deleted note's vector may stay cached, but hybrid recall reads

@@ -327,10 +327,13 @@ class MemoryActor:
                 return [VectorTodo(id=i, content=c) for i, c in rows]
             case PutVectors():
                 rows = list(zip(msg.ids, msg.vectors))
+                written: int | None = None
                 try:
-                    return await self._db(self.w.vectors.put, msg.model, msg.dim, rows)
-                finally:
-                    self.vector_cache.generation += 1
+                    written = await self._db(self.w.vectors.put, msg.model, msg.dim, rows)
+                    return written
+                finally:  # new vectors join the cached scan, or the cache is dropped
+                    if written is None or not self.vector_cache.add(msg.model, msg.dim, rows):
+                        self.vector_cache.generation += 1
             case Stats():
                 return await self._db(self._stats)
 

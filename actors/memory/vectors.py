@@ -81,8 +81,9 @@ def _loaded(pairs: list[tuple[int, bytes]], dim: int, *, overflow: int, stale: i
 
 class VectorCache:
     """The last newest-``ceiling`` scan of one (model, dim), reused while
-    :attr:`generation` is unchanged. The memory actor bumps ``generation`` only when
-    vectors are written (``PutVectors``): a note write adds none, and a cached vector of a
+    :attr:`generation` is unchanged. New vectors are folded in (:meth:`add`); the memory
+    actor bumps ``generation`` only when they cannot be (``PutVectors`` of a re-embed or
+    of older notes): a note write adds none, and a cached vector of a
     note deleted meanwhile is harmless — hybrid recall reads every candidate back through
     the notes table, so a deleted note is never returned. Invalidating on every note
     write made each recall after a turn re-read every vector (``bench/load.py``'s profile:
@@ -100,6 +101,34 @@ class VectorCache:
     def put(self, key: tuple, value: LoadedVectors) -> None:
         """Keep ``value`` (the newest-``ceiling`` scan) for ``key`` at this generation."""
         self._key, self._value = (self.generation, *key), value
+
+    def add(self, model: str, dim: int, pairs: Sequence[tuple[int, bytes]]) -> bool:
+        """Fold vectors just written (``(note_id, float32 bytes)``) into the cached scan,
+        without re-reading the table: True when done; False when the cache cannot be
+        kept (nothing cached at this generation, another model or dimension, or an id
+        not newer than every cached one — a re-embed or an older note), in which case
+        the caller bumps :attr:`generation`. The backfill embeds newest first, so under
+        a write load new vectors are the common case (``bench/load.py``)."""
+        value, key = self._value, self._key
+        if value is None or key is None or key[0] != self.generation or key[1:3] != (model, dim):
+            return False
+        if not pairs:
+            return True
+        ids = sorted({i for i, _ in pairs}, reverse=True)
+        if len(ids) != len(pairs) or (value.ids and ids[-1] <= value.ids[0]):
+            return False
+        ceiling = key[3]
+        fresh = _loaded(list(pairs), dim, overflow=0, stale=value.stale)
+        keep = max(0, ceiling - len(fresh.ids))
+        old_ids = value.ids[:keep]
+        merged_ids = (fresh.ids + old_ids)[:ceiling]
+        rows = np.concatenate([fresh.rows, value.rows[:len(old_ids)]])[:ceiling]
+        norms = np.concatenate([fresh.norms, value.norms[:len(old_ids)]])[:ceiling]  # type: ignore[index]
+        dropped = len(fresh.ids) + len(value.ids) - len(merged_ids)
+        self._value = LoadedVectors(
+            ids=merged_ids, rows=rows, overflow=value.overflow + dropped, stale=value.stale,
+            index={i: j for j, i in enumerate(merged_ids)}, norms=norms)
+        return True
 
 
 class VectorStore:
