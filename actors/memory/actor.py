@@ -166,7 +166,7 @@ class MemoryActor:
         self.w = open_stores(conn, self.cfg)
         self.r = open_stores(reader, self.cfg)
         self.query_embedder = QueryEmbedder(self.cfg.embeddings)
-        # Hybrid recall's newest-vectors scan, reused until a write may change it.
+        # Hybrid recall's newest-vectors scan: new vectors are folded in (VectorCache.add).
         self.vector_cache = VectorCache()
         self._bumps: list[list[int]] = []
         self._flushing = False
@@ -222,6 +222,11 @@ class MemoryActor:
                     await self._db(self._apply_bumps, batch)
                 except (DatabaseBusy, StorageFailure):
                     log.warning("memory.bumps_dropped", notes=sum(map(len, batch)))
+                except trio.Cancelled:
+                    # Shutdown while waiting for the worker thread (a write ahead of it):
+                    # the batch was not applied; close() applies what is left.
+                    self._bumps[:0] = batch
+                    raise
         finally:
             self._flushing = False
 
