@@ -442,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="write bench/RESULTS.md (default: yes unless --quick)")
     parser.add_argument("--check", action="store_true", help="exit 1 if a row fails")
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     table_iters = QUICK_ITERS if args.quick else FULL_ITERS
     iters = {s: args.iters or table_iters.get(s, 300 if args.quick else 1000) for s in sizes}
 

@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from contextlib import ExitStack
 from pathlib import Path
 
 import trio
@@ -64,6 +65,7 @@ class Level:
 
     def __init__(self, clients: int) -> None:
         self.clients = clients
+        self.profiles: dict[str, Profile] = {}
         self.client_ms: list[float] = []
         self.own_ms: list[float] = []
         self.errors: Counter = Counter()
@@ -123,18 +125,23 @@ async def verify(url: str, token: str, level: Level) -> None:
 
 
 async def run_level(url: str, token: str, root: int, fake_pid: int, clients: int,
-                    turns: int) -> Level:
-    """One level: connect every client, start them together, measure, verify."""
+                    turns: int, profile_pids: dict[str, int] | None = None) -> Level:
+    """One level: connect every client, start them together, measure, verify. With
+    ``profile_pids``, py-spy samples those processes while the turns run (not the
+    connecting or the verification); the profiles land in ``level.profiles``."""
     level = Level(clients)
     start = trio.Event()
-    async with trio.open_nursery() as nursery:
-        for i in range(clients):
-            nursery.start_soon(client, url, token, i, turns, level, start)
-        await trio.sleep(min(5.0, 0.05 * clients))  # let them connect
-        cpu0 = cpu_seconds(root, fake_pid)
-        t0 = time.perf_counter()
-        start.set()
-    level.wall_s = time.perf_counter() - t0
+    with ExitStack() as stack:
+        async with trio.open_nursery() as nursery:
+            for i in range(clients):
+                nursery.start_soon(client, url, token, i, turns, level, start)
+            await trio.sleep(min(5.0, 0.05 * clients))  # let them connect
+            if profile_pids:
+                level.profiles = stack.enter_context(profiling(profile_pids))
+            cpu0 = cpu_seconds(root, fake_pid)
+            t0 = time.perf_counter()
+            start.set()
+        level.wall_s = time.perf_counter() - t0
     cpu1 = cpu_seconds(root, fake_pid)
     level.cpu = {k: v - cpu0.get(k, 0.0) for k, v in cpu1.items()}
     for pid, name in process_names(root).items():
@@ -171,10 +178,9 @@ async def run(levels: list[int], turns: int, latency_ms: float, profile: bool = 
                     print(f"load: {TARGET_CLIENTS} clients again, under py-spy …",
                           file=sys.stderr, flush=True)
                     pids = {name: pid for pid, name in process_names(d.proc.pid).items()}
-                    with profiling(pids) as profiles:
-                        again = await run_level(d.url, d.token, d.proc.pid, fake.pid,
-                                                TARGET_CLIENTS, turns)
-                    profiled = (again, profiles)
+                    again = await run_level(d.url, d.token, d.proc.pid, fake.pid,
+                                            TARGET_CLIENTS, turns, profile_pids=pids)
+                    profiled = (again, again.profiles)
     return base, out, profiled
 
 

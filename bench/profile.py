@@ -86,7 +86,7 @@ def parse_raw(name: str, path: Path) -> Profile:
         if not count.isdigit() or not stack:
             continue
         n = int(count)
-        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")[1:]]  # [0] = thread
+        frames = [re.sub(r":\d+\)$", ")", f) for f in stack.split(";")]  # outermost first
         if not frames:
             continue
         prof.samples += n

@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         ran = {b.name: row for b, row in zip(chosen, rows)}
         old = earlier_rows(RESULTS.read_text(encoding="utf-8")) if RESULTS.exists() else {}
         rows = [ran.get(b.name) or old[b.name] for b in BENCHES if b.name in ran or b.name in old]
-    text = summary(rows, command, args.quick, partial=bool(args.names))
+    text = summary(rows, command, args.quick, partial=bool(args.names) and write)
     print(text)
     if write:
         _put_summary_first(text)

@@ -338,7 +338,9 @@ async def _start_all(nursery: trio.Nursery, sup: Supervisor, names: list[str]) -
     interpreter spending most of its start importing: one after another they added up
     past DESIGN §12's "serve ready ≤ 2 s" (``bench/lifecycle.py``). A request an actor
     sends to one still starting waits for it (:meth:`Supervisor._deliver_after_start`).
-    The first start to fail cancels the others; its own exception is raised, not a group.
+    The first start to fail cancels the others and its own exception is raised here (the
+    tree's nursery in :func:`open_supervisor` may wrap it in a group again; ``serve``
+    reports the leaf). A second start failing at the same moment is not reported.
     """
     try:
         async with trio.open_nursery() as starters:

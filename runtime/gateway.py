@@ -401,14 +401,18 @@ class Gateway:
 
         Closing a client's queue ends its pump, which ends its handler, which closes
         the websocket (close frame, then the client's answer). This waits (≤ 1 s) for
-        those handlers, so the close handshakes finish while the connections' reader
-        tasks still run: cancelling them first left each ``aclose`` waiting out its
-        1 s bound for an answer nobody read (``bench/lifecycle.py``)."""
+        those handlers (flush and handshakes together ≤ 0.5 s, as the flush alone was
+        before), so the close handshakes finish while the connections' reader tasks still
+        run: cancelling them first left each ``aclose`` waiting out its 1 s bound for an
+        answer nobody read (``bench/lifecycle.py``). A connection still open then (its
+        client stopped reading) is cancelled."""
         for c in list(self.connections):
             c.send_ch.close()  # authenticated or still saying hello
-        with trio.move_on_after(0.5):
+        with trio.move_on_after(0.5):  # one bound for the flush and the close handshakes
             while any(c.recv_ch.statistics().current_buffer_used for c in self.connections):
                 await trio.sleep(0.02)
-        with trio.move_on_after(1.0):
             while self.connections:
                 await trio.sleep(0.01)
+        for c in list(self.connections):  # still open (a client that stopped reading)
+            if c.scope is not None:
+                c.scope.cancel()

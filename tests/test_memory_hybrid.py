@@ -215,9 +215,9 @@ def test_new_vectors_join_the_cached_scan_without_a_reload(conn):
 
 
 def test_a_note_deleted_after_the_vectors_were_cached_is_never_recalled(conn):
-    """The memory actor keeps the vector cache across note writes (only new vectors
-    invalidate it): a deleted note's vector may stay cached, but hybrid recall reads
-    every candidate back through the notes table, so the note is not returned."""
+    """Hybrid recall reads every candidate back through the notes table, so a deleted
+    note whose vector is still in a cached scan is not returned (the memory actor also
+    drops the cache after a write that deleted notes: ``MemoryStore.deletions``)."""
     from actors.memory.hybrid import hybrid_recall
     from actors.memory.notes import MemoryStore
     from actors.memory.vectors import VectorCache, VectorStore
@@ -237,6 +237,20 @@ def test_a_note_deleted_after_the_vectors_were_cached_is_never_recalled(conn):
     assert notes.forget(gone)
     assert cache.get(("M", 2, 100)) is not None  # still cached, with the deleted note's row
     assert run() == [keep]
+
+
+def test_the_store_counts_its_deletions_for_the_actors_vector_cache(conn):
+    from actors.memory.notes import MemoryStore
+
+    notes = MemoryStore(conn, max_entries=2)
+    notes.store("one note about apples")
+    notes.store("another note about pears")
+    assert notes.deletions == 0
+    notes.store("a third note about plums")  # over the cap: one evicted
+    assert notes.deletions == 1
+    alive = notes.list_index(limit=10)[0].id
+    assert notes.forget(alive) and notes.deletions == 2
+    assert not notes.forget(alive) and notes.deletions == 2  # nothing deleted: not counted
 
 
 async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path, capfd):

@@ -214,6 +214,14 @@ class MemoryActor:
             self._flushing = True
             self.ctx.nursery.start_soon(self._flush_bumps)
 
+    def _drop_cache_if_deleted(self, before: int) -> None:
+        """Drop the vector cache when the write just done deleted notes (evicted at the
+        cap, forgotten): their cached vectors would still be scanned — setting the
+        query's best cosine, taking candidate places and ceiling room — although
+        every candidate is read back through the notes table."""
+        if self.w.notes.deletions != before:
+            self.vector_cache.generation += 1
+
     async def _flush_bumps(self) -> None:
         try:
             while self._bumps:
@@ -316,13 +324,19 @@ class MemoryActor:
                 self._queue_bump(change.get("bump", []))
                 return OpResult(data=data)
             case ToolOp():
-                # No vector-cache invalidation: a note write adds no vector, and the
-                # cached vector of a note deleted meanwhile is harmless (VectorCache).
-                data, change = await self._db(self._run_op, self.w, msg)
+                before = self.w.notes.deletions
+                try:
+                    data, change = await self._db(self._run_op, self.w, msg)
+                finally:  # a note write adds no vector; only a deletion stales the cache
+                    self._drop_cache_if_deleted(before)
                 await self._changed(msg.op, change, msg.session)
                 return OpResult(data=data)
             case ApplyReflection():
-                result = await self._db(self._apply_reflection, msg)  # no vectors: as above
+                before = self.w.notes.deletions
+                try:
+                    result = await self._db(self._apply_reflection, msg)
+                finally:
+                    self._drop_cache_if_deleted(before)
                 await self._changed("reflection", {"keys": result.fact_keys, "ids": result.note_ids},
                                     msg.session)
                 return result
@@ -337,7 +351,8 @@ class MemoryActor:
                     written = await self._db(self.w.vectors.put, msg.model, msg.dim, rows)
                     return written
                 finally:  # new vectors join the cached scan, or the cache is dropped
-                    if written is None or not self.vector_cache.add(msg.model, msg.dim, rows):
+                    if (written != len(rows)  # failed, or skipped ids of deleted notes
+                            or not self.vector_cache.add(msg.model, msg.dim, rows)):
                         self.vector_cache.generation += 1
             case Stats():
                 return await self._db(self._stats)

@@ -221,6 +221,9 @@ class MemoryStore:
         self.near_threshold = None if near_threshold is None else float(near_threshold)
         self.eviction = eviction
         self._sql_evict = _SQL_EVICT.format(order=EVICTION_ORDERS[eviction])
+        #: Notes this store deleted so far (evictions and forgets): the memory actor
+        #: compares it around a write to know whether its vector cache must be dropped.
+        self.deletions = 0
         register_recall_functions(conn)
 
     # -- writes ---------------------------------------------------------------------
@@ -294,7 +297,9 @@ class MemoryStore:
         if excess <= 0:
             return 0
         self.conn.execute(self._sql_evict, (keep_id, excess))
-        return self.conn.changes()
+        evicted = self.conn.changes()
+        self.deletions += evicted
+        return evicted
 
     def forget(self, note_id: int) -> bool:
         """Delete a note (FTS row, vectors and links follow); True if it existed.
@@ -305,7 +310,9 @@ class MemoryStore:
         note_id = require_positive_id(note_id)
         with write_txn(self.conn):
             self.conn.execute("DELETE FROM memories WHERE id = ?", (note_id,))
-            return self.conn.changes() > 0
+            deleted = self.conn.changes() > 0
+        self.deletions += deleted
+        return deleted
 
     def set_archived(self, note_id: int, archived: bool = True, *, now_ms: int | None = None) -> bool:
         """Set or clear the archive flag (``updated_at`` = now); True if the note exists.

@@ -82,12 +82,12 @@ def _loaded(pairs: list[tuple[int, bytes]], dim: int, *, overflow: int, stale: i
 class VectorCache:
     """The last newest-``ceiling`` scan of one (model, dim), reused while
     :attr:`generation` is unchanged. New vectors are folded in (:meth:`add`); the memory
-    actor bumps ``generation`` only when they cannot be (``PutVectors`` of a re-embed or
-    of older notes): a note write adds none, and a cached vector of a
-    note deleted meanwhile is harmless — hybrid recall reads every candidate back through
-    the notes table, so a deleted note is never returned. Invalidating on every note
-    write made each recall after a turn re-read every vector (``bench/load.py``'s profile:
-    ``VectorStore.load`` at 14 % of the memory actor under load)."""
+    actor bumps ``generation`` when they cannot be (``PutVectors`` of a re-embed, of older
+    notes, or with ids of notes deleted meanwhile) and after a write that deleted notes
+    (evicted or forgotten: their vectors would otherwise still be scanned). A note write
+    that deletes nothing keeps the cache: invalidating on every write made each recall
+    after a turn re-read every vector (``bench/load.py``'s profile: ``VectorStore.load``
+    at 14 % of the memory actor under load)."""
 
     def __init__(self) -> None:
         self.generation = 0
