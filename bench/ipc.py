@@ -280,12 +280,18 @@ async def measure(sizes: Sequence[int], iters: dict[int, int]) -> dict[str, dict
         raw_sock.close()
         await stream.aclose()
         for proc in (raw_proc, trio_proc):
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            reap(proc)
     return out
+
+
+def reap(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """Wait for an echo child whose socket was closed (it exits on EOF); kill it after
+    ``grace_s`` seconds."""
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 # ---------------------------------------------------------------------- reporting

@@ -77,9 +77,7 @@ async def ping_pong(mode: str, size: int, n_iter: int) -> list[int]:
                 times.append(time.perf_counter_ns() - t0)
     finally:
         await chan.aclose()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        from bench.ipc import reap
+
+        reap(proc)
     return times
