@@ -14,7 +14,6 @@ the summary says so in one line.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import signal
@@ -147,8 +146,7 @@ def summarize(profiles: dict[str, Profile], cpu_s: dict[str, float], turns: int)
     return "\n".join(rows)
 
 
-if __name__ == "__main__":  # pragma: no cover - a manual check: summarize raw files
+if __name__ == "__main__":  # a manual check: summarize raw files given as arguments
     for arg in sys.argv[1:]:
-        p = parse_raw(Path(arg).stem, Path(arg))
-        print(arg, p.samples, p.top_own(), p.top_self(), file=sys.stdout)
-    os._exit(0)
+        prof = parse_raw(Path(arg).stem, Path(arg))
+        print(arg, prof.samples, prof.top_own(), prof.top_self())
