@@ -96,6 +96,26 @@ def test_runtime_exports():
         assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)
 
 
+def test_daemon_processes_do_not_import_optional_extras_at_start():
+    """``runtime/__init__`` imports structlog without rich and httpx without its CLI
+    (~100+ ms of CPU per process when rich / click / pygments are installed); an actor
+    process and the root import none of them, and rich stays importable afterwards."""
+    import subprocess
+    import sys
+
+    code = ("import sys, runtime._child, runtime.daemon, actors.memory.actor, actors.agent.actor,"
+            " actors.backfill.actor, actors.reflection.actor; "
+            "print(sorted(m for m in ('rich', 'pygments', 'click', 'httpx._main')"
+            " if sys.modules.get(m) is not None)); "
+            "import importlib.util as u; print(u.find_spec('rich') is not None)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=runtime.__path__[0] + "/..").stdout.split("\n")
+    assert out[0] == "[]"
+    if out[1] == "True":  # rich installed (textual brings it): still importable
+        subprocess.run([sys.executable, "-c", "import runtime, rich.console, httpx._main"],
+                       check=True, cwd=runtime.__path__[0] + "/..")
+
+
 # ------------------------------------------------- the socket fast paths (bench/ipc.py)
 def socket_pair(max_frame: int = 4 << 20) -> tuple[Channel, Channel]:
     """Two channels over a real socketpair, as the runtime builds them (fast paths on)."""

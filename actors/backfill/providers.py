@@ -178,6 +178,11 @@ def _row(value: Any, what: str) -> list[float]:
             raise ValueError(f"{what} holds {len(value)} rows (per-token vectors: start the "
                              "server with --pooling mean, cls or last, not none)")
         value = value[0]
+    if isinstance(value, list) and value:
+        try:  # the common case, in C (~6 µs for 768-d instead of ~250 µs): JSON numbers
+            return msgspec.convert(value, list[float])  # only; no bool, null or string
+        except msgspec.ValidationError:
+            pass  # nulls become NaN below; anything else gets its message
     if not isinstance(value, list) or not value or not all(
             x is None or isinstance(x, (int, float)) and not isinstance(x, bool)
             for x in value):
