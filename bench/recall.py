@@ -166,17 +166,26 @@ async def run_daemon(state_dir: Path, questions: list[str], n: int) -> dict[str,
         return await time_actor_reads(sup, questions, n)
 
 
-async def time_actor_reads(sup: Any, questions: list[str], n: int, k: int = K
-                           ) -> dict[str, list[float]]:
+async def time_actor_reads(sup: Any, questions: list[str], n: int, k: int = K,
+                           again: bool = False) -> dict[str, list[float]]:
     """Time ``n`` rounds (after ``n // 10`` of warm-up) of ``memory.notes.recall`` (k),
     ``BuildContext`` and a recall by id (the actor path's floor) through the memory
-    actor of ``sup``; ms per request under ``tool`` / ``context`` / ``by_id``."""
+    actor of ``sup``; ms per request under ``tool`` / ``context`` / ``by_id``. With
+    ``again``, the same ``memory.notes.recall`` is sent a second time right after the
+    first (``tool_again``: a server-embedded query vector is then in hand)."""
     out: dict[str, list[float]] = defaultdict(list)
     for i in range(n + n // 10):
         q = questions[i % len(questions)]
         t0 = time.perf_counter()
         await sup.request("memory", ToolOp(op="memory.notes.recall",
                                            args={"query": q, "k": k}), OpResult)
+        if again:
+            ta = time.perf_counter()
+            await sup.request("memory", ToolOp(op="memory.notes.recall",
+                                               args={"query": q, "k": k}), OpResult)
+            if i >= n // 10:
+                out["tool_again"].append((time.perf_counter() - ta) * 1000)
+            t0 += time.perf_counter() - ta  # tool times the first request only
         t1 = time.perf_counter()
         await sup.request("memory", BuildContext(session="b", user_message=q), MemoryContext)
         t2 = time.perf_counter()
