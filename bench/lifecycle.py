@@ -67,14 +67,16 @@ BASELINE_CODE = "import trio, msgspec, apsw"
 RULES = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
 WHERE = (
     "Where the time goes (the daemon's logs, `<state>/logs/*.log`): spawn → ready is the "
-    "root's own interpreter start and imports (spawn → `trio.run`, the difference between "
-    "the ready row and `startupMs`), then the four actors, started together "
-    "(`runtime._supervise._start_all`): each is a fresh interpreter (DESIGN §1) that imports "
-    "its modules — trio, msgspec, structlog, httpx, numpy: about 0.6 s of CPU each, measured "
-    "with `python -X importtime` — before it reports ready, so on 2 cores the four starts "
-    "cost about 4 × 0.6 / 2 s whatever their order. Shutdown: the actors stop within a "
-    "fraction of a second, then the gateway closes each connection while its reader still "
-    "runs, so the close handshake takes one round trip.")
+    "root's interpreter start and imports — its own and, since the fork start "
+    "(`runtime/_fork.py`), every actor's module too (trio, msgspec, structlog, httpx, apsw, "
+    "numpy: about 1 s of CPU on one core, `python -X importtime`) — then the four children "
+    "forked from it with their modules loaded, which open their files and answer the "
+    "handshake (`startupMs`, inside `trio.run`). Before the fork start each actor was a "
+    "fresh interpreter importing the same modules (~0.5 s of CPU each): four of them on "
+    "2 cores kept ready at ~2.1 s (p50) whatever their order. Restarts still spawn fresh "
+    "interpreters. Shutdown: the actors stop within a fraction of a second, then the "
+    "gateway closes each connection while its reader still runs, so the close handshake "
+    "takes one round trip.")
 STOPS = ("frame", "sigterm", "sigterm-idle")
 """How a start is stopped: the ``shutdown`` frame, SIGTERM with a client connected,
 SIGTERM with none."""

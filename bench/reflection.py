@@ -45,6 +45,7 @@ from actors.memory.schema import open_database, write_txn
 from bench._results import machine_line, percentile, publish, utc_now
 from runtime.config import Config
 from runtime.client import open_client
+from tests.conftest import actor_name
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -115,12 +116,8 @@ def cpu_seconds(root_pid: int, fake_pid: int) -> dict[str, float]:
         st = _stat(int(entry.name))
         if st is None or st[0] != root_pid:
             continue
-        try:
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--actor" in argv:
-            out[argv[argv.index(b"--actor") + 1].decode()] = st[1]
+        if (name := actor_name(int(entry.name))) is not None:
+            out[name] = st[1]
     return out
 
 

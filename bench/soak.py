@@ -40,7 +40,7 @@ import trio
 
 from bench._results import machine_line, publish, utc_now
 from runtime.client import ClientError, open_client
-from tests.conftest import descendants
+from tests.conftest import actor_name, descendants
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -70,15 +70,11 @@ def sample(pid: int) -> dict[str, int] | None:
 
 
 def process_names(root: int) -> dict[int, str]:
-    """``{pid: name}`` of the root and its actors (``--actor NAME`` in the command line)."""
+    """``{pid: name}`` of the root and its actors (``tests.conftest.actor_name``)."""
     names = {root: "root"}
     for pid in descendants(root):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--actor" in argv:
-            names[pid] = argv[argv.index(b"--actor") + 1].decode()
+        if (name := actor_name(pid)) is not None:
+            names[pid] = name
     return names
 
 

@@ -16,6 +16,7 @@ import socket
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 import structlog
@@ -141,7 +142,16 @@ async def spawn_actor(
         )
     finally:
         child_sock.close()
-    channel = Channel.from_socket(parent_sock, max_frame)
+    return await adopt_actor(spec, proc, parent_sock, max_frame=max_frame)
+
+
+async def adopt_actor(spec: ActorSpec, proc: Any, sock: socket.socket, *,
+                      max_frame: int = DEFAULT_MAX_FRAME) -> tuple[Any, Channel]:
+    """Complete the handshake of an actor process already started (``proc``: a
+    ``trio.Process``, or a ``runtime._fork.ForkedProcess``) whose end of the
+    socketpair is ``sock``; returns (process, channel). Errors as
+    :func:`spawn_actor`; the process is always reaped on failure."""
+    channel = Channel.from_socket(sock, max_frame)
     try:
         await _handshake(spec, proc, channel)
     except BaseException:

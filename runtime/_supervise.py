@@ -17,6 +17,7 @@ cancelled.
 
 from __future__ import annotations
 
+import socket
 import time
 from collections import deque
 from functools import partial
@@ -31,7 +32,14 @@ import trio
 
 from ._calls import Calls, encode_body
 from ._channel import Channel
-from ._spawn import HELLO_TIMEOUT_S, READY_TIMEOUT_S, ActorSpec, spawn_actor, stop_process
+from ._spawn import (
+    HELLO_TIMEOUT_S,
+    READY_TIMEOUT_S,
+    ActorSpec,
+    adopt_actor,
+    spawn_actor,
+    stop_process,
+)
 from .errors import (
     ActorCrashed,
     ActorTooSlow,
@@ -96,8 +104,12 @@ class Supervisor:
         policy: RestartPolicy | None = None,
         log_dir: str | None = None,
         log_level: str = "info",
+        prestarted: dict[str, tuple[Any, socket.socket]] | None = None,
     ) -> None:
         self._slots = {s.name: _Slot(s) for s in specs}
+        # Actors the caller already started (the daemon forks them: runtime._fork),
+        # adopted on their first start instead of spawned; taken out as adopted.
+        self._prestarted = prestarted if prestarted is not None else {}
         self._order = [s.name for s in specs]
         self._on_cast = on_cast
         self._on_crash = on_crash
@@ -237,8 +249,12 @@ class Supervisor:
             while True:
                 slot.crash_report = None
                 try:
-                    proc, chan = await spawn_actor(slot.spec, log_dir=self._log_dir,
-                                                   log_level=self._log_level)
+                    pre = self._prestarted.pop(name, None)
+                    if pre is not None:
+                        proc, chan = await adopt_actor(slot.spec, *pre)
+                    else:
+                        proc, chan = await spawn_actor(slot.spec, log_dir=self._log_dir,
+                                                       log_level=self._log_level)
                 except (ActorCrashed, ActorTooSlow, ProtocolViolation) as exc:
                     if not started or slot.stopping or self.stopping:
                         raise  # a first start that fails is a boot failure
@@ -368,7 +384,10 @@ async def open_supervisor(
 ) -> AsyncIterator[Supervisor]:
     """Start every actor in ``specs`` order, yield once all are ready, stop on exit.
 
-    Keyword arguments go to :class:`Supervisor`. On normal exit the tree is shut down
+    Keyword arguments go to :class:`Supervisor`; ``prestarted`` maps actor names to
+    ``(process, socket)`` of children already started (the daemon forks them,
+    :mod:`runtime._fork`): their first start is a handshake only, and the entries
+    adopted are removed from the dict. On normal exit the tree is shut down
     in order (:meth:`Supervisor.shutdown`). If an actor exceeds the restart
     intensity, RestartIntensityExceeded propagates out of the ``async with``. No
     child process outlives the context.

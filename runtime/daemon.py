@@ -18,6 +18,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 import time
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ import structlog
 import trio
 
 from . import _log
+from ._fork import ForkedProcess, fork_actors, reap_unadopted
 from ._spawn import ActorSpec
 from ._supervise import open_supervisor
 from .config import ActorBoot, Config, ConfigError, load_config
@@ -93,13 +95,36 @@ def serve(opts: ServeOptions) -> int:
             cfg.llm.url = opts.llm_url
         _log.configure("root", log_dir=opts.state_dir / "logs",
                        level=opts.log_level or cfg.logging.level)
+        forked = _fork_actors(opts, cfg, lock)
         try:
-            return trio.run(_serve, opts, cfg)
+            return trio.run(_serve, opts, cfg, forked)
         except KeyboardInterrupt:
             return EXIT_OK
+        finally:
+            reap_unadopted(forked)
     finally:
         remove_daemon_info(opts.state_dir)
         lock.release()
+
+
+def _fork_actors(opts: ServeOptions, cfg: Config, lock: DaemonLock
+                 ) -> dict[str, tuple[ForkedProcess, socket.socket]]:
+    """Fork the four actors before ``trio.run`` (:mod:`runtime._fork`: they start with
+    their modules already imported, DESIGN §12 ready ≤ 2 s). Only when ``llm.url`` is
+    set: with the embedded LLM the actors' boot waits for llama-server, longer than a
+    child waits for its boot, so they are spawned after it as before. ``{}`` (spawn
+    them all) when an actor module does not import; the spawn then reports it."""
+    if not cfg.llm.url:
+        return {}
+    specs = _specs(opts, cfg, cfg.llm.url)
+    try:
+        return fork_actors(specs, log_dir=str(opts.state_dir / "logs"),
+                           log_level=opts.log_level or cfg.logging.level,
+                           keep_from_children=[fd for fd in (lock.fd,) if fd is not None])
+    except Exception as exc:  # noqa: BLE001 - spawning reports the actor's own error
+        log.warning("daemon.fork_start_failed", error_type=type(exc).__name__,
+                    error=str(exc)[:200])
+        return {}
 
 
 def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
@@ -109,7 +134,8 @@ def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
             for n in ACTOR_ORDER]
 
 
-async def _serve(opts: ServeOptions, cfg: Config) -> int:
+async def _serve(opts: ServeOptions, cfg: Config,
+                 forked: dict[str, tuple[ForkedProcess, socket.socket]]) -> int:
     t0 = time.monotonic()
     token = load_or_create_token(opts.state_dir)
     shutdown = trio.Event()
@@ -124,7 +150,7 @@ async def _serve(opts: ServeOptions, cfg: Config) -> int:
                     root.cancel_scope.cancel()
                     return _fail(EXIT_FAILED, f"embedded LLM: {exc}")
                 llm_desc = "embedded llama-server (SmolLM2-135M-Instruct)"
-            code = await _run_tree(opts, cfg, token, llm_url, llm_desc, shutdown, t0)
+            code = await _run_tree(opts, cfg, token, llm_url, llm_desc, shutdown, t0, forked)
             root.cancel_scope.cancel()
             return code
     except Exception as exc:  # noqa: BLE001 - the top of the process: map to one line
@@ -171,7 +197,8 @@ async def _watch_signals(shutdown: trio.Event) -> None:
 
 
 async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, llm_desc: str,
-                    shutdown: trio.Event, t0: float) -> int:
+                    shutdown: trio.Event, t0: float,
+                    forked: dict[str, tuple[ForkedProcess, socket.socket]]) -> int:
     gateway: Gateway | None = None
 
     async def on_cast(src: str, body: msgspec.Raw) -> None:
@@ -180,7 +207,8 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
 
     async with open_supervisor(_specs(opts, cfg, llm_url), on_cast=on_cast,
                                log_dir=str(opts.state_dir / "logs"),
-                               log_level=opts.log_level or cfg.logging.level) as sup:
+                               log_level=opts.log_level or cfg.logging.level,
+                               prestarted=forked) as sup:
         gateway = Gateway(sup, token, cfg.server, shutdown.set)
         async with trio.open_nursery() as conns:
             async with trio.open_nursery() as listen:

@@ -86,6 +86,11 @@ class DaemonLock:
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._fd = fd
 
+    @property
+    def fd(self) -> int | None:
+        """The lock file's descriptor while held (a forked actor must not keep it)."""
+        return self._fd
+
     def release(self) -> None:
         if self._fd is not None:
             os.close(self._fd)

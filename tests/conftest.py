@@ -18,6 +18,22 @@ import pytest
 from actors.memory.schema import open_database
 
 
+def actor_name(pid: int) -> str | None:
+    """The actor a daemon process serves: its name ``aa-<actor>`` (``/proc/<pid>/comm``,
+    set by ``runtime._child.serve_actor`` in forked and spawned actors alike), else
+    ``--actor NAME`` in its command line; None for any other process or one gone."""
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return None
+    if comm.startswith("aa-"):
+        return comm[3:]
+    if b"--actor" in argv[:-1]:
+        return argv[argv.index(b"--actor") + 1].decode(errors="replace")
+    return None
+
+
 def descendants(pid: int | None = None) -> set[int]:
     """PIDs of all live descendants of ``pid`` (default: this process), via /proc."""
     root = pid or os.getpid()

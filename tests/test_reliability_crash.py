@@ -29,7 +29,7 @@ import trio
 from actors.agent.sessions import SessionStore
 from actors.memory.schema import fts_integrity_check
 from runtime.client import ClientError, open_client
-from tests.conftest import descendants, pid_alive
+from tests.conftest import actor_name, descendants, pid_alive
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -51,13 +51,9 @@ WORDS = ("garden tomato violin kettle harbour pencil meadow lantern cobalt saffr
 
 
 def actor_pid(root: int, name: str) -> int | None:
-    """PID of the actor process ``name`` under ``root`` (``runtime._child --actor NAME``)."""
+    """PID of the actor process ``name`` under ``root`` (forked or spawned: ``actor_name``)."""
     for pid in descendants(root):
-        try:
-            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if b"--actor" in argv and argv[argv.index(b"--actor") + 1:][:1] == [name.encode()]:
+        if actor_name(pid) == name:
             return pid
     return None
 
