@@ -4,8 +4,9 @@ Started by :mod:`runtime._spawn` in its own process session with one end of a
 ``socketpair`` passed as file descriptor ``N``. Imports the actor's module
 (``--module``, default ``actors.<NAME>.actor``), names the process ``aa-<NAME>``,
 configures logging and runs :func:`runtime.actor.run_actor` under ``trio.run``
-(:func:`serve_actor`, which the daemon's fork start calls too, :mod:`runtime._fork`). Exit status: 0 after an orderly
-shutdown or when orphaned, 1 after a crash, 2 on bad arguments.
+(:func:`serve_actor`, which the daemon's fork start calls too, :mod:`runtime._fork`).
+Exit status: 0 after an orderly shutdown or when orphaned, 1 after a crash, 2 on bad
+arguments.
 """
 
 from __future__ import annotations
