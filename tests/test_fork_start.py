@@ -111,3 +111,39 @@ async def test_forked_memory_and_backfill_embed_and_recall_by_meaning(tmp_path):
                 hits = await c.memory("memory.notes.recall", {
                     "query": "what did I tell you about my Python testing setup?"})
     assert [h["content"] for h in hits] == ["I prefer pytest for unit work"]
+
+
+async def test_forked_process_waits_from_several_tasks_and_reports_signals():
+    """``ForkedProcess`` as the supervisor uses ``trio.Process``: two tasks wait at once
+    (the supervisor's loop and its shutdown), a signal's death is ``-signum``, a reaped
+    child is never signalled again, an exit status comes back as is."""
+    from runtime._fork import ForkedProcess
+
+    pid = os.fork()
+    if pid == 0:  # a child that only sleeps
+        try:
+            import time
+
+            time.sleep(30)
+        finally:
+            os._exit(0)
+    proc = ForkedProcess(pid)
+    assert proc.returncode is None
+    codes: list[int] = []
+    async with trio.open_nursery() as nursery:
+        for _ in range(2):
+            nursery.start_soon(lambda: _append(codes, proc.wait()))
+        await trio.sleep(0.1)
+        proc.kill()
+    assert codes == [-signal.SIGKILL, -signal.SIGKILL] and proc.returncode == -signal.SIGKILL
+    proc.terminate()  # reaped: not sent to a pid that may be reused
+
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3)
+    with trio.fail_after(5):
+        assert await ForkedProcess(pid).wait() == 3
+
+
+async def _append(out: list[int], wait) -> None:
+    out.append(await wait)
