@@ -68,6 +68,21 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(c)
     c.add_argument("--session", help="session id to continue (created if new)")
 
+    t = sub.add_parser(
+        "tui", help="terminal UI: chat and watch memory form; Manage → Memory browser",
+        description="A full-screen terminal UI on the running daemon (over its websocket, with "
+                    "the token). The chat screen streams replies and tool steps, with a side "
+                    "panel of what memory did this turn (recalled notes, injected profile facts, "
+                    "reflection and what it wrote). Commands: /memory (or F2) opens Manage → "
+                    "Memory, /memory dump prints the profile, /session lists and switches "
+                    "sessions, /cancel, /quit (or Ctrl+Q). In Manage → Memory: j/k move, Enter "
+                    "detail, r refresh, a auto-refresh (5 s), [ ] cycle channel, 1-6 jump, f "
+                    "notes archive filter, g link neighbourhood (note detail), / keyword search, "
+                    "d forget, e edit a fact, ? help, Esc back. Works in 80x24. Needs the "
+                    "'tui' extra (textual).")
+    _state_arg(t)
+    t.add_argument("--session", help="session id to continue (created if new)")
+
     m = sub.add_parser("memory", help="inspect and edit memory")
     msub = m.add_subparsers(dest="memory_command", required=True, metavar="WHAT")
     prof = msub.add_parser("profile", help="profile facts")
@@ -448,6 +463,14 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         return 0
     configure_cli()
+    if args.command == "tui":
+        try:
+            from .tui import run_tui
+        except ImportError as exc:
+            print(f"atomic-agent: the TUI needs textual ({exc}); install it with: "
+                  "pip install 'atomic-agent[tui]'", file=sys.stderr)
+            return EXIT_USAGE
+        return run_tui(state_dir, session=args.session)
     try:
         return trio.run(_client_command, args, state_dir)
     except ClientError as exc:

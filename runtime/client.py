@@ -42,6 +42,16 @@ def encode_frame(frame: dict[str, Any]) -> str:
     return text
 
 
+def memory_result_data(frame: dict[str, Any]) -> Any:
+    """The ``data`` of the answer to a ``memory`` frame (a ``memory.result``, or an
+    ``error`` frame echoing its id); ClientError(code, message) when it failed."""
+    if frame.get("type") == "error":
+        raise ClientError(frame["code"], frame["message"])
+    if not frame.get("ok"):
+        raise ClientError(frame["error"]["code"], frame["error"]["message"])
+    return frame["data"]
+
+
 class DaemonClient:
     """An authenticated connection. ``session`` is the session id from ``welcome``."""
 
@@ -90,12 +100,7 @@ class DaemonClient:
         """Run a memory op; return its ``data`` or raise ClientError(code, message)."""
         rid = f"m{next(self._ids)}"
         await self.send({"type": "memory", "id": rid, "op": op, "args": args or {}})
-        frame = await self.wait_for(lambda f: f.get("id") == rid)
-        if frame.get("type") == "error":
-            raise ClientError(frame["code"], frame["message"])
-        if not frame.get("ok"):
-            raise ClientError(frame["error"]["code"], frame["error"]["message"])
-        return frame["data"]
+        return memory_result_data(await self.wait_for(lambda f: f.get("id") == rid))
 
     async def request(self, frame: dict[str, Any], reply_type: str) -> dict[str, Any]:
         """Send a frame and wait for the first frame of ``reply_type`` (or error)."""

@@ -64,6 +64,15 @@ class NotesRecallArgs(_Args):
     tags: list[str] | None = None
 
 
+class NotesSearchArgs(_Args):
+    """``memory.notes.search``: keyword-only (BM25) search for operators (seed 001: the
+    TUI's search never uses vectors); reads only, bumps no recall counter."""
+
+    query: str
+    k: int | None = None
+    tags: list[str] | None = None
+
+
 class IdArgs(_Args):
     id: int
 
@@ -118,6 +127,8 @@ OPS: dict[str, OpSpec] = {
     "memory.notes.store": OpSpec(NotesStoreArgs, "Save a freeform note for later recall.", True, True),
     "memory.notes.recall": OpSpec(NotesRecallArgs, "Search notes by query, or fetch one note by id "
                                   "(use the #id shown in ### memory-index).", True, False),
+    "memory.notes.search": OpSpec(NotesSearchArgs, "Keyword-only note search (no vectors, "
+                                  "no recall bump), for operators.", False, False),
     "memory.notes.forget": OpSpec(IdArgs, "Delete the note with this id.", True, True),
     "memory.notes.archive": OpSpec(ArchiveArgs, "Archive (or, with archived=false, restore) a "
                                    "note: it leaves the index but stays recallable.", False, True),
@@ -257,6 +268,9 @@ def run_op(
             if not defer_bump and hits:
                 notes.bump_recall([n.id for n in hits])
             return hits, ({"bump": [n.id for n in hits]} if defer_bump else {})
+        case NotesSearchArgs():
+            return notes.recall(a.query, k=a.k or default_k, scope="all", tags=a.tags,
+                                bump=False), {}
         case ArchiveArgs():
             found = notes.set_archived(a.id, a.archived)
             if not found:

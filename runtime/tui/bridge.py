@@ -1,0 +1,258 @@
+"""The TUI's link to the daemon: the project's trio client, run in a thread.
+
+textual runs on asyncio and :mod:`runtime.client` is trio. Rather than a second
+websocket client, :class:`DaemonBridge` runs ``trio.run`` in one background thread
+that owns a :class:`~runtime.client.DaemonClient` (hello, token, frame encoding all
+come from there). The asyncio side calls the bridge's ``async`` methods; each hops
+into the trio thread with ``trio.from_thread.run`` (from an asyncio worker thread, so
+the UI loop never blocks) and returns the answer or raises
+:class:`~runtime.client.ClientError`.
+
+Only one task reads the websocket (``_reader``): answers are matched to their request
+(``memory.result`` by ``id``, ``sessions.result`` / ``subscribed`` / ``cancel.result``
+in order), every other frame (turn frames, ``memory.changed``, ``reflection``,
+``error``) goes to the ``on_frame`` callback, called in the trio thread. When the
+connection ends the callback gets ``{"type": "bridge.closed", "message": str}``.
+
+Rules: one connection at a time (:meth:`DaemonBridge.switch` closes it and opens
+another with a new ``hello``); every request is bounded by ``request_timeout_s``;
+:meth:`DaemonBridge.close` ends the thread within a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import threading
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from ..client import ClientError, DaemonClient, memory_result_data, open_client
+
+SUBSCRIBE = ["memory", "reflection"]
+"""Channels the TUI follows (docs/protocol.md §2 ``subscribe``)."""
+
+_ORDERED_REPLIES = ("sessions.result", "subscribed", "cancel.result", "pong")
+
+
+class DaemonBridge:
+    """A daemon connection owned by a trio thread, used from asyncio.
+
+    Args:
+        state_dir: where ``daemon.json`` is read (ignored when ``url`` and ``token``
+            are given).
+        on_frame: called in the bridge thread with each frame that is not the answer
+            to a request (a dict as sent by the daemon, or ``bridge.closed``). It must
+            not block; textual's thread-safe ``post_message`` fits.
+        url, token: connect here instead of reading ``daemon.json``.
+        working_dir: sent in ``hello`` (stored when a session is created).
+        request_timeout_s: seconds to wait for any answer (ClientError ``timeout``).
+    """
+
+    def __init__(self, state_dir: Path | None, on_frame: Callable[[dict[str, Any]], None], *,
+                 url: str | None = None, token: str | None = None,
+                 working_dir: str | None = None, request_timeout_s: float = 30.0) -> None:
+        self.state_dir = state_dir
+        self.on_frame = on_frame
+        self.url, self.token = url, token
+        self.working_dir = working_dir
+        self.request_timeout_s = request_timeout_s
+        self.session: str | None = None
+        self._thread: threading.Thread | None = None
+        self._trio_token: trio.lowlevel.TrioToken | None = None
+        self._ready = threading.Event()
+        self._stop: trio.Event | None = None
+        self._nursery: trio.Nursery | None = None
+        self._client: DaemonClient | None = None
+        self._conn_scope: trio.CancelScope | None = None
+        self._conn_done: trio.Event | None = None
+        self._ids = itertools.count(1)
+        self._pending: dict[str, trio.MemorySendChannel] = {}
+        self._ordered: dict[str, list[trio.MemorySendChannel]] = {t: [] for t in _ORDERED_REPLIES}
+
+    # ------------------------------------------------------------ asyncio side
+
+    async def connect(self, session: str | None = None) -> str:
+        """Start the bridge thread (once) and connect; returns the session id.
+        ClientError: no daemon, refused, bad token, timeout."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="atomic-agent-tui-bridge",
+                                            daemon=True)
+            self._thread.start()
+            await asyncio.to_thread(self._ready.wait, 10.0)
+        return await self._call(self._open, session)
+
+    async def switch(self, session: str | None) -> str:
+        """Close this connection and open one on ``session`` (new when None or
+        unknown); returns the session id. ClientError as :meth:`connect`."""
+        return await self._call(self._open, session)
+
+    async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
+        """Run one memory op; returns its ``data``. ClientError(code, message) when the
+        daemon refuses it, on timeout, or when not connected."""
+        return await self._call(self._memory, op, args or {})
+
+    async def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
+        """Sessions, newest first: dicts with ``id``, ``createdAt``, ``updatedAt`` (Unix
+        ms) and ``turns``."""
+        reply = await self._call(self._ordered_request, {"type": "sessions", "limit": limit},
+                                 "sessions.result")
+        return reply["data"]
+
+    async def say(self, text: str, *, debug: bool = True) -> None:
+        """Start a turn; its frames arrive through ``on_frame``. With ``debug`` the
+        ``prompt`` steps show the memory the turn was given."""
+        await self._call(self._send, {"type": "say", "text": text, "debug": debug})
+
+    async def cancel(self) -> bool:
+        """Cancel this session's running turn; True when one was running."""
+        reply = await self._call(self._ordered_request, {"type": "cancel"}, "cancel.result")
+        return bool(reply.get("data", {}).get("cancelled"))
+
+    def close(self) -> None:
+        """Close the connection and end the thread (bounded, about 3 s at most)."""
+        if self._thread is None or self._trio_token is None:
+            return
+        try:
+            trio.from_thread.run_sync(self._stop_all, trio_token=self._trio_token)
+        except trio.RunFinishedError:
+            pass
+        self._thread.join(timeout=3.0)
+
+    async def _call(self, afn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
+        if self._trio_token is None:
+            raise ClientError("closed", "not connected to the daemon")
+
+        def hop() -> Any:
+            try:
+                return trio.from_thread.run(afn, *args, trio_token=self._trio_token)
+            except trio.RunFinishedError:
+                raise ClientError("closed", "the connection to the daemon is closed") from None
+
+        return await asyncio.to_thread(hop)
+
+    # --------------------------------------------------------------- trio side
+
+    def _run(self) -> None:
+        trio.run(self._main)
+
+    async def _main(self) -> None:
+        self._trio_token = trio.lowlevel.current_trio_token()
+        self._stop = trio.Event()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            self._ready.set()
+            await self._stop.wait()
+            nursery.cancel_scope.cancel()
+
+    def _stop_all(self) -> None:
+        assert self._stop is not None
+        self._stop.set()
+
+    async def _open(self, session: str | None) -> str:
+        if self._conn_scope is not None and self._conn_done is not None:
+            self._conn_scope.cancel()
+            await self._conn_done.wait()
+        assert self._nursery is not None
+        return await self._nursery.start(self._hold, session)
+
+    async def _hold(self, session: str | None, task_status: Any = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Own one connection until cancelled or closed by the daemon."""
+        done = self._conn_done = trio.Event()
+        scope = self._conn_scope = trio.CancelScope()
+        reason = "closed by the TUI"
+        started = False
+        try:
+            with scope:
+                async with open_client(self.state_dir, url=self.url, token=self.token,
+                                       session=session, working_dir=self.working_dir) as c:
+                    self._client = c
+                    async with trio.open_nursery() as inner:
+                        lost: list[str] = []
+                        inner.start_soon(self._reader, c, inner.cancel_scope, lost)
+                        await self._ordered_request({"type": "subscribe", "channels": SUBSCRIBE},
+                                                    "subscribed")
+                        self.session = c.session
+                        task_status.started(c.session)
+                        started = True
+                        await trio.sleep_forever()
+                    reason = lost[0] if lost else reason
+        except Exception as exc:  # noqa: BLE001 - after start: report, never kill the thread
+            if not started:
+                raise
+            reason = f"the connection failed: {type(exc).__name__}: {exc}"
+        finally:
+            self._client = None
+            for ch in list(self._pending.values()):
+                ch.close()
+            for waiters in self._ordered.values():
+                for ch in waiters:
+                    ch.close()
+                waiters.clear()
+            done.set()
+            if self._conn_scope is scope:
+                self._conn_scope = None
+        if reason != "closed by the TUI":
+            self.on_frame({"type": "bridge.closed", "message": reason})
+
+    async def _reader(self, c: DaemonClient, scope: trio.CancelScope, lost: list[str]) -> None:
+        """The only task that reads: route answers to waiters, the rest to on_frame."""
+        try:
+            while True:
+                frame = await c.receive()
+                ftype = frame.get("type")
+                rid = frame.get("id")
+                if isinstance(rid, str) and rid in self._pending:
+                    self._pending.pop(rid).send_nowait(frame)
+                elif ftype in self._ordered and self._ordered[ftype]:
+                    self._ordered[ftype].pop(0).send_nowait(frame)
+                else:
+                    self.on_frame(frame)
+        except ClientError as exc:
+            lost.append(str(exc))
+            scope.cancel()
+
+    def _require(self) -> DaemonClient:
+        if self._client is None:
+            raise ClientError("closed", "not connected to the daemon")
+        return self._client
+
+    async def _send(self, frame: dict[str, Any]) -> None:
+        await self._require().send(frame)
+
+    async def _await_answer(self, recv: trio.MemoryReceiveChannel, what: str) -> dict[str, Any]:
+        try:
+            with trio.fail_after(self.request_timeout_s):
+                return await recv.receive()
+        except trio.TooSlowError:
+            raise ClientError("timeout", f"the daemon did not answer {what} within "
+                                         f"{self.request_timeout_s:g} s") from None
+        except trio.EndOfChannel:
+            raise ClientError("closed", "the connection to the daemon closed") from None
+
+    async def _memory(self, op: str, args: dict[str, Any]) -> Any:
+        c = self._require()
+        rid = f"tui-{next(self._ids)}"
+        send, recv = trio.open_memory_channel[dict](1)
+        self._pending[rid] = send
+        try:
+            await c.send({"type": "memory", "id": rid, "op": op, "args": args})
+            frame = await self._await_answer(recv, op)
+        finally:
+            self._pending.pop(rid, None)
+        return memory_result_data(frame)
+
+    async def _ordered_request(self, frame: dict[str, Any], reply_type: str) -> dict[str, Any]:
+        c = self._require()
+        send, recv = trio.open_memory_channel[dict](1)
+        self._ordered[reply_type].append(send)
+        try:
+            await c.send(frame)
+        except BaseException:
+            self._ordered[reply_type].remove(send)
+            raise
+        return await self._await_answer(recv, frame["type"])

@@ -1,0 +1,217 @@
+"""Modal screens of the memory browser: a row's detail (with ``g`` link expansion on
+notes), the forget confirmation, the profile-fact editor and the key help.
+
+Each is a textual ``ModalScreen``; Escape closes any of them. Text from memory is
+always shown without markup, so stored brackets never break the display.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Input, Static
+
+from ..client import ClientError
+from .render import neighbourhood
+
+KEYS_HELP = """Manage → Memory keys
+
+  j / k        move down / up (arrows too)
+  Enter        detail of the row (Esc closes)
+  r            refresh now
+  a            auto-refresh every 5 s (on / off)
+  [ / ]        previous / next channel
+  1 … 6        profile notes lessons procedures links votes
+  f            notes: active / archived / all
+  /            keyword search (Enter runs it, Esc clears)
+  d            forget the fact or note (asks first)
+  e            edit the profile fact's value
+  g            in a note's detail: expand its link neighbourhood
+  ?            this help
+  Esc          back to the chat
+
+The list also refreshes by itself when memory changes."""
+
+_MODAL_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical {{ width: 76; max-width: 100%; height: auto; max-height: 22;
+    border: thick $primary; background: $surface; padding: 0 1; }}
+{name} VerticalScroll {{ height: auto; max-height: 18; }}
+{name} .hint {{ color: $text-muted; }}
+{name} .error {{ color: $error; }}
+"""
+
+
+class DetailScreen(ModalScreen[None]):
+    """The detail of one row: ``load`` returns its lines. On a note (``note_id``
+    set), each ``g`` expands the link neighbourhood by one more hop, read from
+    ``memory.links.list`` and ``memory.notes.recall`` through ``memory``."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="DetailScreen")
+    BINDINGS = [
+        Binding("escape,q", "close", "Close"),
+        Binding("j", "scroll(1)", "Down", show=False),
+        Binding("k", "scroll(-1)", "Up", show=False),
+        Binding("g", "expand", "Expand links"),
+    ]
+
+    def __init__(self, title: str, load: Callable[[], Awaitable[list[str]]],
+                 memory: Callable[..., Awaitable[Any]], note_id: int | None = None) -> None:
+        super().__init__()
+        self.title_text = title
+        self.load = load
+        self.memory = memory
+        self.note_id = note_id
+        self.depth = 0
+        self.lines: list[str] = []
+        self.extra: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.title_text, classes="hint", markup=False)
+            with VerticalScroll():
+                yield Static("loading…", id="detail-body", markup=False)
+            hint = "Esc close · j/k scroll" + (" · g expand links" if self.note_id else "")
+            yield Static(hint, classes="hint", markup=False)
+
+    async def on_mount(self) -> None:
+        try:
+            self.lines = await self.load()
+        except ClientError as exc:
+            self.lines = [f"error: {exc}"]
+        self._render()
+
+    def _render(self) -> None:
+        self.query_one("#detail-body", Static).update("\n".join(self.lines + self.extra))
+
+    def body_text(self) -> str:
+        """The detail's current text."""
+        return str(self.query_one("#detail-body", Static).content)
+
+    def action_close(self) -> None:
+        """Close the detail."""
+        self.dismiss(None)
+
+    def action_scroll(self, delta: int) -> None:
+        """Scroll the body by ``delta`` lines."""
+        box = self.query_one(VerticalScroll)
+        box.scroll_to(y=box.scroll_y + delta, animate=False)
+
+    async def action_expand(self) -> None:
+        """One more hop of the note's link neighbourhood (notes only)."""
+        if self.note_id is None:
+            self.notify("g expands links of a note's detail only", severity="warning")
+            return
+        self.depth += 1
+        try:
+            edges, notes = await self._walk(self.depth)
+        except ClientError as exc:
+            self.extra = ["", f"error: {exc}"]
+        else:
+            self.extra = [""] + neighbourhood(self.note_id, edges, notes, self.depth)
+        self._render()
+
+    async def _walk(self, depth: int) -> tuple[list[dict], dict[int, dict]]:
+        """Edges and notes within ``depth`` hops of the note (BFS over the daemon)."""
+        edges: dict[tuple, dict] = {}
+        notes: dict[int, dict] = {}
+        frontier, seen = [self.note_id], {self.note_id}
+        for _ in range(depth):
+            nxt = []
+            for nid in frontier:
+                for e in await self.memory("memory.links.list", {"id": nid, "limit": 1000}):
+                    edges[(e["fromId"], e["toId"], e["kind"])] = e
+                    for other in (e["fromId"], e["toId"]):
+                        if other not in seen:
+                            seen.add(other)
+                            nxt.append(other)
+            frontier = nxt
+        for nid in seen:
+            found = await self.memory("memory.notes.recall", {"id": nid})
+            if found:
+                notes[nid] = found[0]
+        return list(edges.values()), notes
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Ask a yes/no question; dismisses with True on ``y``, False on ``n`` or Esc."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="ConfirmScreen")
+    BINDINGS = [Binding("y", "answer(True)", "Yes"), Binding("n,escape", "answer(False)", "No")]
+
+    def __init__(self, question: str) -> None:
+        super().__init__()
+        self.question = question
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(self.question, id="question", markup=False)
+            yield Static("y = yes · n / Esc = no", classes="hint", markup=False)
+
+    def action_answer(self, yes: bool) -> None:
+        """Close with the answer."""
+        self.dismiss(yes)
+
+
+class EditFactScreen(ModalScreen[bool]):
+    """Edit a profile fact's value. Enter saves through ``save(value)``; a refused
+    value (empty, too long, not UTF-8 …) shows the daemon's message and the editor
+    stays open. Dismisses with True when saved, False on Esc."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="EditFactScreen")
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, fact: dict[str, Any], save: Callable[[str], Awaitable[Any]]) -> None:
+        super().__init__()
+        self.fact = fact
+        self.save = save
+
+    def compose(self) -> ComposeResult:
+        kind = ("pinned" if self.fact.get("pinned")
+                else f"contextual [{', '.join(self.fact.get('keywords') or [])}]")
+        with Vertical():
+            yield Static(f"edit {self.fact['key']} ({kind})", markup=False)
+            yield Input(self.fact["value"], id="value")
+            yield Static("", id="edit-error", classes="error", markup=False)
+            yield Static("Enter save · Esc cancel", classes="hint", markup=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#value", Input).focus()
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        value = event.value
+        error = self.query_one("#edit-error", Static)
+        if not value.strip():
+            error.update("the value cannot be empty (to remove the fact, use d)")
+            return
+        try:
+            await self.save(value)
+        except ClientError as exc:
+            error.update(f"not saved: {exc}")
+            return
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        """Close without saving."""
+        self.dismiss(False)
+
+
+class HelpScreen(ModalScreen[None]):
+    """The browser's keys (``?``)."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="HelpScreen")
+    BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(KEYS_HELP, id="help-body", markup=False)
+
+    def action_close(self) -> None:
+        """Close the help."""
+        self.dismiss(None)
