@@ -158,6 +158,9 @@ def env(tmp_path_factory):
 async def until(pilot, cond: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
     """Let the app run until ``cond()`` is truthy; AssertionError after ``timeout`` s."""
     deadline = time.monotonic() + timeout
+    if os.environ.get("TUI_DEBUG"):
+        import inspect
+        print("until", inspect.stack()[1].lineno, what, flush=True)
     while True:
         value = cond()
         if value:
@@ -179,6 +182,19 @@ async def say(pilot, text: str) -> None:
 
 def run(scenario: Callable[[], Any]) -> None:
     asyncio.run(scenario())
+
+
+async def select(pilot, m: MemoryScreen, pred: Callable[[dict], bool]) -> dict:
+    """Move the cursor with ``k`` to the top, then ``j`` down to the first row for
+    which ``pred`` holds; AssertionError when there is none."""
+    for _ in range(len(m.rows)):
+        await pilot.press("k")
+    for _ in range(len(m.rows)):
+        row = m.current()
+        if row is not None and pred(row):
+            return row
+        await pilot.press("j")
+    raise AssertionError(f"no such row in {m.channel}: {m.rows}")
 
 
 def table_text(screen: MemoryScreen) -> str:
@@ -286,8 +302,8 @@ def test_browser_channels_keys_and_details(env):
             for key, channel in (("2", "notes"), ("3", "lessons"), ("4", "procedures"),
                                  ("5", "links"), ("6", "votes"), ("1", "profile")):
                 await pilot.press(key)
-                await until(pilot, lambda: m.channel == channel and (m.rows or channel == "x")
-                            and m.status_text().startswith(str(len(m.rows))), what=channel)
+                await until(pilot, lambda: m.loaded == channel and m.rows, what=channel)
+                assert m.status_text().startswith(f"{len(m.rows)} ")
             await pilot.press("right_square_bracket")
             assert m.channel == "notes"
             await pilot.press("left_square_bracket", "left_square_bracket")
@@ -301,8 +317,7 @@ def test_browser_channels_keys_and_details(env):
             assert m.current()["key"] == keys[1]
             await pilot.press("j", "k")
             assert m.current()["key"] == keys[1]
-            while m.current()["key"] != "editor":
-                await pilot.press("j")
+            await select(pilot, m, lambda r: r["key"] == "editor")
             await pilot.press("enter")
             detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                                  and "version(s)" in app.screen.body_text() and app.screen)
@@ -323,8 +338,7 @@ def test_browser_channels_keys_and_details(env):
                         and "Old VPN" in table_text(m))
             await pilot.press("f")
             await until(pilot, lambda: m.archive == "active" and "Old VPN" not in table_text(m))
-            while m.current()["id"] != env.ids["rollback"]:
-                await pilot.press("j")
+            await select(pilot, m, lambda r: r["id"] == env.ids["rollback"])
             await pilot.press("enter")
             detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                                  and "links (" in app.screen.body_text() and app.screen)
@@ -417,8 +431,7 @@ def test_search_forget_edit_and_live_updates(env):
             await pilot.press("escape")
             await until(pilot, lambda: not m.query_text and m.rows)
             # d forgets a note after y; n keeps it
-            while m.current()["id"] != env.ids["scratch"]:
-                await pilot.press("j")
+            await select(pilot, m, lambda r: r["id"] == env.ids["scratch"])
             await pilot.press("d")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.press("n")
@@ -434,8 +447,7 @@ def test_search_forget_edit_and_live_updates(env):
             # e edits a profile fact; an invalid value is refused in the editor
             await pilot.press("1")
             await until(pilot, lambda: m.channel == "profile" and m.rows)
-            while m.current()["key"] != "shell":
-                await pilot.press("j")
+            await select(pilot, m, lambda r: r["key"] == "shell")
             await pilot.press("e")
             editor = await until(pilot, lambda: isinstance(app.screen, EditFactScreen)
                                  and app.screen)
@@ -454,8 +466,7 @@ def test_search_forget_edit_and_live_updates(env):
             assert facts["shell"]["value"] == "fish" and facts["shell"]["pinned"] is True
             await until(pilot, lambda: any(r.get("value") == "fish" for r in m.rows))
             # e on the contextual fact keeps its keywords
-            while m.current()["key"] != "test_runner":
-                await pilot.press("k" if m.query_one(DataTable).cursor_row else "j")
+            await select(pilot, m, lambda r: r["key"] == "test_runner")
             await pilot.press("e")
             editor = await until(pilot, lambda: isinstance(app.screen, EditFactScreen)
                                  and app.screen)

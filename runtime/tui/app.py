@@ -75,7 +75,7 @@ class AtomicTUI(App[int]):
             session = await self.bridge.connect(self.first_session)
         except ClientError as exc:
             self.failure = str(exc)
-            self.exit(1)
+            self.exit(1, return_code=1)
             return
         self.chat.connected(session)
 

@@ -75,6 +75,8 @@ class MemoryScreen(Screen):
         self.archive = "active"
         self.query_text = ""
         self.rows: list[dict[str, Any]] = []
+        self.loaded: str | None = None  # the channel whose rows are shown, once read
+        self.notice = ""
         self.voting_enabled: bool | None = None
         self.auto_timer: Timer | None = None
         self._stale = False
@@ -104,8 +106,16 @@ class MemoryScreen(Screen):
     # ------------------------------------------------------------------ state
 
     def status(self, text: str) -> None:
-        """Show one line in the status bar (errors, what a key did)."""
-        self.query_one("#status", Static).update(text)
+        """Say what a key did (or an error) in the status bar, before the row count;
+        it stays until the next notice or channel switch."""
+        self.notice = text
+        self._draw_status()
+
+    def _draw_status(self) -> None:
+        parts = [self.notice] if self.notice else []
+        if self.loaded == self.channel:
+            parts.append(self._summary())
+        self.query_one("#status", Static).update(" · ".join(parts + ["? help"]))
 
     def status_text(self) -> str:
         """The status bar's text."""
@@ -167,7 +177,7 @@ class MemoryScreen(Screen):
             return
         if channel != self.channel:
             return
-        self.rows = rows
+        self.rows, self.loaded = rows, channel
         table = self.query_one(DataTable)
         keep = None
         if table.row_count and 0 <= table.cursor_row < table.row_count:
@@ -183,7 +193,7 @@ class MemoryScreen(Screen):
                 index = i
         if rows:
             table.move_cursor(row=index)
-        self.status(self._summary())
+        self._draw_status()
 
     def _summary(self) -> str:
         n = len(self.rows)
@@ -196,7 +206,7 @@ class MemoryScreen(Screen):
         text = f"{n} {what}"
         if self.channel == "votes" and self.voting_enabled is False:
             text += " — voting is off (memory.voting.enabled)"
-        return text + " · ? help"
+        return text
 
     def current(self) -> dict[str, Any] | None:
         """The row under the cursor, or None when the table is empty."""
@@ -243,8 +253,8 @@ class MemoryScreen(Screen):
     def action_jump(self, index: int) -> None:
         """``1``–``6``: show channel ``CHANNELS[index]`` (search cleared)."""
         self.channel = CHANNELS[index]
-        self.query_text = ""
-        self.rows = []
+        self.query_text, self.notice = "", ""
+        self.rows, self.loaded = [], None
         self.query_one(DataTable).clear(columns=True)
         self.reload()
 

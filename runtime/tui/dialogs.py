@@ -84,14 +84,15 @@ class DetailScreen(ModalScreen[None]):
             self.lines = await self.load()
         except ClientError as exc:
             self.lines = [f"error: {exc}"]
-        self._render()
+        self._show_body()
 
-    def _render(self) -> None:
+    def _show_body(self) -> None:
         self.query_one("#detail-body", Static).update("\n".join(self.lines + self.extra))
 
     def body_text(self) -> str:
-        """The detail's current text."""
-        return str(self.query_one("#detail-body", Static).content)
+        """The detail's current text (``""`` before it is composed)."""
+        found = self.query("#detail-body")
+        return str(found.first(Static).content) if found else ""
 
     def action_close(self) -> None:
         """Close the detail."""
@@ -114,7 +115,7 @@ class DetailScreen(ModalScreen[None]):
             self.extra = ["", f"error: {exc}"]
         else:
             self.extra = [""] + neighbourhood(self.note_id, edges, notes, self.depth)
-        self._render()
+        self._show_body()
 
     async def _walk(self, depth: int) -> tuple[list[dict], dict[int, dict]]:
         """Edges and notes within ``depth`` hops of the note (BFS over the daemon)."""
