@@ -271,7 +271,14 @@ def test_session_lists_and_switches(env):
             await say(pilot, "/session bad/id!")
             await until(pilot, lambda: "error:" in chat.transcript_text())
             assert "session ids are 1-64 characters" in chat.transcript_text()
-            # the refused hello closed nothing we had: a new valid switch works
+            # the refused hello left us on the session we had
+            assert app.bridge.session == "tui-first"
+            await say(pilot, "hello again")
+            await until(pilot, lambda: chat.transcript_text().count("Noted.") == 1
+                        and not chat.busy, what="a turn after the refused switch")
+            # too long for one frame: refused here, the connection stays up
+            await say(pilot, "x" * 600_000)
+            await until(pilot, lambda: "that message is too long" in chat.transcript_text())
             await say(pilot, "/session new")
             await until(pilot, lambda: (app.bridge.session or "").startswith("s-"))
 
@@ -563,3 +570,41 @@ def test_lost_connection_is_reported_in_the_transcript(env):
                         in app.chat.transcript_text())
 
     run(scenario)
+
+
+# ====================================================== pure helpers (no daemon)
+
+
+def test_parse_tail_reads_what_memory_gave_the_turn():
+    from runtime.tui.render import panel_lines, parse_tail
+
+    tail = ("### memory-index\n- #1 [editor] The user edits code with vim every day\n\n"
+            "### recalled\n- #2 [deploy] Deploy checklist lives in ops/deploy.md\n"
+            "- #3 Friday deploys need approval\n\n### world\nworking directory: /x\n\n"
+            "### conversation\nUSER: how do I deploy?\n\n### profile\n- name: Dana\n"
+            "- test_runner: pytest\n\n### lessons\n*1 [deploy,ops] When deploying\n\n"
+            "### respond\nRespond now with one JSON action.\n\n")
+    mem = parse_tail(tail)
+    assert mem.recalled == [(2, "Deploy checklist lives in ops/deploy.md"),
+                            (3, "Friday deploys need approval")]
+    assert mem.facts == ["name: Dana", "test_runner: pytest"]
+    assert mem.lessons == ["*1 [deploy,ops] When deploying"] and mem.index_size == 1
+    lines = panel_lines(mem, 26)
+    assert all(len(line) <= 26 for line in lines) and "(pending)" in " ".join(lines)
+    assert parse_tail("no sections [b]at all[/b]").recalled == []
+
+
+def test_rows_fit_and_keep_brackets():
+    from runtime.tui.render import matches, one_line, row_cells
+
+    note = {"id": 4, "content": "[b]not markup[/b]\n  spread   out " + "x" * 200,
+            "tags": ["a", "b"], "score": None, "archived": True}
+    cells = row_cells("notes", note, 80)
+    assert cells[2].startswith("(archived) [b]not markup[/b] spread out")
+    assert len(cells[2]) <= 52
+    assert cells[2].endswith("…")
+    assert one_line("a  b\nc", 0) == "" and one_line("abc", 2) == "a…"
+    lesson = {"id": 1, "activation": "When deploying", "principle": "Check the list",
+              "tags": ["ops"], "status": "deprecated"}
+    assert row_cells("lessons", lesson)[2] == "When deploying (deprecated)"
+    assert matches("lessons", lesson, "CHECK list") and not matches("lessons", lesson, "vim")

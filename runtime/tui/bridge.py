@@ -153,11 +153,23 @@ class DaemonBridge:
         self._stop.set()
 
     async def _open(self, session: str | None) -> str:
+        """Connect to ``session``, closing the current connection first. When the new
+        one is refused (a bad id, say), the previous session is reopened (best effort)
+        and the refusal raised, so a typo does not leave the TUI disconnected."""
+        previous = self.session if self._conn_scope is not None else None
         if self._conn_scope is not None and self._conn_done is not None:
             self._conn_scope.cancel()
             await self._conn_done.wait()
         assert self._nursery is not None
-        return await self._nursery.start(self._hold, session)
+        try:
+            return await self._nursery.start(self._hold, session)
+        except ClientError:
+            if previous is not None:
+                try:
+                    await self._nursery.start(self._hold, previous)
+                except ClientError:
+                    pass
+            raise
 
     async def _hold(self, session: str | None, task_status: Any = trio.TASK_STATUS_IGNORED
                     ) -> None:

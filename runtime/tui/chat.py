@@ -32,6 +32,14 @@ HELP = """commands: /memory  open Manage → Memory (also F2)
           /session  list sessions; /session ID|N|new  switch
           /cancel  cancel the running turn; /quit  leave (Ctrl+Q)"""
 
+MAX_MESSAGE_BYTES = 500_000
+"""Longest message sent (UTF-8 bytes): the daemon closes a connection whose frame passes
+``server.maxFrameBytes`` (1 MiB by default), so longer text is refused here."""
+
+PANEL_WIDTH = 26
+"""Characters of text per side-panel line (the panel is 30 columns with its border,
+padding and scroll bar)."""
+
 WRITE_TOOLS = ("memory.profile.set", "memory.profile.remove", "memory.notes.store",
                "memory.notes.forget")
 
@@ -42,7 +50,8 @@ class ChatScreen(Screen):
     DEFAULT_CSS = """
     ChatScreen #body { height: 1fr; }
     ChatScreen #transcript { width: 1fr; padding: 0 1; }
-    ChatScreen #panel { width: 30; border-left: solid $primary; padding: 0 1; }
+    ChatScreen #panel { width: 30; border-left: solid $primary; padding: 0 1;
+                        scrollbar-size-vertical: 1; }
     ChatScreen .user { color: $accent; margin-top: 1; }
     ChatScreen .agent { color: $text; }
     ChatScreen .tool { color: $text-muted; }
@@ -56,10 +65,16 @@ class ChatScreen(Screen):
         super().__init__()
         self.turns: dict[str, TurnMemory] = {}
         self.shown_turn: str | None = None
-        self.busy = False
+        self.waiting = False  # a say was sent, its turn.started has not come yet
+        self.turn: str | None = None  # the running turn of this session
         self._reply: Static | None = None
         self._reply_text = ""
         self._last_sessions: list[dict[str, Any]] = []
+
+    @property
+    def busy(self) -> bool:
+        """True while a turn of this session runs (or ours is about to start)."""
+        return self.waiting or self.turn is not None
 
     @property
     def tui(self) -> AtomicTUI:
@@ -78,6 +93,9 @@ class ChatScreen(Screen):
         """Called once connected (and after each switch): title and a first line."""
         self.sub_title = f"chat · session {session}"
         self.add_line(f"session {session} — type a message, /help for commands", "info")
+        self.query_one("#say", Input).focus()
+
+    def on_screen_resume(self) -> None:
         self.query_one("#say", Input).focus()
 
     # ------------------------------------------------------------- transcript
@@ -102,7 +120,7 @@ class ChatScreen(Screen):
             body.update("MEMORY THIS TURN\n\n(no turn yet)")
             return
         self.shown_turn = turn
-        body.update("\n".join(["MEMORY THIS TURN", ""] + panel_lines(mem, 28)))
+        body.update("\n".join(["MEMORY THIS TURN", ""] + panel_lines(mem, PANEL_WIDTH)))
 
     def panel_text(self) -> str:
         """The side panel's current text."""
@@ -117,7 +135,7 @@ class ChatScreen(Screen):
         kind = frame.get("type")
         turn = frame.get("turn")
         if kind == "turn.started":
-            self.busy = True
+            self.waiting, self.turn = False, turn
             self.turns[turn] = TurnMemory()
             self._reply, self._reply_text = None, ""
             self._show_panel(turn)
@@ -130,7 +148,7 @@ class ChatScreen(Screen):
             self._reply_text = frame.get("text", "")
             self._reply_widget().update(f"agent> {self._reply_text}")
         elif kind == "turn.finished":
-            self.busy = False
+            self.waiting, self.turn = False, None
             reason = frame.get("reason")
             ms = (frame.get("timings") or {}).get("totalMs")
             if reason not in ("reply", "finish"):
@@ -140,18 +158,19 @@ class ChatScreen(Screen):
                 self.add_line(f"({reason} in {ms:.0f} ms)", "info")
         elif kind == "reflection" and frame.get("session") == self.tui.bridge.session:
             mem = self.turns.get(turn)
-            if mem is not None:
+            if mem is not None and mem.reflection is None:
                 mem.reflection = frame
                 self._show_panel(turn)
                 if frame.get("factKeys") or frame.get("noteIds"):
                     self.run_worker(self._reflection_wrote(turn, frame), group="panel")
         elif kind == "error":
-            self.busy = self.busy and frame.get("code") == "busy"
+            self.waiting = False  # our say was refused (busy, …); a running turn goes on
             self.add_line(f"error: {frame.get('code')}: {frame.get('message')}", "error")
         elif kind == "bridge.closed":
-            self.busy = False
+            self.waiting, self.turn = False, None
+            session = self.tui.bridge.session or "new"
             self.add_line(f"the connection to the daemon was lost: {frame.get('message')}. "
-                          "Is it still running? /session reconnects.", "error")
+                          f"Is it still running? /session {session} reconnects.", "error")
 
     def _reply_widget(self) -> Static:
         if self._reply is None:
@@ -171,12 +190,12 @@ class ChatScreen(Screen):
                 self._show_panel(turn)
         elif step == "tool":
             args = json.dumps(frame.get("args"), ensure_ascii=False)
-            self.add_line(f"  [tool] {frame.get('tool')} {one_line(args, 200)}", "tool")
+            self.add_line(f"  [tool] {frame.get('tool')} {one_line(args, 160)}", "tool")
             if mem is not None and frame.get("tool") in WRITE_TOOLS:
                 mem.wrote.append(f"tool {frame['tool'].removeprefix('memory.')}")
                 self._show_panel(turn)
         elif step == "tool.result":
-            self.add_line(f"    → {one_line(frame.get('summary', ''), 200)}", "tool")
+            self.add_line(f"    → {one_line(frame.get('summary', ''), 120)}", "tool")
         elif step == "rewrite":
             self.add_line(f"  (recall query: {frame.get('query')})", "info")
         elif step == "invalid":
@@ -221,15 +240,20 @@ class ChatScreen(Screen):
         if self.busy:
             self.add_line("a turn is still running: wait for it, or /cancel (Esc)", "error")
             return
+        size = len(text.encode("utf-8", "surrogatepass"))
+        if size > MAX_MESSAGE_BYTES:
+            self.add_line(f"that message is too long ({size} bytes; at most "
+                          f"{MAX_MESSAGE_BYTES}): not sent", "error")
+            return
         self.add_line(f"you> {text}", "user")
-        self.busy = True
+        self.waiting = True
         self.run_worker(self._say(text), group="say")
 
     async def _say(self, text: str) -> None:
         try:
             await self.tui.bridge.say(text)
         except ClientError as exc:
-            self.busy = False
+            self.waiting = False
             self.add_line(f"error: {exc}", "error")
 
     async def _command(self, text: str) -> None:
@@ -291,7 +315,7 @@ class ChatScreen(Screen):
         except ClientError as exc:
             self.add_line(f"error: {exc}", "error")
             return
-        self.busy = False
+        self.waiting, self.turn = False, None
         await self.query_one("#transcript", VerticalScroll).remove_children()
         self.turns.clear()
         self._show_panel(None)

@@ -63,10 +63,10 @@ def row_cells(channel: str, row: dict[str, Any], width: int = 80) -> tuple[str, 
         return (one_line(row["key"], 20), one_line(row["value"], max(width - 40, 10)),
                 one_line(kind, 14))
     if channel == "notes":
-        mark = " (archived)" if row.get("archived") else ""
+        mark = "(archived) " if row.get("archived") else ""
         score = f"{row['score']:.2f} " if row.get("score") is not None else ""
         return (f"#{row['id']}", one_line(",".join(row.get("tags") or []), 16),
-                one_line(score + row["content"] + mark, max(width - 28, 10)))
+                one_line(score + mark + row["content"], max(width - 28, 10)))
     if channel in ("lessons", "procedures"):
         marker = "*" if channel == "lessons" else ">"
         middle = (one_line(",".join(row.get("tags") or []), 16) if channel == "lessons"
