@@ -608,3 +608,78 @@ def test_rows_fit_and_keep_brackets():
               "tags": ["ops"], "status": "deprecated"}
     assert row_cells("lessons", lesson)[2] == "When deploying (deprecated)"
     assert matches("lessons", lesson, "CHECK list") and not matches("lessons", lesson, "vim")
+
+
+def test_notes_search_op_is_keyword_only_and_counts_no_recall(conn):
+    from actors.memory.profile import ProfileStore
+    from actors.memory.tools import OPS, TOOL_NAMES, run_op
+
+    notes = MemoryStore(conn)
+    a = notes.store("Deploys need the checklist", tags=["ops"]).id
+    b = notes.store("Archived deploy runbook", tags=["old"]).id
+    notes.set_archived(b, True)
+    notes.store("I prefer pytest for unit work")
+
+    def hybrid(*args: Any, **kw: Any) -> list:
+        raise AssertionError("the vector side must not be asked")
+
+    profiles = ProfileStore(conn)
+    hits, change = run_op(profiles, notes, "memory.notes.search", {"query": "deploy"},
+                          recall=hybrid)
+    assert {n.id for n in hits} == {a, b} and change == {}
+    assert hits[0].score == 1.0
+    tagged, _ = run_op(profiles, notes, "memory.notes.search", {"query": "deploy",
+                                                               "tags": ["ops"], "k": 1})
+    assert [n.id for n in tagged] == [a]
+    counts = conn.execute("SELECT SUM(recall_count) FROM memories").fetchone()[0]
+    assert counts == 0
+    assert run_op(profiles, notes, "memory.notes.search", {"query": "???"})[0] == []
+    assert not OPS["memory.notes.search"].writes and "memory.notes.search" not in TOOL_NAMES
+
+
+def test_the_real_command_runs_in_a_terminal_and_quits(env):
+    """``atomic-agent tui`` in a pseudo-terminal (80×24): it draws, connects, and
+    Ctrl+Q ends it with status 0 and no traceback."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import termios
+
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: become the TUI
+        os.chdir(REPO)
+        os.environ.update(TERM="xterm-256color", COLUMNS="80", LINES="24")
+        os.execv(sys.executable, [sys.executable, "-m", "runtime.cli", "tui", "--state-dir",
+                                  str(env.state), "--session", "tui-pty"])
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
+    seen = b""
+    deadline = time.monotonic() + 60
+    try:
+        while b"tui-pty" not in seen and time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    seen += os.read(fd, 65536)
+                except OSError:
+                    break
+        assert b"tui-pty" in seen, seen[-2000:]
+        os.write(fd, b"\x11")  # Ctrl+Q
+        while time.monotonic() < deadline:
+            if select.select([fd], [], [], 0.2)[0]:
+                try:
+                    chunk = os.read(fd, 65536)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                seen += chunk
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+        try:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    assert os.waitstatus_to_exitcode(status) == 0, seen[-2000:]
+    assert b"Traceback" not in seen

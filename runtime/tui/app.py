@@ -71,6 +71,10 @@ class AtomicTUI(App[int]):
         self.install_screen(self.chat, "chat")
         self.install_screen(self.memory_screen, "memory")
         await self.push_screen("chat")
+        self.run_worker(self._connect(), group="connect")
+
+    async def _connect(self) -> None:
+        """Connect in a worker, so the UI stays live while the hello is answered."""
         try:
             session = await self.bridge.connect(self.first_session)
         except ClientError as exc:
@@ -81,9 +85,13 @@ class AtomicTUI(App[int]):
 
     def on_daemon_frame(self, message: DaemonFrame) -> None:
         frame = message.frame
-        self.chat.handle_frame(frame)
-        if frame.get("type") in ("memory.changed", "reflection"):
-            self.memory_screen.memory_changed(frame)
+        try:
+            self.chat.handle_frame(frame)
+            if frame.get("type") in ("memory.changed", "reflection"):
+                self.memory_screen.memory_changed(frame)
+        except Exception as exc:  # noqa: BLE001 - a frame we cannot show must not end the UI
+            self.chat.add_line(f"could not show a {frame.get('type')!r} frame: "
+                               f"{type(exc).__name__}: {exc}", "error")
 
     def action_memory(self) -> None:
         """Open Manage → Memory (or stay there)."""

@@ -142,6 +142,13 @@ class MemoryScreen(Screen):
         if self._live_timer is None:
             self._live_timer = self.set_timer(0.3, self._live_refresh)
 
+    def _tick(self) -> None:
+        """The auto-refresh timer: reload when shown, else on return."""
+        if self.is_current:
+            self.reload()
+        else:
+            self._stale = True
+
     def _live_refresh(self) -> None:
         self._live_timer = None
         self.reload()
@@ -238,7 +245,7 @@ class MemoryScreen(Screen):
     def action_auto(self) -> None:
         """``a``: toggle refreshing every :data:`AUTO_REFRESH_S` seconds."""
         if self.auto_timer is None:
-            self.auto_timer = self.set_interval(AUTO_REFRESH_S, self.reload)
+            self.auto_timer = self.set_interval(AUTO_REFRESH_S, self._tick)
             self.status(f"auto-refresh on (every {AUTO_REFRESH_S:g} s)")
         else:
             self.auto_timer.stop()
@@ -376,15 +383,23 @@ class MemoryScreen(Screen):
             self.status("e edits a profile fact (press 1 for the profile)")
             return
 
+        warnings: list[str] = []
+
         async def save(value: str) -> Any:
-            return await self.tui.bridge.memory("memory.profile.set", {
+            fact = await self.tui.bridge.memory("memory.profile.set", {
                 "key": row["key"], "value": value, "pinned": row.get("pinned", True),
                 "keywords": row.get("keywords") or None})
+            if fact.get("warning"):
+                warnings.append(fact["warning"])
+            return fact
 
         def done(saved: bool | None) -> None:
-            self.status(f"saved {row['key']}" if saved else "not changed")
             if saved:
+                self.status(f"saved {row['key']}" + (f" (warning: {warnings[0]})"
+                                                     if warnings else ""))
                 self.reload()
+            else:
+                self.status("not changed")
 
         self.app.push_screen(EditFactScreen(row, save), done)
 
