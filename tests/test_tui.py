@@ -31,21 +31,21 @@ import trio
 
 pytest.importorskip("textual")
 
-from textual.widgets import DataTable, Input  # noqa: E402
+from textual.widgets import DataTable, Input
 
-from actors.memory.lessons import LessonStore  # noqa: E402
-from actors.memory.links import LinkStore  # noqa: E402
-from actors.memory.notes import MemoryStore  # noqa: E402
-from actors.memory.procedures import ProcedureStore  # noqa: E402
-from actors.memory.profile import ProfileStore  # noqa: E402
-from actors.memory.schema import open_database  # noqa: E402
-from actors.memory.votes import VoteStore  # noqa: E402
-from runtime.client import open_client  # noqa: E402
-from runtime.tui import AtomicTUI  # noqa: E402
-from runtime.tui.browser import MemoryScreen  # noqa: E402
-from runtime.tui.dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen  # noqa: E402
-from tests.daemon import REPO, run_daemon  # noqa: E402
-from tests.fakes.llama_server import open_fake_llama  # noqa: E402
+from actors.memory.lessons import LessonStore
+from actors.memory.links import LinkStore
+from actors.memory.notes import MemoryStore
+from actors.memory.procedures import ProcedureStore
+from actors.memory.profile import ProfileStore
+from actors.memory.schema import open_database
+from actors.memory.votes import VoteStore
+from runtime.client import open_client
+from runtime.tui import AtomicTUI
+from runtime.tui.browser import MemoryScreen
+from runtime.tui.dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
+from tests.daemon import REPO, run_daemon
+from tests.fakes.llama_server import open_fake_llama
 
 REFLECTION = ("SET name=Dana\nSET city=Lisbon\n"
               "NOTE The user prefers pytest for testing. [tags=testing]\n")
@@ -57,6 +57,8 @@ RULES = [
                  '"tags": ["drinks"]}}'},
     {"grammar_contains": "reply", "match": "My name is Dana", "times": 1,
      "response": '{"reply": "Nice to meet you, Dana! I will remember that."}'},
+    {"grammar_contains": "reply", "match": "Take your time", "times": 1, "delay_ms": 5000,
+     "response": '{"reply": "Done, slowly."}'},
     {"grammar_contains": "reply", "response": '{"reply": "Noted."}'},
 ]
 SIZE = (80, 24)
@@ -130,12 +132,12 @@ def env(tmp_path_factory):
     def hold() -> None:
         async def main() -> None:
             try:
-                async with open_fake_llama(tmp, RULES, slots=2) as fake:
-                    async with run_daemon(tmp / "state", llm_url=fake.url) as d:
-                        started.put((d.url, d.token))
-                        while not stop.is_set():
-                            await trio.sleep(0.05)
-            except BaseException as exc:  # noqa: BLE001 - handed to the test thread
+                async with open_fake_llama(tmp, RULES, slots=2) as fake, \
+                        run_daemon(tmp / "state", llm_url=fake.url) as d:
+                    started.put((d.url, d.token))
+                    while not stop.is_set():
+                        await trio.sleep(0.05)
+            except BaseException as exc:
                 started.put(exc)
                 raise
         trio.run(main)
@@ -285,6 +287,34 @@ def test_session_lists_and_switches(env):
     run(scenario)
 
 
+def test_cancel_busy_and_memory_command(env):
+    async def scenario() -> None:
+        app = env.app(session="tui-cancel")
+        async with app.run_test(size=SIZE) as pilot:
+            chat = app.chat
+            await until(pilot, lambda: app.bridge.session == "tui-cancel")
+            await say(pilot, "/cancel")
+            await until(pilot, lambda: "no turn is running" in chat.transcript_text())
+            await say(pilot, "Take your time with this one")
+            await until(pilot, lambda: chat.turn is not None, what="turn.started")
+            await say(pilot, "and another thing")
+            await until(pilot, lambda: "a turn is still running" in chat.transcript_text())
+            await pilot.press("escape")
+            await until(pilot, lambda: "(turn ended: cancelled)" in chat.transcript_text()
+                        and not chat.busy, what="cancelled")
+            assert "Done, slowly." not in chat.transcript_text()
+            # /memory opens Manage → Memory; Esc comes back with the input focused
+            await say(pilot, "/memory")
+            await until(pilot, lambda: app.screen is app.memory_screen)
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is chat)
+            assert app.focused is chat.query_one("#say", Input)
+            await say(pilot, "/help")
+            await until(pilot, lambda: "/memory dump" in chat.transcript_text())
+
+    run(scenario)
+
+
 # ============================================================ Manage → Memory
 
 
@@ -309,7 +339,7 @@ def test_browser_channels_keys_and_details(env):
             for key, channel in (("2", "notes"), ("3", "lessons"), ("4", "procedures"),
                                  ("5", "links"), ("6", "votes"), ("1", "profile")):
                 await pilot.press(key)
-                await until(pilot, lambda: m.loaded == channel and m.rows, what=channel)
+                await until(pilot, lambda ch=channel: m.loaded == ch and m.rows, what=channel)
                 assert m.status_text().startswith(f"{len(m.rows)} ")
             await pilot.press("right_square_bracket")
             assert m.channel == "notes"
@@ -543,7 +573,8 @@ def test_auto_refresh_polls_without_events(env):
 
 def test_tui_without_a_daemon_is_one_clear_line(tmp_path):
     r = subprocess.run([sys.executable, "-m", "runtime.cli", "tui", "--state-dir",
-                        str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60)
+                        str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60,
+                       check=False)
     assert r.returncode == 3
     assert r.stderr.startswith("atomic-agent: no atomic-agent daemon is running for")
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr

@@ -193,7 +193,7 @@ class DaemonBridge:
                         started = True
                         await trio.sleep_forever()
                     reason = lost[0] if lost else reason
-        except Exception as exc:  # noqa: BLE001 - after start: report, never kill the thread
+        except Exception as exc:
             if not started:
                 raise
             reason = f"the connection failed: {type(exc).__name__}: {exc}"
@@ -220,7 +220,7 @@ class DaemonBridge:
                 rid = frame.get("id")
                 if isinstance(rid, str) and rid in self._pending:
                     self._pending.pop(rid).send_nowait(frame)
-                elif ftype in self._ordered and self._ordered[ftype]:
+                elif self._ordered.get(ftype):
                     self._ordered[ftype].pop(0).send_nowait(frame)
                 else:
                     self.on_frame(frame)

@@ -25,9 +25,21 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ..client import ClientError
 from .dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
-from .render import (ARCHIVE_FILTERS, CHANNELS, COLUMNS, fact_history, lesson_detail,
-                     link_detail, matches, note_detail, one_line, procedure_detail, row_cells,
-                     row_key, vote_detail)
+from .render import (
+    ARCHIVE_FILTERS,
+    CHANNELS,
+    COLUMNS,
+    fact_history,
+    lesson_detail,
+    link_detail,
+    matches,
+    note_detail,
+    one_line,
+    procedure_detail,
+    row_cells,
+    row_key,
+    vote_detail,
+)
 
 if TYPE_CHECKING:
     from .app import AtomicTUI

@@ -158,11 +158,11 @@ def neighbourhood(root: int, edges: list[dict[str, Any]], notes: dict[int, dict[
 
 def lesson_detail(row: dict[str, Any], parents: dict[int, dict[str, Any]]) -> list[str]:
     """Detail of a lesson: activation, principle, and its parent notes' previews."""
-    lines = [f"lesson *{row['id']}  [{', '.join(row.get('tags') or [])}]  "
-             f"{row.get('status')}",
+    lines = [(f"lesson *{row['id']}  [{', '.join(row.get('tags') or [])}]  "
+              f"{row.get('status')}"),
              f"when: {row['activation']}", "", f"principle: {row['principle']}", "",
-             f"success {row.get('successCount', 0)}  failure {row.get('failureCount', 0)}  "
-             f"updated {when(row.get('updatedAt'))}", "", "parents:"]
+             (f"success {row.get('successCount', 0)}  failure {row.get('failureCount', 0)}  "
+              f"updated {when(row.get('updatedAt'))}"), "", "parents:"]
     for pid in row.get("parentIds") or []:
         preview = one_line(parents[pid]["content"], 60) if pid in parents else "(gone)"
         lines.append(f"  #{pid} {preview}")
@@ -173,8 +173,8 @@ def lesson_detail(row: dict[str, Any], parents: dict[int, dict[str, Any]]) -> li
 
 def procedure_detail(row: dict[str, Any]) -> list[str]:
     """Detail of a procedure: activation and its numbered steps with tool hints."""
-    lines = [f"procedure >{row['id']}  [{', '.join(row.get('tags') or [])}]  "
-             f"{row.get('status')}  source: {row.get('source')}",
+    lines = [(f"procedure >{row['id']}  [{', '.join(row.get('tags') or [])}]  "
+              f"{row.get('status')}  source: {row.get('source')}"),
              f"when: {row['activation']}", "", "steps:"]
     for i, step in enumerate(row.get("steps") or [], 1):
         hint = f"  [@{step['toolHint']}]" if step.get("toolHint") else ""
@@ -182,8 +182,8 @@ def procedure_detail(row: dict[str, Any]) -> list[str]:
     lessons = ", ".join(f"*{i}" for i in row.get("parentLessonIds") or []) or "-"
     notes = ", ".join(f"#{i}" for i in row.get("parentMemoryIds") or []) or "-"
     lines += ["", f"parent lessons: {lessons}  parent notes: {notes}",
-              f"uses {row.get('useCount', 0)}  success {row.get('successCount', 0)}  "
-              f"failure {row.get('failureCount', 0)}"]
+              (f"uses {row.get('useCount', 0)}  success {row.get('successCount', 0)}  "
+               f"failure {row.get('failureCount', 0)}")]
     return lines
 
 
@@ -197,15 +197,15 @@ def link_detail(row: dict[str, Any], ends: dict[int, dict[str, Any]]) -> list[st
 
 def vote_detail(row: dict[str, Any]) -> list[str]:
     """Detail of a vote audit row."""
-    return [f"vote {row['id']}: {row['kind']} {row['targetId']} "
-            f"{'+1' if row['direction'] > 0 else '-1'}",
+    return [(f"vote {row['id']}: {row['kind']} {row['targetId']} "
+             f"{'+1' if row['direction'] > 0 else '-1'}"),
             f"session {row.get('sessionId') or '-'}  turn {row.get('turnIndex')}",
             f"at {when(row.get('createdAt'))}"]
 
 
 # ----------------------------------------------------------- what a turn was given
 
-_SECTION_RE = re.compile(r"^### ([a-z-]+)\n(.*?)(?=\n\n###|\n*\Z)", re.S | re.M)
+_SECTION_RE = re.compile(r"^### ([a-z-]+)\n(.*?)(?=\n\n###|\n*\Z)", re.DOTALL | re.MULTILINE)
 _POINTER_RE = re.compile(r"^- #(\d+)(?: \[[^\]]*\])? ?(.*)$")
 
 
@@ -240,7 +240,7 @@ def parse_tail(tail: str) -> TurnMemory:
                 if m:
                     out.recalled.append((int(m.group(1)), m.group(2)))
         elif name == "profile":
-            out.facts = [ln[2:] if ln.startswith("- ") else ln for ln in lines]
+            out.facts = [ln.removeprefix("- ") for ln in lines]
         elif name == "lessons":
             out.lessons = lines
         elif name == "procedures":
