@@ -714,3 +714,15 @@ def test_the_real_command_runs_in_a_terminal_and_quits(env):
             pass
     assert os.waitstatus_to_exitcode(status) == 0, seen[-2000:]
     assert b"Traceback" not in seen
+
+
+def test_bridge_errors_reach_the_ui_as_one_type():
+    from runtime.client import ClientError
+    from runtime.tui.bridge import as_client_error
+
+    refused = ClientError("invalid_argument", "bad id")
+    assert as_client_error(refused) is refused
+    group = ExceptionGroup("x", [ExceptionGroup("y", [ValueError("v"), refused])])
+    assert as_client_error(group) is refused
+    other = as_client_error(ExceptionGroup("x", [KeyError("k")]))
+    assert other.code == "failed" and "ExceptionGroup" in str(other)

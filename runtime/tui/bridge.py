@@ -38,6 +38,20 @@ SUBSCRIBE = ["memory", "reflection"]
 _ORDERED_REPLIES = ("sessions.result", "subscribed", "cancel.result", "pong")
 
 
+def as_client_error(exc: BaseException) -> ClientError:
+    """``exc`` as the ClientError the UI shows: itself, the first ClientError inside an
+    exception group (trio nurseries wrap what their tasks raise), or ``failed`` with
+    the exception's type and text."""
+    if isinstance(exc, ClientError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = as_client_error(inner)
+            if found.code != "failed":
+                return found
+    return ClientError("failed", f"{type(exc).__name__}: {exc}")
+
+
 class DaemonBridge:
     """A daemon connection owned by a trio thread, used from asyncio.
 
@@ -129,8 +143,10 @@ class DaemonBridge:
         def hop() -> Any:
             try:
                 return trio.from_thread.run(afn, *args, trio_token=self._trio_token)
-            except trio.RunFinishedError:
+            except (trio.RunFinishedError, trio.Cancelled):  # the bridge is closing
                 raise ClientError("closed", "the connection to the daemon is closed") from None
+            except Exception as exc:  # noqa: BLE001 - the UI gets one error type, never a crash
+                raise as_client_error(exc) from None
 
         return await asyncio.to_thread(hop)
 
@@ -163,13 +179,13 @@ class DaemonBridge:
         assert self._nursery is not None
         try:
             return await self._nursery.start(self._hold, session)
-        except ClientError:
+        except Exception as exc:  # noqa: BLE001 - ClientError, maybe inside a group
             if previous is not None:
                 try:
                     await self._nursery.start(self._hold, previous)
-                except ClientError:
+                except Exception:  # noqa: BLE001, S110 - best effort; the refusal is the news
                     pass
-            raise
+            raise as_client_error(exc) from None
 
     async def _hold(self, session: str | None, task_status: Any = trio.TASK_STATUS_IGNORED
                     ) -> None:
@@ -224,8 +240,8 @@ class DaemonBridge:
                     self._ordered[ftype].pop(0).send_nowait(frame)
                 else:
                     self.on_frame(frame)
-        except ClientError as exc:
-            lost.append(str(exc))
+        except Exception as exc:  # noqa: BLE001 - ClientError("closed"), or an undecodable frame
+            lost.append(str(as_client_error(exc)))
             scope.cancel()
 
     def _require(self) -> DaemonClient:
