@@ -21,7 +21,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,12 +121,11 @@ def _seed(state: Path) -> dict[str, int]:
     return ids
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory):
-    """One seeded daemon + scripted llama-server for the module, run by a trio loop in
-    a thread (the tests themselves are asyncio); stopped and reaped at the end."""
-    tmp = tmp_path_factory.mktemp("tui")
-    ids = _seed(tmp / "state")
+@contextmanager
+def daemon_in_thread(tmp: Path) -> Iterator[tuple[str, str]]:
+    """Run the scripted llama-server and ``atomic-agent serve`` on ``tmp / "state"``
+    from a trio loop in a thread (the tests themselves are asyncio); yields (url,
+    token); on exit the daemon gets SIGTERM and both are reaped (tests.daemon)."""
     started: queue.Queue = queue.Queue()
     stop = threading.Event()
 
@@ -148,13 +148,24 @@ def env(tmp_path_factory):
     if isinstance(got, BaseException):
         thread.join(10)
         raise got
+    try:
+        yield got
+    finally:
+        stop.set()
+        thread.join(30)
+        assert not thread.is_alive()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory):
+    """One seeded daemon for the module (see :func:`daemon_in_thread`)."""
+    tmp = tmp_path_factory.mktemp("tui")
+    ids = _seed(tmp / "state")
     shots = [tmp]
     if os.environ.get("TUI_SHOTS"):
         shots.append(Path(os.environ["TUI_SHOTS"]))
-    yield Env(got[0], got[1], tmp / "state", shots, ids)
-    stop.set()
-    thread.join(30)
-    assert not thread.is_alive()
+    with daemon_in_thread(tmp) as (url, token):
+        yield Env(url, token, tmp / "state", shots, ids)
 
 
 async def until(pilot, cond: Callable[[], Any], timeout: float = 30.0, what: str = "") -> Any:
@@ -590,17 +601,49 @@ def test_app_exits_cleanly_when_the_daemon_refuses(env):
     run(scenario)
 
 
-def test_lost_connection_is_reported_in_the_transcript(env):
-    async def scenario() -> None:
-        app = env.app()
-        async with app.run_test(size=SIZE) as pilot:
-            await until(pilot, lambda: app.bridge.session is not None)
-            app.bridge.on_frame({"type": "bridge.closed", "message": "the daemon closed "
-                                 "the connection (going away)"})
-            await until(pilot, lambda: "connection to the daemon was lost"
-                        in app.chat.transcript_text())
+def test_a_daemon_that_stops_is_reported_not_a_crash(tmp_path):
+    (tmp_path / "state").mkdir()
 
-    run(scenario)
+    async def scenario(url: str, token: str, stopped: threading.Event) -> None:
+        app = AtomicTUI(url=url, token=token, session="tui-gone")
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.bridge.session == "tui-gone")
+            await pilot.press("f2")
+            m = app.memory_screen
+            await until(pilot, lambda: m.loaded == "profile")
+            stopped.set()  # the daemon is stopped by the thread below
+            await until(pilot, lambda: "connection to the daemon was lost"
+                        in app.chat.transcript_text(), what="lost")
+            await pilot.press("r")  # the browser says so too
+            await until(pilot, lambda: "error:" in m.status_text(), what="browser error")
+            await pilot.press("escape")
+            await say(pilot, "anyone there?")
+            await until(pilot, lambda: "error: not connected" in app.chat.transcript_text())
+            assert "/session tui-gone reconnects" in app.chat.transcript_text()
+            await say(pilot, "/session tui-gone")  # no daemon: one more error line
+            await until(pilot, lambda: "cannot connect" in app.chat.transcript_text())
+        assert app.return_code in (None, 0)
+
+    stopped = threading.Event()
+    with daemon_in_thread(tmp_path) as (url, token):
+        failures: list[BaseException] = []  # the UI runs beside this thread, which stops
+        runner = threading.Thread(target=_record, args=(   # the daemon when told to
+            failures, asyncio.run, scenario(url, token, stopped)))
+        runner.start()
+        deadline = time.monotonic() + 60
+        while runner.is_alive() and not stopped.wait(0.2) and time.monotonic() < deadline:
+            pass
+    runner.join(60)
+    assert not runner.is_alive()
+    if failures:
+        raise failures[0]
+
+
+def _record(failures: list[BaseException], fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except BaseException as exc:  # noqa: BLE001 - re-raised by the test thread
+        failures.append(exc)
 
 
 # ====================================================== pure helpers (no daemon)
