@@ -322,6 +322,14 @@ def test_cancel_busy_and_memory_command(env):
             assert app.focused is chat.query_one("#say", Input)
             await say(pilot, "/help")
             await until(pilot, lambda: "/memory dump" in chat.transcript_text())
+            # a long session keeps the newest MAX_BLOCKS blocks
+            from runtime.tui.chat import MAX_BLOCKS
+            for i in range(MAX_BLOCKS + 20):
+                chat.add_line(f"line {i}")
+            await pilot.pause()
+            assert len(chat.query_one("#transcript").children) == MAX_BLOCKS
+            assert f"line {MAX_BLOCKS + 19}" in chat.transcript_text()
+            assert "/memory dump" not in chat.transcript_text()
 
     run(scenario)
 
@@ -589,6 +597,16 @@ def test_tui_without_a_daemon_is_one_clear_line(tmp_path):
     assert r.returncode == 3
     assert r.stderr.startswith("atomic-agent: no atomic-agent daemon is running for")
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_tui_help_names_the_keys():
+    r = subprocess.run([sys.executable, "-m", "runtime.cli", "tui", "--help"], cwd=REPO,
+                       capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    for words in ("/memory dump", "/session", "j/k move", "[ ] cycle channel", "1-6 jump",
+                  "/ keyword search", "d forget", "e edit a fact", "80x24", "--session"):
+        assert words in text, words
 
 
 def test_app_exits_cleanly_when_the_daemon_refuses(env):

@@ -67,6 +67,7 @@ class AtomicTUI(App[int]):
         self.post_message(DaemonFrame(frame))
 
     async def on_mount(self) -> None:
+        """Install both screens, show the chat, connect in the background."""
         # Installed, so popping Manage → Memory keeps its state (channel, filter, timer).
         self.install_screen(self.chat, "chat")
         self.install_screen(self.memory_screen, "memory")
@@ -84,6 +85,7 @@ class AtomicTUI(App[int]):
         self.chat.connected(session)
 
     def on_daemon_frame(self, message: DaemonFrame) -> None:
+        """Hand a pushed frame to the chat and, for memory events, to the browser."""
         frame = message.frame
         try:
             self.chat.handle_frame(frame)
@@ -99,6 +101,7 @@ class AtomicTUI(App[int]):
             self.push_screen("memory")
 
     async def on_unmount(self) -> None:
+        """Close the daemon connection and its thread."""
         self.bridge.close()
 
 

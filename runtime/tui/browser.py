@@ -96,9 +96,11 @@ class MemoryScreen(Screen):
 
     @property
     def tui(self) -> AtomicTUI:
+        """The application (typed)."""
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
+        """Channel bar, table, search line, status line."""
         yield Header()
         yield Static(id="channels", markup=False)
         yield DataTable(id="rows", cursor_type="row", zebra_stripes=True)
@@ -107,10 +109,12 @@ class MemoryScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        """Read the first channel."""
         self.sub_title = "Manage → Memory"
         self.reload()
 
     def on_screen_resume(self) -> None:
+        """Back on screen: catch up on changes missed meanwhile; focus the table."""
         if self._stale:
             self.reload()
         self.query_one(DataTable).focus()
@@ -302,6 +306,7 @@ class MemoryScreen(Screen):
             self.reload()
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Run the typed search (at most 500 characters, as the daemon takes)."""
         if event.input.id != "search":
             return
         event.stop()
@@ -314,6 +319,7 @@ class MemoryScreen(Screen):
         self.reload()
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
+        """Enter on a row: its detail."""
         self.open_detail()
 
     def open_detail(self) -> None:

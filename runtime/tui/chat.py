@@ -36,6 +36,12 @@ MAX_MESSAGE_BYTES = 500_000
 """Longest message sent (UTF-8 bytes): the daemon closes a connection whose frame passes
 ``server.maxFrameBytes`` (1 MiB by default), so longer text is refused here."""
 
+MAX_BLOCKS = 500
+"""Transcript blocks kept; older ones are dropped so a long session stays fast."""
+
+MAX_TURNS = 50
+"""Turns whose memory panel is kept (a late ``reflection`` finds its turn)."""
+
 PANEL_WIDTH = 26
 """Characters of text per side-panel line (the panel is 30 columns with its border,
 padding and scroll bar)."""
@@ -78,9 +84,11 @@ class ChatScreen(Screen):
 
     @property
     def tui(self) -> AtomicTUI:
+        """The application (typed)."""
         return self.app  # type: ignore[return-value]
 
     def compose(self) -> ComposeResult:
+        """Header, transcript beside the memory panel, input, footer."""
         yield Header()
         with Horizontal(id="body"):
             yield VerticalScroll(id="transcript")
@@ -96,6 +104,7 @@ class ChatScreen(Screen):
         self.query_one("#say", Input).focus()
 
     def on_screen_resume(self) -> None:
+        """Back from Manage → Memory: the input has the focus again."""
         self.query_one("#say", Input).focus()
 
     # ------------------------------------------------------------- transcript
@@ -105,6 +114,9 @@ class ChatScreen(Screen):
         error) and scroll to it. Text is shown verbatim (no markup)."""
         widget = Static(text, classes=kind, markup=False)
         box = self.query_one("#transcript", VerticalScroll)
+        extra = len(box.children) + 1 - MAX_BLOCKS
+        if extra > 0:
+            box.remove_children(list(box.children)[:extra])
         box.mount(widget)
         box.scroll_end(animate=False)
         return widget
@@ -137,6 +149,8 @@ class ChatScreen(Screen):
         if kind == "turn.started":
             self.waiting, self.turn = False, turn
             self.turns[turn] = TurnMemory()
+            for old in list(self.turns)[:-MAX_TURNS]:
+                del self.turns[old]
             self._reply, self._reply_text = None, ""
             self._show_panel(turn)
         elif kind == "step":
@@ -228,6 +242,7 @@ class ChatScreen(Screen):
     # ------------------------------------------------------------------- input
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
+        """A line typed: a command (``/…``) or a message for a turn."""
         if event.input.id != "say":
             return
         text = event.value.strip()

@@ -72,6 +72,7 @@ class DetailScreen(ModalScreen[None]):
         self.extra: list[str] = []
 
     def compose(self) -> ComposeResult:
+        """Title, scrollable body, key hint."""
         with Vertical():
             yield Static(self.title_text, classes="hint", markup=False)
             with VerticalScroll():
@@ -80,6 +81,7 @@ class DetailScreen(ModalScreen[None]):
             yield Static(hint, classes="hint", markup=False)
 
     async def on_mount(self) -> None:
+        """Load the detail (a daemon error becomes its text)."""
         try:
             self.lines = await self.load()
         except ClientError as exc:
@@ -150,6 +152,7 @@ class ConfirmScreen(ModalScreen[bool]):
         self.question = question
 
     def compose(self) -> ComposeResult:
+        """The question and the keys."""
         with Vertical():
             yield Static(self.question, id="question", markup=False)
             yield Static("y = yes · n / Esc = no", classes="hint", markup=False)
@@ -173,6 +176,7 @@ class EditFactScreen(ModalScreen[bool]):
         self.save = save
 
     def compose(self) -> ComposeResult:
+        """What is edited, the value, the error line, the keys."""
         kind = ("pinned" if self.fact.get("pinned")
                 else f"contextual [{', '.join(self.fact.get('keywords') or [])}]")
         with Vertical():
@@ -182,9 +186,11 @@ class EditFactScreen(ModalScreen[bool]):
             yield Static("Enter save · Esc cancel", classes="hint", markup=False)
 
     def on_mount(self) -> None:
+        """Focus the value."""
         self.query_one("#value", Input).focus()
 
     async def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter: validate, save, close; or show why not."""
         event.stop()
         value = event.value
         error = self.query_one("#edit-error", Static)
@@ -210,6 +216,7 @@ class HelpScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,question_mark", "close", "Close")]
 
     def compose(self) -> ComposeResult:
+        """The key list."""
         with Vertical():
             yield Static(KEYS_HELP, id="help-body", markup=False)
 
