@@ -629,6 +629,12 @@ def test_a_daemon_that_stops_is_reported_not_a_crash(tmp_path):
             await pilot.press("f2")
             m = app.memory_screen
             await until(pilot, lambda: m.loaded == "profile")
+            assert "0 active fact(s)" in m.status_text()
+            await pilot.press("6")  # voting is off in this fresh state dir: the tail says so
+            await until(pilot, lambda: m.loaded == "votes")
+            assert "voting is off (memory.voting.enabled)" in m.status_text()
+            await pilot.press("enter")  # an empty table: a message, no detail
+            assert "nothing to show" in m.status_text()
             stopped.set()  # the daemon is stopped by the thread below
             await until(pilot, lambda: "connection to the daemon was lost"
                         in app.chat.transcript_text(), what="lost")

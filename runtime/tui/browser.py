@@ -54,6 +54,17 @@ LIST_OPS = {"profile": ("memory.profile.list", {}),
             "votes": ("memory.votes.tail", {"limit": 1000})}
 
 
+class MemoryTable(DataTable):
+    """The rows table; Enter on an empty table still answers (with a status line)."""
+
+    def action_select_cursor(self) -> None:
+        """Enter: the row's detail (RowSelected), or "nothing to show" when empty."""
+        if self.row_count == 0 and isinstance(self.screen, MemoryScreen):
+            self.screen.open_detail()
+            return
+        super().action_select_cursor()
+
+
 class MemoryScreen(Screen):
     """The browser. State: the channel, the notes archive filter, the search query,
     the rows shown (dicts as the daemon sent them) and the auto-refresh timer."""
@@ -103,7 +114,7 @@ class MemoryScreen(Screen):
         """Channel bar, table, search line, status line."""
         yield Header()
         yield Static(id="channels", markup=False)
-        yield DataTable(id="rows", cursor_type="row", zebra_stripes=True)
+        yield MemoryTable(id="rows", cursor_type="row", zebra_stripes=True)
         yield Input(placeholder="keywords (Enter search, Esc clear)", id="search")
         yield Static("", id="status", markup=False)
         yield Footer()
