@@ -1,0 +1,343 @@
+"""Manage → Memory in the TUI: every key of seed 000 §9.1 and the issue, on real data.
+
+Rules: textual's headless pilot at 80×24 (``App.run_test``) inside ``asyncio.run`` (plain
+sync tests under trio mode); one seeded daemon with a scripted llama-server for the
+module (``tests.tui_support.env``). Writes made through the UI are checked through the
+daemon afterwards with the project's client; pure helpers are tested at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+pytest.importorskip("textual")
+
+from textual.widgets import Input
+
+from actors.memory.notes import MemoryStore
+from runtime.tui.dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
+from tests.tui_support import (
+    SIZE,
+    env,
+    open_browser,
+    run,
+    select,
+    table_text,
+    until,
+)
+
+__all__ = ["env"]  # the module-scoped fixture, imported
+
+
+# ============================================================ Manage → Memory
+
+
+def test_browser_channels_keys_and_details(env):
+    async def scenario() -> None:
+        app = env.app()
+        async with app.run_test(size=SIZE) as pilot:
+            m = await open_browser(pilot)
+            assert m.channel == "profile"
+            await until(pilot, lambda: "editor" in table_text(m))
+            env.shot(app, "memory-profile")
+            # 1-6 jump, [ ] cycle
+            for key, channel in (("2", "notes"), ("3", "lessons"), ("4", "procedures"),
+                                 ("5", "links"), ("6", "votes"), ("1", "profile")):
+                await pilot.press(key)
+                await until(pilot, lambda ch=channel: m.loaded == ch and m.rows, what=channel)
+                assert m.status_text().startswith(f"{len(m.rows)} ")
+            await pilot.press("right_square_bracket")
+            assert m.channel == "notes"
+            await pilot.press("left_square_bracket", "left_square_bracket")
+            assert m.channel == "votes"
+            await pilot.press("right_square_bracket")
+            assert m.channel == "profile"
+            # j / k move; Enter on a fact shows its history
+            await until(pilot, lambda: len(m.rows) >= 3)
+            keys = [r["key"] for r in m.rows]
+            await pilot.press("j")
+            assert m.current()["key"] == keys[1]
+            await pilot.press("j", "k")
+            assert m.current()["key"] == keys[1]
+            await select(pilot, m, lambda r: r["key"] == "editor")
+            await pilot.press("enter")
+            detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
+                                 and "version(s)" in app.screen.body_text() and app.screen)
+            assert "helix" in detail.body_text() and "active" in detail.body_text()
+            env.shot(app, "memory-profile-history")
+            await pilot.press("escape")
+            assert app.screen is m
+            # notes: index rows, f filter, Enter detail with links, g expands
+            await pilot.press("2")
+            await until(pilot, lambda: m.channel == "notes" and m.rows)
+            assert "Old VPN config" not in table_text(m)
+            env.shot(app, "memory-notes")
+            await pilot.press("f")
+            await until(pilot, lambda: m.archive == "archived" and "Old VPN config" in table_text(m))
+            assert len(m.rows) == 1 and "[legacy]" in table_text(m)
+            await pilot.press("f")
+            await until(pilot, lambda: m.archive == "all" and "Rollbacks" in table_text(m)
+                        and "Old VPN" in table_text(m))
+            await pilot.press("f")
+            await until(pilot, lambda: m.archive == "active" and "Old VPN" not in table_text(m))
+            await select(pilot, m, lambda r: r["id"] == env.ids["rollback"])
+            await pilot.press("enter")
+            detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
+                                 and "links (" in app.screen.body_text() and app.screen)
+            text = detail.body_text()
+            assert "Rollbacks use the blue-green switch" in text
+            assert f"-REFERENCES-> #{env.ids['checklist']}" in text and "Deploy checklist" in text
+            await pilot.press("g")
+            await until(pilot, lambda: "1 hop(s)" in detail.body_text())
+            assert f"#{env.ids['friday']}" not in detail.body_text().split("neighbourhood")[1]
+            await pilot.press("g")
+            await until(pilot, lambda: "2 hop(s)" in detail.body_text())
+            hood = detail.body_text().split("neighbourhood")[1]
+            assert f"-RELATES_TO-> #{env.ids['friday']} Friday deploys" in hood
+            env.shot(app, "memory-note-detail")
+            await pilot.press("escape")
+            # lessons: principle and parents
+            await pilot.press("3")
+            await until(pilot, lambda: m.channel == "lessons" and m.rows)
+            await pilot.press("enter")
+            detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
+                                 and "principle:" in app.screen.body_text() and app.screen)
+            assert "Open ops/deploy.md" in detail.body_text()
+            assert f"#{env.ids['checklist']} Deploy checklist" in detail.body_text()
+            env.shot(app, "memory-lessons")
+            await pilot.press("escape")
+            # procedures: steps
+            await pilot.press("4")
+            await until(pilot, lambda: m.channel == "procedures" and m.rows)
+            await pilot.press("enter")
+            detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
+                                 and "steps:" in app.screen.body_text() and app.screen)
+            assert "2. Ask the lead for approval" in detail.body_text()
+            await pilot.press("escape")
+            # links: edges
+            await pilot.press("5")
+            await until(pilot, lambda: m.channel == "links" and len(m.rows) >= 2)
+            assert "REFERENCES" in table_text(m) and "RELATES_TO" in table_text(m)
+            env.shot(app, "memory-links")
+            await pilot.press("enter")
+            detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
+                                 and "from #" in app.screen.body_text() and app.screen)
+            await pilot.press("escape")
+            # votes: the audit tail (voting is on in this state dir)
+            await pilot.press("6")
+            await until(pilot, lambda: m.channel == "votes" and m.rows)
+            assert m.rows[0]["targetId"] == env.ids["checklist"] and "+1" in table_text(m)
+            await pilot.press("enter")
+            await until(pilot, lambda: isinstance(app.screen, DetailScreen)
+                        and "session s-seed" in app.screen.body_text())
+            await pilot.press("escape")
+            # ? help, Esc back to chat
+            await pilot.press("question_mark")
+            await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+            env.shot(app, "memory-help")
+            await pilot.press("escape")
+            assert app.screen is m
+            await pilot.press("escape")
+            assert app.screen is app.chat
+
+    run(scenario)
+
+
+def test_search_forget_edit_and_live_updates(env):
+    async def scenario() -> None:
+        app = env.app()
+        async with app.run_test(size=SIZE) as pilot:
+            m = await open_browser(pilot)
+            await pilot.press("2")
+            await until(pilot, lambda: m.channel == "notes" and m.rows)
+            # / keyword search (the daemon's keyword-only op), Esc clears it
+            await pilot.press("slash")
+            assert app.focused is m.query_one("#search", Input)
+            await pilot.press(*"rollback")
+            await pilot.press("enter")
+            await until(pilot, lambda: m.query_text == "rollback" and len(m.rows) == 1)
+            assert m.rows[0]["id"] == env.ids["rollback"] and "keyword search" in m.status_text()
+            await pilot.press("slash")
+            m.query_one("#search", Input).value = "x" * 600
+            await pilot.press("enter")
+            assert "too long" in m.status_text()
+            await pilot.press("escape")
+            await until(pilot, lambda: m.query_text == "" and len(m.rows) > 1)
+            # nothing matches → empty table and a message, no crash
+            await pilot.press("slash")
+            m.query_one("#search", Input).value = "!!! ???"
+            await pilot.press("enter")
+            await until(pilot, lambda: m.query_text == "!!! ???" and "0 match" in m.status_text())
+            await pilot.press("enter", "d", "e")  # on an empty table
+            await pilot.press("slash")
+            await pilot.press("escape")
+            await until(pilot, lambda: not m.query_text and m.rows)
+            # d forgets a note after y; n keeps it
+            await select(pilot, m, lambda r: r["id"] == env.ids["scratch"])
+            await pilot.press("d")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("n")
+            assert "kept" in m.status_text()
+            assert env.memory("memory.notes.recall", {"id": env.ids["scratch"]})
+            await pilot.press("d")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            env.shot(app, "memory-forget")
+            await pilot.press("y")
+            await until(pilot, lambda: f"forgot note #{env.ids['scratch']}" in m.status_text())
+            await until(pilot, lambda: all(r["id"] != env.ids["scratch"] for r in m.rows))
+            assert env.memory("memory.notes.recall", {"id": env.ids["scratch"]}) == []
+            # e edits a profile fact; an invalid value is refused in the editor
+            await pilot.press("1")
+            await until(pilot, lambda: m.channel == "profile" and m.rows)
+            await select(pilot, m, lambda r: r["key"] == "shell")
+            await pilot.press("e")
+            editor = await until(pilot, lambda: isinstance(app.screen, EditFactScreen)
+                                 and app.screen)
+            box = editor.query_one("#value", Input)
+            assert box.value == "zsh"
+            box.value = "   "
+            await pilot.press("enter")
+            assert "cannot be empty" in str(editor.query_one("#edit-error").content)
+            box.value = "y" * 2001
+            await pilot.press("enter")
+            await until(pilot, lambda: "not saved" in str(editor.query_one("#edit-error").content))
+            box.value = "fish"
+            await pilot.press("enter")
+            await until(pilot, lambda: "saved shell" in m.status_text())
+            facts = {f["key"]: f for f in env.memory("memory.profile.list")}
+            assert facts["shell"]["value"] == "fish" and facts["shell"]["pinned"] is True
+            await until(pilot, lambda: any(r.get("value") == "fish" for r in m.rows))
+            # e on the contextual fact keeps its keywords
+            await select(pilot, m, lambda r: r["key"] == "test_runner")
+            await pilot.press("e")
+            editor = await until(pilot, lambda: isinstance(app.screen, EditFactScreen)
+                                 and app.screen)
+            editor.query_one("#value", Input).value = "pytest -x"
+            await pilot.press("enter")
+            await until(pilot, lambda: "saved test_runner" in m.status_text())
+            fact = {f["key"]: f for f in env.memory("memory.profile.list")}["test_runner"]
+            assert fact["pinned"] is False and fact["keywords"] == ["pytest", "test"]
+            # d on a fact removes it (history kept)
+            await pilot.press("d")
+            await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
+            await pilot.press("y")
+            await until(pilot, lambda: "forgot test_runner" in m.status_text())
+            assert "test_runner" not in {f["key"] for f in env.memory("memory.profile.list")}
+            # d and e where they do not apply say so
+            await pilot.press("3")
+            await until(pilot, lambda: m.channel == "lessons" and m.rows)
+            await pilot.press("d")
+            assert "read-only" in m.status_text()
+            await pilot.press("e")
+            assert "edits a profile fact" in m.status_text()
+            await pilot.press("f")
+            assert "filters notes only" in m.status_text()
+            # live: a write by another client shows without pressing r
+            await pilot.press("1")
+            await until(pilot, lambda: m.channel == "profile" and m.rows)
+            env.memory("memory.profile.set", {"key": "pager", "value": "less"})
+            await until(pilot, lambda: "pager" in table_text(m), timeout=10, what="live update")
+            # r refreshes; a toggles auto-refresh (every 5 s)
+            await pilot.press("r")
+            await until(pilot, lambda: "active fact" in m.status_text())
+            await pilot.press("a")
+            assert m.auto_timer is not None and "auto" in str(m.query_one("#channels").content)
+            await pilot.press("2")
+            await until(pilot, lambda: m.channel == "notes" and m.rows)
+            before = {r["id"] for r in m.rows}
+            m._stale = False
+            # a write made while this screen shows: picked up by the live event or the timer
+            stored = env.memory("memory.notes.store", {"content": "Auto refresh sees this note"})
+            await until(pilot, lambda: stored["id"] in {r["id"] for r in m.rows}, timeout=12)
+            assert stored["id"] not in before
+            await pilot.press("a")
+            assert m.auto_timer is None and "auto-refresh off" in m.status_text()
+
+    run(scenario)
+
+
+def test_auto_refresh_polls_without_events(env):
+    async def scenario() -> None:
+        app = env.app()
+        async with app.run_test(size=SIZE) as pilot:
+            m = await open_browser(pilot)
+            await pilot.press("2")
+            await until(pilot, lambda: m.channel == "notes" and m.rows)
+            m.memory_changed = lambda frame: None  # deaf to events: only the timer is left
+            await pilot.press("a")
+            stored = env.memory("memory.notes.store", {"content": "Seen by polling alone"})
+            t0 = time.monotonic()
+            await until(pilot, lambda: stored["id"] in {r["id"] for r in m.rows}, timeout=12)
+            assert time.monotonic() - t0 < 8
+
+    run(scenario)
+
+
+# ====================================================== pure helpers (no daemon)
+
+
+def test_parse_tail_reads_what_memory_gave_the_turn():
+    from runtime.tui.render import panel_lines, parse_tail
+
+    tail = ("### memory-index\n- #1 [editor] The user edits code with vim every day\n\n"
+            "### recalled\n- #2 [deploy] Deploy checklist lives in ops/deploy.md\n"
+            "- #3 Friday deploys need approval\n\n### world\nworking directory: /x\n\n"
+            "### conversation\nUSER: how do I deploy?\n\n### profile\n- name: Dana\n"
+            "- test_runner: pytest\n\n### lessons\n*1 [deploy,ops] When deploying\n\n"
+            "### respond\nRespond now with one JSON action.\n\n")
+    mem = parse_tail(tail)
+    assert mem.recalled == [(2, "Deploy checklist lives in ops/deploy.md"),
+                            (3, "Friday deploys need approval")]
+    assert mem.facts == ["name: Dana", "test_runner: pytest"]
+    assert mem.lessons == ["*1 [deploy,ops] When deploying"] and mem.index_size == 1
+    lines = panel_lines(mem, 26)
+    assert all(len(line) <= 26 for line in lines) and "(pending)" in " ".join(lines)
+    assert parse_tail("no sections [b]at all[/b]").recalled == []
+
+
+def test_rows_fit_and_keep_brackets():
+    from runtime.tui.render import matches, one_line, row_cells
+
+    note = {"id": 4, "content": "[b]not markup[/b]\n  spread   out " + "x" * 200,
+            "tags": ["a", "b"], "score": None, "archived": True}
+    cells = row_cells("notes", note, 80)
+    assert cells[2].startswith("(archived) [b]not markup[/b] spread out")
+    assert len(cells[2]) <= 52
+    assert cells[2].endswith("…")
+    assert one_line("a  b\nc", 0) == "" and one_line("abc", 2) == "a…"
+    lesson = {"id": 1, "activation": "When deploying", "principle": "Check the list",
+              "tags": ["ops"], "status": "deprecated"}
+    assert row_cells("lessons", lesson)[2] == "When deploying (deprecated)"
+    assert matches("lessons", lesson, "CHECK list") and not matches("lessons", lesson, "vim")
+
+
+def test_notes_search_op_is_keyword_only_and_counts_no_recall(conn):
+    from actors.memory.profile import ProfileStore
+    from actors.memory.tools import OPS, TOOL_NAMES, run_op
+
+    notes = MemoryStore(conn)
+    a = notes.store("Deploys need the checklist", tags=["ops"]).id
+    b = notes.store("Archived deploy runbook", tags=["old"]).id
+    notes.set_archived(b, True)
+    notes.store("I prefer pytest for unit work")
+
+    def hybrid(*args: Any, **kw: Any) -> list:
+        raise AssertionError("the vector side must not be asked")
+
+    profiles = ProfileStore(conn)
+    hits, change = run_op(profiles, notes, "memory.notes.search", {"query": "deploy"},
+                          recall=hybrid)
+    assert {n.id for n in hits} == {a, b} and change == {}
+    assert hits[0].score == 1.0
+    tagged, _ = run_op(profiles, notes, "memory.notes.search", {"query": "deploy",
+                                                               "tags": ["ops"], "k": 1})
+    assert [n.id for n in tagged] == [a]
+    counts = conn.execute("SELECT SUM(recall_count) FROM memories").fetchone()[0]
+    assert counts == 0
+    assert run_op(profiles, notes, "memory.notes.search", {"query": "???"})[0] == []
+    assert not OPS["memory.notes.search"].writes and "memory.notes.search" not in TOOL_NAMES
+
+
