@@ -32,6 +32,7 @@ recall in forked children):
 
 from __future__ import annotations
 
+import gc
 import importlib
 import os
 import signal
@@ -91,7 +92,10 @@ class ForkedProcess:
         async with self._wait_lock:
             while self.returncode is None:
                 assert self._pidfd is not None
-                await trio.lowlevel.wait_readable(self._pidfd)
+                try:
+                    await trio.lowlevel.wait_readable(self._pidfd)
+                except trio.ClosedResourceError:
+                    pass  # reaped meanwhile by a `returncode` poll elsewhere
         assert self._returncode is not None
         return self._returncode
 
@@ -124,6 +128,10 @@ def fork_actors(specs: Sequence[ActorSpec], *, log_dir: str | None, log_level: s
     """
     modules = {s.name: importlib.import_module(s.module or f"actors.{s.name}.actor")
                for s in specs}
+    # Everything imported so far is long-lived: move it out of the collector's reach
+    # (Python's gc.freeze recipe for fork without exec), so that collections in the
+    # children neither scan nor write to the pages they share with the root.
+    gc.freeze()
     sys.stdout.flush()
     sys.stderr.flush()
     out: dict[str, tuple[ForkedProcess, socket.socket]] = {}

@@ -112,9 +112,11 @@ def _fork_actors(opts: ServeOptions, cfg: Config, lock: DaemonLock
     """Fork the four actors before ``trio.run`` (:mod:`runtime._fork`: they start with
     their modules already imported, DESIGN §12 ready ≤ 2 s). Only when ``llm.url`` is
     set: with the embedded LLM the actors' boot waits for llama-server, longer than a
-    child waits for its boot, so they are spawned after it as before. ``{}`` (spawn
-    them all) when an actor module does not import; the spawn then reports it."""
-    if not cfg.llm.url:
+    child waits for its boot, so they are spawned after it as before. Also spawned
+    when the environment sets ``ATOMIC_AGENT_FORK_START=0`` (a way back, and an A/B
+    for the benchmarks). ``{}`` (spawn them all) when an actor module does not import;
+    the spawn then reports it."""
+    if not cfg.llm.url or os.environ.get("ATOMIC_AGENT_FORK_START", "1") == "0":
         return {}
     specs = _specs(opts, cfg, cfg.llm.url)
     try:

@@ -281,26 +281,27 @@ class Gateway:
                     # Turns run in the daemon-lifetime nursery: a client that disconnects
                     # mid-turn does not cancel it (the reply is persisted, reflection runs).
                     await self._spawn(self.turn_nursery, client, self._say, client, frame)
-                case CancelFrame():
-                    await self._spawn(nursery, client, self._call, client, None,
+                case CancelFrame(id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               CancelTurn(session=client.session), dict),
                                       "cancel.result", slots=client.control)
                 case MemoryFrame():
                     await self._spawn(nursery, client, self._memory, client, frame)
-                case Subscribe(channels=channels):
+                case Subscribe(channels=channels, id=rid):
                     bad = [c for c in channels if c not in CHANNELS]
                     if bad:
                         client.push({"type": "error", "code": "invalid_argument",
                                      "message": f"unknown channel(s) {bad}; known: {list(CHANNELS)}",
-                                     "id": None})
+                                     "id": rid})
                     else:
                         client.channels.update(channels)
-                        client.push({"type": "subscribed", "channels": sorted(client.channels)})
+                        client.push({"type": "subscribed", "id": rid,
+                                     "channels": sorted(client.channels)})
                 case MetricsFrame():
                     await self._spawn(nursery, client, self._metrics, client)
-                case SessionsFrame(limit=limit):
-                    await self._spawn(nursery, client, self._call, client, None,
+                case SessionsFrame(limit=limit, id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               ListSessions(limit=limit), list),
                                       "sessions.result")

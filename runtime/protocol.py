@@ -37,7 +37,7 @@ class Say(_F, tag="say"):
 
 
 class CancelFrame(_F, tag="cancel"):
-    pass
+    id: str | int | None = None
 
 
 class MemoryFrame(_F, tag="memory"):
@@ -48,6 +48,7 @@ class MemoryFrame(_F, tag="memory"):
 
 class Subscribe(_F, tag="subscribe"):
     channels: list[str]
+    id: str | int | None = None
 
 
 class MetricsFrame(_F, tag="metrics"):
@@ -62,6 +63,7 @@ class SessionsFrame(_F, tag="sessions"):
     """List sessions (newest first)."""
 
     limit: int = 50
+    id: str | int | None = None
 
 
 class Shutdown(_F, tag="shutdown"):

@@ -147,3 +147,24 @@ async def test_forked_process_waits_from_several_tasks_and_reports_signals():
 
 async def _append(out: list[int], wait) -> None:
     out.append(await wait)
+
+
+async def test_a_returncode_poll_while_another_task_waits_is_not_an_error():
+    """The supervisor's shutdown polls ``returncode`` while its loop waits on the same
+    child: the poll reaps and closes the pidfd; the waiter must return the status, not
+    fail with ``ClosedResourceError`` (it stopped the daemon with exit 1 once)."""
+    from runtime._fork import ForkedProcess
+
+    for _ in range(20):
+        pid = os.fork()
+        if pid == 0:
+            os._exit(5)
+        proc = ForkedProcess(pid)
+        codes: list[int] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(lambda: _append(codes, proc.wait()))
+            await trio.sleep(0)  # the waiter parks on the pidfd
+            with trio.fail_after(5):
+                while proc.returncode is None:  # the poll reaps it under the waiter
+                    await trio.sleep(0.001)
+        assert codes == [5]

@@ -249,11 +249,14 @@ def test_the_real_command_runs_in_a_terminal_and_quits(env):
     import termios
 
     pid, fd = pty.fork()
-    if pid == 0:  # the child: become the TUI
-        os.chdir(REPO)
-        os.environ.update(TERM="xterm-256color", COLUMNS="80", LINES="24")
-        os.execv(sys.executable, [sys.executable, "-m", "runtime.cli", "tui", "--state-dir",
-                                  str(env.state), "--session", "tui-pty"])
+    if pid == 0:  # the child: become the TUI (never back into pytest)
+        try:
+            os.chdir(REPO)
+            os.environ.update(TERM="xterm-256color", COLUMNS="80", LINES="24")
+            os.execv(sys.executable, [sys.executable, "-m", "runtime.cli", "tui",
+                                      "--state-dir", str(env.state), "--session", "tui-pty"])
+        finally:
+            os._exit(127)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     seen = b""
     deadline = time.monotonic() + 60
@@ -275,7 +278,14 @@ def test_the_real_command_runs_in_a_terminal_and_quits(env):
                 if not chunk:
                     break
                 seen += chunk
-        _, status = os.waitpid(pid, 0)
+        status = None
+        while status is None and time.monotonic() < deadline + 10:  # bounded: a hung TUI
+            done, code = os.waitpid(pid, os.WNOHANG)                  # fails, never blocks
+            if done:
+                status = code
+            else:
+                time.sleep(0.05)
+        assert status is not None, f"the TUI did not exit after Ctrl+Q: {seen[-2000:]}"
     finally:
         os.close(fd)
         try:
@@ -298,3 +308,34 @@ def test_bridge_errors_reach_the_ui_as_one_type():
     other = as_client_error(ExceptionGroup("x", [KeyError("k")]))
     assert other.code == "failed" and "ExceptionGroup" in str(other)
 
+
+
+def test_bridge_matches_answers_by_id_and_serialises_session_opens(env):
+    """Every request carries an ``id``: an ``error`` answer reaches its own request and
+    the answers after it stay matched (no stray error in the transcript); two session
+    switches at once run one after the other and leave one connection."""
+    from runtime.client import ClientError
+    from runtime.tui.bridge import DaemonBridge
+
+    async def scenario() -> None:
+        frames: list[dict] = []
+        bridge = DaemonBridge(None, frames.append, url=env.url, token=env.token)
+        try:
+            first = await bridge.connect("tui-bridge-a")
+            assert env.clients() == 1
+            with pytest.raises(ClientError) as refused:
+                await bridge._call(bridge._request, {"type": "subscribe", "channels": ["nope"]})
+            assert refused.value.code == "invalid_argument"
+            assert await bridge.cancel() is False  # no turn runs
+            assert first in [s["id"] for s in await bridge.sessions()]
+            assert [f for f in frames if f.get("type") == "error"] == []
+            got = await asyncio.gather(bridge.switch("tui-bridge-b"),
+                                       bridge.switch("tui-bridge-c"))
+            assert sorted(got) == ["tui-bridge-b", "tui-bridge-c"]
+            assert bridge.session in got and env.clients() == 1
+            assert (await bridge.memory("memory.stats"))["notes"] >= 1
+        finally:
+            await asyncio.to_thread(bridge.close)
+        assert env.clients() == 0
+
+    run(scenario)

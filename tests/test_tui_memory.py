@@ -21,6 +21,7 @@ from actors.memory.notes import MemoryStore
 from runtime.tui.dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
 from tests.tui_support import (
     SIZE,
+    drawn_text,
     env,
     open_browser,
     run,
@@ -171,7 +172,12 @@ def test_search_forget_edit_and_live_updates(env):
             m.query_one("#search", Input).value = "!!! ???"
             await pilot.press("enter")
             await until(pilot, lambda: m.query_text == "!!! ???" and "0 match" in m.status_text())
-            await pilot.press("enter", "d", "e")  # on an empty table
+            await pilot.press("enter")  # on an empty table: a message each, no crash
+            assert "nothing to show here" in m.status_text()
+            await pilot.press("d")
+            assert "nothing to forget" in m.status_text()
+            await pilot.press("e")
+            assert "e edits a profile fact" in m.status_text()
             await pilot.press("slash")
             await pilot.press("escape")
             await until(pilot, lambda: not m.query_text and m.rows)
@@ -238,17 +244,20 @@ def test_search_forget_edit_and_live_updates(env):
             # live: a write by another client shows without pressing r
             await pilot.press("1")
             await until(pilot, lambda: m.channel == "profile" and m.rows)
-            env.memory("memory.profile.set", {"key": "pager", "value": "less"})
+            env.memory("memory.profile.set", {"key": "pager", "value": "less [/] or [bold"})
             await until(pilot, lambda: "pager" in table_text(m), timeout=10, what="live update")
+            await pilot.pause(0.1)  # drawn: stored brackets are shown as typed, never markup
+            assert "less [/] or [bold" in drawn_text(app)
             # r refreshes; a toggles auto-refresh (every 5 s)
+            loads = m.loads
             await pilot.press("r")
-            await until(pilot, lambda: "active fact" in m.status_text())
+            await until(pilot, lambda: m.loads > loads and "active fact" in m.status_text(),
+                        what="r reads the channel again")
             await pilot.press("a")
             assert m.auto_timer is not None and "auto" in str(m.query_one("#channels").content)
             await pilot.press("2")
             await until(pilot, lambda: m.channel == "notes" and m.rows)
             before = {r["id"] for r in m.rows}
-            m._stale = False
             # a write made while this screen shows: picked up by the live event or the timer
             stored = env.memory("memory.notes.store", {"content": "Auto refresh sees this note"})
             await until(pilot, lambda: stored["id"] in {r["id"] for r in m.rows}, timeout=12)

@@ -74,6 +74,13 @@ class Env:
                 return await c.memory(op, args)
         return trio.run(go)
 
+    def clients(self) -> int:
+        """Websocket clients the daemon serves now, this helper's own not counted."""
+        async def go() -> int:
+            async with open_client(url=self.url, token=self.token) as c:
+                return (await c.request({"type": "metrics"}, "metrics.result"))["clients"] - 1
+        return trio.run(go)
+
     def shot(self, app: AtomicTUI, name: str) -> None:
         for folder in self.shots:
             app.save_screenshot(f"tui-{name}.svg", str(folder))
@@ -120,6 +127,8 @@ def daemon_in_thread(tmp: Path) -> Iterator[tuple[str, str]]:
     started: queue.Queue = queue.Queue()
     stop = threading.Event()
 
+    ended: list[BaseException] = []  # what the daemon's block raised (exit status …)
+
     def hold() -> None:
         async def main() -> None:
             try:
@@ -131,7 +140,10 @@ def daemon_in_thread(tmp: Path) -> Iterator[tuple[str, str]]:
             except BaseException as exc:
                 started.put(exc)
                 raise
-        trio.run(main)
+        try:
+            trio.run(main)
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the test's thread
+            ended.append(exc)
 
     thread = threading.Thread(target=hold, name="tui-daemon")
     thread.start()
@@ -145,6 +157,8 @@ def daemon_in_thread(tmp: Path) -> Iterator[tuple[str, str]]:
         stop.set()
         thread.join(30)
         assert not thread.is_alive()
+        if ended:  # e.g. run_daemon's check of the exit status: the test fails with it
+            raise ended[0]
 
 
 @pytest.fixture(scope="module")
@@ -199,6 +213,17 @@ async def select(pilot, m: MemoryScreen, pred: Callable[[dict], bool]) -> dict:
             return row
         await pilot.press("j")
     raise AssertionError(f"no such row in {m.channel}: {m.rows}")
+
+
+def drawn_text(app) -> str:
+    """What the terminal shows now: the text of textual's SVG screenshot, markup and
+    entities resolved (so a test sees the characters drawn, not the data behind them)."""
+    import html
+    import re
+
+    svg = app.export_screenshot()
+    spans = re.findall(r"<text[^>]*>(.*?)</text>", svg, flags=re.S)
+    return html.unescape("".join(re.sub(r"<[^>]+>", "", t) for t in spans)).replace("\xa0", " ")
 
 
 def table_text(screen: MemoryScreen) -> str:

@@ -19,6 +19,7 @@ from typing import Any
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message
+from textual.worker import Worker, WorkerState
 
 from ..client import ClientError, daemon_endpoint
 from .bridge import DaemonBridge
@@ -72,7 +73,7 @@ class AtomicTUI(App[int]):
         self.install_screen(self.chat, "chat")
         self.install_screen(self.memory_screen, "memory")
         await self.push_screen("chat")
-        self.run_worker(self._connect(), group="connect")
+        self.run_worker(self._connect(), group="connect", exit_on_error=False)
 
     async def _connect(self) -> None:
         """Connect in a worker, so the UI stays live while the hello is answered."""
@@ -94,6 +95,17 @@ class AtomicTUI(App[int]):
         except Exception as exc:  # noqa: BLE001 - a frame we cannot show must not end the UI
             self.chat.add_line(f"could not show a {frame.get('type')!r} frame: "
                                f"{type(exc).__name__}: {exc}", "error")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker that failed with an unexpected error (workers run with
+        ``exit_on_error=False``): one line in the transcript and a notice, never a
+        traceback or the end of the UI."""
+        if event.state != WorkerState.ERROR:
+            return
+        error = event.worker.error
+        line = f"internal error in {event.worker.group or 'a task'}: {type(error).__name__}: {error}"
+        self.chat.add_line(line, "error")
+        self.notify(line, severity="error", markup=False)
 
     def action_memory(self) -> None:
         """Open Manage → Memory (or stay there)."""

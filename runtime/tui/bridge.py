@@ -3,20 +3,22 @@
 textual runs on asyncio and :mod:`runtime.client` is trio. Rather than a second
 websocket client, :class:`DaemonBridge` runs ``trio.run`` in one background thread
 that owns a :class:`~runtime.client.DaemonClient` (hello, token, frame encoding all
-come from there). The asyncio side calls the bridge's ``async`` methods; each hops
-into the trio thread with ``trio.from_thread.run`` (from an asyncio worker thread, so
-the UI loop never blocks) and returns the answer or raises
-:class:`~runtime.client.ClientError`.
+come from there). The asyncio side calls the bridge's ``async`` methods; each starts
+its request as a task in the trio thread and awaits an ``asyncio`` future that the
+task completes (``call_soon_threadsafe``), so the UI loop never blocks and no worker
+thread is held. Cancelling the asyncio side (a textual worker replaced by a newer one)
+cancels the trio task too. Failures arrive as :class:`~runtime.client.ClientError`.
 
 Only one task reads the websocket (``_reader``): answers are matched to their request
-(``memory.result`` by ``id``, ``sessions.result`` / ``subscribed`` / ``cancel.result``
-in order), every other frame (turn frames, ``memory.changed``, ``reflection``,
-``error``) goes to the ``on_frame`` callback, called in the trio thread. When the
-connection ends the callback gets ``{"type": "bridge.closed", "message": str}``.
+by ``id`` (``memory``, ``sessions``, ``cancel`` and ``subscribe`` frames all carry one,
+docs/protocol.md), every other frame (turn frames, ``memory.changed``, ``reflection``,
+errors of other frames) goes to the ``on_frame`` callback, called in the trio thread.
+When the connection ends the callback gets ``{"type": "bridge.closed", "message": str}``.
 
 Rules: one connection at a time (:meth:`DaemonBridge.switch` closes it and opens
-another with a new ``hello``); every request is bounded by ``request_timeout_s``;
-:meth:`DaemonBridge.close` ends the thread within a few seconds.
+another with a new ``hello``; opens are serialised); waiting for an answer is bounded
+by ``request_timeout_s``, opening a connection by the client's own connect and hello
+deadlines; :meth:`DaemonBridge.close` ends the thread within a few seconds.
 """
 
 from __future__ import annotations
@@ -34,8 +36,6 @@ from ..client import ClientError, DaemonClient, memory_result_data, open_client
 
 SUBSCRIBE = ["memory", "reflection"]
 """Channels the TUI follows (docs/protocol.md §2 ``subscribe``)."""
-
-_ORDERED_REPLIES = ("sessions.result", "subscribed", "cancel.result", "pong")
 
 
 def as_client_error(exc: BaseException) -> ClientError:
@@ -85,7 +85,7 @@ class DaemonBridge:
         self._conn_done: trio.Event | None = None
         self._ids = itertools.count(1)
         self._pending: dict[str, trio.MemorySendChannel] = {}
-        self._ordered: dict[str, list[trio.MemorySendChannel]] = {t: [] for t in _ORDERED_REPLIES}
+        self._open_lock: trio.Lock | None = None
 
     # ------------------------------------------------------------ asyncio side
 
@@ -112,8 +112,7 @@ class DaemonBridge:
     async def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Sessions, newest first: dicts with ``id``, ``createdAt``, ``updatedAt`` (Unix
         ms) and ``turns``."""
-        reply = await self._call(self._ordered_request, {"type": "sessions", "limit": limit},
-                                 "sessions.result")
+        reply = await self._call(self._request, {"type": "sessions", "limit": limit})
         return reply["data"]
 
     async def say(self, text: str, *, debug: bool = True) -> None:
@@ -123,32 +122,76 @@ class DaemonBridge:
 
     async def cancel(self) -> bool:
         """Cancel this session's running turn; True when one was running."""
-        reply = await self._call(self._ordered_request, {"type": "cancel"}, "cancel.result")
-        return bool(reply.get("data", {}).get("cancelled"))
+        reply = await self._call(self._request, {"type": "cancel"})
+        return bool((reply.get("data") or {}).get("cancelled"))
 
     def close(self) -> None:
         """Close the connection and end the thread (bounded, about 3 s at most)."""
-        if self._thread is None or self._trio_token is None:
+        if self._thread is None:
             return
-        try:
-            trio.from_thread.run_sync(self._stop_all, trio_token=self._trio_token)
-        except trio.RunFinishedError:
-            pass
+        self._ready.wait(3.0)  # a thread still starting gets its token first
+        if self._trio_token is not None:
+            try:
+                trio.from_thread.run_sync(self._stop_all, trio_token=self._trio_token)
+            except trio.RunFinishedError:
+                pass
         self._thread.join(timeout=3.0)
 
     async def _call(self, afn: Callable[..., Awaitable[Any]], *args: Any) -> Any:
-        if self._trio_token is None:
+        """Run ``afn(*args)`` as a task in the trio thread; its result, or ClientError.
+        Cancelling the caller cancels the task."""
+        token = self._trio_token
+        if token is None or self._nursery is None:
             raise ClientError("closed", "not connected to the daemon")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+        box: dict[str, Any] = {}
 
-        def hop() -> Any:
+        def settle(result: Any = None, error: BaseException | None = None) -> None:
+            def apply() -> None:
+                if not future.done():
+                    if error is not None:
+                        future.set_exception(error)
+                    else:
+                        future.set_result(result)
             try:
-                return trio.from_thread.run(afn, *args, trio_token=self._trio_token)
-            except (trio.RunFinishedError, trio.Cancelled):  # the bridge is closing
-                raise ClientError("closed", "the connection to the daemon is closed") from None
-            except Exception as exc:  # noqa: BLE001 - the UI gets one error type, never a crash
-                raise as_client_error(exc) from None
+                loop.call_soon_threadsafe(apply)
+            except RuntimeError:  # the UI's loop is closed: nobody is waiting
+                pass
 
-        return await asyncio.to_thread(hop)
+        async def task() -> None:
+            try:
+                with trio.CancelScope() as scope:
+                    box["scope"] = scope
+                    if box.get("cancel"):
+                        scope.cancel()
+                    result = await afn(*args)
+                    settle(result)
+                if scope.cancelled_caught:
+                    settle(error=ClientError("cancelled", "the request was cancelled"))
+            except Exception as exc:  # noqa: BLE001 - the UI gets one error type, never a crash
+                settle(error=as_client_error(exc))
+            finally:  # cancelled from outside (the bridge closing): never leave it waiting
+                settle(error=ClientError("closed", "the connection to the daemon is closed"))
+
+        def cancel_task() -> None:
+            box["cancel"] = True
+            if "scope" in box:
+                box["scope"].cancel()
+
+        nursery = self._nursery
+        try:
+            trio.from_thread.run_sync(nursery.start_soon, task, trio_token=token)
+        except (trio.RunFinishedError, RuntimeError):
+            raise ClientError("closed", "the connection to the daemon is closed") from None
+        try:
+            return await future
+        except asyncio.CancelledError:
+            try:
+                trio.from_thread.run_sync(cancel_task, trio_token=token)
+            except trio.RunFinishedError:
+                pass
+            raise
 
     # --------------------------------------------------------------- trio side
 
@@ -158,6 +201,7 @@ class DaemonBridge:
     async def _main(self) -> None:
         self._trio_token = trio.lowlevel.current_trio_token()
         self._stop = trio.Event()
+        self._open_lock = trio.Lock()
         async with trio.open_nursery() as nursery:
             self._nursery = nursery
             self._ready.set()
@@ -169,23 +213,30 @@ class DaemonBridge:
         self._stop.set()
 
     async def _open(self, session: str | None) -> str:
-        """Connect to ``session``, closing the current connection first. When the new
-        one is refused (a bad id, say), the previous session is reopened (best effort)
-        and the refusal raised, so a typo does not leave the TUI disconnected."""
-        previous = self.session if self._conn_scope is not None else None
-        if self._conn_scope is not None and self._conn_done is not None:
-            self._conn_scope.cancel()
-            await self._conn_done.wait()
-        assert self._nursery is not None
-        try:
-            return await self._nursery.start(self._hold, session)
-        except Exception as exc:  # noqa: BLE001 - ClientError, maybe inside a group
-            if previous is not None:
-                try:
-                    await self._nursery.start(self._hold, previous)
-                except Exception:  # noqa: BLE001, S110 - best effort; the refusal is the news
-                    pass
-            raise as_client_error(exc) from None
+        """Connect to ``session``, closing the current connection first; one open at a
+        time (two quick ``/session`` commands must not leave two connections). When the
+        new one is refused (a bad id, say), the previous session is reopened (best
+        effort) and the refusal raised, so a typo does not leave the TUI disconnected;
+        if that reopen fails too, ``on_frame`` gets ``bridge.closed``."""
+        assert self._open_lock is not None and self._nursery is not None
+        async with self._open_lock:
+            previous = self.session if self._conn_scope is not None else None
+            if self._conn_scope is not None and self._conn_done is not None:
+                self._conn_scope.cancel()
+                await self._conn_done.wait()
+            try:
+                return await self._nursery.start(self._hold, session)
+            except Exception as exc:  # noqa: BLE001 - ClientError, maybe inside a group
+                refusal = as_client_error(exc)
+                if previous is not None:
+                    try:
+                        await self._nursery.start(self._hold, previous)
+                    except Exception as again:  # noqa: BLE001 - the refusal is the news
+                        self.session = None
+                        self.on_frame({"type": "bridge.closed", "message":
+                                       f"{refusal}; reopening {previous} failed too: "
+                                       f"{as_client_error(again)}"})
+                raise refusal from None
 
     async def _hold(self, session: str | None, task_status: Any = trio.TASK_STATUS_IGNORED
                     ) -> None:
@@ -199,16 +250,17 @@ class DaemonBridge:
                 async with open_client(self.state_dir, url=self.url, token=self.token,
                                        session=session, working_dir=self.working_dir) as c:
                     self._client = c
+                    lost: list[str] = []
                     async with trio.open_nursery() as inner:
-                        lost: list[str] = []
                         inner.start_soon(self._reader, c, inner.cancel_scope, lost)
-                        await self._ordered_request({"type": "subscribe", "channels": SUBSCRIBE},
-                                                    "subscribed")
+                        await self._request({"type": "subscribe", "channels": SUBSCRIBE})
                         self.session = c.session
                         task_status.started(c.session)
                         started = True
                         await trio.sleep_forever()
                     reason = lost[0] if lost else reason
+                    if not started:  # the connection dropped while subscribing
+                        raise ClientError("closed", reason)
         except Exception as exc:
             if not started:
                 raise
@@ -217,10 +269,6 @@ class DaemonBridge:
             self._client = None
             for ch in list(self._pending.values()):
                 ch.close()
-            for waiters in self._ordered.values():
-                for ch in waiters:
-                    ch.close()
-                waiters.clear()
             done.set()
             if self._conn_scope is scope:
                 self._conn_scope = None
@@ -232,12 +280,9 @@ class DaemonBridge:
         try:
             while True:
                 frame = await c.receive()
-                ftype = frame.get("type")
                 rid = frame.get("id")
                 if isinstance(rid, str) and rid in self._pending:
                     self._pending.pop(rid).send_nowait(frame)
-                elif self._ordered.get(ftype):
-                    self._ordered[ftype].pop(0).send_nowait(frame)
                 else:
                     self.on_frame(frame)
         except Exception as exc:  # noqa: BLE001 - ClientError("closed"), or an undecodable frame
@@ -263,24 +308,23 @@ class DaemonBridge:
             raise ClientError("closed", "the connection to the daemon closed") from None
 
     async def _memory(self, op: str, args: dict[str, Any]) -> Any:
+        frame = await self._request({"type": "memory", "op": op, "args": args}, op)
+        return memory_result_data(frame)
+
+    async def _request(self, frame: dict[str, Any], what: str | None = None
+                       ) -> dict[str, Any]:
+        """Send ``frame`` with a fresh ``id`` and return the frame that answers it
+        (its result, or an ``error`` frame: ClientError). ``what`` names it in a
+        timeout message (default: the frame's type)."""
         c = self._require()
         rid = f"tui-{next(self._ids)}"
         send, recv = trio.open_memory_channel[dict](1)
         self._pending[rid] = send
         try:
-            await c.send({"type": "memory", "id": rid, "op": op, "args": args})
-            frame = await self._await_answer(recv, op)
+            await c.send({**frame, "id": rid})
+            answer = await self._await_answer(recv, what or frame["type"])
         finally:
             self._pending.pop(rid, None)
-        return memory_result_data(frame)
-
-    async def _ordered_request(self, frame: dict[str, Any], reply_type: str) -> dict[str, Any]:
-        c = self._require()
-        send, recv = trio.open_memory_channel[dict](1)
-        self._ordered[reply_type].append(send)
-        try:
-            await c.send(frame)
-        except BaseException:
-            self._ordered[reply_type].remove(send)
-            raise
-        return await self._await_answer(recv, frame["type"])
+        if answer.get("type") == "error":
+            raise ClientError(answer.get("code", "failed"), answer.get("message", ""))
+        return answer

@@ -103,6 +103,7 @@ class MemoryScreen(Screen):
         self.voting_enabled: bool | None = None
         self.auto_timer: Timer | None = None
         self._stale = False
+        self.loads = 0  # completed loads (a test sees that r really read again)
         self._live_timer: Timer | None = None
 
     @property
@@ -186,7 +187,7 @@ class MemoryScreen(Screen):
         """Read the current channel again (keeps the cursor on the same row)."""
         self._stale = False
         self._draw_bar()
-        self.run_worker(self._load(), group="load", exclusive=True)
+        self.run_worker(self._load(), group="load", exclusive=True, exit_on_error=False)
 
     async def _fetch(self) -> list[dict[str, Any]]:
         memory = self.tui.bridge.memory
@@ -212,6 +213,7 @@ class MemoryScreen(Screen):
         if channel != self.channel:
             return
         self.rows, self.loaded = rows, channel
+        self.loads += 1
         table = self.query_one(DataTable)
         keep = None
         if table.row_count and 0 <= table.cursor_row < table.row_count:

@@ -168,7 +168,7 @@ class ChatScreen(Screen):
             if reason not in ("reply", "finish"):
                 why = frame.get("message", "")
                 self.add_line(f"(turn ended: {reason}{': ' + why if why else ''})", "error")
-            elif ms is not None:
+            elif isinstance(ms, (int, float)):
                 self.add_line(f"({reason} in {ms:.0f} ms)", "info")
         elif kind == "reflection" and frame.get("session") == self.tui.bridge.session:
             mem = self.turns.get(turn)
@@ -176,7 +176,8 @@ class ChatScreen(Screen):
                 mem.reflection = frame
                 self._show_panel(turn)
                 if frame.get("factKeys") or frame.get("noteIds"):
-                    self.run_worker(self._reflection_wrote(turn, frame), group="panel")
+                    self.run_worker(self._reflection_wrote(turn, frame), group="panel",
+                                    exit_on_error=False)
         elif kind == "error":
             self.waiting = False  # our say was refused (busy, …); a running turn goes on
             self.add_line(f"error: {frame.get('code')}: {frame.get('message')}", "error")
@@ -255,14 +256,16 @@ class ChatScreen(Screen):
         if self.busy:
             self.add_line("a turn is still running: wait for it, or /cancel (Esc)", "error")
             return
-        size = len(text.encode("utf-8", "surrogatepass"))
+        # The frame as the client will encode it (JSON escapes can double the text).
+        size = len(json.dumps({"type": "say", "text": text, "debug": True},
+                              ensure_ascii=False).encode("utf-8", "surrogatepass"))
         if size > MAX_MESSAGE_BYTES:
             self.add_line(f"that message is too long ({size} bytes; at most "
                           f"{MAX_MESSAGE_BYTES}): not sent", "error")
             return
         self.add_line(f"you> {text}", "user")
         self.waiting = True
-        self.run_worker(self._say(text), group="say")
+        self.run_worker(self._say(text), group="say", exit_on_error=False)
 
     async def _say(self, text: str) -> None:
         try:
@@ -281,9 +284,10 @@ class ChatScreen(Screen):
         elif cmd == "/memory" and not rest:
             self.tui.action_memory()
         elif cmd == "/memory" and rest == ["dump"]:
-            self.run_worker(self._dump_profile(), group="cmd")
+            self.run_worker(self._dump_profile(), group="cmd", exit_on_error=False)
         elif cmd == "/session" and len(rest) <= 1:
-            self.run_worker(self._session(rest[0] if rest else None), group="cmd")
+            self.run_worker(self._session(rest[0] if rest else None), group="session",
+                            exit_on_error=False)
         elif cmd == "/cancel" and not rest:
             self.action_cancel_turn()
         else:
@@ -294,7 +298,7 @@ class ChatScreen(Screen):
         if not self.busy:
             self.add_line("no turn is running", "info")
             return
-        self.run_worker(self._cancel(), group="cmd")
+        self.run_worker(self._cancel(), group="cmd", exit_on_error=False)
 
     async def _cancel(self) -> None:
         try:
@@ -324,7 +328,11 @@ class ChatScreen(Screen):
                 self.add_line("sessions (newest first; * = this one; /session N or ID "
                               "switches, /session new starts one):\n" + "\n".join(rows), "info")
                 return
-            if target.isdigit() and 1 <= int(target) <= len(self._last_sessions):
+            if target.isdigit() and self._last_sessions:
+                if not 1 <= int(target) <= len(self._last_sessions):
+                    self.add_line(f"no session {target} in the last list (1-"
+                                  f"{len(self._last_sessions)}); /session lists them", "error")
+                    return
                 target = self._last_sessions[int(target) - 1]["id"]
             session = await bridge.switch(None if target == "new" else target)
         except ClientError as exc:

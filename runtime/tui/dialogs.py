@@ -80,8 +80,12 @@ class DetailScreen(ModalScreen[None]):
             hint = "Esc close · j/k scroll" + (" · g expand links" if self.note_id else "")
             yield Static(hint, classes="hint", markup=False)
 
-    async def on_mount(self) -> None:
-        """Load the detail (a daemon error becomes its text)."""
+    def on_mount(self) -> None:
+        """Load the detail in a worker, so Esc closes the dialog at once even while a
+        slow daemon answers (a daemon error becomes its text)."""
+        self.run_worker(self._load_body(), group="detail", exit_on_error=False)
+
+    async def _load_body(self) -> None:
         try:
             self.lines = await self.load()
         except ClientError as exc:
@@ -105,18 +109,24 @@ class DetailScreen(ModalScreen[None]):
         box = self.query_one(VerticalScroll)
         box.scroll_to(y=box.scroll_y + delta, animate=False)
 
-    async def action_expand(self) -> None:
-        """One more hop of the note's link neighbourhood (notes only)."""
+    def action_expand(self) -> None:
+        """One more hop of the note's link neighbourhood (notes only), read in a worker
+        (a newer ``g`` replaces a walk still running)."""
         if self.note_id is None:
             self.notify("g expands links of a note's detail only", severity="warning")
             return
         self.depth += 1
+        self.run_worker(self._expand(self.depth), group="expand", exclusive=True,
+                        exit_on_error=False)
+
+    async def _expand(self, depth: int) -> None:
         try:
-            edges, notes = await self._walk(self.depth)
+            edges, notes = await self._walk(depth)
         except ClientError as exc:
             self.extra = ["", f"error: {exc}"]
         else:
-            self.extra = [""] + neighbourhood(self.note_id, edges, notes, self.depth)
+            assert self.note_id is not None
+            self.extra = [""] + neighbourhood(self.note_id, edges, notes, depth)
         self._show_body()
 
     async def _walk(self, depth: int) -> tuple[list[dict], dict[int, dict]]:

@@ -265,7 +265,9 @@ def panel_lines(mem: TurnMemory, width: int = 30) -> list[str]:
     if r is None:
         lines.append("  (pending)")
     else:
-        lines.append(one_line(f"{r.get('outcome')} in {r.get('latencyMs', 0):.0f} ms", width))
+        ms = r.get("latencyMs")
+        took = f" in {ms:.0f} ms" if isinstance(ms, (int, float)) else ""
+        lines.append(one_line(f"{r.get('outcome')}{took}", width))
         if r.get("reason"):
             lines.append(one_line(f"  {r['reason']}", width))
     if mem.wrote:
