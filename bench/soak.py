@@ -169,30 +169,39 @@ def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, b
             "growth in the 2nd half | fds warm → mid → end | threads warm → mid → end | "
             "idle trio tasks before → after |",
             "|---|---:|---:|---:|---:|---:|---|---|---|"]
-    ok = not result["errors"] and result["restarts"] == 0
+    why: list[str] = []  # every check that failed, said in the section
+    if result["errors"] or result["restarts"]:
+        why.append(f"{sum(result['errors'].values())} error(s), "
+                   f"{result['restarts']} restart(s)")
     for name in ("root", "memory", "agent", "reflection", "backfill"):
         xs = result["samples"].get(name, [])
         warm = [s for t, s in xs if t >= min(WARMUP_S, args.minutes * 30)]
         if len(warm) < 2:
             rows.append(f"| {name} | – | – | – | – | – | – | – | – |")
-            ok = False
+            why.append(f"{name}: fewer than 2 samples after the warm-up")
             continue
         first, mid, last = warm[0], warm[len(warm) // 2], warm[-1]
         growth = last["rss_kib"] / first["rss_kib"] - 1
         late = last["rss_kib"] / mid["rss_kib"] - 1  # a plateau shows ≈ 0 here, a leak not
-        ok &= late <= RSS_LATE_GROWTH_LIMIT
+        if late > RSS_LATE_GROWTH_LIMIT:
+            why.append(f"{name}: RSS grew {late * 100:.1f} % in the 2nd half")
         # A leak sets new highs; a pool (httpx's to the LLM) moves up and down with load.
         first_half = warm[: len(warm) // 2 + 1]
         for key in ("fds", "threads"):
-            ok &= max(s[key] for s in warm[len(warm) // 2:]) <= (
-                max(s[key] for s in first_half) + FD_SLACK)
+            high, early = (max(s[key] for s in warm[len(warm) // 2:]),
+                           max(s[key] for s in first_half))
+            if high > early + FD_SLACK:
+                why.append(f"{name}: {key} reached {high} in the 2nd half, first-half high "
+                           f"{early} (+{FD_SLACK} allowed)")
         before, after = (t.get(name) for t in result["tasks"])
-        ok &= before is not None and after is not None and after - before <= TASK_SLACK
+        if before is None or after is None or after - before > TASK_SLACK:
+            why.append(f"{name}: idle trio tasks {before} → {after}")
         rows.append(f"| {name} | {first['rss_kib'] / 1024:.1f} | {mid['rss_kib'] / 1024:.1f} | "
                     f"{last['rss_kib'] / 1024:.1f} | {growth * 100:+.1f} % | "
                     f"{late * 100:+.1f} % | {first['fds']} → {mid['fds']} → {last['fds']} | "
                     f"{first['threads']} → {mid['threads']} → {last['threads']} | "
                     f"{before} → {after} |")
+    ok = not why
     c = result["counts"]
     errors = ", ".join(f"{k} {v}" for k, v in result["errors"].items()) or "0"
     text = (f"{SECTION}\n\nIssue 7: {args.clients} clients for {args.minutes:g} min with "
@@ -208,7 +217,7 @@ def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, b
             f"{min(WARMUP_S, args.minutes * 30):g} s\n\n" + "\n".join(rows) +
             f"\n\nTurns {c['turns']}, memory ops {c['memory_ops']}, errors: {errors}, actor "
             f"restarts {result['restarts']}, shutdown {result['shutdown_s'] or 0:.2f} s: "
-            f"{'PASS' if ok else 'FAIL'}.\n")
+            f"{'PASS' if ok else 'FAIL'}.\n" + (f"\nWhat failed: {'; '.join(why)}.\n" if why else ""))
     return text, ok
 
 

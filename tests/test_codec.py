@@ -90,7 +90,8 @@ def test_runtime_exports():
     assert sorted(runtime.__all__) == sorted(
         n for n in dir(runtime) if not n.startswith("_") and n not in {
             "actor", "errors", "messages", "metrics", "llm", "config", "state", "protocol",
-            "gateway", "client", "cli", "daemon", "llama", "backends", "offline"})
+            "gateway", "client", "cli", "daemon", "llama", "backends", "offline", "tui", "recover",
+            "reindex"})
     for name in ("ActorCrashed", "ActorUnavailable", "ActorTooSlow", "ProtocolViolation",
                  "TransportClosed", "FrameTooLarge", "RemoteError", "RestartIntensityExceeded"):
         assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)
