@@ -32,6 +32,7 @@ recall in forked children):
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import os
@@ -92,10 +93,9 @@ class ForkedProcess:
         async with self._wait_lock:
             while self.returncode is None:
                 assert self._pidfd is not None
-                try:
+                # ClosedResourceError: reaped meanwhile by a `returncode` poll elsewhere.
+                with contextlib.suppress(trio.ClosedResourceError):
                     await trio.lowlevel.wait_readable(self._pidfd)
-                except trio.ClosedResourceError:
-                    pass  # reaped meanwhile by a `returncode` poll elsewhere
         assert self._returncode is not None
         return self._returncode
 

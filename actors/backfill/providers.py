@@ -45,6 +45,7 @@ dimension; connection errors, timeouts and 5xx after :data:`ATTEMPTS` tries) rai
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Callable
@@ -179,10 +180,10 @@ def _row(value: Any, what: str) -> list[float]:
                              "server with --pooling mean, cls or last, not none)")
         value = value[0]
     if isinstance(value, list) and value:
-        try:  # the common case, in C (~6 µs for 768-d instead of ~250 µs): JSON numbers
-            return msgspec.convert(value, list[float])  # only; no bool, null or string
-        except msgspec.ValidationError:
-            pass  # nulls become NaN below; anything else gets its message
+        # The common case, in C (~6 µs for 768-d instead of ~250 µs): JSON numbers only, no
+        # bool, null or string. Otherwise the check below: nulls become NaN, the rest a message.
+        with contextlib.suppress(msgspec.ValidationError):
+            return msgspec.convert(value, list[float])
     if not isinstance(value, list) or not value or not all(
             x is None or isinstance(x, (int, float)) and not isinstance(x, bool)
             for x in value):
