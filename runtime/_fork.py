@@ -126,6 +126,8 @@ def fork_actors(specs: Sequence[ActorSpec], *, log_dir: str | None, log_level: s
     usual way. Raises whatever importing an actor's module raises (the caller falls
     back to spawning, where the error is reported as that actor's start failure).
     """
+    if not hasattr(os, "pidfd_open"):  # a Python built without it: spawn them all
+        return {}
     modules = {s.name: importlib.import_module(s.module or f"actors.{s.name}.actor")
                for s in specs}
     # Everything imported so far is long-lived: move it out of the collector's reach
@@ -154,7 +156,8 @@ def fork_actors(specs: Sequence[ActorSpec], *, log_dir: str | None, log_level: s
         child.close()
         try:
             out[spec.name] = (ForkedProcess(pid), parent)
-        except OSError:  # no pidfd: cannot supervise it; the caller spawns this one
+        except (OSError, AttributeError):  # no pidfd (old kernel or build): cannot
+            # supervise it this way; the caller spawns this one
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
             parent.close()
