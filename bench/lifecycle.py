@@ -37,6 +37,7 @@ Usage: ``python -m bench.lifecycle [--quick] [--reps N] [--notes N] [--store-not
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import signal
 import sys
@@ -73,7 +74,8 @@ WHERE = (
     "forked from it with their modules loaded, which open their files and answer the "
     "handshake (`startupMs`, inside `trio.run`). Before the fork start each actor was a "
     "fresh interpreter importing the same modules (~0.5 s of CPU each): four of them on "
-    "2 cores kept ready at ~2.1 s (p50) whatever their order. Restarts still spawn fresh "
+    "2 cores kept ready above 2 s whatever their order (the \"actors spawned\" row measures "
+    "that start in the same run, `ATOMIC_AGENT_FORK_START=0`). Restarts still spawn fresh "
     "interpreters. Shutdown: the actors stop within a fraction of a second, then the "
     "gateway closes each connection while its reader still runs, so the close handshake "
     "takes one round trip.")
@@ -115,13 +117,14 @@ async def baseline_start_s() -> float:
     return time.perf_counter() - t0
 
 
-async def start_stop(state: Path, llm_url: str, how: str) -> dict[str, float]:
-    """Start ``serve`` on ``state``, connect a client, stop it by ``how`` (one of
-    :data:`STOPS`); seconds spawn → ready line (``ready_s``), spawn → ``welcome``
-    (``welcome_s``), the daemon's own ``startupMs`` in seconds (``own_s``), and stop
-    request → process exit (``stop_s``)."""
+async def start_stop(state: Path, llm_url: str, how: str, env: dict | None = None
+                     ) -> dict[str, float]:
+    """Start ``serve`` on ``state`` (with ``env`` as its whole environment when given),
+    connect a client, stop it by ``how`` (one of :data:`STOPS`); seconds spawn → ready
+    line (``ready_s``), spawn → ``welcome`` (``welcome_s``), the daemon's own
+    ``startupMs`` in seconds (``own_s``), and stop request → process exit (``stop_s``)."""
     t0 = time.perf_counter()
-    async with run_daemon(state, llm_url=llm_url) as d:
+    async with run_daemon(state, llm_url=llm_url, env=env) as d:
         t_line = time.perf_counter()
         async with open_client(url=d.url, token=d.token) as c:
             t_welcome = time.perf_counter()
@@ -150,12 +153,19 @@ async def _stop(d: Daemon, client: DaemonClient | None) -> tuple[float, float]:
 async def run_lifecycle(template: Path, tmp: Path, llm_url: str, reps: int
                         ) -> tuple[list[float], dict[str, list[dict[str, float]]]]:
     """``reps`` starts for each way to stop of :data:`STOPS`, in turn, each after one
-    baseline interpreter start; (baseline seconds, runs by way to stop)."""
+    baseline interpreter start and, every third start, one start with the actors spawned
+    instead of forked (``ATOMIC_AGENT_FORK_START=0``, under ``"spawned"``: the start-up
+    before ``runtime/_fork.py``, measured in the same run); (baseline seconds, runs by
+    way to stop)."""
     base: list[float] = []
-    runs: dict[str, list[dict[str, float]]] = {how: [] for how in STOPS}
+    runs: dict[str, list[dict[str, float]]] = {how: [] for how in (*STOPS, "spawned")}
+    spawned_env = {**os.environ, "ATOMIC_AGENT_FORK_START": "0"}
     for i in range(len(STOPS) * reps):
         how = STOPS[i % len(STOPS)]
         base.append(await baseline_start_s())
+        if i % len(STOPS) == 0:
+            state = fresh_copy(template, tmp / f"spawned-{i}")
+            runs["spawned"].append(await start_stop(state, llm_url, "sigterm", spawned_env))
         state = fresh_copy(template, tmp / f"start-{i}")
         runs[how].append(await start_stop(state, llm_url, how))
         print(f"lifecycle: start {i + 1}/{len(STOPS) * reps} ({how}): ready "
@@ -282,6 +292,9 @@ def render(res: dict, args: argparse.Namespace, command: str) -> tuple[str, bool
         TARGET_READY_S, True)
     row("daemon's own `startupMs` (inside `trio.run`: token, actors, gateway)",
         [r["own_s"] for r in starts], None, False)
+    if runs.get("spawned"):
+        row("the same, actors spawned, not forked (`ATOMIC_AGENT_FORK_START=0`): spawn → "
+            "`welcome`", [r["welcome_s"] for r in runs["spawned"]], None, True)
     row("`shutdown` frame (client connected) → process exit",
         [r["stop_s"] for r in runs["frame"]], TARGET_SHUTDOWN_S, False)
     row("SIGTERM (client connected) → process exit", [r["stop_s"] for r in runs["sigterm"]],
@@ -324,7 +337,11 @@ def render(res: dict, args: argparse.Namespace, command: str) -> tuple[str, bool
             + "\n".join(rows) +
             f"\n\n{WHERE}\n\nReady p50 {ready_p50:.2f} s, max {ready_max:.2f} s vs ≤ {TARGET_READY_S:g} s; "
             f"shutdown p50 {percentile(stops, 50):.2f} s, max {max(stops):.2f} s vs ≤ "
-            f"{TARGET_SHUTDOWN_S:g} s (every run must make it: the verdicts are on the max).\n\n"
+            f"{TARGET_SHUTDOWN_S:g} s (every run must make it: the verdicts are on the max)."
+            + (f" Forked / spawned actors, ready p50: {ready_p50:.2f} / "
+               f"{percentile([r['welcome_s'] for r in runs['spawned']], 50):.2f} s "
+               f"({ready_p50 / percentile([r['welcome_s'] for r in runs['spawned']], 50):.2f}×)."
+               if runs.get("spawned") else "") + "\n\n"
             f"Store throughput (informational; a fresh daemon per row, {cap_note}; every new "
             "note is also cast to the backfill actor, which embeds it in the background):\n\n"
             + "\n".join(srows) + "\n")
