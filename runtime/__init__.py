@@ -7,7 +7,7 @@ that a daemon process does not pay for them at start: ``structlog.dev`` imports
 ``rich`` (when installed: the terminal UI's textual brings it) only to pretty-print
 exceptions in a console renderer that never shows a user anything, and ``httpx``
 imports its command-line tool (``httpx._main``: click, rich, pygments) whenever those
-happen to be installed. Together ~100 ms of CPU in each of the daemon's five processes
+happen to be installed. Together ~200 ms of CPU in each of the daemon's five processes
 at start, on 2 cores (``python -X importtime -c "import runtime._child"``;
 ``bench.lifecycle``). Both stay importable afterwards (the TUI imports rich itself).
 """
