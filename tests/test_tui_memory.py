@@ -23,6 +23,7 @@ from tests.tui_support import (
     SIZE,
     drawn_text,
     env,
+    jump,
     open_browser,
     run,
     select,
@@ -72,8 +73,7 @@ def test_browser_channels_keys_and_details(env):
             await pilot.press("escape")
             assert app.screen is m
             # notes: index rows, f filter, Enter detail with links, g expands
-            await pilot.press("2")
-            await until(pilot, lambda: m.channel == "notes" and m.rows)
+            await jump(pilot, m, "2")
             assert "Old VPN config" not in table_text(m)
             env.shot(app, "memory-notes")
             await pilot.press("f")
@@ -101,8 +101,7 @@ def test_browser_channels_keys_and_details(env):
             env.shot(app, "memory-note-detail")
             await pilot.press("escape")
             # lessons: principle and parents
-            await pilot.press("3")
-            await until(pilot, lambda: m.channel == "lessons" and m.rows)
+            await jump(pilot, m, "3")
             await pilot.press("enter")
             detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                                  and "principle:" in app.screen.body_text() and app.screen)
@@ -111,8 +110,7 @@ def test_browser_channels_keys_and_details(env):
             env.shot(app, "memory-lessons")
             await pilot.press("escape")
             # procedures: steps
-            await pilot.press("4")
-            await until(pilot, lambda: m.channel == "procedures" and m.rows)
+            await jump(pilot, m, "4")
             await pilot.press("enter")
             detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                                  and "steps:" in app.screen.body_text() and app.screen)
@@ -128,8 +126,7 @@ def test_browser_channels_keys_and_details(env):
                                  and "from #" in app.screen.body_text() and app.screen)
             await pilot.press("escape")
             # votes: the audit tail (voting is on in this state dir)
-            await pilot.press("6")
-            await until(pilot, lambda: m.channel == "votes" and m.rows)
+            await jump(pilot, m, "6")
             assert m.rows[0]["targetId"] == env.ids["checklist"] and "+1" in table_text(m)
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, DetailScreen)
@@ -152,8 +149,7 @@ def test_search_forget_edit_and_live_updates(env):
         app = env.app()
         async with app.run_test(size=SIZE) as pilot:
             m = await open_browser(pilot)
-            await pilot.press("2")
-            await until(pilot, lambda: m.channel == "notes" and m.rows)
+            await jump(pilot, m, "2")
             # / keyword search (the daemon's keyword-only op), Esc clears it
             await pilot.press("slash")
             assert app.focused is m.query_one("#search", Input)
@@ -196,8 +192,7 @@ def test_search_forget_edit_and_live_updates(env):
             await until(pilot, lambda: all(r["id"] != env.ids["scratch"] for r in m.rows))
             assert env.memory("memory.notes.recall", {"id": env.ids["scratch"]}) == []
             # e edits a profile fact; an invalid value is refused in the editor
-            await pilot.press("1")
-            await until(pilot, lambda: m.channel == "profile" and m.rows)
+            await jump(pilot, m, "1")
             await select(pilot, m, lambda r: r["key"] == "shell")
             await pilot.press("e")
             editor = await until(pilot, lambda: isinstance(app.screen, EditFactScreen)
@@ -233,8 +228,7 @@ def test_search_forget_edit_and_live_updates(env):
             await until(pilot, lambda: "forgot test_runner" in m.status_text())
             assert "test_runner" not in {f["key"] for f in env.memory("memory.profile.list")}
             # d and e where they do not apply say so
-            await pilot.press("3")
-            await until(pilot, lambda: m.channel == "lessons" and m.rows)
+            await jump(pilot, m, "3")
             await pilot.press("d")
             assert "read-only" in m.status_text()
             await pilot.press("e")
@@ -242,8 +236,7 @@ def test_search_forget_edit_and_live_updates(env):
             await pilot.press("f")
             assert "filters notes only" in m.status_text()
             # live: a write by another client shows without pressing r
-            await pilot.press("1")
-            await until(pilot, lambda: m.channel == "profile" and m.rows)
+            await jump(pilot, m, "1")
             env.memory("memory.profile.set", {"key": "pager", "value": "less [/] or [bold"})
             await until(pilot, lambda: "pager" in table_text(m), timeout=10, what="live update")
             await pilot.pause(0.1)  # drawn: stored brackets are shown as typed, never markup
@@ -255,8 +248,7 @@ def test_search_forget_edit_and_live_updates(env):
                         what="r reads the channel again")
             await pilot.press("a")
             assert m.auto_timer is not None and "auto" in str(m.query_one("#channels").content)
-            await pilot.press("2")
-            await until(pilot, lambda: m.channel == "notes" and m.rows)
+            await jump(pilot, m, "2")
             before = {r["id"] for r in m.rows}
             # a write made while this screen shows: picked up by the live event or the timer
             stored = env.memory("memory.notes.store", {"content": "Auto refresh sees this note"})
@@ -273,8 +265,7 @@ def test_auto_refresh_polls_without_events(env):
         app = env.app()
         async with app.run_test(size=SIZE) as pilot:
             m = await open_browser(pilot)
-            await pilot.press("2")
-            await until(pilot, lambda: m.channel == "notes" and m.rows)
+            await jump(pilot, m, "2")
             m.memory_changed = lambda frame: None  # deaf to events: only the timer is left
             await pilot.press("a")
             stored = env.memory("memory.notes.store", {"content": "Seen by polling alone"})

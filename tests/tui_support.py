@@ -36,6 +36,7 @@ from actors.memory.votes import VoteStore
 from runtime.client import open_client
 from runtime.tui import AtomicTUI
 from runtime.tui.browser import MemoryScreen
+from runtime.tui.render import CHANNELS
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -229,6 +230,13 @@ def drawn_text(app) -> str:
 def table_text(screen: MemoryScreen) -> str:
     table = screen.query_one(DataTable)
     return "\n".join(" ".join(str(c) for c in table.get_row_at(i)) for i in range(table.row_count))
+
+
+async def jump(pilot, m: MemoryScreen, key: str) -> None:
+    """Press channel key ``key`` (``1``–``6``) and wait until that channel's rows show."""
+    channel = CHANNELS[int(key) - 1]
+    await pilot.press(key)
+    await until(pilot, lambda: m.channel == channel and m.rows, what=f"{channel} rows")
 
 
 async def open_browser(pilot) -> MemoryScreen:
