@@ -1,6 +1,6 @@
 """Keyword retrieval on LoCoMo dev: evidence recall of ``MemoryStore.recall`` (DESIGN §12).
 
-Data: ``shared/data/locomo-dev.json`` (LoCoMo, Maharana et al., ACL 2024, CC BY-NC 4.0;
+Data: ``bench/data/locomo-dev.json`` (LoCoMo, Maharana et al., ACL 2024, CC BY-NC 4.0;
 see ``locomo10.NOTICE.md`` next to it): six long two-speaker conversations with
 questions, each listing the dialog ids of its evidence turns and a category (1
 multi-hop, 2 temporal, 3 open-domain, 4 single-hop, 5 adversarial).
@@ -26,7 +26,7 @@ conversation's notes are embedded (purpose ``document``) as the backfill would, 
 question (purpose ``query``), with the default ``memory.embeddings.vectorWeight``; with
 ``--ablation`` too it measures the hybrid's keyword pool, blend weight and the keyword
 leg's context radius, and a per-conversation table (the four held-out LoCoMo
-conversations are not in ``shared/data``, so no held-out figure can be given).
+conversations are not in ``bench/data``, so no held-out figure can be given).
 
 Usage: ``python -m bench.locomo [--quick] [--ablation] [--hybrid] [--data PATH]``;
 ``--quick`` uses two conversations and does not write ``bench/RESULTS.md``.
@@ -58,7 +58,7 @@ from bench._results import machine_line, publish, utc_now
 from runtime.config import EmbeddingsConfig
 
 SECTION = "## LoCoMo retrieval"
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
+DATA = Path(__file__).resolve().parent / "data" / "locomo-dev.json"
 KS = (5, 10, 20)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 TARGET_R10 = 0.65
@@ -376,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{'PASS' if h >= TARGET_HYBRID_R10 else 'FAIL'}.")
         if len(convs) == 6:
             verdict += (" Held-out: the four held-out LoCoMo conversations are not in "
-                        "shared/data, so there is no held-out figure; nothing was tuned on them.")
+                        "bench/data, so there is no held-out figure; nothing was tuned on them.")
     command = " ".join(["python -m bench.locomo", *(argv if argv is not None else sys.argv[1:])])
     target = f"evidence recall@10 of BM25 recall ≥ {_pct(TARGET_R10)} %"
     if "hybrid" in table:

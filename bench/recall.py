@@ -4,7 +4,7 @@ Targets: recall at 1,000 notes p99 ≤ 5 ms (BM25); at 100,000 notes (raised cap
 p95 ≤ 25 ms (BM25).
 
 Notes are realistic, varied text: a word-bigram Markov chain trained on every dialog
-turn of LoCoMo dev (``shared/data/locomo-dev.json``, CC BY-NC 4.0) writes
+turn of LoCoMo dev (``bench/data/locomo-dev.json``, CC BY-NC 4.0) writes
 "Speaker: 6 to 45 words" notes (speakers: the LoCoMo names plus 120 others), 20
 notes per session. They are inserted with one ``INSERT`` per note in one transaction
 (the FTS triggers index them exactly as ``MemoryStore.store`` would; ``store`` itself is

@@ -5,7 +5,7 @@ recall p95 ≤ 25 ms).
 
 One ``memory.sqlite`` grows through the sizes (default 1k, 3k, 10k, 30k, 100k;
 ``--quick`` 1k, 3k, 10k). Notes and queries are those of ``bench.recall``: Markov-chain
-text trained on the LoCoMo dev turns (``shared/data/locomo-dev.json``), 20 notes per
+text trained on the LoCoMo dev turns (``bench/data/locomo-dev.json``), 20 notes per
 session, inserted in bulk (``bench.recall.populate``: one ``INSERT`` per note, one
 transaction, the FTS triggers index them as ``MemoryStore.store`` would); queries are the
 LoCoMo questions of categories 1–4. The cap is raised through the config key

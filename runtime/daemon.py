@@ -14,6 +14,7 @@ checkpoints its WAL and closes → clients closed → llama-server stopped →
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -24,6 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
 import msgspec
 import structlog
 import trio
@@ -37,6 +39,7 @@ from .errors import ActorCrashed, RestartIntensityExceeded
 from .actor import leaf_exception
 from .gateway import Gateway
 from .llama import EmbeddedLLMError, run_llama_server
+from .models import ModelError, resolve_model
 from .state import (
     DaemonLock,
     StateError,
@@ -67,6 +70,7 @@ class ServeOptions:
     port: int | None = None
     llm_url: str | None = None
     log_level: str | None = None
+    model: str | None = None
 
 
 def _fail(code: int, message: str) -> int:
@@ -93,6 +97,8 @@ def serve(opts: ServeOptions) -> int:
             cfg.server.port = opts.port
         if opts.llm_url is not None:
             cfg.llm.url = opts.llm_url
+        if opts.model is not None:
+            cfg.llm.model = opts.model
         _log.configure("root", log_dir=opts.state_dir / "logs",
                        level=opts.log_level or cfg.logging.level)
         forked = _fork_actors(opts, cfg, lock)
@@ -147,21 +153,39 @@ async def _serve(opts: ServeOptions, cfg: Config,
             llm_url, llm_desc = cfg.llm.url or "", "configured"
             if not cfg.llm.url:
                 try:
-                    llm_url = await root.start(partial_llama(cfg, opts))
-                except EmbeddedLLMError as exc:
+                    model = resolve_model(cfg.llm.model or cfg.llm.model_path)
+                    llm_url, server_desc = await root.start(partial_llama(cfg, opts, model.path))
+                except (EmbeddedLLMError, ModelError) as exc:
                     root.cancel_scope.cancel()
                     return _fail(EXIT_FAILED, f"embedded LLM: {exc}")
-                llm_desc = "embedded llama-server (SmolLM2-135M-Instruct)"
-            code = await _run_tree(opts, cfg, token, llm_url, llm_desc, shutdown, t0, forked)
+                llm_desc = f"embedded {server_desc}, {model.title}"
+            llm_status = await probe_llm(cfg)
+            if llm_status != "ok":
+                print(f"atomic-agent: warning: the LLM at {llm_url} did not answer "
+                      f"({llm_status}); memory works, turns fail until it does",
+                      file=sys.stderr, flush=True)
+            code = await _run_tree(opts, cfg, token, llm_url, llm_desc, shutdown, t0, forked,
+                                   llm_status)
             root.cancel_scope.cancel()
             return code
     except Exception as exc:  # noqa: BLE001 - the top of the process: map to one line
         return _fail(EXIT_FAILED, _describe_failure(exc))
 
 
+class PortInUse(Exception):
+    """The gateway's port is taken by another program."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(f"port {port} on {host} is already in use (another daemon or "
+                         f"program?): choose another with --port N, or --port 0 for any "
+                         f"free port")
+
+
 def _describe_failure(exc: BaseException) -> str:
     """One clear line for a fatal start-up or supervision failure (never a traceback)."""
     leaf = leaf_exception(exc)
+    if isinstance(leaf, PortInUse):
+        return str(leaf)
     if isinstance(leaf, RestartIntensityExceeded):
         return f"{leaf}; shutting down"
     if isinstance(leaf, ActorCrashed):
@@ -179,16 +203,44 @@ def _crash_reason(exc: ActorCrashed) -> str:
     return re.sub(r"^[\w.]+\.(\w+): ", r"\1: ", lines[-1])  # drop the module path
 
 
-def partial_llama(cfg: Config, opts: ServeOptions):
-    """The embedded llama-server task, bound to this config (for ``nursery.start``)."""
+def partial_llama(cfg: Config, opts: ServeOptions, model: str):
+    """The embedded llama-server task for GGUF ``model``, bound to this config (for
+    ``nursery.start``: it starts with ``(url, server description)``)."""
 
     async def task(task_status=trio.TASK_STATUS_IGNORED) -> None:
-        await run_llama_server(model=cfg.llm.model_path, parallel=cfg.llm.parallel,
+        await run_llama_server(model=model, parallel=cfg.llm.parallel,
                                ctx_size=cfg.llm.ctx_size,
                                log_path=opts.state_dir / "logs" / "llama-server.log",
                                startup_timeout_s=cfg.llm.startup_timeout_ms / 1000,
+                               server=cfg.llm.server, server_args=cfg.llm.server_args,
                                task_status=task_status)
     return task
+
+
+PROBE_TIMEOUT_S = 5.0
+
+
+async def probe_llm(cfg: Config) -> str:
+    """One health probe of the primary LLM at start-up: ``"ok"`` or a short reason
+    (``"connection refused"``, ``"HTTP 503"``, ``"no answer in 5 s"``). llama-server
+    is asked ``GET /health`` (200 once the model is loaded); an OpenAI API ``GET
+    /v1/models`` (any answer below 500 means it is there). Never raises."""
+    url = (cfg.llm.url or "").rstrip("/")
+    if not url:
+        return "ok"  # the embedded server was just found healthy
+    path = "/health" if cfg.llm.api == "llama-server" else "/v1/models"
+    try:
+        async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S) as client:
+            with trio.fail_after(PROBE_TIMEOUT_S + 1):
+                response = await client.get(url + path)
+    except trio.TooSlowError:
+        return f"no answer in {PROBE_TIMEOUT_S:.0f} s"
+    except httpx.ConnectError as exc:
+        return "connection refused" if "refused" in str(exc).lower() else f"cannot connect: {exc}"
+    except (httpx.HTTPError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"[:120]
+    ok = response.status_code == 200 if cfg.llm.api == "llama-server" else response.status_code < 500
+    return "ok" if ok else f"HTTP {response.status_code} from {path}"
 
 
 async def _watch_signals(shutdown: trio.Event) -> None:
@@ -200,7 +252,8 @@ async def _watch_signals(shutdown: trio.Event) -> None:
 
 async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, llm_desc: str,
                     shutdown: trio.Event, t0: float,
-                    forked: dict[str, tuple[ForkedProcess, socket.socket]]) -> int:
+                    forked: dict[str, tuple[ForkedProcess, socket.socket]],
+                    llm_status: str = "ok") -> int:
     gateway: Gateway | None = None
 
     async def on_cast(src: str, body: msgspec.Raw) -> None:
@@ -214,7 +267,12 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
         gateway = Gateway(sup, token, cfg.server, shutdown.set)
         async with trio.open_nursery() as conns:
             async with trio.open_nursery() as listen:
-                servers = await listen.start(partial_serve(gateway, conns))
+                try:
+                    servers = await listen.start(partial_serve(gateway, conns))
+                except OSError as exc:
+                    if exc.errno == errno.EADDRINUSE:
+                        raise PortInUse(cfg.server.host, cfg.server.port) from None
+                    raise
                 port = servers.port
                 url = f"ws://{cfg.server.host}:{port}"
                 info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
@@ -222,6 +280,7 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                 write_daemon_info(opts.state_dir, info)
                 ready = {"event": "ready", "url": url, "tokenFile": info["tokenFile"],
                          "pid": os.getpid(), "llm": llm_url, "llmKind": llm_desc,
+                         "llmHealthy": llm_status == "ok", "llmStatus": llm_status,
                          "stateDir": str(opts.state_dir),
                          "startupMs": round((time.monotonic() - t0) * 1000)}
                 print(json.dumps(ready), flush=True)

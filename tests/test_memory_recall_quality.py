@@ -5,7 +5,7 @@ guard.
 
 Rules: each test opens its own in-memory or ``tmp_path`` database; hypothesis tests are
 derandomised, open a fresh ``:memory:`` database per example or only read a shared one
-(``bump=False``); the LoCoMo guard reads ``shared/data/locomo-dev.json`` and is skipped
+(``bump=False``); the LoCoMo guard reads ``bench/data/locomo-dev.json`` and is skipped
 when that file is absent.
 """
 
@@ -225,7 +225,7 @@ def test_recall_functions_register_idempotently(conn):
 
 # -- LoCoMo regression guard --------------------------------------------------------------
 
-_LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "data" / "locomo-dev.json"
+_LOCOMO = Path(__file__).resolve().parents[1] / "bench" / "data" / "locomo-dev.json"
 
 
 @pytest.mark.skipif(not _LOCOMO.exists(), reason="LoCoMo dev data not present")
