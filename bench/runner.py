@@ -64,6 +64,9 @@ BENCHES = (
     Bench("lifecycle", "## Startup, shutdown and store throughput",
           "`serve` ready ≤ 2 s, shutdown (frame / SIGTERM) ≤ 3 s at 1k notes; store "
           "throughput through the daemon vs in process (reported)"),
+    Bench("llm_server", "## Embedded LLM server: portable vs native build",
+          "prompt eval and generation tokens/s of the portable server vs the native build "
+          "(baseline), same run, same model (reported)"),
     Bench("turn", "## Turns through the daemon",
           "a turn's own cost beside the scripted LLM's; memory work p99 ≤ 15 ms"),
     Bench("reflection", "## Reflection on / off",

@@ -220,6 +220,23 @@ def partial_llama(cfg: Config, opts: ServeOptions, model: str):
 PROBE_TIMEOUT_S = 5.0
 
 
+def _refused(exc: BaseException) -> bool:
+    """True when a connection error comes from a refused connection (anywhere in its
+    cause chain, or in an exception group of per-address attempts)."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ConnectionRefusedError) or "refused" in str(e).lower():
+            return True
+        stack += [x for x in (e.__cause__, e.__context__) if x is not None]
+        stack += list(getattr(e, "exceptions", ()))
+    return False
+
+
 async def probe_llm(cfg: Config) -> str:
     """One health probe of the primary LLM at start-up: ``"ok"`` or a short reason
     (``"connection refused"``, ``"HTTP 503"``, ``"no answer in 5 s"``). llama-server
@@ -236,7 +253,7 @@ async def probe_llm(cfg: Config) -> str:
     except trio.TooSlowError:
         return f"no answer in {PROBE_TIMEOUT_S:.0f} s"
     except httpx.ConnectError as exc:
-        return "connection refused" if "refused" in str(exc).lower() else f"cannot connect: {exc}"
+        return "connection refused" if _refused(exc) else f"cannot connect: {exc}"[:120]
     except (httpx.HTTPError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"[:120]
     ok = response.status_code == 200 if cfg.llm.api == "llama-server" else response.status_code < 500

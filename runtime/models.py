@@ -161,14 +161,14 @@ def verify(path: Path, sha256: str, size: int) -> None:
     Raises ModelError on a mismatch (the file is left in place, named in the message).
     """
     stamp = path.with_name(path.name + STAMP_SUFFIX)
+    if path.stat().st_size != size:
+        raise ModelError(f"{path}: size {path.stat().st_size} bytes, expected {size}; "
+                         f"remove it and install again")
     try:
         if json.loads(stamp.read_text()) == {**_stamp(path), "sha256": sha256}:
             return
     except (OSError, ValueError):
         pass
-    if path.stat().st_size != size:
-        raise ModelError(f"{path}: size {path.stat().st_size} bytes, expected {size}; "
-                         f"remove it and install again")
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(CHUNK_BYTES * 8):
