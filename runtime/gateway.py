@@ -147,7 +147,10 @@ class Gateway:
                     "type": "reflection", "session": event.session, "turn": event.turn,
                     "outcome": event.outcome, "latencyMs": event.latency_ms,
                     "factKeys": event.fact_keys, "noteIds": event.note_ids,
-                    "reason": event.reason})
+                    "reason": event.reason, "updatedKeys": event.updated_keys,
+                    "forgottenKeys": event.forgotten_keys,
+                    "forgottenNoteIds": event.forgotten_note_ids,
+                    "timeoutMs": event.timeout_ms})
 
     def _to_session(self, session: str, frame: dict[str, Any]) -> None:
         for c in list(self.clients):

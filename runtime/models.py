@@ -9,8 +9,9 @@ into :func:`model_dir` only when both match. :func:`resolve_model` turns ``llm.m
 (a name below, or a path to a ``.gguf`` file) into a path, checking an assembled file's
 SHA-256 once (a stamp beside it records size and mtime of the checked file).
 
-Where models live: ``$ATOMIC_AGENT_MODEL_DIR``, else ``<sys.prefix>/share/atomic-agent/
-models`` (inside the virtual environment ``./ops/install`` makes, so it goes with it).
+Where models live: ``$ATOMIC_AGENT_MODEL_DIR``, else the user cache directory
+(``~/.cache/atomic-agent/models`` on Linux, from platformdirs), so a second clone or a
+fresh virtual environment reuses an assembled model instead of downloading it again.
 """
 
 from __future__ import annotations
@@ -26,6 +27,8 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from platformdirs import user_cache_dir
 
 __all__ = ["DEFAULT_MODEL", "MODELS", "BundledModel", "ModelError", "install_model",
            "model_dir", "resolve_model"]
@@ -104,7 +107,7 @@ class ResolvedModel:
 def model_dir() -> Path:
     """Directory assembled models live in (see the module doc); not created here."""
     env = os.environ.get("ATOMIC_AGENT_MODEL_DIR")
-    return Path(env) if env else Path(sys.prefix) / "share" / "atomic-agent" / "models"
+    return Path(env) if env else Path(user_cache_dir("atomic-agent")) / "models"
 
 
 def model_path(model: BundledModel) -> Path | None:

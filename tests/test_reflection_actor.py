@@ -74,14 +74,14 @@ async def test_ok_writes_facts_and_notes_once(tmp_path):
 
 
 async def test_abort_writes_nothing_and_spares_other_sessions(tmp_path):
-    rules = [{"match": "slow user", "response": "SET slow=yes\n", "delay_ms": 3000},
+    rules = [{"match": "USER: I am a slow user", "response": "SET slow=yes\n", "delay_ms": 3000},
              {"match": "### output", "response": "SET fast=yes\n"}]
     ev = Events()
     async with open_fake_llama(tmp_path, rules) as fake:
         async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
-            await sup.cast("reflection", reflect("a", "slow user"))
+            await sup.cast("reflection", reflect("a", "I am a slow user"))
             await trio.sleep(0.5)
-            await sup.cast("reflection", reflect("b", "fast user"))
+            await sup.cast("reflection", reflect("b", "I am a fast user"))
             await sup.cast("reflection", AbortPending(session="a"))
             events = await ev.wait(2)
             by_session = {e.session: e.outcome for e in events}
@@ -91,14 +91,14 @@ async def test_abort_writes_nothing_and_spares_other_sessions(tmp_path):
 
 
 async def test_a_new_reflection_of_the_same_session_aborts_the_old_one(tmp_path):
-    rules = [{"match": "first", "response": "SET first=yes\n", "delay_ms": 3000},
+    rules = [{"match": "USER: I came first", "response": "SET first=yes\n", "delay_ms": 3000},
              {"match": "### output", "response": "SET second=yes\n"}]
     ev = Events()
     async with open_fake_llama(tmp_path, rules) as fake:
         async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
-            await sup.cast("reflection", reflect("a", "first"))
+            await sup.cast("reflection", reflect("a", "I came first"))
             await trio.sleep(0.5)
-            await sup.cast("reflection", reflect("a", "second"))
+            await sup.cast("reflection", reflect("a", "I came second"))
             events = await ev.wait(2)
             assert sorted(e.outcome for e in events) == ["aborted", "ok"]
             assert await profile(sup) == {"second": "yes"}
@@ -128,7 +128,7 @@ async def test_caps_and_notes_switch(tmp_path):
     async with open_fake_llama(tmp_path, rules) as fake:
         async with open_supervisor(specs(tmp_path, fake.url, max_facts_per_call=2,
                                          auto_store_notes=False), on_cast=ev.on_cast) as sup:
-            await sup.cast("reflection", reflect("a", "facts"))
+            await sup.cast("reflection", reflect("a", "I have some facts about me"))
             (event,) = await ev.wait(1)
             assert event.fact_keys == ["k0", "k1"] and event.note_ids == []
 
@@ -192,7 +192,7 @@ async def test_all_dropped_is_none_with_the_reasons(tmp_path):
     ev = Events()
     async with open_fake_llama(tmp_path, rules) as fake:
         async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
-            await sup.cast("reflection", reflect("a", "Will you help me plan a trip?"))
+            await sup.cast("reflection", reflect("a", "Help me plan a trip, I love travelling"))
             (event,) = await ev.wait(1)
             assert (event.outcome, event.reason) == ("none", "ungrounded: ungrounded_identity")
             assert await profile(sup) == {}

@@ -125,8 +125,10 @@ def test_never_raises(user: str, value: str, body: str) -> None:
 
 
 @pytest.mark.parametrize(("user", "item", "reason"), [
-    # a weak model's copies of the prompt's example key, with a word of the user as value
-    ("My name is Dana and I live in Lisbon", F("code_editor", "Dana"), "example_copy"),
+    # a weak model's copies of the prompt's example values
+    ("My name is Dana and I live in Lisbon", F("city", "Nairobi"), "example_copy"),
+    ("My name is Dana and I teach maths", F("job", "maths teacher"), "example_copy"),
+    ("I moved to Nairobi last year", F("city", "Nairobi"), None),
     ("For coding I use Helix as my editor", F("code_editor", "Helix"), None),
     # the value must come from the user; the key alone does not ground it
     ("I like my diet simple", F("diet", "vegetarian"), "ungrounded_content"),

@@ -42,37 +42,39 @@ def test_prefix_states_the_rules() -> None:
     p = REFLECTION_PREFIX
     for needle in [
         "SET key=value\n",
-        "SET key=value [pinned=false; keywords=a,b]\n",
-        "NOTE body [tag1, tag2]\n",  # seed 000 §5.3's tag form
+        "NOTE text\n",
+        "FORGET words\n",
         "NONE",
-        "only if the USER wrote it",
-        "reply only OK",
-        "don't use tools this time",
-        "is not a preference",
+        "never what the ASSISTANT said",
+        "Other people, pets and things are never the user",
+        "does not like is never stored",
+        "daydreams",
+        "Questions, greetings, small talk",
+        "one-off instructions",
         "third person",
-        "The user prefers",
+        "The user ...",
         "### known profile",
         "snake_case",
-        "200 characters",
+        "SET the same key again",
         "at most six lines",
-        "When unsure, output NONE",
-        "trivia",
-        "moods",
     ]:
         assert needle in p, needle
     assert p.endswith("\n\n")
 
 
-def test_prefix_examples_use_placeholder_values_and_parse() -> None:
-    example_lines = [ln for ln in REFLECTION_PREFIX.splitlines()
-                     if ln.startswith(("SET ", "NOTE ")) and "key=value" not in ln
-                     and ln != "NOTE body" and not ln.startswith("NOTE body ")]
-    assert example_lines, "the prefix should carry examples"
-    for line in example_lines:
-        assert "<" in line and ">" in line, line
-    parsed = parse_reflection("\n".join(example_lines))
-    assert parsed.invalid_facts == 0 and parsed.invalid_notes == 0
-    assert {f.key for f in parsed.facts} == {"name", "code_editor"}
+def test_prefix_examples_parse_and_cover_each_directive() -> None:
+    blocks = REFLECTION_PREFIX.split("Examples:\n", 1)[1].split("\n\n")
+    outputs = [b.split("### output\n", 1)[1] for b in blocks if "### output\n" in b]
+    assert len(outputs) == 4
+    parsed = [parse_reflection(o, max_facts=6, max_notes=6) for o in outputs]
+    assert all(p.invalid_facts == 0 and p.invalid_notes == 0 for p in parsed)
+    assert {f.key for f in parsed[0].facts} == {"name", "job", "city", "editor"}
+    assert len(parsed[1].notes) == 2 and not parsed[1].facts  # other people, a negation
+    assert parsed[2].forgets == ["pet"] and parsed[2].facts[0].key == "city"
+    assert parsed[3].kind == "none"
+    for o in outputs:
+        o = o if o.endswith("\n") else o + "\n"
+        assert _ROOT.fullmatch(o), o  # every example is a completion the grammar allows
 
 
 def test_prompt_layout_without_profile() -> None:
@@ -300,12 +302,13 @@ def test_grammar_is_byte_stable() -> None:
 
 def test_grammar_is_well_formed() -> None:
     g = _Gbnf(REFLECTION_GRAMMAR)
-    assert {"root", "none", "entries", "entry", "set", "note", "key", "value", "body"} == set(g.rules)
+    assert {"root", "none", "entries", "entry", "set", "note", "forget", "key", "value", "body",
+            "target"} == set(g.rules)
     used = {"root"}.union(*g.refs.values())
     assert used == set(g.rules), "unused or undefined rules"
     assert "EVOLVE" not in REFLECTION_GRAMMAR
     assert '"NONE"' in REFLECTION_GRAMMAR and '"SET "' in REFLECTION_GRAMMAR
-    assert '"NOTE "' in REFLECTION_GRAMMAR
+    assert '"NOTE "' in REFLECTION_GRAMMAR and '"FORGET "' in REFLECTION_GRAMMAR
 
 
 def test_reader_rejects_broken_grammars() -> None:
@@ -321,12 +324,13 @@ ACCEPTED = [
     "NONE",
     "NONE\n",
     "SET language=Python\n",
-    "SET a=b\nNOTE The user likes tea. [tags=drink]\n",
-    "SET k=v [pinned=false; keywords=a,b]\n",
+    "SET a=b\nNOTE The user likes tea.\n",
+    "FORGET pet\nSET city=Accra\n",
     "".join(f"SET k{i}=v\n" for i in range(6)),
     "SET " + "k" * 32 + "=v\n",
-    "SET k=" + "v" * 200 + "\n",
-    "NOTE " + "b" * 500 + "\n",
+    "SET k=" + "v" * 80 + "\n",
+    "NOTE " + "b" * 200 + "\n",
+    "FORGET " + "t" * 80 + "\n",
     "SET snake_case_2=x=y\n",
 ]
 REJECTED = [
@@ -337,14 +341,20 @@ REJECTED = [
     "SET Language=x\n",
     "SET 1a=x\n",
     "SET " + "k" * 33 + "=v\n",
-    "SET k=" + "v" * 201 + "\n",
-    "NOTE " + "b" * 501 + "\n",
+    "SET k=" + "v" * 81 + "\n",
+    "NOTE " + "b" * 201 + "\n",
+    "FORGET " + "t" * 81 + "\n",
     "SET a=\n",
     "NOTE \n",
+    "FORGET \n",
     "SET a=b",
     "SET a=b\r\n",
     "EVOLVE #1 [tags=a]\n",
     "set a=b\n",
+    # bundled-models §(a): placeholders and markers are what small models spam
+    "SET name=<name>\n",
+    "SET k=v [pinned=false; keywords=a,b]\n",
+    "NOTE The user likes tea. [tags=drink]\n",
 ]
 
 

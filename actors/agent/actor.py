@@ -289,7 +289,9 @@ class AgentActor:
                  latency_ms=round(latency, 1))
         self.metrics.observe("agent.turn.latency_ms", latency)
         # Handing the exchange to reflection completes even if the caller gave up.
-        if reply and reason == "reply" and self.cfg.memory.reflection.enabled:
+        # Every finished exchange is reflected on, also one that ended with ``finish``
+        # or at ``max_steps`` ("forget that …" often ends without a reply).
+        if reason in ("reply", "finish", "max_steps") and self.cfg.memory.reflection.enabled:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 await self.ctx.cast("reflection", Reflect(
                     session=msg.session, turn=msg.turn, user_message=msg.text,

@@ -56,6 +56,7 @@ from .messages import (
     ToolOp,
     VectorTodo,
 )
+from .forgetting import apply_forget
 from .fts import content_key
 from .hybrid import hybrid_recall
 from .lessons import LessonStore
@@ -337,8 +338,9 @@ class MemoryActor:
                     result = await self._db(self._apply_reflection, msg)
                 finally:
                     self._drop_cache_if_deleted(before)
-                await self._changed("reflection", {"keys": result.fact_keys, "ids": result.note_ids},
-                                    msg.session)
+                await self._changed("reflection", {
+                    "keys": result.fact_keys + result.retired_keys + result.purged_keys,
+                    "ids": result.note_ids + result.forgotten_note_ids}, msg.session)
                 return result
             case MissingVectors():
                 rows = await self._db(self.w.vectors.missing, msg.model, msg.limit,
@@ -394,8 +396,13 @@ class MemoryActor:
         are skipped (and counted), never the whole result (seed 000 §5.4)."""
         keys: list[str] = []
         ids: list[int] = []
+        updated: list[str] = []
         skipped = 0
         with write_txn(self.conn):
+            forgot = apply_forget(self.conn, retire_keys=msg.forget.retire_keys,
+                                  purge_keys=msg.forget.purge_keys,
+                                  targets=msg.forget.targets, now_ms=int(time.time() * 1000))
+            self.w.notes.deletions += len(forgot.note_ids)
             # AUTOINCREMENT ids only grow: a returned id at or below this one is an
             # existing note that the store merged the incoming one into (dedup).
             newest = self.conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]
@@ -418,6 +425,8 @@ class MemoryActor:
                     skipped += 1  # identical fact already active: not written twice
                 else:
                     keys.append(after.key)
+                    if before is not None:
+                        updated.append(after.key)
             for note in msg.notes:
                 tags = ["reflection"] + [t for t in note.tags if t != "reflection"]
                 try:
@@ -432,7 +441,9 @@ class MemoryActor:
                     ids.append(stored.id)
                 else:
                     skipped += 1  # near-identical note already stored: merged, not rewritten
-        return ApplyResult(fact_keys=keys, note_ids=ids, skipped=skipped)
+        return ApplyResult(fact_keys=keys, note_ids=ids, skipped=skipped, updated_keys=updated,
+                           retired_keys=forgot.retired_keys, purged_keys=forgot.purged_keys,
+                           forgotten_note_ids=forgot.note_ids)
 
     def _stats(self) -> dict[str, Any]:
         one = lambda sql: self.conn.execute(sql).fetchall()[0][0]  # noqa: E731

@@ -68,21 +68,40 @@ class NoteIn(msgspec.Struct):
     tags: list[str] = msgspec.field(default_factory=list)
 
 
+class ForgetIn(msgspec.Struct):
+    """What one reflection forgets (issue 17, :mod:`actors.memory.forgetting`):
+    ``retire_keys`` (active fact retired, history kept), ``purge_keys`` (every version
+    deleted) and ``targets`` (word lists: every fact and note holding all of a list's
+    words is deleted)."""
+
+    retire_keys: list[str] = msgspec.field(default_factory=list)
+    purge_keys: list[str] = msgspec.field(default_factory=list)
+    targets: list[list[str]] = msgspec.field(default_factory=list)
+
+
 class ApplyReflection(_M):
-    """The whole result of one reflection, written in ONE transaction (DESIGN §2 step 6)."""
+    """The whole result of one reflection, written in ONE transaction (DESIGN §2 step 6):
+    the forgetting first, then the facts and notes."""
 
     session: str
     turn: str
     facts: list[FactIn] = msgspec.field(default_factory=list)
     notes: list[NoteIn] = msgspec.field(default_factory=list)
+    forget: ForgetIn = msgspec.field(default_factory=ForgetIn)
 
 
 class ApplyResult(msgspec.Struct):
-    """What ApplyReflection wrote: fact keys, note ids (merged ones included), skips."""
+    """What ApplyReflection wrote: fact keys, note ids (merged ones included), skips;
+    ``updated_keys``: the keys among ``fact_keys`` that replaced an active value;
+    ``retired_keys`` / ``purged_keys`` / ``forgotten_note_ids``: what was forgotten."""
 
     fact_keys: list[str]
     note_ids: list[int]
     skipped: int = 0
+    updated_keys: list[str] = msgspec.field(default_factory=list)
+    retired_keys: list[str] = msgspec.field(default_factory=list)
+    purged_keys: list[str] = msgspec.field(default_factory=list)
+    forgotten_note_ids: list[int] = msgspec.field(default_factory=list)
 
 
 class MissingVectors(_M):

@@ -32,7 +32,7 @@ import msgspec
 import structlog
 import trio
 
-from actors.memory.messages import ApplyReflection, ApplyResult, FactIn, NoteIn, OpResult, ToolOp
+from actors.memory.messages import ApplyReflection, ApplyResult, OpResult, ToolOp
 from runtime.actor import ActorContext
 from runtime.config import ActorBoot
 from runtime.errors import RuntimeFailure
@@ -41,9 +41,9 @@ from runtime.llm import LLMError
 from runtime.metrics import Metrics, MetricsRequest
 
 from .grammar import REFLECTION_GRAMMAR
-from .grounding import filter_ungrounded, is_trivial_window
 from .messages import AbortPending, Reflect, ReflectionEvent, ReflectionMsg
 from .parser import parse_reflection
+from .plan import plan_reflection, skip_reason
 from .prompt import REFLECTION_PREFIX, build_reflection_prompt
 
 log = structlog.get_logger()
@@ -122,9 +122,10 @@ class ReflectionActor:
 
     async def _reflect(self, msg: Reflect) -> tuple[str, str, ApplyResult | None]:
         assert self.llm is not None
-        if is_trivial_window(msg.user_message):
-            self.metrics.inc("agent.memory.reflection.skipped", {"reason": "trivial"})
-            return "none", "trivial", None
+        skip = skip_reason(msg.user_message)
+        if skip is not None:
+            self.metrics.inc("agent.memory.reflection.skipped", {"reason": skip})
+            return "none", skip, None
         with trio.fail_after(10):
             known = await self.ctx.request("memory", ToolOp(op="memory.profile.list",
                                                             source="agent"), OpResult)
@@ -136,7 +137,7 @@ class ReflectionActor:
             completion = await self.llm.complete(
                 f"reflection:{msg.session}", REFLECTION_PREFIX.rstrip("\n"),
                 full[len(REFLECTION_PREFIX):], role="reflection", grammar=REFLECTION_GRAMMAR,
-                n_predict=N_PREDICT, temperature=0.2)
+                n_predict=N_PREDICT, temperature=0.0)
         if timer.cancelled_caught:
             return "timeout", f"no answer within memory.reflection.timeoutMs={self.cfg.timeout_ms}", None
         # The raw completion holds personal data: debug level only (never at info).
@@ -149,32 +150,29 @@ class ReflectionActor:
             log.debug("reflection.invalid_fact", session=msg.session, count=parsed.invalid_facts)
         if parsed.invalid_notes:
             log.debug("reflection.invalid_note", session=msg.session, count=parsed.invalid_notes)
-        grounded = filter_ungrounded(parsed.facts, parsed.notes, msg.user_message)
-        if grounded.dropped:
-            for d in grounded.dropped:
+        plan = plan_reflection(parsed, msg.user_message, dict(pairs),
+                               max_facts=self.cfg.max_facts_per_call,
+                               max_notes=self.cfg.max_notes_per_call if notes_on else 0)
+        if plan.dropped:
+            for d in plan.dropped:
                 self.metrics.inc("agent.memory.reflection.dropped", {"reason": d.reason})
             log.info("reflection.dropped", session=msg.session, turn=msg.turn,
-                     reasons=sorted({d.reason for d in grounded.dropped}),
-                     fact_keys=[d.key for d in grounded.dropped if d.key],
-                     notes=sum(1 for d in grounded.dropped if d.item == "note"))
-        facts = grounded.facts[:self.cfg.max_facts_per_call]
-        notes = grounded.notes[:self.cfg.max_notes_per_call] if notes_on else []
-        if not facts and not notes:
-            reason = "ungrounded: " + ",".join(sorted({d.reason for d in grounded.dropped})) \
-                if grounded.dropped else ""
+                     reasons=sorted({d.reason for d in plan.dropped}),
+                     fact_keys=[d.key for d in plan.dropped if d.key],
+                     notes=sum(1 for d in plan.dropped if d.item == "note"))
+        if plan.empty:
+            reason = "ungrounded: " + ",".join(sorted({d.reason for d in plan.dropped})) \
+                if plan.dropped else ""
             return "none", reason, None
-        apply = ApplyReflection(
-            session=msg.session, turn=msg.turn,
-            facts=[FactIn(key=f.key, value=f.value, pinned=f.pinned, keywords=list(f.keywords))
-                   for f in facts],
-            notes=[NoteIn(body=n.body, tags=list(n.tags)) for n in notes],
-        )
+        apply = ApplyReflection(session=msg.session, turn=msg.turn, facts=plan.facts,
+                                notes=plan.notes, forget=plan.forget)
         # Once the write is decided it completes (one transaction) even if aborted now,
         # so the recorded outcome always matches what is in the database.
         with trio.CancelScope(shield=True):
             with trio.fail_after(10):
                 result = await self.ctx.request("memory", apply, ApplyResult)
-        if not result.fact_keys and not result.note_ids:
+        if not (result.fact_keys or result.note_ids or result.retired_keys
+                or result.purged_keys or result.forgotten_note_ids):
             return "none", "everything was already known or invalid", result
         return "ok", "", result
 
@@ -209,7 +207,11 @@ class ReflectionActor:
         try:
             await self.ctx.cast("root", ReflectionEvent(
                 session=msg.session, turn=msg.turn, outcome=outcome, latency_ms=round(latency_ms, 1),
-                fact_keys=keys, note_ids=ids, reason=reason))
+                fact_keys=keys, note_ids=ids, reason=reason,
+                updated_keys=written.updated_keys if written else [],
+                forgotten_keys=(written.retired_keys + written.purged_keys) if written else [],
+                forgotten_note_ids=written.forgotten_note_ids if written else [],
+                timeout_ms=self.cfg.timeout_ms))
         except RuntimeFailure:
             pass
 

@@ -1,34 +1,34 @@
 """GBNF grammar that constrains the reflection completion (llama.cpp grammar syntax).
 
 Sources: seed 000 §5.3 (output is ``NONE`` or a bounded list of ``SET`` / ``NOTE``
-lines) and ``reference/anchor-behaviour.md`` §4.4 (the newest grammar, production by
-production). The ``EVOLVE`` production of the anchor is deliberately absent: this
-project's reflection writes facts and notes only (DESIGN §2 step 6).
+lines), ``reference/anchor-behaviour.md`` §4.4 (the anchor's grammar, production by
+production) and ``reference/bundled-models.md`` §(a) (measured on the bundled small
+models: excluding ``<``, ``>``, ``[``, ``]`` and capping lengths took the 1.5B model from
+22 to 29 of 30 facts and halved the latency; free text let them spam placeholder copies
+and ``[pinned=false; …]`` markers, with grammar re-filtering of the 151k-token vocabulary
+costing up to 80 s). So this grammar is *strict*: no markers, no brackets, short values.
+The anchor's ``EVOLVE`` production is absent (this project writes facts, notes and
+forgets only); ``FORGET`` is this project's addition (issue 17).
 
 Productions (bounds are in characters unless stated otherwise)::
 
     root    -> none | entries
-    none    -> "NONE" optionally followed by one "\\n"
-    entries -> entry, 1 to 6 times            (anchor §4.4: 1 mandatory + 5 optional)
-    entry   -> set | note
-    set     -> "SET " key "=" value "\\n"
-    note    -> "NOTE " body "\\n"
+    none    -> "NONE" optionally followed by one "\n"
+    entries -> entry, 1 to 6 times
+    entry   -> set | note | forget
+    set     -> "SET " key "=" value "\n"
+    note    -> "NOTE " body "\n"
+    forget  -> "FORGET " target "\n"
     key     -> [a-z] then 0..31 of [a-z0-9_]   (keys are 1..32 chars, lower snake case)
-    value   -> 1..200 chars other than CR/LF   (markers such as "[pinned=false; ...]"
-                                                ride inside the value)
-    body    -> 1..500 chars other than CR/LF   (an optional " [tags=a,b]" rides inside)
+    value   -> 1..80 chars, no CR/LF, no < > [ ]
+    body    -> 1..200 chars, no CR/LF, no < > [ ]
+    target  -> 1..80 chars, no CR/LF, no < > [ ]
 
-The limits mirror the parser (:mod:`actors.reflection.parser`): ``SET`` values over 200
-chars are rejected there, ``NOTE`` bodies over 500 chars are cut there, so a server that
-honours the grammar can never produce a line the parser must drop for length, and a
-server that ignores it is still handled line by line.
+The parser (:mod:`actors.reflection.parser`) accepts more (a server that ignores the
+grammar still has every line judged on its own), so a grammar-constrained completion is
+never a line the parser must drop for length.
 
-Repetition is written with the bounded form ``x{m,n}`` which llama.cpp's GBNF parser
-accepts (``grammar-parser``: ``{m}``, ``{m,}``, ``{m,n}``); the ``{0,31}`` / ``{1,200}`` /
-``{1,500}`` / ``{1,6}`` bounds expand into nested optional rules server-side.
-
-Carriage returns are excluded from ``value`` and ``body`` so a grammar-constrained
-completion never contains a stray ``\\r`` in a stored fact.
+Repetition uses the bounded form ``x{m,n}`` that llama.cpp's GBNF parser accepts.
 
 The constant is **byte-stable**: it is sent with every reflection request, and
 llama-server caches compiled grammars per request text only, so any change here is a
@@ -42,16 +42,19 @@ __all__ = [
     "KEY_MAX_CHARS",
     "VALUE_MAX_CHARS",
     "BODY_MAX_CHARS",
+    "TARGET_MAX_CHARS",
     "MAX_ENTRIES",
 ]
 
 #: Longest profile key the grammar admits (chars). Anchor §4.4 ``key``.
 KEY_MAX_CHARS = 32
-#: Longest ``SET`` value the grammar admits (chars). Anchor §4.4 ``value``.
-VALUE_MAX_CHARS = 200
-#: Longest ``NOTE`` body the grammar admits (chars). Anchor §4.4 ``body``.
-BODY_MAX_CHARS = 500
-#: Most ``SET``/``NOTE`` lines in one completion. Anchor §4.4 ``entries``.
+#: Longest ``SET`` value the grammar admits (chars); bundled-models §(a) "strict".
+VALUE_MAX_CHARS = 80
+#: Longest ``NOTE`` body the grammar admits (chars); bundled-models §(a) "strict".
+BODY_MAX_CHARS = 200
+#: Longest ``FORGET`` target the grammar admits (chars).
+TARGET_MAX_CHARS = 80
+#: Most ``SET``/``NOTE``/``FORGET`` lines in one completion. Anchor §4.4 ``entries``.
 MAX_ENTRIES = 6
 
 #: The GBNF text sent as ``grammar`` in the reflection ``POST /completion`` body.
@@ -60,10 +63,12 @@ REFLECTION_GRAMMAR: str = (
     'root    ::= none | entries\n'
     'none    ::= "NONE" "\\n"?\n'
     'entries ::= entry{1,6}\n'
-    'entry   ::= set | note\n'
+    'entry   ::= set | note | forget\n'
     'set     ::= "SET " key "=" value "\\n"\n'
     'note    ::= "NOTE " body "\\n"\n'
+    'forget  ::= "FORGET " target "\\n"\n'
     'key     ::= [a-z] [a-z0-9_]{0,31}\n'
-    'value   ::= [^\\r\\n]{1,200}\n'
-    'body    ::= [^\\r\\n]{1,500}\n'
+    'value   ::= [^\\r\\n<>\\[\\]]{1,80}\n'
+    'body    ::= [^\\r\\n<>\\[\\]]{1,200}\n'
+    'target  ::= [^\\r\\n<>\\[\\]]{1,80}\n'
 )

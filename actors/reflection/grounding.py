@@ -23,8 +23,8 @@ only briefly".
 value) or a note body, with one reason each, in this order:
 
 * ``example_copy`` — a placeholder in angle brackets (``<name>``), the literal
-  ``key``/``value``/``body`` of the format description, or a key of the prompt's
-  examples (``code_editor``) that the user's words do not mention;
+  ``key``/``value``/``body`` of the format description, or a value of the prompt's
+  examples (``Nairobi``) that the user did not write;
 * ``assistant_persona`` — "you are a/my/the … assistant|ai|agent|bot", "I am a/an/the/
   your … ai|assistant|language model|llm|chatbot" ending the clause, "as an AI",
   "memory extractor", a key about the assistant (``assistant_*``, ``ai_*``, ``bot_*``) or a
@@ -100,9 +100,10 @@ _TOOLS_WORD = re.compile(r"\b(tools?|инструмент\w*)\b", re.I)
 _AVOID_WORD = re.compile(r"\b(no|not|don't|dont|avoid\w*|without|never|без|не)\b", re.I)
 
 _PLACEHOLDER_RE = re.compile(r"<[^<>\s]{1,40}>")
-#: Keys of the prompt's own examples (``code_editor``; ``name`` is judged as a name):
-#: a model that copies one is only believed when the user's words mention the key.
-_EXAMPLE_KEYS = frozenset(re.findall(r"^SET ([a-z_]+)=", REFLECTION_PREFIX, re.M)) - {"key", "name"}
+#: Values of the prompt's own examples: a copied one is only believed when the user
+#: wrote it (it is then also ``ungrounded_content``; this names the cause).
+_EXAMPLE_VALUES = frozenset(v.lower() for v in re.findall(r"^SET [a-z_]+=(.+)$", REFLECTION_PREFIX,
+                                                          re.M))
 _PERSONA_RES = (
     re.compile(r"\byou\s+are\s+(?:my|a|an|the|your)\b[^.;!?\n]{0,40}?\b"
                r"(?:assistant|ai|agent|bot|chatbot)\b", re.I),
@@ -364,8 +365,7 @@ def _reason(key: str | None, text: str, window: _Window, one_off: set[str],
     if _PLACEHOLDER_RE.search(text) or key == "key" or text.strip().lower() in (
             "value", "body", "key=value"):
         return "example_copy"
-    if key in _EXAMPLE_KEYS and not window.unsplittable and not _grounded_words(
-            _content_words(key.replace("_", " ")), window):
+    if text.strip().lower() in _EXAMPLE_VALUES and text.strip().lower() not in window.lower:
         return "example_copy"
     if _persona(key, text, window):
         return "assistant_persona"

@@ -29,7 +29,10 @@ ReflectionMsg = Reflect | AbortPending
 
 class ReflectionEvent(msgspec.Struct, tag="reflection", tag_field="kind", kw_only=True):
     """Cast to the root when a reflection ends; forwarded to clients subscribed to
-    ``reflection``. Keys and note ids only, never values."""
+    ``reflection``. Keys and note ids only, never values: ``fact_keys`` written (of which
+    ``updated_keys`` replaced an active value), ``note_ids`` stored, ``forgotten_keys``
+    (retired or deleted facts) and ``forgotten_note_ids``; ``timeout_ms`` is the
+    reflection timeout in force (for the client's warning)."""
 
     session: str
     turn: str
@@ -38,3 +41,7 @@ class ReflectionEvent(msgspec.Struct, tag="reflection", tag_field="kind", kw_onl
     fact_keys: list[str] = msgspec.field(default_factory=list)
     note_ids: list[int] = msgspec.field(default_factory=list)
     reason: str = ""
+    updated_keys: list[str] = msgspec.field(default_factory=list)
+    forgotten_keys: list[str] = msgspec.field(default_factory=list)
+    forgotten_note_ids: list[int] = msgspec.field(default_factory=list)
+    timeout_ms: int = 0

@@ -17,8 +17,11 @@ Line handling, in order:
    body ever holds a CR or LF — the grammar's own ``[^\r\n]`` — and trimmed; empty
    lines, code-fence lines (starting with three backticks) and ``NONE`` lines are skipped.
    A leading bullet (``- ``, ``* ``, ``• ``) and wrapping single backticks are removed.
-3. ``SET `` lines become :class:`ParsedFact`, ``NOTE `` lines :class:`ParsedNote`;
-   anything else is prose and only counted in ``ignored_lines``.
+3. ``SET `` lines become :class:`ParsedFact`, ``NOTE `` lines :class:`ParsedNote`,
+   ``FORGET `` lines a target in ``forgets`` (1..80 chars, trimmed, de-duplicated, at
+   most 4; issue 17); anything else is prose and only counted in ``ignored_lines``.
+   A value, body or target that ends in a stray `` NONE`` (small models append it) loses
+   it.
 
 ``SET key=value [marker]``: the key is the text before the first ``=``, lower-cased with
 spaces and hyphens turned into ``_``; it must match ``[a-z][a-z0-9_]{0,31}``. The value
@@ -57,6 +60,7 @@ __all__ = [
     "BODY_MAX_CHARS",
     "MAX_KEYWORDS",
     "MAX_TAGS",
+    "MAX_FORGETS",
 ]
 
 #: Profile key shape after normalisation (anchor §4.4 ``key``: 1..32 chars).
@@ -71,6 +75,10 @@ MAX_KEYWORDS = 8
 MAX_TAGS = 8
 #: Longest keyword / tag, chars (anchor §4.5).
 _ITEM_MAX_CHARS = 40
+#: Most ``FORGET`` targets kept from one completion.
+MAX_FORGETS = 4
+#: Longest ``FORGET`` target, chars.
+FORGET_MAX_CHARS = 80
 #: Longest ``supersedes=`` target, chars (anchor §4.5).
 _SUPERSEDES_MAX_CHARS = 120
 
@@ -88,6 +96,7 @@ _TAG_ITEM = r"[A-Za-z0-9][\w-]*"
 _TAG_LIST_RE = re.compile(  # each item needs a letter: "[2]" is a footnote, not a tag
     rf"\s*\[\s*((?=[\w-]*[A-Za-z]){_TAG_ITEM}(?:\s*,\s*(?=[\w-]*[A-Za-z]){_TAG_ITEM})*)\s*,?\s*\]\s*$")
 _BULLETS = ("- ", "* ", "\u2022 ")
+_TRAILING_NONE_RE = re.compile(r"\s+NONE\s*$")
 
 
 class ParsedFact(msgspec.Struct, frozen=True):
@@ -118,8 +127,9 @@ class ParsedNote(msgspec.Struct, frozen=True):
 class ParsedReflection(msgspec.Struct, frozen=True):
     """Result of :func:`parse_reflection`.
 
-    ``kind`` is ``"none"`` when no fact and no note survived, else ``"entries"``.
-    ``facts`` / ``notes`` are capped and in output order. Counters (all ≥ 0):
+    ``kind`` is ``"none"`` when no fact, note or forget survived, else ``"entries"``.
+    ``facts`` / ``notes`` are capped and in output order; ``forgets`` are the ``FORGET``
+    targets (at most :data:`MAX_FORGETS`). Counters (all ≥ 0):
     ``invalid_facts`` — ``SET`` lines dropped (bad key, empty or > 200-char value, no
     ``=``); ``invalid_notes`` — ``NOTE`` lines dropped (empty body);
     ``dropped_over_cap`` — valid facts/notes beyond ``max_facts`` / ``max_notes``;
@@ -129,6 +139,7 @@ class ParsedReflection(msgspec.Struct, frozen=True):
     kind: Literal["none", "entries"]
     facts: list[ParsedFact] = []
     notes: list[ParsedNote] = []
+    forgets: list[str] = []
     invalid_facts: int = 0
     invalid_notes: int = 0
     dropped_over_cap: int = 0
@@ -222,7 +233,7 @@ def _parse_marker(marker: str) -> tuple[bool, list[str], str | None, str | None]
 
 def _parse_set(payload: str) -> ParsedFact | None:
     """Parse the text after ``SET `` into a fact, or None when the line is invalid."""
-    value_part, marker = _split_marker(payload.strip())
+    value_part, marker = _split_marker(_TRAILING_NONE_RE.sub("", payload.strip()))
     raw_key, sep, value = value_part.partition("=")
     if not sep:
         return None
@@ -245,7 +256,7 @@ def _parse_set(payload: str) -> ParsedFact | None:
 
 def _parse_note(payload: str) -> ParsedNote | None:
     """Parse the text after ``NOTE `` into a note, or None when the body is empty."""
-    body = payload.strip()
+    body = _TRAILING_NONE_RE.sub("", payload.strip())
     tags: list[str] = []
     m = _TAGS_MARKER_RE.search(body) or _TAG_LIST_RE.search(body)
     if m:
@@ -288,6 +299,7 @@ def parse_reflection(
 
     facts: dict[str, ParsedFact] = {}
     notes: list[ParsedNote] = []
+    forgets: list[str] = []
     invalid_facts = invalid_notes = ignored = 0
 
     for raw_line in _LINE_END_RE.split(text):
@@ -306,6 +318,13 @@ def parse_reflection(
                 invalid_notes += 1
             else:
                 notes.append(note)
+        elif line.startswith("FORGET "):
+            target = _TRAILING_NONE_RE.sub("", line[7:]).strip()
+            if 0 < len(target) <= FORGET_MAX_CHARS and target.lower() not in (
+                    t.lower() for t in forgets) and len(forgets) < MAX_FORGETS:
+                forgets.append(target)
+            else:
+                ignored += 1
         else:
             ignored += 1
 
@@ -316,9 +335,10 @@ def parse_reflection(
     fact_list = fact_list[:max_facts]
     notes = notes[:max_notes]
     return ParsedReflection(
-        kind="entries" if fact_list or notes else "none",
+        kind="entries" if fact_list or notes or forgets else "none",
         facts=fact_list,
         notes=notes,
+        forgets=forgets,
         invalid_facts=invalid_facts,
         invalid_notes=invalid_notes,
         dropped_over_cap=dropped,

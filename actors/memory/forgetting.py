@@ -1,0 +1,100 @@
+"""Forgetting by conversation, on the memory side (issue 17): match and delete.
+
+The reflection actor decides *what* the user asked to forget (``actors.reflection.forget``)
+and sends it inside :class:`~actors.memory.messages.ApplyReflection` as a
+:class:`~actors.memory.messages.ForgetIn`; this module finds and removes it, inside the
+same write transaction as the rest of the reflection:
+
+* ``retire_keys`` — the active fact is retired (history kept: the fact stopped being
+  true, like a supersede without a new value);
+* ``purge_keys`` — every version of the fact is deleted (the user asked to forget it);
+* ``targets`` — word lists: every fact version whose ``key value`` holds all the words
+  (whole words, plural ``s`` either way: :func:`matches`) is deleted with its whole key
+  history, and every note (active or archived) whose content holds them is deleted; the
+  note's FTS row, vectors and links go with it (trigger and ``ON DELETE CASCADE``), and a
+  vector the backfill computed for it before cannot be written back afterwards (the
+  foreign key refuses it and ``VectorStore.put`` skips it).
+
+Nothing else is touched: an entry must hold every word of a target.
+"""
+
+from __future__ import annotations
+
+import re
+
+import apsw
+import msgspec
+
+__all__ = ["Forgotten", "apply_forget", "matches"]
+
+_WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
+
+
+def _forms(word: str) -> set[str]:
+    if len(word) > 3 and word.endswith("s"):
+        return {word, word[:-1]}
+    return {word, word + "s"}
+
+
+def matches(words: list[str], text: str) -> bool:
+    """Whether ``text`` (a fact as ``"key value"``, ``_`` read as a space, or a note)
+    holds every one of ``words`` as a whole word, case-insensitively, a plural ``s``
+    either way. An empty ``words`` matches nothing."""
+    if not words:
+        return False
+    have = {w.lower().replace("’", "'").removesuffix("'s")
+            for w in _WORD_RE.findall(text.replace("_", " "))}
+    return all(_forms(w.lower()) & have for w in words)
+
+
+class Forgotten(msgspec.Struct):
+    """What :func:`apply_forget` removed: keys retired (history kept), keys whose every
+    version was deleted, and ids of deleted notes."""
+
+    retired_keys: list[str] = msgspec.field(default_factory=list)
+    purged_keys: list[str] = msgspec.field(default_factory=list)
+    note_ids: list[int] = msgspec.field(default_factory=list)
+
+
+def _like(word: str) -> str:
+    return "%" + word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: list[str],
+                 targets: list[list[str]], now_ms: int) -> Forgotten:
+    """Retire, purge and delete as described in the module doc. Must run inside the
+    caller's write transaction (it issues plain statements). Returns :class:`Forgotten`.
+    """
+    out = Forgotten()
+    for key in retire_keys:
+        conn.execute("UPDATE profile_facts SET superseded_by = id, updated_at = ? "
+                     "WHERE key = ? AND superseded_by IS NULL", (now_ms, key))
+        if conn.changes():
+            out.retired_keys.append(key)
+    purge = list(dict.fromkeys(purge_keys))
+    for words in targets:
+        if not words:
+            continue
+        rows = conn.execute(
+            "SELECT DISTINCT key, value FROM profile_facts WHERE lower(key || ' ' || value) "
+            "LIKE ? ESCAPE '\\'", (_like(max(words, key=len).rstrip("s")),)).fetchall()
+        for key, value in rows:
+            if matches(words, f"{key} {value}") and key not in purge:
+                purge.append(key)
+    for key in purge:
+        conn.execute("DELETE FROM profile_facts WHERE key = ?", (key,))
+        if conn.changes():
+            out.purged_keys.append(key)
+            if key in out.retired_keys:
+                out.retired_keys.remove(key)
+    for words in targets:
+        if not words:
+            continue
+        rows = conn.execute(
+            "SELECT id, content FROM memories WHERE lower(content) LIKE ? ESCAPE '\\'",
+            (_like(max(words, key=len).rstrip("s")),)).fetchall()
+        for note_id, content in rows:
+            if note_id not in out.note_ids and matches(words, content):
+                conn.execute("DELETE FROM memories WHERE id = ?", (note_id,))
+                out.note_ids.append(note_id)
+    return out

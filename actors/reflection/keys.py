@@ -1,0 +1,60 @@
+"""Profile keys a small model writes, mapped to one key per meaning (issue 17).
+
+"Actually I moved to Berlin" must *supersede* the active ``city`` fact, keeping its
+history; a model that writes ``location=Berlin`` instead would leave two homes active.
+The prompt asks the model to reuse a known key; :func:`canonical_key` makes sure: a key
+of a synonym group (:data:`GROUPS`) becomes the group's key already in the profile, else
+the group's first key. Keys outside every group are kept as written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+__all__ = ["GROUPS", "canonical_key", "group_words"]
+
+GROUPS: tuple[tuple[str, ...], ...] = (
+    ("name", "user_name", "first_name", "full_name", "my_name", "given_name"),
+    ("city", "location", "home_city", "current_city", "residence", "lives_in", "live_in",
+     "living_in", "based_in", "town", "home_town_current", "place_of_residence", "home"),
+    ("job", "occupation", "profession", "role", "work", "job_title", "position", "career",
+     "current_job"),
+    ("employer", "company", "workplace", "works_at", "work_place"),
+    ("editor", "code_editor", "text_editor", "preferred_editor", "favorite_editor",
+     "favourite_editor"),
+    ("language", "preferred_language", "reply_language", "response_language",
+     "answer_language", "communication_language"),
+    ("timezone", "time_zone", "tz"),
+    ("diet", "dietary_preference", "diet_type", "dietary_restriction", "dietary_restrictions"),
+    ("test_runner", "testing_framework", "test_framework", "testing_tool",
+     "preferred_test_framework", "testing", "test_tool"),
+    ("email", "email_address", "e_mail"),
+    ("phone", "phone_number", "mobile", "mobile_number", "telephone", "cell"),
+    ("birthday", "date_of_birth", "birth_date", "dob"),
+    ("allergy", "allergies", "allergic_to"),
+    ("pronouns", "preferred_pronouns"),
+)
+"""Synonym groups: the first key is the group's default name."""
+
+_BY_KEY = {k: g for g in GROUPS for k in g}
+
+
+def canonical_key(key: str, known: Iterable[str] = ()) -> str:
+    """The key to write ``key`` under: its group's key that is already in ``known``
+    (the active profile's keys), else the group's first key; ``key`` itself outside
+    every group."""
+    group = _BY_KEY.get(key)
+    if group is None:
+        return key
+    known_set = set(known)
+    for k in group:
+        if k in known_set:
+            return k
+    return group[0]
+
+
+def group_words(key: str) -> set[str]:
+    """Every word of every key of ``key``'s group (``job`` → job, occupation, work, …),
+    or just ``key``'s own words: what a user may call the fact."""
+    keys = _BY_KEY.get(key, (key,))
+    return {w for k in keys for w in k.split("_") if len(w) >= 2}

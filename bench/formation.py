@@ -1,0 +1,293 @@
+"""Memory formation: do stated facts land in memory, and nothing wrong with them?
+
+Runs the memory-formation cases (``bench/data/formation-dev.json``; its ``about`` field
+defines the scoring, implemented by :func:`score_case`) through a real daemon — by
+default the embedded server with the default model, or ``--model NAME|PATH``, or your
+own server with ``--llm-url`` — one fresh session per case, starting from an empty
+memory (every active fact and note removed first). Each turn is said, its reply awaited,
+then its reflection event; after the last turn, the active profile and notes are scored.
+
+Prints, and with ``--write`` records in ``bench/RESULTS.md`` (one row per model; rows of
+other models measured earlier are kept):
+
+* recall — expected items found / expected items (target ≥ 85 % on the dev split);
+* violations — forbid matches + ``absent_after`` failures + entries added by
+  ``expect_nothing`` cases (target ≤ 2 over the 30 cases);
+* per-kind results; median and p95 turn latency (say → ``turn.finished``; target median
+  ≤ 10 s) and the time from ``turn.finished`` until the turn's reflection lands (p50,
+  p95; outcomes counted — target: every reflection lands within its timeout).
+
+Usage: ``python -m bench.formation [--model NAME|PATH | --llm-url URL] [--cases N]
+[--only ID,ID] [--quick] [--write] [--verbose]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bench._results import RESULTS, machine_line, percentile, publish, utc_now
+from runtime.client import open_client
+from runtime.models import DEFAULT_MODEL, MODELS
+from tests.daemon import run_daemon
+
+SECTION = "## Memory formation"
+DATA = Path(__file__).resolve().parent / "data" / "formation-dev.json"
+REFLECTION_WAIT_S = 240.0
+"""Longest wait for one turn's reflection event (beyond any sane timeoutMs)."""
+
+
+# ------------------------------------------------------------------ scoring
+
+
+def entries(profile: list[dict], notes: list[dict]) -> list[tuple[str, str, str]]:
+    """Active memory as ``(where, key, text)``: profile facts as ``"key value"``, notes
+    as their content (key ``""``)."""
+    out = [("profile", f["key"], f"{f['key']} {f['value']}") for f in profile]
+    out += [("notes", "", n["content"]) for n in notes]
+    return out
+
+
+def _has_all(text: str, parts: list[str]) -> bool:
+    low = text.lower()
+    return all(p.lower() in low for p in parts)
+
+
+def score_case(case: dict, mem: list[tuple[str, str, str]]) -> dict[str, Any]:
+    """Score one case against active memory ``mem`` (see the data's ``about``):
+    ``{"expected", "found", "violations", "details"}``."""
+    found, details = 0, []
+    for item in case.get("expect", []):
+        hit = any(any(_has_all(text, alt) for alt in item) for _w, _k, text in mem)
+        found += hit
+        if not hit:
+            details.append(f"missing {item}")
+    violations = 0
+    for rule in case.get("forbid", []):
+        for where, key, text in mem:
+            if rule.get("where") and rule["where"] != where:
+                continue
+            if rule.get("key_re") and (where != "profile" or not re.search(rule["key_re"], key)):
+                continue
+            if _has_all(text, rule["all"]) and not any(
+                    n.lower() in text.lower() for n in rule.get("none_of", [])):
+                violations += 1
+                details.append(f"forbidden {rule['all']} in {where}: {text[:80]!r}")
+                break
+    for parts in case.get("absent_after", []):
+        if any(_has_all(text, parts) for _w, _k, text in mem):
+            violations += 1
+            details.append(f"still present {parts}")
+    if case.get("expect_nothing") and mem:
+        violations += len(mem)
+        details.append(f"added {len(mem)} entries: {[t[:50] for _w, _k, t in mem]}")
+    return {"expected": len(case.get("expect", [])), "found": found,
+            "violations": violations, "details": details}
+
+
+# ------------------------------------------------------------------ running
+
+
+async def clear_memory(c) -> None:
+    """Remove every active profile fact and every note (the runner's fresh start)."""
+    for fact in await c.memory("memory.profile.list"):
+        await c.memory("memory.profile.remove", {"key": fact["key"]})
+    while notes := await c.memory("memory.notes.list", {"limit": 200, "archived": "all"}):
+        for note in notes:
+            await c.memory("memory.notes.forget", {"id": note["id"]})
+
+
+async def snapshot(c) -> list[tuple[str, str, str]]:
+    profile = await c.memory("memory.profile.list")
+    notes = await c.memory("memory.notes.list", {"limit": 200})
+    return entries(profile, notes)
+
+
+async def run_case(url: str, token: str, case: dict, verbose: bool) -> dict[str, Any]:
+    """One case in a fresh session; returns its score plus timings and outcomes."""
+    turns_s, land_s, outcomes = [], [], []
+    async with open_client(url=url, token=token) as admin:
+        await clear_memory(admin)
+    session = f"formation-{case['id']}-{int(time.time() * 1000) % 10**8}"
+    async with open_client(url=url, token=token, session=session) as c:
+        await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+        for text in case["turns"]:
+            t0 = time.perf_counter()
+            frames = [f async for f in c.say(text)]
+            t_done = time.perf_counter()
+            turns_s.append(t_done - t0)
+            finished = frames[-1]
+            turn = finished.get("turn")
+            if verbose:
+                reply = next((f.get("text", "") for f in frames if f.get("type") == "reply"), "")
+                print(f"    {text[:60]!r} → {finished.get('reason')}: {reply[:80]!r}",
+                      file=sys.stderr)
+            event = None
+            with trio.move_on_after(REFLECTION_WAIT_S):
+                event = await c.wait_for(lambda f, t=turn: f.get("type") == "reflection"
+                                         and f.get("turn") == t)
+            if event is None:
+                outcomes.append("no event")
+                continue
+            land_s.append(time.perf_counter() - t_done)
+            outcomes.append(event["outcome"])
+            if verbose:
+                print(f"      reflection {event['outcome']} {event.get('latencyMs')} ms "
+                      f"{event.get('summary') or event.get('factKeys')}", file=sys.stderr)
+        mem = await snapshot(c)
+    result = score_case(case, mem)
+    result.update(turns_s=turns_s, land_s=land_s, outcomes=outcomes, kind=case["kind"],
+                  id=case["id"], memory=[t for _w, _k, t in mem])
+    return result
+
+
+async def run(args: argparse.Namespace, cases: list[dict]) -> list[dict]:
+    results = []
+    extra = ["--log-level", "debug"] if args.verbose else []
+    if args.model:
+        extra += ["--model", args.model]
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp) / "state"
+        if args.config:
+            state.mkdir()
+            (state / "config.json").write_text(args.config)
+        async with run_daemon(state, llm_url=args.llm_url, extra=extra,
+                              ready_timeout_s=600) as d:
+            print(f"daemon ready: {d.ready['llmKind']}", file=sys.stderr)
+            for n, case in enumerate(cases, 1):
+                r = await run_case(d.url, d.token, case, args.verbose)
+                results.append(r)
+                print(f"[{n}/{len(cases)}] {case['id']} {case['kind']}: found "
+                      f"{r['found']}/{r['expected']}, violations {r['violations']}, turns "
+                      f"{', '.join(f'{t:.1f}' for t in r['turns_s'])} s, reflection "
+                      f"{', '.join(r['outcomes'])}"
+                      + (f"; {'; '.join(r['details'])}" if r["details"] else ""),
+                      file=sys.stderr, flush=True)
+    return results
+
+
+# ------------------------------------------------------------------ report
+
+
+def summarise(results: list[dict]) -> dict[str, Any]:
+    expected = sum(r["expected"] for r in results)
+    found = sum(r["found"] for r in results)
+    turns = [t for r in results for t in r["turns_s"]]
+    land = [t for r in results for t in r["land_s"]]
+    outcomes = Counter(o for r in results for o in r["outcomes"])
+    return {"cases": len(results), "expected": expected, "found": found,
+            "recall": found / expected if expected else 0.0,
+            "violations": sum(r["violations"] for r in results),
+            "turn_p50": statistics.median(turns) if turns else float("nan"),
+            "turn_p95": percentile(turns, 95) if turns else float("nan"),
+            "land_p50": statistics.median(land) if land else float("nan"),
+            "land_p95": percentile(land, 95) if land else float("nan"),
+            "outcomes": outcomes}
+
+
+def model_label(args: argparse.Namespace) -> str:
+    if args.llm_url:
+        return f"server at {args.llm_url}"
+    name = args.model or DEFAULT_MODEL
+    model = MODELS.get(name)
+    return f"{model.title} (`{name}`)" if model else f"`{name}`"
+
+
+HEADER = ("| model | cases | recall | violations | turn p50 s | turn p95 s | reflection "
+          "lands p50 s | p95 s | outcomes | date | verdict |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+
+
+def row(label: str, s: dict[str, Any], full_dev: bool) -> str:
+    ok = (s["recall"] >= 0.85 and s["violations"] <= 2 and s["turn_p50"] <= 10
+          and not (s["outcomes"]["timeout"] or s["outcomes"]["no event"]))
+    verdict = ("PASS" if ok else "FAIL") if full_dev else "partial run, no verdict"
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(s["outcomes"].items()))
+    return (f"| {label} | {s['cases']} | {s['recall']:.0%} ({s['found']}/{s['expected']}) | "
+            f"{s['violations']} | {s['turn_p50']:.1f} | {s['turn_p95']:.1f} | "
+            f"{s['land_p50']:.1f} | {s['land_p95']:.1f} | {outcomes} | {utc_now()} | {verdict} |")
+
+
+def kept_rows(label: str) -> list[str]:
+    """Rows of other models in the current RESULTS.md section."""
+    text = RESULTS.read_text() if RESULTS.exists() else ""
+    start = text.find(SECTION + "\n")
+    if start == -1:
+        return []
+    end = text.find("\n## ", start + 1)
+    body = text[start:end if end != -1 else len(text)]
+    table = body[body.find("| model |"):]
+    return [ln for ln in table.splitlines()[2:] if ln.startswith("| ")
+            and not ln.startswith(f"| {label} |")]
+
+
+def render(args: argparse.Namespace, results: list[dict], command: str, full_dev: bool) -> str:
+    s = summarise(results)
+    label = model_label(args)
+    rows = [row(label, s, full_dev)] + kept_rows(label)
+    kinds: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
+    for r in results:
+        k = kinds[r["kind"]]
+        k[0] += 1
+        k[1] += r["found"]
+        k[2] += r["expected"]
+        k[3] += r["violations"]
+    kind_rows = "\n".join(f"| {kind} | {v[0]} | {v[1]}/{v[2]} | {v[3]} |"
+                          for kind, v in sorted(kinds.items()))
+    misses = "\n".join(f"- {r['id']} ({r['kind']}): {'; '.join(r['details'])}"
+                       for r in results if r["details"]) or "- none"
+    return (f"{SECTION}\n\n"
+            "Issue 17: facts stated in conversation land in memory through a real daemon, "
+            "its embedded server and end-of-turn reflection; nothing wrong is stored. Cases: "
+            "`bench/data/formation-dev.json` (dev split; a held-out split of the same kinds "
+            "decides). Targets on the dev split with the default model on 2 cores: recall "
+            "≥ 85 %, violations ≤ 2, median turn ≤ 10 s, every reflection lands within its "
+            "timeout.\n\n"
+            f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n\n"
+            f"{HEADER}\n" + "\n".join(rows) + "\n\n"
+            f"Per kind ({label}):\n\n| kind | cases | found | violations |\n|---|---:|---:|---:|\n"
+            f"{kind_rows}\n\nWhat missed ({label}):\n\n{misses}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; 0 when the run completed (the verdict is in the table)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", help=f"embedded model name or .gguf (default {DEFAULT_MODEL})")
+    p.add_argument("--llm-url", help="use this llama-server instead of the embedded one")
+    p.add_argument("--config", help="config.json text for the daemon (e.g. a timeout)")
+    p.add_argument("--cases", type=int, help="only the first N cases")
+    p.add_argument("--only", help="comma-separated case ids")
+    p.add_argument("--quick", action="store_true", help="the first 6 cases")
+    p.add_argument("--verbose", action="store_true", help="replies and reflection events")
+    p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
+    p.add_argument("--no-write", dest="write", action="store_false")
+    args = p.parse_args(argv)
+    cases = json.loads(DATA.read_text())["cases"]
+    if args.only:
+        wanted = set(args.only.split(","))
+        cases = [c for c in cases if c["id"] in wanted]
+    n = 6 if args.quick else args.cases
+    if n:
+        cases = cases[:n]
+    full_dev = len(cases) == len(json.loads(DATA.read_text())["cases"])
+    t0 = time.perf_counter()
+    results = trio.run(run, args, cases)
+    command = "python -m bench.formation " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = render(args, results, command.strip(), full_dev)
+    publish(SECTION, text, args.write and (full_dev or not args.quick))
+    print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
