@@ -143,7 +143,9 @@ async def run_case(url: str, token: str, case: dict, verbose: bool) -> dict[str,
             outcomes.append(event["outcome"])
             if verbose:
                 print(f"      reflection {event['outcome']} {event.get('latencyMs')} ms "
-                      f"{event.get('summary') or event.get('factKeys')}", file=sys.stderr)
+                      f"facts {event.get('factKeys')} notes {event.get('noteIds')} forgot "
+                      f"{event.get('forgottenKeys')} {event.get('forgottenNoteIds')} "
+                      f"{event.get('reason') or ''}", file=sys.stderr)
         mem = await snapshot(c)
     result = score_case(case, mem)
     result.update(turns_s=turns_s, land_s=land_s, outcomes=outcomes, kind=case["kind"],
@@ -164,9 +166,19 @@ async def run(args: argparse.Namespace, cases: list[dict]) -> list[dict]:
         async with run_daemon(state, llm_url=args.llm_url, extra=extra,
                               ready_timeout_s=600) as d:
             print(f"daemon ready: {d.ready['llmKind']}", file=sys.stderr)
+            seen = 0
             for n, case in enumerate(cases, 1):
                 r = await run_case(d.url, d.token, case, args.verbose)
                 results.append(r)
+                if args.verbose:  # what the model wrote and what the guards dropped
+                    lines = d.stderr_path.read_text(errors="replace").splitlines()
+                    for line in lines[seen:]:
+                        if '"reflection.completion"' in line or '"reflection.dropped"' in line:
+                            rec = json.loads(line)
+                            print(f"      {rec['event']}: "
+                                  f"{rec.get('text') or rec.get('reasons')} "
+                                  f"{rec.get('fact_keys') or ''}", file=sys.stderr)
+                    seen = len(lines)
                 print(f"[{n}/{len(cases)}] {case['id']} {case['kind']}: found "
                       f"{r['found']}/{r['expected']}, violations {r['violations']}, turns "
                       f"{', '.join(f'{t:.1f}' for t in r['turns_s'])} s, reflection "

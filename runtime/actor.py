@@ -183,6 +183,9 @@ async def run_actor(name: str, channel: Channel, open_actor: OpenActor) -> int:
                 ctx.nursery = nursery
                 await channel.send(Ready())
                 log.info("actor.ready", actor=name)
+                on_ready = getattr(handler, "on_ready", None)
+                if on_ready is not None:  # background start-up work (e.g. warming a cache)
+                    nursery.start_soon(on_ready)
                 try:
                     await _serve(ctx, channel, handler)
                 finally:

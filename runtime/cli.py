@@ -21,6 +21,7 @@ import trio
 from ._log import configure_cli
 from .client import ClientError, DaemonClient, open_client
 from .config import ConfigError, config_to_json, load_config
+from .memory_feedback import describe as describe_memory
 from .models import DEFAULT_MODEL
 from .state import read_daemon_info, resolve_state_dir
 
@@ -66,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--show-prompt", action="store_true",
                    help="also print the prompt tail of each step (shows injected memory)")
     a.add_argument("--json", action="store_true", help="print every frame as JSON lines")
+    a.add_argument("--no-memory", action="store_true",
+                   help="do not wait for the turn's reflection (by default one 'memory: …' "
+                        "line on stderr says what was remembered, updated or forgotten)")
     a.add_argument("--timeout", type=_positive_seconds, default=300.0,
                    help="seconds to wait (default 300)")
 
@@ -244,8 +248,14 @@ def _print_procedure(row: dict[str, Any]) -> None:
 async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
     code = 0
     why = ""  # the message of an ``error`` step, shown when the turn fails
+    turn, reason = None, None
+    watch_memory = not args.no_memory
+    if watch_memory:
+        await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
     with trio.fail_after(args.timeout):
         async for frame in c.say(args.text, debug=args.show_prompt):
+            if frame.get("type") == "turn.finished":
+                turn, reason = frame.get("turn"), frame.get("reason")
             kind = frame.get("type")
             if kind == "step" and frame.get("step") == "error":
                 why = frame.get("message", "")
@@ -268,8 +278,40 @@ async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
                       + (f": {detail}" if detail else ""), file=sys.stderr)
             elif kind == "error":
                 print(f"atomic-agent: {frame['code']}: {frame['message']}", file=sys.stderr)
+        if watch_memory and turn and reason in ("reply", "finish", "max_steps"):
+            # The turn's reflection lands a few seconds later: say what memory did.
+            with trio.move_on_after(args.timeout) as waiting:
+                event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                         and f.get("turn") == turn)
+                if args.json:
+                    print(json.dumps(event), flush=True)
+                else:
+                    print(await describe_memory(c, event), file=sys.stderr, flush=True)
+            if waiting.cancelled_caught:
+                print("memory: no reflection result within --timeout", file=sys.stderr)
     print(f"(session {c.session})", file=sys.stderr)
     return code
+
+
+async def _input_while_watching(c: DaemonClient) -> str | None:
+    """``input("you> ")`` in a thread while this session's reflection results are
+    printed as they land (one ``memory: …`` line each). None at end of input."""
+
+    async def watch() -> None:
+        while True:
+            event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                     and f.get("session") == c.session)
+            print(f"\r  {await describe_memory(c, event)}\nyou> ", end="", flush=True)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        try:
+            line: str | None = await trio.to_thread.run_sync(input, "you> ",
+                                                             abandon_on_cancel=True)
+        except EOFError:
+            line = None
+        nursery.cancel_scope.cancel()
+    return line
 
 
 async def _chat(c: DaemonClient) -> int:
@@ -280,10 +322,10 @@ async def _chat(c: DaemonClient) -> int:
     reconfigure = getattr(sys.stdin, "reconfigure", None)
     if reconfigure is not None:
         reconfigure(errors="surrogateescape")
+    await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
     while True:
-        try:
-            line = await trio.to_thread.run_sync(input, "you> ")
-        except EOFError:
+        line = await _input_while_watching(c)
+        if line is None:
             return 0
         if line.strip() in ("/quit", "/exit"):
             return 0

@@ -159,13 +159,7 @@ async def _serve(opts: ServeOptions, cfg: Config,
                     root.cancel_scope.cancel()
                     return _fail(EXIT_FAILED, f"embedded LLM: {exc}")
                 llm_desc = f"embedded {server_desc}, {model.title}"
-            llm_status = await probe_llm(cfg)
-            if llm_status != "ok":
-                print(f"atomic-agent: warning: the LLM at {llm_url} did not answer "
-                      f"({llm_status}); memory works, turns fail until it does",
-                      file=sys.stderr, flush=True)
-            code = await _run_tree(opts, cfg, token, llm_url, llm_desc, shutdown, t0, forked,
-                                   llm_status)
+            code = await _run_tree(opts, cfg, token, llm_url, llm_desc, shutdown, t0, forked)
             root.cancel_scope.cancel()
             return code
     except Exception as exc:  # noqa: BLE001 - the top of the process: map to one line
@@ -269,8 +263,7 @@ async def _watch_signals(shutdown: trio.Event) -> None:
 
 async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, llm_desc: str,
                     shutdown: trio.Event, t0: float,
-                    forked: dict[str, tuple[ForkedProcess, socket.socket]],
-                    llm_status: str = "ok") -> int:
+                    forked: dict[str, tuple[ForkedProcess, socket.socket]]) -> int:
     gateway: Gateway | None = None
 
     async def on_cast(src: str, body: msgspec.Raw) -> None:
@@ -292,6 +285,12 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                     raise
                 port = servers.port
                 url = f"ws://{cfg.server.host}:{port}"
+                # Probed once everything else is up: a start that fails says only why.
+                llm_status = await probe_llm(cfg)
+                if llm_status != "ok":
+                    print(f"atomic-agent: warning: the LLM at {llm_url} did not answer "
+                          f"({llm_status}); memory works, turns fail until it does",
+                          file=sys.stderr, flush=True)
                 info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
                         "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc}
                 write_daemon_info(opts.state_dir, info)

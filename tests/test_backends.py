@@ -123,7 +123,7 @@ async def test_slots_follow_the_llama_backend_that_serves(tmp_path):
 async def test_daemon_on_an_openai_server_without_grammars_replies_in_prose(tmp_path):
     """A server that ignores grammars answers in prose: the turn still ends with that
     reply, and reflection (prose SET lines) still writes."""
-    rules = [{"match": "You are a memory extractor", "response": "SET name=Dana\n"},
+    rules = [{"match": "You keep a long-term memory", "response": "SET name=Dana\n"},
              {"match": "My name is Dana", "response": "Nice to meet you, Dana!"}]
     state = tmp_path / "state"
     state.mkdir()

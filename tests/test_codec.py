@@ -91,7 +91,7 @@ def test_runtime_exports():
         n for n in dir(runtime) if not n.startswith("_") and n not in {
             "actor", "errors", "messages", "metrics", "llm", "config", "state", "protocol",
             "gateway", "client", "cli", "daemon", "llama", "backends", "offline", "tui", "recover",
-            "reindex"})
+            "reindex", "models", "llama_portable", "memory_feedback"})
     for name in ("ActorCrashed", "ActorUnavailable", "ActorTooSlow", "ProtocolViolation",
                  "TransportClosed", "FrameTooLarge", "RemoteError", "RestartIntensityExceeded"):
         assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)

@@ -1,11 +1,13 @@
 """End to end with the real embedded model: llama.cpp's server (the default, portable
-xllamacpp build) + SmolLM2-135M.
+xllamacpp build) with SmolLM2-135M for the path tests and the default model
+(Qwen2.5-Coder-1.5B) for memory formation.
 
 Rules: no scripted peer at all. ``serve`` starts the embedded llama-server itself
-(no ``--llm-url``). The model is weak, so the test asserts the *path* (a turn
-completes with a reply, a reflection outcome is recorded, shutdown is clean), not
-the quality of what it says. Skipped when the embedded extra is not installed,
-except in CI (``CI=true``), where its absence is a failure.
+(no ``--llm-url``). The path tests use the tiny model (fast) and assert the *path* (a
+turn completes with a reply, a reflection outcome is recorded, shutdown is clean); the
+formation test asserts on the default model that the README's demo sentence lands in
+memory. Skipped when the embedded extra or a model is not installed, except in CI
+(``CI=true``), where their absence is a failure.
 """
 
 from __future__ import annotations
@@ -17,22 +19,24 @@ import trio
 
 from runtime.client import open_client
 from runtime.llama import EmbeddedLLMError, server_command
-from runtime.models import ModelError, resolve_model
+from runtime.models import DEFAULT_MODEL, ModelError, resolve_model
 from tests.daemon import run_daemon
 
 pytestmark = pytest.mark.real_llm
 
 
 
-def _installed() -> tuple[list[str], str] | None:
+def _installed(model: str) -> tuple[list[str], str] | None:
     try:
-        return server_command("auto").argv, resolve_model("smollm2-135m").path
+        return server_command("auto").argv, resolve_model(model).path
     except (EmbeddedLLMError, ModelError):
         return None
 
 
-INSTALLED = _installed()
+SMALL = ["--model", "smollm2-135m"]
+INSTALLED = _installed("smollm2-135m")
 MISSING = INSTALLED is None
+DEFAULT_INSTALLED = _installed(DEFAULT_MODEL) is not None
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +49,7 @@ def _need_embedded():
 
 async def test_turn_reflection_and_clean_shutdown_on_the_real_model(tmp_path):
     state = tmp_path / "state"
-    async with run_daemon(state, ready_timeout_s=180) as d:
+    async with run_daemon(state, ready_timeout_s=180, extra=SMALL) as d:
         assert d.ready["llmKind"].startswith("embedded llama.cpp server")
         assert d.ready["llmHealthy"] is True
         async with open_client(url=d.url, token=d.token) as c:
@@ -77,7 +81,8 @@ async def test_sigkilled_root_takes_every_child_with_it(tmp_path):
 
     from tests.conftest import descendants, pid_alive
 
-    async with run_daemon(tmp_path / "state", ready_timeout_s=180, expect_exit=None) as d:
+    async with run_daemon(tmp_path / "state", ready_timeout_s=180, expect_exit=None,
+                          extra=SMALL) as d:
         children = descendants(d.proc.pid)
         assert len(children) >= 5  # four actors + llama-server
         d.proc.send_signal(signal.SIGKILL)
@@ -196,7 +201,7 @@ async def test_a_sigkilled_embedded_llama_server_is_restarted_and_nothing_is_los
             await trio.sleep(0.05)
 
     state = tmp_path / "state"
-    async with run_daemon(state, ready_timeout_s=180) as d:
+    async with run_daemon(state, ready_timeout_s=180, extra=SMALL) as d:
         async with open_client(url=d.url, token=d.token) as c, \
                 open_client(url=d.url, token=d.token) as w:
             (first,) = server_pids(d.proc.pid)
@@ -223,3 +228,35 @@ async def test_a_sigkilled_embedded_llama_server_is_restarted_and_nothing_is_los
                 assert note["content"] == text
     stderr = d.stderr_path.read_text()
     assert "llama.exited" in stderr and "Traceback" not in stderr
+
+
+async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp_path):
+    """Issue 17: on the default install (default model, no configuration) the README's
+    first sentence forms memory — name, city and test runner — and ``ask`` says so."""
+    if not DEFAULT_INSTALLED:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install the default model ({DEFAULT_MODEL})")
+        pytest.skip(f"default model not installed: atomic-agent models install {DEFAULT_MODEL}")
+    import subprocess
+    import sys
+
+    from tests.daemon import REPO
+
+    state = tmp_path / "state"
+    async with run_daemon(state, ready_timeout_s=300) as d:
+        assert "Qwen2.5-Coder-1.5B" in d.ready["llmKind"]
+        done = await trio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "runtime.cli", "ask", "--state-dir", str(state),
+             "My name is Dana, I live in Lisbon and I prefer pytest for testing."],
+            cwd=REPO, capture_output=True, text=True, timeout=600))
+        assert done.returncode == 0, done.stderr
+        line = [ln for ln in done.stderr.splitlines() if ln.startswith("memory: ")]
+        assert len(line) == 1 and line[0].startswith("memory: remembered "), done.stderr
+        async with open_client(url=d.url, token=d.token) as c:
+            facts = {f["key"]: f["value"] for f in await c.memory("memory.profile.list")}
+            notes = [n["content"] for n in await c.memory("memory.notes.list")]
+    memory = [f"{k} {v}" for k, v in facts.items()] + notes
+    assert facts.get("name", "").strip() == "Dana", facts
+    for word in ("Lisbon", "pytest"):
+        assert any(word.lower() in entry.lower() for entry in memory), (word, memory)
+    assert "Dana" in line[0] and "Lisbon" in line[0]

@@ -20,6 +20,7 @@ from tests.fakes.llama_server import open_fake_llama
 
 def specs(tmp_path, url: str, **reflection) -> list[ActorSpec]:
     cfg = Config()
+    cfg.llm.url = url  # a configured server: no start-up warm-up request
     cfg.memory.embeddings.enabled = False
     for k, v in reflection.items():
         setattr(cfg.memory.reflection, k, v)
@@ -90,9 +91,11 @@ async def test_abort_writes_nothing_and_spares_other_sessions(tmp_path):
             assert await profile(sup) == {"fast": "yes"}
 
 
-async def test_a_new_reflection_of_the_same_session_aborts_the_old_one(tmp_path):
-    rules = [{"match": "USER: I came first", "response": "SET first=yes\n", "delay_ms": 3000},
-             {"match": "### output", "response": "SET second=yes\n"}]
+async def test_a_new_reflection_aborts_the_old_one_and_carries_its_exchange(tmp_path):
+    """Issue 17: an interrupted reflection loses nothing — its exchange is reflected on
+    with the session's next one (the old run's late answer writes nothing)."""
+    rules = [{"match": "USER: I came second", "response": "SET first=yes\nSET second=yes\n"},
+             {"match": "USER: I came first", "response": "SET late=yes\n", "delay_ms": 3000}]
     ev = Events()
     async with open_fake_llama(tmp_path, rules) as fake:
         async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
@@ -101,7 +104,10 @@ async def test_a_new_reflection_of_the_same_session_aborts_the_old_one(tmp_path)
             await sup.cast("reflection", reflect("a", "I came second"))
             events = await ev.wait(2)
             assert sorted(e.outcome for e in events) == ["aborted", "ok"]
-            assert await profile(sup) == {"second": "yes"}
+            await trio.sleep(3)
+            assert await profile(sup) == {"first": "yes", "second": "yes"}
+        prompts = [r["body"]["prompt"] for r in fake.requests() if r["path"] == "/completion"]
+        assert "USER: I came first" in prompts[-1] and "USER: I came second" in prompts[-1]
 
 
 async def test_timeout_writes_nothing(tmp_path):

@@ -17,6 +17,8 @@ keep working and the supervisor restarts it. The counts below are the ones
 
 from __future__ import annotations
 
+import json
+
 import os
 import random
 import signal
@@ -115,6 +117,11 @@ async def test_acknowledged_writes_survive_sigkill_of_every_actor_and_the_root(t
     load = Load()
     killing = [False]
     kills: list[str] = []
+    # Caps far above what the writers reach: an evicted fact or note is not a lost one
+    # (a fast machine writes over 1,000 facts here, past the default cap of 500).
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps({"memory": {
+        "profile": {"maxEntries": 1_000_000}, "notes": {"maxEntries": 1_000_000}}}))
     async with open_fake_llama(tmp_path, slots=2) as fake:
         async with run_daemon(state, llm_url=fake.url, expect_exit=None) as d:
             root = d.proc.pid

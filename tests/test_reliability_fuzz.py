@@ -13,6 +13,8 @@ still serves, the canary note is intact and the daemon shuts down cleanly.
 from __future__ import annotations
 
 import json
+import tempfile
+from pathlib import Path
 
 import trio
 from hypothesis import given
@@ -60,8 +62,8 @@ async def _pong(c) -> None:
 
 async def _fuzz(tmp_path, batch: list[str | bytes]) -> dict[str, int]:
     outcome = {"answered": 0, "closed_1009": 0}
-    state = tmp_path / f"state-{trio.current_time():.0f}"
-    state.mkdir(parents=True)
+    # One fresh state per example (hypothesis runs several within a second).
+    state = Path(tempfile.mkdtemp(prefix="state-", dir=tmp_path))
     (state / "config.json").write_text(json.dumps({"server": {"maxFrameBytes": MAX_FRAME}}))
     async with open_fake_llama(tmp_path) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:

@@ -35,9 +35,9 @@ from actors.memory.errors import StorageFailure
 from actors.memory.messages import BuildContext, OpResult, ToolOp
 from actors.memory.tools import TOOL_NAMES
 from actors.backfill.messages import Similarity, SimilarityReply
-from actors.reflection.messages import AbortPending, Reflect
+from actors.reflection.messages import EARLIER_MAX, AbortPending, Reflect
 from runtime.actor import ActorContext
-from runtime.backends import BackendPool, backends_from_config
+from runtime.backends import BackendPool, backends_from_config, warm_prefix
 from runtime.config import ActorBoot
 from runtime.errors import RemoteError, RuntimeFailure
 from runtime.llm import LLMError
@@ -54,6 +54,7 @@ from .messages import (
     TurnEvent,
     TurnResult,
 )
+from .write_guard import refusal
 from .prompt import (
     ACTION_GRAMMAR,
     STABLE_PREFIX,
@@ -225,6 +226,12 @@ class AgentActor:
         except RuntimeFailure:
             pass
 
+    async def on_ready(self) -> None:
+        """Warm the agent's slot with the stable prefix (persona and tool catalog) at
+        start-up, so the first turn evaluates only its tail (embedded server only)."""
+        if self.cfg.llm.url is None:
+            await warm_prefix(self.llm, STABLE_PREFIX, role="main", partition="agent:warmup")
+
     async def _run_turn(self, msg: RunTurn) -> TurnResult:
         if msg.session in self.turns:
             raise AgentError("busy", "a turn is already running in this session; "
@@ -293,9 +300,12 @@ class AgentActor:
         # or at ``max_steps`` ("forget that …" often ends without a reply).
         if reason in ("reply", "finish", "max_steps") and self.cfg.memory.reflection.enabled:
             with trio.CancelScope(shield=True), trio.move_on_after(5):
+                earlier = [m.text for m in state.messages[:-1] if m.role == "user"]
+                if earlier and earlier[-1] == msg.text:
+                    earlier = earlier[:-1]
                 await self.ctx.cast("reflection", Reflect(
                     session=msg.session, turn=msg.turn, user_message=msg.text,
-                    assistant_reply=reply))
+                    assistant_reply=reply, earlier=earlier[-EARLIER_MAX:]))
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 
     async def _similarity(self, a: str, b: str) -> tuple[float, float] | None:
@@ -418,6 +428,10 @@ class AgentActor:
         """Run a memory tool; errors go back to the model as the result (it can retry)."""
         if name not in TOOL_NAMES:
             return f"error: unknown tool {name!r}; available: {', '.join(TOOL_NAMES)}"
+        refused = refusal(name, args, msg.text)
+        if refused is not None:
+            self.metrics.inc("agent.tool_refused", {"tool": name})
+            return f"error: not_done: {refused}; answer the user instead"
         try:
             with trio.fail_after(10):
                 result = await self.ctx.request("memory", ToolOp(

@@ -2,21 +2,26 @@
 
 Fire-and-forget: the agent casts ``Reflect`` after the reply is out; nothing waits
 on it. One reflection is in flight per session: a new ``Reflect`` or an
-``AbortPending`` for the same session cancels the old one (outcome ``aborted``);
-other sessions are untouched; ``AbortPending(session=None)`` and shutdown abort all.
+``AbortPending`` for the same session cancels the old one (outcome ``aborted``) and its
+exchanges are carried into the session's next reflection (at most :data:`CARRY_MAX`),
+so an interrupted reflection loses nothing; other sessions are untouched;
+``AbortPending(session=None)`` and shutdown abort all. The session's previous user
+messages (``Reflect.earlier``) are shown to the model as context only.
 
-Each run: skip the call when the user's message is trivial (greetings, pings, "reply
-only OK", "don't use tools": ``grounding.is_trivial_window``; outcome ``none``, reason
-``trivial``) → read the known profile from the memory actor → build the micro-prompt →
+Each run: skip the call when the user's messages hold nothing to remember
+(``plan.skip_reason``: small talk and one-off instructions ``trivial``, questions
+``question``, nothing about the user ``impersonal``; outcome ``none``) → read the known profile from the memory actor → build the micro-prompt →
 LLM call on the reflection slot (slot 1 when the server has ≥ 2 slots, else -1;
 seed 000 §5.2) with the GBNF grammar inside ``move_on_after(timeoutMs)`` (outcome
-``timeout``, nothing written) → parse (invalid lines dropped and counted) → the
-grounding filter (``grounding.filter_ungrounded``: invented names, the assistant's
-self-description, copied examples, one-off instructions and content the user never
-wrote are dropped, counted in ``agent.memory.reflection.dropped{reason}`` and logged
-as ``reflection.dropped`` with keys and reasons, never values) → the per-call caps
-``maxFactsPerCall`` / ``maxNotesPerCall`` → one ``ApplyReflection`` to the memory
-actor, written in one transaction. The outcome
+``timeout``, nothing written) → parse (invalid lines dropped and counted) → ``plan.plan_reflection``: canonical keys,
+the grounding filter (invented names, the assistant's self-description, copied
+examples, one-off instructions, content the user never wrote), the stance guards
+(another person's facts, negations, daydreams, questions, injected instructions) and
+forgetting (``FORGET`` lines and the user's own request) — dropped items are counted in
+``agent.memory.reflection.dropped{reason}`` and logged as ``reflection.dropped`` with
+keys and reasons, never values — then the per-call caps ``maxFactsPerCall`` /
+``maxNotesPerCall`` → one ``ApplyReflection`` to the memory actor, forgetting and
+writing in one transaction. The outcome
 ``ok | none | failed | aborted | timeout`` is counted
 (``agent.memory.reflection{outcome}``), timed (``agent.memory.reflection.latency_ms``),
 logged with the seed's event names, and cast to the root as a ``reflection`` event.
@@ -36,7 +41,7 @@ from actors.memory.messages import ApplyReflection, ApplyResult, OpResult, ToolO
 from runtime.actor import ActorContext
 from runtime.config import ActorBoot
 from runtime.errors import RuntimeFailure
-from runtime.backends import BackendPool, backends_from_config
+from runtime.backends import BackendPool, backends_from_config, warm_prefix
 from runtime.llm import LLMError
 from runtime.metrics import Metrics, MetricsRequest
 
@@ -56,6 +61,8 @@ MAX_TRACKED_SESSIONS = 1024
 first), so the health tracker stays bounded however many sessions come and go."""
 N_PREDICT = 320
 """Token cap of a reflection completion: six lines of ≤ 200 chars is ~300 tokens."""
+CARRY_MAX = 2
+"""Interrupted exchanges carried into a session's next reflection, at most."""
 PARSE_MAX_ITEMS = 6
 """Items parsed before grounding (the grammar's six lines); the per-call caps apply to
 what survives the grounding filter (anchor §4.6 order)."""
@@ -68,11 +75,25 @@ class ReflectionActor:
         self.ctx = ctx
         self.cfg = boot.config.memory.reflection
         self.llm = llm
+        self.embedded_llm = boot.config.llm.url is None
         self.metrics = Metrics()
         self.in_flight: dict[str, trio.CancelScope] = {}
+        # Exchanges of each in-flight run, and of interrupted runs waiting for the
+        # session's next reflection: an interruption never loses an exchange.
+        self.running: dict[str, list[Reflect]] = {}
+        self.carry: dict[str, list[Reflect]] = {}
         self.streaks: dict[str, int] = {}
         self.warned: set[str] = set()
         self._decoder = msgspec.msgpack.Decoder(ReflectionMsg | MetricsRequest)
+
+    async def on_ready(self) -> None:
+        """Warm the reflection slot: evaluate the byte-stable prefix once at start-up, so
+        the first real reflection only evaluates its tail (the kernel runs this in the
+        background; a failure is logged and changes nothing). Only for the embedded
+        server: a server of your own is yours to warm."""
+        if self.embedded_llm:
+            await warm_prefix(self.llm, REFLECTION_PREFIX.rstrip("\n"), role="reflection",
+                              partition="reflection:warmup")
 
     async def on_request(self, src: str, body: msgspec.Raw):
         match self._decoder.decode(body):
@@ -88,28 +109,39 @@ class ReflectionActor:
     async def on_message(self, msg) -> None:
         match msg:
             case AbortPending(session=None):
-                for scope in self.in_flight.values():
-                    scope.cancel()
+                for session in list(self.in_flight):
+                    self._interrupt(session)
             case AbortPending(session=session):
                 if session in self.in_flight:
-                    self.in_flight[session].cancel()
+                    self._interrupt(session)
             case Reflect():
                 if msg.session in self.in_flight:
-                    self.in_flight[msg.session].cancel()
+                    self._interrupt(msg.session)
                 if not self.cfg.enabled or self.llm is None:
                     return
+                window = [*self.carry.pop(msg.session, []), msg][-CARRY_MAX - 1:]
                 scope = trio.CancelScope()
                 self.in_flight[msg.session] = scope
-                self.ctx.nursery.start_soon(self._run, msg, scope)
+                self.running[msg.session] = window
+                self.ctx.nursery.start_soon(self._run, window, scope)
 
-    async def _run(self, msg: Reflect, scope: trio.CancelScope) -> None:
+    def _interrupt(self, session: str) -> None:
+        """Cancel the session's in-flight reflection; its exchanges are carried into the
+        session's next one (at most :data:`CARRY_MAX`; sessions bounded)."""
+        self.in_flight.pop(session).cancel()
+        self.carry[session] = self.running.pop(session, [])[-CARRY_MAX:]
+        while len(self.carry) > MAX_TRACKED_SESSIONS:
+            del self.carry[next(iter(self.carry))]
+
+    async def _run(self, window: list[Reflect], scope: trio.CancelScope) -> None:
+        msg = window[-1]
         t0 = time.monotonic()
         outcome, reason = "failed", ""
         written: ApplyResult | None = None
         log.debug("reflection.fired", session=msg.session, turn=msg.turn)
         try:
             with scope:
-                outcome, reason, written = await self._reflect(msg)
+                outcome, reason, written = await self._reflect(window)
             if scope.cancelled_caught:
                 outcome, reason = "aborted", "a newer turn or shutdown cancelled it"
         except (LLMError, RuntimeFailure, trio.TooSlowError) as exc:
@@ -117,12 +149,16 @@ class ReflectionActor:
         finally:
             if self.in_flight.get(msg.session) is scope:
                 del self.in_flight[msg.session]
+                self.running.pop(msg.session, None)
         latency_ms = (time.monotonic() - t0) * 1000
         await self._record(msg, outcome, reason, written, latency_ms)
 
-    async def _reflect(self, msg: Reflect) -> tuple[str, str, ApplyResult | None]:
+    async def _reflect(self, window: list[Reflect]) -> tuple[str, str, ApplyResult | None]:
         assert self.llm is not None
-        skip = skip_reason(msg.user_message)
+        msg = window[-1]
+        # Only the user's own words ground anything: every user message of the window.
+        user_text = "\n".join(m.user_message for m in window)
+        skip = skip_reason(user_text)
         if skip is not None:
             self.metrics.inc("agent.memory.reflection.skipped", {"reason": skip})
             return "none", skip, None
@@ -130,7 +166,9 @@ class ReflectionActor:
             known = await self.ctx.request("memory", ToolOp(op="memory.profile.list",
                                                             source="agent"), OpResult)
         pairs = [(f["key"], f["value"]) for f in known.data]
-        full = build_reflection_prompt(pairs, msg.user_message, msg.assistant_reply)
+        full = build_reflection_prompt(
+            pairs, msg.user_message, msg.assistant_reply, earlier=window[0].earlier,
+            carried=[(m.user_message, m.assistant_reply) for m in window[:-1]])
         with trio.move_on_after(self.cfg.timeout_ms / 1000) as timer:
             # Partition ``reflection:<session>``: its fallbacks never move the turn's
             # sticky backend (that map lives in the agent process anyway).
@@ -150,7 +188,7 @@ class ReflectionActor:
             log.debug("reflection.invalid_fact", session=msg.session, count=parsed.invalid_facts)
         if parsed.invalid_notes:
             log.debug("reflection.invalid_note", session=msg.session, count=parsed.invalid_notes)
-        plan = plan_reflection(parsed, msg.user_message, dict(pairs),
+        plan = plan_reflection(parsed, user_text, dict(pairs),
                                max_facts=self.cfg.max_facts_per_call,
                                max_notes=self.cfg.max_notes_per_call if notes_on else 0)
         if plan.dropped:

@@ -26,7 +26,8 @@ import re
 
 from actors.memory.forgetting import matches
 
-__all__ = ["CHANGE", "forget_intent", "matches", "request_targets", "target_words"]
+__all__ = ["CHANGE", "dropped_values", "forget_intent", "matches", "request_targets",
+           "target_words"]
 
 _WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
 
@@ -67,7 +68,9 @@ lösche aus deinem gedächtnis s'il te plaît vous mon ma mes de la le les oubli
 supprime por favor mi mis tu de la el olvida borra per favore il lo mio mia dimentica
 cancella meu minha esquece apaga пожалуйста мой моя моё мое мои мне меня что это про
 о об забудь удали из памяти сотри dass mag magst where when how who why whom whose
-que qui quoi ce donde dónde dove onde где как кто""".split())
+que qui quoi ce donde dónde dove onde где как кто into onto around without by up out off
+under through after before since until fond keen obsessed crazy interested huge crazy
+listening listen listened watching watch playing play eating eat drinking drink""".split())
 
 
 def forget_intent(user_message: str) -> bool:
@@ -109,3 +112,25 @@ def request_targets(user_message: str) -> list[list[str]]:
         if words and words not in out:
             out.append(words)
     return out
+
+
+_LET_GO = re.compile(
+    r"\b(?:sold|quit|left|dropped|ditched|stopped(?:\s+\w+ing)?|gave\s+up(?:\s+on)?|"
+    r"got\s+rid\s+of|switched\s+(?:away\s+)?from|moved\s+(?:away\s+)?(?:from|out\s+of)|"
+    r"no\s+longer(?:\s+\w+){0,2}|don't\s+(?:have|own|use|drive)|do\s+not\s+(?:have|own|use|drive)|"
+    r"broke\s+up\s+with|divorced|replaced|retired\s+from|lost\s+my|"
+    r"verkauft|gekündigt|vendu|quitté|vendí|dejé|venduto|lasciato|vendi|deixei|продал|продала|"
+    r"бросил|бросила|уволился|уволилась)\s+((?:\S+\s+){0,3}\S+)", re.I)
+
+
+def dropped_values(user_message: str, known: dict[str, str]) -> list[str]:
+    """Keys of ``known`` (the active profile) whose value the user says they let go of:
+    a value word within four words after "sold", "quit", "switched from", "no longer",
+    "moved out of"… ("I sold the Civic" → the ``car`` fact whose value holds "Civic").
+    Only distinctive words count (:func:`target_words`)."""
+    spans = [m.group(1) for m in _LET_GO.finditer(user_message)]
+    if not spans:
+        return []
+    said = {w[:5] for span in spans for w in target_words(span)}
+    return [key for key, value in known.items()
+            if any(w[:5] in said for w in target_words(value) if len(w) >= 3)]

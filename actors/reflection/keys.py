@@ -53,8 +53,14 @@ def canonical_key(key: str, known: Iterable[str] = ()) -> str:
     return group[0]
 
 
+_GENERIC = frozenset("""user my first full given current preferred favorite favourite home
+time type place based live living lives answer response reply communication date""".split())
+
+
 def group_words(key: str) -> set[str]:
-    """Every word of every key of ``key``'s group (``job`` → job, occupation, work, …),
-    or just ``key``'s own words: what a user may call the fact."""
+    """The distinctive words of every key of ``key``'s group (``job`` → job, occupation,
+    work, …; generic parts such as ``user`` or ``preferred`` left out), or of ``key``
+    itself outside every group: what a user may call the fact."""
     keys = _BY_KEY.get(key, (key,))
-    return {w for k in keys for w in k.split("_") if len(w) >= 2}
+    words = {w for k in keys for w in k.split("_") if len(w) >= 2 and w not in _GENERIC}
+    return words or {w for w in key.split("_") if w}

@@ -10,12 +10,19 @@ class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
 
 
 class Reflect(_M):
-    """Cast by the agent after a reply: extract durable memory from this exchange."""
+    """Cast by the agent after a turn: extract durable memory from this exchange.
+    ``earlier``: the session's previous user messages (oldest first, at most
+    :data:`EARLIER_MAX`), shown to the model as context only: "She is a nurse" needs
+    "My sister is called Ana" before it (anchor §4.7 segmentation)."""
 
     session: str
     turn: str
     user_message: str
     assistant_reply: str
+    earlier: list[str] = msgspec.field(default_factory=list)
+
+
+EARLIER_MAX = 2
 
 
 class AbortPending(_M):

@@ -16,7 +16,9 @@ its reason, never its value):
 4. Forgetting (:mod:`forget`): with a forget request in the message, its own targets and
    the model's grounded ``FORGET`` lines are purged, and a new fact or note holding a
    purged target is dropped (``forgotten``); without one, a model ``FORGET key`` only
-   retires a known fact whose value the message mentions, when it says something changed.
+   retires a known fact whose value the message mentions, when it says something changed,
+   and a fact whose value the user says they let go of ("I sold the Civic",
+   :func:`forget.dropped_values`) is retired unless this reflection sets its key anew.
 5. The per-call caps.
 """
 
@@ -28,15 +30,16 @@ import msgspec
 
 from actors.memory.messages import FactIn, ForgetIn, NoteIn
 
-from .forget import CHANGE, forget_intent, matches, request_targets, target_words
+from .forget import (CHANGE, dropped_values, forget_intent, matches, request_targets,
+                     target_words)
 from .grounding import Dropped, filter_ungrounded, is_trivial_window
 from .keys import canonical_key, group_words
 from .parser import ParsedFact, ParsedReflection, normalize_key
 from .stance import about_user, clauses, is_question_only, judge
 
-__all__ = ["Plan", "plan_reflection", "skip_reason"]
+__all__ = ["INJECTION", "Plan", "plan_reflection", "skip_reason"]
 
-_INJECTION = re.compile(
+INJECTION = re.compile(
     r"\b(?:ignore|disregard|forget)\s+(?:all\s+|any\s+|the\s+|your\s+)?(?:previous|prior|above|"
     r"earlier|preceding)\s+(?:instructions?|rules?|prompts?)|\bsystem\s+prompt\b|"
     r"\breveal\s+(?:your|the)\s+(?:instructions?|prompt|rules)|\bjailbreak\b|"
@@ -101,6 +104,10 @@ def _forget_plan(parsed: ParsedReflection, user_message: str, known: dict[str, s
         words = target_words(target)
         if purge and _grounded(words, stems) and words not in out.targets:
             out.targets.append(words)
+    if not purge:  # "I sold the Civic": the car fact stopped being true
+        for key in dropped_values(user_message, known):
+            if key not in out.retire_keys:
+                out.retire_keys.append(key)
     return out
 
 
@@ -122,7 +129,7 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
 
     def verdict(key: str | None, text: str) -> str | None:
         item = text if key is None else f"{key} {text}"
-        if _INJECTION.search(item):
+        if INJECTION.search(item):
             return "injection"
         reason = judge(key, text, parts, user_message)
         if reason:
@@ -131,6 +138,8 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             return "forgotten"
         return None
 
+    # A key written anew in this reflection is superseded (history kept), not retired.
+    forget.retire_keys = [k for k in forget.retire_keys if k not in {f.key for f in grounded.facts}]
     kept_facts: list[FactIn] = []
     for f in grounded.facts:
         if (reason := verdict(f.key, f.value)) is not None:

@@ -90,12 +90,11 @@ REFLECTION_PREFIX: str = (
     "- Write each fact once, at most six lines.\n"
     "\n"
     "Examples:\n"
-    "USER: I'm Priya, I teach maths in Nairobi and I use Emacs.\n"
+    "USER: I'm Priya, I teach maths in Nairobi.\n"
     "### output\n"
     "SET name=Priya\n"
     "SET job=maths teacher\n"
     "SET city=Nairobi\n"
-    "SET editor=Emacs\n"
     "\n"
     "USER: My sister Zoe is a pilot in Oslo. I don't eat fish.\n"
     "### output\n"
@@ -159,6 +158,9 @@ def build_reflection_prompt(
     known_profile: list[tuple[str, str]],
     user_message: str,
     assistant_reply: str,
+    *,
+    earlier: list[str] | None = None,
+    carried: list[tuple[str, str]] | None = None,
 ) -> str:
     """Return the full reflection prompt: :data:`REFLECTION_PREFIX` + variable tail.
 
@@ -167,20 +169,30 @@ def build_reflection_prompt(
     listed, each value whitespace-collapsed and clipped to 80 chars (anchor §4.3). An
     empty list omits the ``### known profile`` section.
 
-    ``user_message`` and ``assistant_reply`` are whitespace-collapsed and clipped to
-    1000 chars each. The prompt ends with ``"\\n\\n### output\\n"`` so a completion
+    ``earlier`` (user messages already reflected on, context only) is listed under
+    ``### earlier in this conversation``; ``carried`` exchanges (``(user, assistant)``
+    whose own reflection was interrupted) come before the current one, each as a
+    ``USER:``/``ASSISTANT:`` pair. Every text is whitespace-collapsed and clipped to
+    1000 chars. The prompt ends with ``"\n\n### output\n"`` so a completion
     constrained by :data:`actors.reflection.grammar.REFLECTION_GRAMMAR` starts on a
     fresh line.
 
     Pure and deterministic; never raises for any ``str`` input.
     """
-    # The exchange is text, never template syntax (``### output``, ``<|im_start|>``…).
-    user = neutralise(clip_text(user_message, EXCHANGE_CLIP_CHARS))
-    assistant = neutralise(clip_text(assistant_reply, EXCHANGE_CLIP_CHARS))
+    def clean(text: str) -> str:
+        # The exchange is text, never template syntax (``### output``, ``<|im_start|>``…).
+        return neutralise(clip_text(text, EXCHANGE_CLIP_CHARS))
+
+    context = ""
+    if earlier:
+        context = ("### earlier in this conversation (already remembered; context only)\n"
+                   + "".join(f"USER: {clean(u)}\n" for u in earlier) + "\n")
+    exchanges = "".join(f"USER: {clean(u)}\nASSISTANT: {clean(a)}\n"
+                        for u, a in [*(carried or []), (user_message, assistant_reply)])
     return (
         REFLECTION_PREFIX
         + _known_profile_block(known_profile)
-        + f"USER: {user}\n"
-        + f"ASSISTANT: {assistant}\n"
+        + context
+        + exchanges
         + "\n### output\n"
     )

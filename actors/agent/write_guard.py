@@ -1,0 +1,71 @@
+"""The agent's own memory writes pass the reflection's guards (issue 17).
+
+A small model answering "What is the capital of Australia?" may call
+``memory.notes.store`` with "The capital of Australia is Canberra", or remove a fact
+nobody asked it to forget. :func:`refusal` applies to the agent's write tools what
+reflection applies to its own output (:mod:`actors.reflection.plan`): no write unless
+the user asked to remember something (:data:`EXPLICIT`; otherwise reflection extracts
+facts after the turn, with its canonical keys and supersede), no write from a question, small talk, a one-off instruction or a message about nobody; no fact or note
+the user's words do not ground, none about another person stored as the user's, no
+negation or daydream stored as a fact, no instruction to the assistant; and no removal
+unless the user asked to forget something or said a fact changed. The refusal goes back
+to the model as the tool's result, so it can answer instead.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from actors.reflection.forget import CHANGE, forget_intent
+from actors.reflection.grounding import filter_ungrounded
+from actors.reflection.parser import ParsedFact, ParsedNote
+from actors.reflection.plan import INJECTION, skip_reason
+from actors.reflection.stance import clauses, judge
+
+__all__ = ["EXPLICIT", "WRITE_TOOLS", "REMOVE_TOOLS", "refusal"]
+
+EXPLICIT = re.compile(
+    r"\b(?:remember|memori[sz]e|keep in mind|note (?:that|down|this)|make a note|take a note|"
+    r"don't forget|do not forget|save (?:this|that|it)|store (?:this|that|it)|write (?:this|that|it) "
+    r"down|add (?:this |that |it )?to (?:your )?memory|for future reference|from now on|"
+    r"запомни|запиши|merk dir|merke dir|souviens-toi|retiens|recuerda|apunta|ricorda|"
+    r"lembre|lembra)\b", re.I)
+"""A request to remember: only then may the agent write memory itself; everything
+else is reflection's job (with its canonical keys, supersede and guards)."""
+
+WRITE_TOOLS = frozenset({"memory.profile.set", "memory.notes.store"})
+REMOVE_TOOLS = frozenset({"memory.profile.remove", "memory.notes.forget"})
+
+
+def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
+    """Why the agent may not run this memory tool for this user message, or None.
+    Pure; never raises (malformed ``args`` are left to the memory actor to refuse)."""
+    if tool in REMOVE_TOOLS:
+        if forget_intent(user_message) or CHANGE.search(user_message):
+            return None
+        return "the user did not ask to forget anything"
+    if tool not in WRITE_TOOLS:
+        return None
+    if not EXPLICIT.search(user_message):
+        return ("the user did not ask to remember anything; facts are extracted "
+                "automatically after the turn")
+    skip = skip_reason(user_message)
+    if skip is not None:
+        return {"trivial": "small talk or a one-off instruction is not remembered",
+                "question": "a question is not something to remember",
+                "impersonal": "the message says nothing about the user"}[skip]
+    if tool == "memory.profile.set":
+        key, text = str(args.get("key", "")).lower(), str(args.get("value", ""))
+        grounded = filter_ungrounded([ParsedFact(key=key, value=text)], [], user_message)
+    else:
+        key, text = None, str(args.get("content", ""))
+        grounded = filter_ungrounded([], [ParsedNote(body=text)], user_message)
+    if grounded.dropped:
+        return f"not grounded in the user's words ({grounded.dropped[0].reason})"
+    if INJECTION.search(f"{key or ''} {text}"):
+        return "that is an instruction to the assistant, not a fact about the user"
+    reason = judge(key, text, clauses(user_message), user_message)
+    if reason is not None:
+        return f"not a fact about the user ({reason.replace('_', ' ')})"
+    return None

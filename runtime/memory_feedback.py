@@ -1,0 +1,102 @@
+"""What memory did after a turn, in one line for a person (issue 17).
+
+``ask`` and ``chat`` subscribe to ``reflection`` frames; when the frame of their turn
+arrives, :func:`describe` turns it into one line — what was remembered (with the values,
+read back through ``memory.profile.list`` and ``memory.notes.recall``: the frame itself
+carries keys and ids only), updated or forgotten, or that nothing was and why — and a
+timeout or failure into a warning that names the setting to change.
+
+Line shapes::
+
+    memory: remembered city = Berlin (updated), name = Dana; noted #7 "The user's…"
+    memory: forgot phone_number and 1 note
+    memory: nothing to remember (a question)
+    memory: warning: reflection timed out after 60 s, nothing stored from this turn;
+            raise memory.reflection.timeoutMs in config.json
+
+Never raises on a frame it does not expect: unknown outcomes print as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .client import ClientError, DaemonClient
+
+__all__ = ["describe", "NONE_REASONS"]
+
+NONE_REASONS = {
+    "trivial": "small talk or a one-off instruction",
+    "question": "a question",
+    "impersonal": "nothing about you",
+    "everything was already known or invalid": "already known",
+}
+"""Reasons of a ``none`` outcome, in a person's words."""
+
+PREVIEW_CHARS = 60
+
+
+def _none_reason(reason: str) -> str:
+    if reason in NONE_REASONS:
+        return NONE_REASONS[reason]
+    if reason.startswith("ungrounded"):
+        return "nothing you stated about yourself"
+    return reason or "nothing worth keeping"
+
+
+async def _values(c: DaemonClient, keys: list[str]) -> dict[str, str]:
+    if not keys:
+        return {}
+    try:
+        facts = await c.memory("memory.profile.list")
+    except ClientError:
+        return {}
+    return {f["key"]: f["value"] for f in facts if f["key"] in keys}
+
+
+async def _preview(c: DaemonClient, note_id: int) -> str:
+    try:
+        notes = await c.memory("memory.notes.recall", {"id": note_id})
+    except ClientError:
+        return ""
+    if not notes:
+        return ""
+    text = " ".join(notes[0]["content"].split())
+    return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
+
+
+async def describe(c: DaemonClient, frame: dict[str, Any]) -> str:
+    """The one line for a ``reflection`` frame (see the module doc)."""
+    outcome = frame.get("outcome", "?")
+    reason = frame.get("reason") or ""
+    if outcome == "timeout":
+        secs = (frame.get("timeoutMs") or 0) / 1000
+        return (f"memory: warning: reflection timed out after {secs:g} s, nothing stored "
+                f"from this turn; raise memory.reflection.timeoutMs in config.json "
+                f"(atomic-agent config show prints it)")
+    if outcome == "failed":
+        return (f"memory: warning: reflection failed ({reason or 'no reason given'}), "
+                f"nothing stored from this turn; see logs/reflection.log")
+    if outcome == "aborted":
+        return "memory: this turn's reflection was interrupted; it is retried with the next one"
+    if outcome == "none":
+        return f"memory: nothing to remember ({_none_reason(reason)})"
+    parts: list[str] = []
+    keys = list(frame.get("factKeys") or [])
+    updated = set(frame.get("updatedKeys") or [])
+    values = await _values(c, keys)
+    if keys:
+        facts = ", ".join(f"{k} = {values.get(k, '?')}" + (" (updated)" if k in updated else "")
+                          for k in keys)
+        parts.append(f"remembered {facts}")
+    for note_id in frame.get("noteIds") or []:
+        preview = await _preview(c, note_id)
+        parts.append(f'noted #{note_id}' + (f' "{preview}"' if preview else ""))
+    forgot_keys = list(frame.get("forgottenKeys") or [])
+    forgot_notes = len(frame.get("forgottenNoteIds") or [])
+    if forgot_keys or forgot_notes:
+        what = [", ".join(forgot_keys)] if forgot_keys else []
+        if forgot_notes:
+            what.append(f"{forgot_notes} note{'s' if forgot_notes != 1 else ''}")
+        parts.append("forgot " + " and ".join(what))
+    return "memory: " + ("; ".join(parts) if parts else f"{outcome} ({reason})")
