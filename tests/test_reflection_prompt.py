@@ -41,9 +41,9 @@ def test_prefix_is_byte_stable() -> None:
 def test_prefix_states_the_rules() -> None:
     p = REFLECTION_PREFIX
     for needle in [
-        "SET key=value\n",
-        "NOTE text\n",
-        "FORGET words\n",
+        "SET <key>=<value>\n",  # placeholders the strict grammar cannot copy
+        "NOTE <text>\n",
+        "FORGET <words>\n",
         "NONE",
         "never what the ASSISTANT said",
         "Other people, pets and things are never the user",
@@ -328,9 +328,9 @@ ACCEPTED = [
     "FORGET pet\nSET city=Accra\n",
     "".join(f"SET k{i}=v\n" for i in range(6)),
     "SET " + "k" * 32 + "=v\n",
-    "SET k=" + "v" * 80 + "\n",
-    "NOTE " + "b" * 200 + "\n",
-    "FORGET " + "t" * 80 + "\n",
+    "SET k=" + "v" * 60 + "\n",
+    "NOTE " + "b" * 120 + "\n",
+    "FORGET " + "t" * 60 + "\n",
     "SET snake_case_2=x=y\n",
 ]
 REJECTED = [
@@ -341,9 +341,9 @@ REJECTED = [
     "SET Language=x\n",
     "SET 1a=x\n",
     "SET " + "k" * 33 + "=v\n",
-    "SET k=" + "v" * 81 + "\n",
-    "NOTE " + "b" * 201 + "\n",
-    "FORGET " + "t" * 81 + "\n",
+    "SET k=" + "v" * 61 + "\n",
+    "NOTE " + "b" * 121 + "\n",
+    "FORGET " + "t" * 61 + "\n",
     "SET a=\n",
     "NOTE \n",
     "FORGET \n",

@@ -20,9 +20,9 @@ Productions (bounds are in characters unless stated otherwise)::
     note    -> "NOTE " body "\n"
     forget  -> "FORGET " target "\n"
     key     -> [a-z] then 0..31 of [a-z0-9_]   (keys are 1..32 chars, lower snake case)
-    value   -> 1..80 chars, no CR/LF, no < > [ ]
-    body    -> 1..200 chars, no CR/LF, no < > [ ]
-    target  -> 1..80 chars, no CR/LF, no < > [ ]
+    value   -> 1..60 chars, no CR/LF, no < > [ ]
+    body    -> 1..120 chars, no CR/LF, no < > [ ]
+    target  -> 1..60 chars, no CR/LF, no < > [ ]
 
 The parser (:mod:`actors.reflection.parser`) accepts more (a server that ignores the
 grammar still has every line judged on its own), so a grammar-constrained completion is
@@ -49,11 +49,11 @@ __all__ = [
 #: Longest profile key the grammar admits (chars). Anchor §4.4 ``key``.
 KEY_MAX_CHARS = 32
 #: Longest ``SET`` value the grammar admits (chars); bundled-models §(a) "strict".
-VALUE_MAX_CHARS = 80
+VALUE_MAX_CHARS = 60
 #: Longest ``NOTE`` body the grammar admits (chars); bundled-models §(a) "strict".
-BODY_MAX_CHARS = 200
+BODY_MAX_CHARS = 120
 #: Longest ``FORGET`` target the grammar admits (chars).
-TARGET_MAX_CHARS = 80
+TARGET_MAX_CHARS = 60
 #: Most ``SET``/``NOTE``/``FORGET`` lines in one completion. Anchor §4.4 ``entries``.
 MAX_ENTRIES = 6
 
@@ -68,7 +68,7 @@ REFLECTION_GRAMMAR: str = (
     'note    ::= "NOTE " body "\\n"\n'
     'forget  ::= "FORGET " target "\\n"\n'
     'key     ::= [a-z] [a-z0-9_]{0,31}\n'
-    'value   ::= [^\\r\\n<>\\[\\]]{1,80}\n'
-    'body    ::= [^\\r\\n<>\\[\\]]{1,200}\n'
-    'target  ::= [^\\r\\n<>\\[\\]]{1,80}\n'
+    'value   ::= [^\\r\\n<>\\[\\]]{1,60}\n'
+    'body    ::= [^\\r\\n<>\\[\\]]{1,120}\n'
+    'target  ::= [^\\r\\n<>\\[\\]]{1,60}\n'
 )

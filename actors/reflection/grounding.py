@@ -41,9 +41,10 @@ value) or a note body, with one reason each, in this order:
   capital letters) that the user used only inside a one-off echo command;
 * ``one_off_tool_restriction`` — the user restricted tools without a persistence marker,
   and the item mentions tools and avoidance;
-* ``ungrounded_content`` — none of the item's content words (a fact's value — its key
-  only when the value has none — or a note's body; stopwords removed, compared by their
-  first 5 letters) occurs in the user's message: the model did not get it from the user. This check fails open when the message is
+* ``ungrounded_content`` — none of a fact's content words (its value; its key only when
+  the value has none), or less than half of a note's, occurs in the user's message
+  (stopwords removed, compared by their first 5 letters): the model did not get it from
+  the user. This check fails open when the message is
   mostly in a script written without spaces (CJK, Thai …), where words cannot be split.
 """
 
@@ -136,6 +137,7 @@ _STOPWORDS = {
     "where", "there", "than", "then", "also", "very", "really", "usually", "often",
     "favorite", "favourite", "preferred", "preference", "name", "uses", "use", "using",
     "every", "each", "some", "any", "all", "not", "no", "yes", "into", "over", "only",
+    "true", "false", "none",
 }
 _TRANSLIT = str.maketrans({
     "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "e", "ж": "zh",
@@ -304,7 +306,10 @@ def _identity(key: str | None, value: str, window: _Window) -> bool | None:
     if key is not None and _NAME_KEY_RE.match(key):
         names += _name_words(value)
     for m in _NAMING_PHRASE_RE.finditer(value):
-        names += _name_words(m.group("name"))
+        # "is called falcon-2" names a server, not a person: only capitalised (or
+        # caseless-script) words count as a name after a naming phrase.
+        names += [w for w in _name_words(m.group("name"))
+                  if not w.isdigit() and (w[0].isupper() or w[0].lower() == w[0].upper())]
     if not names:
         return None
     if window.unsplittable and not re.search("[А-Яа-яЁё]", value):
@@ -349,15 +354,43 @@ def _grounded_words(words: list[str], window: _Window) -> bool:
     return any(w[:5] in window.stems for w in words)
 
 
+NOTE_GROUNDED_SHARE = 0.5
+"""Share of a note's content words the user's message must hold (issue 17: a small
+model's note that pastes the prompt's examples after the user's words — "The user works
+in Turin. The user's sister Zoe is a pilot in Oslo" — shares one word, not half)."""
+
+
+_SHORT_TOKEN_RE = re.compile(r"\b[A-Z][A-Za-z0-9+#]{0,2}\b")
+
+
+def _verbatim_only(text: str) -> bool:
+    """The value is made of short capitalised tokens only ("Go", "R", "C#", "UI")."""
+    return bool(_SHORT_TOKEN_RE.search(text))
+
+
+def _verbatim_grounded(text: str, window: _Window) -> bool:
+    """A short capitalised token of the value appears, as written, in the message."""
+    return any(re.search(rf"(?<![\w]){re.escape(t)}(?![\w])", window.text)
+               for t in _SHORT_TOKEN_RE.findall(text))
+
+
 def _content_ok(key: str | None, text: str, window: _Window) -> bool:
-    """A fact's value (or, when the value has no content word, its key) and a note's
-    body must share a content word with the user's message."""
+    """A fact's value (or, when the value has no content word, its key) must share a
+    content word with the user's message; a note at least :data:`NOTE_GROUNDED_SHARE`
+    of its content words."""
     if window.unsplittable:
         return True
     words = _content_words(text)
+    if not words and _verbatim_only(text):  # "Go", "C#": too short to be content words
+        return _verbatim_grounded(text, window)
     if not words and key is not None:
         words = _content_words(key.replace("_", " "))
-    return not words or _grounded_words(words, window)
+    if not words:
+        return True
+    if key is None and len(words) >= 2:
+        held = sum(1 for w in words if w[:5] in window.stems)
+        return held >= NOTE_GROUNDED_SHARE * len(words)
+    return _grounded_words(words, window)
 
 
 def _reason(key: str | None, text: str, window: _Window, one_off: set[str],

@@ -20,8 +20,8 @@ Line handling, in order:
 3. ``SET `` lines become :class:`ParsedFact`, ``NOTE `` lines :class:`ParsedNote`,
    ``FORGET `` lines a target in ``forgets`` (1..80 chars, trimmed, de-duplicated, at
    most 4; issue 17); anything else is prose and only counted in ``ignored_lines``.
-   A value, body or target that ends in a stray `` NONE`` (small models append it) loses
-   it.
+   A value, body or target keeps only its first sentence (:func:`first_sentence`: small
+   models run on, append a stray `` NONE`` or paste the next line into the text).
 
 ``SET key=value [marker]``: the key is the text before the first ``=``, lower-cased with
 spaces and hyphens turned into ``_``; it must match ``[a-z][a-z0-9_]{0,31}``. The value
@@ -97,6 +97,27 @@ _TAG_LIST_RE = re.compile(  # each item needs a letter: "[2]" is a footnote, not
     rf"\s*\[\s*((?=[\w-]*[A-Za-z]){_TAG_ITEM}(?:\s*,\s*(?=[\w-]*[A-Za-z]){_TAG_ITEM})*)\s*,?\s*\]\s*$")
 _BULLETS = ("- ", "* ", "\u2022 ")
 _TRAILING_NONE_RE = re.compile(r"\s+NONE\s*$")
+#: Where a small model's run-on text goes off the rails: the end of the first sentence,
+#: a quote opening a pasted line, or a directive word inside the text.
+_RUN_ON_RE = re.compile(r"(?P<end>[.!?])\s+(?=[A-Z\"'(])|\s*\"\s*(?:and|or)\s+\"|"
+                        r"\s+(?=(?:SET|NOTE|FORGET|NONE)\b)")
+_ABBREVIATIONS = frozenset("""mr mrs ms dr prof st jr sr vs etc eg ie inc ltd co no mt ft
+approx dept univ""".split())
+
+
+def first_sentence(text: str) -> str:
+    """``text`` up to the end of its first sentence (bundled-models §(a): small models
+    run on past the item — "The user prefers pytest. This is stored as …"), without a
+    trailing ``NONE``; trimmed. "Dr. Smith" and "J. Smith" do not end a sentence."""
+    text = _TRAILING_NONE_RE.sub("", text.strip())
+    for m in _RUN_ON_RE.finditer(text):
+        if m.group("end") == ".":
+            word = re.findall(r"[\w.]+$", text[:m.start()])
+            token = word[0].replace(".", "").lower() if word else ""
+            if len(token) <= 1 or token in _ABBREVIATIONS:
+                continue
+        return text[:m.start() + (1 if m.group("end") else 0)].strip()
+    return text.strip()
 
 
 class ParsedFact(msgspec.Struct, frozen=True):
@@ -234,6 +255,8 @@ def _parse_marker(marker: str) -> tuple[bool, list[str], str | None, str | None]
 def _parse_set(payload: str) -> ParsedFact | None:
     """Parse the text after ``SET `` into a fact, or None when the line is invalid."""
     value_part, marker = _split_marker(_TRAILING_NONE_RE.sub("", payload.strip()))
+    if marker is None:
+        value_part = first_sentence(value_part).rstrip(".")
     raw_key, sep, value = value_part.partition("=")
     if not sep:
         return None
@@ -256,7 +279,7 @@ def _parse_set(payload: str) -> ParsedFact | None:
 
 def _parse_note(payload: str) -> ParsedNote | None:
     """Parse the text after ``NOTE `` into a note, or None when the body is empty."""
-    body = _TRAILING_NONE_RE.sub("", payload.strip())
+    body = first_sentence(payload)
     tags: list[str] = []
     m = _TAGS_MARKER_RE.search(body) or _TAG_LIST_RE.search(body)
     if m:
@@ -319,7 +342,7 @@ def parse_reflection(
             else:
                 notes.append(note)
         elif line.startswith("FORGET "):
-            target = _TRAILING_NONE_RE.sub("", line[7:]).strip()
+            target = first_sentence(line[7:]).rstrip(".")
             if 0 < len(target) <= FORGET_MAX_CHARS and target.lower() not in (
                     t.lower() for t in forgets) and len(forgets) < MAX_FORGETS:
                 forgets.append(target)

@@ -11,15 +11,20 @@ its reason, never its value):
    assistant's persona, copied examples, one-off payloads, content the user never wrote.
 3. The stance guards (:func:`stance.judge`): another person's name, city or job stored
    as the user's (``third_person``), negations (``negated``), daydreams
-   (``hypothetical``), questions (``question``); and text that tries to instruct the
-   assistant (``injection``: "ignore all previous instructions", "system prompt").
+   (``hypothetical``), questions (``question``); text that tries to instruct the
+   assistant (``injection``: "ignore all previous instructions", "system prompt"); and a
+   fact whose value states nothing or only an absence (``no_value``: "coffee=false",
+   "city=None").
 4. Forgetting (:mod:`forget`): with a forget request in the message, its own targets and
    the model's grounded ``FORGET`` lines are purged, and a new fact or note holding a
    purged target is dropped (``forgotten``); without one, a model ``FORGET key`` only
    retires a known fact whose value the message mentions, when it says something changed,
    and a fact whose value the user says they let go of ("I sold the Civic",
    :func:`forget.dropped_values`) is retired unless this reflection sets its key anew.
-5. The per-call caps.
+5. A fact dropped as ``third_person`` whose value no kept note mentions becomes a note
+   quoting the user's sentence ("The user said: We have a dog named Biscuit."), so what
+   was said about someone else is kept as theirs, not lost.
+6. The per-call caps.
 """
 
 from __future__ import annotations
@@ -45,6 +50,10 @@ INJECTION = re.compile(
     r"\breveal\s+(?:your|the)\s+(?:instructions?|prompt|rules)|\bjailbreak\b|"
     r"\bdeveloper\s+mode\b", re.I)
 _WORD_RE = re.compile(r"[^\W_]+")
+EMPTY_VALUES = frozenset({"false", "no", "none", "never", "null", "n/a", "na", "0", "nothing",
+                          "unknown", "not specified", "not sure", "-", "?"})
+"""Fact values that state nothing, or only an absence ("coffee=false"): ambiguous in a
+prompt and the usual shape of a negation stored as a fact; dropped as ``no_value``."""
 
 
 class Plan(msgspec.Struct):
@@ -75,6 +84,20 @@ def skip_reason(user_message: str) -> str | None:
     if not about_user(user_message):
         return "impersonal"
     return None
+
+
+def _value_words(value: str) -> list[str]:
+    """Every word of a value (a name such as "Mia" is no filler here)."""
+    return [w.lower() for w in _WORD_RE.findall(value) if len(w) >= 2]
+
+
+def _sentence_with(user_message: str, value: str) -> str:
+    """The sentence of the user's message holding ``value``'s distinctive words, or ""."""
+    words = _value_words(value)
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", user_message):
+        if words and matches(words, sentence):
+            return sentence.strip()
+    return ""
 
 
 def _message_words(user_message: str) -> set[str]:
@@ -129,6 +152,8 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
 
     def verdict(key: str | None, text: str) -> str | None:
         item = text if key is None else f"{key} {text}"
+        if key is not None and text.strip().lower().rstrip(".") in EMPTY_VALUES:
+            return "no_value"
         if INJECTION.search(item):
             return "injection"
         reason = judge(key, text, parts, user_message)
@@ -155,5 +180,14 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             dropped.append(Dropped(item="note", reason=reason))
         else:
             kept_notes.append(NoteIn(body=n.body, tags=list(n.tags)))
+    # What was said about someone else is kept as a note in the user's own words when
+    # the model offered it only as the user's fact ("a dog named Biscuit" → name=Biscuit).
+    for d in dropped:
+        if d.reason != "third_person" or d.key is None:
+            continue
+        value = next((f.value for f in grounded.facts if f.key == d.key), "")
+        said = _sentence_with(user_message, value)
+        if said and not any(matches(_value_words(value), n.body) for n in kept_notes):
+            kept_notes.append(NoteIn(body=f"The user said: {said}"[:400]))
     return Plan(facts=kept_facts[:max(0, max_facts)], notes=kept_notes[:max(0, max_notes)],
                 forget=forget, dropped=dropped)
