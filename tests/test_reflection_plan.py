@@ -175,3 +175,28 @@ def test_a_fact_that_states_only_an_absence_is_not_stored():
              "I don't drink coffee, only green tea.")
     assert [(f.key, f.value) for f in p.facts] == [("drink", "green tea")]
     assert {d.reason for d in p.dropped} >= {"no_value"}
+
+
+def test_the_first_surviving_line_of_a_key_wins():
+    parsed = parse_reflection("SET car=tram\nSET car=Toyota Camry\n", max_facts=6,
+                              max_notes=6, keep_duplicates=True)
+    p = plan_reflection(parsed, "I sold my car, now I take the tram.", {}, max_facts=3,
+                        max_notes=2)
+    assert [(f.key, f.value) for f in p.facts] == [("car", "tram")]
+    parsed = parse_reflection("SET car=Toyota Camry\nSET car=tram\n", max_facts=6,
+                              max_notes=6, keep_duplicates=True)
+    p = plan_reflection(parsed, "I sold my car, now I take the tram.", {}, max_facts=3,
+                        max_notes=2)
+    assert [(f.key, f.value) for f in p.facts] == [("car", "tram")]  # the invented one drops
+
+
+def test_a_value_in_another_spelling_or_language_is_grounded():
+    assert plan("SET job=electrician\n", "Ich arbeite als Elektriker.").facts
+    assert not plan("SET job=plumber\n", "Ich arbeite als Elektriker.").facts
+
+
+def test_restating_a_fact_does_not_save_it_from_retirement():
+    known = {"car_model": "Honda Civic"}
+    p = plan("SET car_model=Honda Civic\nFORGET car_model = Honda Civic\n",
+             "I sold the Civic, now I walk.", known)
+    assert p.forget.retire_keys == ["car_model"] and p.facts == []

@@ -27,8 +27,8 @@ from actors.reflection.prompt import (
     clip_text,
 )
 
-PREFIX_SHA256 = "2fda9adeb5853a05efcf29c37353bd2c08b5d491c3ea68e425d434130d460bed"
-GRAMMAR_SHA256 = "0273102bc9982837017b3f0ceca91daa191856c6179c763e0cf4766229904040"
+PREFIX_SHA256 = "4598845c56b647e8b65550ee7864dd218889e75fedf8c084b80b360db63646b2"
+GRAMMAR_SHA256 = "a6f872f9154a99e2afb40ab2070e44615367a931a937a748f9beb28b953fc8af"
 
 
 # ===================================================================== prompt

@@ -183,7 +183,8 @@ class ReflectionActor:
                   text=completion.text[:2000])
         notes_on = self.cfg.auto_store_notes and self.cfg.max_notes_per_call > 0
         parsed = parse_reflection(completion.text, max_facts=PARSE_MAX_ITEMS,
-                                  max_notes=PARSE_MAX_ITEMS if notes_on else 0)
+                                  max_notes=PARSE_MAX_ITEMS if notes_on else 0,
+                                  keep_duplicates=True)
         if parsed.invalid_facts:
             log.debug("reflection.invalid_fact", session=msg.session, count=parsed.invalid_facts)
         if parsed.invalid_notes:

@@ -43,8 +43,9 @@ value) or a note body, with one reason each, in this order:
   and the item mentions tools and avoidance;
 * ``ungrounded_content`` — none of a fact's content words (its value; its key only when
   the value has none), or less than half of a note's, occurs in the user's message
-  (stopwords removed, compared by their first 5 letters): the model did not get it from
-  the user. This check fails open when the message is
+  (stopwords removed, compared by their first 5 letters, or for words of six letters or
+  more by their first six within one edit: "electrician" for "Elektriker"): the model did
+  not get it from the user. This check fails open when the message is
   mostly in a script written without spaces (CJK, Thai …), where words cannot be split.
 """
 
@@ -289,6 +290,7 @@ class _Window:
         spaced = sum(1 for ch in letters if ord(ch) < 0x2E80)
         self.unsplittable = bool(letters) and spaced < len(letters) / 2
         self.stems = {w.lower()[:5] for w in self.strong + self.weak}
+        self.long_words = {w.lower() for w in self.strong + self.weak if len(w) >= 6}
 
     def vouches(self, name: str) -> bool:
         if any(name_matches(name, w) for w in self.strong):
@@ -350,8 +352,18 @@ def _content_words(text: str) -> list[str]:
             if w not in _STOPWORDS and len(w) >= 3]
 
 
+def _cognate(word: str, window: _Window) -> bool:
+    """A long word the user wrote in another spelling or language ("electrician" for
+    "Elektriker"): the first six letters within one edit, same first letter."""
+    if len(word) < 6:
+        return False
+    head = word[:6]
+    return any(len(u) >= 6 and u[0] == head[0] and _edit_distance(u[:6], head, 1) <= 1
+               for u in window.long_words)
+
+
 def _grounded_words(words: list[str], window: _Window) -> bool:
-    return any(w[:5] in window.stems for w in words)
+    return any(w[:5] in window.stems or _cognate(w, window) for w in words)
 
 
 NOTE_GROUNDED_SHARE = 0.5

@@ -305,11 +305,14 @@ def _clean_line(line: str) -> str:
 
 
 def parse_reflection(
-    text: str, *, max_facts: int = 3, max_notes: int = 2
+    text: str, *, max_facts: int = 3, max_notes: int = 2, keep_duplicates: bool = False
 ) -> ParsedReflection:
     """Parse a reflection completion (see the module docstring for every rule).
 
-    ``text``: the raw completion, any ``str``. ``max_facts`` / ``max_notes``: per-call
+    ``keep_duplicates``: return every ``SET`` line in order instead of the last per key
+    (the reflection actor lets its guards pick the first one that survives: a small
+    model's later lines are its least reliable). ``text``: the raw completion, any
+    ``str``. ``max_facts`` / ``max_notes``: per-call
     caps (seed 000 §8 ``memory.reflection.maxFactsPerCall`` = 3,
     ``maxNotesPerCall`` = 2; 0 disables the channel; negative values count as 0).
 
@@ -321,6 +324,7 @@ def parse_reflection(
         return _NONE
 
     facts: dict[str, ParsedFact] = {}
+    all_facts: list[ParsedFact] = []
     notes: list[ParsedNote] = []
     forgets: list[str] = []
     invalid_facts = invalid_notes = ignored = 0
@@ -334,6 +338,8 @@ def parse_reflection(
             if fact is None:
                 invalid_facts += 1
             else:
+                if keep_duplicates:
+                    all_facts.append(fact)
                 facts[fact.key] = fact  # last wins, first position kept
         elif line.startswith("NOTE "):
             note = _parse_note(line[5:])
@@ -353,7 +359,7 @@ def parse_reflection(
 
     max_facts = max(0, max_facts)
     max_notes = max(0, max_notes)
-    fact_list = list(facts.values())
+    fact_list = all_facts if keep_duplicates else list(facts.values())
     dropped = max(0, len(fact_list) - max_facts) + max(0, len(notes) - max_notes)
     fact_list = fact_list[:max_facts]
     notes = notes[:max_notes]

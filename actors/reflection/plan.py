@@ -114,7 +114,7 @@ def _forget_plan(parsed: ParsedReflection, user_message: str, known: dict[str, s
     purge = forget_intent(user_message)
     out = ForgetIn(targets=request_targets(user_message))
     for target in parsed.forgets:
-        key = normalize_key(target)
+        key = normalize_key(target.split("=")[0])  # "car_model = Honda Civic" names a key
         key = canonical_key(key, known) if key else None
         if key and key in known:
             value_words = target_words(known[key])
@@ -164,9 +164,12 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
         return None
 
     # A key written anew in this reflection is superseded (history kept), not retired.
-    forget.retire_keys = [k for k in forget.retire_keys if k not in {f.key for f in grounded.facts}]
+    renewed = {f.key for f in grounded.facts if known.get(f.key) != f.value}
+    forget.retire_keys = [k for k in forget.retire_keys if k not in renewed]
     kept_facts: list[FactIn] = []
     for f in grounded.facts:
+        if any(k.key == f.key for k in kept_facts):
+            continue  # the first line of a key that survives the guards wins
         if (reason := verdict(f.key, f.value)) is not None:
             dropped.append(Dropped(item="fact", reason=reason, key=f.key))
         elif known.get(f.key) == f.value and f.key not in forget.purge_keys:
