@@ -12,13 +12,13 @@ other models measured earlier are kept):
 
 * recall — expected items found / expected items (target ≥ 85 % on the dev split);
 * violations — forbid matches + ``absent_after`` failures + entries added by
-  ``expect_nothing`` cases (target ≤ 2 over the 30 cases);
+  ``expect_nothing`` cases (target ≤ 2 over the 30 cases, per run with ``--repeat``);
 * per-kind results; median and p95 turn latency (say → ``turn.finished``; target median
   ≤ 10 s) and the time from ``turn.finished`` until the turn's reflection lands (p50,
   p95; outcomes counted — target: every reflection lands within its timeout).
 
 Usage: ``python -m bench.formation [--model NAME|PATH | --llm-url URL] [--cases N]
-[--only ID,ID] [--quick] [--write] [--verbose]``.
+[--only ID,ID] [--quick] [--repeat N] [--write] [--verbose]``.
 """
 
 from __future__ import annotations
@@ -220,12 +220,21 @@ HEADER = ("| model | cases | recall | violations | turn p50 s | turn p95 s | ref
           "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
 
 
-def row(label: str, s: dict[str, Any], full_dev: bool) -> str:
-    ok = (s["recall"] >= 0.85 and s["violations"] <= 2 and s["turn_p50"] <= 10
+def row(label: str, s: dict[str, Any], full_dev: bool, is_default: bool,
+        recalls: list[float] | None = None) -> str:
+    runs = len(recalls) if recalls else 1
+    ok = (s["recall"] >= 0.85 and s["violations"] / runs <= 2 and s["turn_p50"] <= 10
           and not (s["outcomes"]["timeout"] or s["outcomes"]["no event"]))
-    verdict = ("PASS" if ok else "FAIL") if full_dev else "partial run, no verdict"
+    if not full_dev:
+        verdict = "partial run, no verdict"
+    elif not is_default:
+        verdict = "comparison (the targets are the default model's)"
+    else:
+        verdict = "PASS" if ok else "FAIL"
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(s["outcomes"].items()))
-    return (f"| {label} | {s['cases']} | {s['recall']:.0%} ({s['found']}/{s['expected']}) | "
+    spread = (f" [{min(recalls):.0%}–{max(recalls):.0%} over {len(recalls)} runs]"
+              if recalls and len(recalls) > 1 else "")
+    return (f"| {label} | {s['cases']} | {s['recall']:.0%} ({s['found']}/{s['expected']}){spread} | "
             f"{s['violations']} | {s['turn_p50']:.1f} | {s['turn_p95']:.1f} | "
             f"{s['land_p50']:.1f} | {s['land_p95']:.1f} | {outcomes} | {utc_now()} | {verdict} |")
 
@@ -238,7 +247,7 @@ def kept_rows(label: str) -> list[str]:
         return []
     end = text.find("\n## ", start + 1)
     body = text[start:end if end != -1 else len(text)]
-    table = body[body.find("| model |"):]
+    table = body[body.find("| model |"):].split("\n\n")[0]  # the model table only
     return [ln for ln in table.splitlines()[2:] if ln.startswith("| ")
             and not ln.startswith(f"| {label} |")]
 
@@ -246,7 +255,8 @@ def kept_rows(label: str) -> list[str]:
 def render(args: argparse.Namespace, results: list[dict], command: str, full_dev: bool) -> str:
     s = summarise(results)
     label = model_label(args)
-    rows = [row(label, s, full_dev)] + kept_rows(label)
+    is_default = not args.llm_url and (args.model or DEFAULT_MODEL) == DEFAULT_MODEL
+    rows = [row(label, s, full_dev, is_default, getattr(args, "recalls", None))] + kept_rows(label)
     kinds: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     for r in results:
         k = kinds[r["kind"]]
@@ -264,7 +274,9 @@ def render(args: argparse.Namespace, results: list[dict], command: str, full_dev
             "`bench/data/formation-dev.json` (dev split; a held-out split of the same kinds "
             "decides). Targets on the dev split with the default model on 2 cores: recall "
             "≥ 85 %, violations ≤ 2, median turn ≤ 10 s, every reflection lands within its "
-            "timeout.\n\n"
+            "timeout. The agent's replies are sampled (temperature 0.2) and reflection reads "
+            "them, so one run's recall moves by a few cases: `--repeat N` runs the cases N "
+            "times, each on a fresh daemon, and gives the spread.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n\n"
             f"{HEADER}\n" + "\n".join(rows) + "\n\n"
             f"Per kind ({label}):\n\n| kind | cases | found | violations |\n|---|---:|---:|---:|\n"
@@ -280,6 +292,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cases", type=int, help="only the first N cases")
     p.add_argument("--only", help="comma-separated case ids")
     p.add_argument("--quick", action="store_true", help="the first 6 cases")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run the cases N times (fresh daemon each) and report the spread: "
+                        "replies are sampled, so one run's recall varies by a few cases")
     p.add_argument("--verbose", action="store_true", help="replies and reflection events")
     p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
     p.add_argument("--no-write", dest="write", action="store_false")
@@ -293,7 +308,14 @@ def main(argv: list[str] | None = None) -> int:
         cases = cases[:n]
     full_dev = len(cases) == len(json.loads(DATA.read_text())["cases"])
     t0 = time.perf_counter()
-    results = trio.run(run, args, cases)
+    results, recalls = [], []
+    for n in range(args.repeat):
+        if args.repeat > 1:
+            print(f"== run {n + 1}/{args.repeat}", file=sys.stderr, flush=True)
+        batch = trio.run(run, args, cases)
+        results += batch
+        recalls.append(summarise(batch)["recall"])
+    args.recalls = recalls
     command = "python -m bench.formation " + " ".join(argv if argv is not None else sys.argv[1:])
     text = render(args, results, command.strip(), full_dev)
     publish(SECTION, text, args.write and (full_dev or not args.quick))

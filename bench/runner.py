@@ -67,6 +67,9 @@ BENCHES = (
     Bench("llm_server", "## Embedded LLM server: portable vs native build",
           "prompt eval and generation tokens/s of the portable server vs the native build "
           "(baseline), same run, same model (reported)"),
+    Bench("formation", "## Memory formation",
+          "memory formation through a daemon on the default model: recall ≥ 85 %, "
+          "violations ≤ 2, median turn ≤ 10 s, reflections within their timeout"),
     Bench("turn", "## Turns through the daemon",
           "a turn's own cost beside the scripted LLM's; memory work p99 ≤ 15 ms"),
     Bench("reflection", "## Reflection on / off",
