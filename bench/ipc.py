@@ -349,7 +349,7 @@ def table(rows: Sequence[Row]) -> str:
         lines.append(
             f"| {human_size(r.size)} | {r.path} | {r.base_p50:.1f} | {r.base_p99:.1f} | "
             f"{r.p50:.1f} | {r.p99:.1f} | {r.ratio:.2f}× | ≤ {TARGET_RATIO:g}× | "
-            f"{'pass' if r.ok else 'FAIL'} | {r.trio_p50:.1f} | {r.trio_ratio:.2f}× |")
+            f"{'PASS' if r.ok else 'FAIL'} | {r.trio_p50:.1f} | {r.trio_ratio:.2f}× |")
     return "\n".join(lines)
 
 

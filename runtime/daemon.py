@@ -38,6 +38,7 @@ from .config import ActorBoot, Config, ConfigError, load_config
 from .errors import ActorCrashed, RestartIntensityExceeded
 from .actor import leaf_exception
 from .gateway import Gateway
+from .backends import api_key_for
 from .llama import EmbeddedLLMError, run_llama_server
 from .models import ModelError, resolve_model
 from .state import (
@@ -240,10 +241,12 @@ async def probe_llm(cfg: Config) -> str:
     if not url:
         return "ok"  # the embedded server was just found healthy
     path = "/health" if cfg.llm.api == "llama-server" else "/v1/models"
+    key = api_key_for(cfg.llm.api_key, cfg.llm.api_key_env, cfg.llm.api != "llama-server")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
     try:
         async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S) as client:
             with trio.fail_after(PROBE_TIMEOUT_S + 1):
-                response = await client.get(url + path)
+                response = await client.get(url + path, headers=headers)
     except trio.TooSlowError:
         return f"no answer in {PROBE_TIMEOUT_S:.0f} s"
     except httpx.ConnectError as exc:

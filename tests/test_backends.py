@@ -146,7 +146,9 @@ async def test_daemon_on_an_openai_server_without_grammars_replies_in_prose(tmp_
                 assert event["outcome"] == "ok" and event["factKeys"] == ["name"]
     reqs = fake.openai_requests()
     assert reqs and all(r["auth"] == "Bearer k-123" for r in reqs)
-    turn_body = next(r["body"] for r in reqs if "### output" not in json.dumps(r["body"]))
+    assert reqs[0]["method"] == "GET" and reqs[0]["path"] == "/v1/models"  # the start probe
+    turn_body = next(r["body"] for r in reqs
+                     if r["method"] == "POST" and "### output" not in json.dumps(r["body"]))
     assert turn_body["messages"][0] == {"role": "system", "content": STABLE_PREFIX}
 
 

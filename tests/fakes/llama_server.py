@@ -201,7 +201,7 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 state.stopping.wait(seconds)
 
         def do_GET(self) -> None:  # noqa: N802
-            state.record_request("GET", self.path, None)
+            state.record_request("GET", self.path, None, auth=self.headers.get("Authorization"))
             self._sleep(state.latency_s)
             if self.path == "/health":
                 self._send_json(200, {"status": "ok"})
