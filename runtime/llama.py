@@ -37,7 +37,7 @@ import signal
 import socket
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -65,7 +65,6 @@ class ServerCommand:
     argv: list[str]
     kind: str
     desc: str
-    extra: list[str] = field(default_factory=list)
 
 
 def native_binary() -> str | None:
@@ -115,11 +114,6 @@ def server_command(choice: str = "auto") -> ServerCommand:
         raise EmbeddedLLMError(f"llm.server: {choice!r} is not an executable file "
                                f'(use "auto", "portable", "native" or a path to llama-server)')
     return ServerCommand([choice], "native", f"llama.cpp server ({choice})")
-
-
-def find_server_binary() -> str | None:
-    """Deprecated shape kept for scripts: the native binary, if any."""
-    return native_binary()
 
 
 def free_port() -> int:

@@ -20,7 +20,6 @@ loaded or the port cannot be bound (xllamacpp's own log lines say why, on stderr
 
 from __future__ import annotations
 
-import argparse
 import signal
 import sys
 import threading

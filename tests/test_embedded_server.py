@@ -10,7 +10,6 @@ the port they were given. ``serve`` runs as a real subprocess throughout.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import socket
 import stat
