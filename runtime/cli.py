@@ -270,6 +270,9 @@ async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
                       file=sys.stderr)
             elif kind == "step" and frame.get("step") == "tool":
                 print(f"[tool] {frame['tool']} {json.dumps(frame['args'])}", file=sys.stderr)
+            elif kind == "step" and frame.get("step") == "tool.result" and str(
+                    frame.get("summary", "")).startswith("error:"):
+                print(f"[tool] {frame['tool']} → {frame['summary']}", file=sys.stderr)
             elif kind == "reply":
                 print(frame["text"], flush=True)
             elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
@@ -293,14 +296,20 @@ async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
     return code
 
 
-async def _input_while_watching(c: DaemonClient) -> str | None:
+CHAT_QUIT_WAIT_S = 120.0
+"""On /quit or end of input, how long chat waits for the last turns' memory lines."""
+
+
+async def _input_while_watching(c: DaemonClient, awaiting: set[str]) -> str | None:
     """``input("you> ")`` in a thread while this session's reflection results are
-    printed as they land (one ``memory: …`` line each). None at end of input."""
+    printed as they land (one ``memory: …`` line each; their turns leave ``awaiting``).
+    None at end of input."""
 
     async def watch() -> None:
         while True:
             event = await c.wait_for(lambda f: f.get("type") == "reflection"
                                      and f.get("session") == c.session)
+            awaiting.discard(event.get("turn"))
             print(f"\r  {await describe_memory(c, event)}\nyou> ", end="", flush=True)
 
     async with trio.open_nursery() as nursery:
@@ -314,6 +323,19 @@ async def _input_while_watching(c: DaemonClient) -> str | None:
     return line
 
 
+async def _drain_memory_lines(c: DaemonClient, awaiting: set[str]) -> None:
+    """Before leaving chat, print the memory lines still to come (bounded wait)."""
+    if not awaiting:
+        return
+    print("  (waiting for memory to take in the last turn; Ctrl-C to skip)", file=sys.stderr)
+    with trio.move_on_after(CHAT_QUIT_WAIT_S):
+        while awaiting:
+            event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                     and f.get("turn") in awaiting)
+            awaiting.discard(event["turn"])
+            print(f"  {await describe_memory(c, event)}", flush=True)
+
+
 async def _chat(c: DaemonClient) -> int:
     """Read lines from stdin and run a turn for each. A line that is not valid UTF-8 is
     refused with one ``error:`` line (stdin is read with ``surrogateescape`` so such
@@ -323,11 +345,11 @@ async def _chat(c: DaemonClient) -> int:
     if reconfigure is not None:
         reconfigure(errors="surrogateescape")
     await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+    awaiting: set[str] = set()  # turns whose memory line has not been printed yet
     while True:
-        line = await _input_while_watching(c)
-        if line is None:
-            return 0
-        if line.strip() in ("/quit", "/exit"):
+        line = await _input_while_watching(c, awaiting)
+        if line is None or line.strip() in ("/quit", "/exit"):
+            await _drain_memory_lines(c, awaiting)
             return 0
         if not line.strip():
             continue
@@ -338,10 +360,15 @@ async def _chat(c: DaemonClient) -> int:
             continue
         async for frame in c.say(line):
             kind = frame.get("type")
+            if kind == "turn.finished" and frame["reason"] in ("reply", "finish", "max_steps"):
+                awaiting.add(frame["turn"])
             if kind == "reply":
                 print(f"agent> {frame['text']}")
             elif kind == "step" and frame.get("step") == "tool":
                 print(f"  [tool] {frame['tool']} {json.dumps(frame['args'])}")
+            elif kind == "step" and frame.get("step") == "tool.result" and str(
+                    frame.get("summary", "")).startswith("error:"):
+                print(f"  [tool] {frame['tool']} → {frame['summary']}")
             elif kind == "step" and frame.get("step") == "error":
                 print(f"  error: {frame.get('message', '')}")
             elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):

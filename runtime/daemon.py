@@ -100,6 +100,8 @@ def serve(opts: ServeOptions) -> int:
             cfg.llm.url = opts.llm_url
         if opts.model is not None:
             cfg.llm.model = opts.model
+        if not _port_free(cfg.server.host, cfg.server.port):
+            return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host, cfg.server.port)))
         _log.configure("root", log_dir=opts.state_dir / "logs",
                        level=opts.log_level or cfg.logging.level)
         forked = _fork_actors(opts, cfg, lock)
@@ -165,6 +167,26 @@ async def _serve(opts: ServeOptions, cfg: Config,
             return code
     except Exception as exc:  # noqa: BLE001 - the top of the process: map to one line
         return _fail(EXIT_FAILED, _describe_failure(exc))
+
+
+def _port_free(host: str, port: int) -> bool:
+    """False when ``host:port`` is already taken: checked before anything starts, so a
+    taken port costs no model load (the listener's own bind still reports a race)."""
+    if port == 0:
+        return True
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return True  # an unresolvable host is reported by the listener itself
+    for family, kind, proto, _name, addr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(addr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return False
+    return True
 
 
 class PortInUse(Exception):

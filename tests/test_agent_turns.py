@@ -69,6 +69,12 @@ async def test_invalid_actions_end_with_max_steps(tmp_path):
     prompts = agent_prompts(fake)
     assert len(prompts) == 4  # agent.maxSteps default
     assert "### notice" in prompts[1] and "not a valid action" in prompts[1]
+    # the last step may only reply (a grammar-following model cannot end without an answer)
+    bodies = [b for b in fake.completions() if "### output" not in b["prompt"]]
+    assert all('"\\"tool\\""' in b["grammar"] for b in bodies[:3])
+    assert bodies[3]["grammar"].splitlines()[0] == 'root ::= "{" ws reply ws "}"'
+    assert "tool" not in bodies[3]["grammar"] and "finish" not in bodies[3]["grammar"]
+    assert "This is your last step: answer the user now" in prompts[3]
 
 
 async def test_busy_and_cancel(tmp_path):

@@ -201,3 +201,13 @@ async def test_ask_warns_when_reflection_times_out(tmp_path):
     assert done.returncode == 0, done.stderr
     assert ("memory: warning: reflection timed out after 0.5 s, nothing stored from this turn; "
             "raise memory.reflection.timeoutMs in config.json") in done.stderr
+
+
+@rules(reflection("I play the bassoon in a brass band.", "SET instrument=bassoon\n"))
+async def test_chat_prints_what_memory_did_even_when_quitting_right_away(daemon):
+    done = await trio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "runtime.cli", "chat", "--state-dir", str(daemon.state_dir)],
+        input="I play the bassoon in a brass band.\n/quit\n", cwd=REPO, capture_output=True,
+        text=True, timeout=120))
+    assert done.returncode == 0, done.stderr
+    assert "memory: remembered instrument = bassoon" in done.stdout

@@ -57,6 +57,8 @@ from .messages import (
 from .write_guard import refusal
 from .prompt import (
     ACTION_GRAMMAR,
+    LAST_STEP_NOTICE,
+    REPLY_GRAMMAR,
     STABLE_PREFIX,
     Finish,
     Invalid,
@@ -382,7 +384,10 @@ class AgentActor:
         history.append(("user", msg.text))
         step = _Step()
         n_ctx = await self._context_window()
-        for n in range(1, self.cfg.agent.max_steps + 1):
+        last = self.cfg.agent.max_steps
+        for n in range(1, last + 1):
+            if n == last and last > 1:
+                step.notice = (step.notice + " " + LAST_STEP_NOTICE).strip()
             tail = build_tail(TailInput(
                 memory=memory, history=history, scratch=step.scratch, notice=step.notice,
                 world=f"working directory: {state.working_dir or '(none)'}",
@@ -397,7 +402,8 @@ class AgentActor:
             turn.steps = n
             t_llm = time.monotonic()
             completion = await self.llm.complete(
-                msg.session, STABLE_PREFIX, tail, role="main", grammar=ACTION_GRAMMAR,
+                msg.session, STABLE_PREFIX, tail, role="main",
+                grammar=REPLY_GRAMMAR if n == last and last > 1 else ACTION_GRAMMAR,
                 n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
                 on_token=stream.on_token)
             turn.llm_ms += (time.monotonic() - t_llm) * 1000

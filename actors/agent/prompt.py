@@ -96,6 +96,14 @@ ACTION_GRAMMAR = "\n".join([
 ]) + "\n"
 """GBNF (llama.cpp) for one action object; tool names come from the fixed tool table."""
 
+REPLY_GRAMMAR = "\n".join(['root ::= "{" ws reply ws "}"'] + [
+    line for line in ACTION_GRAMMAR.splitlines()
+    if line.startswith(("reply ::=", "string ::=", "ws ::="))]) + "\n"
+"""GBNF for the last step of a turn: only ``{"reply": "…"}`` (a small model that keeps
+calling tools — refused writes included — would otherwise end the turn at ``max_steps``
+with no answer for the user)."""
+LAST_STEP_NOTICE = "This is your last step: answer the user now with a reply."
+
 
 # ------------------------------------------------------------------------ actions
 @dataclass

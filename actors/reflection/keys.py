@@ -37,6 +37,8 @@ GROUPS: tuple[tuple[str, ...], ...] = (
 """Synonym groups: the first key is the group's default name."""
 
 _BY_KEY = {k: g for g in GROUPS for k in g}
+_PREFIXES = ("preferred_", "favorite_", "favourite_", "my_", "current_", "usual_",
+             "primary_", "main_", "default_", "user_")
 
 
 def canonical_key(key: str, known: Iterable[str] = ()) -> str:
@@ -44,6 +46,11 @@ def canonical_key(key: str, known: Iterable[str] = ()) -> str:
     (the active profile's keys), else the group's first key; ``key`` itself outside
     every group."""
     group = _BY_KEY.get(key)
+    if group is None:  # "preferred_testing_framework" means "testing_framework"
+        for prefix in _PREFIXES:
+            if key.startswith(prefix) and key[len(prefix):] in _BY_KEY:
+                group = _BY_KEY[key[len(prefix):]]
+                break
     if group is None:
         return key
     known_set = set(known)
