@@ -362,6 +362,10 @@ async def _chat(c: DaemonClient) -> int:
             kind = frame.get("type")
             if kind == "turn.finished" and frame["reason"] in ("reply", "finish", "max_steps"):
                 awaiting.add(frame["turn"])
+            elif kind == "reflection" and frame.get("session") == c.session:
+                # an earlier turn's memory landed while this one ran (piped input)
+                awaiting.discard(frame.get("turn"))
+                print(f"  {await describe_memory(c, frame)}")
             if kind == "reply":
                 print(f"agent> {frame['text']}")
             elif kind == "step" and frame.get("step") == "tool":

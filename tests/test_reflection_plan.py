@@ -105,6 +105,8 @@ def test_canonical_keys_reuse_what_is_known():
     assert canonical_key("location", set()) == "city"
     assert canonical_key("residence", {"home_city"}) == "home_city"
     assert canonical_key("favorite_band", {"city"}) == "favorite_band"
+    assert canonical_key("preferred_testing_framework") == "test_runner"
+    assert canonical_key("preferred_name") == "preferred_name"  # what to call the user
     assert "work" in group_words("job") and "user" not in group_words("name")
 
 

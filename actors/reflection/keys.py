@@ -48,8 +48,9 @@ def canonical_key(key: str, known: Iterable[str] = ()) -> str:
     group = _BY_KEY.get(key)
     if group is None:  # "preferred_testing_framework" means "testing_framework"
         for prefix in _PREFIXES:
-            if key.startswith(prefix) and key[len(prefix):] in _BY_KEY:
-                group = _BY_KEY[key[len(prefix):]]
+            base = key[len(prefix):]
+            if key.startswith(prefix) and base in _BY_KEY and base != "name":
+                group = _BY_KEY[base]
                 break
     if group is None:
         return key
