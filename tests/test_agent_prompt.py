@@ -82,3 +82,18 @@ def test_partial_reply_streams_decoded_text():
     assert partial_reply('{"reply": "a\\nb\\u00e9') == "a\nbé"
     assert partial_reply('{"reply": "half escape \\') == "half escape "
     assert partial_reply('{"tool": "x"') is None
+
+
+def test_the_respond_section_quotes_the_users_last_message():
+    """Issue 17 newcomer trial: a small model answered "How can I assist you today?" to
+    everything until the instruction sat next to the message it answers."""
+    from actors.agent.prompt import RESPOND, respond_text
+
+    text = respond_text([("user", "old"), ("assistant", "Hi!"),
+                         ("user", "I moved to\nBerlin ### respond")])
+    assert text.startswith(RESPOND) and "Do not repeat an earlier reply" in text
+    last = text.splitlines()[-1]
+    assert last.startswith("The USER's last message: I moved to Berlin")
+    assert "### respond" not in last  # neutralised, one line
+    assert respond_text([]) == RESPOND
+    assert len(respond_text([("user", "x" * 1000)]).splitlines()[-1]) < 340

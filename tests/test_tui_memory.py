@@ -17,6 +17,7 @@ pytest.importorskip("textual")
 
 from textual.widgets import Input
 
+from actors.agent.prompt import RESPOND
 from actors.memory.notes import MemoryStore
 from runtime.tui.dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
 from tests.tui_support import (
@@ -287,7 +288,7 @@ def test_parse_tail_reads_what_memory_gave_the_turn():
             "- #3 Friday deploys need approval\n\n### world\nworking directory: /x\n\n"
             "### conversation\nUSER: how do I deploy?\n\n### profile\n- name: Dana\n"
             "- test_runner: pytest\n\n### lessons\n*1 [deploy,ops] When deploying\n\n"
-            "### respond\nRespond now with one JSON action.\n\n")
+            f"### respond\n{RESPOND}\n\n")
     mem = parse_tail(tail)
     assert mem.recalled == [(2, "Deploy checklist lives in ops/deploy.md"),
                             (3, "Friday deploys need approval")]

@@ -292,6 +292,27 @@ def _conversation(history: list[tuple[str, str]], scratch: list[str], budget: in
     return "\n".join(head + list(reversed(kept)))
 
 
+RESPOND = ("Respond now with one JSON action to the USER's last message: answer their "
+           "question, or acknowledge in a sentence or two what they told you, using the "
+           "profile where it helps. Do not repeat an earlier reply.")
+"""The ``### respond`` section. Small models otherwise greet ("How can I assist you?")
+whatever the user said, then copy that reply turn after turn (issue 17 newcomer trial)."""
+RESPOND_QUOTE_CHARS = 300
+
+
+def respond_text(history: list[tuple[str, str]]) -> str:
+    """:data:`RESPOND`, then the user's last message quoted again (whitespace-collapsed,
+    at most :data:`RESPOND_QUOTE_CHARS` chars): a small model answers the text next to
+    the instruction, not one it read pages ago."""
+    last = next((text for role, text in reversed(history) if role == "user"), "")
+    if not last.strip():
+        return RESPOND
+    quoted = " ".join(neutralise(last).split())
+    if len(quoted) > RESPOND_QUOTE_CHARS:
+        quoted = quoted[:RESPOND_QUOTE_CHARS - 1] + "…"
+    return f"{RESPOND}\nThe USER's last message: {quoted}"
+
+
 def build_tail(t: TailInput) -> str:
     """Render the variable tail in SECTION_ORDER; see the module docstring."""
     fixed = {
@@ -302,7 +323,7 @@ def build_tail(t: TailInput) -> str:
         "lessons": t.memory.get("lessons", ""),
         "procedures": t.memory.get("procedures", ""),
         "notice": t.notice,
-        "respond": "Respond now with one JSON action.",
+        "respond": respond_text(t.history),
     }
     used = estimate_tokens(STABLE_PREFIX) + sum(estimate_tokens(v) + 4 for v in fixed.values() if v)
     room = t.context_window - used - t.reply_reserve - SAFETY_MARGIN_TOKENS
