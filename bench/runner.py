@@ -66,10 +66,12 @@ BENCHES = (
           "throughput through the daemon vs in process (reported)"),
     Bench("llm_server", "## Embedded LLM server: portable vs native build",
           "prompt eval and generation tokens/s of the portable server vs the native build "
-          "(baseline), same run, same model (reported)"),
+          "(baseline), same run, same model (reported)",
+          ("--model", "qwen2.5-coder-1.5b", "--model", "smollm2-135m")),
     Bench("formation", "## Memory formation",
           "memory formation through a daemon on the default model: recall ≥ 85 %, "
-          "violations ≤ 2, median turn ≤ 10 s, reflections within their timeout"),
+          "violations ≤ 2, median turn ≤ 10 s, reflections within their timeout",
+          ("--repeat", "3")),
     Bench("turn", "## Turns through the daemon",
           "a turn's own cost beside the scripted LLM's; memory work p99 ≤ 15 ms"),
     Bench("reflection", "## Reflection on / off",
