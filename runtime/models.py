@@ -16,6 +16,7 @@ fresh virtual environment reuses an assembled model instead of downloading it ag
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import json
@@ -180,10 +181,9 @@ def verify(path: Path, sha256: str, size: int) -> None:
     if digest.hexdigest() != sha256:
         raise ModelError(f"{path}: sha256 {digest.hexdigest()[:16]}… does not match the "
                          f"pinned {sha256[:16]}…; remove it and install again")
-    try:
+    # A read-only model folder keeps no stamp: the file is checked again next time.
+    with contextlib.suppress(OSError):
         stamp.write_text(json.dumps({**_stamp(path), "sha256": sha256}))
-    except OSError:
-        pass  # a read-only model dir: checked again next time, still correct
 
 
 def install_model(name: str, progress: Callable[[str], None] = lambda _m: None) -> Path:

@@ -10,12 +10,14 @@ from pathlib import Path
 
 from tests.daemon import REPO
 
-# Spelled in pieces so that this file does not match itself.
+# Spelled in pieces so that this file does not match itself. The four forms: a relative
+# path up to the sibling folder, a parents[N] path joined with its name, its name joined
+# with "data", and its sub-folders named in prose or code.
 _OUTSIDE = re.compile("|".join([
-    r"\.\./" + "shared",                       # ../shared/…
-    r"parents\[\d\]\s*/\s*[\"']" + "shared",   # Path(__file__).parents[2] / "shared"
-    r"[\"']" + "shared" + r"[\"']\s*/\s*[\"']data",  # "shared" / "data"
-    r"\b" + "shared" + r"/(data|cases|reference|seeds)\b",  # shared/data/… in prose or code
+    r"\.\./" + "shared",
+    r"parents\[\d\]\s*/\s*[\"']" + "shared",
+    r"[\"']" + "shared" + r"[\"']\s*/\s*[\"']data",
+    r"\b" + "shared" + r"/(data|cases|reference|seeds)\b",
 ]))
 
 
