@@ -140,6 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(nf)
     nf.add_argument("id", type=int)
     _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
+    bk = msub.add_parser(
+        "backup", help="a consistent copy of memory.sqlite, also while the daemon runs",
+        description="Copy the memory database to FILE with SQLite's online backup: one "
+                    "consistent snapshot, taken by the running daemon (or directly when none "
+                    "runs). The copy is a plain SQLite file; put it back as memory.sqlite "
+                    "with the daemon stopped to restore it.")
+    _state_arg(bk)
+    bk.add_argument("file", help="where to write the copy")
+    bk.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     ri = msub.add_parser("reindex", help="embed every note missing a vector of the configured "
                          "embedding model, with progress (daemon stopped)",
                          description="Embed, newest first, every note with no vector for the "
@@ -385,6 +394,10 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     what, action = args.memory_command, getattr(args, "action", None)
     if what == "stats":
         print(json.dumps(await c.memory("memory.stats"), indent=2))
+    elif what == "backup":
+        done = await c.memory("memory.backup", {"path": str(Path(args.file).resolve()),
+                                                "overwrite": args.overwrite})
+        print(f"backed up memory to {done['path']} ({done['bytes']:,} bytes)")
     elif what == "profile" and action == "list":
         facts = await c.memory("memory.profile.list")
         for f in facts:

@@ -20,6 +20,7 @@ from typing import Any, Callable, Literal
 
 import msgspec
 
+from .backup import backup_database
 from .errors import NotFound, ValidationError
 from .lessons import LessonStore
 from .links import LinkStore
@@ -91,6 +92,14 @@ class LimitArgs(_Args):
     limit: int = 100
 
 
+class BackupArgs(_Args):
+    """``memory.backup``: copy the database to ``path`` (absolute) with SQLite's online
+    backup; ``overwrite`` replaces an existing file."""
+
+    path: str
+    overwrite: bool = False
+
+
 class LinksListArgs(_Args):
     """``memory.links.list``: newest edges; with ``id`` only the edges of that note."""
 
@@ -143,6 +152,8 @@ OPS: dict[str, OpSpec] = {
                                "REFERENCES, CONTRADICTS, DUPLICATES or SUPERSEDES).", False, True),
     "memory.votes.tail": OpSpec(LimitArgs, "The newest vote events (memory.voting.enabled).",
                                 False, False),
+    "memory.backup": OpSpec(BackupArgs, "A consistent copy of the memory database (SQLite "
+                            "online backup) at an absolute path.", False, False),
 }
 
 TOOL_NAMES: tuple[str, ...] = tuple(name for name, spec in OPS.items() if spec.tool)
@@ -302,6 +313,8 @@ def run_op(
         case LinksAddArgs():
             link = links.add(a.from_id, a.to_id, a.kind, a.weight)
             return link, {"ids": [link.from_id, link.to_id]}
+        case BackupArgs():
+            return backup_database(conn, a.path, overwrite=a.overwrite), {}
     raise ValidationError("op", f"unhandled memory operation {op!r}")
 
 
