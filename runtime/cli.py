@@ -187,6 +187,8 @@ def build_parser() -> argparse.ArgumentParser:
     ll.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
     ll.add_argument("--note", type=int, metavar="ID", help="only edges of this note")
 
+    _add_json_flags(msub)
+
     cfg = sub.add_parser("config", help="configuration")
     csub = cfg.add_subparsers(dest="action", required=True, metavar="ACTION")
     _state_arg(csub.add_parser("show", help="print the effective config with defaults"))
@@ -390,81 +392,114 @@ async def _chat(c: DaemonClient) -> int:
                 print(f"  error: {frame['code']}: {frame['message']}")
 
 
-async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
+JSON_EXEMPT = ("reindex", "recover")
+"""``memory`` commands that are not one memory op (they print their own JSON summary)."""
+
+
+def _add_json_flags(msub: argparse._SubParsersAction) -> None:
+    """``--json`` on every ``memory`` command that is one memory op."""
+    for name, parser in msub.choices.items():
+        if name in JSON_EXEMPT:
+            continue
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        leaves = list(nested[0].choices.values()) if nested else [parser]
+        for leaf in leaves:
+            leaf.add_argument("--json", action="store_true",
+                              help="print the op's result as JSON (docs/protocol.md shapes)")
+
+
+def _memory_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The memory op and its arguments for a ``memory`` command (see docs/protocol.md)."""
     what, action = args.memory_command, getattr(args, "action", None)
     if what == "stats":
-        print(json.dumps(await c.memory("memory.stats"), indent=2))
+        return "memory.stats", {}
+    if what == "backup":
+        return "memory.backup", {"path": str(Path(args.file).resolve()),
+                                 "overwrite": args.overwrite}
+    if what == "profile":
+        if action == "list":
+            return "memory.profile.list", {}
+        if action == "set":
+            kws = [k.strip() for k in args.contextual.split(",")] if args.contextual else None
+            return "memory.profile.set", {"key": args.key, "value": args.value,
+                                          "pinned": kws is None, "keywords": kws}
+        return f"memory.profile.{action}", {"key": args.key}
+    if what == "notes":
+        if action == "list":
+            return "memory.notes.list", {"limit": args.limit, "archived": args.archived}
+        if action == "show":
+            return "memory.notes.recall", {"id": args.id}
+        if action == "store":
+            tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
+            return "memory.notes.store", {"content": args.content, "tags": tags}
+        if action == "recall":
+            return "memory.notes.recall", {"query": args.query, "k": args.k}
+        return "memory.notes.forget", {"id": args.id}
+    if what in ("lessons", "procedures"):
+        if action == "list":
+            return f"memory.{what}.list", {"limit": args.limit}
+        return f"memory.{what}.get", {"id": args.id}
+    query: dict[str, Any] = {"limit": args.limit}
+    if args.note is not None:
+        query["id"] = args.note
+    return "memory.links.list", query
+
+
+async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
+    """Run one ``memory`` command: its op (:func:`_memory_request`), then the result as
+    text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist."""
+    what, action = args.memory_command, getattr(args, "action", None)
+    op, payload = _memory_request(args)
+    data = await c.memory(op, payload)
+    missing = (isinstance(data, dict) and data.get("removed") is False) or (
+        what == "notes" and action == "show" and not data)
+    if getattr(args, "json", False):
+        print(json.dumps(data, ensure_ascii=False))
+    if missing:
+        name = f"active fact {args.key!r}" if what == "profile" else f"note #{args.id}"
+        print(f"atomic-agent: no {name}", file=sys.stderr)
+        return EXIT_FAILED
+    if getattr(args, "json", False):
+        return 0
+    if what == "stats":
+        print(json.dumps(data, indent=2))
     elif what == "backup":
-        done = await c.memory("memory.backup", {"path": str(Path(args.file).resolve()),
-                                                "overwrite": args.overwrite})
-        print(f"backed up memory to {done['path']} ({done['bytes']:,} bytes)")
-    elif what == "profile" and action == "list":
-        facts = await c.memory("memory.profile.list")
-        for f in facts:
-            _print_fact(f)
-        if not facts:
-            print("(no profile facts)")
+        print(f"backed up memory to {data['path']} ({data['bytes']:,} bytes)")
+    elif what == "profile" and action in ("list", "history"):
+        for f in data:
+            if action == "list":
+                _print_fact(f)
+            else:
+                state = "active" if f.get("supersededBy") is None else "superseded"
+                print(f"{f['validFrom']} {state}: {f['value']}")
+        if not data:
+            print("(no profile facts)" if action == "list" else f"(no history for {args.key!r})")
     elif what == "profile" and action == "set":
-        kws = [k.strip() for k in args.contextual.split(",")] if args.contextual else None
-        _print_fact(await c.memory("memory.profile.set", {
-            "key": args.key, "value": args.value, "pinned": kws is None, "keywords": kws}))
+        _print_fact(data)
     elif what == "profile" and action == "remove":
-        removed = (await c.memory("memory.profile.remove", {"key": args.key}))["removed"]
-        if not removed:
-            print(f"atomic-agent: no active fact {args.key!r}", file=sys.stderr)
-            return EXIT_FAILED
         print("removed")
-    elif what == "profile" and action == "history":
-        history = await c.memory("memory.profile.history", {"key": args.key})
-        for f in history:
-            state = "active" if f.get("supersededBy") is None else "superseded"
-            print(f"{f['validFrom']} {state}: {f['value']}")
-        if not history:
-            print(f"(no history for {args.key!r})")
-    elif what == "notes" and action == "list":
-        notes = await c.memory("memory.notes.list", {"limit": args.limit, "archived": args.archived})
-        for n in notes:
+    elif what == "notes" and action in ("list", "recall"):
+        for n in data:
             _print_note(n)
-        if not notes:
-            print("(no notes)")
+        if not data:
+            print("(no notes)" if action == "list" else "(no matching notes)")
     elif what == "notes" and action == "show":
-        found = await c.memory("memory.notes.recall", {"id": args.id})
-        if not found:
-            print(f"atomic-agent: no note #{args.id}", file=sys.stderr)
-            return EXIT_FAILED
-        _print_note(found[0], full=True)
+        _print_note(data[0], full=True)
     elif what == "notes" and action == "store":
-        tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-        _print_note(await c.memory("memory.notes.store", {"content": args.content, "tags": tags}))
-    elif what == "notes" and action == "recall":
-        hits = await c.memory("memory.notes.recall", {"query": args.query, "k": args.k})
-        for n in hits:
-            _print_note(n)
-        if not hits:
-            print("(no matching notes)")
+        _print_note(data)
     elif what == "notes" and action == "forget":
-        removed = (await c.memory("memory.notes.forget", {"id": args.id}))["removed"]
-        if not removed:
-            print(f"atomic-agent: no note #{args.id}", file=sys.stderr)
-            return EXIT_FAILED
         print("forgotten")
     elif what in ("lessons", "procedures") and action == "list":
-        rows = await c.memory(f"memory.{what}.list", {"limit": args.limit})
-        for row in rows:
+        for row in data:
             print(_pointer("*" if what == "lessons" else ">", row))
-        if not rows:
+        if not data:
             print(f"(no {what})")
     elif what in ("lessons", "procedures") and action == "show":
-        row = await c.memory(f"memory.{what}.get", {"id": args.id})
-        (_print_lesson if what == "lessons" else _print_procedure)(row)
-    elif what == "links" and action == "list":
-        query: dict[str, Any] = {"limit": args.limit}
-        if args.note is not None:
-            query["id"] = args.note
-        edges = await c.memory("memory.links.list", query)
-        for e in edges:
+        (_print_lesson if what == "lessons" else _print_procedure)(data)
+    elif what == "links":
+        for e in data:
             print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g})")
-        if not edges:
+        if not data:
             print("(no links)")
     return 0
 
