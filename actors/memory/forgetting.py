@@ -25,9 +25,10 @@ import re
 import apsw
 import msgspec
 
-__all__ = ["Forgotten", "apply_forget", "matches"]
+__all__ = ["WORD_RE", "Forgotten", "apply_forget", "matches"]
 
-_WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
+WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
+"""A word, with inner hyphens and apostrophes (``falcon-2``, ``user's``)."""
 
 
 def _forms(word: str) -> set[str]:
@@ -43,7 +44,7 @@ def matches(words: list[str], text: str) -> bool:
     if not words:
         return False
     have = {w.lower().replace("’", "'").removesuffix("'s")
-            for w in _WORD_RE.findall(text.replace("_", " "))}
+            for w in WORD_RE.findall(text.replace("_", " "))}
     return all(_forms(w.lower()) & have for w in words)
 
 

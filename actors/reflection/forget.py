@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import re
 
-from actors.memory.forgetting import matches
+from actors.memory.forgetting import WORD_RE, matches
 
 __all__ = ["CHANGE", "dropped_values", "forget_intent", "matches", "request_targets",
            "target_words"]
 
-_WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
 
 _NEG_FORGET = re.compile(r"\b(?:don't|do not|never|not|won't|didn't|dont)\s+forget\b|"
                          r"\bforgot\b|\bforgetting\b|\bforgettable\b", re.I)
@@ -88,7 +87,7 @@ def target_words(target: str) -> list[str]:
     ``"that I like Radiohead"`` → ``["radiohead"]``; ``"my phone number"`` →
     ``["phone", "number"]``; ``"test_runner"`` → ``["test", "runner"]``."""
     out: list[str] = []
-    for raw in _WORD_RE.findall(target.replace("_", " ")):
+    for raw in WORD_RE.findall(target.replace("_", " ")):
         w = raw.lower().replace("’", "'").removesuffix("'s")
         if w and w not in _FILLER and w not in out and (len(w) >= 2 or w.isdigit()):
             out.append(w)

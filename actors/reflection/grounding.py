@@ -71,10 +71,12 @@ _GREETINGS = {
     "thx", "ty", "good morning", "good evening", "good night", "good afternoon", "bye",
     "привет", "здравствуй", "здравствуйте", "спасибо", "пока", "тест",
 }
-_PERSIST = re.compile(
+PERSIST = re.compile(
     r"\b(remember|memorize|memorise|always|never|default|from now on|next time|in future|"
     r"in the future|going forward|every time|from here on|keep in mind|note that|"
+    r"don't forget|do not forget|merk dir|souviens|recuerda|ricorda|lembre|"
     r"запомни|всегда|никогда|отныне|впредь|по умолчанию)\b", re.I)
+"""A request to keep something (several languages): makes a message worth reflecting on."""
 _PERSONAL = re.compile(
     r"\b(i|i'm|i’m|im|my|me|mine|myself|we|our|us|я|меня|мой|моя|моё|мое|мои|мне|мы|наш|"
     r"наша)\b", re.I)
@@ -192,7 +194,7 @@ def is_trivial_window(user_message: str) -> bool:
     text = user_message.strip()
     if not text:
         return True
-    if _PERSIST.search(text) or _PERSONAL.search(text):
+    if PERSIST.search(text) or _PERSONAL.search(text):
         return False
     clauses = _clauses(text)
     for i, clause in enumerate(clauses):
@@ -436,7 +438,7 @@ def filter_ungrounded(facts: Sequence[ParsedFact], notes: Sequence[ParsedNote],
     """
     window = _Window(user_message)
     one_off = _one_off_tokens(user_message)
-    tool_restricted = bool(_TOOL_RESTRICTION.search(user_message)) and not _PERSIST.search(
+    tool_restricted = bool(_TOOL_RESTRICTION.search(user_message)) and not PERSIST.search(
         user_message)
     kept_facts: list[ParsedFact] = []
     kept_notes: list[ParsedNote] = []

@@ -40,6 +40,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .grounding import PERSIST
+
 __all__ = ["Clause", "IDENTITY_KEYS", "about_user", "clauses", "is_greeting", "is_question_only",
            "judge"]
 
@@ -96,9 +98,6 @@ _HYPOTHETICAL = re.compile(
 _HYPOTHETICAL_SENTENCE = re.compile(
     r"^\s*(?:if|imagine|suppose|hypothetically|wenn|falls|si|se|если)\b|"
     r"\b(?:daydream\w*|just a dream|hypothetical(?:ly)?|in theory)\b", re.I)
-_PERSIST = re.compile(
-    r"\b(?:remember|memorize|memorise|keep in mind|note that|don't forget|do not forget|"
-    r"always|from now on|merk dir|souviens|recuerda|ricorda|lembre|запомни)\b", re.I)
 _STOP = frozenset("""the a an and or but of to in on at for with by from is are was were be
 been being has have had do does did that this these those it its as about user users
 user's their they them he she his her who which what when where there than then also very
@@ -256,14 +255,14 @@ def is_greeting(clause: Clause) -> bool:
 def about_user(user_message: str) -> bool:
     """Whether the message speaks of the user at all: a first-person word (several
     languages) or a request to remember. "lol that meme was funny" does not."""
-    return bool(_FIRST_PERSON.search(user_message) or _PERSIST.search(user_message))
+    return bool(_FIRST_PERSON.search(user_message) or PERSIST.search(user_message))
 
 
 def is_question_only(user_message: str) -> bool:
     """True when the message only asks (module doc), greetings aside; False for an
     empty message."""
     parts = [c for c in clauses(user_message) if not is_greeting(c)]
-    if not parts or _PERSIST.search(user_message):
+    if not parts or PERSIST.search(user_message):
         return False
     for c in parts:
         if not c.question:
