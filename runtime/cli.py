@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,10 @@ def build_parser() -> argparse.ArgumentParser:
                                    f"{DEFAULT_MODEL}; `atomic-agent models` lists them).")
     _state_arg(s)
     s.add_argument("--host", help="address to bind (default 127.0.0.1)")
-    s.add_argument("--port", type=int, help="port (default 8765; 0 picks a free one)")
+    s.add_argument("--port", type=_port, help="port (default 8765; 0 picks a free one)")
+    s.add_argument("--http-port", type=_port, metavar="N",
+                   help="port of the OpenAI-compatible HTTP API (default: --port + 1, so "
+                        "8766; 0 picks a free one; server.httpEnabled false turns it off)")
     s.add_argument("--llm-url", help="use this llama-server instead of the embedded one")
     s.add_argument("--model", help="embedded model: a name (atomic-agent models) or a .gguf path; "
                                    "overrides llm.model")
@@ -100,6 +104,26 @@ def build_parser() -> argparse.ArgumentParser:
                     "'tui' extra (textual).")
     _state_arg(t)
     t.add_argument("--session", help="session id to continue (created if new)")
+
+    mc = sub.add_parser(
+        "mcp", help="serve the daemon's memory to MCP clients (Claude, Cursor, editors)",
+        description="A Model Context Protocol server for the running daemon's memory. By "
+                    "default it speaks MCP over stdin/stdout: configure your MCP client to "
+                    "launch `atomic-agent mcp` (README shows the snippet). With --http it "
+                    "serves MCP's Streamable HTTP transport at http://127.0.0.1:PORT/mcp; "
+                    "clients must send 'Authorization: Bearer <token>' with the token in "
+                    "<state>/token. Tools: memory_profile_set/remove/list/history, "
+                    "memory_notes_store/recall/search/get/forget, memory_lessons_list/get, "
+                    "memory_procedures_list/get, memory_context. The daemon must be running "
+                    "(atomic-agent serve); until it is, tools answer not_running.")
+    _state_arg(mc)
+    mc.add_argument("--http", action="store_true",
+                    help="serve Streamable HTTP on loopback instead of stdio")
+    mc.add_argument("--host", default="127.0.0.1", help="address for --http (default 127.0.0.1)")
+    mc.add_argument("--port", type=int, default=None,
+                    help="port for --http (default 8767; 0 picks a free one)")
+    mc.add_argument("--session", default="mcp",
+                    help="session the MCP server's notes are filed under (default: mcp)")
 
     m = sub.add_parser("memory", help="inspect and edit memory")
     msub = m.add_subparsers(dest="memory_command", required=True, metavar="WHAT")
@@ -204,6 +228,17 @@ def build_parser() -> argparse.ArgumentParser:
                     "turns end with reason shutdown, memory is checkpointed). Exit status 3 "
                     "when no daemon is running."))
     return p
+
+
+def _port(text: str) -> int:
+    """argparse type: a TCP port number 0-65535 (0 = any free port)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {value}")
+    return value
 
 
 def _positive_seconds(text: str) -> float:
@@ -607,6 +642,30 @@ def models_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
+    """``atomic-agent mcp``: the MCP server (runtime.mcp_server) until stdin closes or
+    Ctrl-C; a bad option or configuration is one line on stderr."""
+    from .mcp_server import DEFAULT_HTTP_PORT, mcp_main
+
+    if args.port is not None and not 0 <= args.port <= 65535:
+        print("atomic-agent: --port must be 0-65535", file=sys.stderr)
+        return EXIT_USAGE
+    if args.port is not None and not args.http:
+        print("atomic-agent: --port needs --http (stdio has no port)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        origins = load_config(state_dir).server.allowed_origins
+    except ConfigError as exc:
+        print(f"atomic-agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return trio.run(partial(mcp_main, state_dir, http=args.http, host=args.host,
+                                port=DEFAULT_HTTP_PORT if args.port is None else args.port,
+                                session=args.session, allowed_origins=origins))
+    except KeyboardInterrupt:
+        return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``atomic-agent`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
@@ -616,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
 
         return serve(ServeOptions(state_dir=state_dir, host=args.host, port=args.port,
                                   llm_url=args.llm_url, log_level=args.log_level,
-                                  model=args.model))
+                                  model=args.model, http_port=args.http_port))
     if args.command == "models":
         return models_command(args)
     if args.command == "config":
@@ -627,6 +686,8 @@ def main(argv: list[str] | None = None) -> int:
             return EXIT_USAGE
         return 0
     configure_cli()
+    if args.command == "mcp":
+        return mcp_command(args, state_dir)
     if args.command == "tui":
         try:
             from .tui import run_tui

@@ -237,7 +237,9 @@ class ServerConfig(_C):
     """``server``: the websocket gateway (DESIGN §9). maxFrameBytes in bytes;
     clientQueue: outbound frames buffered per client before it is dropped as too slow;
     clientInflight: requests one client may have running at once before the gateway
-    stops reading its frames (a flooding client waits on itself, issue 7)."""
+    stops reading its frames (a flooding client waits on itself, issue 7).
+    httpEnabled / httpPort: the OpenAI-compatible HTTP API (``runtime.openai_api``) on
+    the same host; httpPort null = port + 1."""
 
     host: str = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65535)] = 8765
@@ -245,6 +247,16 @@ class ServerConfig(_C):
     max_frame_bytes: Annotated[int, Meta(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024
     client_queue: Annotated[int, Meta(ge=8, le=100_000)] = 256
     client_inflight: Annotated[int, Meta(ge=1, le=10_000)] = 16
+    http_enabled: bool = True
+    http_port: Annotated[int, Meta(ge=0, le=65535)] | None = None
+
+    def resolved_http_port(self) -> int:
+        """``server.httpPort``, the OpenAI-compatible HTTP API's port: as configured,
+        else the websocket port + 1 (8766 by default), or 0 (any free port) when the
+        websocket port is 0."""
+        if self.http_port is not None:
+            return self.http_port
+        return 0 if self.port in (0, 65535) else self.port + 1
 
 
 class AgentConfig(_C):

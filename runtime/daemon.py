@@ -23,7 +23,9 @@ import socket
 import sys
 import time
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import httpx
 import msgspec
@@ -72,6 +74,7 @@ class ServeOptions:
     llm_url: str | None = None
     log_level: str | None = None
     model: str | None = None
+    http_port: int | None = None
 
 
 def _fail(code: int, message: str) -> int:
@@ -96,12 +99,18 @@ def serve(opts: ServeOptions) -> int:
             cfg.server.host = opts.host
         if opts.port is not None:
             cfg.server.port = opts.port
+        if opts.http_port is not None:
+            cfg.server.http_port = opts.http_port
         if opts.llm_url is not None:
             cfg.llm.url = opts.llm_url
         if opts.model is not None:
             cfg.llm.model = opts.model
         if not _port_free(cfg.server.host, cfg.server.port):
             return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host, cfg.server.port)))
+        if cfg.server.http_enabled and not _port_free(cfg.server.host,
+                                                      cfg.server.resolved_http_port()):
+            return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host,
+                                                    cfg.server.resolved_http_port(), http=True)))
         _log.configure("root", log_dir=opts.state_dir / "logs",
                        level=opts.log_level or cfg.logging.level)
         forked = _fork_actors(opts, cfg, lock)
@@ -190,9 +199,15 @@ def _port_free(host: str, port: int) -> bool:
 
 
 class PortInUse(Exception):
-    """The gateway's port is taken by another program."""
+    """The gateway's port (or, with ``http``, the HTTP API's) is taken by another program."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, http: bool = False) -> None:
+        if http:
+            super().__init__(f"port {port} on {host} (the OpenAI-compatible HTTP API) is "
+                             f"already in use (another daemon or program?): choose another "
+                             f"with --http-port N (0 = any free port), or turn the API off "
+                             f"with server.httpEnabled false")
+            return
         super().__init__(f"port {port} on {host} is already in use (another daemon or "
                          f"program?): choose another with --port N, or --port 0 for any "
                          f"free port")
@@ -310,6 +325,9 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                     raise
                 port = servers.port
                 url = f"ws://{cfg.server.host}:{port}"
+                openai_url = None
+                if cfg.server.http_enabled:
+                    openai_url = await _start_http_api(listen, gateway, sup, conns, token, cfg)
                 # Probed once everything else is up: a start that fails says only why.
                 llm_status = await probe_llm(cfg)
                 if llm_status != "ok":
@@ -317,9 +335,11 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                           f"({llm_status}); memory works, turns fail until it does",
                           file=sys.stderr, flush=True)
                 info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
-                        "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc}
+                        "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc,
+                        "openaiUrl": openai_url}
                 write_daemon_info(opts.state_dir, info)
-                ready = {"event": "ready", "url": url, "tokenFile": info["tokenFile"],
+                ready = {"event": "ready", "url": url, "openaiUrl": openai_url,
+                         "tokenFile": info["tokenFile"],
                          "pid": os.getpid(), "llm": llm_url, "llmKind": llm_desc,
                          "llmHealthy": llm_status == "ok", "llmStatus": llm_status,
                          "stateDir": str(opts.state_dir),
@@ -335,6 +355,26 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
             conns.cancel_scope.cancel()
     log.info("daemon.stopped", shutdown_ms=round((time.monotonic() - t_stop) * 1000))
     return EXIT_OK
+
+
+async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Any,
+                          conns: trio.Nursery, token: str, cfg: Config) -> str:
+    """Start the OpenAI-compatible HTTP API (``runtime.openai_api``) in ``listen`` (it
+    stops accepting with the gateway); its turns run in ``conns``, the daemon-lifetime
+    nursery, like websocket turns. Returns its base URL (``http://host:port/v1``).
+    PortInUse when its port is taken."""
+    from .openai_api import OpenAIApi, serve_api
+
+    app = OpenAIApi(sup.request, conns.start_soon, gateway.turn_events, token, cfg.server)
+    port = cfg.server.resolved_http_port()
+    try:
+        bound = await listen.start(partial(serve_api, app, cfg.server.host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(cfg.server.host, port, http=True) from None
+        raise
+    host = f"[{cfg.server.host}]" if ":" in cfg.server.host else cfg.server.host
+    return f"http://{host}:{bound}/v1"
 
 
 def partial_serve(gateway: Gateway, conns: trio.Nursery):

@@ -39,6 +39,7 @@ from ._supervise import Supervisor
 from .config import ServerConfig
 from .actor import leaf_exception
 from .errors import ActorUnavailable, RemoteError, RuntimeFailure
+from .openai_api import TurnEvents
 from .metrics import MetricsRequest, live_tasks, merge_snapshots
 from .protocol import (
     CHANNELS,
@@ -124,6 +125,7 @@ class Gateway:
         self.accepting = True
         self.turn_nursery: trio.Nursery | None = None
         self.connections: set[Client] = set()  # every accepted websocket, until closed
+        self.turn_events = TurnEvents()  # turns run by the OpenAI-compatible HTTP API
 
     # ------------------------------------------------------------ actor → clients
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
@@ -138,6 +140,7 @@ class Gateway:
                 if type_ == "turn.finished":
                     self.finished_turns.add(data.get("turn", ""))
                 self._to_session(session, {"type": type_, **data})
+                self.turn_events.put({"type": type_, **data})
             case MemoryChanged():
                 self._to_channel("memory", {"type": "memory.changed", "op": event.op,
                                             "keys": event.keys, "ids": event.ids,

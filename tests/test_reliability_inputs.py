@@ -271,6 +271,7 @@ def _run_main(argv: list[str]) -> tuple[object, str, str]:
 @given(argv=argvs())
 def test_fuzzed_cli_arguments_get_one_line_errors_and_no_traceback(argv, monkeypatch):
     import runtime.daemon
+    import runtime.mcp_server
 
     def no_serve(*_a, **_k):
         raise AssertionError(f"serve would have run for {argv!r}")
@@ -278,7 +279,11 @@ def test_fuzzed_cli_arguments_get_one_line_errors_and_no_traceback(argv, monkeyp
     def no_input(*_a, **_k):
         raise AssertionError(f"chat would have prompted for {argv!r}")
 
+    async def mcp_checked(*_a, **_k):
+        return 0  # the options were accepted; serving stdio here would read the test's stdin
+
     monkeypatch.setattr(runtime.daemon, "serve", no_serve)
+    monkeypatch.setattr(runtime.mcp_server, "mcp_main", mcp_checked)
     monkeypatch.setattr(builtins, "input", no_input)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

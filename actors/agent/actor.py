@@ -30,7 +30,7 @@ import msgspec
 import structlog
 import trio
 
-from actors.memory.context import MemoryContext, render_context
+from actors.memory.context import MemoryContext, render_configured
 from actors.memory.errors import StorageFailure
 from actors.memory.messages import BuildContext, OpResult, ToolOp
 from actors.memory.tools import TOOL_NAMES
@@ -352,14 +352,7 @@ class AgentActor:
             return {}
         state.recalled_notes = [n.id for n in mem.recalled]
         state.memory_index = [n.id for n in mem.index]
-        m = self.cfg.memory
-        sections = render_context(
-            mem, profile_max_tokens=m.profile.max_tokens if m.profile.enabled else 0,
-            recall_preview_chars=m.recall_injection.preview_chars,
-            recall_max_tokens=m.recall_injection.max_tokens,
-            index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,
-            lessons_max_tokens=m.lessons.max_tokens if m.lessons.enabled else 0,
-            procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0)
+        sections = render_configured(mem, self.cfg.memory)
         elapsed = (time.monotonic() - t0) * 1000
         self.metrics.observe("agent.memory.context_ms", elapsed)
         turn = self.turns.get(msg.session)

@@ -39,7 +39,7 @@ from runtime.actor import ActorContext
 from runtime.config import ActorBoot, MemoryConfig
 from runtime.metrics import Metrics, MetricsRequest
 
-from .context import MemoryContext, build_context, recall_query
+from .context import MemoryContext, build_context, recall_query, render_configured
 from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError
 from .messages import (
     ApplyReflection,
@@ -66,7 +66,7 @@ from .procedures import ProcedureStore
 from .profile import ProfileFact, ProfileStore
 from .query_embedder import QueryEmbedder
 from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
-from .tools import OPS, run_op
+from .tools import OPS, context_answer, run_op
 from .vectors import VectorCache, VectorStore
 from .votes import VoteStore
 
@@ -249,7 +249,15 @@ class MemoryActor:
         return run_op(s.profiles, s.notes, msg.op, msg.args, source=msg.source,
                       session=msg.session, default_k=self.cfg.notes.recall_default_k,
                       lessons=s.lessons, procedures=s.procedures, links=s.links,
-                      votes=s.votes, defer_bump=defer_bump, recall=self._recall_for(s))
+                      votes=s.votes, defer_bump=defer_bump, recall=self._recall_for(s),
+                      context=lambda a: self._context_answer(s, msg.session, a))
+
+    def _context_answer(self, s: StoreSet, session: str | None, a: Any) -> dict[str, Any]:
+        """``memory.context``: the turn's context for ``a.message`` with every switch and
+        budget of ``memory.*`` applied, no recall counter bumped."""
+        ctx = self._build_context(s, BuildContext(session=session or "", user_message=a.message,
+                                                  working_dir=a.working_dir))
+        return context_answer(ctx, render_configured(ctx, self.cfg))
 
     def _recall_for(self, s: StoreSet) -> Callable[..., list[Any]]:
         """Notes recall for auto-recall and ``memory.notes.recall``: hybrid once the query
@@ -321,6 +329,8 @@ class MemoryActor:
             case ToolOp() if msg.op in OPS and not OPS[msg.op].writes:
                 if msg.op == "memory.notes.recall" and isinstance(msg.args.get("query"), str):
                     await self._prepare_query(msg.args["query"])
+                if msg.op == "memory.context" and isinstance(msg.args.get("message"), str):
+                    await self._prepare_query(recall_query(msg.args["message"]))
                 data, change = await self._read(lambda s: self._run_op(s, msg, True))
                 self._queue_bump(change.get("bump", []))
                 return OpResult(data=data)

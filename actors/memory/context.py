@@ -42,7 +42,8 @@ from .render import (
     render_recalled,
 )
 
-__all__ = ["MemoryContext", "build_context", "recall_query", "render_context"]
+__all__ = ["MemoryContext", "build_context", "recall_query", "render_context",
+           "render_configured", "context_text"]
 
 log = structlog.get_logger("actors.memory.context")
 T = TypeVar("T")
@@ -267,3 +268,24 @@ def render_context(
         "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),
     }
     return {name: body for name, body in bodies.items() if body}
+
+
+def render_configured(ctx: MemoryContext, m: object) -> dict[str, str]:
+    """:func:`render_context` with the budgets of ``m``, a ``runtime.config.MemoryConfig``
+    (``memory.*``): a disabled profile, lessons or procedures channel renders nothing.
+    The agent renders each turn's context with it, and ``memory.context`` answers with
+    it, so both show the same sections."""
+    return render_context(
+        ctx, profile_max_tokens=m.profile.max_tokens if m.profile.enabled else 0,
+        recall_preview_chars=m.recall_injection.preview_chars,
+        recall_max_tokens=m.recall_injection.max_tokens,
+        index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,
+        lessons_max_tokens=m.lessons.max_tokens if m.lessons.enabled else 0,
+        procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0)
+
+
+def context_text(sections: dict[str, str]) -> str:
+    """The memory sections as the prompt tail shows them: ``### name`` then the body,
+    one blank line between sections, in :func:`render_context`'s order ("" when
+    memory has nothing to add)."""
+    return "".join(f"### {name}\n{body.rstrip()}\n\n" for name, body in sections.items()).rstrip()

@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal
 import msgspec
 
 from .backup import backup_database
+from .context import MemoryContext, build_context, context_text, render_context
 from .errors import NotFound, ValidationError
 from .lessons import LessonStore
 from .links import LinkStore
@@ -100,6 +101,16 @@ class BackupArgs(_Args):
     overwrite: bool = False
 
 
+class ContextArgs(_Args):
+    """``memory.context``: what a turn on ``message`` would inject (profile through the
+    keyword gate, recalled notes with link expansion, the index, lessons, procedures),
+    rendered with the configured budgets; reads only, bumps no recall counter. The
+    query rewriter is not applied (it needs a session's history)."""
+
+    message: str
+    working_dir: str | None = None
+
+
 class LinksListArgs(_Args):
     """``memory.links.list``: newest edges; with ``id`` only the edges of that note."""
 
@@ -152,6 +163,9 @@ OPS: dict[str, OpSpec] = {
                                "REFERENCES, CONTRADICTS, DUPLICATES or SUPERSEDES).", False, True),
     "memory.votes.tail": OpSpec(LimitArgs, "The newest vote events (memory.voting.enabled).",
                                 False, False),
+    "memory.context": OpSpec(ContextArgs, "What a turn on this message would inject from "
+                             "memory: profile, recalled notes, index, lessons, procedures.",
+                             False, False),
     "memory.backup": OpSpec(BackupArgs, "A consistent copy of the memory database (SQLite "
                             "online backup) at an absolute path.", False, False),
 }
@@ -228,13 +242,16 @@ def run_op(
     votes: VoteStore | None = None,
     defer_bump: bool = False,
     recall: Callable[..., list[Note]] | None = None,
+    context: Callable[[ContextArgs], Any] | None = None,
 ) -> tuple[Any, dict[str, list]]:
     """Run one op; return (result data, change) where change lists written
     ``keys``/``ids`` (empty for reads). With ``defer_bump``, ``memory.notes.recall``
     by query writes nothing and lists the hits' ids under ``change["bump"]`` for the
     caller to bump later (``MemoryStore.bump_recall``). ``recall`` replaces
     ``notes.recall`` for ``memory.notes.recall`` by query (same keyword arguments,
-    called with ``bump=False``; the memory actor passes hybrid recall).
+    called with ``bump=False``; the memory actor passes hybrid recall). ``context``
+    answers ``memory.context`` (the memory actor's, with its configured budgets);
+    without it the op is answered with the default budgets of seed 000 §8.
 
     Shapes per DESIGN §9: a note / a fact / a list / ``{"removed": bool}``; lessons,
     procedures, links and votes as their Structs (camelCase keys). The lesson,
@@ -315,7 +332,24 @@ def run_op(
             return link, {"ids": [link.from_id, link.to_id]}
         case BackupArgs():
             return backup_database(conn, a.path, overwrite=a.overwrite), {}
+        case ContextArgs():
+            if context is not None:
+                return context(a), {}
+            ctx = build_context(profiles, notes, a.message, working_dir=a.working_dir,
+                                links=links, lessons=lessons, procedures=procedures,
+                                bump=False)
+            return context_answer(ctx, render_context(ctx)), {}
     raise ValidationError("op", f"unhandled memory operation {op!r}")
+
+
+def context_answer(ctx: MemoryContext, sections: dict[str, str]) -> dict[str, Any]:
+    """The ``memory.context`` result: ``text`` (the sections as the prompt tail shows
+    them, "" when memory adds nothing), ``sections`` (name → body) and the items behind
+    them (``profile`` facts, ``recalled`` notes, ``index`` notes, ``lessons`` and
+    ``procedures`` pointers)."""
+    return {"text": context_text(sections), "sections": sections, "profile": ctx.profile,
+            "recalled": ctx.recalled, "index": ctx.index, "lessons": ctx.lessons,
+            "procedures": ctx.procedures}
 
 
 def tool_catalog() -> list[tuple[str, str, dict[str, Any]]]:
