@@ -72,6 +72,9 @@ BENCHES = (
           "memory formation through a daemon on the default model: recall ≥ 85 %, "
           "violations ≤ 2, median turn ≤ 10 s, reflections within their timeout",
           ("--repeat", "3")),
+    Bench("integrations", "## MCP and OpenAI API overhead",
+          "a recall through MCP (stdio, HTTP) and a turn through the OpenAI-compatible API "
+          "vs the same over the websocket, same run (reported)"),
     Bench("turn", "## Turns through the daemon",
           "a turn's own cost beside the scripted LLM's; memory work p99 ≤ 15 ms"),
     Bench("reflection", "## Reflection on / off",

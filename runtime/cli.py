@@ -173,6 +173,31 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(bk)
     bk.add_argument("file", help="where to write the copy")
     bk.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    ex = msub.add_parser(
+        "export", help="write all memory to a JSON-lines file (or stdout)",
+        description="Write every profile fact with its history, every note (tags, scope, "
+                    "links), lesson and procedure as versioned JSON lines (docs/protocol.md, "
+                    "'Memory export format'); no vectors. Without FILE the export goes to "
+                    "stdout. Read by `memory import` here or on another machine.")
+    _state_arg(ex)
+    ex.add_argument("file", nargs="?", help="where to write it (default: stdout)")
+    ex.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    im = msub.add_parser(
+        "import", help="add the memory of an export file (idempotent)",
+        description="Import a `memory export` file: notes already stored (the same or a "
+                    "near-identical text), fact versions already in a fact's history, and "
+                    "lessons, procedures and links already present are skipped, so "
+                    "importing the same file twice adds nothing. The whole file is checked "
+                    "first; a bad line is one error and nothing is written.")
+    _state_arg(im)
+    im.add_argument("file", help="the export file")
+    cx = msub.add_parser(
+        "context", help="what a turn on MESSAGE would get from memory",
+        description="Print the memory sections a turn on MESSAGE would put in the prompt "
+                    "(profile, recalled notes, memory index, lessons, procedures), with the "
+                    "configured budgets. Nothing is written (no recall counters).")
+    _state_arg(cx)
+    cx.add_argument("message", help="a user message (quote it)")
     ri = msub.add_parser("reindex", help="embed every note missing a vector of the configured "
                          "embedding model, with progress (daemon stopped)",
                          description="Embed, newest first, every note with no vector for the "
@@ -451,6 +476,13 @@ def _memory_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     if what == "backup":
         return "memory.backup", {"path": str(Path(args.file).resolve()),
                                  "overwrite": args.overwrite}
+    if what == "export":
+        return "memory.export", {"path": str(Path(args.file).resolve()),
+                                 "overwrite": args.overwrite}
+    if what == "import":
+        return "memory.import", {"path": str(Path(args.file).resolve())}
+    if what == "context":
+        return "memory.context", {"message": args.message}
     if what == "profile":
         if action == "list":
             return "memory.profile.list", {}
@@ -484,6 +516,8 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     """Run one ``memory`` command: its op (:func:`_memory_request`), then the result as
     text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist."""
     what, action = args.memory_command, getattr(args, "action", None)
+    if what == "export" and args.file is None:
+        return await _export_to_stdout(c)
     op, payload = _memory_request(args)
     data = await c.memory(op, payload)
     missing = (isinstance(data, dict) and data.get("removed") is False) or (
@@ -500,6 +534,14 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     elif what == "backup":
         print(f"backed up memory to {data['path']} ({data['bytes']:,} bytes)")
+    elif what == "export":
+        print(f"exported {_counts(data['counts'])} to {data['path']} "
+              f"({data['bytes']:,} bytes)")
+    elif what == "import":
+        print(f"imported from {data['path']}: added {_counts(data['added'])}; already there: "
+              f"{_counts(data['skipped'])}")
+    elif what == "context":
+        print(data["text"] or "(memory has nothing for this message)")
     elif what == "profile" and action in ("list", "history"):
         for f in data:
             if action == "list":
@@ -536,6 +578,28 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
             print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g})")
         if not data:
             print("(no links)")
+    return 0
+
+
+def _counts(counts: dict[str, int]) -> str:
+    """``{"notes": 3, "factVersions": 2, …}`` as ``3 notes, 2 fact versions, …``."""
+    names = {"facts": "facts", "factVersions": "fact versions", "notes": "notes",
+             "links": "links", "lessons": "lessons", "procedures": "procedures"}
+    return ", ".join(f"{counts[k]} {names.get(k, k)}" for k in counts)
+
+
+async def _export_to_stdout(c: DaemonClient) -> int:
+    """``memory export`` without FILE: the daemon writes a private temporary file, which
+    is copied to stdout and removed; the summary goes to stderr."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="atomic-agent-export-") as tmp:
+        data = await c.memory("memory.export", {"path": str(Path(tmp) / "memory.jsonl")})
+        with open(data["path"], "rb") as src:
+            shutil.copyfileobj(src, sys.stdout.buffer)
+        sys.stdout.flush()
+    print(f"exported {_counts(data['counts'])}", file=sys.stderr)
     return 0
 
 

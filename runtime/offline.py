@@ -23,7 +23,7 @@ from actors.memory.tools import run_op
 
 from .client import ClientError
 from .config import Config
-from .state import StateError, check_writable
+from .state import StateError, check_writable, ensure_state_dir
 
 
 def _storage_error(exc: apsw.Error, path: Path) -> ClientError:
@@ -68,7 +68,14 @@ class OfflineMemory:
         return self._conn
 
     async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
-        """Run ``op`` on the file; returns JSON-shaped data like the daemon would."""
+        """Run ``op`` on the file; returns JSON-shaped data like the daemon would.
+        ``memory.import`` creates the state directory when there is none yet (moving
+        memory to a machine that never ran the daemon)."""
+        if op == "memory.import" and not self.path.parent.exists():
+            try:
+                ensure_state_dir(self.path.parent)
+            except StateError as exc:
+                raise ClientError(exc.code, exc.message) from None
         conn = self._open()
         m = self.cfg.memory
         stores = open_stores(conn, m)

@@ -301,7 +301,8 @@ class MemoryActor:
         if not keys and not ids:
             return
         await self.ctx.cast("root", MemoryChanged(op=op, keys=keys, ids=ids, session=session))
-        if ids and op in ("memory.notes.store", "reflection") and self.embed_backend:
+        if ids and op in ("memory.notes.store", "memory.import", "reflection") \
+                and self.embed_backend:
             await self.ctx.cast("backfill", NotesWritten(ids=ids))
 
     async def on_request(self, src: str, body: msgspec.Raw) -> Any:

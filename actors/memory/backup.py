@@ -17,7 +17,23 @@ import apsw
 
 from .errors import ValidationError
 
-__all__ = ["backup_database"]
+__all__ = ["backup_database", "checked_target"]
+
+
+def checked_target(target: str, overwrite: bool) -> Path:
+    """``target`` as a Path a file may be written to; ValidationError (field ``path``)
+    for a relative path, a folder that does not exist, or an existing file without
+    ``overwrite``. Shared by backup and export."""
+    path = Path(target)
+    if not path.is_absolute():
+        raise ValidationError("path", "must be an absolute path (the daemon's working "
+                                      "directory is not yours)")
+    if not path.parent.is_dir():
+        raise ValidationError("path", f"no such folder: {path.parent}")
+    if path.exists() and not overwrite:
+        raise ValidationError("path", f"{path} exists; choose another name, or overwrite it "
+                                      f"(--overwrite)")
+    return path
 
 
 def backup_database(conn: apsw.Connection, target: str, *, overwrite: bool = False) -> dict:
@@ -27,14 +43,7 @@ def backup_database(conn: apsw.Connection, target: str, *, overwrite: bool = Fal
     Raises ValidationError (field ``path``): a relative path, a folder that does not
     exist, an existing file without ``overwrite``, or a file that cannot be written.
     """
-    path = Path(target)
-    if not path.is_absolute():
-        raise ValidationError("path", "must be an absolute path (the daemon's working "
-                                      "directory is not yours)")
-    if not path.parent.is_dir():
-        raise ValidationError("path", f"no such folder: {path.parent}")
-    if path.exists() and not overwrite:
-        raise ValidationError("path", f"{path} exists; choose another name, or overwrite it (--overwrite)")
+    path = checked_target(target, overwrite)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
         dest = apsw.Connection(str(tmp))

@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal
 import msgspec
 
 from .backup import backup_database
+from .transfer import export_memory, import_memory
 from .context import MemoryContext, build_context, context_text, render_context
 from .errors import NotFound, ValidationError
 from .lessons import LessonStore
@@ -111,6 +112,21 @@ class ContextArgs(_Args):
     working_dir: str | None = None
 
 
+class ExportArgs(_Args):
+    """``memory.export``: write the JSON-lines export (:mod:`.transfer`) to ``path``
+    (absolute); ``overwrite`` replaces an existing file."""
+
+    path: str
+    overwrite: bool = False
+
+
+class ImportArgs(_Args):
+    """``memory.import``: import a JSON-lines export from ``path`` (absolute),
+    idempotently (:mod:`.transfer`)."""
+
+    path: str
+
+
 class LinksListArgs(_Args):
     """``memory.links.list``: newest edges; with ``id`` only the edges of that note."""
 
@@ -166,6 +182,11 @@ OPS: dict[str, OpSpec] = {
     "memory.context": OpSpec(ContextArgs, "What a turn on this message would inject from "
                              "memory: profile, recalled notes, index, lessons, procedures.",
                              False, False),
+    "memory.export": OpSpec(ExportArgs, "Write every fact (with history), note, link, lesson "
+                            "and procedure to a JSON-lines file at an absolute path.",
+                            False, False),
+    "memory.import": OpSpec(ImportArgs, "Import a memory export (JSON lines); what is "
+                            "already there is skipped.", False, True),
     "memory.backup": OpSpec(BackupArgs, "A consistent copy of the memory database (SQLite "
                             "online backup) at an absolute path.", False, False),
 }
@@ -332,6 +353,12 @@ def run_op(
             return link, {"ids": [link.from_id, link.to_id]}
         case BackupArgs():
             return backup_database(conn, a.path, overwrite=a.overwrite), {}
+        case ExportArgs():
+            return export_memory(conn, a.path, overwrite=a.overwrite), {}
+        case ImportArgs():
+            result = import_memory(notes, a.path)
+            return result, {"keys": ["*"] if result["added"]["factVersions"] else [],
+                            "ids": result["noteIds"]}
         case ContextArgs():
             if context is not None:
                 return context(a), {}

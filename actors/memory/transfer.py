@@ -1,0 +1,428 @@
+"""Memory export and import: a versioned JSON-lines file (issue 18).
+
+The file, one JSON object per line, ``type`` first:
+
+* ``{"type": "atomic-agent.memory", "version": 1, "schemaVersion", "exportedAt",
+  "counts"}`` -- the header, always the first line;
+* ``{"type": "fact", "key", "active": bool, "versions": [{"value", "pinned",
+  "keywords", "validFrom", "createdAt", "updatedAt"}, …]}`` -- one per profile key, its
+  whole history oldest first; ``active``: the last version is the key's current value
+  (false once the fact was removed);
+* ``{"type": "note", "id", "content", "tags", "source", "scope", "workingDir",
+  "sessionId", "createdAt", "updatedAt", "recallCount", "lastRecalledAt", "archived"}``;
+* ``{"type": "link", "fromId", "toId", "kind", "weight", "createdAt"}`` (note ids of
+  this file);
+* ``{"type": "lesson", "id", "activation", "principle", "tags", "status",
+  "successCount", "failureCount", "parentIds", "workingDir", "createdAt", "updatedAt",
+  "deprecatedAt"}``;
+* ``{"type": "procedure", "id", "activation", "steps", "tags", "status",
+  "successCount", "failureCount", "useCount", "parentLessonIds", "parentMemoryIds",
+  "source", "workingDir", "createdAt", "updatedAt", "deprecatedAt"}``.
+
+Times are Unix milliseconds. Vectors are not exported (the backfill actor embeds the
+imported notes with whatever embedder the target runs); votes are not either (they
+decay within days). An export is read in one transaction, so it is one snapshot.
+
+Import is idempotent: the whole file is checked first (a bad line is one error naming
+the line; nothing is written), then everything is written in one transaction. A note
+whose text is already stored (same :func:`content_key`, or near-identical, as
+:meth:`MemoryStore.store` deduplicates) is not added again; a fact version already in
+the key's history (same value and ``validFrom``) is skipped, and an imported current
+value becomes the key's current value only when it is newer than the one there; lessons
+and procedures with the same text, and links already present, are skipped. Ids are
+the target's own: links and parent ids are mapped through the imported notes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+import apsw
+import msgspec
+
+from .backup import checked_target
+from .dedup import find_duplicate
+from .errors import ValidationError, optional_text
+from .fts import content_key
+from .notes import MemoryStore, validate_content, validate_tags
+from .profile import validate_key, validate_value
+from .schema import SCHEMA_VERSION, write_txn
+
+__all__ = ["FORMAT", "FORMAT_VERSION", "export_memory", "import_memory"]
+
+FORMAT = "atomic-agent.memory"
+FORMAT_VERSION = 1
+
+
+class _S(msgspec.Struct, rename="camel", kw_only=True, forbid_unknown_fields=False):
+    """Base of file records: camelCase keys; fields a newer writer adds are ignored."""
+
+
+class Header(_S, tag="atomic-agent.memory", tag_field="type", kw_only=True):
+    version: int
+    schema_version: int | None = None
+    exported_at: int | None = None
+
+
+class FactVersion(_S, kw_only=True):
+    value: str
+    pinned: bool = True
+    keywords: list[str] = []
+    valid_from: int
+    created_at: int | None = None
+    updated_at: int | None = None
+
+
+class FactRec(_S, tag="fact", tag_field="type", kw_only=True):
+    key: str
+    active: bool = True
+    versions: list[FactVersion]
+
+
+class NoteRec(_S, tag="note", tag_field="type", kw_only=True):
+    id: int
+    content: str
+    tags: list[str] = []
+    source: Literal["agent", "user"] = "user"
+    scope: Literal["all", "project"] = "all"
+    working_dir: str | None = None
+    session_id: str | None = None
+    created_at: int
+    updated_at: int | None = None
+    recall_count: int = 0
+    last_recalled_at: int | None = None
+    archived: bool = False
+
+
+class LinkRec(_S, tag="link", tag_field="type", kw_only=True):
+    from_id: int
+    to_id: int
+    kind: Literal["RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS", "DUPLICATES",
+                  "SUPERSEDES"]
+    weight: float = 1.0
+    created_at: int | None = None
+
+
+class LessonRec(_S, tag="lesson", tag_field="type", kw_only=True):
+    id: int
+    activation: str
+    principle: str
+    tags: list[str] = []
+    status: Literal["active", "deprecated"] = "active"
+    success_count: int = 0
+    failure_count: int = 0
+    parent_ids: list[int] = []
+    working_dir: str | None = None
+    created_at: int
+    updated_at: int | None = None
+    deprecated_at: int | None = None
+
+
+class ProcedureRec(_S, tag="procedure", tag_field="type", kw_only=True):
+    id: int
+    activation: str
+    steps: list[Any]
+    tags: list[str] = []
+    status: Literal["active", "deprecated"] = "active"
+    success_count: int = 0
+    failure_count: int = 0
+    use_count: int = 0
+    parent_lesson_ids: list[int] = []
+    parent_memory_ids: list[int] = []
+    source: Literal["consolidator", "manual"] = "manual"
+    working_dir: str | None = None
+    created_at: int
+    updated_at: int | None = None
+    deprecated_at: int | None = None
+
+
+Record = Header | FactRec | NoteRec | LinkRec | LessonRec | ProcedureRec
+_decode = msgspec.json.Decoder(Record)
+_encode = msgspec.json.Encoder()
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+# ---------------------------------------------------------------------------- export
+def export_memory(conn: apsw.Connection, path: str, *, overwrite: bool = False) -> dict:
+    """Write every fact (with history), note, link, lesson and procedure of ``conn`` to
+    ``path`` (absolute) as the JSON-lines file of the module docstring, through a
+    temporary file renamed into place. Returns ``{"path", "bytes", "counts": {"facts",
+    "factVersions", "notes", "links", "lessons", "procedures"}}``.
+
+    Raises ValidationError (field ``path``): relative path, missing folder, existing file
+    without ``overwrite``, a file that cannot be written.
+    """
+    target = checked_target(path, overwrite)
+    tmp = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    counts = {"facts": 0, "factVersions": 0, "notes": 0, "links": 0, "lessons": 0,
+              "procedures": 0}
+    try:
+        with conn:  # one read transaction: the export is one snapshot
+            lines = list(_records(conn, counts))
+        with open(tmp, "wb") as out:
+            header = {"type": FORMAT, "version": FORMAT_VERSION,
+                      "schemaVersion": SCHEMA_VERSION, "exportedAt": _now(), "counts": counts}
+            out.write(_encode.encode(header) + b"\n")
+            for line in lines:
+                out.write(line + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise ValidationError("path", f"cannot write the export to {target}: "
+                                      f"{exc.strerror or exc}") from None
+    return {"path": str(target), "bytes": target.stat().st_size, "counts": counts}
+
+
+def _records(conn: apsw.Connection, counts: dict[str, int]):
+    """Yield the encoded record lines (facts, notes, links, lessons, procedures)."""
+    rows = conn.execute(
+        "SELECT key, value, pinned, keywords, valid_from, created_at, updated_at,"
+        " superseded_by FROM profile_facts ORDER BY key, valid_from, id").fetchall()
+    by_key: dict[str, list[tuple]] = {}
+    for row in rows:
+        by_key.setdefault(row[0], []).append(row)
+    for key, versions in by_key.items():
+        counts["facts"] += 1
+        counts["factVersions"] += len(versions)
+        yield _encode.encode({"type": "fact", "key": key,
+                              "active": versions[-1][7] is None, "versions": [
+                                  {"value": v[1], "pinned": bool(v[2]),
+                                   "keywords": json.loads(v[3]), "validFrom": v[4],
+                                   "createdAt": v[5], "updatedAt": v[6]} for v in versions]})
+    for kind, table, columns, order in _TABLES:
+        names = [_camel(c) for c in columns]
+        for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}"):
+            counts[kind + "s"] += 1
+            record: dict[str, Any] = {"type": kind}
+            for column, name, value in zip(columns, names, row):
+                record[name] = (json.loads(value) if column in _JSON_COLUMNS
+                                else bool(value) if column in _BOOL_COLUMNS else value)
+            yield _encode.encode(record)
+
+
+_TABLES = (
+    ("note", "memories", ("id", "content", "tags", "source", "scope", "working_dir",
+                          "session_id", "created_at", "updated_at", "recall_count",
+                          "last_recalled_at", "archived"), "id"),
+    ("link", "memory_links", ("from_id", "to_id", "kind", "weight", "created_at"),
+     "created_at, from_id, to_id"),
+    ("lesson", "lessons", ("id", "activation", "principle", "tags", "status", "success_count",
+                           "failure_count", "parent_ids", "working_dir", "created_at",
+                           "updated_at", "deprecated_at"), "id"),
+    ("procedure", "procedures", ("id", "activation", "steps", "tags", "status",
+                                 "success_count", "failure_count", "use_count",
+                                 "parent_lesson_ids", "parent_memory_ids", "source",
+                                 "working_dir", "created_at", "updated_at", "deprecated_at"),
+     "id"),
+)
+"""(record type, table, exported columns, order) of the tables exported row by row."""
+_JSON_COLUMNS = {"tags", "parent_ids", "steps", "parent_lesson_ids", "parent_memory_ids"}
+_BOOL_COLUMNS = {"archived"}
+
+
+def _camel(column: str) -> str:
+    head, *rest = column.split("_")
+    return head + "".join(part.title() for part in rest)
+
+
+# ---------------------------------------------------------------------------- import
+def read_records(path: str) -> list[Record]:
+    """Parse and check the whole file; ValidationError (field ``path``) names the first
+    bad line. Blank lines are ignored; the first record must be the header."""
+    source = Path(path)
+    if not source.is_absolute():
+        raise ValidationError("path", "must be an absolute path")
+    try:
+        raw = source.read_bytes()
+    except OSError as exc:
+        raise ValidationError("path", f"cannot read {source}: {exc.strerror or exc}") from None
+    records: list[Record] = []
+    for number, line in enumerate(raw.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = _decode.decode(line)
+        except msgspec.DecodeError as exc:
+            raise ValidationError("path", f"{source.name} line {number}: {exc}") from None
+        if not records and not isinstance(record, Header):
+            raise ValidationError("path", f"{source.name} is not an atomic-agent memory "
+                                          f"export (line {number} is not its header)")
+        if isinstance(record, Header) and records:
+            raise ValidationError("path", f"{source.name} line {number}: a second header")
+        if isinstance(record, Header) and record.version > FORMAT_VERSION:
+            raise ValidationError("path", f"{source.name} is format version "
+                                          f"{record.version}; this atomic-agent reads up to "
+                                          f"{FORMAT_VERSION} (upgrade it)")
+        records.append(record)
+    if not records:
+        raise ValidationError("path", f"{source.name} is empty")
+    return records
+
+
+def import_memory(notes: MemoryStore, path: str) -> dict:
+    """Import the export at ``path`` into ``notes``' database in one transaction (module
+    docstring); returns ``{"path", "added": {"factVersions", "notes", "links",
+    "lessons", "procedures"}, "skipped": {… same keys}, "noteIds": [ids of the notes
+    added]}``.
+
+    Raises:
+        ValidationError: field ``path`` (unreadable file, bad line, newer format) --
+            nothing is written; or a note/fact field that the stores refuse.
+    """
+    records = read_records(path)
+    conn = notes.conn
+    added = dict.fromkeys(("factVersions", "notes", "links", "lessons", "procedures"), 0)
+    skipped = dict(added)
+    note_ids: dict[int, int] = {}
+    lesson_ids: dict[int, int] = {}
+    with write_txn(conn):
+        newest = conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]
+        for rec in records:
+            if isinstance(rec, NoteRec):
+                _import_note(conn, notes, rec, note_ids, added, skipped)
+        for rec in records:
+            match rec:
+                case FactRec():
+                    _import_fact(conn, rec, added, skipped)
+                case LinkRec():
+                    _import_link(conn, rec, note_ids, added, skipped)
+                case LessonRec():
+                    _import_lesson(conn, rec, note_ids, lesson_ids, added, skipped)
+        for rec in records:
+            if isinstance(rec, ProcedureRec):
+                _import_procedure(conn, rec, note_ids, lesson_ids, added, skipped)
+        if added["notes"]:
+            notes._evict(0)  # the store's cap holds for imported notes too
+    new_ids = sorted(i for i in set(note_ids.values()) if i > newest)
+    return {"path": path, "added": added, "skipped": skipped, "noteIds": new_ids}
+
+
+def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
+                 note_ids: dict[int, int], added: dict, skipped: dict) -> None:
+    content = validate_content(rec.content, notes.max_content_chars)
+    tags = validate_tags(rec.tags)
+    working_dir = optional_text(rec.working_dir, "workingDir")
+    if rec.scope == "project" and working_dir is None:
+        raise ValidationError("workingDir", f"note {rec.id}: project notes need a workingDir")
+    key = content_key(content)
+    dup = find_duplicate(conn, content, key, rec.scope, working_dir,
+                         notes.near_threshold if notes.dedup else None)
+    if dup is not None:
+        note_ids[rec.id] = dup[0]
+        skipped["notes"] += 1
+        return
+    conn.execute(
+        "INSERT INTO memories (content, content_key, tags, source, scope, working_dir,"
+        " session_id, created_at, updated_at, recall_count, last_recalled_at, archived)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (content, key, json.dumps(tags), rec.source, rec.scope, working_dir,
+         optional_text(rec.session_id, "sessionId"), rec.created_at,
+         rec.updated_at or rec.created_at, max(0, rec.recall_count), rec.last_recalled_at,
+         int(rec.archived)))
+    note_ids[rec.id] = conn.last_insert_rowid()
+    added["notes"] += 1
+
+
+def _import_fact(conn: apsw.Connection, rec: FactRec, added: dict, skipped: dict) -> None:
+    key = validate_key(rec.key)
+    have = {(v, t) for v, t in conn.execute(
+        "SELECT value, valid_from FROM profile_facts WHERE key = ?", (key,))}
+    newest_there = max((t for _v, t in have), default=None)
+    previous: int | None = None
+    for i, version in enumerate(rec.versions):
+        value = validate_value(version.value)
+        if (value, version.valid_from) in have:
+            skipped["factVersions"] += 1
+            previous = None
+            continue
+        now = version.updated_at or version.valid_from
+        conn.execute(
+            "INSERT INTO profile_facts (key, value, pinned, keywords, valid_from,"
+            " superseded_by, supersedes, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            (key, value, int(version.pinned), json.dumps(version.keywords),
+             version.valid_from, previous, version.created_at or version.valid_from, now))
+        new_id = conn.last_insert_rowid()
+        conn.execute("UPDATE profile_facts SET superseded_by = id WHERE id = ?", (new_id,))
+        if previous is not None:
+            conn.execute("UPDATE profile_facts SET superseded_by = ? WHERE id = ?",
+                         (new_id, previous))
+        previous = new_id
+        added["factVersions"] += 1
+        last = i == len(rec.versions) - 1
+        if last and rec.active and (newest_there is None or version.valid_from > newest_there):
+            active = conn.execute("SELECT id FROM profile_facts WHERE key = ? AND"
+                                  " superseded_by IS NULL", (key,)).fetchall()
+            for (old_id,) in active:
+                conn.execute("UPDATE profile_facts SET superseded_by = ? WHERE id = ?",
+                             (new_id, old_id))
+            conn.execute("UPDATE profile_facts SET superseded_by = NULL WHERE id = ?",
+                         (new_id,))
+
+
+def _import_link(conn: apsw.Connection, rec: LinkRec, note_ids: dict[int, int],
+                 added: dict, skipped: dict) -> None:
+    a, b = note_ids.get(rec.from_id), note_ids.get(rec.to_id)
+    if a is None or b is None or a == b:
+        skipped["links"] += 1
+        return
+    conn.execute("INSERT OR IGNORE INTO memory_links (from_id, to_id, kind, weight,"
+                 " created_at) VALUES (?, ?, ?, ?, ?)",
+                 (a, b, rec.kind, min(1.0, max(0.0, rec.weight)), rec.created_at or _now()))
+    if conn.changes():
+        added["links"] += 1
+    else:
+        skipped["links"] += 1
+
+
+def _import_lesson(conn: apsw.Connection, rec: LessonRec, note_ids: dict[int, int],
+                   lesson_ids: dict[int, int], added: dict, skipped: dict) -> None:
+    same = conn.execute("SELECT id FROM lessons WHERE activation = ? AND principle = ?",
+                        (rec.activation, rec.principle)).fetchall()
+    if same:
+        lesson_ids[rec.id] = same[0][0]
+        skipped["lessons"] += 1
+        return
+    parents = [note_ids[i] for i in rec.parent_ids if i in note_ids]
+    conn.execute(
+        "INSERT INTO lessons (activation, principle, tags, status, success_count,"
+        " failure_count, parent_ids, working_dir, created_at, updated_at, deprecated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (rec.activation, rec.principle, json.dumps(rec.tags), rec.status, rec.success_count,
+         rec.failure_count, json.dumps(parents), rec.working_dir, rec.created_at,
+         rec.updated_at or rec.created_at, rec.deprecated_at))
+    lesson_ids[rec.id] = conn.last_insert_rowid()
+    added["lessons"] += 1
+
+
+def _import_procedure(conn: apsw.Connection, rec: ProcedureRec, note_ids: dict[int, int],
+                      lesson_ids: dict[int, int], added: dict, skipped: dict) -> None:
+    steps = json.dumps(rec.steps)
+    same = conn.execute("SELECT 1 FROM procedures WHERE activation = ? AND steps = ?",
+                        (rec.activation, steps)).fetchall()
+    if same:
+        skipped["procedures"] += 1
+        return
+    conn.execute(
+        "INSERT INTO procedures (activation, steps, tags, status, success_count,"
+        " failure_count, use_count, parent_lesson_ids, parent_memory_ids, source,"
+        " working_dir, created_at, updated_at, deprecated_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (rec.activation, steps, json.dumps(rec.tags), rec.status, rec.success_count,
+         rec.failure_count, rec.use_count,
+         json.dumps([lesson_ids[i] for i in rec.parent_lesson_ids if i in lesson_ids]),
+         json.dumps([note_ids[i] for i in rec.parent_memory_ids if i in note_ids]),
+         rec.source, rec.working_dir, rec.created_at, rec.updated_at or rec.created_at,
+         rec.deprecated_at))
+    added["procedures"] += 1

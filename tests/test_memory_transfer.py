@@ -1,0 +1,176 @@
+"""``memory export`` / ``memory import`` (issue 18): a versioned JSON-lines file that
+carries facts with their history, notes with tags, scope and links, lessons and
+procedures; importing it into an empty state directory reproduces recall for a fixed
+query set; importing twice adds nothing; a bad file is one error and writes nothing."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from actors.memory.lessons import LessonStore
+from actors.memory.procedures import ProcedureStore
+from actors.memory.schema import open_database
+from runtime.client import open_client
+from tests.daemon import REPO, run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+NOTES = [
+    ("The user keeps two beehives on the roof of their flat", ["bees"]),
+    ("The user's sister Maria lives in Porto and teaches chemistry", ["family"]),
+    ("Standup meeting moved to 9:30 on Tuesdays", ["work"]),
+    ("The user is learning the cello, lessons on Thursday evenings", []),
+    ("Favourite bakery: the one on Rua Augusta with custard tarts", ["food"]),
+]
+QUERIES = ["beehives on the roof", "where does my sister live", "when is standup",
+           "cello lessons", "custard tarts bakery", "chemistry teacher in Porto"]
+
+
+def cli(state: Path, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", "runtime.cli", "--state-dir", str(state),
+                           *argv], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert "Traceback" not in done.stderr, done.stderr
+    if check:
+        assert done.returncode == 0, done.stderr
+    return done
+
+
+async def _recall_view(c) -> dict:
+    """What recall and the browsing ops show, without ids and times (they differ)."""
+    notes = {n["id"]: n["content"] for n in await c.memory("memory.notes.list", {"limit": 100})}
+    links = sorted((notes[e["fromId"]], e["kind"], notes[e["toId"]])
+                   for e in await c.memory("memory.links.list", {}))
+    return {
+        "recall": {q: [n["content"] for n in await c.memory("memory.notes.recall",
+                                                             {"query": q, "k": 3})]
+                   for q in QUERIES},
+        "notes": sorted((n, tuple(t)) for n, t in (
+            (x["content"], x["tags"]) for x in await c.memory("memory.notes.list",
+                                                              {"limit": 100}))),
+        "profile": sorted((f["key"], f["value"]) for f in await c.memory("memory.profile.list")),
+        "history": [(f["value"], f["supersededBy"] is None) for f in await c.memory(
+            "memory.profile.history", {"key": "city"})],
+        "removed": [f["value"] for f in await c.memory("memory.profile.history",
+                                                       {"key": "employer"})],
+        "links": links,
+        "lessons": [(r["activation"], r["principle"]) for r in
+                    [await c.memory("memory.lessons.get", {"id": x["id"]})
+                     for x in await c.memory("memory.lessons.list", {})]],
+        "procedures": [(r["activation"], [s["description"] for s in r["steps"]]) for r in
+                       [await c.memory("memory.procedures.get", {"id": x["id"]})
+                        for x in await c.memory("memory.procedures.list", {})]],
+    }
+
+
+async def test_export_then_import_into_an_empty_state_dir_reproduces_recall(tmp_path):
+    source, target = tmp_path / "source", tmp_path / "target"
+    source.mkdir()
+    conn = open_database(str(source / "memory.sqlite"))  # the cold path's stores: no op writes them
+    conn.execute("INSERT INTO memories (content, content_key, created_at, updated_at)"
+                 " VALUES ('The user asked twice how the hives are', 'k', 1, 1)")
+    lesson = LessonStore(conn).create("when the user asks about bees",
+                                      "mention the roof hives first", parent_ids=[1])
+    ProcedureStore(conn).create("repot a plant", ["water it the day before",
+                                                  "loosen the root ball"], source="manual",
+                                parent_lesson_ids=[lesson.id])
+    conn.close()
+    async with open_fake_llama(tmp_path) as fake:
+        async with run_daemon(source, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                ids = [(await c.memory("memory.notes.store", {"content": text, "tags": tags}))["id"]
+                       for text, tags in NOTES]
+                await c.memory("memory.links.add", {"fromId": ids[0], "toId": ids[4],
+                                                    "kind": "RELATES_TO", "weight": 0.5})
+                for city in ("Paris", "Lisbon"):
+                    await c.memory("memory.profile.set", {"key": "city", "value": city})
+                await c.memory("memory.profile.set", {"key": "employer", "value": "Acme"})
+                await c.memory("memory.profile.remove", {"key": "employer"})
+                await c.memory("memory.profile.set", {"key": "editor", "value": "helix",
+                                                      "pinned": False, "keywords": ["editor"]})
+                before = await _recall_view(c)
+            export = tmp_path / "memory.jsonl"
+            done = cli(source, "memory", "export", str(export))  # through the running daemon
+            assert done.stdout.startswith("exported 3 facts, 4 fact versions, 6 notes, 1 links, "
+                                          "1 lessons, 1 procedures")
+            streamed = cli(source, "memory", "export").stdout  # to stdout
+        lines = [json.loads(x) for x in export.read_text().splitlines()]
+        assert lines[0]["type"] == "atomic-agent.memory" and lines[0]["version"] == 1
+        assert [x["type"] for x in lines[1:]] == ["fact"] * 3 + ["note"] * 6 + [
+            "link", "lesson", "procedure"]
+        assert not any("vector" in json.dumps(x) for x in lines)
+        assert streamed.splitlines()[1:] == export.read_text().splitlines()[1:]
+
+        # into a state directory that does not exist yet, with no daemon: created
+        done = cli(target, "memory", "import", str(export), "--json")
+        first = json.loads(done.stdout)
+        assert first["added"] == {"factVersions": 4, "notes": 6, "links": 1, "lessons": 1,
+                                  "procedures": 1}
+        async with run_daemon(target, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                assert await _recall_view(c) == before
+                again = await c.memory("memory.import", {"path": str(export)})
+                assert again["added"] == dict.fromkeys(first["added"], 0)
+                assert again["skipped"] == {"factVersions": 4, "notes": 6, "links": 1,
+                                            "lessons": 1, "procedures": 1}
+                assert await _recall_view(c) == before
+                procedure = await c.memory("memory.procedures.get", {"id": 1})
+                lesson = await c.memory("memory.lessons.get", {
+                    "id": (await c.memory("memory.lessons.list", {}))[0]["id"]})
+                assert procedure["parentLessonIds"] == [lesson["id"]]
+                parent = await c.memory("memory.notes.recall", {"id": lesson["parentIds"][0]})
+                assert parent[0]["content"] == "The user asked twice how the hives are"
+
+
+async def test_import_merges_histories_newest_value_wins(tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    for state in (a, b):
+        state.mkdir()
+    cli(a, "memory", "profile", "set", "city", "Paris")
+    cli(b, "memory", "profile", "set", "city", "Berlin")  # newer than Paris
+    cli(b, "memory", "notes", "store", "The user keeps two beehives on the roof")
+    cli(a, "memory", "notes", "store", "the user keeps two beehives on the roof!")
+    cli(b, "memory", "export", str(tmp_path / "b.jsonl"))
+    cli(a, "memory", "import", str(tmp_path / "b.jsonl"))
+    history = json.loads(cli(a, "memory", "profile", "history", "city", "--json").stdout)
+    assert [(f["value"], f["supersededBy"] is None) for f in history] == [
+        ("Paris", False), ("Berlin", True)]
+    notes = json.loads(cli(a, "memory", "notes", "list", "--json").stdout)
+    assert len(notes) == 1  # the same note in other words is not added twice
+    cli(a, "memory", "profile", "set", "city", "Rome")  # newer than the export
+    cli(a, "memory", "import", str(tmp_path / "b.jsonl"))
+    assert json.loads(cli(a, "memory", "profile", "list", "--json").stdout)[0]["value"] == "Rome"
+
+
+async def test_a_bad_export_file_is_one_error_and_writes_nothing(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    cli(state, "memory", "notes", "store", "something to keep")
+    good = tmp_path / "good.jsonl"
+    cli(state, "memory", "export", str(good))
+    lines = good.read_text().splitlines()
+    cases = {
+        "truncated.jsonl": (lines + ['{"type": "note", "content": "half'], "line 3"),
+        "missing.jsonl": (lines + ['{"type": "note", "content": "no id"}'], "`id`"),
+        "headless.jsonl": (lines[1:], "not an atomic-agent memory export"),
+        "newer.jsonl": ([lines[0].replace('"version":1', '"version":99')] + lines[1:],
+                        "format version 99"),
+        "badkind.jsonl": (lines + ['{"type": "link", "fromId": 1, "toId": 2, "kind": "X"}'],
+                          "line 3"),
+        "empty.jsonl": ([], "is empty"),
+    }
+    other = tmp_path / "other"
+    other.mkdir()
+    for name, (content, expected) in cases.items():
+        path = tmp_path / name
+        path.write_text("\n".join(content) + "\n")
+        done = cli(other, "memory", "import", str(path), check=False)
+        assert done.returncode == 1 and expected in done.stderr, (name, done.stderr)
+        assert done.stderr.count("\n") == 1
+    assert json.loads(cli(other, "memory", "notes", "list", "--json").stdout) == []
+    done = cli(state, "memory", "import", str(tmp_path / "nope.jsonl"), check=False)
+    assert done.returncode == 1 and "cannot read" in done.stderr
+    done = cli(state, "memory", "export", str(good), check=False)
+    assert done.returncode == 1 and "exists" in done.stderr and "--overwrite" in done.stderr
+    cli(state, "memory", "export", str(good), "--overwrite")
