@@ -260,3 +260,44 @@ async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp
     for word in ("Lisbon", "pytest"):
         assert any(word.lower() in entry.lower() for entry in memory), (word, memory)
     assert "Dana" in line[0] and "Lisbon" in line[0]
+
+
+async def test_openai_api_and_mcp_on_the_default_model(tmp_path):
+    """Issue 18 on the default install: a program using the official ``openai`` client
+    tells the daemon a fact, reflection stores it, an MCP client (official SDK, stdio)
+    sees it in ``memory_context``, and the next chat completion answers from memory."""
+    if not DEFAULT_INSTALLED:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI must install the default model ({DEFAULT_MODEL})")
+        pytest.skip(f"default model not installed: atomic-agent models install {DEFAULT_MODEL}")
+    import sys
+
+    import openai
+    from mcp import Client
+    from mcp.client.stdio import StdioServerParameters
+
+    from tests.daemon import REPO
+
+    state = tmp_path / "state"
+    async with run_daemon(state, ready_timeout_s=300) as d:
+        api = openai.OpenAI(base_url=d.ready["openaiUrl"], api_key=d.token, max_retries=0,
+                            timeout=600)
+        async with open_client(url=d.url, token=d.token) as c:
+            await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+            first = await trio.to_thread.run_sync(lambda: api.chat.completions.create(
+                model="atomic-agent", user="e2e", messages=[{
+                    "role": "user", "content": "My name is Dana and I live in Lisbon."}]))
+            assert first.choices[0].message.content
+            with trio.fail_after(180):
+                event = await c.wait_for(lambda f: f["type"] == "reflection")
+            assert event["session"] == "e2e" and event["outcome"] == "ok", event
+        params = StdioServerParameters(command=sys.executable, cwd=str(REPO), args=[
+            "-m", "runtime.cli", "mcp", "--state-dir", str(state)])
+        async with Client(params) as mcp:
+            context = await mcp.call_tool("memory_context", {"message": "Where do I live?"})
+            assert not context.is_error and "Lisbon" in context.content[0].text, context
+        chunks = await trio.to_thread.run_sync(lambda: list(api.chat.completions.create(
+            model="atomic-agent", user="e2e-new", stream=True,
+            messages=[{"role": "user", "content": "Which city do I live in?"}])))
+        answer = "".join(ch.choices[0].delta.content or "" for ch in chunks)
+        assert "lisbon" in answer.lower(), answer
