@@ -6,6 +6,8 @@ with OpenAI-shaped errors; a failed turn is an error, never an empty success."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -79,8 +81,12 @@ async def test_chat_completions_run_a_turn_with_memory_streamed_and_not(tmp_path
 
 
 async def test_wrong_keys_origins_and_bad_requests_are_refused_openai_style(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps(
+        {"server": {"allowedOrigins": ["http://localhost:3000"]}}))
     async with open_fake_llama(tmp_path, REPLY) as fake, \
-            run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            run_daemon(state, llm_url=fake.url) as d:
         base = d.ready["openaiUrl"]
 
         def calls() -> None:
@@ -111,6 +117,12 @@ async def test_wrong_keys_origins_and_bad_requests_are_refused_openai_style(tmp_
             with httpx.Client(timeout=30) as h:
                 r = h.get(base + "/models", headers=auth | {"Origin": "https://evil.example"})
                 assert r.status_code == 403 and r.json()["error"]["code"] == "origin_not_allowed"
+                r = h.get(base + "/models", headers={"Origin": "https://evil.example"})
+                assert r.status_code == 403  # refused before the key is even looked at
+                r = h.get(base + "/models", headers=auth | {"Origin": "http://localhost:3000"})
+                assert r.status_code == 200  # an allowlisted origin, with the key
+                r = h.get(base + "/models", headers={"Origin": "http://localhost:3000"})
+                assert r.status_code == 401  # … still needs the key
                 r = h.post(base + "/chat/completions", content=b"{not json", headers=auth)
                 assert r.status_code == 400 and r.json()["error"]["code"] == "invalid_argument"
                 r = h.post(base + "/chat/completions", headers=auth,
