@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,29 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(t)
     t.add_argument("--session", help="session id to continue (created if new)")
 
+    ss = sub.add_parser(
+        "sessions", help="list, show or delete conversations",
+        description="Sessions are the daemon's conversations (ask/chat --session ID continues "
+                    "one). A session exists once it has a turn. `sessions` (or `sessions "
+                    "list`) lists them newest first; `sessions show ID` prints one with its "
+                    "transcript; `sessions delete ID` removes it (its memory stays).")
+    _state_arg(ss)
+    ssub = ss.add_subparsers(dest="action", metavar="ACTION")
+    sl = ssub.add_parser("list", help="sessions, newest first")
+    _state_arg(sl)
+    sl.add_argument("--limit", type=_count, default=20, help="how many (default 20)")
+    sl.add_argument("--json", action="store_true", help="print the list as JSON")
+    ssh = ssub.add_parser("show", help="one session and its transcript")
+    _state_arg(ssh)
+    ssh.add_argument("id", help="the session id (sessions list shows them)")
+    ssh.add_argument("--messages", type=_count, default=20,
+                     help="transcript entries to show, newest last (default 20; 0 = none)")
+    ssh.add_argument("--json", action="store_true", help="print the session as JSON")
+    sd = ssub.add_parser("delete", help="delete a session (memory is kept)")
+    _state_arg(sd)
+    sd.add_argument("id", help="the session id")
+    sd.add_argument("--json", action="store_true", help="print the result as JSON")
+
     mc = sub.add_parser(
         "mcp", help="serve the daemon's memory to MCP clients (Claude, Cursor, editors)",
         description="A Model Context Protocol server for the running daemon's memory. By "
@@ -180,7 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "'Memory export format'); no vectors. Without FILE the export goes to "
                     "stdout. Read by `memory import` here or on another machine.")
     _state_arg(ex)
-    ex.add_argument("file", nargs="?", help="where to write it (default: stdout)")
+    ex.add_argument("file", nargs="?", help="where to write it (default, or -: stdout)")
     ex.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
     im = msub.add_parser(
         "import", help="add the memory of an export file (idempotent)",
@@ -255,6 +279,24 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _count(text: str) -> int:
+    """argparse type: a whole number 0-1000."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if not 0 <= value <= 1000:
+        raise argparse.ArgumentTypeError(f"must be 0-1000, not {value}")
+    return value
+
+
+def when(ms: int | None) -> str:
+    """Unix milliseconds as local ``YYYY-MM-DD HH:MM`` ("-" for None)."""
+    if ms is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+
+
 def _port(text: str) -> int:
     """argparse type: a TCP port number 0-65535 (0 = any free port)."""
     try:
@@ -316,7 +358,16 @@ def _print_procedure(row: dict[str, Any]) -> None:
     print(f"status: {row['status']}  source: {row['source']}  uses: {row['useCount']}")
 
 
+def _new_session_notice(c: DaemonClient, requested: str | None) -> None:
+    """One stderr line when ``--session ID`` named no existing session (a typo starts a
+    new conversation otherwise unnoticed)."""
+    if requested and c.created:
+        print(f"atomic-agent: no session {requested!r} yet: this starts it (`atomic-agent "
+              f"sessions` lists the existing ones)", file=sys.stderr)
+
+
 async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
+    _new_session_notice(c, args.session)
     code = 0
     why = ""  # the message of an ``error`` step, shown when the turn fails
     turn, reason = None, None
@@ -516,7 +567,7 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     """Run one ``memory`` command: its op (:func:`_memory_request`), then the result as
     text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist."""
     what, action = args.memory_command, getattr(args, "action", None)
-    if what == "export" and args.file is None:
+    if what == "export" and args.file in (None, "-"):
         return await _export_to_stdout(c)
     op, payload = _memory_request(args)
     data = await c.memory(op, payload)
@@ -578,6 +629,47 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
             print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g})")
         if not data:
             print("(no links)")
+    return 0
+
+
+async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
+    """``sessions [list|show ID|delete ID]``: one request each, text or ``--json``."""
+    action = args.action or "list"
+    as_json = getattr(args, "json", False)
+    if action == "list":
+        reply = await c.request({"type": "sessions", "limit": getattr(args, "limit", 20)},
+                                "sessions.result")
+        rows = [s for s in reply["data"] if s.get("turns", 0) > 0]
+        if as_json:
+            print(json.dumps(rows, ensure_ascii=False))
+            return 0
+        for s in rows:
+            print(f"{s['id']}  {s['turns']} turn{'s' if s['turns'] != 1 else ''}  "
+                  f"updated {when(s['updatedAt'])}")
+        if not rows:
+            print("(no sessions yet: `atomic-agent ask \"…\"` starts one)")
+        return 0
+    if action == "show":
+        data = (await c.request({"type": "session.get", "session": args.id,
+                                 "messages": args.messages}, "session.result"))["data"]
+        if as_json:
+            print(json.dumps(data, ensure_ascii=False))
+            return 0
+        print(f"session {data['id']}: {data['turns']} turn{'s' if data['turns'] != 1 else ''}, "
+              f"started {when(data['createdAt'])}, updated {when(data['updatedAt'])}"
+              + (f", working dir {data['workingDir']}" if data.get("workingDir") else ""))
+        for m in data["messages"]:
+            print(f"[{when(m['at'])}] {m['role']}: {m['text']}")
+        return 0
+    data = (await c.request({"type": "session.delete", "session": args.id},
+                            "session.deleted"))["data"]
+    if as_json:
+        print(json.dumps(data))
+    if not data.get("removed"):
+        print(f"atomic-agent: no session {args.id!r}", file=sys.stderr)
+        return EXIT_FAILED
+    if not as_json:
+        print(f"deleted session {args.id} (its memory is kept)")
     return 0
 
 
@@ -669,9 +761,12 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
             case "ask":
                 return await _ask(c, args)
             case "chat":
+                _new_session_notice(c, args.session)
                 return await _chat(c)
             case "memory":
                 return await _memory_cmd(c, args)
+            case "sessions":
+                return await _sessions_cmd(c, args)
             case "metrics":
                 print(json.dumps(await c.request({"type": "metrics"}, "metrics.result"), indent=2))
             case "stop":

@@ -53,11 +53,13 @@ def memory_result_data(frame: dict[str, Any]) -> Any:
 
 
 class DaemonClient:
-    """An authenticated connection. ``session`` is the session id from ``welcome``."""
+    """An authenticated connection. ``session`` is the session id from ``welcome``;
+    ``created`` is true when that session has no turn yet (new, or a mistyped id)."""
 
-    def __init__(self, ws: WebSocketConnection, session: str) -> None:
+    def __init__(self, ws: WebSocketConnection, session: str, created: bool = False) -> None:
         self.ws = ws
         self.session = session
+        self.created = created  # the session did not exist (no turn yet) at hello
         self._ids = itertools.count(1)
         self.backlog: list[dict] = []
 
@@ -150,7 +152,7 @@ async def open_client(state_dir: Path | None = None, *, url: str | None = None,
             if welcome.get("type") != "welcome":
                 raise ClientError(welcome.get("code", "refused"), welcome.get("message", "refused"))
             connected = True
-            yield DaemonClient(ws, welcome["session"])
+            yield DaemonClient(ws, welcome["session"], bool(welcome.get("created")))
     except (OSError, HandshakeError, trio.TooSlowError) as exc:
         if connected:
             if isinstance(exc, OSError):

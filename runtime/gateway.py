@@ -31,7 +31,16 @@ import structlog
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
-from actors.agent.messages import CancelTurn, ListSessions, OpenSession, RunTurn, TurnEvent, TurnResult
+from actors.agent.messages import (
+    CancelTurn,
+    DeleteSession,
+    GetSession,
+    ListSessions,
+    OpenSession,
+    RunTurn,
+    TurnEvent,
+    TurnResult,
+)
 from actors.memory.messages import MemoryChanged, OpResult, Stats, ToolOp
 from actors.reflection.messages import ReflectionEvent
 
@@ -51,6 +60,8 @@ from .protocol import (
     MetricsFrame,
     Ping,
     Say,
+    SessionDeleteFrame,
+    SessionGetFrame,
     SessionsFrame,
     Shutdown,
     Subscribe,
@@ -311,6 +322,16 @@ class Gateway:
                                       partial(self.sup.request, "agent",
                                               ListSessions(limit=limit), list),
                                       "sessions.result")
+                case SessionGetFrame(session=session, messages=count, id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
+                                      partial(self.sup.request, "agent",
+                                              GetSession(session=session, messages=count),
+                                              dict), "session.result")
+                case SessionDeleteFrame(session=session, id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
+                                      partial(self.sup.request, "agent",
+                                              DeleteSession(session=session), dict),
+                                      "session.deleted")
                 case Ping():
                     client.push({"type": "pong"})
                 case Shutdown():

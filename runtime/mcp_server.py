@@ -60,7 +60,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from .client import ClientError
 from .daemon_link import DaemonLink
@@ -91,9 +91,27 @@ WorkingDir = Annotated[str | None, Field(description="A project directory: its p
                                                      "notes are included.")]
 
 
+class MemoryMCPServer(MCPServer):
+    """``MCPServer`` whose argument errors read like the daemon's: ``invalid_argument:
+    id: Input should be a valid integer`` instead of pydantic's report with its model
+    names and URL."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                    for err in cause.errors())
+                raise ToolError(f"invalid_argument: {problems}") from None
+            raise
+
+
 def build_server(link: DaemonLink) -> MCPServer:
     """The MCP server with every memory tool bound to ``link`` (module docstring)."""
-    server = MCPServer(name="atomic-agent", title="atomic-agent memory",
+    server = MemoryMCPServer(name="atomic-agent", title="atomic-agent memory",
                        instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
 
     async def call(op: str, args: dict[str, Any]) -> Any:

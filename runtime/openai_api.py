@@ -166,15 +166,17 @@ class OpenAIApi:
                                                  "(this daemon serves /v1/models and "
                                                  "/v1/chat/completions)")
         except ApiError as exc:
-            await _json(send, exc.status, exc.body(),
-                        [(b"www-authenticate", b'Bearer realm="atomic-agent"')]
-                        if exc.status == 401 else [])
+            extra = [(b"www-authenticate", b'Bearer realm="atomic-agent"')] \
+                if exc.status == 401 else []
+            if exc.status == 413:  # the rest of the body is not read: this connection ends
+                extra.append((b"connection", b"close"))
+            await _json(send, exc.status, exc.body(), extra)
 
     # ------------------------------------------------------------------ checks
     def _check_access(self, headers: dict[bytes, bytes]) -> None:
         origin = headers.get(b"origin")
         if origin is not None and origin.decode(errors="replace") not in self.cfg.allowed_origins:
-            log.warning("openai_api.origin_refused")
+            log.warning("openai_api.origin_refused", origin=origin.decode(errors="replace")[:200])
             raise ApiError(403, "origin_not_allowed", "browser origin not allowed "
                                                       "(server.allowedOrigins)")
         if not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
@@ -236,8 +238,14 @@ class OpenAIApi:
                 await self.request("agent", RunTurn(session=session, turn=turn, text=text),
                                    TurnResult)
             except RemoteError as exc:
-                failure.append(ApiError(409 if exc.code == "busy" else 400, exc.code,
-                                        exc.message))
+                if exc.code == "busy":
+                    failure.append(ApiError(409, "busy", f"a turn is already running in "
+                                                         f"session {session!r}; wait for its "
+                                                         f"answer, or use another session "
+                                                         f"(X-Atomic-Session header or user "
+                                                         f"field)"))
+                else:
+                    failure.append(ApiError(400, exc.code, exc.message))
             except (ActorUnavailable, RuntimeFailure) as exc:
                 failure.append(ApiError(503, "unavailable", str(exc), "server_error"))
             finally:

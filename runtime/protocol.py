@@ -66,12 +66,27 @@ class SessionsFrame(_F, tag="sessions"):
     id: str | int | None = None
 
 
+class SessionGetFrame(_F, tag="session.get"):
+    """One session with its last ``messages`` transcript entries (0 = none)."""
+
+    session: str
+    messages: int = 50
+    id: str | int | None = None
+
+
+class SessionDeleteFrame(_F, tag="session.delete"):
+    """Delete a session (refused with ``busy`` while it runs a turn)."""
+
+    session: str
+    id: str | int | None = None
+
+
 class Shutdown(_F, tag="shutdown"):
     """Ask the daemon to shut down in order (token holders are the machine's owner)."""
 
 
 ClientFrame = Hello | Say | CancelFrame | MemoryFrame | Subscribe | MetricsFrame | Ping | \
-    SessionsFrame | Shutdown
+    SessionsFrame | SessionGetFrame | SessionDeleteFrame | Shutdown
 
 CHANNELS = ("memory", "reflection")
 

@@ -80,8 +80,11 @@ async def _exercise(client: Client) -> None:
     assert await _ok(client, "memory_procedures_list", {}) == []
 
     # errors: the SDK's schema check, then the daemon's own code
-    assert "id" in await _error(client, "memory_notes_get", {"id": "seven"})
-    assert "value" in await _error(client, "memory_profile_set", {"key": "name"})
+    text = await _error(client, "memory_notes_get", {"id": "seven"})
+    assert text.startswith("invalid_argument: id: Input should be a valid integer"), text
+    assert "pydantic" not in text and "notes_getArguments" not in text
+    assert "invalid_argument: value: Field required" in await _error(
+        client, "memory_profile_set", {"key": "name"})
     assert "invalid_argument: key" in await _error(client, "memory_profile_set",
                                                    {"key": "Bad Key!", "value": "x"})
     assert "not_found" in await _error(client, "memory_lessons_get", {"id": 99})

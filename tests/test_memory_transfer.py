@@ -95,6 +95,9 @@ async def test_export_then_import_into_an_empty_state_dir_reproduces_recall(tmp_
             assert done.stdout.startswith("exported 3 facts, 4 fact versions, 6 notes, 1 links, "
                                           "1 lessons, 1 procedures")
             streamed = cli(source, "memory", "export").stdout  # to stdout
+            assert cli(source, "memory", "export", "-").stdout.splitlines()[1:] \
+                == streamed.splitlines()[1:]  # "-" is stdout too
+        assert export.stat().st_mode & 0o777 == 0o600  # memory is private
         lines = [json.loads(x) for x in export.read_text().splitlines()]
         assert lines[0]["type"] == "atomic-agent.memory" and lines[0]["version"] == 1
         assert [x["type"] for x in lines[1:]] == ["fact"] * 3 + ["note"] * 6 + [

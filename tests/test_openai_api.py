@@ -170,7 +170,8 @@ async def test_a_failed_or_busy_turn_is_an_error_not_an_empty_answer(tmp_path):
                 with pytest.raises(openai.ConflictError) as busy:
                     c.chat.completions.create(
                         messages=[{"role": "user", "content": "me too"}], **say)
-                assert "already running" in busy.value.message
+                assert "already running in session 's2'" in busy.value.message
+                assert "another session" in busy.value.message
 
             await trio.to_thread.run_sync(second)
         assert results[0].choices[0].message.content == "done"

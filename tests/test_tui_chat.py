@@ -97,19 +97,25 @@ def test_session_lists_and_switches(env):
             assert "session tui-second" in chat.transcript_text()
             assert "hello" not in chat.transcript_text()
             await say(pilot, "/session")
-            await until(pilot, lambda: "* tui-second" in chat.transcript_text())
-            # by number: the list is newest first, so 2 is tui-first
+            # a session is saved with its first turn; until then the list says so
+            await until(pilot, lambda: "* tui-second  new: saved with its first turn"
+                        in chat.transcript_text())
             listed = chat._last_sessions
+            assert "tui-second" not in [s["id"] for s in listed]
             n = [s["id"] for s in listed].index("tui-first") + 1
             await say(pilot, f"/session {n}")
             await until(pilot, lambda: app.bridge.session == "tui-first")
+            # switching back shows where the conversation stands
+            await until(pilot, lambda: "earlier in this session" in chat.transcript_text())
+            assert "you> hello" in chat.transcript_text()
+            assert "agent> Noted." in chat.transcript_text()
             await say(pilot, "/session bad/id!")
             await until(pilot, lambda: "error:" in chat.transcript_text())
             assert "session ids are 1-64 characters" in chat.transcript_text()
             # the refused hello left us on the session we had
             assert app.bridge.session == "tui-first"
             await say(pilot, "hello again")
-            await until(pilot, lambda: chat.transcript_text().count("Noted.") == 1
+            await until(pilot, lambda: chat.transcript_text().count("Noted.") == 2
                         and not chat.busy, what="a turn after the refused switch")
             # too long for one frame: refused here, the connection stays up
             await say(pilot, "x" * 600_000)
@@ -327,7 +333,9 @@ def test_bridge_matches_answers_by_id_and_serialises_session_opens(env):
                 await bridge._call(bridge._request, {"type": "subscribe", "channels": ["nope"]})
             assert refused.value.code == "invalid_argument"
             assert await bridge.cancel() is False  # no turn runs
-            assert first in [s["id"] for s in await bridge.sessions()]
+            # a session is saved with its first turn: opening one leaves nothing behind
+            assert first not in [s["id"] for s in await bridge.sessions()]
+            assert await bridge.history(first) == []
             assert [f for f in frames if f.get("type") == "error"] == []
             got = await asyncio.gather(bridge.switch("tui-bridge-b"),
                                        bridge.switch("tui-bridge-c"))

@@ -47,6 +47,7 @@ from .messages import (
     AgentMsg,
     CancelTurn,
     DeleteSession,
+    GetSession,
     ListSessions,
     OpenSession,
     RunTurn,
@@ -74,6 +75,8 @@ from .sessions import Message, SessionState, SessionStore, valid_session_id
 
 log = structlog.get_logger()
 T = TypeVar("T")
+OPENED_MAX = 10_000
+"""Sessions opened by a hello but without a turn yet, remembered (oldest dropped first)."""
 
 
 class AgentError(Exception):
@@ -148,6 +151,7 @@ class AgentActor:
         self.llm = llm
         self.metrics = Metrics()
         self.turns: dict[str, _Turn] = {}
+        self.opened: dict[str, str | None] = {}  # opened, no turn yet: id → working dir
         self.db_lock = trio.Lock()
         self.n_ctx: int | None = None
         self.rewriter = Rewriter(llm, self.cfg.memory.rewriter,
@@ -173,7 +177,19 @@ class AgentActor:
             case DeleteSession(session=session):
                 if session in self.turns:
                     raise AgentError("busy", "that session has a turn running")
+                self.opened.pop(session, None)
                 return {"removed": await self._db(self.store.delete, session)}
+            case GetSession(session=session, messages=count):
+                state = await self._load(session)
+                if state is None:
+                    raise AgentError("not_found", f"no session {session!r} (sessions exist "
+                                                  "once they have a turn)")
+                shown = state.messages[-count:] if count > 0 else []
+                return {"id": state.id, "createdAt": state.created_at,
+                        "updatedAt": state.updated_at, "turns": state.turns,
+                        "workingDir": state.working_dir,
+                        "messages": [{"role": m.role, "text": m.text, "at": m.at}
+                                     for m in shown]}
             case MetricsRequest():
                 return self.metrics.snapshot()
 
@@ -218,7 +234,12 @@ class AgentActor:
             state = await self._load(msg.session)
             if state is not None:
                 return SessionInfo(session=state.id, created=False, turns=state.turns)
-        state = await self._db(self.store.create, msg.session, msg.working_dir)
+        # Not persisted until its first turn: a client that only reads memory, lists
+        # sessions or watches leaves nothing behind (issue 19).
+        state = SessionStore.new(msg.session, msg.working_dir)
+        self.opened[state.id] = state.working_dir
+        while len(self.opened) > OPENED_MAX:
+            self.opened.pop(next(iter(self.opened)))
         return SessionInfo(session=state.id, created=True)
 
     # ---------------------------------------------------------------------- turns
@@ -240,7 +261,12 @@ class AgentActor:
                                      "wait for turn.finished or send cancel")
         state = await self._load(msg.session)
         if state is None:
-            raise AgentError("not_found", f"unknown session {msg.session!r}")
+            # Opened by a hello (OpenSession), first turn now; the gateway only runs turns
+            # in sessions it opened, so an id it sends after an agent restart (which
+            # forgets ``opened``) is created too, without its working directory.
+            if not valid_session_id(msg.session):
+                raise AgentError("invalid_argument", f"bad session id {msg.session!r}")
+            state = SessionStore.new(msg.session, self.opened.pop(msg.session, None))
         if not msg.text.strip():
             raise AgentError("invalid_argument", "say.text must not be empty")
         turn = _Turn(turn=msg.turn, scope=trio.CancelScope())
@@ -448,6 +474,9 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[AgentAct
     """Open ``<state>/sessions.sqlite`` and the LLM client; serve; close both on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)
     store = await trio.to_thread.run_sync(SessionStore, str(Path(boot.state_dir) / "sessions.sqlite"))
+    pruned = await trio.to_thread.run_sync(store.prune_empty)
+    if pruned:
+        log.info("agent.empty_sessions_pruned", count=pruned)
     backends = backends_from_config(boot.config, boot.llm_url)
     llm = BackendPool(backends) if backends else None
     actor = AgentActor(ctx, boot, store, llm)

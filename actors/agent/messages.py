@@ -55,7 +55,16 @@ class DeleteSession(_M):
     session: str
 
 
-AgentMsg = OpenSession | RunTurn | CancelTurn | ListSessions | DeleteSession
+class GetSession(_M):
+    """One stored session → ``{"id", "createdAt", "updatedAt", "turns", "workingDir",
+    "messages": [{"role", "text", "at"}]}`` (the last ``messages`` entries);
+    ``not_found`` for an id without a stored turn."""
+
+    session: str
+    messages: int = 50
+
+
+AgentMsg = OpenSession | RunTurn | CancelTurn | ListSessions | DeleteSession | GetSession
 
 
 class TurnEvent(msgspec.Struct, tag="turn.event", tag_field="kind", kw_only=True):

@@ -119,11 +119,27 @@ class SessionStore:
 
     def create(self, session_id: str | None = None, working_dir: str | None = None) -> SessionState:
         """Create and persist an empty session (fresh id when none given)."""
-        now = int(time.time() * 1000)
-        state = SessionState(id=session_id or new_session_id(), created_at=now, updated_at=now,
-                             working_dir=working_dir)
+        state = self.new(session_id, working_dir)
         self.save(state)
         return state
+
+    @staticmethod
+    def new(session_id: str | None = None, working_dir: str | None = None) -> SessionState:
+        """An empty session, not persisted (fresh id when none given): the agent saves
+        it with its first turn, so opening a connection leaves no empty session."""
+        now = int(time.time() * 1000)
+        return SessionState(id=session_id or new_session_id(), created_at=now, updated_at=now,
+                            working_dir=working_dir)
+
+    def prune_empty(self) -> int:
+        """Delete every session without a turn (left by versions that saved a session when
+        a client connected); returns how many. Run once at start-up."""
+        empty = [sid for sid, blob in self.conn.execute("SELECT id, state FROM sessions")
+                 if self._dec.decode(blob).turns == 0]
+        with self.conn:
+            for sid in empty:
+                self.conn.execute("DELETE FROM sessions WHERE id = ?", (sid,))
+        return len(empty)
 
     def save(self, state: SessionState) -> None:
         """Persist ``state`` with ephemeral fields stripped (one transaction)."""

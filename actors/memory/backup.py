@@ -53,6 +53,7 @@ def backup_database(conn: apsw.Connection, target: str, *, overwrite: bool = Fal
                     copy.step(1024)  # pages per step; the source stays usable in between
                 pages = copy.page_count
             dest.execute("PRAGMA journal_mode=DELETE")  # one self-contained file
+            os.chmod(tmp, 0o600)  # memory is private, like the state directory
             dest.execute("PRAGMA quick_check").fetchall()
         finally:
             dest.close()

@@ -167,7 +167,8 @@ def export_memory(conn: apsw.Connection, path: str, *, overwrite: bool = False) 
     try:
         with conn:  # one read transaction: the export is one snapshot
             lines = list(_records(conn, counts))
-        with open(tmp, "wb") as out:
+        # Memory is private: the file is the owner's only (0600), like the state dir.
+        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
             header = {"type": FORMAT, "version": FORMAT_VERSION,
                       "schemaVersion": SCHEMA_VERSION, "exportedAt": _now(), "counts": counts}
             out.write(_encode.encode(header) + b"\n")

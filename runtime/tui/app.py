@@ -83,6 +83,8 @@ class AtomicTUI(App[int]):
             self.failure = str(exc)
             self.exit(1, return_code=1)
             return
+        if self.first_session:
+            await self.chat.show_history(session)  # resuming: where the conversation stands
         self.chat.connected(session)
 
     def on_daemon_frame(self, message: DaemonFrame) -> None:

@@ -115,6 +115,18 @@ class DaemonBridge:
         reply = await self._call(self._request, {"type": "sessions", "limit": limit})
         return reply["data"]
 
+    async def history(self, session: str, messages: int = 20) -> list[dict[str, Any]]:
+        """The last ``messages`` transcript entries of ``session`` (``role``, ``text``,
+        ``at``), oldest first; ``[]`` for a session without a turn yet."""
+        try:
+            reply = await self._call(self._request, {"type": "session.get", "session": session,
+                                                     "messages": messages})
+        except ClientError as exc:
+            if exc.code == "not_found":
+                return []
+            raise
+        return reply["data"]["messages"]
+
     async def say(self, text: str, *, debug: bool = True) -> None:
         """Start a turn; its frames arrive through ``on_frame``. With ``debug`` the
         ``prompt`` steps show the memory the turn was given."""

@@ -38,6 +38,8 @@ MAX_MESSAGE_BYTES = 500_000
 
 MAX_BLOCKS = 500
 """Transcript blocks kept; older ones are dropped so a long session stays fast."""
+HISTORY_SHOWN = 20
+"""Earlier transcript entries shown when a session is opened or switched to."""
 
 MAX_TURNS = 50
 """Turns whose memory panel is kept (a late ``reflection`` finds its turn)."""
@@ -325,6 +327,8 @@ class ChatScreen(Screen):
                 rows = [f"{i:>2}. {'*' if s['id'] == bridge.session else ' '} {s['id']}  "
                         f"{s['turns']} turn(s), last {when(s['updatedAt'])}"
                         for i, s in enumerate(self._last_sessions, 1)]
+                if bridge.session not in {s["id"] for s in self._last_sessions}:
+                    rows.insert(0, f"    * {bridge.session}  new: saved with its first turn")
                 self.add_line("sessions (newest first; * = this one; /session N or ID "
                               "switches, /session new starts one):\n" + "\n".join(rows), "info")
                 return
@@ -342,4 +346,19 @@ class ChatScreen(Screen):
         await self.query_one("#transcript", VerticalScroll).remove_children()
         self.turns.clear()
         self._show_panel(None)
+        await self.show_history(session)
         self.connected(session)
+
+    async def show_history(self, session: str) -> None:
+        """The session's earlier exchanges (last HISTORY_SHOWN entries), so a switch or a
+        resumed session shows where the conversation stands."""
+        try:
+            earlier = await self.tui.bridge.history(session, HISTORY_SHOWN)
+        except ClientError as exc:
+            self.add_line(f"(could not load the earlier turns: {exc})", "error")
+            return
+        if earlier:
+            self.add_line(f"— earlier in this session (last {len(earlier)} messages) —", "info")
+        for m in earlier:
+            who = "you> " if m["role"] == "user" else "agent> "
+            self.add_line(who + m["text"], "user" if m["role"] == "user" else "agent")
