@@ -28,6 +28,7 @@ __all__ = ["describe", "NONE_REASONS"]
 NONE_REASONS = {
     "trivial": "small talk or a one-off instruction",
     "question": "a question",
+    "request": "a request, nothing about you",
     "impersonal": "nothing about you",
     "everything was already known or invalid": "already known",
 }

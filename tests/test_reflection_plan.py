@@ -58,6 +58,15 @@ def test_clause_stance(message, key, text, reason):
     ("I live in Oslo, any café tips?", None),
     ("Can you remember that I hate cilantro?", None),
     ("Forget what I said about the dentist.", None),  # a forget request always runs
+    # one-off requests to the assistant say nothing about the user
+    ("Tell me a two-sentence story about a fox.", "request"),
+    ("please write me a haiku about autumn", "request"),
+    ("Can you list three tips for sleeping better?", "question"),
+    ("Hi! Give us a recipe for pancakes.", "request"),
+    ("Tell me a joke, I'm a teacher and I need one for class.", None),
+    ("Call me Robin.", None),
+    ("Remind me that I have a dentist appointment on Friday.", None),
+    ("Please remember that my sister is called Ana.", None),
 ])
 def test_skip_reason(message, reason):
     assert skip_reason(message) == reason

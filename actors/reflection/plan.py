@@ -40,7 +40,7 @@ from .forget import (CHANGE, dropped_values, forget_intent, matches, request_tar
 from .grounding import Dropped, filter_ungrounded, is_trivial_window
 from .keys import canonical_key, group_words
 from .parser import ParsedFact, ParsedReflection, normalize_key
-from .stance import about_user, clauses, is_question_only, judge
+from .stance import about_user, clauses, is_question_only, is_request_only, judge
 
 __all__ = ["INJECTION", "Plan", "plan_reflection", "skip_reason"]
 
@@ -73,14 +73,17 @@ class Plan(msgspec.Struct):
 
 def skip_reason(user_message: str) -> str | None:
     """Why no model call is needed for this message, or None: ``trivial`` (greetings,
-    pings, one-off echo commands), ``question`` (it only asks), ``impersonal`` (nothing
-    in it speaks of the user). A forget request is never skipped."""
+    pings, one-off echo commands), ``question`` (it only asks), ``request`` (it only asks
+    the assistant to do something: "tell me a story about a fox"), ``impersonal``
+    (nothing in it speaks of the user). A forget request is never skipped."""
     if forget_intent(user_message):
         return None
     if is_trivial_window(user_message):
         return "trivial"
     if is_question_only(user_message):
         return "question"
+    if is_request_only(user_message):
+        return "request"
     if not about_user(user_message):
         return "impersonal"
     return None

@@ -258,6 +258,36 @@ def about_user(user_message: str) -> bool:
     return bool(_FIRST_PERSON.search(user_message) or PERSIST.search(user_message))
 
 
+_REQUEST_VERBS = frozenset("""tell give write show explain list make create draft compose
+generate describe summarise summarize translate suggest recommend find help teach send
+sing play read rewrite fix convert calculate compute name plan pick""".split())
+_NOT_A_REQUEST = re.compile(r"^(?:please\s+)?call\s+me\b", re.I)  # "call me Robin": a name
+_USER_AS_SUBJECT = frozenset({"i", "i'm", "i’m", "im", "i've", "i’ve", "i'd", "i’d", "i'll",
+                              "my", "mine", "myself", "we", "we're", "our", "ours"})
+
+
+def is_request_only(user_message: str) -> bool:
+    """True when every clause (greetings aside) asks the assistant to do something
+    ("Tell me a story about a fox", "please write me a haiku", "can you list three
+    tips") and none says anything of the user: the only first-person words are the
+    request's object ("me", "us"). English imperatives; other languages fall through to
+    the model and the grounding guards. False with a request to remember."""
+    parts = [c for c in clauses(user_message) if not is_greeting(c)]
+    if not parts or PERSIST.search(user_message):
+        return False
+    for c in parts:
+        words = list(c.words)
+        while words and words[0] in ("please", "pls", "now", "ok", "okay", "so"):
+            words = words[1:]
+        if words[:2] in (["can", "you"], ["could", "you"], ["would", "you"], ["will", "you"]):
+            words = words[2:]
+        if not words or words[0] not in _REQUEST_VERBS or _NOT_A_REQUEST.match(c.text):
+            return False
+        if any(w in _USER_AS_SUBJECT for w in words):
+            return False
+    return True
+
+
 def is_question_only(user_message: str) -> bool:
     """True when the message only asks (module doc), greetings aside; False for an
     empty message."""
