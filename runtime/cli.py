@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -434,15 +436,24 @@ async def _input_while_watching(c: DaemonClient, awaiting: set[str]) -> str | No
             awaiting.discard(event.get("turn"))
             print(f"\r  {await describe_memory(c, event)}\nyou> ", end="", flush=True)
 
+    global _stdin_abandoned
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch)
+        _stdin_abandoned = True  # until input() returns: a failing watcher abandons it
         try:
             line: str | None = await trio.to_thread.run_sync(input, "you> ",
                                                              abandon_on_cancel=True)
         except EOFError:
             line = None
+        _stdin_abandoned = False
         nursery.cancel_scope.cancel()
     return line
+
+
+_stdin_abandoned = False
+"""True while chat's ``input()`` thread may still be blocked on stdin: the process then
+ends with ``os._exit`` (after flushing), since interpreter shutdown aborts on a thread
+that holds stdin's lock."""
 
 
 async def _drain_memory_lines(c: DaemonClient, awaiting: set[str]) -> None:
@@ -458,21 +469,86 @@ async def _drain_memory_lines(c: DaemonClient, awaiting: set[str]) -> None:
             print(f"  {await describe_memory(c, event)}", flush=True)
 
 
-async def _chat(c: DaemonClient) -> int:
-    """Read lines from stdin and run a turn for each. A line that is not valid UTF-8 is
+CHAT_HELP = """commands:
+  /help           this list
+  /memory         what memory holds about you: profile facts and the newest notes
+  /session        this session and the others (newest first)
+  /session ID     switch to session ID (from the list), or /session new for a new one
+  /quit           leave (Ctrl-D too); memory of the last turn is waited for"""
+
+
+@dataclass
+class SwitchSession:
+    """``/session ID|new`` in chat: reconnect on ``target`` (None = a new session)."""
+
+    target: str | None
+
+
+async def _chat_memory(c: DaemonClient) -> None:
+    facts = await c.memory("memory.profile.list")
+    notes = await c.memory("memory.notes.list", {"limit": 5})
+    print("  profile: " + ("; ".join(f"{f['key']} = {f['value']}" for f in facts)
+                           or "(nothing yet)"))
+    for n in notes:
+        print(f"  note #{n['id']}: {n['content'][:100]}")
+    if not notes:
+        print("  notes: (none yet)")
+    print("  (atomic-agent memory … or atomic-agent tui show and edit all of it)")
+
+
+async def _chat_sessions(c: DaemonClient) -> None:
+    reply = await c.request({"type": "sessions", "limit": 10}, "sessions.result")
+    rows = [s for s in reply["data"] if s.get("turns", 0) > 0]
+    if c.session not in {s["id"] for s in rows}:
+        print(f"  * {c.session}  (this one; saved with its first turn)")
+    for s in rows:
+        mark = "*" if s["id"] == c.session else " "
+        print(f"  {mark} {s['id']}  {s['turns']} turn(s), updated {when(s['updatedAt'])}")
+    print("  /session ID switches, /session new starts one")
+
+
+async def _chat_command(c: DaemonClient, line: str, awaiting: set[str]
+                        ) -> int | SwitchSession | None:
+    """Run one ``/command`` line; an int or SwitchSession ends this connection's chat."""
+    command, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    if command in ("/quit", "/exit"):
+        await _drain_memory_lines(c, awaiting)
+        return 0
+    if command in ("/help", "/?"):
+        print(CHAT_HELP)
+    elif command == "/memory":
+        await _chat_memory(c)
+    elif command == "/session" and not rest:
+        await _chat_sessions(c)
+    elif command == "/session":
+        await _drain_memory_lines(c, awaiting)
+        return SwitchSession(None if rest == "new" else rest)
+    else:
+        print(f"  unknown command {command}; /help lists the commands (messages to the "
+              f"model do not start with /)")
+    return None
+
+
+async def _chat(c: DaemonClient) -> int | SwitchSession:
+    """Read lines from stdin and run a turn for each; ``/`` lines are chat commands
+    (:data:`CHAT_HELP`), never sent to the model. A line that is not valid UTF-8 is
     refused with one ``error:`` line (stdin is read with ``surrogateescape`` so such
     bytes never end the chat with a UnicodeDecodeError)."""
-    print(f"session {c.session} — type a message; /quit or Ctrl-D to leave", file=sys.stderr)
-    reconfigure = getattr(sys.stdin, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(errors="surrogateescape")
+    print(f"session {c.session} — type a message; /help for commands, /quit or Ctrl-D to "
+          f"leave", file=sys.stderr)
     await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
     awaiting: set[str] = set()  # turns whose memory line has not been printed yet
     while True:
         line = await _input_while_watching(c, awaiting)
-        if line is None or line.strip() in ("/quit", "/exit"):
+        if line is None:
             await _drain_memory_lines(c, awaiting)
             return 0
+        if line.strip().startswith("/"):
+            outcome = await _chat_command(c, line, awaiting)
+            if outcome is not None:
+                return outcome
+            continue
         if not line.strip():
             continue
         try:
@@ -501,6 +577,23 @@ async def _chat(c: DaemonClient) -> int:
                 print(f"  (turn ended: {frame['reason']})")
             elif kind == "error":
                 print(f"  error: {frame['code']}: {frame['message']}")
+
+
+async def _chat_command_loop(state_dir: Path, session: str | None) -> int:
+    """``chat``: one connection per session; ``/session ID|new`` reconnects. stdin is
+    set to ``surrogateescape`` once, before anything is read (reconfiguring it later
+    would decode its buffer again and replay a line)."""
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="surrogateescape")
+    target, notice = session, session
+    while True:
+        async with open_client(state_dir, session=target) as c:
+            _new_session_notice(c, notice)
+            outcome = await _chat(c)
+        if isinstance(outcome, int):
+            return outcome
+        target = notice = outcome.target
 
 
 JSON_EXEMPT = ("reindex", "recover")
@@ -754,15 +847,14 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
         return await _offline_memory(args, state_dir)
     if args.command == "stop" and read_daemon_info(state_dir) is None:
         raise ClientError("not_running", f"no atomic-agent daemon is running for {state_dir}")
+    if args.command == "chat":
+        return await _chat_command_loop(state_dir, session)
     if args.command == "ask" and not args.text.strip():
         raise ClientError("invalid_argument", "the message is empty: ask \"your message\"")
     async with open_client(state_dir, session=session) as c:
         match args.command:
             case "ask":
                 return await _ask(c, args)
-            case "chat":
-                _new_session_notice(c, args.session)
-                return await _chat(c)
             case "memory":
                 return await _memory_cmd(c, args)
             case "sessions":
@@ -799,6 +891,21 @@ def models_command(args: argparse.Namespace) -> int:
         print(f"{model.name}{default}: {model.title}, {size}, ~{model.ram_mb} MB RAM, "
               f"licence {model.licence}; {where}")
     return 0
+
+
+def _client_error_in(raised: BaseException) -> ClientError:
+    """The ClientError in ``raised`` (itself, or the first in an exception group);
+    anything else is raised again."""
+    leaf = raised
+    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+        leaf = leaf.exceptions[0]
+    if isinstance(leaf, BaseExceptionGroup):
+        found = leaf.subgroup(lambda e: isinstance(e, ClientError))
+        if found is not None:
+            return _client_error_in(found)
+    if isinstance(leaf, ClientError):
+        return leaf
+    raise raised
 
 
 def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
@@ -857,9 +964,15 @@ def main(argv: list[str] | None = None) -> int:
         return run_tui(state_dir, session=args.session)
     try:
         return trio.run(_client_command, args, state_dir)
-    except ClientError as exc:
+    except (ClientError, BaseExceptionGroup) as raised:
+        exc = _client_error_in(raised)  # a nursery (chat's watcher) wraps it in a group
         print(f"atomic-agent: {exc}", file=sys.stderr)
-        return EXIT_NOT_RUNNING if exc.code == "not_running" else EXIT_FAILED
+        code = EXIT_NOT_RUNNING if exc.code == "not_running" else EXIT_FAILED
+        if _stdin_abandoned:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
     except trio.TooSlowError:
         print("atomic-agent: timed out waiting for the daemon", file=sys.stderr)
         return EXIT_FAILED

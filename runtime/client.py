@@ -28,6 +28,11 @@ class ClientError(Exception):
         self.code = code
 
 
+class NotSent(ClientError):
+    """The connection was closed before the frame could be sent: the daemon never saw
+    it, so sending it again on a new connection is safe."""
+
+
 def encode_frame(frame: dict[str, Any]) -> str:
     """``frame`` as JSON text. ClientError ``invalid_argument`` when a string in it is
     not valid UTF-8 (a lone surrogate: undecodable bytes from ``argv`` or stdin): the
@@ -64,8 +69,14 @@ class DaemonClient:
         self.backlog: list[dict] = []
 
     async def send(self, frame: dict[str, Any]) -> None:
-        """Send one frame as JSON text (ClientError: see :func:`encode_frame`)."""
-        await self.ws.send_message(encode_frame(frame))
+        """Send one frame as JSON text. ClientError: see :func:`encode_frame`; code
+        ``closed`` when the daemon has closed the connection (stopped or restarted)."""
+        text = encode_frame(frame)
+        try:
+            await self.ws.send_message(text)
+        except ConnectionClosed as exc:
+            raise NotSent("closed", f"the daemon closed the connection ({exc.reason}); "
+                                    "is it still running? (atomic-agent serve)") from None
 
     async def receive(self) -> dict[str, Any]:
         """Next frame from the daemon (ClientError when the connection closes)."""

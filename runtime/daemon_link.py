@@ -16,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
-from trio_websocket import ConnectionClosed
-
-from .client import ClientError, DaemonClient, open_client
+from .client import ClientError, DaemonClient, NotSent, open_client
 
 REQUEST_TIMEOUT_S = 60.0
 """Bound on one request (connect included); memory ops answer in milliseconds."""
@@ -103,7 +101,7 @@ class DaemonLink:
         while True:
             try:
                 req.answer(data=await client.memory(req.op, req.args))
-            except ConnectionClosed:
+            except NotSent:
                 return req  # the send failed (closed while idle): not seen, send again
             except ClientError as exc:
                 if exc.code == "closed":
