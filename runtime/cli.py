@@ -11,6 +11,7 @@ Every command has ``--help``; errors print one line to stderr and exit non-zero:
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import sys
@@ -26,6 +27,7 @@ from ._log import configure_cli
 from .client import ClientError, DaemonClient, open_client
 from .config import ConfigError, config_to_json, load_config
 from .memory_feedback import describe as describe_memory
+from .status_line import StatusLine
 from .models import DEFAULT_MODEL
 from .state import read_daemon_info, resolve_state_dir
 
@@ -369,14 +371,30 @@ def _new_session_notice(c: DaemonClient, requested: str | None) -> None:
 
 
 async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
+    """One turn: the reply is printed as it is generated (stdout), steps and errors on
+    stderr; on a terminal a status line says the model is working, then that memory is
+    reflecting on the turn, until its ``memory: …`` line lands."""
     _new_session_notice(c, args.session)
+    status = StatusLine() if not args.json else StatusLine(io.StringIO())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(status.run)
+        try:
+            return await _ask_turn(c, args, status)
+        finally:
+            status.clear()
+            nursery.cancel_scope.cancel()
+
+
+async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLine) -> int:
     code = 0
     why = ""  # the message of an ``error`` step, shown when the turn fails
     turn, reason = None, None
+    shown = ""  # reply text printed so far (deltas)
     watch_memory = not args.no_memory
     if watch_memory:
         await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
     with trio.fail_after(args.timeout):
+        status.show("the model is working")
         async for frame in c.say(args.text, debug=args.show_prompt):
             if frame.get("type") == "turn.finished":
                 turn, reason = frame.get("turn"), frame.get("reason")
@@ -389,17 +407,30 @@ async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
             if args.json:
                 print(json.dumps(frame), flush=True)
                 continue
+            if kind in ("reply.delta", "reply", "step", "turn.finished", "error"):
+                status.clear()
             if kind == "step" and frame.get("step") == "prompt":
                 print(f"--- prompt tail (step {frame['n']}) ---\n{frame['tail']}--- end ---",
                       file=sys.stderr)
             elif kind == "step" and frame.get("step") == "tool":
                 print(f"[tool] {frame['tool']} {json.dumps(frame['args'])}", file=sys.stderr)
+                status.show(f"running {frame['tool']}")
             elif kind == "step" and frame.get("step") == "tool.result" and str(
                     frame.get("summary", "")).startswith("error:"):
                 print(f"[tool] {frame['tool']} → {frame['summary']}", file=sys.stderr)
+            elif kind == "step" and frame.get("step") == "tool.result":
+                status.show("the model is working")
+            elif kind == "reply.delta":
+                shown += frame["text"]
+                print(frame["text"], end="", flush=True)
             elif kind == "reply":
-                print(frame["text"], flush=True)
+                text = frame["text"]
+                rest = text[len(shown):] if text.startswith(shown) else "\n" + text
+                print(rest, flush=True)
+                shown = text
             elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
+                if shown:
+                    print(flush=True)  # end a streamed line that never got its reply
                 detail = frame.get("message") or why
                 print(f"atomic-agent: turn ended: {frame['reason']}"
                       + (f": {detail}" if detail else ""), file=sys.stderr)
@@ -407,14 +438,18 @@ async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
                 print(f"atomic-agent: {frame['code']}: {frame['message']}", file=sys.stderr)
         if watch_memory and turn and reason in ("reply", "finish", "max_steps"):
             # The turn's reflection lands a few seconds later: say what memory did.
+            if not args.json:
+                status.show("memory: reflecting on this turn")
             with trio.move_on_after(args.timeout) as waiting:
                 event = await c.wait_for(lambda f: f.get("type") == "reflection"
                                          and f.get("turn") == turn)
+                status.clear()
                 if args.json:
                     print(json.dumps(event), flush=True)
                 else:
                     print(await describe_memory(c, event), file=sys.stderr, flush=True)
             if waiting.cancelled_caught:
+                status.clear()
                 print("memory: no reflection result within --timeout", file=sys.stderr)
     print(f"(session {c.session})", file=sys.stderr)
     return code
@@ -556,16 +591,41 @@ async def _chat(c: DaemonClient) -> int | SwitchSession:
         except UnicodeEncodeError:
             print("  error: invalid_argument: that line is not valid UTF-8 text; not sent")
             continue
+        await _chat_turn(c, line, awaiting)
+
+
+async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str]) -> None:
+    """One chat turn: the reply streams after ``agent> `` as it is generated; on a
+    terminal a status line says the model is working until the first text."""
+    status = StatusLine()
+    shown: str | None = None  # None until the reply starts
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(status.run)
+        status.show("the model is working")
         async for frame in c.say(line):
             kind = frame.get("type")
+            if kind != "reply.delta" or shown is None:
+                status.clear()
             if kind == "turn.finished" and frame["reason"] in ("reply", "finish", "max_steps"):
                 awaiting.add(frame["turn"])
             elif kind == "reflection" and frame.get("session") == c.session:
                 # an earlier turn's memory landed while this one ran (piped input)
                 awaiting.discard(frame.get("turn"))
                 print(f"  {await describe_memory(c, frame)}")
-            if kind == "reply":
-                print(f"agent> {frame['text']}")
+            if kind == "reply.delta":
+                if shown is None:
+                    shown = ""
+                    print("agent> ", end="")
+                shown += frame["text"]
+                print(frame["text"], end="", flush=True)
+            elif kind == "reply":
+                text = frame["text"]
+                if shown is None:
+                    print(f"agent> {text}", flush=True)
+                else:
+                    print(text[len(shown):] if text.startswith(shown) else "\n" + text,
+                          flush=True)
+                shown = text
             elif kind == "step" and frame.get("step") == "tool":
                 print(f"  [tool] {frame['tool']} {json.dumps(frame['args'])}")
             elif kind == "step" and frame.get("step") == "tool.result" and str(
@@ -574,9 +634,13 @@ async def _chat(c: DaemonClient) -> int | SwitchSession:
             elif kind == "step" and frame.get("step") == "error":
                 print(f"  error: {frame.get('message', '')}")
             elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
+                if shown is not None and not shown.endswith("\n"):
+                    print()
                 print(f"  (turn ended: {frame['reason']})")
             elif kind == "error":
                 print(f"  error: {frame['code']}: {frame['message']}")
+        status.clear()
+        nursery.cancel_scope.cancel()
 
 
 async def _chat_command_loop(state_dir: Path, session: str | None) -> int:
