@@ -266,9 +266,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     _add_json_flags(msub)
 
-    cfg = sub.add_parser("config", help="configuration")
+    cfg = sub.add_parser(
+        "config", help="show, read and change the configuration (config.json)",
+        description="The configuration lives in <state>/config.json; every key has a "
+                    "default. Keys are dotted paths as `config show` prints them, e.g. "
+                    "memory.reflection.timeoutMs. Changes apply when the daemon starts "
+                    "next (atomic-agent stop, then serve).")
     csub = cfg.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _state_arg(csub.add_parser("show", help="print the effective config with defaults"))
+    _state_arg(csub.add_parser(
+        "show", help="the configuration in force: the running daemon's, else file + defaults"))
+    cg = csub.add_parser("get", help="one key's value (file + defaults)")
+    _state_arg(cg)
+    cg.add_argument("key", help="a dotted key, e.g. memory.reflection.timeoutMs")
+    cs = csub.add_parser("set", help="set one key in config.json (checked before it is written)")
+    _state_arg(cs)
+    cs.add_argument("key", help="a dotted key, e.g. memory.reflection.timeoutMs")
+    cs.add_argument("value", help="JSON (60000, true, null, [\"a\"]) or plain text")
+    cu = csub.add_parser("unset", help="remove one key from config.json (back to its default)")
+    _state_arg(cu)
+    cu.add_argument("key", help="a dotted key")
 
     _state_arg(sub.add_parser(
         "metrics", help="print the daemon's aggregated metrics",
@@ -972,6 +988,40 @@ def _client_error_in(raised: BaseException) -> ClientError:
     raise raised
 
 
+def config_command(args: argparse.Namespace, state_dir: Path) -> int:
+    """``config show|get|set|unset`` (runtime.config_edit); ConfigError to the caller."""
+    from .config_edit import get_value, parse_value, set_value, unset_value
+
+    running = read_daemon_info(state_dir)
+    if args.action == "show":
+        if running is not None and isinstance(running.get("config"), dict):
+            print(json.dumps(running["config"], indent=2))
+            print(f"(the running daemon's configuration, pid {running.get('pid')}; changes to "
+                  f"config.json apply at its next start)", file=sys.stderr)
+        else:
+            print(config_to_json(load_config(state_dir)))
+        return 0
+    if args.action == "get":
+        value = get_value(load_config(state_dir), args.key)
+        if "apikey" in args.key.lower() and value:
+            value = "***"
+        print(json.dumps(value, indent=2) if isinstance(value, (dict, list)) else
+              json.dumps(value))
+        return 0
+    if args.action == "set":
+        value = parse_value(args.value)
+        set_value(state_dir, args.key, value)
+        print(f"set {args.key} = {json.dumps(value)} in {state_dir / 'config.json'}")
+    else:
+        _cfg, had = unset_value(state_dir, args.key)
+        print(f"removed {args.key} from {state_dir / 'config.json'} (back to its default)"
+              if had else f"{args.key} was not set in config.json (it has its default)")
+    if running is not None:
+        print("the running daemon keeps its configuration until it restarts: "
+              "atomic-agent stop, then atomic-agent serve", file=sys.stderr)
+    return 0
+
+
 def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
     """``atomic-agent mcp``: the MCP server (runtime.mcp_server) until stdin closes or
     Ctrl-C; a bad option or configuration is one line on stderr."""
@@ -999,7 +1049,11 @@ def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``atomic-agent`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
-    state_dir = resolve_state_dir(getattr(args, "state_dir", None) or args.global_state_dir)
+    try:
+        state_dir = resolve_state_dir(getattr(args, "state_dir", None) or args.global_state_dir)
+    except (UnicodeError, ValueError, OSError) as exc:  # e.g. a lone surrogate in the path
+        print(f"atomic-agent: --state-dir: not a usable path ({exc})", file=sys.stderr)
+        return EXIT_USAGE
     if args.command == "serve":
         from .daemon import ServeOptions, serve
 
@@ -1010,11 +1064,10 @@ def main(argv: list[str] | None = None) -> int:
         return models_command(args)
     if args.command == "config":
         try:
-            print(config_to_json(load_config(state_dir)))
+            return config_command(args, state_dir)
         except ConfigError as exc:
             print(f"atomic-agent: {exc}", file=sys.stderr)
             return EXIT_USAGE
-        return 0
     configure_cli()
     if args.command == "mcp":
         return mcp_command(args, state_dir)

@@ -294,7 +294,9 @@ def _friendly(err: msgspec.ValidationError) -> str:
     unknown = re.match(r"Object contains unknown field `([^`]+)`", msg)
     if unknown:
         path = f"{path}.{unknown.group(1)}" if path else unknown.group(1)
-        msg = "unknown key"
+        from .config_edit import unknown_key  # (it imports this module)
+        hint = str(unknown_key(path)).partition("; ")[2]
+        msg = "unknown key" + (f"; {hint}" if hint.startswith("did you mean") else "")
     return f"{path or '(top level)'}: {msg}"
 
 
@@ -327,16 +329,21 @@ def load_config(state_dir: Path) -> Config:
     return parse_config(data, source=str(path))
 
 
-def config_to_json(cfg: Config) -> str:
-    """The effective configuration, pretty-printed (``atomic-agent config show``);
-    secrets (``llm.apiKey``, each ``llm.fallbacks[].apiKey`` and
-    ``memory.embeddings.apiKey``) are masked."""
+def config_to_builtins(cfg: Config) -> dict:
+    """The configuration as JSON-ready data with secrets (``llm.apiKey``, each
+    ``llm.fallbacks[].apiKey`` and ``memory.embeddings.apiKey``) masked as ``***``."""
     data = msgspec.to_builtins(cfg)
     for block in [data["llm"], *data["llm"].get("fallbacks", []),
                   data["memory"]["embeddings"]]:
         if block.get("apiKey"):
             block["apiKey"] = "***"
-    return json.dumps(data, indent=2)
+    return data
+
+
+def config_to_json(cfg: Config) -> str:
+    """The effective configuration, pretty-printed (``atomic-agent config show``),
+    secrets masked (:func:`config_to_builtins`)."""
+    return json.dumps(config_to_builtins(cfg), indent=2)
 
 
 class ActorBoot(msgspec.Struct):

@@ -36,7 +36,7 @@ from . import _log
 from ._fork import ForkedProcess, fork_actors, reap_unadopted
 from ._spawn import ActorSpec
 from ._supervise import open_supervisor
-from .config import ActorBoot, Config, ConfigError, load_config
+from .config import ActorBoot, Config, ConfigError, config_to_builtins, load_config
 from .errors import ActorCrashed, RestartIntensityExceeded
 from .actor import leaf_exception
 from .gateway import Gateway
@@ -336,7 +336,10 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                           file=sys.stderr, flush=True)
                 info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
                         "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc,
-                        "openaiUrl": openai_url}
+                        "openaiUrl": openai_url,
+                        # what this daemon runs with (file + defaults + serve's options),
+                        # for `config show` while it runs; secrets masked
+                        "config": config_to_builtins(cfg)}
                 write_daemon_info(opts.state_dir, info)
                 ready = {"event": "ready", "url": url, "openaiUrl": openai_url,
                          "tokenFile": info["tokenFile"],
