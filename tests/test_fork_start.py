@@ -48,7 +48,8 @@ async def test_actors_are_forked_named_and_die_with_a_killed_root(tmp_path):
             assert set(kids) == ACTORS
             for name, pid in kids.items():
                 assert Path(f"/proc/{pid}/comm").read_text().strip() == f"aa-{name}"
-                assert cmdline(pid) == cmdline(root), f"{name} was not forked"
+                assert cmdline(pid)[0] == f"atomic-agent: {name} actor (forked)".encode(), \
+                    f"{name} was not forked"
                 held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
                 assert str(state / "daemon.lock") not in held, f"{name} holds the state lock"
             async with open_client(url=d.url, token=d.token) as c:
@@ -73,8 +74,11 @@ async def test_a_killed_forked_actor_is_restarted_by_spawn_under_the_same_name(t
                 while actors_of(d.proc.pid).get("memory") in (None, forked):
                     await trio.sleep(0.05)
             spawned = actors_of(d.proc.pid)["memory"]
-            argv = cmdline(spawned)
-            assert b"runtime._child" in argv and argv[argv.index(b"--actor") + 1] == b"memory"
+            with trio.fail_after(20):  # python -m runtime._child --actor memory, then titled
+                while cmdline(spawned)[0] != b"atomic-agent: memory actor (spawned)":
+                    argv = cmdline(spawned)
+                    assert b"runtime._child" in argv or argv[0].startswith(b"atomic-agent:"), argv
+                    await trio.sleep(0.05)
             async with open_client(url=d.url, token=d.token) as c:
                 with trio.fail_after(20):
                     while True:  # the restart is ready once memory answers again
@@ -97,7 +101,8 @@ async def test_forked_memory_and_backfill_embed_and_recall_by_meaning(tmp_path):
     (state / "config.json").write_text('{"memory": {"embeddings": {"backfillStartDelayMs": 50}}}')
     async with open_fake_llama(tmp_path) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
-            assert cmdline(actors_of(d.proc.pid)["memory"]) == cmdline(d.proc.pid)
+            assert cmdline(actors_of(d.proc.pid)["memory"])[0] == \
+                b"atomic-agent: memory actor (forked)"
             async with open_client(url=d.url, token=d.token) as c:
                 for text in ("I prefer pytest for unit work", "My sister lives in Lyon",
                              "I drink oat flat whites"):

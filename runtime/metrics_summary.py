@@ -1,0 +1,80 @@
+"""``atomic-agent metrics`` in a person's words (issue 19, item 8): what the daemon did
+since it started — turns by outcome, reflections by outcome and skip reason (where to
+look when memory is not forming), tool calls, recall modes — from the aggregated
+``metrics.result`` (docs/protocol.md §3). ``metrics --json`` prints the whole result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from typing import Any
+
+_KEY_RE = re.compile(r"^(?P<name>[^{]+)(?:\{(?P<labels>[^}]*)\})?$")
+
+REFLECTION_SKIPS = {
+    "trivial": "small talk", "question": "questions", "request": "requests",
+    "impersonal": "nothing about you",
+}
+
+
+def _by_label(counters: dict[str, int], name: str) -> dict[str, int]:
+    """``{label value: count}`` of the counter ``name`` (its first label), biggest first."""
+    out: dict[str, int] = defaultdict(int)
+    for key, value in counters.items():
+        m = _KEY_RE.match(key)
+        if m is None or m.group("name") != name:
+            continue
+        labels = m.group("labels") or ""
+        out[labels.split("=", 1)[1] if "=" in labels else "total"] += value
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
+
+
+def _parts(counts: dict[str, int], names: dict[str, str] | None = None) -> str:
+    return ", ".join(f"{(names or {}).get(k, k)} {v}" for k, v in counts.items())
+
+
+def _mean_s(hist: dict[str, Any], name: str) -> str:
+    h = hist.get(name)
+    if not h or not h.get("count"):
+        return ""
+    return f"; mean {h['sum'] / h['count'] / 1000:.1f} s"
+
+
+def summarize(metrics: dict[str, Any]) -> str:
+    """Lines of text for a ``metrics.result`` frame (without its ``type``)."""
+    counters = metrics.get("counters", {})
+    hist = metrics.get("histograms", {})
+    lines = []
+    turns = _by_label(counters, "agent.turns")
+    lines.append(f"turns: {sum(turns.values())}" + (f" ({_parts(turns)})" if turns else "")
+                 + _mean_s(hist, "agent.turn.latency_ms"))
+    reflections = _by_label(counters, "agent.memory.reflection")
+    skipped = _by_label(counters, "agent.memory.reflection.skipped")
+    dropped = _by_label(counters, "agent.memory.reflection.dropped")
+    text = f"reflections: {sum(reflections.values())}"
+    if reflections:
+        text += f" ({_parts(reflections)})"
+    text += _mean_s(hist, "agent.memory.reflection.latency_ms")
+    lines.append(text)
+    if skipped:
+        lines.append(f"  skipped without asking the model: {_parts(skipped, REFLECTION_SKIPS)}")
+    if dropped:
+        lines.append(f"  proposals dropped by the guards: {_parts(dropped)}")
+    if not reflections and sum(turns.values()):
+        lines.append("  (no reflection yet: memory.reflection.enabled, or still running)")
+    tools = _by_label(counters, "agent.tool_calls")
+    lines.append(f"tool calls: {_parts(tools) if tools else 'none'}")
+    refused = _by_label(counters, "agent.tool_refused")
+    if refused:
+        lines.append(f"  refused: {_parts(refused)}")
+    recall = _by_label(counters, "agent.memory.recall")
+    if recall:
+        lines.append(f"recall: {_parts(recall)}")
+    actors = metrics.get("actors", {})
+    down = sorted(name for name, snap in actors.items() if "error" in snap)
+    lines.append(f"actors: {len(actors) - len(down)} up" + (f", down: {', '.join(down)}"
+                                                              if down else "")
+                 + f"; restarts {metrics.get('restarts', 0)}; clients "
+                   f"{metrics.get('clients', 0)}")
+    return "\n".join(lines)

@@ -1,0 +1,73 @@
+"""Issue 19, item 8: every argument explains itself in ``--help``; ``metrics`` says in
+words what the daemon did (reflection outcomes and skip reasons included); each actor
+process shows its own name in ``ps``; README's command reference names every command."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+from runtime.cli import build_parser
+from tests.daemon import REPO, run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+
+def _leaves(parser: argparse.ArgumentParser, path: list[str]):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _leaves(sub, path + [name])
+        else:
+            yield path, action
+
+
+def test_every_argument_and_option_has_help_text():
+    missing = [(" ".join(path), action.option_strings or action.dest)
+               for path, action in _leaves(build_parser(), [])
+               if not action.help and action.help != argparse.SUPPRESS]
+    assert missing == []
+
+
+def test_readme_command_reference_names_every_command():
+    readme = (REPO / "README.md").read_text()
+    parser = build_parser()
+    top = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    for name, sub in top.choices.items():
+        assert f"atomic-agent {name}" in readme or f"`{name}" in readme, name
+    memory = next(a for a in top.choices["memory"]._actions
+                  if isinstance(a, argparse._SubParsersAction))
+    for name in memory.choices:
+        assert re.search(rf"`memory {name}\b", readme), f"memory {name}"
+
+
+async def test_metrics_in_words_and_actor_process_titles(tmp_path):
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "Sure."}'}]
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, rules) as fake, run_daemon(state, llm_url=fake.url) as d:
+        for text in ("What time is it in Tokyo?", "Tell me a joke about cats."):
+            subprocess.run([sys.executable, "-m", "runtime.cli", "ask", "--state-dir",
+                            str(state), text], capture_output=True, cwd=REPO, timeout=60,
+                           check=True)
+        done = subprocess.run([sys.executable, "-m", "runtime.cli", "metrics", "--state-dir",
+                               str(state)], capture_output=True, text=True, cwd=REPO,
+                              timeout=60)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0].startswith("turns: 2 (reply 2); mean ")
+        assert lines[1].startswith("reflections: 2 (none 2)")
+        assert "skipped without asking the model: " in done.stdout
+        assert "questions 1" in done.stdout and "requests 1" in done.stdout
+        assert "actors: 4 up; restarts 0" in done.stdout
+        raw = subprocess.run([sys.executable, "-m", "runtime.cli", "metrics", "--json",
+                              "--state-dir", str(state)], capture_output=True, text=True,
+                             cwd=REPO, timeout=60)
+        assert '"counters"' in raw.stdout
+        children = subprocess.run(["ps", "-o", "comm=,args=", "--ppid", str(d.proc.pid)],
+                                  capture_output=True, text=True).stdout
+        for actor in ("agent", "memory", "reflection", "backfill"):
+            assert re.search(rf"^aa-{actor}\s+atomic-agent: {actor} actor \(forked\)$",
+                             children, re.M), children
+    assert os.path.exists(state)
