@@ -355,11 +355,53 @@ def _print_fact(f: dict[str, Any]) -> None:
         print(f"atomic-agent: warning: {f['warning']}", file=sys.stderr)
 
 
-def _print_note(n: dict[str, Any], full: bool = False) -> None:
+def _print_note(n: dict[str, Any]) -> None:
     tags = f" [{', '.join(n['tags'])}]" if n.get("tags") else ""
-    text = n["content"] if full else " ".join(n["content"].split())[:100]
+    text = " ".join(n["content"].split())[:100]
     score = f" (score {n['score']:.2f})" if n.get("score") is not None else ""
     print(f"#{n['id']}{tags}{score} {text}")
+
+
+def provenance(row: dict[str, Any], key: str = "source") -> str:
+    """"reflection, session s-1, turn t-2" for a fact version (``key`` source) or a note
+    (``key`` origin); "unknown" for rows written before provenance was kept."""
+    parts = [row.get(key) or "unknown"]
+    if row.get("sessionId"):
+        parts.append(f"session {row['sessionId']}")
+    if row.get("turnId"):
+        parts.append(f"turn {row['turnId']}")
+    return ", ".join(parts)
+
+
+def _print_history(versions: list[dict[str, Any]]) -> None:
+    """A fact's versions, oldest first: when, state, value, who wrote it."""
+    width = max((len(v["value"]) for v in versions), default=0)
+    for v in versions:
+        if v.get("supersededBy") is None:
+            state = "active"
+        elif v["supersededBy"] == v.get("id"):
+            state = "removed"
+        else:
+            state = "replaced"
+        print(f"{when(v['validFrom'])}  {state:<8}  {v['value']:<{min(width, 40)}}  "
+              f"({provenance(v)})")
+
+
+async def _print_note_detail(c: DaemonClient, n: dict[str, Any]) -> None:
+    """``memory notes show``: the note and everything known about it."""
+    print(f"#{n['id']} {n['content']}")
+    print(f"  tags: {', '.join(n['tags']) or '-'}")
+    print(f"  written by: {provenance(n, 'origin')}")
+    where = n.get("scope", "all") + (f" ({n['workingDir']})" if n.get("workingDir") else "")
+    print(f"  scope: {where}{'; archived' if n.get('archived') else ''}")
+    print(f"  created: {when(n.get('createdAt'))}; updated: {when(n.get('updatedAt'))}")
+    count = n.get("recallCount", 0)
+    print(f"  recalled: {count} time{'s' if count != 1 else ''}"
+          + (f", last {when(n['lastRecalledAt'])}" if n.get("lastRecalledAt") else ""))
+    links = await c.memory("memory.links.list", {"id": n["id"], "limit": 50})
+    rows = [f"-{e['kind']}-> #{e['toId']}" if e["fromId"] == n["id"]
+            else f"<-{e['kind']}- #{e['fromId']}" for e in links]
+    print(f"  links: {', '.join(rows) if rows else '-'}")
 
 
 def _pointer(marker: str, row: dict[str, Any]) -> str:
@@ -775,12 +817,11 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     elif what == "context":
         print(data["text"] or "(memory has nothing for this message)")
     elif what == "profile" and action in ("list", "history"):
-        for f in data:
-            if action == "list":
+        if action == "list":
+            for f in data:
                 _print_fact(f)
-            else:
-                state = "active" if f.get("supersededBy") is None else "superseded"
-                print(f"{f['validFrom']} {state}: {f['value']}")
+        else:
+            _print_history(data)
         if not data:
             print("(no profile facts)" if action == "list" else f"(no history for {args.key!r})")
     elif what == "profile" and action == "set":
@@ -793,7 +834,7 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         if not data:
             print("(no notes)" if action == "list" else "(no matching notes)")
     elif what == "notes" and action == "show":
-        _print_note(data[0], full=True)
+        await _print_note_detail(c, data[0])
     elif what == "notes" and action == "store":
         _print_note(data)
     elif what == "notes" and action == "forget":

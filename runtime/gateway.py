@@ -89,6 +89,7 @@ class Client:
         self.control = trio.Semaphore(CONTROL_INFLIGHT)
         self.id = cid
         self.session: str | None = None
+        self.session_saved = False  # the session has a turn (memory writes name it)
         self.channels: set[str] = set()
         self.send_ch, self.recv_ch = trio.open_memory_channel[bytes](queue_size)
         self.dropped = False
@@ -270,6 +271,7 @@ class Gateway:
                 await self._refuse(client, "unavailable", str(exc))
                 return False
             client.session = info["session"]
+            client.session_saved = not info["created"]
             client.push({"type": "welcome", "session": client.session, "version": PROTOCOL_VERSION,
                          "created": info["created"]})
             return True
@@ -375,6 +377,7 @@ class Gateway:
         try:
             await self.sup.request("agent", RunTurn(session=session, turn=turn, text=frame.text,
                                                     debug=frame.debug), TurnResult)
+            client.session_saved = True
         except RemoteError as exc:
             client.push({"type": "error", "code": exc.code, "message": exc.message, "id": None})
         except (ActorUnavailable, RuntimeFailure) as exc:
@@ -390,8 +393,11 @@ class Gateway:
             if frame.op == "memory.stats":
                 data = await self.sup.request("memory", Stats(), dict)
             else:
+                # A write names the session only once it exists (has a turn): a CLI
+                # or MCP connection's unsaved session is no provenance.
                 data = (await self.sup.request("memory", ToolOp(
-                    op=frame.op, args=frame.args, session=client.session, source="user"),
+                    op=frame.op, args=frame.args, source="user",
+                    session=client.session if client.session_saved else None),
                     OpResult)).data
         except RemoteError as exc:
             client.push({"type": "memory.result", "id": frame.id, "ok": False,

@@ -108,8 +108,24 @@ def _now() -> int:
     return int(time.time() * 1000)
 
 
+_BOOKKEEPING = frozenset({"origin", "sessionId", "turnId", "recallCount", "lastRecalledAt",
+                          "source", "supersededBy", "warning"})
+"""Provenance and counters of notes and facts: for people and clients, not for the model
+(a tool result keeps its 300 characters for content)."""
+
+
+def _lean(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _lean(v) for k, v in data.items()
+                if v is not None and k not in _BOOKKEEPING}
+    if isinstance(data, list):
+        return [_lean(v) for v in data]
+    return data
+
+
 def _summary(data: Any, limit: int = 300) -> str:
-    text = json.dumps(msgspec.to_builtins(data), ensure_ascii=False)
+    """A tool result for the model: JSON without bookkeeping fields, ≤ ``limit`` chars."""
+    text = json.dumps(_lean(msgspec.to_builtins(data)), ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -460,7 +476,8 @@ class AgentActor:
         try:
             with trio.fail_after(10):
                 result = await self.ctx.request("memory", ToolOp(
-                    op=name, args=args, session=msg.session, source="agent"), OpResult)
+                    op=name, args=args, session=msg.session, source="agent", turn=msg.turn),
+                    OpResult)
         except RemoteError as exc:
             return f"error: {exc.code}: {exc.message}"
         except (RuntimeFailure, trio.TooSlowError) as exc:

@@ -247,7 +247,7 @@ class MemoryActor:
 
     def _run_op(self, s: StoreSet, msg: ToolOp, defer_bump: bool = False) -> tuple[Any, dict]:
         return run_op(s.profiles, s.notes, msg.op, msg.args, source=msg.source,
-                      session=msg.session, default_k=self.cfg.notes.recall_default_k,
+                      session=msg.session, turn=msg.turn, default_k=self.cfg.notes.recall_default_k,
                       lessons=s.lessons, procedures=s.procedures, links=s.links,
                       votes=s.votes, defer_bump=defer_bump, recall=self._recall_for(s),
                       context=lambda a: self._context_answer(s, msg.session, a))
@@ -424,7 +424,9 @@ class MemoryActor:
                         skipped += 1  # near-identical fact already active (BC-11)
                         continue
                     after = self.w.profiles.set(fact.key, fact.value, pinned=fact.pinned,
-                                              keywords=fact.keywords if not fact.pinned else None)
+                                              keywords=fact.keywords if not fact.pinned else None,
+                                              source="reflection", session_id=msg.session,
+                                              turn_id=msg.turn)
                 except Exception as exc:  # noqa: BLE001 - validation: skip the line
                     if getattr(exc, "code", None) != "invalid_argument":
                         raise
@@ -442,7 +444,8 @@ class MemoryActor:
                 tags = ["reflection"] + [t for t in note.tags if t != "reflection"]
                 try:
                     stored = self.w.notes.store(note.body, tags=tags, source="agent",
-                                              session_id=msg.session)
+                                              session_id=msg.session, origin="reflection",
+                                              turn_id=msg.turn)
                 except Exception as exc:  # noqa: BLE001
                     if getattr(exc, "code", None) != "invalid_argument":
                         raise

@@ -44,6 +44,7 @@ class ToolOp(_M):
     args: dict[str, Any] = msgspec.field(default_factory=dict)
     session: str | None = None
     source: str = "agent"
+    turn: str | None = None  # the agent's turn that made this tool call (provenance)
 
 
 class OpResult(msgspec.Struct):

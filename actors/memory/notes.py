@@ -91,6 +91,13 @@ class Note(msgspec.Struct, rename="camel"):
     updated_at: int
     score: float | None = None
     archived: bool = False
+    origin: str | None = None
+    """Who wrote it: ``reflection``, ``tool`` (the agent's call), ``user`` (CLI, TUI,
+    MCP, the websocket) or ``import``; None when unknown (before schema v6)."""
+    session_id: str | None = None
+    turn_id: str | None = None
+    recall_count: int = 0
+    last_recalled_at: int | None = None
 
 
 def validate_content(content: object, max_chars: int = MAX_CONTENT_CHARS) -> str:
@@ -139,12 +146,14 @@ def _encode_json(value: object) -> str:
 
 _COLS = (
     "m.id, m.content, m.tags, m.source, m.scope, m.working_dir, m.created_at,"
-    " m.updated_at, m.archived"
+    " m.updated_at, m.archived, m.origin, m.session_id, m.turn_id, m.recall_count,"
+    " m.last_recalled_at"
 )
 _SQL_GET = f"SELECT {_COLS} FROM memories m WHERE m.id = ?"
 _SQL_INSERT = (
     "INSERT INTO memories (content, content_key, tags, source, scope, working_dir,"
-    " session_id, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " session_id, created_at, updated_at, origin, turn_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_MERGE = (
     "UPDATE memories SET tags = ?, updated_at = max(updated_at, ?),"
@@ -173,7 +182,8 @@ _SQL_NEWEST = " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
 _SQL_ARCHIVED = {"active": " WHERE m.archived = 0", "archived": " WHERE m.archived = 1", "all": ""}
 def _row(row: Sequence, score: float | None = None) -> Note:
     """Map a ``_COLS`` row (plus optional score) to a Note."""
-    return Note(row[0], row[1], _decode_tags(row[2]), *row[3:8], score, bool(row[8]))
+    return Note(row[0], row[1], _decode_tags(row[2]), *row[3:8], score, bool(row[8]),
+                *row[9:14])
 
 
 class MemoryStore:
@@ -238,8 +248,12 @@ class MemoryStore:
         working_dir: str | None = None,
         session_id: str | None = None,
         now_ms: int | None = None,
+        origin: str | None = None,
+        turn_id: str | None = None,
     ) -> Note:
-        """Store a note (or merge it into an identical one) and return it.
+        """Store a note (or merge it into an identical one) and return it. ``origin``
+        and ``turn_id`` record who wrote it and in which turn (:class:`Note`; a merge
+        keeps the existing note's).
 
         Validation (anchor §2.2): content trimmed, 1..max_content_chars chars; tags per
         :func:`validate_tags`; source ``agent|user``; scope ``all|project``; scope
@@ -281,7 +295,8 @@ class MemoryStore:
                     return self._get(note_id)
             conn.execute(
                 _SQL_INSERT,
-                (content, key, _encode_json(tags), source, scope, working_dir, session_id, now, now),
+                (content, key, _encode_json(tags), source, scope, working_dir, session_id, now,
+                 now, origin, turn_id),
             )
             note_id = conn.last_insert_rowid()
             self._evict(note_id)

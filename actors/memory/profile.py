@@ -85,6 +85,11 @@ class ProfileFact(msgspec.Struct, rename="camel"):
     updated_at: int
     valid_from: int
     superseded_by: int | None = None
+    source: str | None = None
+    """Who wrote this version: ``reflection``, ``tool`` (the agent's call), ``user``
+    (CLI, TUI, MCP, the websocket) or ``import``; None when unknown (before schema v6)."""
+    session_id: str | None = None
+    turn_id: str | None = None
     warning: str | None = None
     """Set on the fact returned by a write that could not be honoured as asked (a pin
     over ``memory.profile.pinnedBudgetChars`` was stored unpinned); never stored."""
@@ -169,14 +174,16 @@ def _decode_keywords(raw: str | None) -> list[str]:
         return []
 
 
-_COLS = "id, key, value, pinned, keywords, updated_at, valid_from, superseded_by"
+_COLS = ("id, key, value, pinned, keywords, updated_at, valid_from, superseded_by, source,"
+         " session_id, turn_id")
 _SQL_ACTIVE = f"SELECT {_COLS} FROM profile_facts WHERE key = ? AND superseded_by IS NULL"
 _SQL_BY_ID = f"SELECT {_COLS} FROM profile_facts WHERE id = ?"
 _SQL_LIST = f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL ORDER BY key"
 _SQL_HISTORY = f"SELECT {_COLS} FROM profile_facts WHERE key = ? ORDER BY valid_from, id"
 _SQL_INSERT = (
     "INSERT INTO profile_facts (key, value, pinned, keywords, valid_from, superseded_by,"
-    " supersedes, created_at, updated_at) VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?)"
+    " supersedes, created_at, updated_at, source, session_id, turn_id)"
+    " VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_RETIRE = (
     "UPDATE profile_facts SET superseded_by = id, updated_at = ?"
@@ -199,6 +206,9 @@ def _row(row: tuple) -> ProfileFact:
         updated_at=row[5],
         valid_from=row[6],
         superseded_by=row[7],
+        source=row[8],
+        session_id=row[9],
+        turn_id=row[10],
     )
 
 
@@ -242,6 +252,9 @@ class ProfileStore:
         pinned: bool | None = None,
         keywords: list[str] | None = None,
         now_ms: int | None = None,
+        source: str | None = None,
+        session_id: str | None = None,
+        turn_id: str | None = None,
     ) -> ProfileFact:
         """Write ``key = value`` as the key's new active version; return the active fact.
 
@@ -254,6 +267,8 @@ class ProfileStore:
                 (validated then, see :func:`validate_keywords`); ``None`` keeps the
                 current unpinned fact's keywords (BC-12: omitted options are kept).
             now_ms: write time, Unix ms (default: now).
+            source / session_id / turn_id: provenance of the new version
+                (:class:`ProfileFact`).
 
         Writing exactly the active value with the same options is a no-op that returns
         the active fact (BC-11: no second row). Otherwise, in one transaction: the
@@ -309,6 +324,9 @@ class ProfileStore:
                     prev.id if prev else None,
                     now,
                     now,
+                    source,
+                    session_id,
+                    turn_id,
                 ),
             )
             new_id = conn.last_insert_rowid()

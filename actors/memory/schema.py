@@ -242,7 +242,18 @@ vector exceeds an index page's local payload, so every row spilled to an overflo
 and hybrid recall's scan of 1,000 vectors took ~14 ms; rowid leaves hold it inline. The
 ``(model, dim, note_id)`` index serves the scan newest first and the stale count."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5)
+_V6 = """
+ALTER TABLE profile_facts ADD COLUMN source TEXT;
+ALTER TABLE profile_facts ADD COLUMN session_id TEXT;
+ALTER TABLE profile_facts ADD COLUMN turn_id TEXT;
+ALTER TABLE memories ADD COLUMN origin TEXT;
+ALTER TABLE memories ADD COLUMN turn_id TEXT;
+"""
+"""v6: provenance (issue 19). Who wrote a fact version or a note — ``reflection``, the
+agent's ``tool`` call, the ``user`` (CLI, TUI, MCP, …) or an ``import`` — and in which
+session and turn. Rows written before v6 have NULL (unknown)."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
 #: The newest schema version this code knows (``len(MIGRATIONS)``).
 SCHEMA_VERSION: int = len(MIGRATIONS)
 

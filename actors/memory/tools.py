@@ -256,6 +256,7 @@ def run_op(
     *,
     source: str = "agent",
     session: str | None = None,
+    turn: str | None = None,
     default_k: int = 5,
     lessons: LessonStore | None = None,
     procedures: ProcedureStore | None = None,
@@ -292,7 +293,8 @@ def run_op(
     votes = votes if votes is not None else VoteStore(conn)
     match a:
         case ProfileSetArgs():
-            fact = profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords)
+            fact = profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords,
+                                source=_origin(source), session_id=session, turn_id=turn)
             return fact, {"keys": [fact.key]}
         case KeyArgs() if op == "memory.profile.remove":
             removed = profiles.remove(a.key)
@@ -303,7 +305,8 @@ def run_op(
             return profiles.list(), {}
         case NotesStoreArgs():
             note = notes.store(a.content, tags=a.tags, source=source, scope=a.scope,
-                               working_dir=a.working_dir, session_id=session)
+                               working_dir=a.working_dir, session_id=session,
+                               origin=_origin(source), turn_id=turn)
             return note, {"ids": [note.id]}
         case NotesRecallArgs():
             if a.id is not None:
@@ -377,6 +380,11 @@ def context_answer(ctx: MemoryContext, sections: dict[str, str]) -> dict[str, An
     return {"text": context_text(sections), "sections": sections, "profile": ctx.profile,
             "recalled": ctx.recalled, "index": ctx.index, "lessons": ctx.lessons,
             "procedures": ctx.procedures}
+
+
+def _origin(source: str) -> str:
+    """The provenance of an op's write: the agent's ``tool`` call, else the ``user``."""
+    return "tool" if source == "agent" else "user"
 
 
 def tool_catalog() -> list[tuple[str, str, dict[str, Any]]]:

@@ -5,11 +5,13 @@ The file, one JSON object per line, ``type`` first:
 * ``{"type": "atomic-agent.memory", "version": 1, "schemaVersion", "exportedAt",
   "counts"}`` -- the header, always the first line;
 * ``{"type": "fact", "key", "active": bool, "versions": [{"value", "pinned",
-  "keywords", "validFrom", "createdAt", "updatedAt"}, …]}`` -- one per profile key, its
-  whole history oldest first; ``active``: the last version is the key's current value
-  (false once the fact was removed);
+  "keywords", "validFrom", "createdAt", "updatedAt", "source", "sessionId", "turnId"},
+  …]}`` -- one per profile key, its whole history oldest first; ``active``: the last
+  version is the key's current value (false once the fact was removed); ``source`` is
+  who wrote the version (``reflection``, ``tool``, ``user``, ``import``; null = unknown);
 * ``{"type": "note", "id", "content", "tags", "source", "scope", "workingDir",
-  "sessionId", "createdAt", "updatedAt", "recallCount", "lastRecalledAt", "archived"}``;
+  "sessionId", "createdAt", "updatedAt", "recallCount", "lastRecalledAt", "archived",
+  "origin", "turnId"}`` (``origin`` as a fact version's ``source``);
 * ``{"type": "link", "fromId", "toId", "kind", "weight", "createdAt"}`` (note ids of
   this file);
 * ``{"type": "lesson", "id", "activation", "principle", "tags", "status",
@@ -30,7 +32,8 @@ whose text is already stored (same :func:`content_key`, or near-identical, as
 the key's history (same value and ``validFrom``) is skipped, and an imported current
 value becomes the key's current value only when it is newer than the one there; lessons
 and procedures with the same text, and links already present, are skipped. Ids are
-the target's own: links and parent ids are mapped through the imported notes.
+the target's own: links and parent ids are mapped through the imported notes. What an
+import adds has the provenance ``import`` (session and turn kept from the file).
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ class FactVersion(_S, kw_only=True):
     valid_from: int
     created_at: int | None = None
     updated_at: int | None = None
+    source: str | None = None
+    session_id: str | None = None
+    turn_id: str | None = None
 
 
 class FactRec(_S, tag="fact", tag_field="type", kw_only=True):
@@ -97,6 +103,8 @@ class NoteRec(_S, tag="note", tag_field="type", kw_only=True):
     recall_count: int = 0
     last_recalled_at: int | None = None
     archived: bool = False
+    origin: str | None = None
+    turn_id: str | None = None
 
 
 class LinkRec(_S, tag="link", tag_field="type", kw_only=True):
@@ -189,7 +197,8 @@ def _records(conn: apsw.Connection, counts: dict[str, int]):
     """Yield the encoded record lines (facts, notes, links, lessons, procedures)."""
     rows = conn.execute(
         "SELECT key, value, pinned, keywords, valid_from, created_at, updated_at,"
-        " superseded_by FROM profile_facts ORDER BY key, valid_from, id").fetchall()
+        " superseded_by, source, session_id, turn_id FROM profile_facts"
+        " ORDER BY key, valid_from, id").fetchall()
     by_key: dict[str, list[tuple]] = {}
     for row in rows:
         by_key.setdefault(row[0], []).append(row)
@@ -200,7 +209,9 @@ def _records(conn: apsw.Connection, counts: dict[str, int]):
                               "active": versions[-1][7] is None, "versions": [
                                   {"value": v[1], "pinned": bool(v[2]),
                                    "keywords": json.loads(v[3]), "validFrom": v[4],
-                                   "createdAt": v[5], "updatedAt": v[6]} for v in versions]})
+                                   "createdAt": v[5], "updatedAt": v[6], "source": v[8],
+                                   "sessionId": v[9], "turnId": v[10]}
+                                  for v in versions]})
     for kind, table, columns, order in _TABLES:
         names = [_camel(c) for c in columns]
         for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}"):
@@ -215,7 +226,7 @@ def _records(conn: apsw.Connection, counts: dict[str, int]):
 _TABLES = (
     ("note", "memories", ("id", "content", "tags", "source", "scope", "working_dir",
                           "session_id", "created_at", "updated_at", "recall_count",
-                          "last_recalled_at", "archived"), "id"),
+                          "last_recalled_at", "archived", "origin", "turn_id"), "id"),
     ("link", "memory_links", ("from_id", "to_id", "kind", "weight", "created_at"),
      "created_at, from_id, to_id"),
     ("lesson", "lessons", ("id", "activation", "principle", "tags", "status", "success_count",
@@ -325,12 +336,12 @@ def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
         return
     conn.execute(
         "INSERT INTO memories (content, content_key, tags, source, scope, working_dir,"
-        " session_id, created_at, updated_at, recall_count, last_recalled_at, archived)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        " session_id, created_at, updated_at, recall_count, last_recalled_at, archived,"
+        " origin, turn_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?)",
         (content, key, json.dumps(tags), rec.source, rec.scope, working_dir,
          optional_text(rec.session_id, "sessionId"), rec.created_at,
          rec.updated_at or rec.created_at, max(0, rec.recall_count), rec.last_recalled_at,
-         int(rec.archived)))
+         int(rec.archived), optional_text(rec.turn_id, "turnId")))
     note_ids[rec.id] = conn.last_insert_rowid()
     added["notes"] += 1
 
@@ -350,10 +361,12 @@ def _import_fact(conn: apsw.Connection, rec: FactRec, added: dict, skipped: dict
         now = version.updated_at or version.valid_from
         conn.execute(
             "INSERT INTO profile_facts (key, value, pinned, keywords, valid_from,"
-            " superseded_by, supersedes, created_at, updated_at)"
-            " VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
+            " superseded_by, supersedes, created_at, updated_at, source, session_id, turn_id)"
+            " VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, 'import', ?, ?)",
             (key, value, int(version.pinned), json.dumps(version.keywords),
-             version.valid_from, previous, version.created_at or version.valid_from, now))
+             version.valid_from, previous, version.created_at or version.valid_from, now,
+             optional_text(version.session_id, "sessionId"),
+             optional_text(version.turn_id, "turnId")))
         new_id = conn.last_insert_rowid()
         conn.execute("UPDATE profile_facts SET superseded_by = id WHERE id = ?", (new_id,))
         if previous is not None:
