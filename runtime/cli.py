@@ -107,8 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "Memory, /memory dump prints the profile, /session lists and switches "
                     "sessions, /cancel, /quit (or Ctrl+Q). In Manage → Memory: j/k move, Enter "
                     "detail, r refresh, a auto-refresh (5 s), [ ] cycle channel, 1-6 jump, f "
-                    "notes archive filter, g link neighbourhood (note detail), / keyword search, "
-                    "d forget, e edit a fact, ? help, Esc back. Works in 80x24. Needs the "
+                    "notes archive filter, g link neighbourhood (note detail), / keyword search "
+                    "(Esc clears it), d forget, e edit a fact, n add a fact or note, ? help, "
+                    "Esc back. Works in 80x24. Needs the "
                     "'tui' extra (textual).")
     _state_arg(t)
     t.add_argument("--session", help="session id to continue (created if new)")

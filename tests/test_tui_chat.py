@@ -347,3 +347,14 @@ def test_bridge_matches_answers_by_id_and_serialises_session_opens(env):
         assert env.clients() == 0
 
     run(scenario)
+
+
+def test_the_memory_panel_takes_a_third_of_a_wide_terminal(env):
+    async def scenario() -> None:
+        app = env.app(session="tui-wide")
+        async with app.run_test(size=(120, 40)) as pilot:
+            await until(pilot, lambda: app.bridge.session == "tui-wide")
+            panel = app.chat.query_one("#panel")
+            await until(pilot, lambda: panel.outer_size.width == 39, what="panel width")
+
+    run(scenario)

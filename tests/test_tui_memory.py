@@ -342,3 +342,85 @@ def test_notes_search_op_is_keyword_only_and_counts_no_recall(conn):
     assert not OPS["memory.notes.search"].writes and "memory.notes.search" not in TOOL_NAMES
 
 
+
+
+def test_issue19_browser_details_new_entries_and_esc_after_search(env):
+    """Issue 19 item 7: Esc after a search clears it (the browser stays), n adds a fact
+    and a note, a fact's versions are numbered v1.. and say who wrote them, the profile
+    table says when a fact is shown and by whom."""
+    from runtime.tui.dialogs import NewEntryScreen
+
+    async def scenario() -> None:
+        app = env.app()
+        async with app.run_test(size=SIZE) as pilot:
+            m = await open_browser(pilot)
+            await until(pilot, lambda: "editor" in table_text(m))
+            assert "always" in table_text(m)
+            # n in the profile adds a fact
+            await pilot.press("n")
+            dialog = await until(pilot, lambda: isinstance(app.screen, NewEntryScreen)
+                                 and app.screen)
+            await pilot.press(*"pet")
+            await pilot.press("enter")
+            await pilot.press(*"a cat called Miso")
+            await pilot.press("enter")
+            await until(pilot, lambda: app.screen is m and "saved" in m.status_text())
+            assert dialog is not None
+            facts = {f["key"]: f for f in env.memory("memory.profile.list")}
+            assert facts["pet"]["value"] == "a cat called Miso"
+            assert facts["pet"]["source"] == "user"
+            await until(pilot, lambda: "Miso" in table_text(m))
+            # a fact's detail numbers its versions from v1 and says who wrote each
+            env.memory("memory.profile.set", {"key": "pet", "value": "two cats"})
+            await until(pilot, lambda: "two cats" in table_text(m))
+            await select(pilot, m, lambda r: r["key"] == "pet")
+            await pilot.press("enter")
+            detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
+                                 and "2 version(s)" in app.screen.body_text() and app.screen)
+            text = detail.body_text()
+            assert "v1 " in text and "replaced by v2" in text and "by user" in text
+            assert "v3" not in text
+            await pilot.press("escape")
+            # n in the notes adds a note; an empty one is refused in the dialog
+            await jump(pilot, m, "2")
+            await pilot.press("n")
+            await until(pilot, lambda: isinstance(app.screen, NewEntryScreen))
+            await pilot.press("enter")
+            assert "content cannot be empty" in str(
+                app.screen.query_one("#new-error").content)
+            await pilot.press(*"Miso likes the balcony")
+            await pilot.press("enter")
+            await until(pilot, lambda: "Miso likes the balcony" in table_text(m))
+            # Esc after a search clears the search and stays in the browser
+            await pilot.press("slash")
+            await pilot.press(*"balcony")
+            await pilot.press("enter")
+            await until(pilot, lambda: m.query_text == "balcony" and len(m.rows) == 1)
+            await pilot.press("escape")
+            await until(pilot, lambda: m.query_text == "" and len(m.rows) > 1)
+            assert app.screen is m
+            await pilot.press("escape")
+            await until(pilot, lambda: app.screen is app.chat)
+            # n where nothing can be added says so
+            m2 = await open_browser(pilot)
+            await pilot.press("3")
+            await until(pilot, lambda: m2.channel == "lessons")
+            await pilot.press("n")
+            assert "read-only" in m2.status_text()
+
+    run(scenario)
+
+
+def test_empty_channels_say_what_fills_them_and_the_panel_grows():
+    from runtime.tui.chat import panel_columns
+    from runtime.tui.render import channel_status
+
+    assert "consolidator" in channel_status("lessons", 0)
+    assert "memory import" in channel_status("procedures", 0)
+    assert "n to add one" in channel_status("profile", 0)
+    assert channel_status("lessons", 2) == "2 active lesson(s)"
+    assert channel_status("votes", 0, voting_enabled=False).endswith("voting is off "
+                                                                     "(memory.voting.enabled)")
+    assert "match(es) for 'x'" in channel_status("notes", 0, query="x")
+    assert panel_columns(80) == 30
+    assert panel_columns(120) == 39 and panel_columns(300) == 64

@@ -3,7 +3,8 @@
 Six channels — profile, notes, lessons, procedures, links, votes — each a table read
 with one ``memory`` op, with the seed's keys (``j``/``k``, Enter, ``r``, ``a``,
 ``[``/``]``, ``1``–``6``, ``f``, and ``g`` in a note's detail) and ``/`` keyword
-search, ``d`` forget (asks first), ``e`` edit a fact, ``?`` help. Notes are searched
+search (Esc clears it), ``d`` forget (asks first), ``e`` edit a fact, ``n`` add a fact or
+a note, ``?`` help; an empty channel says what fills it. Notes are searched
 by the daemon's keyword-only ``memory.notes.search`` (seed 001: the TUI search never
 uses vectors); the other channels are filtered here, word by word.
 
@@ -24,10 +25,11 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from ..client import ClientError
-from .dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
+from .dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen, NewEntryScreen
 from .render import (
     ARCHIVE_FILTERS,
     CHANNELS,
+    channel_status,
     COLUMNS,
     fact_history,
     lesson_detail,
@@ -89,6 +91,7 @@ class MemoryScreen(Screen):
         Binding("slash", "search", "Search"),
         Binding("d", "forget", "Forget"),
         Binding("e", "edit", "Edit"),
+        Binding("n", "new", "New"),
         Binding("question_mark", "help", "Help"),
     ]
 
@@ -232,17 +235,8 @@ class MemoryScreen(Screen):
         self._draw_status()
 
     def _summary(self) -> str:
-        n = len(self.rows)
-        what = {"profile": "active fact(s)", "notes": f"{self.archive} note(s)",
-                "lessons": "active lesson(s)", "procedures": "active procedure(s)",
-                "links": "link(s)", "votes": "vote(s)"}[self.channel]
-        if self.query_text:
-            what = f"match(es) for {self.query_text!r}" + (" (keyword search)"
-                                                            if self.channel == "notes" else "")
-        text = f"{n} {what}"
-        if self.channel == "votes" and self.voting_enabled is False:
-            text += " — voting is off (memory.voting.enabled)"
-        return text
+        return channel_status(self.channel, len(self.rows), archive=self.archive,
+                              query=self.query_text, voting_enabled=self.voting_enabled)
 
     def current(self) -> dict[str, Any] | None:
         """The row under the cursor, or None when the table is empty."""
@@ -254,9 +248,10 @@ class MemoryScreen(Screen):
     # ---------------------------------------------------------------- actions
 
     def action_back(self) -> None:
-        """Back to the chat (Esc); clears an open search first."""
+        """Esc: closes an open search line, else clears a search in force (the full
+        channel again), else back to the chat."""
         search = self.query_one("#search", Input)
-        if search.has_class("shown"):
+        if search.has_class("shown") or self.query_text:
             self._close_search(clear=True)
             return
         self.app.pop_screen()
@@ -433,6 +428,30 @@ class MemoryScreen(Screen):
                 self.status("not changed")
 
         self.app.push_screen(EditFactScreen(row, save), done)
+
+    def action_new(self) -> None:
+        """``n``: add a profile fact (key, value) or a note, in those channels."""
+        memory = self.tui.bridge.memory
+        if self.channel == "profile":
+            async def save(key: str, value: str) -> Any:
+                return await memory("memory.profile.set", {"key": key.strip(), "value": value})
+            screen = NewEntryScreen("new profile fact (pinned: always shown)",
+                                    ["key", "value"], save)
+        elif self.channel == "notes":
+            async def save(content: str) -> Any:  # type: ignore[misc]
+                return await memory("memory.notes.store", {"content": content})
+            screen = NewEntryScreen("new note", ["content"], save)
+        else:
+            self.status(f"n adds a fact (1 profile) or a note (2 notes); {self.channel} "
+                        "are read-only here")
+            return
+
+        def done(saved: bool | None) -> None:
+            self.status("saved" if saved else "nothing added")
+            if saved:
+                self.reload()
+
+        self.app.push_screen(screen, done)
 
     def action_help(self) -> None:
         """``?``: the key help."""

@@ -45,8 +45,16 @@ MAX_TURNS = 50
 """Turns whose memory panel is kept (a late ``reflection`` finds its turn)."""
 
 PANEL_WIDTH = 26
-"""Characters of text per side-panel line (the panel is 30 columns with its border,
-padding and scroll bar)."""
+"""Characters of text per side-panel line at the smallest panel (30 columns with its
+border, padding and scroll bar: an 80-column terminal)."""
+PANEL_SHARE, PANEL_MAX = 0.33, 64
+"""The panel takes a third of a wider terminal, at most 64 columns (issue 19: a fixed
+30 columns cut reasons and previews in a 120-column terminal)."""
+
+
+def panel_columns(screen_width: int) -> int:
+    """Columns of the side panel for a terminal ``screen_width`` columns wide."""
+    return max(PANEL_WIDTH + 4, min(PANEL_MAX, int(screen_width * PANEL_SHARE)))
 
 WRITE_TOOLS = ("memory.profile.set", "memory.profile.remove", "memory.notes.store",
                "memory.notes.forget")
@@ -134,7 +142,14 @@ class ChatScreen(Screen):
             body.update("MEMORY THIS TURN\n\n(no turn yet)")
             return
         self.shown_turn = turn
-        body.update("\n".join(["MEMORY THIS TURN", ""] + panel_lines(mem, PANEL_WIDTH)))
+        width = panel_columns(self.size.width) - 4
+        body.update("\n".join(["MEMORY THIS TURN", ""] + panel_lines(mem, width)))
+
+    def on_resize(self, event: Any) -> None:
+        """Size the side panel to the terminal and redraw it at that width."""
+        self.query_one("#panel").styles.width = panel_columns(event.size.width)
+        if self.shown_turn is not None:
+            self._show_panel(self.shown_turn)
 
     def panel_text(self) -> str:
         """The side panel's current text."""

@@ -28,12 +28,13 @@ KEYS_HELP = """Manage → Memory keys
   [ / ]        previous / next channel
   1 … 6        profile notes lessons procedures links votes
   f            notes: active / archived / all
-  /            keyword search (Enter runs it, Esc clears)
+  /            keyword search (Enter runs it, Esc clears it)
   d            forget the fact or note (asks first)
   e            edit the profile fact's value
+  n            add a profile fact (1) or a note (2)
   g            in a note's detail: expand its link neighbourhood
   ?            this help
-  Esc          back to the chat
+  Esc          clear the search, else back to the chat
 
 The list also refreshes by itself when memory changes."""
 
@@ -209,6 +210,60 @@ class EditFactScreen(ModalScreen[bool]):
             return
         try:
             await self.save(value)
+        except ClientError as exc:
+            error.update(f"not saved: {exc}")
+            return
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        """Close without saving."""
+        self.dismiss(False)
+
+
+class NewEntryScreen(ModalScreen[bool]):
+    """Add a profile fact (``fields`` = key, value) or a note (``fields`` = content).
+    Enter in the last field saves through ``save(*values)``; a refusal shows the
+    daemon's message and the dialog stays open. Dismisses True when saved, False on Esc."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="NewEntryScreen")
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, title: str, fields: list[str],
+                 save: Callable[..., Awaitable[Any]]) -> None:
+        super().__init__()
+        self.title_text = title
+        self.fields = fields
+        self.save = save
+
+    def compose(self) -> ComposeResult:
+        """Title, one input per field, the error line, the keys."""
+        with Vertical():
+            yield Static(self.title_text, markup=False)
+            for name in self.fields:
+                yield Input(placeholder=name, id=f"new-{name}")
+            yield Static("", id="new-error", classes="error", markup=False)
+            yield Static("Enter next / save · Esc cancel", classes="hint", markup=False)
+
+    def on_mount(self) -> None:
+        """Focus the first field."""
+        self.query_one(f"#new-{self.fields[0]}", Input).focus()
+
+    async def on_input_submitted(self, event: Input.Submitted) -> None:
+        """Enter: the next field, or (in the last) save and close."""
+        event.stop()
+        names = [f"new-{name}" for name in self.fields]
+        index = names.index(event.input.id or names[-1])
+        if index < len(names) - 1:
+            self.query_one(f"#{names[index + 1]}", Input).focus()
+            return
+        values = [self.query_one(f"#{n}", Input).value for n in names]
+        error = self.query_one("#new-error", Static)
+        empty = [name for name, value in zip(self.fields, values) if not value.strip()]
+        if empty:
+            error.update(f"{empty[0]} cannot be empty")
+            return
+        try:
+            await self.save(*values)
         except ClientError as exc:
             error.update(f"not saved: {exc}")
             return

@@ -20,7 +20,7 @@ ARCHIVE_FILTERS = ("active", "archived", "all")
 """Values of ``memory.notes.list`` ``archived``, in the order ``f`` cycles them."""
 
 COLUMNS: dict[str, tuple[str, ...]] = {
-    "profile": ("key", "value", "kind"),
+    "profile": ("key", "value", "shown", "by"),
     "notes": ("id", "tags", "content"),
     "lessons": ("id", "tags", "activation"),
     "procedures": ("id", "steps", "activation"),
@@ -28,6 +28,36 @@ COLUMNS: dict[str, tuple[str, ...]] = {
     "votes": ("id", "kind", "target", "dir", "session"),
 }
 """Table columns per channel; :func:`row_cells` fills them in this order."""
+
+
+EMPTY_HINTS = {
+    "profile": " — facts come from what you tell the agent, or n to add one",
+    "notes": " — notes come from conversations and the agent's tools, or n to add one",
+    "lessons": " — lessons are distilled from related notes by the consolidator (not in "
+               "this version yet); `atomic-agent memory import` can bring some in",
+    "procedures": " — procedures are distilled like lessons (not in this version yet); "
+                  "`atomic-agent memory import` can bring some in",
+    "links": " — links between notes come from memory.links.add (websocket, MCP) and "
+             "imports",
+}
+"""What fills an empty channel, said in its status line (issue 19)."""
+
+
+def channel_status(channel: str, n: int, *, archive: str = "active", query: str = "",
+                   voting_enabled: bool | None = None) -> str:
+    """The browser's status line for ``n`` rows of ``channel``: what they are, and for
+    an empty channel what fills it (:data:`EMPTY_HINTS`)."""
+    what = {"profile": "active fact(s)", "notes": f"{archive} note(s)",
+            "lessons": "active lesson(s)", "procedures": "active procedure(s)",
+            "links": "link(s)", "votes": "vote(s)"}[channel]
+    if query:
+        what = f"match(es) for {query!r}" + (" (keyword search)" if channel == "notes" else "")
+    text = f"{n} {what}"
+    if channel == "votes" and voting_enabled is False:
+        text += " — voting is off (memory.voting.enabled)"
+    elif not n and not query:
+        text += EMPTY_HINTS.get(channel, "")
+    return text
 
 
 def one_line(text: str, width: int) -> str:
@@ -59,9 +89,9 @@ def row_cells(channel: str, row: dict[str, Any], width: int = 80) -> tuple[str, 
     """The table cells of one row of ``channel`` (columns of :data:`COLUMNS`); the
     free-text column is cut so the row fits ``width`` characters."""
     if channel == "profile":
-        kind = "pinned" if row.get("pinned") else "~" + ",".join(row.get("keywords") or [])
-        return (one_line(row["key"], 20), one_line(row["value"], max(width - 40, 10)),
-                one_line(kind, 14))
+        shown = "always" if row.get("pinned") else "if " + ",".join(row.get("keywords") or [])
+        return (one_line(row["key"], 20), one_line(row["value"], max(width - 52, 10)),
+                one_line(shown, 14), one_line(row.get("source") or "-", 10))
     if channel == "notes":
         mark = "(archived) " if row.get("archived") else ""
         score = f"{row['score']:.2f} " if row.get("score") is not None else ""
@@ -99,12 +129,17 @@ def fact_history(key: str, history: list[dict[str, Any]]) -> list[str]:
     """Detail of a profile fact: every version, oldest first (bi-temporal
     ``memory.profile.history``), the active one marked."""
     lines = [f"profile fact {key} — {len(history)} version(s)", ""]
-    for f in history:
+    number = {f.get("id"): i for i, f in enumerate(history, 1)}  # v1 = the oldest
+    for i, f in enumerate(history, 1):
         sup = f.get("supersededBy")
         state = ("active" if sup is None else "removed" if sup == f.get("id")
-                 else f"superseded by v{sup}")
-        kind = "pinned" if f.get("pinned") else f"contextual [{', '.join(f.get('keywords') or [])}]"
-        lines.append(f"v{f.get('id')}  {when(f.get('validFrom'))}  {state}  ({kind})")
+                 else f"replaced by v{number.get(sup, '?')}")
+        shown = ("always shown" if f.get("pinned")
+                 else f"shown if [{', '.join(f.get('keywords') or [])}]")
+        by = f.get("source") or "unknown"
+        where = "".join(f", {label} {f[k]}" for label, k in (("session", "sessionId"),
+                                                               ("turn", "turnId")) if f.get(k))
+        lines.append(f"v{i}  {when(f.get('validFrom'))}  {state}  ({shown}; by {by}{where})")
         lines.append(f"    {f.get('value', '')}")
     if not history:
         lines.append("(no history)")
@@ -116,8 +151,15 @@ def note_detail(note: dict[str, Any], links: list[dict[str, Any]],
     """Detail of a note: full content, metadata, and its edges with the preview of the
     note at the other end (``neighbours`` maps id → note; a missing one shows ``?``)."""
     tags = ", ".join(note.get("tags") or []) or "-"
+    by = note.get("origin") or "unknown"
+    where = "".join(f", {label} {note[k]}" for label, k in (("session", "sessionId"),
+                                                              ("turn", "turnId")) if note.get(k))
+    count = note.get("recallCount", 0)
     lines = [f"note #{note['id']}  tags: {tags}",
-             f"source: {note.get('source')}  scope: {note.get('scope')}"
+             f"written by {by}{where}",
+             f"recalled {count} time(s)" + (f", last {when(note['lastRecalledAt'])}"
+                                             if note.get("lastRecalledAt") else ""),
+             f"scope: {note.get('scope')}"
              + (f" ({note['workingDir']})" if note.get("workingDir") else "")
              + ("  ARCHIVED" if note.get("archived") else ""),
              f"created {when(note.get('createdAt'))}  updated {when(note.get('updatedAt'))}",
