@@ -173,13 +173,32 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(yes)
 
 
-class EditFactScreen(ModalScreen[bool]):
+class _SaveDialog(ModalScreen[bool]):
+    """A dialog that saves through ``self.save``: a refusal shows the daemon's message on
+    its error line and the dialog stays open; True when saved, False on Esc."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    save: Callable[..., Awaitable[Any]]
+
+    async def _try_save(self, error: Static, *values: str) -> None:
+        try:
+            await self.save(*values)
+        except ClientError as exc:
+            error.update(f"not saved: {exc}")
+            return
+        self.dismiss(True)
+
+    def action_cancel(self) -> None:
+        """Close without saving."""
+        self.dismiss(False)
+
+
+class EditFactScreen(_SaveDialog):
     """Edit a profile fact's value. Enter saves through ``save(value)``; a refused
     value (empty, too long, not UTF-8 …) shows the daemon's message and the editor
     stays open. Dismisses with True when saved, False on Esc."""
 
     DEFAULT_CSS = _MODAL_CSS.format(name="EditFactScreen")
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, fact: dict[str, Any], save: Callable[[str], Awaitable[Any]]) -> None:
         super().__init__()
@@ -208,25 +227,15 @@ class EditFactScreen(ModalScreen[bool]):
         if not value.strip():
             error.update("the value cannot be empty (to remove the fact, use d)")
             return
-        try:
-            await self.save(value)
-        except ClientError as exc:
-            error.update(f"not saved: {exc}")
-            return
-        self.dismiss(True)
-
-    def action_cancel(self) -> None:
-        """Close without saving."""
-        self.dismiss(False)
+        await self._try_save(error, value)
 
 
-class NewEntryScreen(ModalScreen[bool]):
+class NewEntryScreen(_SaveDialog):
     """Add a profile fact (``fields`` = key, value) or a note (``fields`` = content).
     Enter in the last field saves through ``save(*values)``; a refusal shows the
     daemon's message and the dialog stays open. Dismisses True when saved, False on Esc."""
 
     DEFAULT_CSS = _MODAL_CSS.format(name="NewEntryScreen")
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
 
     def __init__(self, title: str, fields: list[str],
                  save: Callable[..., Awaitable[Any]]) -> None:
@@ -262,16 +271,7 @@ class NewEntryScreen(ModalScreen[bool]):
         if empty:
             error.update(f"{empty[0]} cannot be empty")
             return
-        try:
-            await self.save(*values)
-        except ClientError as exc:
-            error.update(f"not saved: {exc}")
-            return
-        self.dismiss(True)
-
-    def action_cancel(self) -> None:
-        """Close without saving."""
-        self.dismiss(False)
+        await self._try_save(error, *values)
 
 
 class HelpScreen(ModalScreen[None]):
