@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+
 from .client import ClientError, DaemonClient, NotSent, open_client
 
 REQUEST_TIMEOUT_S = 60.0
@@ -53,6 +54,7 @@ class DaemonLink:
         self.state_dir = state_dir
         self.session = session
         self._send, self._recv = trio.open_memory_channel[_Request](0)
+        self._current: _Request | None = None  # the request on the wire now
 
     async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
         """Run one memory op in the daemon; return its ``data``.
@@ -85,13 +87,15 @@ class DaemonLink:
                     req.answer(error=ClientError("closed", "the daemon keeps closing the "
                                                            "connection"))
                     continue
+                self._current = req
                 try:
                     async with open_client(self.state_dir, session=self.session) as client:
                         pending = await self._serve(client, req)
                 except ClientError as exc:
-                    req.answer(error=exc)
+                    self._current.answer(error=exc)
                 except (OSError, trio.BrokenResourceError) as exc:
-                    req.answer(error=ClientError("closed", f"the daemon connection broke: {exc}"))
+                    self._current.answer(error=ClientError(
+                        "closed", f"the daemon connection broke: {exc}"))
 
     async def _serve(self, client: DaemonClient, first: _Request) -> _Request | None:
         """Answer requests on ``client`` until the connection breaks; returns the
@@ -111,3 +115,4 @@ class DaemonLink:
                     return None
                 req.answer(error=exc)
             req = await self._recv.receive()
+            self._current = req
