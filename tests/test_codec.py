@@ -87,11 +87,17 @@ def test_envelope_is_strict():
 
 
 def test_runtime_exports():
+    import importlib
+    import pkgutil
+
+    for module in pkgutil.iter_modules(runtime.__path__):  # every submodule, whatever ran
+        importlib.import_module(f"runtime.{module.name}")  # before: no order dependence
     assert sorted(runtime.__all__) == sorted(
         n for n in dir(runtime) if not n.startswith("_") and n not in {
             "actor", "errors", "messages", "metrics", "llm", "config", "state", "protocol",
             "gateway", "client", "cli", "daemon", "llama", "backends", "offline", "tui", "recover",
-            "reindex", "models", "llama_portable", "memory_feedback"})
+            "reindex", "models", "llama_portable", "memory_feedback", "status_line",
+            "mcp_server", "daemon_link", "openai_api", "config_edit", "metrics_summary"})
     for name in ("ActorCrashed", "ActorUnavailable", "ActorTooSlow", "ProtocolViolation",
                  "TransportClosed", "FrameTooLarge", "RemoteError", "RestartIntensityExceeded"):
         assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)
