@@ -21,11 +21,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import trio
 
 from ._log import configure_cli
 from .client import ClientError, DaemonClient, open_client
-from .config import ConfigError, config_to_json, load_config
+from .config import Config, ConfigError, config_to_json, load_config
 from .memory_feedback import describe as describe_memory
 from .status_line import StatusLine
 from .models import DEFAULT_MODEL
@@ -94,7 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="list (default) or install NAME")
     m.add_argument("name", nargs="?", help="model to install")
 
-    c = sub.add_parser("chat", help="interactive chat with the running daemon")
+    c = sub.add_parser(
+        "chat", help="interactive chat with the running daemon",
+        description="Chat with the running daemon, one turn per line; the reply streams as "
+                    "it is generated and a 'memory: …' line says what each turn's reflection "
+                    "remembered. Commands: /help, /memory (profile and newest notes), "
+                    "/session (list, numbered), /session N|ID|new (switch), /quit (or "
+                    "Ctrl-D). Lines may be piped in.")
     _state_arg(c)
     c.add_argument("--session", help="session id to continue (created if new)")
 
@@ -157,7 +164,13 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--session", default="mcp",
                     help="session the MCP server's notes are filed under (default: mcp)")
 
-    m = sub.add_parser("memory", help="inspect and edit memory")
+    m = sub.add_parser(
+        "memory", help="inspect and edit memory",
+        description="Read and change what the daemon remembers: profile facts (with their "
+                    "history), notes, lessons, procedures and links; stats, backup, export "
+                    "and import; reindex and recover (daemon stopped). Through the running "
+                    "daemon, or straight on the state directory's files when none runs. "
+                    "Every command that runs one memory op takes --json.")
     msub = m.add_subparsers(dest="memory_command", required=True, metavar="WHAT")
     prof = msub.add_parser("profile", help="profile facts")
     psub = prof.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -184,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="which notes: active (default), archived or all")
     nsh = nsub.add_parser("show", help="one note by id")
     _state_arg(nsh)
-    nsh.add_argument("id", type=int, help="the note's id (#N in listings)")
+    nsh.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
     nst = nsub.add_parser("store", help="store a note")
     _state_arg(nst)
     nst.add_argument("content", help="the note's text (quote it)")
@@ -195,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
     nr.add_argument("-k", type=int, default=5, help="how many notes (default 5)")
     nf = nsub.add_parser("forget", help="delete a note")
     _state_arg(nf)
-    nf.add_argument("id", type=int, help="the note's id (#N in listings)")
+    nf.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
     _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
     bk = msub.add_parser(
         "backup", help="a consistent copy of memory.sqlite, also while the daemon runs",
@@ -260,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
         gl.add_argument("--limit", type=int, default=20, help="at most this many (1-100)")
         gs = gsub.add_parser("show", help=f"one {noun} by id, any status")
         _state_arg(gs)
-        gs.add_argument("id", type=int, help=f"the {noun}'s id")
+        gs.add_argument("id", type=_row_id, help=f"the {noun}'s id (N, or as listed)")
 
     links = msub.add_parser("links", help="edges between notes")
     lsub = links.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -306,6 +319,16 @@ def build_parser() -> argparse.ArgumentParser:
                     "turns end with reason shutdown, memory is checkpointed). Exit status 3 "
                     "when no daemon is running."))
     return p
+
+
+def _row_id(text: str) -> int:
+    """argparse type: an id as typed or as listings print it (``7``, ``#7``, ``*7``,
+    ``>7``)."""
+    try:
+        return int(text.strip().lstrip("#*>"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an id: {text!r} (a number, e.g. 7 or #7)"
+                                         ) from None
 
 
 def _count(text: str) -> int:
@@ -433,8 +456,8 @@ def _new_session_notice(c: DaemonClient, requested: str | None) -> None:
     """One stderr line when ``--session ID`` named no existing session (a typo starts a
     new conversation otherwise unnoticed)."""
     if requested and c.created:
-        print(f"atomic-agent: no session {requested!r} yet: this starts it (`atomic-agent "
-              f"sessions` lists the existing ones)", file=sys.stderr)
+        print(f"(new session {requested!r}: no session had that id; `atomic-agent sessions` "
+              f"lists the existing ones)", file=sys.stderr)
 
 
 async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
@@ -536,14 +559,16 @@ async def _input_while_watching(c: DaemonClient, awaiting: set[str]) -> str | No
             event = await c.wait_for(lambda f: f.get("type") == "reflection"
                                      and f.get("session") == c.session)
             awaiting.discard(event.get("turn"))
-            print(f"\r  {await describe_memory(c, event)}\nyou> ", end="", flush=True)
+            again = "you> " if sys.stdin.isatty() else ""
+            print(f"\r  {await describe_memory(c, event)}\n{again}", end="", flush=True)
 
     global _stdin_abandoned
     async with trio.open_nursery() as nursery:
         nursery.start_soon(watch)
         _stdin_abandoned = True  # until input() returns: a failing watcher abandons it
         try:
-            line: str | None = await trio.to_thread.run_sync(input, "you> ",
+            prompt = "you> " if sys.stdin.isatty() else ""  # piped input: no prompts
+            line: str | None = await trio.to_thread.run_sync(input, prompt,
                                                              abandon_on_cancel=True)
         except EOFError:
             line = None
@@ -574,8 +599,9 @@ async def _drain_memory_lines(c: DaemonClient, awaiting: set[str]) -> None:
 CHAT_HELP = """commands:
   /help           this list
   /memory         what memory holds about you: profile facts and the newest notes
-  /session        this session and the others (newest first)
-  /session ID     switch to session ID (from the list), or /session new for a new one
+  /session        this session and the others, numbered (newest first)
+  /session N|ID   switch to session N of that list, or to session ID; /session new
+                  starts a new one
   /quit           leave (Ctrl-D too); memory of the last turn is waited for"""
 
 
@@ -595,23 +621,31 @@ async def _chat_memory(c: DaemonClient) -> None:
         print(f"  note #{n['id']}: {n['content'][:100]}")
     if not notes:
         print("  notes: (none yet)")
-    print("  (atomic-agent memory … or atomic-agent tui show and edit all of it)")
+    print("  (`atomic-agent memory …` or `atomic-agent tui` show and edit all of it)")
 
 
-async def _chat_sessions(c: DaemonClient) -> None:
-    reply = await c.request({"type": "sessions", "limit": 10}, "sessions.result")
+async def _chat_sessions(c: DaemonClient, listed: list[str]) -> None:
+    """Print the sessions, numbered; ``listed`` gets their ids (``/session N``)."""
+    reply = await c.request({"type": "sessions", "limit": 20}, "sessions.result")
     rows = [s for s in reply["data"] if s.get("turns", 0) > 0]
-    if c.session not in {s["id"] for s in rows}:
-        print(f"  * {c.session}  (this one; saved with its first turn)")
-    for s in rows:
+    listed[:] = [s["id"] for s in rows]
+    if c.session not in listed:
+        print(f"      * {c.session}  (this one; saved with its first turn)")
+    for i, s in enumerate(rows, 1):
         mark = "*" if s["id"] == c.session else " "
-        print(f"  {mark} {s['id']}  {s['turns']} turn(s), updated {when(s['updatedAt'])}")
-    print("  /session ID switches, /session new starts one")
+        print(f"  {i:>2}. {mark} {s['id']}  {_turns(s['turns'])}, updated "
+              f"{when(s['updatedAt'])}")
+    print("  /session N or ID switches, /session new starts one")
 
 
-async def _chat_command(c: DaemonClient, line: str, awaiting: set[str]
-                        ) -> int | SwitchSession | None:
-    """Run one ``/command`` line; an int or SwitchSession ends this connection's chat."""
+def _turns(n: int) -> str:
+    return f"{n} turn{'s' if n != 1 else ''}"
+
+
+async def _chat_command(c: DaemonClient, line: str, awaiting: set[str],
+                        listed: list[str]) -> int | SwitchSession | None:
+    """Run one ``/command`` line; an int or SwitchSession ends this connection's chat.
+    ``listed``: the ids the last ``/session`` printed, for ``/session N``."""
     command, _, rest = line.strip().partition(" ")
     rest = rest.strip()
     if command in ("/quit", "/exit"):
@@ -622,10 +656,15 @@ async def _chat_command(c: DaemonClient, line: str, awaiting: set[str]
     elif command == "/memory":
         await _chat_memory(c)
     elif command == "/session" and not rest:
-        await _chat_sessions(c)
+        await _chat_sessions(c, listed)
+    elif command == "/session" and rest.isdigit() and not listed:
+        print("  /session first lists the sessions; then /session N picks one")
+    elif command == "/session" and rest.isdigit() and not 1 <= int(rest) <= len(listed):
+        print(f"  no session {rest} in the last list (1-{len(listed)})")
     elif command == "/session":
         await _drain_memory_lines(c, awaiting)
-        return SwitchSession(None if rest == "new" else rest)
+        target = listed[int(rest) - 1] if rest.isdigit() else rest
+        return SwitchSession(None if rest == "new" else target)
     else:
         print(f"  unknown command {command}; /help lists the commands (messages to the "
               f"model do not start with /)")
@@ -641,13 +680,14 @@ async def _chat(c: DaemonClient) -> int | SwitchSession:
           f"leave", file=sys.stderr)
     await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
     awaiting: set[str] = set()  # turns whose memory line has not been printed yet
+    listed: list[str] = []  # the ids the last /session printed
     while True:
         line = await _input_while_watching(c, awaiting)
         if line is None:
             await _drain_memory_lines(c, awaiting)
             return 0
         if line.strip().startswith("/"):
-            outcome = await _chat_command(c, line, awaiting)
+            outcome = await _chat_command(c, line, awaiting, listed)
             if outcome is not None:
                 return outcome
             continue
@@ -1062,6 +1102,14 @@ def config_command(args: argparse.Namespace, state_dir: Path) -> int:
             value = "***"
         print(json.dumps(value, indent=2) if isinstance(value, (dict, list)) else
               json.dumps(value))
+        if running is not None and isinstance(running.get("config"), dict):
+            try:
+                in_force = get_value(msgspec.convert(running["config"], Config), args.key)
+            except (ConfigError, msgspec.ValidationError):
+                in_force = value
+            if in_force != value and "apikey" not in args.key.lower():
+                print(f"(that is config.json's value; the running daemon uses "
+                      f"{json.dumps(in_force)} until it restarts)", file=sys.stderr)
         return 0
     if args.action == "set":
         value = parse_value(args.value)
@@ -1071,6 +1119,8 @@ def config_command(args: argparse.Namespace, state_dir: Path) -> int:
         _cfg, had = unset_value(state_dir, args.key)
         print(f"removed {args.key} from {state_dir / 'config.json'} (back to its default)"
               if had else f"{args.key} was not set in config.json (it has its default)")
+        if not had:
+            return 0
     if running is not None:
         print("the running daemon keeps its configuration until it restarts: "
               "atomic-agent stop, then atomic-agent serve", file=sys.stderr)

@@ -28,6 +28,17 @@ class ClientError(Exception):
         self.code = code
 
 
+def closed_text(reason: Any) -> str:
+    """One line for a connection the daemon closed: a normal close (code 1000/1001) is
+    the daemon stopping or restarting; any other code is named with its reason."""
+    code = getattr(reason, "code", None)
+    if code in (None, 1000, 1001):
+        return ("the daemon closed the connection: it stopped or is restarting (start it "
+                "with: atomic-agent serve)")
+    why = getattr(reason, "reason", None) or getattr(reason, "name", "")
+    return f"the daemon closed the connection (code {code}: {why})"
+
+
 class NotSent(ClientError):
     """The connection was closed before the frame could be sent: the daemon never saw
     it, so sending it again on a new connection is safe."""
@@ -75,8 +86,7 @@ class DaemonClient:
         try:
             await self.ws.send_message(text)
         except ConnectionClosed as exc:
-            raise NotSent("closed", f"the daemon closed the connection ({exc.reason}); "
-                                    "is it still running? (atomic-agent serve)") from None
+            raise NotSent("closed", closed_text(exc.reason)) from None
 
     async def receive(self) -> dict[str, Any]:
         """Next frame from the daemon (ClientError when the connection closes)."""
@@ -85,7 +95,7 @@ class DaemonClient:
         try:
             return json.loads(await self.ws.get_message())
         except ConnectionClosed as exc:
-            raise ClientError("closed", f"the daemon closed the connection ({exc.reason})") from None
+            raise ClientError("closed", closed_text(exc.reason)) from None
 
     async def wait_for(self, pred: Callable[[dict], bool]) -> dict[str, Any]:
         """Receive until a frame matches; non-matching frames are kept for later."""

@@ -85,9 +85,25 @@ def _read_file(path: Path) -> dict[str, Any]:
     return data
 
 
+def _prune(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the blocks an unset left empty."""
+    out = {}
+    for key, value in data.items():
+        if isinstance(value, dict):
+            value = _prune(value)
+            if not value:
+                continue
+        out[key] = value
+    return out
+
+
 def _write_file(path: Path, data: dict[str, Any]) -> Config:
+    data = _prune(data)
     text = json.dumps(data, indent=2, ensure_ascii=False) + "\n"
-    cfg = parse_config(text, source=str(path))  # validated as serve validates it
+    try:
+        cfg = parse_config(text, source="refused")  # validated as serve validates it
+    except ConfigError as exc:
+        raise ConfigError(f"{exc}; {path.name} is unchanged") from None
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -173,6 +173,13 @@ def build_params(argv: list[str]) -> Any:
 def main(argv: list[str] | None = None) -> int:
     """Run the server until SIGTERM/SIGINT; return the exit status (see module doc)."""
     argv = sys.argv[1:] if argv is None else argv
+    try:  # "atomic-agent: llama-server (portable) MODEL" in ps, not a python command line
+        import setproctitle
+
+        model = argv[argv.index("-m") + 1] if "-m" in argv[:-1] else ""
+        setproctitle.setproctitle(f"atomic-agent: llama-server (portable) {model}".strip())
+    except ImportError:
+        pass
     if argv in (["-h"], ["--help"]):
         print(__doc__)
         print("Flags:", ", ".join(" / ".join(names) for names in FLAGS))

@@ -29,19 +29,21 @@ async def test_chat_commands_are_commands_and_session_switching_works(tmp_path):
             await c.memory("memory.profile.set", {"key": "name", "value": "Robin"})
             await c.memory("memory.notes.store", {"content": "Robin keeps four chickens"})
         script = ("/help\n/memory\n/session\n/bogus thing\nhello\n/session garden\n"
-                  "hi there\n/session\n/quit\n")
+                  "hi there\n/session\n/session 7\n/session 1\n/quit\n")
         done = await trio.to_thread.run_sync(lambda: _chat(state, script))
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr + done.stdout
         out = done.stdout
-        assert "/session ID     switch to session ID" in out  # /help
+        assert "/session N|ID   switch to session N of that list" in out  # /help
         assert "profile: name = Robin" in out and "Robin keeps four chickens" in out
         assert "(this one; saved with its first turn)" in out  # /session before a turn
         assert "unknown command /bogus; /help lists the commands" in out
         assert out.count("agent> Hello there.") == 2
-        assert "no session 'garden' yet: this starts it" in done.stderr
+        assert "(new session 'garden': no session had that id" in done.stderr
         assert "session garden — type a message" in done.stderr
-        assert "* garden  1 turn(s)" in out  # the last /session, after the switch
+        assert " 1. * garden  1 turn, updated 20" in out  # the last /session, numbered
+        assert "you>" not in out  # piped input: no prompts
+        assert "no session 7 in the last list (1-2)" in out
         prompts = [r["prompt"] for r in fake.completions() if "reply" in r.get("grammar", "")]
         assert len(prompts) == 2
         assert not any(word in p for p in prompts for word in ("/help", "/memory", "/bogus"))
@@ -65,5 +67,6 @@ async def test_a_daemon_stopping_under_chat_is_one_line_not_a_traceback(tmp_path
         err = (await proc.stderr.receive_some(65536)).decode()
         assert code == 1, err
         assert "Traceback" not in err
-        assert err.strip().splitlines()[-1].startswith("atomic-agent: the daemon closed the "
-                                                       "connection")
+        assert err.strip().splitlines()[-1] == (
+            "atomic-agent: the daemon closed the connection: it stopped or is restarting "
+            "(start it with: atomic-agent serve)")

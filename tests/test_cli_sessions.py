@@ -65,7 +65,7 @@ async def test_sessions_list_show_delete_and_a_mistyped_session(tmp_path):
     async with open_fake_llama(tmp_path, RULES) as fake, run_daemon(state, llm_url=fake.url) as d:
         first = await run_cli(state, "ask", "--no-memory", "--session", "garden",
                               "I planted basil")
-        assert "no session 'garden' yet: this starts it" in first.stderr
+        assert "(new session 'garden': no session had that id" in first.stderr
         again = await run_cli(state, "ask", "--no-memory", "--session", "garden", "and mint")
         assert "no session" not in again.stderr
         await run_cli(state, "ask", "--no-memory", "hello")  # a fresh session, no notice

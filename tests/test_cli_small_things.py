@@ -65,6 +65,10 @@ async def test_metrics_in_words_and_actor_process_titles(tmp_path):
                               "--state-dir", str(state)], capture_output=True, text=True,
                              cwd=REPO, timeout=60)
         assert '"counters"' in raw.stdout
+        shown = subprocess.run([sys.executable, "-m", "runtime.cli", "memory", "notes",
+                                "show", "#1", "--state-dir", str(state)], capture_output=True,
+                               text=True, cwd=REPO, timeout=60)
+        assert shown.returncode == 1 and "no note #1" in shown.stderr  # "#1" read as an id
         children = subprocess.run(["ps", "-o", "comm=,args=", "--ppid", str(d.proc.pid)],
                                   capture_output=True, text=True).stdout
         for actor in ("agent", "memory", "reflection", "backfill"):

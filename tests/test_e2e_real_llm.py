@@ -184,7 +184,8 @@ async def test_a_sigkilled_embedded_llama_server_is_restarted_and_nothing_is_los
                 cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
             except OSError:
                 continue
-            if [a.decode() for a in cmdline[:len(argv)]] == argv:
+            if [a.decode() for a in cmdline[:len(argv)]] == argv or cmdline[0].startswith(
+                    b"atomic-agent: llama-server"):  # the portable launcher retitles itself
                 pids.add(pid)
         return pids
 

@@ -417,7 +417,9 @@ def test_empty_channels_say_what_fills_them_and_the_panel_grows():
 
     assert "consolidator" in channel_status("lessons", 0)
     assert "memory import" in channel_status("procedures", 0)
-    assert "n to add one" in channel_status("profile", 0)
+    assert "n adds one" in channel_status("profile", 0)
+    for channel in ("profile", "notes", "lessons", "procedures", "links"):
+        assert len(channel_status(channel, 0)) <= 76, channel  # fits an 80-column status
     assert channel_status("lessons", 2) == "2 active lesson(s)"
     assert channel_status("votes", 0, voting_enabled=False).endswith("voting is off "
                                                                      "(memory.voting.enabled)")

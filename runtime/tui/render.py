@@ -31,14 +31,11 @@ COLUMNS: dict[str, tuple[str, ...]] = {
 
 
 EMPTY_HINTS = {
-    "profile": " — facts come from what you tell the agent, or n to add one",
-    "notes": " — notes come from conversations and the agent's tools, or n to add one",
-    "lessons": " — lessons are distilled from related notes by the consolidator (not in "
-               "this version yet); `atomic-agent memory import` can bring some in",
-    "procedures": " — procedures are distilled like lessons (not in this version yet); "
-                  "`atomic-agent memory import` can bring some in",
-    "links": " — links between notes come from memory.links.add (websocket, MCP) and "
-             "imports",
+    "profile": " — from what you tell the agent; n adds one",
+    "notes": " — from conversations and tools; n adds one",
+    "lessons": " — not distilled yet (no consolidator); memory import",
+    "procedures": " — not distilled yet (no consolidator); memory import",
+    "links": " — from memory.links.add (websocket) and imports",
 }
 """What fills an empty channel, said in its status line (issue 19)."""
 
@@ -302,7 +299,7 @@ def panel_lines(mem: TurnMemory, width: int = 30) -> list[str]:
     if mem.lessons or mem.procedures:
         lines += ["", "LESSONS / PROCEDURES"]
         lines += [one_line(x, width) for x in mem.lessons + mem.procedures]
-    lines += ["", f"index: {mem.index_size} note(s)", "", "REFLECTION"]
+    lines += ["", f"index: {mem.index_size} other note(s)", "", "REFLECTION"]
     r = mem.reflection
     if r is None:
         lines.append("  (pending)")
