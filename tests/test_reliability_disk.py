@@ -29,7 +29,7 @@ import trio
 
 from actors.memory.schema import fts_integrity_check
 from runtime.client import ClientError, open_client
-from tests.conftest import descendants
+from tests.conftest import actor_name, descendants
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -71,13 +71,9 @@ def _fill(path: Path) -> int:
 
 
 def _actor_pids(root: int) -> set[int]:
-    pids = set()
-    for pid in descendants(root):
-        try:
-            if b"--actor" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                pids.add(pid)
-        except OSError:  # exited since it was listed
-            pass
+    """The daemon's actor processes (``aa-NAME``, forked or spawned)."""
+    pids = {pid for pid in descendants(root) if actor_name(pid) is not None}
+    assert pids, "no actor process found"
     return pids
 
 
