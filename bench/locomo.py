@@ -139,6 +139,8 @@ def memory_recall(_conn, store: MemoryStore, question: str, k: int) -> list[int]
 
 TARGET_HYBRID_R10 = 0.72
 _EMBEDDER: list = []
+EMBEDDER_MODEL: list[str] = [EmbeddingsConfig().model]
+"""The local embedder hybrid rows use (``--embedder``; default: memory.embeddings.model)."""
 #: The conversation whose notes are embedded, with its vector cache: ``(conn, cache)``.
 _LOADED: list = []
 
@@ -154,12 +156,12 @@ def _hybrid(weight: float = VECTOR_WEIGHT, pool_per_k: int = KEYWORD_POOL_PER_K,
     ``radius``: the keyword leg's ``recall.CONTEXT_RADIUS`` for this ranker."""
 
     def rank(conn, store: MemoryStore, question: str, k: int) -> list[int]:
-        from actors.backfill.embedder import LocalEmbedder, to_blob
+        from actors.backfill.embedder import load_local, to_blob
         from actors.memory.hybrid import hybrid_recall
         from actors.memory.vectors import VectorCache, VectorStore
 
         if not _EMBEDDER:
-            _EMBEDDER.append(LocalEmbedder.load())
+            _EMBEDDER.append(load_local(EMBEDDER_MODEL[0]))
         embedder = _EMBEDDER[0]
         vectors = VectorStore(conn)
         if not _LOADED or _LOADED[0] is not conn:  # a new conversation: embed its notes
@@ -349,8 +351,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hybrid", action="store_true",
                    help="also measure hybrid recall with the local embedder (DESIGN §8)")
     p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--embedder", default=EMBEDDER_MODEL[0],
+                   help="local embedding model of the hybrid rows (default: "
+                        f"memory.embeddings.model, {EMBEDDER_MODEL[0]})")
     p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None)
     args = p.parse_args(argv)
+    EMBEDDER_MODEL[0] = args.embedder
     write = args.write if args.write is not None else not args.quick
     convs = json.loads(args.data.read_text(encoding="utf-8"))
     if args.quick:
@@ -370,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
                f"(BM25, DESIGN §12): {'PASS' if overall >= TARGET_R10 else 'FAIL'}.")
     if "hybrid" in table:
         h = table["hybrid"]["all"]["R@10"]
-        verdict += (f"\n\nEvidence recall@10 overall of hybrid recall (local wordllama, "
+        verdict += (f"\n\nEvidence recall@10 overall of hybrid recall (local {args.embedder}, "
                     f"vectorWeight {VECTOR_WEIGHT}) {_pct(h)} % vs target ≥ "
                     f"{_pct(TARGET_HYBRID_R10)} % (DESIGN §12): "
                     f"{'PASS' if h >= TARGET_HYBRID_R10 else 'FAIL'}.")

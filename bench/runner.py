@@ -61,6 +61,9 @@ BENCHES = (
     Bench("locomo", "## LoCoMo retrieval",
           "LoCoMo dev evidence recall@10: BM25 ≥ 65 %, hybrid ≥ 72 %",
           ("--hybrid", "--ablation"), ("--quick",)),
+    Bench("embedders", "## Local embedders",
+          "wordllama vs MiniLM int8 in process: load, query latency, documents/s, RSS, "
+          "paraphrases, LoCoMo dev hybrid R@10, same run (reported)"),
     Bench("lifecycle", "## Startup, shutdown and store throughput",
           "`serve` ready ≤ 2 s, shutdown (frame / SIGTERM) ≤ 3 s at 1k notes; store "
           "throughput through the daemon vs in process (reported)"),

@@ -97,7 +97,8 @@ class IndexConfig(_C):
 class EmbeddingsConfig(_C):
     """memory.embeddings.* (seed 001, DESIGN §8). Delays and timeouts in ms.
 
-    ``provider``: ``local`` (in-process wordllama), ``llama-server`` (``POST
+    ``provider``: ``local`` (in-process: ``model`` ``wordllama-l2-supercat-256``, the
+    default, or ``all-minilm-l6-v2-int8``), ``llama-server`` (``POST
     <url>/embedding``) or ``openai`` (``POST <url>/v1/embeddings``, ``url`` defaults to
     ``https://api.openai.com``). A server model is attached only when a probe embed comes
     back with the model's dimension: the catalog's (``actors.backfill.embedder.CATALOG``)

@@ -34,6 +34,8 @@ __all__ = [
     "DEFAULT_MIN_COSINE",
     "EmbeddingUnavailable",
     "GEMMA_PREFIXES",
+    "InProcessEmbedder",
+    "LOCAL_MODELS",
     "LocalEmbedder",
     "PURPOSES",
     "Purpose",
@@ -41,6 +43,7 @@ __all__ = [
     "catalog_entry",
     "cosine",
     "from_blob",
+    "load_local",
     "normalise_rows",
     "to_blob",
 ]
@@ -111,6 +114,8 @@ CATALOG: dict[str, CatalogEntry] = {
     for entry in (
         # The embedded default (DESIGN §8): wordllama l2_supercat, 256-d, no task prompts.
         CatalogEntry("wordllama-l2-supercat-256", 256),
+        # all-MiniLM-L6-v2 as int8 ONNX, in-process (actors/backfill/minilm.py), 384-d.
+        CatalogEntry("all-minilm-l6-v2-int8", 384),
         # EmbeddingGemma (seed 001 "EmbeddingGemma 2"): task prompts per purpose, 768-d.
         CatalogEntry("embeddinggemma-300m", 768, prefixes=GEMMA_PREFIXES),
         # Server-hosted models seen in the anchor's catalog (anchor §5.1): no prefixes.
@@ -120,6 +125,30 @@ CATALOG: dict[str, CatalogEntry] = {
     )
 }
 """Known models by id. Unknown ids have no prefixes and the default floor."""
+
+
+LOCAL_MODELS: tuple[str, ...] = ("wordllama-l2-supercat-256", "all-minilm-l6-v2-int8")
+"""Models the ``local`` provider runs in-process (``memory.embeddings.model``)."""
+
+
+def load_local(model: str) -> Any:
+    """Load the in-process embedder of ``model`` (one of :data:`LOCAL_MODELS`): a
+    :class:`LocalEmbedder` or a :class:`~actors.backfill.minilm.MiniLMEmbedder`, both
+    with ``model``, ``dim``, ``entry``, ``embed(texts, purpose)`` and ``similarity``.
+    Blocking (call it from a worker thread).
+
+    Raises:
+        EmbeddingUnavailable (permanent): an unknown local model, or the model's own
+            load failure.
+    """
+    if model == LocalEmbedder.MODEL_ID:
+        return LocalEmbedder.load()
+    if model == "all-minilm-l6-v2-int8":
+        from .minilm import MiniLMEmbedder  # (it imports this module)
+
+        return MiniLMEmbedder.load()
+    raise EmbeddingUnavailable(f"the local provider runs {' or '.join(LOCAL_MODELS)}, not "
+                               f"{model!r}", permanent=True)
 
 
 def _check_purpose(purpose: str) -> None:
@@ -203,7 +232,57 @@ def from_blob(blob: bytes, dim: int | None = None) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
 
 
-class LocalEmbedder:
+class InProcessEmbedder:
+    """What the in-process embedders share (:class:`LocalEmbedder`, ``minilm``'s
+    ``MiniLMEmbedder``): ``model``, ``dim``, ``entry``, and :meth:`embed` /
+    :meth:`similarity` over the subclass's ``_raw(texts) -> (n, dim)`` float32."""
+
+    model: str
+    dim: int
+    entry: CatalogEntry
+
+    def _raw(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: list[str], purpose: str) -> np.ndarray:
+        """Embed ``texts`` for ``purpose``.
+
+        Args:
+            texts: the strings (any length: wordllama does not truncate, MiniLM reads
+                the first 256 tokens).
+            purpose: ``"document" | "query" | "similarity"`` (seed 001); selects the
+                catalog prefix (none for the local models).
+
+        Returns:
+            float32 array of shape ``(len(texts), dim)``, rows L2-normalised; a text
+            with nothing to embed gives an all-zero row (wordllama), never NaN.
+
+        Raises:
+            ValueError: unknown purpose or a non-string text.
+            EmbeddingUnavailable: the model raised while embedding.
+        """
+        _check_purpose(purpose)
+        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
+            raise ValueError("texts must be a list of strings")
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        try:
+            raw = self._raw(apply_prefix(self.entry, texts, purpose))
+        except Exception as exc:  # noqa: BLE001 - translate once, at the boundary
+            raise EmbeddingUnavailable(f"{self.model} failed to embed: {type(exc).__name__}: {exc}") from None
+        if raw.shape != (len(texts), self.dim):
+            raise EmbeddingUnavailable(
+                f"{self.model} returned shape {raw.shape}, expected ({len(texts)}, {self.dim})"
+            )
+        return normalise_rows(raw)
+
+    def similarity(self, a: str, b: str) -> float:
+        """Cosine of two texts embedded with purpose ``similarity`` (rewriter gate)."""
+        va, vb = self.embed([a, b], "similarity")
+        return cosine(va, vb)
+
+
+class LocalEmbedder(InProcessEmbedder):
     """In-process embedder over wordllama's bundled ``l2_supercat`` model (DESIGN §8).
 
     Attributes:
@@ -267,39 +346,3 @@ class LocalEmbedder:
     def _raw(self, texts: list[str]) -> np.ndarray:
         with self._lock:
             return np.asarray(self._wl.embed(texts, norm=False), dtype=np.float32)
-
-    def embed(self, texts: list[str], purpose: str) -> np.ndarray:
-        """Embed ``texts`` for ``purpose``.
-
-        Args:
-            texts: the strings (any length; wordllama does not truncate).
-            purpose: ``"document" | "query" | "similarity"`` (seed 001); selects the
-                catalog prefix (none for wordllama).
-
-        Returns:
-            float32 array of shape ``(len(texts), 256)``, rows L2-normalised; a text
-            with no known token (e.g. "") gives an all-zero row, never NaN.
-
-        Raises:
-            ValueError: unknown purpose or a non-string text.
-            EmbeddingUnavailable: the model raised while embedding.
-        """
-        _check_purpose(purpose)
-        if not isinstance(texts, list) or not all(isinstance(t, str) for t in texts):
-            raise ValueError("texts must be a list of strings")
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        try:
-            raw = self._raw(apply_prefix(self.entry, texts, purpose))
-        except Exception as exc:  # noqa: BLE001 - translate once, at the boundary
-            raise EmbeddingUnavailable(f"{self.model} failed to embed: {type(exc).__name__}: {exc}") from None
-        if raw.shape != (len(texts), self.dim):
-            raise EmbeddingUnavailable(
-                f"{self.model} returned shape {raw.shape}, expected ({len(texts)}, {self.dim})"
-            )
-        return normalise_rows(raw)
-
-    def similarity(self, a: str, b: str) -> float:
-        """Cosine of two texts embedded with purpose ``similarity`` (rewriter gate)."""
-        va, vb = self.embed([a, b], "similarity")
-        return cosine(va, vb)

@@ -63,11 +63,12 @@ from runtime.config import EmbeddingsConfig
 from runtime.llm import DECODE_ERRORS, error_detail
 
 from .embedder import (
+    LOCAL_MODELS,
     CatalogEntry,
     EmbeddingUnavailable,
-    LocalEmbedder,
     apply_prefix,
     catalog_entry,
+    load_local,
     normalise_rows,
     to_blob,
 )
@@ -222,14 +223,15 @@ def parse_vectors(payload: Any, n: int) -> list[list[float]]:
 
 
 class LocalProvider:
-    """The local wordllama embedder behind the async interface (DESIGN §8 default).
+    """An in-process embedder (wordllama, or MiniLM int8: ``embedder.load_local``)
+    behind the async interface (DESIGN §8 default).
 
-    Attributes: ``model``, ``dim``, ``entry`` as :class:`LocalEmbedder`; ``local`` True.
+    Attributes: ``model``, ``dim``, ``entry`` as the embedder's; ``local`` True.
     """
 
     local = True
 
-    def __init__(self, embedder: LocalEmbedder) -> None:
+    def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
         self.entry = embedder.entry
         self.model = embedder.model
@@ -466,11 +468,11 @@ async def attach(cfg: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport |
     if not cfg.enabled:
         raise EmbeddingUnavailable("memory.embeddings.enabled is false", permanent=True)
     if cfg.provider == "local":
-        if cfg.model != LocalEmbedder.MODEL_ID:
+        if cfg.model not in LOCAL_MODELS:
             raise EmbeddingUnavailable(
-                f"the local provider serves only {LocalEmbedder.MODEL_ID!r}, not "
+                f"the local provider runs {' or '.join(LOCAL_MODELS)}, not "
                 f"memory.embeddings.model {cfg.model!r}", permanent=True)
-        embedder = await trio.to_thread.run_sync(LocalEmbedder.load, abandon_on_cancel=True)
+        embedder = await trio.to_thread.run_sync(load_local, cfg.model, abandon_on_cancel=True)
         return LocalProvider(embedder)
     entry = configured_entry(cfg)
     url = cfg.url or (OPENAI_DEFAULT_URL if cfg.provider == "openai" else None)
