@@ -21,6 +21,7 @@ turns such rows into all-zero rows and :func:`cosine` scores them 0.0 (DESIGN §
 
 from __future__ import annotations
 
+import abc
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -232,7 +233,7 @@ def from_blob(blob: bytes, dim: int | None = None) -> np.ndarray:
     return np.frombuffer(blob, dtype="<f4").astype(np.float32)
 
 
-class InProcessEmbedder:
+class InProcessEmbedder(abc.ABC):
     """What the in-process embedders share (:class:`LocalEmbedder`, ``minilm``'s
     ``MiniLMEmbedder``): ``model``, ``dim``, ``entry``, and :meth:`embed` /
     :meth:`similarity` over the subclass's ``_raw(texts) -> (n, dim)`` float32."""
@@ -241,8 +242,9 @@ class InProcessEmbedder:
     dim: int
     entry: CatalogEntry
 
+    @abc.abstractmethod
     def _raw(self, texts: list[str]) -> np.ndarray:
-        raise NotImplementedError
+        """The model's vectors of ``texts``, ``(len(texts), dim)`` float32, any norm."""
 
     def embed(self, texts: list[str], purpose: str) -> np.ndarray:
         """Embed ``texts`` for ``purpose``.
