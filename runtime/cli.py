@@ -6,17 +6,16 @@ list`` and ``memory stats`` send ``memory`` frames (DESIGN §9) and print the re
 
 Every command has ``--help``; errors print one line to stderr and exit non-zero:
 1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running.
+``ask`` and ``chat`` live in :mod:`runtime.cli_turns`, the text forms of facts, notes and
+the rest in :mod:`runtime.cli_output`.
 """
 
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import os
 import sys
-import time
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -27,12 +26,26 @@ import trio
 from ._log import configure_cli
 from .client import ClientError, DaemonClient, open_client
 from .config import Config, ConfigError, config_to_json, load_config
-from .memory_feedback import describe as describe_memory
-from .status_line import StatusLine
+from . import cli_turns
+from .cli_output import (
+    EXIT_FAILED,
+    EXIT_NOT_RUNNING,
+    EXIT_USAGE,
+    counts_text,
+    pointer,
+    print_fact,
+    print_history,
+    print_lesson,
+    print_note,
+    print_note_detail,
+    print_procedure,
+    turns_text,
+    when,
+)
+from .cli_turns import ask, chat_loop
 from .models import DEFAULT_MODEL
 from .state import read_daemon_info, resolve_state_dir
 
-EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
 
 
 def _state_arg(p: argparse.ArgumentParser) -> None:
@@ -342,13 +355,6 @@ def _count(text: str) -> int:
     return value
 
 
-def when(ms: int | None) -> str:
-    """Unix milliseconds as local ``YYYY-MM-DD HH:MM`` ("-" for None)."""
-    if ms is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
-
-
 def _port(text: str) -> int:
     """argparse type: a TCP port number 0-65535 (0 = any free port)."""
     try:
@@ -369,402 +375,6 @@ def _positive_seconds(text: str) -> float:
     if not 0 < value < float("inf"):
         raise argparse.ArgumentTypeError("must be more than 0 seconds")
     return value
-
-
-def _print_fact(f: dict[str, Any]) -> None:
-    mark = "*" if f.get("pinned") else "~"
-    kw = f" [keywords: {', '.join(f['keywords'])}]" if f.get("keywords") else ""
-    print(f"{mark} {f['key']}: {f['value']}{kw}")
-    if f.get("warning"):
-        print(f"atomic-agent: warning: {f['warning']}", file=sys.stderr)
-
-
-def _print_note(n: dict[str, Any]) -> None:
-    tags = f" [{', '.join(n['tags'])}]" if n.get("tags") else ""
-    text = " ".join(n["content"].split())[:100]
-    score = f" (score {n['score']:.2f})" if n.get("score") is not None else ""
-    print(f"#{n['id']}{tags}{score} {text}")
-
-
-def provenance(row: dict[str, Any], key: str = "source") -> str:
-    """"reflection, session s-1, turn t-2" for a fact version (``key`` source) or a note
-    (``key`` origin); "unknown" for rows written before provenance was kept."""
-    parts = [row.get(key) or "unknown"]
-    if row.get("sessionId"):
-        parts.append(f"session {row['sessionId']}")
-    if row.get("turnId"):
-        parts.append(f"turn {row['turnId']}")
-    return ", ".join(parts)
-
-
-def _print_history(versions: list[dict[str, Any]]) -> None:
-    """A fact's versions, oldest first: when, state, value, who wrote it."""
-    width = max((len(v["value"]) for v in versions), default=0)
-    for v in versions:
-        if v.get("supersededBy") is None:
-            state = "active"
-        elif v["supersededBy"] == v.get("id"):
-            state = "removed"
-        else:
-            state = "replaced"
-        print(f"{when(v['validFrom'])}  {state:<8}  {v['value']:<{min(width, 40)}}  "
-              f"({provenance(v)})")
-
-
-async def _print_note_detail(c: DaemonClient, n: dict[str, Any]) -> None:
-    """``memory notes show``: the note and everything known about it."""
-    print(f"#{n['id']} {n['content']}")
-    print(f"  tags: {', '.join(n['tags']) or '-'}")
-    print(f"  written by: {provenance(n, 'origin')}")
-    where = n.get("scope", "all") + (f" ({n['workingDir']})" if n.get("workingDir") else "")
-    print(f"  scope: {where}{'; archived' if n.get('archived') else ''}")
-    print(f"  created: {when(n.get('createdAt'))}; updated: {when(n.get('updatedAt'))}")
-    count = n.get("recallCount", 0)
-    print(f"  recalled: {count} time{'s' if count != 1 else ''}"
-          + (f", last {when(n['lastRecalledAt'])}" if n.get("lastRecalledAt") else ""))
-    links = await c.memory("memory.links.list", {"id": n["id"], "limit": 50})
-    rows = [f"-{e['kind']}-> #{e['toId']}" if e["fromId"] == n["id"]
-            else f"<-{e['kind']}- #{e['fromId']}" for e in links]
-    print(f"  links: {', '.join(rows) if rows else '-'}")
-
-
-def _pointer(marker: str, row: dict[str, Any]) -> str:
-    tags = f" [{','.join(row['tags'])}]" if row.get("tags") else ""
-    status = " (deprecated)" if row.get("status") == "deprecated" else ""
-    return f"{marker}{row['id']}{tags}{status} {' '.join(row['activation'].split())}"
-
-
-def _print_lesson(row: dict[str, Any]) -> None:
-    print(_pointer("*", row))
-    print(f"principle: {row['principle']}")
-    print(f"parents: {', '.join(f'#{i}' for i in row['parentIds']) or '-'}")
-    print(f"status: {row['status']}  success: {row['successCount']}  "
-          f"failure: {row['failureCount']}")
-
-
-def _print_procedure(row: dict[str, Any]) -> None:
-    print(_pointer(">", row))
-    for i, step in enumerate(row["steps"], 1):
-        hint = f" [@{step['toolHint']}]" if step.get("toolHint") else ""
-        print(f"{i}. {step['description']}{hint}")
-    print(f"parent lessons: {', '.join(f'*{i}' for i in row['parentLessonIds']) or '-'}  "
-          f"parent notes: {', '.join(f'#{i}' for i in row['parentMemoryIds']) or '-'}")
-    print(f"status: {row['status']}  source: {row['source']}  uses: {row['useCount']}")
-
-
-def _new_session_notice(c: DaemonClient, requested: str | None) -> None:
-    """One stderr line when ``--session ID`` named no existing session (a typo starts a
-    new conversation otherwise unnoticed)."""
-    if requested and c.created:
-        print(f"(new session {requested!r}: no session had that id; `atomic-agent sessions` "
-              f"lists the existing ones)", file=sys.stderr)
-
-
-async def _ask(c: DaemonClient, args: argparse.Namespace) -> int:
-    """One turn: the reply is printed as it is generated (stdout), steps and errors on
-    stderr; on a terminal a status line says the model is working, then that memory is
-    reflecting on the turn, until its ``memory: …`` line lands."""
-    _new_session_notice(c, args.session)
-    status = StatusLine() if not args.json else StatusLine(io.StringIO())
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(status.run)
-        try:
-            return await _ask_turn(c, args, status)
-        finally:
-            status.clear()
-            nursery.cancel_scope.cancel()
-
-
-async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLine) -> int:
-    code = 0
-    why = ""  # the message of an ``error`` step, shown when the turn fails
-    turn, reason = None, None
-    shown = ""  # reply text printed so far (deltas)
-    watch_memory = not args.no_memory
-    if watch_memory:
-        await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
-    with trio.fail_after(args.timeout):
-        status.show("the model is working")
-        async for frame in c.say(args.text, debug=args.show_prompt):
-            if frame.get("type") == "turn.finished":
-                turn, reason = frame.get("turn"), frame.get("reason")
-            kind = frame.get("type")
-            if kind == "step" and frame.get("step") == "error":
-                why = frame.get("message", "")
-            if kind == "error" or (kind == "turn.finished"
-                                   and frame["reason"] not in ("reply", "finish")):
-                code = EXIT_FAILED
-            if args.json:
-                print(json.dumps(frame), flush=True)
-                continue
-            if kind in ("reply.delta", "reply", "step", "turn.finished", "error"):
-                status.clear()
-            if kind == "step" and frame.get("step") == "prompt":
-                print(f"--- prompt tail (step {frame['n']}) ---\n{frame['tail']}--- end ---",
-                      file=sys.stderr)
-            elif kind == "step" and frame.get("step") == "tool":
-                print(f"[tool] {frame['tool']} {json.dumps(frame['args'])}", file=sys.stderr)
-                status.show(f"running {frame['tool']}")
-            elif kind == "step" and frame.get("step") == "tool.result" and str(
-                    frame.get("summary", "")).startswith("error:"):
-                print(f"[tool] {frame['tool']} → {frame['summary']}", file=sys.stderr)
-            elif kind == "step" and frame.get("step") == "tool.result":
-                status.show("the model is working")
-            elif kind == "reply.delta":
-                shown += frame["text"]
-                print(frame["text"], end="", flush=True)
-            elif kind == "reply":
-                text = frame["text"]
-                rest = text[len(shown):] if text.startswith(shown) else "\n" + text
-                print(rest, flush=True)
-                shown = text
-            elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
-                if shown:
-                    print(flush=True)  # end a streamed line that never got its reply
-                detail = frame.get("message") or why
-                print(f"atomic-agent: turn ended: {frame['reason']}"
-                      + (f": {detail}" if detail else ""), file=sys.stderr)
-            elif kind == "error":
-                print(f"atomic-agent: {frame['code']}: {frame['message']}", file=sys.stderr)
-        if watch_memory and turn and reason in ("reply", "finish", "max_steps"):
-            # The turn's reflection lands a few seconds later: say what memory did.
-            if not args.json:
-                status.show("memory: reflecting on this turn")
-            with trio.move_on_after(args.timeout) as waiting:
-                event = await c.wait_for(lambda f: f.get("type") == "reflection"
-                                         and f.get("turn") == turn)
-                status.clear()
-                if args.json:
-                    print(json.dumps(event), flush=True)
-                else:
-                    print(await describe_memory(c, event), file=sys.stderr, flush=True)
-            if waiting.cancelled_caught:
-                status.clear()
-                print("memory: no reflection result within --timeout", file=sys.stderr)
-    print(f"(session {c.session})", file=sys.stderr)
-    return code
-
-
-CHAT_QUIT_WAIT_S = 120.0
-"""On /quit or end of input, how long chat waits for the last turns' memory lines."""
-
-
-async def _input_while_watching(c: DaemonClient, awaiting: set[str]) -> str | None:
-    """``input("you> ")`` in a thread while this session's reflection results are
-    printed as they land (one ``memory: …`` line each; their turns leave ``awaiting``).
-    None at end of input."""
-
-    async def watch() -> None:
-        while True:
-            event = await c.wait_for(lambda f: f.get("type") == "reflection"
-                                     and f.get("session") == c.session)
-            awaiting.discard(event.get("turn"))
-            again = "you> " if sys.stdin.isatty() else ""
-            print(f"\r  {await describe_memory(c, event)}\n{again}", end="", flush=True)
-
-    global _stdin_abandoned
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(watch)
-        _stdin_abandoned = True  # until input() returns: a failing watcher abandons it
-        try:
-            prompt = "you> " if sys.stdin.isatty() else ""  # piped input: no prompts
-            line: str | None = await trio.to_thread.run_sync(input, prompt,
-                                                             abandon_on_cancel=True)
-        except EOFError:
-            line = None
-        _stdin_abandoned = False
-        nursery.cancel_scope.cancel()
-    return line
-
-
-_stdin_abandoned = False
-"""True while chat's ``input()`` thread may still be blocked on stdin: the process then
-ends with ``os._exit`` (after flushing), since interpreter shutdown aborts on a thread
-that holds stdin's lock."""
-
-
-async def _drain_memory_lines(c: DaemonClient, awaiting: set[str]) -> None:
-    """Before leaving chat, print the memory lines still to come (bounded wait)."""
-    if not awaiting:
-        return
-    print("  (waiting for memory to take in the last turn; Ctrl-C to skip)", file=sys.stderr)
-    with trio.move_on_after(CHAT_QUIT_WAIT_S):
-        while awaiting:
-            event = await c.wait_for(lambda f: f.get("type") == "reflection"
-                                     and f.get("turn") in awaiting)
-            awaiting.discard(event["turn"])
-            print(f"  {await describe_memory(c, event)}", flush=True)
-
-
-CHAT_HELP = """commands:
-  /help           this list
-  /memory         what memory holds about you: profile facts and the newest notes
-  /session        this session and the others, numbered (newest first)
-  /session N|ID   switch to session N of that list, or to session ID; /session new
-                  starts a new one
-  /quit           leave (Ctrl-D too); memory of the last turn is waited for"""
-
-
-@dataclass
-class SwitchSession:
-    """``/session ID|new`` in chat: reconnect on ``target`` (None = a new session)."""
-
-    target: str | None
-
-
-async def _chat_memory(c: DaemonClient) -> None:
-    facts = await c.memory("memory.profile.list")
-    notes = await c.memory("memory.notes.list", {"limit": 5})
-    print("  profile: " + ("; ".join(f"{f['key']} = {f['value']}" for f in facts)
-                           or "(nothing yet)"))
-    for n in notes:
-        print(f"  note #{n['id']}: {n['content'][:100]}")
-    if not notes:
-        print("  notes: (none yet)")
-    print("  (`atomic-agent memory …` or `atomic-agent tui` show and edit all of it)")
-
-
-async def _chat_sessions(c: DaemonClient, listed: list[str]) -> None:
-    """Print the sessions, numbered; ``listed`` gets their ids (``/session N``)."""
-    reply = await c.request({"type": "sessions", "limit": 20}, "sessions.result")
-    rows = [s for s in reply["data"] if s.get("turns", 0) > 0]
-    listed[:] = [s["id"] for s in rows]
-    if c.session not in listed:
-        print(f"      * {c.session}  (this one; saved with its first turn)")
-    for i, s in enumerate(rows, 1):
-        mark = "*" if s["id"] == c.session else " "
-        print(f"  {i:>2}. {mark} {s['id']}  {_turns(s['turns'])}, updated "
-              f"{when(s['updatedAt'])}")
-    print("  /session N or ID switches, /session new starts one")
-
-
-def _turns(n: int) -> str:
-    return f"{n} turn{'s' if n != 1 else ''}"
-
-
-async def _chat_command(c: DaemonClient, line: str, awaiting: set[str],
-                        listed: list[str]) -> int | SwitchSession | None:
-    """Run one ``/command`` line; an int or SwitchSession ends this connection's chat.
-    ``listed``: the ids the last ``/session`` printed, for ``/session N``."""
-    command, _, rest = line.strip().partition(" ")
-    rest = rest.strip()
-    if command in ("/quit", "/exit"):
-        await _drain_memory_lines(c, awaiting)
-        return 0
-    if command in ("/help", "/?"):
-        print(CHAT_HELP)
-    elif command == "/memory":
-        await _chat_memory(c)
-    elif command == "/session" and not rest:
-        await _chat_sessions(c, listed)
-    elif command == "/session" and rest.isdigit() and not listed:
-        print("  /session first lists the sessions; then /session N picks one")
-    elif command == "/session" and rest.isdigit() and not 1 <= int(rest) <= len(listed):
-        print(f"  no session {rest} in the last list (1-{len(listed)})")
-    elif command == "/session":
-        await _drain_memory_lines(c, awaiting)
-        target = listed[int(rest) - 1] if rest.isdigit() else rest
-        return SwitchSession(None if rest == "new" else target)
-    else:
-        print(f"  unknown command {command}; /help lists the commands (messages to the "
-              f"model do not start with /)")
-    return None
-
-
-async def _chat(c: DaemonClient) -> int | SwitchSession:
-    """Read lines from stdin and run a turn for each; ``/`` lines are chat commands
-    (:data:`CHAT_HELP`), never sent to the model. A line that is not valid UTF-8 is
-    refused with one ``error:`` line (stdin is read with ``surrogateescape`` so such
-    bytes never end the chat with a UnicodeDecodeError)."""
-    print(f"session {c.session} — type a message; /help for commands, /quit or Ctrl-D to "
-          f"leave", file=sys.stderr)
-    await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
-    awaiting: set[str] = set()  # turns whose memory line has not been printed yet
-    listed: list[str] = []  # the ids the last /session printed
-    while True:
-        line = await _input_while_watching(c, awaiting)
-        if line is None:
-            await _drain_memory_lines(c, awaiting)
-            return 0
-        if line.strip().startswith("/"):
-            outcome = await _chat_command(c, line, awaiting, listed)
-            if outcome is not None:
-                return outcome
-            continue
-        if not line.strip():
-            continue
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:
-            print("  error: invalid_argument: that line is not valid UTF-8 text; not sent")
-            continue
-        await _chat_turn(c, line, awaiting)
-
-
-async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str]) -> None:
-    """One chat turn: the reply streams after ``agent> `` as it is generated; on a
-    terminal a status line says the model is working until the first text."""
-    status = StatusLine()
-    shown: str | None = None  # None until the reply starts
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(status.run)
-        status.show("the model is working")
-        async for frame in c.say(line):
-            kind = frame.get("type")
-            if kind != "reply.delta" or shown is None:
-                status.clear()
-            if kind == "turn.finished" and frame["reason"] in ("reply", "finish", "max_steps"):
-                awaiting.add(frame["turn"])
-            elif kind == "reflection" and frame.get("session") == c.session:
-                # an earlier turn's memory landed while this one ran (piped input)
-                awaiting.discard(frame.get("turn"))
-                print(f"  {await describe_memory(c, frame)}")
-            if kind == "reply.delta":
-                if shown is None:
-                    shown = ""
-                    print("agent> ", end="")
-                shown += frame["text"]
-                print(frame["text"], end="", flush=True)
-            elif kind == "reply":
-                text = frame["text"]
-                if shown is None:
-                    print(f"agent> {text}", flush=True)
-                else:
-                    print(text[len(shown):] if text.startswith(shown) else "\n" + text,
-                          flush=True)
-                shown = text
-            elif kind == "step" and frame.get("step") == "tool":
-                print(f"  [tool] {frame['tool']} {json.dumps(frame['args'])}")
-            elif kind == "step" and frame.get("step") == "tool.result" and str(
-                    frame.get("summary", "")).startswith("error:"):
-                print(f"  [tool] {frame['tool']} → {frame['summary']}")
-            elif kind == "step" and frame.get("step") == "error":
-                print(f"  error: {frame.get('message', '')}")
-            elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
-                if shown is not None and not shown.endswith("\n"):
-                    print()
-                print(f"  (turn ended: {frame['reason']})")
-            elif kind == "error":
-                print(f"  error: {frame['code']}: {frame['message']}")
-        status.clear()
-        nursery.cancel_scope.cancel()
-
-
-async def _chat_command_loop(state_dir: Path, session: str | None) -> int:
-    """``chat``: one connection per session; ``/session ID|new`` reconnects. stdin is
-    set to ``surrogateescape`` once, before anything is read (reconfiguring it later
-    would decode its buffer again and replay a line)."""
-    reconfigure = getattr(sys.stdin, "reconfigure", None)
-    if reconfigure is not None:
-        reconfigure(errors="surrogateescape")
-    target, notice = session, session
-    while True:
-        async with open_client(state_dir, session=target) as c:
-            _new_session_notice(c, notice)
-            outcome = await _chat(c)
-        if isinstance(outcome, int):
-            return outcome
-        target = notice = outcome.target
 
 
 JSON_EXEMPT = ("reindex", "recover")
@@ -850,43 +460,43 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     elif what == "backup":
         print(f"backed up memory to {data['path']} ({data['bytes']:,} bytes)")
     elif what == "export":
-        print(f"exported {_counts(data['counts'])} to {data['path']} "
+        print(f"exported {counts_text(data['counts'])} to {data['path']} "
               f"({data['bytes']:,} bytes)")
     elif what == "import":
-        print(f"imported from {data['path']}: added {_counts(data['added'])}; already there: "
-              f"{_counts(data['skipped'])}")
+        print(f"imported from {data['path']}: added {counts_text(data['added'])}; already there: "
+              f"{counts_text(data['skipped'])}")
     elif what == "context":
         print(data["text"] or "(memory has nothing for this message)")
     elif what == "profile" and action in ("list", "history"):
         if action == "list":
             for f in data:
-                _print_fact(f)
+                print_fact(f)
         else:
-            _print_history(data)
+            print_history(data)
         if not data:
             print("(no profile facts)" if action == "list" else f"(no history for {args.key!r})")
     elif what == "profile" and action == "set":
-        _print_fact(data)
+        print_fact(data)
     elif what == "profile" and action == "remove":
         print("removed")
     elif what == "notes" and action in ("list", "recall"):
         for n in data:
-            _print_note(n)
+            print_note(n)
         if not data:
             print("(no notes)" if action == "list" else "(no matching notes)")
     elif what == "notes" and action == "show":
-        await _print_note_detail(c, data[0])
+        await print_note_detail(c, data[0])
     elif what == "notes" and action == "store":
-        _print_note(data)
+        print_note(data)
     elif what == "notes" and action == "forget":
         print("forgotten")
     elif what in ("lessons", "procedures") and action == "list":
         for row in data:
-            print(_pointer("*" if what == "lessons" else ">", row))
+            print(pointer("*" if what == "lessons" else ">", row))
         if not data:
             print(f"(no {what})")
     elif what in ("lessons", "procedures") and action == "show":
-        (_print_lesson if what == "lessons" else _print_procedure)(data)
+        (print_lesson if what == "lessons" else print_procedure)(data)
     elif what == "links":
         for e in data:
             print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g})")
@@ -907,8 +517,7 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
             print(json.dumps(rows, ensure_ascii=False))
             return 0
         for s in rows:
-            print(f"{s['id']}  {s['turns']} turn{'s' if s['turns'] != 1 else ''}  "
-                  f"updated {when(s['updatedAt'])}")
+            print(f"{s['id']}  {turns_text(s['turns'])}  updated {when(s['updatedAt'])}")
         if not rows:
             print("(no sessions yet: `atomic-agent ask \"…\"` starts one)")
         return 0
@@ -918,7 +527,7 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         if as_json:
             print(json.dumps(data, ensure_ascii=False))
             return 0
-        print(f"session {data['id']}: {data['turns']} turn{'s' if data['turns'] != 1 else ''}, "
+        print(f"session {data['id']}: {turns_text(data['turns'])}, "
               f"started {when(data['createdAt'])}, updated {when(data['updatedAt'])}"
               + (f", working dir {data['workingDir']}" if data.get("workingDir") else ""))
         for m in data["messages"]:
@@ -936,13 +545,6 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     return 0
 
 
-def _counts(counts: dict[str, int]) -> str:
-    """``{"notes": 3, "factVersions": 2, …}`` as ``3 notes, 2 fact versions, …``."""
-    names = {"facts": "facts", "factVersions": "fact versions", "notes": "notes",
-             "links": "links", "lessons": "lessons", "procedures": "procedures"}
-    return ", ".join(f"{counts[k]} {names.get(k, k)}" for k in counts)
-
-
 async def _export_to_stdout(c: DaemonClient) -> int:
     """``memory export`` without FILE: the daemon writes a private temporary file, which
     is copied to stdout and removed; the summary goes to stderr."""
@@ -954,7 +556,7 @@ async def _export_to_stdout(c: DaemonClient) -> int:
         with open(data["path"], "rb") as src:
             shutil.copyfileobj(src, sys.stdout.buffer)
         sys.stdout.flush()
-    print(f"exported {_counts(data['counts'])}", file=sys.stderr)
+    print(f"exported {counts_text(data['counts'])}", file=sys.stderr)
     return 0
 
 
@@ -1018,13 +620,13 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
     if args.command == "stop" and read_daemon_info(state_dir) is None:
         raise ClientError("not_running", f"no atomic-agent daemon is running for {state_dir}")
     if args.command == "chat":
-        return await _chat_command_loop(state_dir, session)
+        return await chat_loop(state_dir, session)
     if args.command == "ask" and not args.text.strip():
         raise ClientError("invalid_argument", "the message is empty: ask \"your message\"")
     async with open_client(state_dir, session=session) as c:
         match args.command:
             case "ask":
-                return await _ask(c, args)
+                return await ask(c, args)
             case "memory":
                 return await _memory_cmd(c, args)
             case "sessions":
@@ -1190,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
         exc = _client_error_in(raised)  # a nursery (chat's watcher) wraps it in a group
         print(f"atomic-agent: {exc}", file=sys.stderr)
         code = EXIT_NOT_RUNNING if exc.code == "not_running" else EXIT_FAILED
-        if _stdin_abandoned:
+        if cli_turns.stdin_abandoned:
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(code)

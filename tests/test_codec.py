@@ -97,7 +97,8 @@ def test_runtime_exports():
             "actor", "errors", "messages", "metrics", "llm", "config", "state", "protocol",
             "gateway", "client", "cli", "daemon", "llama", "backends", "offline", "tui", "recover",
             "reindex", "models", "llama_portable", "memory_feedback", "status_line",
-            "mcp_server", "daemon_link", "openai_api", "config_edit", "metrics_summary"})
+            "mcp_server", "daemon_link", "openai_api", "config_edit", "metrics_summary",
+            "cli_turns", "cli_output"})
     for name in ("ActorCrashed", "ActorUnavailable", "ActorTooSlow", "ProtocolViolation",
                  "TransportClosed", "FrameTooLarge", "RemoteError", "RestartIntensityExceeded"):
         assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)
