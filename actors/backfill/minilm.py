@@ -9,8 +9,8 @@ by ``tokenizers``' BERT WordPiece tokenizer (lower-cased, truncated to
 mask (sentence-transformers' pooling for this model), L2-normalised: a dot product is the
 cosine. 384 dimensions; no task prompts (the model has none).
 
-Measured against the bundled alternatives in ``../shared/reference/bundled-models.md``
-§(b) (12/12 paraphrase look-ups vs wordllama's 9/12) and on LoCoMo in ``bench/locomo.py``.
+Measured against wordllama in ``bench/embedders.py`` (paraphrase look-ups, speed, memory,
+LoCoMo dev recall; bench/RESULTS.md "Local embedders").
 """
 
 from __future__ import annotations
