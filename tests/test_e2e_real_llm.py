@@ -231,13 +231,18 @@ async def test_a_sigkilled_embedded_llama_server_is_restarted_and_nothing_is_los
     assert "llama.exited" in stderr and "Traceback" not in stderr
 
 
-async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp_path):
-    """Issue 17: on the default install (default model, no configuration) the README's
-    first sentence forms memory — name, city and test runner — and ``ask`` says so."""
+def _need_default_model() -> None:
+    """Skip unless the default model is installed; in CI its absence is a failure."""
     if not DEFAULT_INSTALLED:
         if os.environ.get("CI"):
             pytest.fail(f"CI must install the default model ({DEFAULT_MODEL})")
         pytest.skip(f"default model not installed: atomic-agent models install {DEFAULT_MODEL}")
+
+
+async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp_path):
+    """Issue 17: on the default install (default model, no configuration) the README's
+    first sentence forms memory — name, city and test runner — and ``ask`` says so."""
+    _need_default_model()
     import subprocess
     import sys
 
@@ -267,10 +272,7 @@ async def test_openai_api_and_mcp_on_the_default_model(tmp_path):
     """Issue 18 on the default install: a program using the official ``openai`` client
     tells the daemon a fact, reflection stores it, an MCP client (official SDK, stdio)
     sees it in ``memory_context``, and the next chat completion answers from memory."""
-    if not DEFAULT_INSTALLED:
-        if os.environ.get("CI"):
-            pytest.fail(f"CI must install the default model ({DEFAULT_MODEL})")
-        pytest.skip(f"default model not installed: atomic-agent models install {DEFAULT_MODEL}")
+    _need_default_model()
     import sys
 
     import openai
