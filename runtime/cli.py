@@ -344,26 +344,22 @@ def _row_id(text: str) -> int:
                                          ) from None
 
 
-def _count(text: str) -> int:
-    """argparse type: a whole number 0-1000."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 0 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"must be 0-1000, not {value}")
-    return value
+def _bounded_int(low: int, high: int, what: str):
+    """argparse type: a whole number ``low``-``high`` (``what`` names it in errors)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} is {low}-{high}, not {value}")
+        return value
+    return parse
 
 
-def _port(text: str) -> int:
-    """argparse type: a TCP port number 0-65535 (0 = any free port)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"a port is 0-65535, not {value}")
-    return value
+_count = _bounded_int(0, 1000, "a count")
+_port = _bounded_int(0, 65535, "a port number")  # 0 = any free port
 
 
 def _positive_seconds(text: str) -> float:

@@ -134,7 +134,10 @@ class SessionStore:
     def prune_empty(self) -> int:
         """Delete every session without a turn (left by versions that saved a session when
         a client connected); returns how many. Run once at start-up."""
-        empty = [sid for sid, blob in self.conn.execute("SELECT id, state FROM sessions")
+        # A session without a turn has no transcript: only small rows are decoded, so a
+        # start never reads the stored conversations.
+        empty = [sid for sid, blob in self.conn.execute(
+                     "SELECT id, state FROM sessions WHERE length(state) < 1024")
                  if self._dec.decode(blob).turns == 0]
         with self.conn:
             for sid in empty:
