@@ -255,7 +255,7 @@ def main(argv: list[str] | None = None) -> int:
                          f"{percentile(ys, 95):.2f} | {percentile(ys, 99):.2f} | "
                          f"{percentile(ys, 50) / floor:.1f}× |")
     ok = (p99 <= TARGET_HYBRID_P99_MS and worst <= TARGET_HYBRID_P99_MS
-          and rate >= TARGET_BACKFILL_PER_S)
+          and min(rate, minilm_rate) >= TARGET_BACKFILL_PER_S)
     command = " ".join(["python -m bench.hybrid", *(argv if argv is not None else sys.argv[1:])])
     text = (f"{SECTION}\n\nDESIGN §12: hybrid recall at 1,000 notes p99 ≤ "
             f"{TARGET_HYBRID_P99_MS:g} ms (2,000 vectors of 768-d); backfill ≥ "
@@ -281,8 +281,8 @@ def main(argv: list[str] | None = None) -> int:
             f"Backfill through the memory and backfill actors: {rate:.0f} notes/s "
             f"({n_backfill} notes; the embedder alone in this process: {raw_rate:.0f} notes/s, "
             f"ratio {rate / raw_rate:.2f}) vs ≥ {TARGET_BACKFILL_PER_S:g}: "
-            f"{'PASS' if rate >= TARGET_BACKFILL_PER_S else 'FAIL'}. With MiniLM int8 "
-            f"(`memory.embeddings.model: all-minilm-l6-v2-int8`): {minilm_rate:.0f} notes/s "
+            f"{'PASS' if rate >= TARGET_BACKFILL_PER_S else 'FAIL'} (wordllama). With MiniLM "
+            f"int8 (`all-minilm-l6-v2-int8`, the default model): {minilm_rate:.0f} notes/s "
             f"(alone in this process {minilm_raw:.0f}, ratio {minilm_rate / minilm_raw:.2f}): "
             f"{'PASS' if minilm_rate >= TARGET_BACKFILL_PER_S else 'FAIL'}.\n")
     publish(SECTION, text, write)

@@ -144,7 +144,7 @@ def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path
     first = cli("memory", "reindex", "--state-dir", str(state), "--batch", "40")
     assert first.returncode == 0, first.stderr
     result = _json.loads(first.stdout)
-    assert result == {"model": "wordllama-l2-supercat-256", "embedded": 150, "skipped": 0,
+    assert result == {"model": "all-minilm-l6-v2-int8", "embedded": 150, "skipped": 0,
                       "missing": 0, "pruned": 0}
     # Progress on stderr: bar, done / total, rate, ETA.
     assert re.search(r"reindex: \[#{24}\] 150/150 notes .* notes/s\s+ETA 0:00", first.stderr)
@@ -155,7 +155,7 @@ def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path
     conn = open_database(str(state / "memory.sqlite"))
     models = conn.execute("SELECT model, count(*) FROM memory_vectors GROUP BY model").fetchall()
     conn.close()
-    assert models == [("wordllama-l2-supercat-256", 150)]
+    assert models == [("all-minilm-l6-v2-int8", 150)]  # the default model
     bad = cli("memory", "reindex", "--batch", "0", "--state-dir", str(state))
     assert bad.returncode != 0 and "--batch" in bad.stderr and "Traceback" not in bad.stderr
 

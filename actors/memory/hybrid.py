@@ -57,10 +57,13 @@ DEFAULT_MIN_COSINE = 0.35
 #: The keyword hits that are blended with cosine: the best ``KEYWORD_POOL_PER_K * k`` of
 #: keyword recall (at most ``notes.K_MAX``), ranked among themselves, cut to k. With only
 #: the top k the blend merely reorders them and recall@k equals keyword recall's. LoCoMo
-#: dev recall@10, local wordllama, vectorWeight 0.5: x1 71.1 %, x2 72.3 %, x3 72.0 %,
-#: x5 72.0 % (x2 with vectorWeight 0.001, the depth alone: 71.7 %;
-#: ``python -m bench.locomo --hybrid --ablation``, bench/RESULTS.md).
-KEYWORD_POOL_PER_K = 2
+#: dev recall@10, vectorWeight 0.5, local MiniLM int8 (the default model): x1 = keyword
+#: recall (71.1 %), x2 +2.2, x3 +2.7, x5 +3.0 points; the depth alone (x5, vectorWeight
+#: 0.001) +0.6; wordllama x2 +1.2, x5 +0.9 (``python -m bench.locomo --hybrid
+#: --ablation``, bench/RESULTS.md "LoCoMo retrieval"). x3 and x5 beat keyword recall on
+#: each half of the dev split alone; x3 because x5's deeper keyword leg costs every
+#: recall time for 0.3 points, with p99 near DESIGN §12's 10 ms (``bench.hybrid``).
+KEYWORD_POOL_PER_K = 3
 
 
 class Ranked(msgspec.Struct, frozen=True):
