@@ -164,7 +164,8 @@ async def actor_runs(tmp: Path, texts: list[str], speakers: list[str], questions
     local.mkdir()
     populate(local / "memory.sqlite", NoteWriter(texts, speakers), 1000)
     seed_vectors(local / "memory.sqlite", 256, LocalEmbedder.MODEL_ID)
-    results["256-d, local wordllama"] = await run_actor_recall(local, {}, questions, n)
+    results["256-d, local wordllama"] = await run_actor_recall(
+        local, {"model": LocalEmbedder.MODEL_ID}, questions, n)
     minilm = tmp / "actor-384"
     minilm.mkdir()
     populate(minilm / "memory.sqlite", NoteWriter(texts, speakers), 1000)

@@ -58,7 +58,7 @@ DEFAULT_MIN_COSINE = 0.35
 #: keyword recall (at most ``notes.K_MAX``), ranked among themselves, cut to k. With only
 #: the top k the blend merely reorders them and recall@k equals keyword recall's. LoCoMo
 #: dev recall@10, vectorWeight 0.5, local MiniLM int8 (the default model): x1 = keyword
-#: recall (71.1 %), x2 +2.2, x3 +2.7, x5 +3.0 points; the depth alone (x5, vectorWeight
+#: recall (71.1 %), x2 +2.2, x3 +2.7, x5 +3.0 points; the depth alone (x3, vectorWeight
 #: 0.001) +0.6; wordllama x2 +1.2, x5 +0.9 (``python -m bench.locomo --hybrid
 #: --ablation``, bench/RESULTS.md "LoCoMo retrieval"). x3 and x5 beat keyword recall on
 #: each half of the dev split alone; x3 because x5's deeper keyword leg costs every
