@@ -1,4 +1,4 @@
-"""Keyword retrieval on LoCoMo dev: evidence recall of ``MemoryStore.recall`` (DESIGN §12).
+"""Keyword and hybrid retrieval on LoCoMo dev: evidence recall of notes recall (DESIGN §12).
 
 Data: ``bench/data/locomo-dev.json`` (LoCoMo, Maharana et al., ACL 2024, CC BY-NC 4.0;
 see ``locomo10.NOTICE.md`` next to it): six long two-speaker conversations with
@@ -21,14 +21,19 @@ words, quoted and OR-joined, ``ORDER BY rank LIMIT K``; and the same with
 two ids, ``"D:11:26"`` is ``D11:26``); ids that name no turn are dropped and counted,
 and a question left without evidence is skipped and counted.
 
-``--hybrid`` adds ``hybrid_recall`` (DESIGN §8) with the local embedder (wordllama): each
-conversation's notes are embedded (purpose ``document``) as the backfill would, each
-question (purpose ``query``), with the default ``memory.embeddings.vectorWeight``; with
-``--ablation`` too it measures the hybrid's keyword pool, blend weight and the keyword
-leg's context radius, and a per-conversation table (the four held-out LoCoMo
-conversations are not in ``bench/data``, so no held-out figure can be given).
+``--hybrid`` adds ``hybrid_recall`` (DESIGN §8) with the local embedder (``--embedder``,
+default ``memory.embeddings.model``; ``bench/locomo_rankers.py``): each conversation's
+notes are embedded (purpose ``document``) as the backfill would, each question (purpose
+``query``), with the default ``memory.embeddings.vectorWeight``; with ``--ablation`` too
+it measures the hybrid's keyword pool, blend weight, embedder and the keyword leg's
+context radius, reciprocal-rank fusion and a multi-hop second recall, and a
+per-conversation table (the four held-out LoCoMo conversations are not in
+``bench/data``, so no held-out figure can be given). For keyword recall, hybrid recall
+and the second recall it also reports where the missed evidence turns lie and
+LongMemEval-style session-level figures (``bench/locomo_metrics.py``).
 
-Usage: ``python -m bench.locomo [--quick] [--ablation] [--hybrid] [--data PATH]``;
+Usage: ``python -m bench.locomo [--quick] [--ablation] [--hybrid] [--embedder MODEL]
+[--data PATH]``;
 ``--quick`` uses two conversations and does not write ``bench/RESULTS.md``.
 """
 

@@ -6,11 +6,13 @@ rewriter's embedding gate. A model whose catalog entry carries task prompts
 (EmbeddingGemma-style) gets the matching prefix in front of each text; every other
 model receives the text unchanged.
 
-The embedded default provider (``memory.embeddings.provider = "local"``) is
-:class:`LocalEmbedder`: the PyPI package ``wordllama`` (0.4), whose wheel ships the
-``l2_supercat`` 256-d token embedding table and its tokenizer, so it runs in-process
-with no network and no GPU. Its vectors are mean-pooled token embeddings; this module
-L2-normalises them so a dot product is the cosine.
+The embedded provider (``memory.embeddings.provider = "local"``) runs one of
+:data:`LOCAL_MODELS` in-process, with no network and no GPU (:func:`load_local`): by
+default all-MiniLM-L6-v2 int8 (``minilm.MiniLMEmbedder``, a sentence model; the default
+since issue 20), or :class:`LocalEmbedder`: the PyPI package ``wordllama`` (0.4), whose
+wheel ships the ``l2_supercat`` 256-d token embedding table and its tokenizer; its
+vectors are mean-pooled token embeddings. Both are L2-normalised here, so a dot product
+is the cosine.
 
 Vectors cross process boundaries and land in ``memory_vectors.vector`` as
 little-endian float32 blobs of ``dim * 4`` bytes (:func:`to_blob` / :func:`from_blob`).
@@ -113,7 +115,8 @@ class CatalogEntry:
 CATALOG: dict[str, CatalogEntry] = {
     entry.id: entry
     for entry in (
-        # The embedded default (DESIGN §8): wordllama l2_supercat, 256-d, no task prompts.
+        # wordllama l2_supercat, 256-d, no task prompts (DESIGN §8; the default before
+        # issue 20: static token embeddings, ~100x faster, weaker on paraphrases).
         CatalogEntry("wordllama-l2-supercat-256", 256),
         # all-MiniLM-L6-v2 as int8 ONNX, in-process (actors/backfill/minilm.py), 384-d.
         # Its cosines run lower than the default floor assumes: on bench/embedders.py's
