@@ -1,4 +1,4 @@
-"""The local embedders side by side (issue 20): wordllama (256-d static token table) and
+"""The local embedders side by side: wordllama (256-d static token table) and
 all-MiniLM-L6-v2 int8 ONNX (384-d transformer, the default since issue 20), measured in
 the same run.
 
@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     other = results[LOCAL_MODELS[1]]
     command = " ".join(["python -m bench.embedders", *(argv if argv is not None
                                                        else sys.argv[1:])])
-    text = (f"{SECTION}\n\nIssue 20: the in-process embedders side by side, same run "
+    text = (f"{SECTION}\n\nThe in-process embedders side by side, same run "
             f"(the default model: {rankers.EMBEDDER_MODEL[0]}; its speed through the daemon "
             "is in \"Hybrid recall and backfill\").\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"

@@ -426,24 +426,24 @@ def main(argv: list[str] | None = None) -> int:
     table, ms, n = evaluate(convs, chosen, counts, ANALYSED)
     overall = table["recall"]["all"]["R@10"]
     verdict = (f"Evidence recall@10 of keyword recall {_pct(overall)} %: DESIGN §12 target "
-               f"≥ {_pct(TARGET_R10)} % {'PASS' if overall >= TARGET_R10 else 'FAIL'}; issue "
-               f"20's dev target ≥ {_pct(TARGET_KEYWORD_R10)} % "
+               f"≥ {_pct(TARGET_R10)} % {'PASS' if overall >= TARGET_R10 else 'FAIL'}; the "
+               f"project's next target (dev) ≥ {_pct(TARGET_KEYWORD_R10)} % "
                f"{'PASS' if overall >= TARGET_KEYWORD_R10 else 'FAIL'}.")
     if "hybrid" in table:
         h = table["hybrid"]["all"]["R@10"]
         verdict += (f"\n\nEvidence recall@10 of hybrid recall (local {args.embedder}, "
                     f"vectorWeight {VECTOR_WEIGHT}, pool ×{KEYWORD_POOL_PER_K}) {_pct(h)} %, "
-                    f"{100 * (h - overall):+.1f} points over keyword recall; issue 20's dev "
-                    f"target ≥ {_pct(TARGET_HYBRID_R10)} %: "
+                    f"{100 * (h - overall):+.1f} points over keyword recall; the project's next "
+                    f"target (dev) ≥ {_pct(TARGET_HYBRID_R10)} %: "
                     f"{'PASS' if h >= TARGET_HYBRID_R10 else 'FAIL'}.")
         if len(convs) == 6:
             verdict += (" Held-out: the four held-out LoCoMo conversations are not in "
                         "bench/data, so there is no held-out figure; nothing was tuned on them.")
     command = " ".join(["python -m bench.locomo", *(argv if argv is not None else sys.argv[1:])])
-    target = (f"evidence recall@10 of keyword recall ≥ {_pct(TARGET_R10)} % (issue 20: "
+    target = (f"evidence recall@10 of keyword recall ≥ {_pct(TARGET_R10)} % (next target: "
               f"≥ {_pct(TARGET_KEYWORD_R10)} %)")
     if "hybrid" in table:
-        target += f", of hybrid recall ≥ {_pct(TARGET_HYBRID_R10)} % (issue 20)"
+        target += f", of hybrid recall ≥ {_pct(TARGET_HYBRID_R10)} % (next target)"
     text = (f"{SECTION}\n\nDESIGN §12: LoCoMo dev, categories 1–4, one note per dialog turn, "
             f"{target}.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"

@@ -326,11 +326,18 @@ def build_parser() -> argparse.ArgumentParser:
                     "root's and each actor's.")
     _state_arg(mt)
     mt.add_argument("--json", action="store_true", help="print the whole metrics as JSON")
-    _state_arg(sub.add_parser(
-        "stop", help="ask the running daemon to shut down",
+    st = sub.add_parser(
+        "stop", help="shut the running daemon down and wait until it has exited",
         description="Ask the daemon of this state directory to shut down in order (running "
-                    "turns end with reason shutdown, memory is checkpointed). Exit status 3 "
-                    "when no daemon is running."))
+                    "turns end with reason shutdown, memory is checkpointed) and wait until "
+                    "it has exited, so the next command (memory reindex, serve) finds it "
+                    "gone. Exit status 3 when no daemon is running, 1 when it is still "
+                    "shutting down after --timeout.")
+    _state_arg(st)
+    st.add_argument("--timeout", type=_positive_seconds, default=60.0, metavar="SECONDS",
+                    help="how long to wait for the daemon to exit (default 60)")
+    st.add_argument("--no-wait", action="store_true",
+                    help="return as soon as the daemon has accepted the request")
     return p
 
 
@@ -636,8 +643,28 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
                     print(summarize(result))
             case "stop":
                 await c.request({"type": "shutdown"}, "shutting_down")
-                print("daemon is shutting down")
+                if args.no_wait:
+                    print("daemon is shutting down")
+                    return 0
+                print("daemon is shutting down…", flush=True)
+    if args.command == "stop":
+        return await _wait_stopped(state_dir, args.timeout)
     return 0
+
+
+async def _wait_stopped(state_dir: Path, timeout: float) -> int:
+    """Wait until the daemon has exited (its lock is free), so that the next command may
+    open the memory file or start a daemon: 0 when it has, 1 after ``timeout`` seconds."""
+    from .state import lock_is_free
+
+    with trio.move_on_after(timeout):
+        while not lock_is_free(state_dir):
+            await trio.sleep(0.1)
+        print("daemon stopped")
+        return 0
+    print(f"atomic-agent: the daemon is still shutting down after {timeout:g} s; it will "
+          f"finish on its own (logs: {state_dir / 'logs'})", file=sys.stderr)
+    return EXIT_FAILED
 
 
 def models_command(args: argparse.Namespace) -> int:

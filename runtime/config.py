@@ -94,6 +94,10 @@ class IndexConfig(_C):
     max_tokens: Pos = 300
 
 
+LOCAL_EMBEDDING_MODELS: tuple[str, ...] = ("wordllama-l2-supercat-256", "all-minilm-l6-v2-int8")
+"""The models the ``local`` provider runs in-process (``actors.backfill.embedder.load_local``)."""
+
+
 class EmbeddingsConfig(_C):
     """memory.embeddings.* (seed 001, DESIGN §8). Delays and timeouts in ms.
 
@@ -123,6 +127,14 @@ class EmbeddingsConfig(_C):
     backfill: bool = True
     backfill_start_delay_ms: Annotated[int, Meta(ge=0, le=600_000)] = 2000
     backfill_batch_size: Annotated[int, Meta(ge=1, le=1024)] = 32
+
+    def __post_init__(self) -> None:
+        # A typo here would leave recall keyword-only with a reason only `memory stats`
+        # shows; refuse it where the config is read or set instead.
+        if self.provider == "local" and self.model not in LOCAL_EMBEDDING_MODELS:
+            raise ValueError(f"model {self.model!r} is not a local model: the local provider "
+                             f"runs {' or '.join(LOCAL_EMBEDDING_MODELS)} (or set provider "
+                             "to llama-server or openai)")
 
 
 class RewriterConfig(_C):

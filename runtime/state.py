@@ -97,6 +97,23 @@ class DaemonLock:
             self._fd = None
 
 
+def lock_is_free(state_dir: Path) -> bool:
+    """True when no process holds ``<state>/daemon.lock`` (no daemon, or the last one has
+    exited: the lock dies with the process). Probes with a non-blocking ``flock`` that is
+    released at once; a missing lock file counts as free."""
+    try:
+        fd = os.open(state_dir / "daemon.lock", os.O_RDWR)
+    except FileNotFoundError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's lock too
+    return True
+
+
 def load_or_create_token(state_dir: Path) -> str:
     """Return the client token from ``<state>/token``, creating it (0600) on first use.
 

@@ -362,12 +362,24 @@ async def test_new_note_is_embedded_soon_after_it_is_written(tmp_path):
     assert rows[0][1:4] == (MODEL, DIM, DIM * 4)
 
 
+def test_a_local_model_name_the_provider_cannot_run_is_refused_in_the_config():
+    """A typo no longer leaves recall silently keyword-only: the config is refused where
+    it is read (``serve``) or set (``config set``), naming the models that run."""
+    from runtime.config import ConfigError, parse_config
+
+    with pytest.raises(ConfigError) as info:
+        parse_config('{"memory": {"embeddings": {"model": "no-such-model"}}}')
+    assert "memory.embeddings" in str(info.value) and "'no-such-model'" in str(info.value)
+    assert "all-minilm-l6-v2-int8" in str(info.value) and "wordllama" in str(info.value)
+    server = parse_config('{"memory": {"embeddings": {"provider": "openai", "model": "x"}}}')
+    assert server.memory.embeddings.model == "x"  # a server's model is the server's business
+
+
 @pytest.mark.parametrize(
     ("embeddings", "state", "reason"),
     [
         ({"enabled": False}, "disabled", "enabled is false"),
         ({"provider": "llama-server"}, "unavailable", "memory.embeddings.url is not set"),
-        ({"model": "no-such-model"}, "unavailable", "no-such-model"),
     ],
 )
 async def test_inactive_backfill_writes_nothing(tmp_path, embeddings, state, reason):

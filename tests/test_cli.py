@@ -160,6 +160,27 @@ def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path
     assert bad.returncode != 0 and "--batch" in bad.stderr and "Traceback" not in bad.stderr
 
 
+async def test_stop_returns_once_the_daemon_has_exited_so_the_next_command_runs(tmp_path):
+    """README: ``atomic-agent stop; atomic-agent memory reindex; atomic-agent serve`` --
+    ``stop`` waits until the daemon has let go of its lock (a newcomer found that reindex
+    and serve refused to run because stop returned while the daemon was still exiting)."""
+    from runtime.state import lock_is_free
+
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(state, llm_url=fake.url):
+            assert not lock_is_free(state)
+            stop = await trio.to_thread.run_sync(cli, "stop", "--state-dir", str(state))
+            assert stop.returncode == 0, stop.stderr
+            assert stop.stdout.splitlines() == ["daemon is shutting down…", "daemon stopped"]
+            assert lock_is_free(state)
+            reindex = await trio.to_thread.run_sync(cli, "memory", "reindex", "--state-dir",
+                                                    str(state))
+            assert reindex.returncode == 0, reindex.stderr
+    bad = cli("stop", "--timeout", "0", "--state-dir", str(state))
+    assert bad.returncode == 2 and "--timeout" in bad.stderr
+
+
 async def test_failed_turns_say_why_and_exit_1_also_with_json(tmp_path):
     """A turn that fails on the LLM side names the cause on stderr (not only with --json)
     and exits 1; empty and not-found results say so; stop without a daemon is exit 3."""

@@ -31,6 +31,8 @@ from typing import Any, Literal
 
 import numpy as np
 
+from runtime.config import LOCAL_EMBEDDING_MODELS
+
 __all__ = [
     "CATALOG",
     "CatalogEntry",
@@ -134,7 +136,7 @@ CATALOG: dict[str, CatalogEntry] = {
 """Known models by id. Unknown ids have no prefixes and the default floor."""
 
 
-LOCAL_MODELS: tuple[str, ...] = ("wordllama-l2-supercat-256", "all-minilm-l6-v2-int8")
+LOCAL_MODELS: tuple[str, ...] = LOCAL_EMBEDDING_MODELS
 """Models the ``local`` provider runs in-process (``memory.embeddings.model``)."""
 
 
