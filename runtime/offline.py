@@ -87,7 +87,14 @@ class OfflineMemory:
                         "supportedSchemaVersion": SCHEMA_VERSION,
                         "profileFacts": one("SELECT count(*) FROM profile_facts "
                                             "WHERE superseded_by IS NULL"),
-                        "notes": notes.count(), "notesCap": m.notes.max_entries}
+                        "notes": notes.count(), "notesCap": m.notes.max_entries,
+                        "embeddings": {  # what the file holds; attach state needs a daemon
+                            "enabled": m.embeddings.enabled,
+                            "provider": m.embeddings.provider,
+                            "model": m.embeddings.model,
+                            "vectors": stores.vectors.count(m.embeddings.model),
+                            "otherModelVectors":
+                                stores.vectors.count_other_models(m.embeddings.model)}}
             data, _change = run_op(stores.profiles, notes, op, args or {}, source="user",
                                    default_k=m.notes.recall_default_k, votes=stores.votes)
         except MemoryFailure as exc:

@@ -150,6 +150,9 @@ def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path
     assert re.search(r"reindex: \[#{24}\] 150/150 notes .* notes/s\s+ETA 0:00", first.stderr)
     again = _json.loads(cli("memory", "reindex", "--state-dir", str(state)).stdout)
     assert again["embedded"] == 0  # nothing left to do
+    stats = _json.loads(cli("memory", "stats", "--state-dir", str(state)).stdout)
+    assert stats["offline"] and stats["embeddings"]["vectors"] == 150  # what reindex did
+    assert stats["embeddings"]["otherModelVectors"] == 1  # the old model's, until --prune
     pruned = _json.loads(cli("memory", "reindex", "--prune", "--state-dir", str(state)).stdout)
     assert pruned["pruned"] == 1
     conn = open_database(str(state / "memory.sqlite"))
