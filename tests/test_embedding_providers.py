@@ -97,12 +97,15 @@ def test_too_large_is_recognised_with_its_numbers():
 
 
 def test_configured_entry_needs_a_dimension_for_unknown_models():
-    assert configured_entry(emb_cfg(model="nomic-embed-text-v1.5")).dim == 768
-    assert configured_entry(emb_cfg(model="my-model", dim=64)).dim == 64
+    def server(**block) -> EmbeddingsConfig:  # a server's models (the local two are fixed)
+        return emb_cfg(provider="llama-server", url="http://127.0.0.1:9", **block)
+
+    assert configured_entry(server(model="nomic-embed-text-v1.5")).dim == 768
+    assert configured_entry(server(model="my-model", dim=64)).dim == 64
     with pytest.raises(EmbeddingUnavailable, match="not in the catalog; set memory.embeddings.dim"):
-        configured_entry(emb_cfg(model="my-model"))
+        configured_entry(server(model="my-model"))
     with pytest.raises(EmbeddingUnavailable, match="contradicts the catalog"):
-        configured_entry(emb_cfg(model="bge-small-en-v1.5", dim=768))
+        configured_entry(server(model="bge-small-en-v1.5", dim=768))
 
 
 # -- Tier 2: attach against a real HTTP server ------------------------------------------
