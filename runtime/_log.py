@@ -67,7 +67,9 @@ def configure(actor: str, *, log_dir: str | Path | None = None, level: str = "in
             structlog.processors.JSONRenderer(),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
-        logger_factory=structlog.PrintLoggerFactory(_Tee(*streams)),
+        # One write per record (line and newline together): print() writes them apart, and
+        # with unbuffered stderr (PYTHONUNBUFFERED) two actors' lines got joined.
+        logger_factory=structlog.WriteLoggerFactory(_Tee(*streams)),
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.clear_contextvars()
@@ -84,6 +86,6 @@ def configure_cli(level: str = "warning") -> None:
             structlog.dev.ConsoleRenderer(colors=False),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.WARNING)),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=structlog.WriteLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
