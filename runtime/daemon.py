@@ -154,6 +154,12 @@ def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
             for n in ACTOR_ORDER]
 
 
+
+def _embedder_desc(cfg: Config) -> str | None:
+    """``"MODEL (PROVIDER)"`` of ``memory.embeddings``, or None when embeddings are off."""
+    emb = cfg.memory.embeddings
+    return f"{emb.model} ({emb.provider})" if emb.enabled else None
+
 async def _serve(opts: ServeOptions, cfg: Config,
                  forked: dict[str, tuple[ForkedProcess, socket.socket]]) -> int:
     t0 = time.monotonic()
@@ -345,6 +351,9 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                          "tokenFile": info["tokenFile"],
                          "pid": os.getpid(), "llm": llm_url, "llmKind": llm_desc,
                          "llmHealthy": llm_status == "ok", "llmStatus": llm_status,
+                         # the configured embedder; it attaches in the background after
+                         # backfillStartDelayMs (`memory stats` says when it has)
+                         "embedder": _embedder_desc(cfg),
                          "stateDir": str(opts.state_dir),
                          "startupMs": round((time.monotonic() - t0) * 1000)}
                 print(json.dumps(ready), flush=True)

@@ -180,6 +180,7 @@ async def test_an_unreachable_llm_url_is_reported_at_start_and_memory_still_serv
 async def test_a_reachable_llm_url_is_healthy_in_the_ready_line(tmp_path, fake_llama_url):
     async with run_daemon(tmp_path / "state", llm_url=fake_llama_url) as d:
         assert d.ready["llmHealthy"] is True and d.ready["llmStatus"] == "ok"
+        assert d.ready["embedder"] == "all-minilm-l6-v2-int8 (local)"  # the default
 
 
 @pytest.fixture
