@@ -156,7 +156,9 @@ def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
 
 
 def _embedder_desc(cfg: Config) -> str | None:
-    """``"MODEL (PROVIDER)"`` of ``memory.embeddings``, or None when embeddings are off."""
+    """``"MODEL (PROVIDER)"`` of ``memory.embeddings``, or None when embeddings are off.
+    The model loads ``backfillStartDelayMs`` after the ready line (start-up stays light);
+    ``memory stats`` says when recall has turned hybrid."""
     emb = cfg.memory.embeddings
     return f"{emb.model} ({emb.provider})" if emb.enabled else None
 

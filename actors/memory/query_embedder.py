@@ -70,8 +70,10 @@ class QueryEmbedder:
             self.state, self.reason = "off", "memory.embeddings.enabled is false"
         else:
             self.state = "attaching"
-            self.reason = (f"attaching {cfg.provider} embedder {cfg.model!r} after "
-                           f"{cfg.backfill_start_delay_ms} ms")
+            self.reason = (f"the {cfg.provider} embedder {cfg.model!r} loads "
+                           f"{cfg.backfill_start_delay_ms} ms after the start "
+                           "(memory.embeddings.backfillStartDelayMs); until then recall "
+                           "is keyword-only")
 
     @property
     def attached(self) -> bool:
