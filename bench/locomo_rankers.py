@@ -10,6 +10,9 @@ local embedder and settings, and the alternatives measured beside it.
   ``score = sum 1 / (60 + rank)``) of keyword recall's top ``pool·k`` and the best
   ``pool·k`` cosines over every vector: the usual "hybrid search" of vector databases, in
   which meaning-only notes compete for every slot (outside seed 001's rule).
+* :func:`candidate_union` -- not a ranker but a bound: keyword recall's top k and the
+  vector top k together (up to 2k notes). Its "R@k" is how much of the evidence the two
+  retrievers' first k candidates hold between them, whatever the fusion.
 * :func:`second_recall` -- a multi-hop treatment: a second hybrid recall whose query adds
   the rare words (held by at most :data:`RARE_DF` of the notes) of the first recall's
   best :data:`SEED_HITS` notes, so that turns that share an entity with a first hit but
@@ -33,7 +36,7 @@ from actors.memory.vectors import VectorCache, VectorStore
 from runtime.config import EmbeddingsConfig
 
 __all__ = ["EMBEDDER_MODEL", "RARE_DF", "SECOND_SLOTS", "SEED_HITS", "VECTOR_WEIGHT",
-           "hybrid", "reset", "rrf", "second_recall"]
+           "candidate_union", "hybrid", "reset", "rrf", "second_recall"]
 
 Ranker = Callable[[object, MemoryStore, str, int], list[int]]
 
@@ -99,17 +102,30 @@ def hybrid(weight: float = VECTOR_WEIGHT, pool_per_k: int = KEYWORD_POOL_PER_K,
     return rank
 
 
+def _dense(conn, question: str, depth: int, model: str | None) -> list[int]:
+    """The ``depth`` notes with the best cosine to ``question`` (every vector scanned)."""
+    embedder, cache = _prepare(conn, model or EMBEDDER_MODEL[0])
+    loaded = VectorStore(conn).load(embedder.model, embedder.dim, 2000, cache=cache)
+    scores = cosine_scores(embedder.embed([question], "query")[0], loaded.rows, loaded.norms)
+    return [loaded.ids[j] for j in np.argsort(-scores, kind="stable")[:depth]]
+
+
+def candidate_union(model: str | None = None) -> Ranker:
+    """Keyword top k plus the vector top k (module docstring): a bound, up to 2k notes."""
+
+    def rank(conn, store: MemoryStore, question: str, k: int) -> list[int]:
+        keyword = [n.id for n in store.recall(question, k=k, bump=False)]
+        return list(dict.fromkeys(keyword + _dense(conn, question, k, model)))
+    return rank
+
+
 def rrf(pool_per_k: int = KEYWORD_POOL_PER_K, c: int = 60, model: str | None = None) -> Ranker:
     """Reciprocal-rank fusion of the keyword and the vector top ``pool_per_k·k``."""
 
     def rank(conn, store: MemoryStore, question: str, k: int) -> list[int]:
-        embedder, cache = _prepare(conn, model or EMBEDDER_MODEL[0])
         depth = min(K_MAX, pool_per_k * k)
         keyword = [n.id for n in store.recall(question, k=depth, bump=False)]
-        loaded = VectorStore(conn).load(embedder.model, embedder.dim, 2000, cache=cache)
-        scores = cosine_scores(embedder.embed([question], "query")[0], loaded.rows,
-                               loaded.norms)
-        dense = [loaded.ids[j] for j in np.argsort(-scores, kind="stable")[:depth]]
+        dense = _dense(conn, question, depth, model)
         fused: dict[int, float] = {}
         for ranked in (keyword, dense):
             for r, note in enumerate(ranked):
