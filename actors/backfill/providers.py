@@ -63,7 +63,6 @@ from runtime.config import EmbeddingsConfig
 from runtime.llm import DECODE_ERRORS, error_detail
 
 from .embedder import (
-    LOCAL_MODELS,
     CatalogEntry,
     EmbeddingUnavailable,
     apply_prefix,
@@ -467,11 +466,7 @@ async def attach(cfg: EmbeddingsConfig, *, transport: httpx.AsyncBaseTransport |
     """
     if not cfg.enabled:
         raise EmbeddingUnavailable("memory.embeddings.enabled is false", permanent=True)
-    if cfg.provider == "local":
-        if cfg.model not in LOCAL_MODELS:
-            raise EmbeddingUnavailable(
-                f"the local provider runs {' or '.join(LOCAL_MODELS)}, not "
-                f"memory.embeddings.model {cfg.model!r}", permanent=True)
+    if cfg.provider == "local":  # the config admits only LOCAL_MODELS; load_local checks too
         embedder = await trio.to_thread.run_sync(load_local, cfg.model, abandon_on_cancel=True)
         return LocalProvider(embedder)
     entry = configured_entry(cfg)
