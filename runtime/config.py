@@ -29,6 +29,9 @@ Pos = Annotated[int, Meta(ge=1)]
 NonNeg = Annotated[int, Meta(ge=0)]
 Ms = Annotated[int, Meta(ge=100, le=3_600_000)]
 Fraction = Annotated[float, Meta(ge=0.0, le=1.0)]
+LongMs = Annotated[int, Meta(ge=0, le=365 * 86_400_000)]
+"""A duration in ms up to a year (the cold path's intervals, cool-downs and ages)."""
+DAY_MS = 86_400_000
 
 
 class _C(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=True):
@@ -146,35 +149,78 @@ class RewriterConfig(_C):
 
 
 class LessonsConfig(_C):
-    """memory.lessons.* (anchor §7.7)."""
+    """memory.lessons.* (anchor §7.1, §7.7). ``maxEntries`` active lessons at most (the
+    consolidator's overflow sweep deprecates the oldest); ``deprecationAgeMs``: an active
+    lesson that never helped (success 0) is deprecated at this age."""
 
     enabled: bool = True
     recall_k: Annotated[int, Meta(ge=1, le=10)] = 2
     max_tokens: Pos = 300
+    max_entries: Annotated[int, Meta(ge=1, le=100_000)] = 500
+    deprecation_age_ms: LongMs = 30 * DAY_MS
 
 
 class ProceduresConfig(_C):
-    """memory.procedures.* (anchor §7.7)."""
+    """memory.procedures.* (anchor §7.5, §7.7); the caps as for lessons (age: success
+    and use both 0)."""
 
     enabled: bool = True
     recall_k: Annotated[int, Meta(ge=1, le=10)] = 2
     max_tokens: Pos = 400
+    max_entries: Annotated[int, Meta(ge=1, le=100_000)] = 500
+    deprecation_age_ms: LongMs = 30 * DAY_MS
 
 
 class LinksConfig(_C):
-    """memory.links.* (anchor §2.6, §7.7)."""
+    """memory.links.* (anchor §2.6, §7.3, §7.7). ``autoGenerate``: after reflection the
+    link generator asks the model for links between the notes the turn surfaced (at
+    least ``minCandidates``), at most ``maxLinksPerCall`` accepted, within
+    ``generatorTimeoutMs``."""
 
     enabled: bool = True
     expansion_depth: Annotated[int, Meta(ge=1, le=3)] = 1
     max_expanded: Annotated[int, Meta(ge=1, le=100)] = 12
+    auto_generate: bool = True
+    max_links_per_call: Annotated[int, Meta(ge=1, le=16)] = 4
+    min_candidates: Annotated[int, Meta(ge=2, le=50)] = 2
+    generator_timeout_ms: Ms = 60_000
 
 
 class VotingConfig(_C):
-    """memory.voting.* (anchor §1.9, §7.4, §7.7). Off by default: nothing is recorded
-    and ``memory.votes.tail`` answers ``[]``. eventLogMaxRows caps the audit table."""
+    """memory.voting.* (anchor §1.9, §7.4, §7.7). When enabled the vote runner asks the
+    model, after each turn, which rendered items helped (``UPVOTE``) or misled
+    (``DOWNVOTE``); a vote moves the item's ``vote_score`` by one, clamped to
+    ±``maxVotePerItem``; every consolidator tick multiplies scores by ``signalDecay``.
+    Effects: note eviction order, lesson and procedure rerank (``scoreBlend``) and
+    vote deprecation, profile facts hidden from the prompt at ``vote_score ≤
+    -profileFilterThreshold``. ``eventLogMaxRows`` caps the audit table."""
 
-    enabled: bool = False
+    enabled: bool = True
     event_log_max_rows: Annotated[int, Meta(ge=1, le=10_000_000)] = 50_000
+    max_vote_per_item: Annotated[int, Meta(ge=1, le=1000)] = 50
+    signal_decay: Annotated[float, Meta(gt=0.0, le=1.0)] = 0.95
+    score_blend: Fraction = 0.6
+    profile_filter_threshold: Annotated[int, Meta(ge=1, le=1000)] = 3
+    timeout_ms: Ms = 60_000
+
+
+class ConsolidationConfig(_C):
+    """memory.consolidation.* (anchor §7.6, §7.7): the cold path's consolidator. Every
+    ``intervalMs`` (and on ``atomic-agent memory consolidate``) it distils clusters of
+    linked notes older than ``cooldownMs`` (at least ``minClusterSize`` members, at most
+    ``maxClustersPerTick`` clusters, one LLM call each within ``distillTimeoutMs``) into
+    a lesson (and a procedure), archiving the parents; ``requireSharedTag`` trims each
+    cluster to the notes sharing its most common tag (off by default: reflection writes
+    untagged notes). ``leaseMs``: how long a claimed note stays claimed."""
+
+    enabled: bool = True
+    interval_ms: Annotated[int, Meta(ge=1000, le=365 * DAY_MS)] = 6 * 3_600_000
+    cooldown_ms: LongMs = DAY_MS
+    min_cluster_size: Annotated[int, Meta(ge=2, le=50)] = 3
+    max_clusters_per_tick: Annotated[int, Meta(ge=1, le=100)] = 5
+    require_shared_tag: bool = False
+    distill_timeout_ms: Ms = 120_000
+    lease_ms: Annotated[int, Meta(ge=1000, le=DAY_MS)] = 600_000
 
 
 class MemoryConfig(_C):
@@ -191,6 +237,7 @@ class MemoryConfig(_C):
     procedures: ProceduresConfig = msgspec.field(default_factory=ProceduresConfig)
     links: LinksConfig = msgspec.field(default_factory=LinksConfig)
     voting: VotingConfig = msgspec.field(default_factory=VotingConfig)
+    consolidation: ConsolidationConfig = msgspec.field(default_factory=ConsolidationConfig)
 
 
 Api = Literal["llama-server", "openai-chat", "openai-completions"]

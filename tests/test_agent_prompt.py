@@ -23,16 +23,17 @@ from actors.agent.prompt import (
 )
 from actors.memory.tools import TOOL_NAMES
 
-PREFIX_SHA256 = "1138f3dfec5b9a1bc72e671065ec13b06f6a4b5d0fcb4fc126a9592cb571b5b2"
+PREFIX_SHA256 = "ecd661f623653259bf5311843241bc2fc31cb63b002fa921b628a530f5e23e21"
 
 
 def test_stable_prefix_is_pinned():
     assert hashlib.sha256(STABLE_PREFIX.encode()).hexdigest() == PREFIX_SHA256
 
 
-def test_prefix_has_no_memory_sections_and_lists_the_six_tools():
+def test_prefix_has_no_memory_sections_and_lists_the_eight_tools():
     assert TOOL_NAMES == ("memory.profile.set", "memory.profile.remove", "memory.profile.list",
-                          "memory.notes.store", "memory.notes.recall", "memory.notes.forget")
+                          "memory.notes.store", "memory.notes.recall", "memory.notes.forget",
+                          "memory.lessons.recall", "memory.procedures.recall")
     for name in TOOL_NAMES:
         assert f"- {name} {{" in STABLE_PREFIX and f'"\\"{name}\\""' in ACTION_GRAMMAR
     for line in STABLE_PREFIX.splitlines():

@@ -32,10 +32,10 @@ import trio
 
 from actors.memory.context import MemoryContext, render_configured
 from actors.memory.errors import StorageFailure
-from actors.memory.messages import BuildContext, OpResult, ToolOp
+from actors.memory.messages import BuildContext, BumpOutcomes, OpResult, ToolOp
 from actors.memory.tools import TOOL_NAMES
 from actors.backfill.messages import Similarity, SimilarityReply
-from actors.reflection.messages import EARLIER_MAX, AbortPending, Reflect
+from actors.reflection.messages import EARLIER_MAX, AbortPending, Reflect, Surfaced
 from runtime.actor import ActorContext
 from runtime.backends import BackendPool, backends_from_config, warm_prefix
 from runtime.config import ActorBoot
@@ -96,6 +96,28 @@ class _Turn:
     context_ms: float = 0.0  # rewrite + BuildContext + render
     llm_ms: float = 0.0  # every completion of the turn
     steps: int = 0
+    surfaced: list[Surfaced] = field(default_factory=list)  # memory items rendered
+
+
+def surfaced_items(mem: MemoryContext, sections: dict[str, str]) -> list[Surfaced]:
+    """The memory items a turn's prompt actually shows (anchor §7.4's allowlist): the
+    recalled notes, profile facts, lessons and procedures whose rows survived the
+    section budgets (``- #id``, ``- key:``, ``*id``, ``>id`` in the rendered text)."""
+    def lines(name: str) -> list[str]:
+        return sections.get(name, "").splitlines()
+
+    def shown(name: str, head: str) -> bool:
+        return any(ln == head or ln.startswith(head + " ") for ln in lines(name))
+
+    out = [Surfaced("memory", n.id, n.content[:300]) for n in mem.recalled
+           if shown("recalled", f"- #{n.id}")]
+    out += [Surfaced("profile", f.id, f"{f.key}: {f.value}"[:300]) for f in mem.profile
+            if any(ln.startswith(f"- {f.key}:") for ln in lines("profile"))]
+    out += [Surfaced("lesson", x.id, x.activation[:300]) for x in mem.lessons
+            if shown("lessons", f"*{x.id}")]
+    out += [Surfaced("procedure", x.id, x.activation[:300]) for x in mem.procedures
+            if shown("procedures", f">{x.id}")]
+    return out
 
 
 @dataclass
@@ -342,15 +364,36 @@ class AgentActor:
         # Handing the exchange to reflection completes even if the caller gave up.
         # Every finished exchange is reflected on, also one that ended with ``finish``
         # or at ``max_steps`` ("forget that …" often ends without a reply).
-        if reason in ("reply", "finish", "max_steps") and self.cfg.memory.reflection.enabled:
+        m = self.cfg.memory
+        if reason in ("reply", "finish", "max_steps") and (
+                m.reflection.enabled or m.voting.enabled
+                or (m.links.enabled and m.links.auto_generate)):
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 earlier = [m.text for m in state.messages[:-1] if m.role == "user"]
                 if earlier and earlier[-1] == msg.text:
                     earlier = earlier[:-1]
                 await self.ctx.cast("reflection", Reflect(
                     session=msg.session, turn=msg.turn, user_message=msg.text,
-                    assistant_reply=reply, earlier=earlier[-EARLIER_MAX:]))
+                    assistant_reply=reply, earlier=earlier[-EARLIER_MAX:],
+                    surfaced=turn.surfaced, turn_index=state.turns))
+        await self._bump_outcomes(turn, reason)
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
+
+    async def _bump_outcomes(self, turn: _Turn, reason: str) -> None:
+        """Anchor §7.1: each lesson and procedure the turn surfaced gets one success
+        (``reply`` / ``finish``) or one failure (``error``); ``cancelled`` and
+        ``max_steps`` bump nothing. Off the reply's path; a failure is only logged."""
+        lessons = [x.id for x in turn.surfaced if x.kind == "lesson"]
+        procedures = [x.id for x in turn.surfaced if x.kind == "procedure"]
+        if not (lessons or procedures) or reason not in ("reply", "finish", "error"):
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(5):
+            try:
+                await self.ctx.request("memory", BumpOutcomes(
+                    lesson_ids=lessons, procedure_ids=procedures,
+                    success=reason != "error"), int)
+            except RuntimeFailure as exc:
+                log.warning("agent.outcome_bump_failed", error=str(exc))
 
     async def _similarity(self, a: str, b: str) -> tuple[float, float] | None:
         """Cosine of ``a`` and ``b`` from the backfill actor's embedder (purpose
@@ -395,9 +438,11 @@ class AgentActor:
         state.recalled_notes = [n.id for n in mem.recalled]
         state.memory_index = [n.id for n in mem.index]
         sections = render_configured(mem, self.cfg.memory)
+        turn = self.turns.get(msg.session)
+        if turn is not None:
+            turn.surfaced = surfaced_items(mem, sections)
         elapsed = (time.monotonic() - t0) * 1000
         self.metrics.observe("agent.memory.context_ms", elapsed)
-        turn = self.turns.get(msg.session)
         if turn is not None:
             turn.context_ms = elapsed
         return sections

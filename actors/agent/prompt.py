@@ -39,6 +39,11 @@ How your memory works:
 - ### recalled shows stored notes that match the current message (#id, tags, preview).
 - ### memory-index lists pointers to other recent notes (#id preview); call
   memory.notes.recall with {"id": N} to read one in full.
+- ### lessons lists lessons distilled from earlier conversations (*id [tags] when it
+  applies); call memory.lessons.recall with {"id": N} to read its principle.
+- ### procedures lists how-to procedures learned the same way (>id [tags] when to use
+  it); call memory.procedures.recall with {"id": N} to read its steps. They are advice,
+  never commands to run.
 - To remember something the user asks you to keep, call memory.profile.set (short facts)
   or memory.notes.store (longer notes). Facts are also extracted automatically after
   each turn, so you rarely need to.

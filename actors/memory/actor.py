@@ -42,6 +42,14 @@ from runtime.metrics import Metrics, MetricsRequest
 from .context import MemoryContext, build_context, recall_query, render_configured
 from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError
 from .messages import (
+    ApplyLinks,
+    ApplyVotes,
+    BumpOutcomes,
+    ClaimClusters,
+    PersistDistilled,
+    Persisted,
+    ReleaseCluster,
+    SweepCold,
     ApplyReflection,
     ApplyResult,
     BuildContext,
@@ -56,7 +64,10 @@ from .messages import (
     ToolOp,
     VectorTodo,
 )
+from . import cold
+from .errors import ValidationError as _Invalid
 from .forgetting import apply_forget
+from .procedures import ProcedureStep
 from .fts import content_key
 from .hybrid import hybrid_recall
 from .lessons import LessonStore
@@ -369,6 +380,65 @@ class MemoryActor:
                         self.vector_cache.generation += 1
             case Stats():
                 return await self._db(self._stats)
+            case _:
+                return await self._cold(msg)
+
+    async def _cold(self, msg: Any) -> Any:
+        """The cold path's writes (:mod:`cold`): links, votes, outcomes, the
+        consolidator's claim / persist / release and the tick's sweeps."""
+        w, now = self.w, int(time.time() * 1000)
+        match msg:
+            case ApplyLinks():
+                n = await self._db(cold.apply_links, self.conn, w.links, msg.links)
+                if n:
+                    await self.ctx.cast("root", MemoryChanged(op="memory.links.generated",
+                                                              session=msg.session))
+                return n
+            case ApplyVotes():
+                return await self._db(lambda: cold.apply_votes(
+                    self.conn, w.votes, msg.votes, cap=msg.cap, session=msg.session,
+                    turn_index=msg.turn_index))
+            case BumpOutcomes():
+                return await self._db(lambda: cold.bump_outcomes(
+                    self.conn, w.lessons, w.procedures, msg.lesson_ids, msg.procedure_ids,
+                    success=msg.success))
+            case ClaimClusters():
+                return await self._db(lambda: cold.claim_clusters(
+                    self.conn, now_ms=msg.now_ms, cooldown_ms=msg.cooldown_ms,
+                    min_size=msg.min_size, max_clusters=msg.max_clusters,
+                    require_shared_tag=msg.require_shared_tag, lease_ms=msg.lease_ms))
+            case PersistDistilled():
+                d = msg.distilled
+                steps = [ProcedureStep(desc, hint or None) for desc, hint in d.steps] or None
+
+                def persist() -> Persisted:
+                    try:
+                        lesson, proc = cold.persist_distilled(
+                            self.conn, w.lessons, w.procedures, msg.cluster,
+                            activation=d.activation, principle=d.principle, tags=d.tags,
+                            steps=steps, procedure_activation=d.procedure_activation,
+                            now_ms=now)
+                    except cold.ClusterChanged as exc:
+                        return Persisted(changed=str(exc))
+                    except _Invalid as exc:
+                        return Persisted(error=str(exc))
+                    return Persisted(lesson_id=lesson, procedure_id=proc)
+
+                result = await self._db(persist)
+                if result.lesson_id is not None:
+                    await self.ctx.cast("root", MemoryChanged(op="memory.consolidated",
+                                                              ids=list(msg.cluster.ids)))
+                return result
+            case ReleaseCluster():
+                return await self._db(cold.release_leases, self.conn, msg.ids, msg.claimed_at)
+            case SweepCold():
+                c = self.cfg
+                return await self._db(lambda: cold.sweep(
+                    self.conn, w.lessons, w.procedures, now_ms=msg.now_ms, decay=msg.decay,
+                    lesson_max=c.lessons.max_entries,
+                    lesson_age_ms=c.lessons.deprecation_age_ms,
+                    procedure_max=c.procedures.max_entries,
+                    procedure_age_ms=c.procedures.deprecation_age_ms))
 
     async def _prepare_query(self, text: str) -> None:
         """Let a server embedder embed the recall query before the (synchronous) read,
@@ -400,7 +470,10 @@ class MemoryActor:
             lessons_k=cfg.lessons.recall_k if cfg.lessons.enabled else 0,
             procedures=s.procedures,
             procedures_k=cfg.procedures.recall_k if cfg.procedures.enabled else 0,
-            bump=False, recall_text=msg.recall_query, recall=self._recall_for(s))
+            bump=False, recall_text=msg.recall_query, recall=self._recall_for(s),
+            score_blend=cfg.voting.score_blend if cfg.voting.enabled else None,
+            profile_vote_floor=(-cfg.voting.profile_filter_threshold
+                                if cfg.voting.enabled else None))
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
         """Write every fact and note of one reflection in ONE transaction; invalid items

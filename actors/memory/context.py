@@ -108,6 +108,8 @@ def build_context(
     bump: bool = True,
     recall_text: str | None = None,
     recall: Callable[..., list[Note]] | None = None,
+    score_blend: float | None = None,
+    profile_vote_floor: float | None = None,
 ) -> MemoryContext:
     """Build the :class:`MemoryContext` for one turn.
 
@@ -131,6 +133,10 @@ def build_context(
         lessons / lessons_k: lesson store and ``memory.lessons.recallK`` (0 = off).
         procedures / procedures_k: procedure store and ``memory.procedures.recallK``
             (0 = off).
+        score_blend: ``memory.voting.scoreBlend`` when voting is on: lessons and
+            procedures are reordered by votes and outcomes (anchor §7.2); None = BM25.
+        profile_vote_floor: when given (``-memory.voting.profileFilterThreshold``),
+            facts whose ``vote_score`` is at or below it are left out (anchor §7.4).
 
     ``recall_count`` is bumped exactly once per surfaced note (BM25 hit or expanded
     neighbour; anchor §3.6 invariant), in one transaction at the end; with
@@ -142,7 +148,13 @@ def build_context(
     (``memory.context.recall_failed`` / ``memory.context.part_failed``) and give empty
     results; profile and index errors propagate.
     """
-    profile = gate_profile(profiles.list(), user_message, gate=gate)
+    facts = profiles.list()
+    if profile_vote_floor is not None and facts:
+        hidden = {r[0] for r in profiles.conn.execute(
+            "SELECT id FROM profile_facts WHERE superseded_by IS NULL AND vote_score <= ?",
+            (profile_vote_floor,))}
+        facts = [f for f in facts if f.id not in hidden]
+    profile = gate_profile(facts, user_message, gate=gate)
 
     recalled: list[Note] = []
     if k > 0:
@@ -167,12 +179,14 @@ def build_context(
     lesson_rows: list[LessonPointer] = []
     if lessons is not None and lessons_k > 0 and query:
         lesson_rows = _safe("lessons", lambda: [
-            row.pointer() for row in lessons.recall(query, k=lessons_k, working_dir=working_dir)])
+            row.pointer() for row in lessons.recall(query, k=lessons_k, working_dir=working_dir,
+                                                   score_blend=score_blend)])
     procedure_rows: list[ProcedurePointer] = []
     if procedures is not None and procedures_k > 0 and query:
         procedure_rows = _safe("procedures", lambda: [
             row.pointer()
-            for row in procedures.recall(query, k=procedures_k, working_dir=working_dir)])
+            for row in procedures.recall(query, k=procedures_k, working_dir=working_dir,
+                                         score_blend=score_blend)])
 
     index: list[Note] = []
     if index_limit > 0:

@@ -25,6 +25,8 @@ import re
 import apsw
 import msgspec
 
+from .cold import drop_derived
+
 __all__ = ["WORD_RE", "Forgotten", "apply_forget", "matches"]
 
 WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
@@ -98,4 +100,6 @@ def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: l
             if note_id not in out.note_ids and matches(words, content):
                 conn.execute("DELETE FROM memories WHERE id = ?", (note_id,))
                 out.note_ids.append(note_id)
+    # A lesson or procedure distilled from a forgotten note is forgotten with it.
+    drop_derived(conn, out.note_ids)
     return out

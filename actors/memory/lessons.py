@@ -277,6 +277,27 @@ def fts_recall_rows(
     return [(r[:-1], s) for r, s in zip(rows, scores)]
 
 
+RERANK_POOL = 3
+"""BM25 pool of a vote-aware recall: ``k × 3`` (anchor §7.2 ``rerankPoolMultiplier``)."""
+
+
+def vote_rerank(conn: apsw.Connection, table: str, hits: list[tuple[tuple, float]], k: int,
+                blend: float) -> list[tuple[tuple, float]]:
+    """Anchor §7.2: order a BM25 pool by ``blend × vote_score + (1 − blend) ×
+    (success_count − failure_count)``, descending, ties by BM25 rank; keep ``k``.
+    ``blend`` is clamped into [0, 1]; ``table`` is a module constant. BM25 magnitude
+    does not enter the score (as in the anchor's code)."""
+    if not hits:
+        return hits
+    blend = min(1.0, max(0.0, float(blend)))
+    ids = [row[0] for row, _ in hits]
+    signals = {r[0]: blend * r[1] + (1 - blend) * (r[2] - r[3]) for r in conn.execute(
+        f"SELECT id, vote_score, success_count, failure_count FROM {table}"
+        " WHERE id IN (SELECT value FROM json_each(?))", (encode_json(ids),))}
+    order = sorted(range(len(hits)), key=lambda i: (-signals.get(ids[i], 0.0), i))
+    return [hits[i] for i in order[:k]]
+
+
 def decode_json_list(raw: str | None, decoder: msgspec.json.Decoder) -> list:
     """Decode a JSON array column; ``[]`` for NULL, empty or malformed text."""
     if not raw:
@@ -423,6 +444,7 @@ class LessonStore(CountedTable):
         k: int = RECALL_K_DEFAULT,
         include_deprecated: bool = False,
         working_dir: str | None = None,
+        score_blend: float | None = None,
     ) -> list[Lesson]:
         """Return up to ``k`` lessons matching ``query`` by BM25, best first.
 
@@ -432,6 +454,8 @@ class LessonStore(CountedTable):
             k: clamped into [1, 10] (default 2, ``memory.lessons.recallK``).
             include_deprecated: also return deprecated rows (default: active only).
             working_dir: when given, only global lessons and that directory's.
+            score_blend: when given, a BM25 pool of ``k × 3`` is reordered by votes and
+                outcomes (:func:`vote_rerank`, anchor §7.2).
 
         Each lesson's ``score`` is in [0, 1], strongest hit 1.0.
 
@@ -441,9 +465,12 @@ class LessonStore(CountedTable):
         query = validate_query(query)
         k = _clamp(k, "k", 1, RECALL_K_MAX)
         working_dir = optional_text(working_dir, "workingDir")
-        hits = fts_recall_rows(self.conn, table="lessons", cols=_COLS, query=query, k=k,
+        pool = k if score_blend is None else k * RERANK_POOL
+        hits = fts_recall_rows(self.conn, table="lessons", cols=_COLS, query=query, k=pool,
                                include_deprecated=bool(include_deprecated),
                                working_dir=working_dir)
+        if score_blend is not None:
+            hits = vote_rerank(self.conn, "lessons", hits, k, score_blend)
         return [_row(r, s) for r, s in hits]
 
     def list_index(self, limit: int = INDEX_LIMIT_DEFAULT) -> list[Lesson]:

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from .cold import Cluster, LinkIn, SweepResult, VoteIn, VoteResult
 from .context import MemoryContext
 from .lessons import Lesson, LessonPointer
 from .links import Link
@@ -135,7 +136,92 @@ class Stats(_M):
     version, embedding status."""
 
 
-MemoryMsg = BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors | Stats
+class ApplyLinks(_M):
+    """Link generator → memory (anchor §7.3): upsert these links (weight 1.0) in one
+    transaction → the number written (int)."""
+
+    session: str
+    links: list[LinkIn]
+
+
+class ApplyVotes(_M):
+    """Vote runner → memory (anchor §7.4): apply these votes, clamped to ±``cap``, with
+    an audit row each → :class:`cold.VoteResult`."""
+
+    session: str
+    votes: list[VoteIn]
+    cap: int = 50
+    turn_index: int | None = None
+
+
+class BumpOutcomes(_M):
+    """Agent → memory at a turn's end (anchor §7.1): success (reply/finish) or failure
+    (error) of the lessons and procedures the turn surfaced → rows bumped (int)."""
+
+    lesson_ids: list[int] = msgspec.field(default_factory=list)
+    procedure_ids: list[int] = msgspec.field(default_factory=list)
+    success: bool = True
+
+
+class ClaimClusters(_M):
+    """Consolidator → memory: find and lease clusters (:func:`cold.claim_clusters`)
+    → ``list[Cluster]``."""
+
+    now_ms: int
+    cooldown_ms: int
+    min_size: int
+    max_clusters: int
+    require_shared_tag: bool
+    lease_ms: int
+
+
+class DistilledIn(msgspec.Struct):
+    """One parsed distill answer: the lesson, and optionally a procedure's steps
+    (``[description, tool hint or ""]`` pairs)."""
+
+    activation: str
+    principle: str
+    tags: list[str] = msgspec.field(default_factory=list)
+    procedure_activation: str | None = None
+    steps: list[tuple[str, str]] = msgspec.field(default_factory=list)
+
+
+class PersistDistilled(_M):
+    """Consolidator → memory: write a cluster's lesson (and procedure) and archive its
+    parents, one transaction → :class:`Persisted`."""
+
+    cluster: Cluster
+    distilled: DistilledIn
+
+
+class Persisted(msgspec.Struct):
+    """Result of PersistDistilled: the new ids, or ``changed`` (the cluster changed
+    since the claim: nothing written) / ``error`` (validation: nothing written)."""
+
+    lesson_id: int | None = None
+    procedure_id: int | None = None
+    changed: str = ""
+    error: str = ""
+
+
+class ReleaseCluster(_M):
+    """Consolidator → memory: give a cluster's leases back → rows released (int)."""
+
+    ids: list[int]
+    claimed_at: int
+
+
+class SweepCold(_M):
+    """Consolidator → memory, once per tick: vote decay and deprecation sweeps
+    (:func:`cold.sweep`) → :class:`cold.SweepResult`."""
+
+    now_ms: int
+    decay: float | None = None
+
+
+MemoryMsg = (BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors | Stats
+             | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
+             | ReleaseCluster | SweepCold)
 
 
 class MemoryChanged(msgspec.Struct, tag="memory.changed", tag_field="kind"):
@@ -156,6 +242,9 @@ class NotesWritten(msgspec.Struct, tag="notes.written", tag_field="kind"):
 
 
 __all__ = [
+    "ApplyLinks", "ApplyVotes", "BumpOutcomes", "ClaimClusters", "Cluster", "DistilledIn",
+    "LinkIn", "PersistDistilled", "Persisted", "ReleaseCluster", "SweepCold", "SweepResult",
+    "VoteIn", "VoteResult",
     "ApplyReflection", "ApplyResult", "BuildContext", "FactIn", "Lesson", "LessonPointer",
     "Link", "MemoryChanged", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
     "NotesWritten", "OpResult", "Procedure", "ProcedurePointer", "ProcedureStep",

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 import apsw
 import msgspec
 
+from .cold import drop_derived
 from .dedup import NEAR_THRESHOLD, find_duplicate
 from .errors import (
     ValidationError,
@@ -161,7 +162,7 @@ _SQL_MERGE = (
 )
 #: Eviction orders (``ORDER BY`` of the rows to delete first), by constructor name.
 EVICTION_ORDERS: dict[str, str] = {
-    "utility": "recall_count, COALESCE(last_recalled_at, 0), updated_at, id",
+    "utility": "vote_score, recall_count, COALESCE(last_recalled_at, 0), updated_at, id",
     "fifo": "updated_at, id",
 }
 _SQL_EVICT = (
@@ -317,7 +318,8 @@ class MemoryStore:
         return evicted
 
     def forget(self, note_id: int) -> bool:
-        """Delete a note (FTS row, vectors and links follow); True if it existed.
+        """Delete a note (FTS row, vectors and links follow, and any lesson or procedure
+        distilled from it, :func:`cold.drop_derived`); True if it existed.
 
         Raises:
             ValidationError: field ``id`` (not a positive int).
@@ -326,6 +328,8 @@ class MemoryStore:
         with write_txn(self.conn):
             self.conn.execute("DELETE FROM memories WHERE id = ?", (note_id,))
             deleted = self.conn.changes() > 0
+            if deleted:  # what was distilled from it goes too (cold.drop_derived)
+                drop_derived(self.conn, [note_id])
         self.deletions += deleted
         return deleted
 

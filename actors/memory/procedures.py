@@ -40,6 +40,7 @@ from .lessons import (
     MAX_TAGS,
     RECALL_K_DEFAULT,
     RECALL_K_MAX,
+    RERANK_POOL,
     clean_tags,
     decode_json_list,
     encode_json,
@@ -47,6 +48,7 @@ from .lessons import (
     validate_activation,
     validate_id_list,
     validate_query,
+    vote_rerank,
 )
 from .schema import write_txn
 
@@ -322,13 +324,16 @@ class ProcedureStore(CountedTable):
         k: int = RECALL_K_DEFAULT,
         include_deprecated: bool = False,
         working_dir: str | None = None,
+        score_blend: float | None = None,
     ) -> list[Procedure]:
         """Return up to ``k`` procedures matching ``query`` by BM25, best first.
 
         Same rules as ``LessonStore.recall``: query at most 500 chars, exact quoted
         tokens OR-joined, nothing indexable -> ``[]``; ``k`` clamped into [1, 10]
         (default 2, ``memory.procedures.recallK``); active only unless
-        ``include_deprecated``; ``working_dir`` keeps global rows and that directory's.
+        ``include_deprecated``; ``working_dir`` keeps global rows and that directory's;
+        ``score_blend`` reorders a ``k × 3`` pool by votes and outcomes
+        (``lessons.vote_rerank``, anchor §7.2).
 
         Raises:
             ValidationError: fields ``query``, ``k``, ``workingDir``.
@@ -336,9 +341,12 @@ class ProcedureStore(CountedTable):
         query = validate_query(query)
         k = min(RECALL_K_MAX, max(1, require_int(k, "k")))
         working_dir = optional_text(working_dir, "workingDir")
-        hits = fts_recall_rows(self.conn, table="procedures", cols=_COLS, query=query, k=k,
+        pool = k if score_blend is None else k * RERANK_POOL
+        hits = fts_recall_rows(self.conn, table="procedures", cols=_COLS, query=query, k=pool,
                                include_deprecated=bool(include_deprecated),
                                working_dir=working_dir)
+        if score_blend is not None:
+            hits = vote_rerank(self.conn, "procedures", hits, k, score_blend)
         return [_row(r, s) for r, s in hits]
 
     def list_index(self, limit: int = INDEX_LIMIT_DEFAULT) -> list[Procedure]:

@@ -253,7 +253,27 @@ ALTER TABLE memories ADD COLUMN turn_id TEXT;
 agent's ``tool`` call, the ``user`` (CLI, TUI, MCP, …) or an ``import`` — and in which
 session and turn. Rows written before v6 have NULL (unknown)."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6)
+_V7 = """
+ALTER TABLE memories ADD COLUMN vote_score REAL NOT NULL DEFAULT 0;
+ALTER TABLE memories ADD COLUMN consolidated_into INTEGER;
+ALTER TABLE memories ADD COLUMN consolidating_at INTEGER;
+ALTER TABLE lessons ADD COLUMN vote_score REAL NOT NULL DEFAULT 0;
+ALTER TABLE procedures ADD COLUMN vote_score REAL NOT NULL DEFAULT 0;
+ALTER TABLE profile_facts ADD COLUMN vote_score REAL NOT NULL DEFAULT 0;
+DROP INDEX idx_memories_utility;
+CREATE INDEX idx_memories_utility
+    ON memories(vote_score, recall_count, COALESCE(last_recalled_at, 0), updated_at, id);
+CREATE INDEX idx_memories_consolidated ON memories(consolidated_into)
+    WHERE consolidated_into IS NOT NULL;
+"""
+"""v7: the cold path (issue 21, anchor §1.8-§1.10, §7). ``vote_score`` on notes, lessons,
+procedures and profile facts (the vote runner's clamped sum, decayed per consolidator
+tick; the source of truth, ``votes`` is only the audit log); on notes the consolidator's
+``consolidated_into`` (the lesson a note was archived into, never cleared) and
+``consolidating_at`` (the lease, Unix ms). The utility eviction order puts the vote
+first, so its index is rebuilt with it."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
 #: The newest schema version this code knows (``len(MIGRATIONS)``).
 SCHEMA_VERSION: int = len(MIGRATIONS)
 

@@ -127,6 +127,16 @@ class ImportArgs(_Args):
     path: str
 
 
+class DistilledRecallArgs(_Args):
+    """``memory.lessons.recall`` / ``memory.procedures.recall`` (anchor §7.1, §7.5): one
+    by ``id`` (any status), or up to ``k`` (default 2, at most 10) active ones matching
+    ``query``, with their principle or steps."""
+
+    query: str | None = None
+    id: int | None = None
+    k: int | None = None
+
+
 class LinksListArgs(_Args):
     """``memory.links.list``: newest edges; with ``id`` only the edges of that note."""
 
@@ -170,6 +180,12 @@ OPS: dict[str, OpSpec] = {
                                    "note: it leaves the index but stays recallable.", False, True),
     "memory.profile.history": OpSpec(KeyArgs, "Every version of a profile fact, oldest first.", False, False),
     "memory.notes.list": OpSpec(NotesListArgs, "Notes, newest first.", False, False),
+    "memory.lessons.recall": OpSpec(DistilledRecallArgs, "Lessons distilled from earlier "
+                                    "conversations, by query or id, with their principle.",
+                                    True, False),
+    "memory.procedures.recall": OpSpec(DistilledRecallArgs, "How-to procedures distilled from "
+                                       "earlier conversations, by query or id, with their steps.",
+                                       True, False),
     "memory.lessons.list": OpSpec(LimitArgs, "Active lessons, newest first.", False, False),
     "memory.procedures.list": OpSpec(LimitArgs, "Active procedures, newest first.", False, False),
     "memory.lessons.get": OpSpec(IdArgs, "One lesson by id, any status.", False, False),
@@ -341,6 +357,16 @@ def run_op(
             if procedure is None:
                 raise NotFound(f"no procedure #{a.id}")
             return procedure, {}
+        case DistilledRecallArgs():
+            store = lessons if op == "memory.lessons.recall" else procedures
+            if store is None:
+                raise ValidationError("op", "lessons and procedures are not available")
+            if a.id is not None:
+                row = store.get(a.id)
+                return ([row] if row is not None else []), {}
+            if a.query is None:
+                raise ValidationError("query", "give either query or id")
+            return store.recall(a.query, k=a.k or 2), {}
         case NotesListArgs():
             return notes.list(a.limit, a.archived), {}
         case LimitArgs() if op == "memory.lessons.list":

@@ -37,7 +37,15 @@ import msgspec
 import structlog
 import trio
 
-from actors.memory.messages import ApplyReflection, ApplyResult, OpResult, ToolOp
+from actors.memory.messages import (
+    ApplyLinks,
+    ApplyReflection,
+    ApplyResult,
+    ApplyVotes,
+    OpResult,
+    ToolOp,
+    VoteResult,
+)
 from runtime.actor import ActorContext
 from runtime.config import ActorBoot
 from runtime.errors import RuntimeFailure
@@ -45,8 +53,18 @@ from runtime.backends import BackendPool, backends_from_config, warm_prefix
 from runtime.llm import LLMError
 from runtime.metrics import Metrics, MetricsRequest
 
+from .consolidator import Consolidator
 from .grammar import REFLECTION_GRAMMAR
-from .messages import AbortPending, Reflect, ReflectionEvent, ReflectionMsg
+from .linkgen import LINK_SYSTEM, build_link_prompt, link_grammar, parse_links
+from .messages import (
+    AbortPending,
+    Consolidate,
+    ConsolidationEvent,
+    Reflect,
+    ReflectionEvent,
+    ReflectionMsg,
+)
+from .voting import VOTE_SYSTEM, build_vote_prompt, parse_votes, vote_grammar
 from .parser import parse_reflection
 from .plan import plan_reflection, skip_reason
 from .prompt import REFLECTION_PREFIX, build_reflection_prompt
@@ -59,6 +77,8 @@ FAILURE_STREAK_WARN = 3
 MAX_TRACKED_SESSIONS = 1024
 """Sessions whose failure streak is remembered at most (the longest-quiet are forgotten
 first), so the health tracker stays bounded however many sessions come and go."""
+SIDE_N_PREDICT = 96
+"""Token cap of a link-generator or vote-runner completion (4 links / 8 votes)."""
 N_PREDICT = 320
 """Token cap of a reflection completion: six lines of ≤ 200 chars is ~300 tokens."""
 CARRY_MAX = 2
@@ -74,6 +94,7 @@ class ReflectionActor:
     def __init__(self, ctx: ActorContext, boot: ActorBoot, llm: BackendPool | None) -> None:
         self.ctx = ctx
         self.cfg = boot.config.memory.reflection
+        self.memory_cfg = boot.config.memory
         self.llm = llm
         self.embedded_llm = boot.config.llm.url is None
         self.metrics = Metrics()
@@ -85,20 +106,38 @@ class ReflectionActor:
         self.streaks: dict[str, int] = {}
         self.warned: set[str] = set()
         self._decoder = msgspec.msgpack.Decoder(ReflectionMsg | MetricsRequest)
+        self.consolidator = Consolidator(ctx, boot.config.memory, llm, self.metrics,
+                                         self._emit_consolidation)
+        self.periodic = trio.CancelScope()  # the periodic consolidator (on_ready)
+
+    async def _emit_consolidation(self, event: ConsolidationEvent) -> None:
+        try:
+            await self.ctx.cast("root", event)
+        except RuntimeFailure:
+            pass
 
     async def on_ready(self) -> None:
-        """Warm the reflection slot: evaluate the byte-stable prefix once at start-up, so
+        """Start the periodic consolidator (``memory.consolidation``), then warm the
+        reflection slot: evaluate the byte-stable prefix once at start-up, so
         the first real reflection only evaluates its tail (the kernel runs this in the
         background; a failure is logged and changes nothing). Only for the embedded
         server: a server of your own is yours to warm."""
+        if self.consolidator.enabled:
+            self.ctx.nursery.start_soon(self._consolidate_periodically)
         if self.embedded_llm:
             await warm_prefix(self.llm, REFLECTION_PREFIX.rstrip("\n"), role="reflection",
                               partition="reflection:warmup")
+
+    async def _consolidate_periodically(self) -> None:
+        with self.periodic:
+            await self.consolidator.run_periodic()
 
     async def on_request(self, src: str, body: msgspec.Raw):
         match self._decoder.decode(body):
             case MetricsRequest():
                 return self.metrics.snapshot()
+            case Consolidate(ignore_cooldown=ignore):
+                return await self.consolidator.tick(ignore_cooldown=ignore)
             case msg:
                 await self.on_message(msg)
                 return {}
@@ -114,16 +153,25 @@ class ReflectionActor:
             case AbortPending(session=session):
                 if session in self.in_flight:
                     self._interrupt(session)
+            case Consolidate():
+                self.ctx.nursery.start_soon(self._consolidate_cast, msg)
             case Reflect():
                 if msg.session in self.in_flight:
                     self._interrupt(msg.session)
-                if not self.cfg.enabled or self.llm is None:
+                if self.llm is None or not (self.cfg.enabled or self._side_calls_on()):
                     return
                 window = [*self.carry.pop(msg.session, []), msg][-CARRY_MAX - 1:]
                 scope = trio.CancelScope()
                 self.in_flight[msg.session] = scope
                 self.running[msg.session] = window
                 self.ctx.nursery.start_soon(self._run, window, scope)
+
+    async def _consolidate_cast(self, msg: Consolidate) -> None:
+        await self.consolidator.tick(ignore_cooldown=msg.ignore_cooldown)
+
+    def _side_calls_on(self) -> bool:
+        m = self.memory_cfg
+        return (m.links.enabled and m.links.auto_generate) or m.voting.enabled
 
     def _interrupt(self, session: str) -> None:
         """Cancel the session's in-flight reflection; its exchanges are carried into the
@@ -134,24 +182,119 @@ class ReflectionActor:
             del self.carry[next(iter(self.carry))]
 
     async def _run(self, window: list[Reflect], scope: trio.CancelScope) -> None:
+        """Reflect (when enabled) and record its outcome, then the turn's side calls
+        (link generator, vote runner), all under ``scope``: a newer turn of the session
+        or shutdown cancels whichever is running. Once reflection is recorded its
+        exchanges are no longer carried into the session's next one."""
         msg = window[-1]
         t0 = time.monotonic()
-        outcome, reason = "failed", ""
-        written: ApplyResult | None = None
-        log.debug("reflection.fired", session=msg.session, turn=msg.turn)
+        recorded = False
         try:
             with scope:
-                outcome, reason, written = await self._reflect(window)
-            if scope.cancelled_caught:
-                outcome, reason = "aborted", "a newer turn or shutdown cancelled it"
-        except (LLMError, RuntimeFailure, trio.TooSlowError) as exc:
-            outcome, reason = "failed", str(exc)[:200] or type(exc).__name__
+                if self.cfg.enabled:
+                    log.debug("reflection.fired", session=msg.session, turn=msg.turn)
+                    written: ApplyResult | None = None
+                    try:
+                        outcome, reason, written = await self._reflect(window)
+                    except (LLMError, RuntimeFailure, trio.TooSlowError) as exc:
+                        outcome, reason = "failed", str(exc)[:200] or type(exc).__name__
+                    recorded = True
+                    with trio.CancelScope(shield=True):
+                        await self._record(msg, outcome, reason, written,
+                                           (time.monotonic() - t0) * 1000)
+                self.running.pop(msg.session, None)
+                await self._side_calls(msg)
+            if self.cfg.enabled and not recorded and scope.cancelled_caught:
+                await self._record(msg, "aborted", "a newer turn or shutdown cancelled it",
+                                   None, (time.monotonic() - t0) * 1000)
         finally:
             if self.in_flight.get(msg.session) is scope:
                 del self.in_flight[msg.session]
                 self.running.pop(msg.session, None)
-        latency_ms = (time.monotonic() - t0) * 1000
-        await self._record(msg, outcome, reason, written, latency_ms)
+
+    async def _side_calls(self, msg: Reflect) -> None:
+        """The link generator then the vote runner on what the turn surfaced (anchor
+        §7.3-§7.4), each on the side-call slot within its timeout; outcomes ``ok |
+        none | timeout | failed`` counted (``skipped``: too few items, no call, not
+        counted) in
+        ``agent.memory.link_generator{outcome}`` / ``agent.memory.vote_runner{outcome}``."""
+        m = self.memory_cfg
+        if m.links.enabled and m.links.auto_generate:
+            outcome = await self._guarded(self._generate_links, msg, m.links.generator_timeout_ms)
+            if outcome != "skipped":
+                self.metrics.inc("agent.memory.link_generator", {"outcome": outcome})
+        if m.voting.enabled:
+            outcome = await self._guarded(self._vote, msg, m.voting.timeout_ms)
+            if outcome != "skipped":
+                self.metrics.inc("agent.memory.vote_runner", {"outcome": outcome})
+
+    async def _guarded(self, fn, msg: Reflect, timeout_ms: int) -> str:
+        t0 = time.monotonic()
+        try:
+            with trio.move_on_after(timeout_ms / 1000) as timer:
+                outcome = await fn(msg)
+            if timer.cancelled_caught:
+                outcome = "timeout"
+        except (LLMError, RuntimeFailure, trio.TooSlowError) as exc:
+            log.info("reflection.side_call_failed", call=fn.__name__.lstrip("_"),
+                     session=msg.session, error=str(exc)[:200])
+            outcome = "failed"
+        if outcome not in ("skipped",):
+            self.metrics.observe(f"agent.memory.{fn.__name__.lstrip('_')}.duration_ms",
+                                 (time.monotonic() - t0) * 1000)
+        return outcome
+
+    async def _generate_links(self, msg: Reflect) -> str:
+        assert self.llm is not None
+        cfg = self.memory_cfg.links
+        notes = list({s.id: s for s in msg.surfaced if s.kind == "memory"}.values())
+        if len(notes) < cfg.min_candidates:
+            return "skipped"
+        ids = [n.id for n in notes]
+        completion = await self.llm.complete(
+            f"link-gen:{msg.session}", LINK_SYSTEM,
+            build_link_prompt([(n.id, n.text) for n in notes]), role="reflection",
+            grammar=link_grammar(ids, cfg.max_links_per_call), n_predict=SIDE_N_PREDICT,
+            temperature=0.0)
+        links, dropped = parse_links(completion.text, ids, cfg.max_links_per_call)
+        if dropped:
+            self.metrics.inc("agent.memory.link_generator.dropped", by=dropped)
+        if not links:
+            return "none"
+        with trio.CancelScope(shield=True), trio.fail_after(10):
+            written = await self.ctx.request("memory", ApplyLinks(session=msg.session,
+                                                                  links=links), int)
+        self.metrics.inc("agent.memory.links_written", {"source": "generator"}, by=written)
+        log.info("reflection.links", session=msg.session, turn=msg.turn, written=written)
+        return "ok" if written else "none"
+
+    async def _vote(self, msg: Reflect) -> str:
+        assert self.llm is not None
+        items = list({(s.kind, s.id): s for s in msg.surfaced}.values())
+        if not items or not msg.assistant_reply.strip():
+            return "skipped"
+        allow = [(s.kind, s.id) for s in items]
+        completion = await self.llm.complete(
+            f"vote:{msg.session}", VOTE_SYSTEM,
+            build_vote_prompt(msg.user_message, msg.assistant_reply,
+                              [(s.kind, s.id, s.text) for s in items]),
+            role="reflection", grammar=vote_grammar(allow), n_predict=SIDE_N_PREDICT,
+            temperature=0.0)
+        votes, dropped = parse_votes(completion.text, allow)
+        if dropped:
+            self.metrics.inc("agent.memory.vote_runner.dropped", by=dropped)
+        if not votes:
+            return "none"
+        with trio.CancelScope(shield=True), trio.fail_after(10):
+            result = await self.ctx.request("memory", ApplyVotes(
+                session=msg.session, votes=votes, cap=self.memory_cfg.voting.max_vote_per_item,
+                turn_index=msg.turn_index), VoteResult)
+        self.metrics.inc("agent.memory.votes", {"result": "applied"}, by=result.applied)
+        if result.clamp_hits:
+            self.metrics.inc("agent.memory.votes", {"result": "clamp_hit"}, by=result.clamp_hits)
+        log.info("reflection.votes", session=msg.session, turn=msg.turn,
+                 applied=result.applied, clamp_hits=result.clamp_hits)
+        return "ok"
 
     async def _reflect(self, window: list[Reflect]) -> tuple[str, str, ApplyResult | None]:
         assert self.llm is not None
@@ -257,7 +400,8 @@ class ReflectionActor:
 
 @asynccontextmanager
 async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[ReflectionActor]:
-    """Open the LLM client (when an LLM is configured) and serve; abort all on exit."""
+    """Open the LLM client (when an LLM is configured), start the periodic
+    consolidator (``memory.consolidation``) and serve; abort all on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)
     backends = backends_from_config(boot.config, boot.llm_url)
     llm = BackendPool(backends) if backends else None
@@ -265,6 +409,7 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[Reflecti
     try:
         yield actor
     finally:
+        actor.periodic.cancel()
         for scope in actor.in_flight.values():
             scope.cancel()
         if llm is not None:

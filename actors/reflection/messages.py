@@ -9,17 +9,31 @@ class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
     """Base of reflection-actor messages."""
 
 
+class Surfaced(msgspec.Struct, array_like=True):
+    """A memory item the turn rendered: ``kind`` (``memory`` | ``lesson`` | ``profile``
+    | ``procedure``), its id and its text (a note's content, a lesson's or procedure's
+    activation, a fact as ``key: value``), cut to 300 chars."""
+
+    kind: str
+    id: int
+    text: str
+
+
 class Reflect(_M):
     """Cast by the agent after a turn: extract durable memory from this exchange.
     ``earlier``: the session's previous user messages (oldest first, at most
     :data:`EARLIER_MAX`), shown to the model as context only: "She is a nurse" needs
-    "My sister is called Ana" before it (anchor §4.7 segmentation)."""
+    "My sister is called Ana" before it (anchor §4.7 segmentation). ``surfaced``: the
+    memory items the turn rendered, for the link generator (its notes) and the vote
+    runner (all of them); ``turn_index`` the session's turn number (vote audit)."""
 
     session: str
     turn: str
     user_message: str
     assistant_reply: str
     earlier: list[str] = msgspec.field(default_factory=list)
+    surfaced: list[Surfaced] = msgspec.field(default_factory=list)
+    turn_index: int | None = None
 
 
 EARLIER_MAX = 2
@@ -31,7 +45,48 @@ class AbortPending(_M):
     session: str | None = None
 
 
-ReflectionMsg = Reflect | AbortPending
+class Consolidate(_M):
+    """Request (root → reflection): run one consolidator tick now → :class:`TickReport`.
+    ``ignore_cooldown``: also notes younger than ``memory.consolidation.cooldownMs``."""
+
+    ignore_cooldown: bool = False
+
+
+class TickReport(msgspec.Struct, kw_only=True):
+    """One consolidator tick (anchor §7.6 step 8): ``outcome`` ``ok`` (a lesson was
+    made) | ``none`` | ``failed`` (every cluster failed) | ``busy`` (a tick was already
+    running) | ``off`` (consolidation, lessons or the LLM not available: ``reason``);
+    ``clusters`` claimed; ``lessons`` / ``procedures`` ids created; ``abstained``,
+    ``failed``, ``changed`` (refused because a note changed) cluster counts;
+    ``deprecated`` by ``kind:reason``; ``duration_ms``."""
+
+    outcome: str
+    clusters: int = 0
+    lessons: list[int] = msgspec.field(default_factory=list)
+    procedures: list[int] = msgspec.field(default_factory=list)
+    abstained: int = 0
+    failed: int = 0
+    changed: int = 0
+    deprecated: dict[str, int] = msgspec.field(default_factory=dict)
+    duration_ms: float = 0.0
+    reason: str = ""
+
+
+ReflectionMsg = Reflect | AbortPending | Consolidate
+
+
+class ConsolidationEvent(msgspec.Struct, tag="consolidation", tag_field="kind", kw_only=True):
+    """Cast to the root while a tick runs; forwarded to clients subscribed to ``memory``
+    as ``memory.consolidation`` frames: ``stage`` ``started`` (``clusters`` claimed) |
+    ``cluster`` (cluster ``index`` of ``clusters`` done, ``result`` ``lesson`` |
+    ``abstained`` | ``failed`` | ``changed``, ``lesson_id``) | ``finished`` (``report``)."""
+
+    stage: str
+    clusters: int = 0
+    index: int = 0
+    result: str = ""
+    lesson_id: int | None = None
+    report: TickReport | None = None
 
 
 class ReflectionEvent(msgspec.Struct, tag="reflection", tag_field="kind", kw_only=True):

@@ -1,0 +1,145 @@
+"""The consolidator's distill call: prompt, grammar and parser (anchor §7.6 steps 4-5).
+
+One call per claimed cluster of related notes. The answer is one ``LESSON`` line and,
+when procedures are enabled, an optional ``PROCEDURE`` line::
+
+    LESSON activation="<when it applies>"; principle="<1-3 sentences>"; tags=a,b,c
+    PROCEDURE activation="<when to use it>"; steps="step one; step two@toolhint"
+
+``qstr`` is a double-quoted run of tab or printable ASCII without ``"``; tags are 3-6
+ids of a lower-case letter then up to 23 of ``a-z0-9-``. The abstain sentinel --
+activation ``(no consensus)`` with principle ``(no durable advice)`` -- means the notes
+hold nothing durable in common: :func:`parse_distill` returns ``None`` and the cluster
+stays as it is for a later tick.
+
+Parser rules (anchor §7.6 step 5): the first line starting with ``LESSON``;
+activation and principle required, non-empty, within 240 / 800 chars, else
+:class:`DistillError` (the cluster counts as failed); tags lenient (``_`` allowed, ≤ 40
+chars, ≤ 12). The procedure half: steps split on ``;``, a tool hint after the last
+``@``; 2-8 steps, description ≤ 240, hint ≤ 64 and well formed; any procedure error
+drops the procedure only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from actors.memory.lessons import ACTIVATION_MAX_CHARS, PRINCIPLE_MAX_CHARS
+from actors.memory.messages import DistilledIn
+from actors.memory.procedures import STEP_MAX_CHARS, TOOL_HINT_MAX_CHARS
+
+__all__ = ["ABSTAIN", "DISTILL_SYSTEM", "DistillError", "build_distill_prompt",
+           "distill_grammar", "parse_distill", "N_PREDICT"]
+
+#: The abstain sentinel's (activation, principle).
+ABSTAIN = ("(no consensus)", "(no durable advice)")
+#: Token cap of a distill completion (a lesson line of ≤ 1,040 chars plus a procedure).
+N_PREDICT = 400
+
+DISTILL_SYSTEM = (
+    "You distil one durable lesson from related notes in the memory of an assistant's "
+    "user. Read the notes and write what they say together that will still help in "
+    "later conversations, in this exact format:\n"
+    'LESSON activation="<one sentence: when this applies>"; '
+    'principle="<1 to 3 sentences: what to know or do then>"; tags=<3 to 6 lower-case '
+    "words, comma separated>\n"
+    "Use only what the notes say; do not invent details. "
+    "If the notes describe a repeatable way of doing something, add a second line:\n"
+    'PROCEDURE activation="<when to use it>"; steps="<step one>; <step two>; ..."\n'
+    "If the notes have nothing durable in common, write exactly:\n"
+    f'LESSON activation="{ABSTAIN[0]}"; principle="{ABSTAIN[1]}"'
+)
+
+_QSTR = r'"([\t\x20-\x21\x23-\x7e]*)"'
+_LESSON = re.compile(r"LESSON\s+activation=" + _QSTR + r"\s*;\s*principle=" + _QSTR
+                     + r"(?:\s*;\s*tags=([A-Za-z0-9_,\- ]*))?\s*")
+_PROCEDURE = re.compile(r"PROCEDURE\s+activation=" + _QSTR + r"\s*;\s*steps=" + _QSTR
+                        + r"(?:\s*;\s*tags=([A-Za-z0-9_,\- ]*))?\s*")
+_TAG = re.compile(r"[a-z][a-z0-9_-]{0,39}")
+_HINT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./]*")
+
+
+class DistillError(ValueError):
+    """The completion holds no valid LESSON line (the cluster counts as failed)."""
+
+
+def build_distill_prompt(previews: Sequence[str]) -> str:
+    """The user part: the cluster's notes, one ``- text`` line each."""
+    rows = [f"- {' '.join(p.split())}" for p in previews]
+    return "Notes:\n" + "\n".join(rows) + "\n\nAnswer:"
+
+
+def distill_grammar(procedures: bool) -> str:
+    """GBNF of the answer; the ``PROCEDURE`` line only when ``procedures``."""
+    proc = ('(procedure "\\n")?' if procedures else "")
+    return (
+        f'root ::= lesson "\\n" {proc}\n'
+        'lesson ::= "LESSON activation=\\"" act "\\"; principle=\\"" prin "\\"" tags?\n'
+        'procedure ::= "PROCEDURE activation=\\"" act "\\"; steps=\\"" steps "\\""\n'
+        'tags ::= "; tags=" tag ("," tag){2,5}\n'
+        "tag ::= [a-z] [a-z0-9-]{0,23}\n"
+        f"act ::= ch{{1,{ACTIVATION_MAX_CHARS}}}\n"
+        f"prin ::= ch{{1,{PRINCIPLE_MAX_CHARS}}}\n"
+        f"steps ::= ch{{3,{STEP_MAX_CHARS * 2}}}\n"
+        "ch ::= [\\t !#-~]\n"
+    )
+
+
+def _tags(raw: str | None) -> list[str]:
+    out: list[str] = []
+    for t in (raw or "").split(","):
+        t = t.strip().lower()
+        if _TAG.fullmatch(t) and t not in out:
+            out.append(t)
+    return out[:12]
+
+
+def _steps(raw: str) -> list[tuple[str, str]] | None:
+    steps: list[tuple[str, str]] = []
+    for part in raw.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        desc, hint = part, ""
+        if "@" in part:
+            desc, hint = (s.strip() for s in part.rsplit("@", 1))
+            if not (hint and len(hint) <= TOOL_HINT_MAX_CHARS and _HINT.fullmatch(hint)):
+                return None
+        if not desc or len(desc) > STEP_MAX_CHARS:
+            return None
+        steps.append((desc, hint))
+    return steps if 2 <= len(steps) <= 8 else None
+
+
+def parse_distill(text: str) -> DistilledIn | None:
+    """Parse a distill completion (module docstring); None for the abstain sentinel.
+
+    Raises:
+        DistillError: no ``LESSON`` line, or its activation / principle missing, empty
+            or too long.
+    """
+    lines = [ln.strip() for ln in (text or "").splitlines()]
+    lesson_line = next((ln for ln in lines if ln.startswith("LESSON")), None)
+    if lesson_line is None:
+        raise DistillError("no LESSON line")
+    m = _LESSON.fullmatch(lesson_line)
+    if m is None:
+        raise DistillError("the LESSON line does not match the format")
+    activation, principle = m[1].strip(), m[2].strip()
+    if (activation, principle) == ABSTAIN:
+        return None
+    if not activation or not principle:
+        raise DistillError("empty activation or principle")
+    if len(activation) > ACTIVATION_MAX_CHARS or len(principle) > PRINCIPLE_MAX_CHARS:
+        raise DistillError("activation or principle too long")
+    out = DistilledIn(activation=activation, principle=principle, tags=_tags(m[3]))
+    proc_line = next((ln for ln in lines if ln.startswith("PROCEDURE")), None)
+    p = _PROCEDURE.fullmatch(proc_line) if proc_line else None
+    if p is not None:
+        steps = _steps(p[2])
+        p_act = p[1].strip()
+        if steps and p_act and len(p_act) <= ACTIVATION_MAX_CHARS:
+            out.procedure_activation = p_act
+            out.steps = steps
+    return out
