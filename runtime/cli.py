@@ -288,12 +288,23 @@ def build_parser() -> argparse.ArgumentParser:
         _state_arg(gs)
         gs.add_argument("id", type=_row_id, help=f"the {noun}'s id (N, or as listed)")
 
+    from .cli_consolidate import add_parser as add_consolidate
+
+    add_consolidate(msub, _state_arg)
+
     links = msub.add_parser("links", help="edges between notes")
     lsub = links.add_subparsers(dest="action", required=True, metavar="ACTION")
     ll = lsub.add_parser("list", help="edges, newest first")
     _state_arg(ll)
     ll.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
     ll.add_argument("--note", type=int, metavar="ID", help="only edges of this note")
+    la = lsub.add_parser("add", help="link two notes (the consolidator distils linked notes)")
+    _state_arg(la)
+    la.add_argument("from_id", type=_row_id, help="the first note's id")
+    la.add_argument("to_id", type=_row_id, help="the second note's id")
+    la.add_argument("--kind", default="RELATES_TO",
+                    choices=["RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS",
+                             "DUPLICATES", "SUPERSEDES"], help="the edge's kind (default RELATES_TO)")
 
     _add_json_flags(msub)
 
@@ -434,6 +445,9 @@ def _memory_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         if action == "list":
             return f"memory.{what}.list", {"limit": args.limit}
         return f"memory.{what}.get", {"id": args.id}
+    if action == "add":
+        return "memory.links.add", {"fromId": args.from_id, "toId": args.to_id,
+                                    "kind": args.kind}
     query: dict[str, Any] = {"limit": args.limit}
     if args.note is not None:
         query["id"] = args.note
@@ -500,6 +514,8 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
             print(f"(no {what})")
     elif what in ("lessons", "procedures") and action == "show":
         (print_lesson if what == "lessons" else print_procedure)(data)
+    elif what == "links" and action == "add":
+        print(f"linked #{data['fromId']} -{data['kind']}-> #{data['toId']}")
     elif what == "links":
         for e in data:
             print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g})")
@@ -618,6 +634,10 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
         return await _reindex(args, state_dir)
     if args.command == "memory" and args.memory_command == "recover":
         return await _recover(args, state_dir)
+    if args.command == "memory" and args.memory_command == "consolidate" \
+            and read_daemon_info(state_dir) is None:
+        raise ClientError("not_running", "memory consolidate needs the running daemon (it "
+                                         "uses the LLM): start it with atomic-agent serve")
     if args.command == "memory" and read_daemon_info(state_dir) is None:
         return await _offline_memory(args, state_dir)
     if args.command == "stop" and read_daemon_info(state_dir) is None:
@@ -630,6 +650,10 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
         match args.command:
             case "ask":
                 return await ask(c, args)
+            case "memory" if args.memory_command == "consolidate":
+                from .cli_consolidate import consolidate
+
+                return await consolidate(c, args)
             case "memory":
                 return await _memory_cmd(c, args)
             case "sessions":

@@ -42,7 +42,12 @@ from actors.agent.messages import (
     TurnResult,
 )
 from actors.memory.messages import MemoryChanged, OpResult, Stats, ToolOp
-from actors.reflection.messages import ReflectionEvent
+from actors.reflection.messages import (
+    Consolidate,
+    ConsolidationEvent,
+    ReflectionEvent,
+    TickReport,
+)
 
 from ._supervise import Supervisor
 from .config import ServerConfig
@@ -73,7 +78,8 @@ log = structlog.get_logger()
 HELLO_TIMEOUT_S = 10.0
 CONTROL_INFLIGHT = 2
 """``cancel`` requests one client may have running besides its in-flight limit."""
-_event_decoder = msgspec.msgpack.Decoder(TurnEvent | MemoryChanged | ReflectionEvent)
+_event_decoder = msgspec.msgpack.Decoder(
+    TurnEvent | MemoryChanged | ReflectionEvent | ConsolidationEvent)
 _json = msgspec.json.Encoder()
 
 
@@ -113,6 +119,15 @@ class Client:
         """Drain the queue to the socket (one writer per connection)."""
         async for data in self.recv_ch:
             await self.ws.send_message(data.decode())
+
+
+def tick_report_data(report: TickReport) -> dict[str, Any]:
+    """A consolidator :class:`TickReport` as protocol JSON (camelCase keys)."""
+    return {"outcome": report.outcome, "clusters": report.clusters, "lessons": report.lessons,
+            "procedures": report.procedures, "abstained": report.abstained,
+            "failed": report.failed, "changed": report.changed,
+            "deprecated": report.deprecated, "durationMs": report.duration_ms,
+            "reason": report.reason}
 
 
 class Gateway:
@@ -157,6 +172,15 @@ class Gateway:
                 self._to_channel("memory", {"type": "memory.changed", "op": event.op,
                                             "keys": event.keys, "ids": event.ids,
                                             "session": event.session})
+            case ConsolidationEvent():
+                frame = {"type": "memory.consolidation", "stage": event.stage,
+                         "clusters": event.clusters}
+                if event.stage == "cluster":
+                    frame.update(index=event.index, result=event.result,
+                                 lessonId=event.lesson_id)
+                if event.report is not None:
+                    frame["report"] = tick_report_data(event.report)
+                self._to_channel("memory", frame)
             case ReflectionEvent():
                 self._to_channel("reflection", {
                     "type": "reflection", "session": event.session, "turn": event.turn,
@@ -392,6 +416,13 @@ class Gateway:
         try:
             if frame.op == "memory.stats":
                 data = await self.sup.request("memory", Stats(), dict)
+            elif frame.op == "memory.consolidate":
+                ignore = frame.args.get("ignoreCooldown", False)
+                if not isinstance(ignore, bool) or set(frame.args) - {"ignoreCooldown"}:
+                    raise RemoteError("invalid_argument", "memory.consolidate takes only "
+                                      "ignoreCooldown (true or false)")
+                data = tick_report_data(await self.sup.request(
+                    "reflection", Consolidate(ignore_cooldown=ignore), TickReport))
             else:
                 # A write names the session only once it exists (has a turn): a CLI
                 # or MCP connection's unsaved session is no provenance.

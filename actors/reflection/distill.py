@@ -73,15 +73,16 @@ def build_distill_prompt(previews: Sequence[str]) -> str:
 def distill_grammar(procedures: bool) -> str:
     """GBNF of the answer; the ``PROCEDURE`` line only when ``procedures``."""
     proc = ('(procedure "\\n")?' if procedures else "")
+    proc_rules = ('procedure ::= "PROCEDURE activation=\\"" act "\\"; steps=\\"" steps "\\""\n'
+                  f"steps ::= ch{{3,{STEP_MAX_CHARS * 2}}}\n" if procedures else "")
     return (
         f'root ::= lesson "\\n" {proc}\n'
         'lesson ::= "LESSON activation=\\"" act "\\"; principle=\\"" prin "\\"" tags?\n'
-        'procedure ::= "PROCEDURE activation=\\"" act "\\"; steps=\\"" steps "\\""\n'
+        + proc_rules +
         'tags ::= "; tags=" tag ("," tag){2,5}\n'
         "tag ::= [a-z] [a-z0-9-]{0,23}\n"
         f"act ::= ch{{1,{ACTIVATION_MAX_CHARS}}}\n"
         f"prin ::= ch{{1,{PRINCIPLE_MAX_CHARS}}}\n"
-        f"steps ::= ch{{3,{STEP_MAX_CHARS * 2}}}\n"
         "ch ::= [\\t !#-~]\n"
     )
 

@@ -1,0 +1,105 @@
+"""``atomic-agent memory consolidate``: run one consolidator tick now (issue 21).
+
+The tick runs in the daemon (its LLM, its reflection actor); this command asks for it
+over the websocket (op ``memory.consolidate``), prints the progress frames
+(``memory.consolidation``) to stderr as clusters are distilled, and the outcome on
+stdout (or the whole report with ``--json``). Without a running daemon it explains
+that the command needs one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+import trio
+
+from .client import ClientError, DaemonClient
+
+__all__ = ["add_parser", "consolidate", "report_text"]
+
+_RESULT_WORDS = {"lesson": "lesson #{id}", "abstained": "no durable lesson (abstained)",
+                 "failed": "failed (see the daemon log)", "changed": "skipped: a note changed"}
+
+
+def add_parser(msub: Any, state_arg: Any) -> None:
+    """Register ``memory consolidate`` on the ``memory`` subparsers."""
+    p = msub.add_parser(
+        "consolidate", help="distil clusters of linked notes into lessons now (daemon running)",
+        description="Run one consolidator tick now instead of waiting for "
+                    "memory.consolidation.intervalMs (6 h): clusters of at least "
+                    "memory.consolidation.minClusterSize linked notes older than "
+                    "memory.consolidation.cooldownMs (24 h) are each distilled by the LLM "
+                    "into a lesson (and a procedure when the notes describe how to do "
+                    "something); the notes are archived into it, never deleted. Links come "
+                    "from the link generator after turns, or from `memory links add`. Needs "
+                    "the running daemon (it uses the LLM); one LLM call per cluster.")
+    state_arg(p)
+    p.add_argument("--ignore-cooldown", action="store_true",
+                   help="also consider notes younger than memory.consolidation.cooldownMs")
+
+
+def report_text(report: dict[str, Any]) -> str:
+    """One line for a tick report (``memory.consolidate``'s result)."""
+    outcome = report.get("outcome")
+    if outcome in ("off", "busy"):
+        return f"consolidation did not run: {report.get('reason')}"
+    parts = [f"{report['clusters']} cluster(s)", f"{len(report['lessons'])} lesson(s)",
+             f"{len(report['procedures'])} procedure(s)"]
+    for key, word in (("abstained", "abstained"), ("failed", "failed"),
+                      ("changed", "skipped (changed)")):
+        if report.get(key):
+            parts.append(f"{report[key]} {word}")
+    dep = sum(report.get("deprecated", {}).values())
+    if dep:
+        parts.append(f"{dep} deprecated")
+    line = f"consolidation {outcome}: " + ", ".join(parts) + \
+        f" in {report['durationMs'] / 1000:.1f} s"
+    if report["clusters"] == 0:
+        line += (" (no cluster of linked notes old enough; links come from the link "
+                 "generator after turns, or `memory links add`)")
+    return line
+
+
+def _progress(frame: dict[str, Any]) -> None:
+    if frame.get("stage") == "started":
+        n = frame.get("clusters", 0)
+        print(f"consolidating: {n} cluster(s) to distil" + (" …" if n else ""),
+              file=sys.stderr, flush=True)
+    elif frame.get("stage") == "cluster":
+        word = _RESULT_WORDS.get(frame.get("result", ""), frame.get("result", ""))
+        print(f"  cluster {frame.get('index')}/{frame.get('clusters')}: "
+              f"{word.format(id=frame.get('lessonId'))}", file=sys.stderr, flush=True)
+
+
+async def consolidate(c: DaemonClient, args: argparse.Namespace) -> int:
+    """Run the tick, show progress, print the outcome; 1 when it did not run or every
+    cluster failed."""
+    if not hasattr(c, "ws"):
+        raise ClientError("not_running", "memory consolidate needs the running daemon (it "
+                                         "uses the LLM): start it with atomic-agent serve")
+    await c.request({"type": "subscribe", "channels": ["memory"], "id": "consolidate-sub"},
+                    "subscribed")
+    rid = "consolidate"
+    await c.send({"type": "memory", "id": rid, "op": "memory.consolidate",
+                  "args": {"ignoreCooldown": bool(args.ignore_cooldown)}})
+    while True:
+        frame = await c.receive()
+        if frame.get("type") == "memory.consolidation":
+            if not getattr(args, "json", False):
+                _progress(frame)
+            continue
+        if frame.get("id") == rid:
+            break
+        await trio.lowlevel.checkpoint()
+    if not frame.get("ok"):
+        err = frame.get("error") or {}
+        raise ClientError(err.get("code", "error"), err.get("message", "consolidation failed"))
+    report = frame["data"]
+    if getattr(args, "json", False):
+        print(json.dumps(report, ensure_ascii=False))
+    else:
+        print(report_text(report))
+    return 0 if report.get("outcome") in ("ok", "none") else 1
