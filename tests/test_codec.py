@@ -98,7 +98,7 @@ def test_runtime_exports():
             "gateway", "client", "cli", "daemon", "llama", "backends", "offline", "tui", "recover",
             "reindex", "models", "llama_portable", "memory_feedback", "status_line",
             "mcp_server", "daemon_link", "openai_api", "config_edit", "metrics_summary",
-            "cli_turns", "cli_output"})
+            "cli_turns", "cli_output", "cli_consolidate"})
     for name in ("ActorCrashed", "ActorUnavailable", "ActorTooSlow", "ProtocolViolation",
                  "TransportClosed", "FrameTooLarge", "RemoteError", "RestartIntensityExceeded"):
         assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)

@@ -27,7 +27,9 @@ RULES = [
 
 
 def agent_prompts(fake) -> list[str]:
-    return [b["prompt"] for b in fake.completions() if "### output" not in b["prompt"]]
+    """The agent's prompts: the completions constrained by the action grammar (not the
+    reflection, link-generator or vote-runner side calls)."""
+    return [b["prompt"] for b in fake.completions() if '"reply' in b.get("grammar", "")]
 
 
 async def test_memory_survives_a_daemon_restart(tmp_path):
@@ -56,9 +58,9 @@ async def test_memory_survives_a_daemon_restart(tmp_path):
                 assert set(event["factKeys"]) == {"name", "city", "test_runner"}
                 assert len(event["noteIds"]) == 1
         assert d.shutdown_s is not None and d.shutdown_s < 3.0
-        # reflection ran on slot 1 (the server has 2), the agent on slot 0
-        slots = {("### output" in b["prompt"]): b.get("id_slot") for b in fake.completions()}
-        assert slots == {True: 1, False: 0}
+        # reflection and the side calls ran on slot 1 (the server has 2), the agent on 0
+        slots = {('"reply' in b.get("grammar", "")): b.get("id_slot") for b in fake.completions()}
+        assert slots == {False: 1, True: 0}
 
         async with run_daemon(state, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:

@@ -397,6 +397,10 @@ def _valid_args(name: str) -> st.SearchStrategy:
         "memory.notes.recall": st.one_of(opt({"query": valid_text}),
                                          opt({"id": st.integers(1, 30)})),
         "memory.notes.forget": opt({"id": st.integers(2, 30)}),
+        "memory.lessons.recall": st.one_of(opt({"query": valid_text}, optional={"k": st.integers(0, 12)}),
+                                           opt({"id": st.integers(1, 30)})),
+        "memory.procedures.recall": st.one_of(opt({"query": valid_text}),
+                                              opt({"id": st.integers(1, 30)})),
     }[name]
 
 
@@ -486,7 +490,8 @@ HOSTILE_MEMORY_FRAMES = [  # numbers JSON carries but messages and SQLite cannot
 MAX_STEPS = 6
 _AGENT_CONFIG = {"agent": {"maxSteps": MAX_STEPS},
                  "memory": {"reflection": {"enabled": False}, "rewriter": {"enabled": False},
-                            "embeddings": {"enabled": False}}}
+                            "embeddings": {"enabled": False}, "voting": {"enabled": False},
+                            "links": {"autoGenerate": False}}}
 
 
 async def _agent_batch(tmp_path: Path, outputs: list[str]) -> dict[str, int]:

@@ -82,11 +82,12 @@ async def test_stored_memory_cannot_inject_sections_or_roles_and_logs_hold_no_va
         logs = "\n".join(p.read_text() for p in sorted((state / "logs").glob("*.log")))
         logs += d.stderr_path.read_text()
         token = d.token
-    prompts = [b["prompt"] for b in fake.completions() if "### output" not in b["prompt"]]
+    prompts = [b["prompt"] for b in fake.completions() if '"reply' in b.get("grammar", "")]
+    # Reflection and the side calls (link generator, vote runner) of the attacked turn.
     reflections = [b["prompt"] for b in fake.completions()
-                   if "### output" in b["prompt"] and "respond note" in b["prompt"]]
+                   if '"reply' not in b.get("grammar", "") and "respond note" in b["prompt"]]
     clean, dirty = prompts[0], prompts[-1]
-    # The reflection and rewriter prompts carry the attacked exchange too: same
+    # The reflection, rewriter and side-call prompts carry the attacked exchange too: same
     # neutralising, so the template's role markers only.
     assert reflections and all(r.count("<|im_start|>") == clean.count("<|im_start|>")
                                and r.count("<|im_end|>") == clean.count("<|im_end|>")

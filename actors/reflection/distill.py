@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from actors.memory.lessons import ACTIVATION_MAX_CHARS, PRINCIPLE_MAX_CHARS
 from actors.memory.messages import DistilledIn
 from actors.memory.procedures import STEP_MAX_CHARS, TOOL_HINT_MAX_CHARS
+from actors.memory.render import neutralise
 
 __all__ = ["ABSTAIN", "DISTILL_SYSTEM", "DistillError", "build_distill_prompt",
            "distill_grammar", "parse_distill", "N_PREDICT"]
@@ -65,8 +66,9 @@ class DistillError(ValueError):
 
 
 def build_distill_prompt(previews: Sequence[str]) -> str:
-    """The user part: the cluster's notes, one ``- text`` line each."""
-    rows = [f"- {' '.join(p.split())}" for p in previews]
+    """The user part: the cluster's notes, one ``- text`` line each, neutralised
+    (``render.neutralise``)."""
+    rows = [neutralise(f"- {' '.join(p.split())}") for p in previews]
     return "Notes:\n" + "\n".join(rows) + "\n\nAnswer:"
 
 

@@ -22,6 +22,7 @@ from collections.abc import Iterable, Sequence
 
 from actors.memory.cold import LinkIn
 from actors.memory.links import LINK_KINDS
+from actors.memory.render import neutralise
 
 __all__ = ["LINK_SYSTEM", "build_link_prompt", "link_grammar", "parse_links",
            "PREVIEW_CHARS"]
@@ -43,8 +44,9 @@ _LINE = re.compile(r"LINK\s+#?(\d+)\s+#?(\d+)(?:\s+kind=([A-Z_]+))?")
 
 
 def build_link_prompt(candidates: Sequence[tuple[int, str]]) -> str:
-    """The user part of the call: ``#id: preview`` lines (one line each, ≤ 200 chars)."""
-    rows = [f"#{i}: {' '.join(text.split())[:PREVIEW_CHARS]}" for i, text in candidates]
+    """The user part of the call: ``#id: preview`` lines (one line each, ≤ 200 chars),
+    role markers and headings in the notes neutralised (``render.neutralise``)."""
+    rows = [neutralise(f"#{i}: {' '.join(text.split())[:PREVIEW_CHARS]}") for i, text in candidates]
     return "Notes:\n" + "\n".join(rows) + "\n\nLinks:"
 
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterable, Sequence
 
 from actors.memory.cold import VoteIn
+from actors.memory.render import neutralise
 
 __all__ = ["MAX_VOTES", "VOTE_SYSTEM", "build_vote_prompt", "parse_votes", "vote_grammar"]
 
@@ -36,10 +37,11 @@ _LINE = re.compile(r"(UPVOTE|DOWNVOTE)\s+(memory|lesson|profile|procedure):(\d+)
 
 def build_vote_prompt(user_message: str, reply: str,
                       items: Sequence[tuple[str, int, str]]) -> str:
-    """The user part of the call; ``items`` are ``(kind, id, text)``."""
-    rows = [f"{k}:{i}: {' '.join(t.split())[:PREVIEW_CHARS]}" for k, i, t in items]
-    return (f"User: {' '.join(user_message.split())[:EXCHANGE_CHARS]}\n"
-            f"Assistant: {' '.join(reply.split())[:EXCHANGE_CHARS]}\n\n"
+    """The user part of the call; ``items`` are ``(kind, id, text)``; every line is
+    neutralised (``render.neutralise``: no role markers or headings from stored text)."""
+    rows = [neutralise(f"{k}:{i}: {' '.join(t.split())[:PREVIEW_CHARS]}") for k, i, t in items]
+    return (neutralise(f"User: {' '.join(user_message.split())[:EXCHANGE_CHARS]}") + "\n"
+            + neutralise(f"Assistant: {' '.join(reply.split())[:EXCHANGE_CHARS]}") + "\n\n"
             "Memory items:\n" + "\n".join(rows) + "\n\nVotes:")
 
 
