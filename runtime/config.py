@@ -175,12 +175,18 @@ class LinksConfig(_C):
     """memory.links.* (anchor §2.6, §7.3, §7.7). ``autoGenerate``: after reflection the
     link generator asks the model for links between the notes the turn surfaced (at
     least ``minCandidates``), at most ``maxLinksPerCall`` accepted, within
-    ``generatorTimeoutMs``."""
+    ``generatorTimeoutMs``; off by default: the default 1.5B model answered NONE for 3 of
+    3 related note sets and linked unrelated ones as CONTRADICTS (bench/RESULTS.md,
+    "Cold path"). ``similarityFloor``: a new note, once embedded, is linked
+    (RELATES_TO, weight = cosine) to its ``similarityLinks`` nearest notes at or above
+    this cosine (0.45 measured for the default MiniLM embedder; 0 turns it off)."""
 
     enabled: bool = True
     expansion_depth: Annotated[int, Meta(ge=1, le=3)] = 1
     max_expanded: Annotated[int, Meta(ge=1, le=100)] = 12
-    auto_generate: bool = True
+    auto_generate: bool = False
+    similarity_floor: Fraction = 0.45
+    similarity_links: Annotated[int, Meta(ge=1, le=10)] = 3
     max_links_per_call: Annotated[int, Meta(ge=1, le=16)] = 4
     min_candidates: Annotated[int, Meta(ge=2, le=50)] = 2
     generator_timeout_ms: Ms = 60_000

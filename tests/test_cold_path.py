@@ -351,6 +351,7 @@ async def test_a_turn_generates_links_and_votes_on_what_it_surfaced(tmp_path):
 
     state = tmp_path / "state"
     ids = _seed(state)
+    (state / "config.json").write_text(json.dumps({"memory": {"links": {"autoGenerate": True}}}))
     rules = [{"grammar_contains": "LINK", "response": f"LINK {ids[0]} {ids[1]} kind=RELATES_TO\n"},
              {"grammar_contains": "UPVOTE", "response": f"UPVOTE memory:{ids[1]}\n"},
              {"grammar_contains": "reply", "response": '{"reply": "Keep it easy this week."}'}]
@@ -385,3 +386,64 @@ def test_side_call_prompts_neutralise_stored_text():
                    build_distill_prompt([evil, "y"])):
         assert "<|im_start|>" not in prompt and "<|im_end|>" not in prompt
         assert "\n### " not in prompt
+
+
+def test_similarity_links_join_a_new_note_to_its_nearest_notes(conn):
+    import numpy as np
+
+    from actors.memory.vectors import VectorStore
+
+    ids = _notes(conn, ["a", "b", "c", "d"])
+    vecs = {ids[0]: [1, 0, 0], ids[1]: [0.9, 0.1, 0], ids[2]: [0, 1, 0], ids[3]: [0.8, 0, 0.2]}
+    store = VectorStore(conn)
+    store.put("m", 3, [(i, np.asarray(v, np.float32).tobytes()) for i, v in vecs.items()])
+    links = LinkStore(conn)
+    n = cold.similarity_links(conn, links, store, model="m", dim=3, new_ids=[ids[0]],
+                              floor=0.9, per_note=3, ceiling=100)
+    got = {(x.to_id, round(x.weight, 2)) for x in links.list_outgoing(ids[0])}
+    assert n == 2 and got == {(ids[1], 0.99), (ids[3], 0.97)}  # not the orthogonal one
+    assert cold.similarity_links(conn, links, store, model="m", dim=3, new_ids=[ids[2]],
+                                 floor=0.9, per_note=3, ceiling=100) == 0
+    assert cold.similarity_links(conn, links, store, model="m", dim=3, new_ids=[ids[2]],
+                                 floor=0.0, per_note=3, ceiling=100) == 0  # 0 = off
+
+
+async def test_default_daemon_links_related_notes_by_meaning_and_distils_them(tmp_path):
+    """The default path with no LLM link generator: notes stored through the daemon are
+    embedded (MiniLM) and linked to their nearest notes; the consolidator turns the
+    linked cluster into a lesson; an unrelated note stays out of it."""
+    from runtime.client import open_client
+    from tests.fakes.llama_server import open_fake_llama
+    from tests.daemon import run_daemon
+
+    state = tmp_path / "state"
+    state.mkdir()
+    texts = ["The user runs every morning before work, usually 5 km.",
+             "The user is training for the Berlin marathon in April.",
+             "The user wants training plans that include a rest day after long runs.",
+             "The user's sister Anna is a nurse."]
+    rules = [{"grammar_contains": "LESSON activation", "response": LESSON}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                ids = []
+                for t in texts:
+                    ids.append((await c.memory("memory.notes.store", {"content": t}))["id"])
+                with trio.fail_after(60):
+                    while True:
+                        edges = await c.memory("memory.links.list")
+                        linked = {e["fromId"] for e in edges} | {e["toId"] for e in edges}
+                        stats = await c.memory("memory.stats")
+                        if stats["embeddings"]["vectors"] >= 4 and len(linked) >= 3:
+                            break
+                        await trio.sleep(0.3)
+                assert linked == set(ids[:3]), edges
+                assert all(e["kind"] == "RELATES_TO" and 0.45 <= e["weight"] <= 1 for e in edges)
+                report = await c.memory("memory.consolidate", {"ignoreCooldown": True})
+                assert report["outcome"] == "ok" and len(report["lessons"]) == 1, report
+                lesson = await c.memory("memory.lessons.get", {"id": report["lessons"][0]})
+                assert lesson["parentIds"] == ids[:3]
+                archived = await c.memory("memory.notes.list", {"archived": "archived"})
+                assert sorted(n["id"] for n in archived) == ids[:3]
+        distill = [b for b in fake.completions() if "LESSON" in b.get("grammar", "")]
+        assert len(distill) == 1 and "Anna" not in distill[0]["prompt"]

@@ -237,7 +237,7 @@ class BackfillActor:
         with trio.fail_after(REQUEST_TIMEOUT_S):
             return await self.ctx.request(MEMORY, body, reply_type)
 
-    async def _write(self, todo: list[VectorTodo]) -> int:
+    async def _write(self, todo: list[VectorTodo], link_new: bool = False) -> int:
         """Embed ``todo`` (purpose ``document``) and store it with ONE PutVectors.
 
         Returns the rows written. A note the server could not embed (BC-10) is left
@@ -262,7 +262,7 @@ class BackfillActor:
         if rows:
             written = await self._request(
                 PutVectors(model=embedder.model, dim=embedder.dim, ids=[i for i, _ in rows],
-                           vectors=[blob for _, blob in rows]), int)
+                           vectors=[blob for _, blob in rows], link_new=link_new), int)
         self.metrics.observe(BATCH_MS, (time.perf_counter() - t0) * 1000)
         self.metrics.inc(EMBEDDED, by=written)
         self.embedded += written
@@ -283,7 +283,7 @@ class BackfillActor:
                     if isinstance(content, str) and content:
                         todo.append(VectorTodo(id=note_id, content=content))
             if todo:
-                written = await self._write(todo)
+                written = await self._write(todo, link_new=True)
                 log.debug("backfill.new_notes", ids=[t.id for t in todo], written=written)
         except EmbeddingUnavailable as exc:
             log.warning("backfill.model_failed", error=exc.message, ids=ids)

@@ -378,10 +378,33 @@ class MemoryActor:
                     if (written != len(rows)  # failed, or skipped ids of deleted notes
                             or not self.vector_cache.add(msg.model, msg.dim, rows)):
                         self.vector_cache.generation += 1
+                    if written and msg.link_new:
+                        await self._link_similar(msg)
             case Stats():
                 return await self._db(self._stats)
             case _:
                 return await self._cold(msg)
+
+    async def _link_similar(self, msg: PutVectors) -> None:
+        """Link newly embedded notes to their nearest notes (``memory.links``
+        ``similarityFloor`` / ``similarityLinks``); a failure is logged, never raised
+        (the vectors are stored either way)."""
+        links = self.cfg.links
+        if not links.enabled or links.similarity_floor <= 0:
+            return
+        try:
+            n = await self._db(lambda: cold.similarity_links(
+                self.conn, self.w.links, self.w.vectors, model=msg.model, dim=msg.dim,
+                new_ids=msg.ids, floor=links.similarity_floor,
+                per_note=links.similarity_links,
+                ceiling=self.cfg.embeddings.brute_force_ceiling))
+        except Exception as exc:  # noqa: BLE001 - links are a bonus, never a failure
+            log.warning("memory.similarity_links_failed", error=str(exc)[:200])
+            return
+        if n:
+            self.metrics.inc("agent.memory.links_written", {"source": "similarity"}, by=n)
+            await self.ctx.cast("root", MemoryChanged(op="memory.links.generated",
+                                                      ids=list(msg.ids)))
 
     async def _cold(self, msg: Any) -> Any:
         """The cold path's writes (:mod:`cold`): links, votes, outcomes, the

@@ -5,6 +5,8 @@ The LLM calls themselves run in the reflection actor (its side-call slot, its
 cancellation); this module only reads and writes ``memory.sqlite`` for them:
 
 * :func:`apply_links` -- upsert generated links (weight 1.0; both notes must exist).
+* :func:`similarity_links` -- link a newly embedded note to its nearest notes (cosine at
+  or above a floor): links no model is needed for.
 * :func:`apply_votes` -- move ``vote_score`` by ±1 per vote, clamped to ±``cap``; an
   audit row per applied vote (``votes``), none for a vote that hit the clamp.
 * :func:`bump_outcomes` -- a turn's end: success or failure of the lessons and
@@ -30,9 +32,11 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import apsw
 import msgspec
+import numpy as np
 import structlog
 
 from .lessons import LessonStore, encode_json
@@ -45,7 +49,7 @@ log = structlog.get_logger()
 
 __all__ = [
     "Cluster", "ClusterChanged", "LinkIn", "SweepResult", "VoteIn", "VoteResult",
-    "apply_links", "apply_votes", "bump_outcomes", "claim_clusters", "drop_derived",
+    "apply_links", "apply_votes", "similarity_links", "bump_outcomes", "claim_clusters", "drop_derived",
     "persist_distilled", "release_leases", "sweep", "MAX_CLUSTER_NOTES",
     "DEPRECATIONS_PER_TICK",
 ]
@@ -173,6 +177,42 @@ def bump_outcomes(conn: apsw.Connection, lessons: LessonStore, procedures: Proce
                 bump = store.bump_success if success else store.bump_failure
                 bumped += bool(bump(row_id))
     return bumped
+
+
+def similarity_links(conn: apsw.Connection, links: LinkStore, vectors: Any, *, model: str,
+                     dim: int, new_ids: Sequence[int], floor: float, per_note: int,
+                     ceiling: int) -> int:
+    """Link each of ``new_ids`` to its ``per_note`` nearest other notes whose cosine is
+    at least ``floor`` (``RELATES_TO``, weight = cosine), in one transaction: the links
+    a model is not needed for (issue 21). Scans the newest ``ceiling`` vectors of
+    ``model`` (``VectorStore.load``); a note without a vector is skipped. Returns the
+    links written. ``floor`` 0.45 is measured for MiniLM on related / unrelated
+    personal notes (docs/architecture.md, bench/RESULTS.md "Cold path")."""
+    if floor <= 0 or not new_ids:
+        return 0
+    loaded = vectors.load(model, dim, ceiling, also=new_ids)
+    if len(loaded.ids) < 2:
+        return 0
+    rows = loaded.rows / np.maximum(np.linalg.norm(loaded.rows, axis=1, keepdims=True), 1e-12)
+    ids = np.asarray(loaded.ids)
+    written = 0
+    with write_txn(conn):
+        for note_id in dict.fromkeys(new_ids):
+            j = loaded.index.get(note_id)
+            if j is None:
+                continue
+            scores = rows @ rows[j]
+            scores[j] = -1.0
+            for k in np.argsort(-scores)[:per_note]:
+                if scores[k] < floor:
+                    break
+                try:
+                    links.add(note_id, int(ids[k]), "RELATES_TO", round(float(scores[k]), 4))
+                except Exception as exc:  # noqa: BLE001 - a note deleted meanwhile
+                    log.debug("memory.similarity_link_skipped", error=str(exc)[:200])
+                    continue
+                written += 1
+    return written
 
 
 # -- the consolidator ----------------------------------------------------------------

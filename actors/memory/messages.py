@@ -123,12 +123,15 @@ class VectorTodo(msgspec.Struct, array_like=True):
 
 
 class PutVectors(_M):
-    """Backfill/writer: store float32 vectors (``dim`` each) for ``model`` in one txn."""
+    """Backfill/writer: store float32 vectors (``dim`` each) for ``model`` in one txn.
+    ``link_new``: these are newly written notes: link each to its nearest neighbours
+    (``memory.links.similarityFloor``, :func:`cold.similarity_links`)."""
 
     model: str
     dim: int
     ids: list[int]
     vectors: list[bytes]
+    link_new: bool = False
 
 
 class Stats(_M):

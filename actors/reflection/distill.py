@@ -40,7 +40,8 @@ N_PREDICT = 400
 
 DISTILL_SYSTEM = (
     "You distil one durable lesson from related notes in the memory of an assistant's "
-    "user. Read the notes and write what they say together that will still help in "
+    "user. Read the notes and write what they say together about this user -- their "
+    "situation, habits, plans or preferences -- and what that means for helping them in "
     "later conversations, in this exact format:\n"
     'LESSON activation="<one sentence: when this applies>"; '
     'principle="<1 to 3 sentences: what to know or do then>"; tags=<3 to 6 lower-case '
@@ -59,6 +60,7 @@ _PROCEDURE = re.compile(r"PROCEDURE\s+activation=" + _QSTR + r"\s*;\s*steps=" + 
                         + r"(?:\s*;\s*tags=([A-Za-z0-9_,\- ]*))?\s*")
 _TAG = re.compile(r"[a-z][a-z0-9_-]{0,39}")
 _HINT = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./]*")
+_NUMBERING = re.compile(r"^(?:step\s*)?\d{1,2}\s*[.):-]\s*", re.IGNORECASE)
 
 
 class DistillError(ValueError):
@@ -101,7 +103,7 @@ def _tags(raw: str | None) -> list[str]:
 def _steps(raw: str) -> list[tuple[str, str]] | None:
     steps: list[tuple[str, str]] = []
     for part in raw.split(";"):
-        part = part.strip()
+        part = _NUMBERING.sub("", part.strip())  # "1. Rest" → "Rest": the renderer numbers
         if not part:
             continue
         desc, hint = part, ""
