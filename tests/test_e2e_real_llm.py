@@ -304,3 +304,51 @@ async def test_openai_api_and_mcp_on_the_default_model(tmp_path):
             messages=[{"role": "user", "content": "Which city do I live in?"}])))
         answer = "".join(ch.choices[0].delta.content or "" for ch in chunks)
         assert "lisbon" in answer.lower(), answer
+
+
+async def test_cold_path_on_the_default_model(tmp_path):
+    """Issue 21 on the default install: notes stored through the daemon are linked by
+    meaning, a turn's vote runner runs on the real server with its per-call grammar, and
+    ``memory consolidate`` distils the linked cluster into a lesson (with the
+    real grammar, parsed) whose parents are the related notes only."""
+    _need_default_model()
+    import json
+    import subprocess
+    import sys
+
+    from tests.daemon import REPO
+
+    state = tmp_path / "state"
+    texts = ["The user runs every morning before work, usually 5 km.",
+             "The user is training for the Berlin marathon in April.",
+             "The user wants training plans that include a rest day after long runs.",
+             "The user's sister Anna is a nurse."]
+    async with run_daemon(state, ready_timeout_s=300) as d:
+        async with open_client(url=d.url, token=d.token) as c:
+            ids = [(await c.memory("memory.notes.store", {"content": t}))["id"] for t in texts]
+            with trio.fail_after(120):
+                while len(await c.memory("memory.links.list")) < 2:
+                    await trio.sleep(0.5)
+            with trio.fail_after(600):
+                frames = [f async for f in c.say("How should I plan my marathon training?")]
+            assert frames[-1]["reason"] in ("reply", "finish"), frames
+            with trio.fail_after(300):
+                while True:
+                    counters = (await c.request({"type": "metrics"}, "metrics.result"))[
+                        "counters"]
+                    votes = [k for k in counters if k.startswith("agent.memory.vote_runner{")]
+                    if votes:
+                        break
+                    await trio.sleep(1)
+            assert votes != ["agent.memory.vote_runner{outcome=failed}"], counters
+        done = await trio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "runtime.cli", "memory", "consolidate", "--ignore-cooldown",
+             "--json", "--state-dir", str(state)], cwd=REPO, capture_output=True, text=True,
+            timeout=600))
+        report = json.loads(done.stdout)
+        assert report["outcome"] == "ok" and report["clusters"] == 1, (report, done.stderr)
+        async with open_client(url=d.url, token=d.token) as c:
+            lesson = await c.memory("memory.lessons.get", {"id": report["lessons"][0]})
+    assert sorted(lesson["parentIds"]) == ids[:3]  # the related notes, not Anna's
+    text = (lesson["activation"] + " " + lesson["principle"]).lower()
+    assert any(w in text for w in ("run", "marathon", "training", "rest")), lesson
