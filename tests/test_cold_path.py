@@ -447,3 +447,13 @@ async def test_default_daemon_links_related_notes_by_meaning_and_distils_them(tm
                 assert sorted(n["id"] for n in archived) == ids[:3]
         distill = [b for b in fake.completions() if "LESSON" in b.get("grammar", "")]
         assert len(distill) == 1 and "Anna" not in distill[0]["prompt"]
+
+
+def test_consolidate_without_a_daemon_says_it_needs_one(tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    r = _cli("memory", "consolidate", state=state)
+    assert r.returncode == 3 and "needs the running daemon" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _cli("memory", "links", "add", "1", "2", state=state)
+    assert r.returncode != 0 and "Traceback" not in r.stderr
