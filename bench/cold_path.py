@@ -14,8 +14,9 @@ running, as in real use):
   corpus's statements are stored as notes (as ``memory notes store``, an MCP client or
   the agent's tool would: reflection turns most statements about the user into profile
   facts, not notes) and a second tick runs.
-* **off** (``memory.voting.enabled`` false, ``memory.links.similarityFloor`` 0,
-  ``memory.consolidation.enabled`` false): the corpus only.
+* **off** (``memory.links.similarityFloor`` 0, ``memory.consolidation.enabled`` false,
+  voting off): the same conversations.
+* **votes** (``--phases on,off,votes``): the default plus ``memory.voting.enabled``.
 
 Reported: notes, links (by source), votes, lessons and procedures after the tick; the
 tick's cost (duration, clusters, LLM calls); a lexical grounding score per lesson (the
@@ -24,7 +25,7 @@ in full so a reader can judge them); and the corpus turn latency with the cold p
 vs off (median and p95, ratio; target ≤ 1.05).
 
 Usage: ``python -m bench.cold_path [--model NAME | --llm-url URL] [--formation N]
-[--think S] [--write]``.
+[--think S] [--phases on,off,votes] [--write]``.
 """
 
 from __future__ import annotations
@@ -47,9 +48,13 @@ from tests.daemon import run_daemon
 
 DATA = Path(__file__).resolve().parent / "data"
 SECTION = "## Cold path: links, votes, lessons (issue 21)"
-OFF_CONFIG = {"memory": {"voting": {"enabled": False},
-                         "links": {"similarityFloor": 0, "autoGenerate": False},
-                         "consolidation": {"enabled": False}}}
+CONFIGS = {
+    "on": None,  # the default configuration: links by meaning, the consolidator
+    "off": {"memory": {"voting": {"enabled": False},
+                       "links": {"similarityFloor": 0, "autoGenerate": False},
+                       "consolidation": {"enabled": False}}},
+    "votes": {"memory": {"voting": {"enabled": True}}},  # default + the vote runner
+}
 REFLECTION_WAIT_S = 240
 _WORD = re.compile(r"[a-z][a-z'-]{3,}")
 _STOP = set("this that with from they them their there what when where which while would "
@@ -91,7 +96,7 @@ async def say_all(c, sessions: list[tuple[str, list[str]]], think: float,
     return latencies
 
 
-async def phase(args: argparse.Namespace, on: bool) -> dict[str, Any]:
+async def phase(args: argparse.Namespace, name: str) -> dict[str, Any]:
     extra = ["--model", args.model] if args.model else []
     corpus = json.loads((DATA / "cold-corpus.json").read_text())["sessions"]
     stamp = int(time.time()) % 10**6
@@ -99,25 +104,28 @@ async def phase(args: argparse.Namespace, on: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state"
         state.mkdir()
-        if not on:
-            (state / "config.json").write_text(json.dumps(OFF_CONFIG))
+        if CONFIGS[name] is not None:
+            (state / "config.json").write_text(json.dumps(CONFIGS[name]))
         async with run_daemon(state, llm_url=args.llm_url, extra=extra,
                               ready_timeout_s=600) as d:
-            print(f"[{'on' if on else 'off'}] daemon ready: {d.ready['llmKind']}",
-                  file=sys.stderr, flush=True)
+            print(f"[{name}] daemon ready: {d.ready['llmKind']}", file=sys.stderr, flush=True)
 
             class Conn:
                 url, token = d.url, d.token
 
             out: dict[str, Any] = {}
-            if on and args.formation:
+            if args.formation:  # every phase: the same memory under the corpus turns
                 cases = json.loads((DATA / "formation-dev.json").read_text())["cases"]
                 cases = cases[:args.formation]
                 await say_all(Conn, [(f"formation-{c['id']}-{stamp}", c["turns"])
-                                     for c in cases], args.think, "on, formation")
-            out["latencies"] = await say_all(Conn, corpus_sessions, args.think,
-                                             "on" if on else "off")
-            if not on:
+                                     for c in cases], args.think, f"{name}, formation")
+            out["latencies"] = await say_all(Conn, corpus_sessions, args.think, name)
+            if name != "on":
+                if name == "votes":
+                    async with open_client(url=d.url, token=d.token) as c:
+                        out["votes"] = await c.memory("memory.votes.tail", {"limit": 1000})
+                        out["counters"] = (await c.request(
+                            {"type": "metrics"}, "metrics.result"))["counters"]
                 return out
             await trio.sleep(args.think)
             async with open_client(url=d.url, token=d.token) as c:
@@ -186,15 +194,17 @@ def _tick_rows(name: str, t: dict[str, Any]) -> list[str]:
     ]
 
 
-def render(on: dict, off: dict, command: str) -> str:
+def render(runs_by: dict[str, dict], command: str) -> str:
+    on, off = runs_by["on"], runs_by["off"]
     med_on, p95_on = _ms(on["latencies"])
     med_off, p95_off = _ms(off["latencies"])
     c = on["counters"]
     links_sim = c.get("agent.memory.links_written{source=similarity}", 0)
     links_gen = c.get("agent.memory.links_written{source=generator}", 0)
-    votes = on["votes"]
+    voted = runs_by.get("votes")
+    votes = voted["votes"] if voted else []
     up = sum(1 for v in votes if v["direction"] > 0)
-    runs = {k.split("=")[1].rstrip("}"): v for k, v in c.items()
+    runs = {k.split("=")[1].rstrip("}"): v for k, v in (voted or {}).get("counters", {}).items()
             if k.startswith("agent.memory.vote_runner{")}
     lines = [
         SECTION, "",
@@ -204,15 +214,19 @@ def render(on: dict, off: dict, command: str) -> str:
         f"| notes at the end (conversations + the corpus stored as notes) | {on['notes_total']} |",
         f"| links: by similarity / by the LLM generator (off by default) | {links_sim} / "
         f"{links_gen} (total edges {on['links']}) |",
-        "| vote runner calls by outcome | "
+        "| vote runner (phase \"votes\" only; off by default): calls by outcome | "
         + (", ".join(f"{k} {v}" for k, v in sorted(runs.items())) or "–") + " |",
-        f"| votes applied (up / down) | {len(votes)} ({up} / {len(votes) - up}) |",
+        f"| votes applied (up / down), phase \"votes\" | {len(votes)} ({up} / {len(votes) - up}) |",
         *_tick_rows("after the conversations", on["conversation"]),
         *_tick_rows("after storing the corpus as notes", on["stored"]),
         f"| corpus turn latency, cold path on: median / p95 | {med_on:.1f} / {p95_on:.1f} s |",
         f"| corpus turn latency, cold path off: median / p95 | {med_off:.1f} / {p95_off:.1f} s |",
         f"| ratio on / off: median / p95 (target ≤ 1.05) | {med_on / med_off:.2f} / "
         f"{p95_on / p95_off:.2f} |",
+        *([f"| corpus turn latency, default + vote runner: median / p95; ratio to off | "
+           f"{_ms(voted['latencies'])[0]:.1f} / {_ms(voted['latencies'])[1]:.1f} s; "
+           f"{_ms(voted['latencies'])[0] / med_off:.2f} / "
+           f"{_ms(voted['latencies'])[1] / p95_off:.2f} |"] if voted else []),
         "",
         "Lessons and procedures as made (activation → principle; parents), to judge:", "",
     ]
@@ -233,16 +247,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--model", help="embedded model name or .gguf (default: the default model)")
     p.add_argument("--llm-url", help="use this llama-server instead of the embedded one")
     p.add_argument("--formation", type=int, default=30,
-                   help="formation dev cases said before the corpus (default all 30)")
+                   help="formation dev cases said before the corpus in every phase "
+                        "(default all 30)")
+    p.add_argument("--phases", default="on,off",
+                   help="comma-separated: on (default config), off (cold path off), votes "
+                        "(default + the vote runner); default on,off")
     p.add_argument("--think", type=float, default=5.0,
                    help="seconds between a turn's reflection and the next turn (default 5)")
     p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
     args = p.parse_args(argv)
     t0 = time.perf_counter()
-    on = trio.run(phase, args, True)
-    off = trio.run(phase, args, False)
+    names = [n for n in args.phases.split(",") if n]
+    if not {"on", "off"} <= set(names) or set(names) - set(CONFIGS):
+        p.error("--phases must include on and off, and only on, off, votes")
+    runs = {name: trio.run(phase, args, name) for name in names}
+    raw = Path(tempfile.gettempdir()) / "bench-cold-path.json"
+    raw.write_text(json.dumps(runs))  # kept, so a report can be re-rendered
+    print(f"raw figures: {raw}", file=sys.stderr)
     command = "python -m bench.cold_path " + " ".join(argv if argv is not None else sys.argv[1:])
-    publish(SECTION, render(on, off, command.strip()), args.write)
+    publish(SECTION, render(runs, command.strip()), args.write)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0
 

@@ -207,7 +207,10 @@ HYBRID_ABLATION_NOTE = (
     "count. w = 0.001 isolates the deeper pool from the cosine. RRF = reciprocal-rank "
     "fusion (c = 60) of the keyword and the vector top 5k, where meaning-only notes "
     "compete for every slot; \"second recall\" = the multi-hop treatment (a second hybrid "
-    "recall on the rare words of the first three hits fills the last 30 % of the slots). "
+    "recall on the rare words of the first three hits fills the last 30 % of the slots); "
+    "\"neighbours by meaning\" = issue 21's similarity links as recall help: the default's "
+    "top k−n and, in the last n slots, each hit's 3 nearest notes with cosine ≥ 0.45 (what "
+    "the link expansion of `### recalled` adds). "
     "Pool, weight and model were chosen on this dev split and checked on each half "
     "(conversations 1–3 and 4–6) alone: MiniLM with w 0.5 beat keyword recall on both "
     "halves with pool ×3 (+2.5 / +2.0 points) and ×5 (+2.7 / +2.1); ×3 is the default "
@@ -233,6 +236,10 @@ HYBRID_ABLATION: dict[str, Ranker] = {
     "pool ×3, w 0.5, keyword context ±1": rankers.hybrid(0.5, 3, radius=1),
     "RRF of keyword and vector top 5k (alternative mode)": rankers.rrf(5),
     "default + multi-hop second recall": rankers.second_recall(),
+    "default, last 2 slots: the hits' neighbours by meaning (links, cosine ≥ 0.45)":
+        rankers.linked(2),
+    "default, last 4 slots: the hits' neighbours by meaning (links, cosine ≥ 0.45)":
+        rankers.linked(4),
     BOUND: rankers.candidate_union(),
 }
 

@@ -166,3 +166,34 @@ def second_recall(model: str | None = None) -> Ranker:
         out += [n for n in second if n not in out][:k - len(out)]
         return out + [n for n in first[keep:] if n not in out][:k - len(out)]
     return rank
+
+
+def linked(extra: int, floor: float = 0.45, per_note: int = 3,
+           model: str | None = None) -> Ranker:
+    """Issue 21's links by meaning as recall help: the default hybrid's top ``k - extra``
+    and, in the ``extra`` slots left, each hit's ``per_note`` nearest notes with cosine
+    ≥ ``floor`` (what ``cold.similarity_links`` links and the context's link expansion
+    would add), then the rest of the hybrid order. Same number of slots as hybrid."""
+    first_rank = hybrid(model=model)
+
+    def rank(conn, store: MemoryStore, question: str, k: int) -> list[int]:
+        first = first_rank(conn, store, question, k)
+        keep = first[:max(1, k - extra)]
+        embedder, cache = _prepare(conn, model or EMBEDDER_MODEL[0])
+        loaded = VectorStore(conn).load(embedder.model, embedder.dim, 2000, cache=cache)
+        rows = loaded.rows / np.maximum(loaded.norms[:, None], 1e-12)
+        out = list(keep)
+        for seed in keep:
+            j = loaded.index.get(seed)
+            if j is None:
+                continue
+            scores = rows @ rows[j]
+            scores[j] = -1.0
+            for kk in np.argsort(-scores, kind="stable")[:per_note]:
+                if scores[kk] < floor or len(out) >= k:
+                    break
+                if loaded.ids[kk] not in out:
+                    out.append(loaded.ids[kk])
+        out += [n for n in first if n not in out]
+        return out[:k]
+    return rank

@@ -199,9 +199,12 @@ class VotingConfig(_C):
     ±``maxVotePerItem``; every consolidator tick multiplies scores by ``signalDecay``.
     Effects: note eviction order, lesson and procedure rerank (``scoreBlend``) and
     vote deprecation, profile facts hidden from the prompt at ``vote_score ≤
-    -profileFilterThreshold``. ``eventLogMaxRows`` caps the audit table."""
+    -profileFilterThreshold``. ``eventLogMaxRows`` caps the audit table. Off by
+    default (the anchor has it on): with the default 1.5B model on 2 cores the extra call
+    per turn made replies 1.6× slower (median) and upvoted 150 of 170 items it was shown
+    (bench/RESULTS.md, "Cold path"); turn it on with a faster server."""
 
-    enabled: bool = True
+    enabled: bool = False
     event_log_max_rows: Annotated[int, Meta(ge=1, le=10_000_000)] = 50_000
     max_vote_per_item: Annotated[int, Meta(ge=1, le=1000)] = 50
     signal_decay: Annotated[float, Meta(gt=0.0, le=1.0)] = 0.95

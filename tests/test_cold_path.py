@@ -351,7 +351,8 @@ async def test_a_turn_generates_links_and_votes_on_what_it_surfaced(tmp_path):
 
     state = tmp_path / "state"
     ids = _seed(state)
-    (state / "config.json").write_text(json.dumps({"memory": {"links": {"autoGenerate": True}}}))
+    (state / "config.json").write_text(json.dumps(
+        {"memory": {"links": {"autoGenerate": True}, "voting": {"enabled": True}}}))
     rules = [{"grammar_contains": "LINK", "response": f"LINK {ids[0]} {ids[1]} kind=RELATES_TO\n"},
              {"grammar_contains": "UPVOTE", "response": f"UPVOTE memory:{ids[1]}\n"},
              {"grammar_contains": "reply", "response": '{"reply": "Keep it easy this week."}'}]

@@ -308,7 +308,8 @@ async def test_openai_api_and_mcp_on_the_default_model(tmp_path):
 
 async def test_cold_path_on_the_default_model(tmp_path):
     """Issue 21 on the default install: notes stored through the daemon are linked by
-    meaning, a turn's vote runner runs on the real server with its per-call grammar, and
+    meaning, a turn's vote runner (turned on: it is off by default) runs on the real
+    server with its per-call grammar, and
     ``memory consolidate`` distils the linked cluster into a lesson (with the
     real grammar, parsed) whose parents are the related notes only."""
     _need_default_model()
@@ -319,6 +320,8 @@ async def test_cold_path_on_the_default_model(tmp_path):
     from tests.daemon import REPO
 
     state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text('{"memory": {"voting": {"enabled": true}}}')
     texts = ["The user runs every morning before work, usually 5 km.",
              "The user is training for the Berlin marathon in April.",
              "The user wants training plans that include a rest day after long runs.",

@@ -205,9 +205,9 @@ def test_a_daemon_that_stops_is_reported_not_a_crash(tmp_path):
             m = app.memory_screen
             await until(pilot, lambda: m.loaded == "profile")
             assert "0 active fact(s)" in m.status_text()
-            await pilot.press("6")  # voting is on by default; no turn yet, so no votes
+            await pilot.press("6")  # voting is off in this fresh state dir: the tail says so
             await until(pilot, lambda: m.loaded == "votes")
-            assert "0 vote(s)" in m.status_text() and "voting is off" not in m.status_text()
+            assert "voting is off (memory.voting.enabled)" in m.status_text()
             await pilot.press("enter")  # an empty table: a message, no detail
             assert "nothing to show" in m.status_text()
             stopped.set()  # the daemon is stopped by the thread below

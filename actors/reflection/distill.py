@@ -16,8 +16,9 @@ Parser rules (anchor §7.6 step 5): the first line starting with ``LESSON``;
 activation and principle required, non-empty, within 240 / 800 chars, else
 :class:`DistillError` (the cluster counts as failed); tags lenient (``_`` allowed, ≤ 40
 chars, ≤ 12). The procedure half: steps split on ``;``, a tool hint after the last
-``@``; 2-8 steps, description ≤ 240, hint ≤ 64 and well formed; any procedure error
-drops the procedure only.
+``@``; 2-8 steps, description ≤ 240, hint ≤ 64 and well formed, leading "1." numbers
+removed; an activation that only copies the format's placeholder ("when to use it") or
+any procedure error drops the procedure only.
 """
 
 from __future__ import annotations
@@ -39,19 +40,24 @@ ABSTAIN = ("(no consensus)", "(no durable advice)")
 N_PREDICT = 400
 
 DISTILL_SYSTEM = (
-    "You distil one durable lesson from related notes in the memory of an assistant's "
-    "user. Read the notes and write what they say together about this user -- their "
-    "situation, habits, plans or preferences -- and what that means for helping them in "
-    "later conversations, in this exact format:\n"
-    'LESSON activation="<one sentence: when this applies>"; '
-    'principle="<1 to 3 sentences: what to know or do then>"; tags=<3 to 6 lower-case '
-    "words, comma separated>\n"
-    "Use only what the notes say; do not invent details. "
-    "If the notes describe a repeatable way of doing something, add a second line:\n"
+    "You combine related notes from the memory of an assistant's user into one lesson. "
+    "The notes are things the user said about themself. Answer in this exact format:\n"
+    'LESSON activation="<a few words: the topic these notes are about>"; '
+    'principle="<one or two sentences starting with The user, combining what the notes '
+    'say; only facts from the notes>"; tags=<3 to 6 lower-case words, comma separated>\n'
+    "If the notes describe a repeatable way the user does something, add a second line:\n"
     'PROCEDURE activation="<when to use it>"; steps="<step one>; <step two>; ..."\n'
-    "If the notes have nothing durable in common, write exactly:\n"
+    "If the notes have nothing in common, write exactly:\n"
     f'LESSON activation="{ABSTAIN[0]}"; principle="{ABSTAIN[1]}"'
 )
+"""The distill call's system part. Measured on the default 1.5B model (scratch runs on
+the cold-path corpus's clusters): asking for "when this applies" and "what to know or do"
+gave generic advice ("Understand how pytest works, its advantages …"); asking for the
+user's facts combined, starting with "The user", kept them ("The user prefers pytest …
+building a small Python project called atlas with FastAPI … deploys it to Fly.io")."""
+
+#: Procedure activations that only copy the format's placeholder (dropped).
+_PLACEHOLDERS = {"when to use it", "<when to use it>", "when to use"}
 
 _QSTR = r'"([\t\x20-\x21\x23-\x7e]*)"'
 _LESSON = re.compile(r"LESSON\s+activation=" + _QSTR + r"\s*;\s*principle=" + _QSTR
@@ -144,7 +150,8 @@ def parse_distill(text: str) -> DistilledIn | None:
     if p is not None:
         steps = _steps(p[2])
         p_act = p[1].strip()
-        if steps and p_act and len(p_act) <= ACTIVATION_MAX_CHARS:
+        if (steps and p_act and len(p_act) <= ACTIVATION_MAX_CHARS
+                and p_act.lower().strip(".") not in _PLACEHOLDERS and "<" not in p_act):
             out.procedure_activation = p_act
             out.steps = steps
     return out
