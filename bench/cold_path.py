@@ -21,8 +21,10 @@ running, as in real use):
 Reported: notes, links (by source), votes, lessons and procedures after the tick; the
 tick's cost (duration, clusters, LLM calls); a lexical grounding score per lesson (the
 share of its content words found in its parent notes: a proxy, the lessons are printed
-in full so a reader can judge them); and the corpus turn latency with the cold path on
-vs off (median and p95, ratio; target ≤ 1.05).
+in full so a reader can judge them); and the corpus turns' latency with the cold path
+on vs off: whole turn (median, p95; it varies with the sampled reply's length) and time
+to the first reply piece (what a user waits for; independent of the reply's length),
+with their ratios (target ≤ 1.05), and the memory-context time per turn.
 
 Usage: ``python -m bench.cold_path [--model NAME | --llm-url URL] [--formation N]
 [--think S] [--phases on,off,votes] [--write]``.
@@ -76,16 +78,26 @@ def grounding(lesson: dict, parents: list[str]) -> float:
 
 
 async def say_all(c, sessions: list[tuple[str, list[str]]], think: float,
-                  label: str) -> list[float]:
-    """Say every turn (one client session per entry); returns turn latencies (s)."""
+                  label: str, extra: list[dict] | None = None) -> list[float]:
+    """Say every turn (one client session per entry); returns turn latencies (s) and
+    appends to ``extra`` each turn's time to its first reply piece or step (s) and its
+    memory-context time (ms)."""
     latencies = []
+    extra = extra if extra is not None else []
     for n, (session, turns) in enumerate(sessions, 1):
         async with open_client(url=c.url, token=c.token, session=session) as s:
             await s.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
             for text in turns:
                 t0 = time.perf_counter()
-                frames = [f async for f in s.say(text)]
+                frames, first = [], None
+                async for f in s.say(text):
+                    if first is None and f.get("type") in ("reply.delta", "reply", "step"):
+                        first = time.perf_counter() - t0
+                    frames.append(f)
                 latencies.append(time.perf_counter() - t0)
+                timings = frames[-1].get("timings") or {}
+                extra.append({"first_s": first if first is not None else latencies[-1],
+                              "context_ms": timings.get("contextMs", 0.0)})
                 turn = frames[-1].get("turn")
                 with trio.move_on_after(REFLECTION_WAIT_S):
                     await s.wait_for(lambda f, t=turn: f.get("type") == "reflection"
@@ -119,7 +131,9 @@ async def phase(args: argparse.Namespace, name: str) -> dict[str, Any]:
                 cases = cases[:args.formation]
                 await say_all(Conn, [(f"formation-{c['id']}-{stamp}", c["turns"])
                                      for c in cases], args.think, f"{name}, formation")
-            out["latencies"] = await say_all(Conn, corpus_sessions, args.think, name)
+            out["turns"] = []
+            out["latencies"] = await say_all(Conn, corpus_sessions, args.think, name,
+                                             out["turns"])
             if name != "on":
                 if name == "votes":
                     async with open_client(url=d.url, token=d.token) as c:
@@ -194,6 +208,16 @@ def _tick_rows(name: str, t: dict[str, Any]) -> list[str]:
     ]
 
 
+def first(run: dict) -> float:
+    """Median time to a turn's first reply piece (s): independent of the reply's length."""
+    return statistics.median(t["first_s"] for t in run["turns"])
+
+
+def ctx(run: dict) -> float:
+    """Median memory-context time of a turn (ms, ``turn.finished`` timings)."""
+    return statistics.median(t["context_ms"] for t in run["turns"])
+
+
 def render(runs_by: dict[str, dict], command: str) -> str:
     on, off = runs_by["on"], runs_by["off"]
     med_on, p95_on = _ms(on["latencies"])
@@ -223,6 +247,11 @@ def render(runs_by: dict[str, dict], command: str) -> str:
         f"| corpus turn latency, cold path off: median / p95 | {med_off:.1f} / {p95_off:.1f} s |",
         f"| ratio on / off: median / p95 (target ≤ 1.05) | {med_on / med_off:.2f} / "
         f"{p95_on / p95_off:.2f} |",
+        f"| time to the first reply piece, on / off: median (ratio) | "
+        f"{first(on):.2f} / {first(off):.2f} s ({first(on) / first(off):.2f}) |",
+        f"| memory context per turn, on / off: median | {ctx(on):.1f} / {ctx(off):.1f} ms |",
+        *([f"| time to the first reply piece, default + vote runner: median (ratio to off) | "
+           f"{first(voted):.2f} s ({first(voted) / first(off):.2f}) |"] if voted else []),
         *([f"| corpus turn latency, default + vote runner: median / p95; ratio to off | "
            f"{_ms(voted['latencies'])[0]:.1f} / {_ms(voted['latencies'])[1]:.1f} s; "
            f"{_ms(voted['latencies'])[0] / med_off:.2f} / "
