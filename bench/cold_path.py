@@ -77,7 +77,7 @@ def grounding(lesson: dict, parents: list[str]) -> float:
     return len(words & have) / len(words) if words else 0.0
 
 
-async def say_all(c, sessions: list[tuple[str, list[str]]], think: float,
+async def say_all(url: str, token: str, sessions: list[tuple[str, list[str]]], think: float,
                   label: str, extra: list[dict] | None = None) -> list[float]:
     """Say every turn (one client session per entry); returns turn latencies (s) and
     appends to ``extra`` each turn's time to its first reply piece or step (s) and its
@@ -85,7 +85,7 @@ async def say_all(c, sessions: list[tuple[str, list[str]]], think: float,
     latencies = []
     extra = extra if extra is not None else []
     for n, (session, turns) in enumerate(sessions, 1):
-        async with open_client(url=c.url, token=c.token, session=session) as s:
+        async with open_client(url=url, token=token, session=session) as s:
             await s.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
             for text in turns:
                 t0 = time.perf_counter()
@@ -122,17 +122,14 @@ async def phase(args: argparse.Namespace, name: str) -> dict[str, Any]:
                               ready_timeout_s=600) as d:
             print(f"[{name}] daemon ready: {d.ready['llmKind']}", file=sys.stderr, flush=True)
 
-            class Conn:
-                url, token = d.url, d.token
-
             out: dict[str, Any] = {}
             if args.formation:  # every phase: the same memory under the corpus turns
                 cases = json.loads((DATA / "formation-dev.json").read_text())["cases"]
                 cases = cases[:args.formation]
-                await say_all(Conn, [(f"formation-{c['id']}-{stamp}", c["turns"])
+                await say_all(d.url, d.token, [(f"formation-{c['id']}-{stamp}", c["turns"])
                                      for c in cases], args.think, f"{name}, formation")
             out["turns"] = []
-            out["latencies"] = await say_all(Conn, corpus_sessions, args.think, name,
+            out["latencies"] = await say_all(d.url, d.token, corpus_sessions, args.think, name,
                                              out["turns"])
             if name != "on":
                 if name == "votes":

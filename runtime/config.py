@@ -248,6 +248,12 @@ class MemoryConfig(_C):
     voting: VotingConfig = msgspec.field(default_factory=VotingConfig)
     consolidation: ConsolidationConfig = msgspec.field(default_factory=ConsolidationConfig)
 
+    def after_turn_calls(self) -> bool:
+        """Whether anything runs on the reflection slot after a turn: reflection, the
+        vote runner or the LLM link generator (the agent casts ``Reflect`` only then)."""
+        return (self.reflection.enabled or self.voting.enabled
+                or (self.links.enabled and self.links.auto_generate))
+
 
 Api = Literal["llama-server", "openai-chat", "openai-completions"]
 

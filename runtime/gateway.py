@@ -121,15 +121,6 @@ class Client:
             await self.ws.send_message(data.decode())
 
 
-def tick_report_data(report: TickReport) -> dict[str, Any]:
-    """A consolidator :class:`TickReport` as protocol JSON (camelCase keys)."""
-    return {"outcome": report.outcome, "clusters": report.clusters, "lessons": report.lessons,
-            "procedures": report.procedures, "abstained": report.abstained,
-            "failed": report.failed, "changed": report.changed,
-            "deprecated": report.deprecated, "durationMs": report.duration_ms,
-            "reason": report.reason}
-
-
 class Gateway:
     """Routes client frames to actors and actor events to clients.
 
@@ -179,7 +170,7 @@ class Gateway:
                     frame.update(index=event.index, result=event.result,
                                  lessonId=event.lesson_id)
                 if event.report is not None:
-                    frame["report"] = tick_report_data(event.report)
+                    frame["report"] = msgspec.to_builtins(event.report)
                 self._to_channel("memory", frame)
             case ReflectionEvent():
                 self._to_channel("reflection", {
@@ -421,8 +412,8 @@ class Gateway:
                 if not isinstance(ignore, bool) or set(frame.args) - {"ignoreCooldown"}:
                     raise RemoteError("invalid_argument", "memory.consolidate takes only "
                                       "ignoreCooldown (true or false)")
-                data = tick_report_data(await self.sup.request(
-                    "reflection", Consolidate(ignore_cooldown=ignore), TickReport))
+                data = await self.sup.request(
+                    "reflection", Consolidate(ignore_cooldown=ignore), TickReport)
             else:
                 # A write names the session only once it exists (has a turn): a CLI
                 # or MCP connection's unsaved session is no provenance.

@@ -364,10 +364,7 @@ class AgentActor:
         # Handing the exchange to reflection completes even if the caller gave up.
         # Every finished exchange is reflected on, also one that ended with ``finish``
         # or at ``max_steps`` ("forget that …" often ends without a reply).
-        m = self.cfg.memory
-        if reason in ("reply", "finish", "max_steps") and (
-                m.reflection.enabled or m.voting.enabled
-                or (m.links.enabled and m.links.auto_generate)):
+        if reason in ("reply", "finish", "max_steps") and self.cfg.memory.after_turn_calls():
             with trio.CancelScope(shield=True), trio.move_on_after(5):
                 earlier = [m.text for m in state.messages[:-1] if m.role == "user"]
                 if earlier and earlier[-1] == msg.text:

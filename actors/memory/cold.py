@@ -370,65 +370,44 @@ def sweep(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStor
     result = SweepResult()
     left = cap
 
-    def count(kind: str, reason: str, n: int) -> None:
+    def count(key: str, n: int) -> None:
         if n:
-            key = f"{kind}:{reason}"
             result.deprecated[key] = result.deprecated.get(key, 0) + n
 
+    def demote(kind: str, reason: str, sql: str, args: tuple) -> None:
+        """Deprecate the rows ``sql`` picks (at most ``left``); a lesson cascades."""
+        nonlocal left
+        if left <= 0:
+            return
+        store = lessons if kind == "lesson" else procedures
+        for (row_id,) in conn.execute(sql, (*args, left)).fetchall():
+            if left > 0 and store.mark_deprecated(row_id, reason, now_ms=now_ms):
+                left -= 1
+                count(f"{kind}:{reason}", 1)
+                if kind == "lesson":
+                    count("procedure:parent_deprecated", len(
+                        procedures.deprecate_by_parent_lesson(row_id, now_ms=now_ms)))
+
+    active = "SELECT id FROM {t} WHERE status = 'active' AND success_count = 0"
     with write_txn(conn):
         if decay is not None and decay < 1.0:
             for table in _TABLE.values():
                 conn.execute(f"UPDATE {table} SET vote_score = vote_score * ?"
                              " WHERE vote_score <> 0", (decay,))
             result.decayed = True
-        lesson_picks = (
-            ("downvoted", "SELECT id FROM lessons WHERE status = 'active' AND success_count = 0"
-                          " AND vote_score < 0 ORDER BY vote_score, id LIMIT ?", ()),
-            ("aged_out", "SELECT id FROM lessons WHERE status = 'active' AND success_count = 0"
-                         " AND created_at <= ? ORDER BY created_at, id LIMIT ?",
-             (now_ms - lesson_age_ms,)),
-        )
-        for reason, sql, args in lesson_picks:
-            for (lesson_id,) in conn.execute(sql, (*args, left)).fetchall():
-                if left <= 0:
-                    break
-                if lessons.mark_deprecated(lesson_id, reason, now_ms=now_ms):
-                    left -= 1
-                    count("lesson", reason, 1)
-                    count("procedure", "parent_deprecated",
-                          len(procedures.deprecate_by_parent_lesson(lesson_id, now_ms=now_ms)))
-        over = lessons.count_active() - lesson_max
-        if over > 0 and left > 0:
-            for (lesson_id,) in conn.execute(
-                    "SELECT id FROM lessons WHERE status = 'active'"
-                    " ORDER BY updated_at, id LIMIT ?", (min(over, left),)).fetchall():
-                if lessons.mark_deprecated(lesson_id, "overflow", now_ms=now_ms):
-                    left -= 1
-                    count("lesson", "overflow", 1)
-                    count("procedure", "parent_deprecated",
-                          len(procedures.deprecate_by_parent_lesson(lesson_id, now_ms=now_ms)))
-        procedure_picks = (
-            ("downvoted", "SELECT id FROM procedures WHERE status = 'active'"
-                          " AND success_count = 0 AND vote_score < 0"
-                          " ORDER BY vote_score, id LIMIT ?", ()),
-            ("aged_out", "SELECT id FROM procedures WHERE status = 'active'"
-                         " AND success_count = 0 AND use_count = 0 AND created_at <= ?"
-                         " ORDER BY created_at, id LIMIT ?", (now_ms - procedure_age_ms,)),
-        )
-        for reason, sql, args in procedure_picks:
-            if left <= 0:
-                break
-            for (proc_id,) in conn.execute(sql, (*args, left)).fetchall():
-                if procedures.mark_deprecated(proc_id, reason, now_ms=now_ms):
-                    left -= 1
-                    count("procedure", reason, 1)
-        over = procedures.count_active() - procedure_max
-        if over > 0 and left > 0:
-            for (proc_id,) in conn.execute(
-                    "SELECT id FROM procedures WHERE status = 'active'"
-                    " ORDER BY vote_score, updated_at, id LIMIT ?", (min(over, left),)).fetchall():
-                if procedures.mark_deprecated(proc_id, "overflow", now_ms=now_ms):
-                    count("procedure", "overflow", 1)
+        for kind, table, max_rows, age_ms, unused, overflow_order in (
+                ("lesson", "lessons", lesson_max, lesson_age_ms, "", "updated_at, id"),
+                ("procedure", "procedures", procedure_max, procedure_age_ms,
+                 " AND use_count = 0", "vote_score, updated_at, id")):
+            pick = active.format(t=table)
+            demote(kind, "downvoted", pick + " AND vote_score < 0 ORDER BY vote_score, id"
+                   " LIMIT ?", ())
+            demote(kind, "aged_out", pick + unused + " AND created_at <= ?"
+                   " ORDER BY created_at, id LIMIT ?", (now_ms - age_ms,))
+            over = (lessons if kind == "lesson" else procedures).count_active() - max_rows
+            if over > 0:
+                demote(kind, "overflow", f"SELECT id FROM {table} WHERE status = 'active'"
+                       f" ORDER BY {overflow_order} LIMIT min(?, ?)", (over,))
     return result
 
 

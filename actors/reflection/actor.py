@@ -161,25 +161,16 @@ class ReflectionActor:
             case AbortPending(session=session):
                 if session in self.in_flight:
                     self._interrupt(session)
-            case Consolidate():
-                self.ctx.nursery.start_soon(self._consolidate_cast, msg)
             case Reflect():
                 if msg.session in self.in_flight:
                     self._interrupt(msg.session)
-                if self.llm is None or not (self.cfg.enabled or self._side_calls_on()):
+                if self.llm is None or not self.memory_cfg.after_turn_calls():
                     return
                 window = [*self.carry.pop(msg.session, []), msg][-CARRY_MAX - 1:]
                 scope = trio.CancelScope()
                 self.in_flight[msg.session] = scope
                 self.running[msg.session] = window
                 self.ctx.nursery.start_soon(self._run, window, scope)
-
-    async def _consolidate_cast(self, msg: Consolidate) -> None:
-        await self.consolidator.tick(ignore_cooldown=msg.ignore_cooldown)
-
-    def _side_calls_on(self) -> bool:
-        m = self.memory_cfg
-        return (m.links.enabled and m.links.auto_generate) or m.voting.enabled
 
     def _interrupt(self, session: str) -> None:
         """Cancel the session's in-flight reflection; its exchanges are carried into the

@@ -52,13 +52,14 @@ class Consolidate(_M):
     ignore_cooldown: bool = False
 
 
-class TickReport(msgspec.Struct, kw_only=True):
+class TickReport(msgspec.Struct, kw_only=True, rename="camel"):
     """One consolidator tick (anchor §7.6 step 8): ``outcome`` ``ok`` (a lesson was
     made) | ``none`` | ``failed`` (every cluster failed) | ``busy`` (a tick was already
     running) | ``off`` (consolidation, lessons or the LLM not available: ``reason``);
     ``clusters`` claimed; ``lessons`` / ``procedures`` ids created; ``abstained``,
     ``failed``, ``changed`` (refused because a note changed) cluster counts;
-    ``deprecated`` by ``kind:reason``; ``duration_ms``."""
+    ``deprecated`` by ``kind:reason``; ``duration_ms``. Camel-cased on the wire, so
+    ``msgspec.to_builtins`` is the ``memory.consolidate`` result as is."""
 
     outcome: str
     clusters: int = 0
