@@ -518,7 +518,8 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         print(f"linked #{data['fromId']} -{data['kind']}-> #{data['toId']}")
     elif what == "links":
         for e in data:
-            print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g})")
+            print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g}, "
+                  f"{e.get('origin', 'manual')})")
         if not data:
             print("(no links)")
     return 0

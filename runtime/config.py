@@ -179,11 +179,19 @@ class LinksConfig(_C):
     3 related note sets and linked unrelated ones as CONTRADICTS (bench/RESULTS.md,
     "Cold path"). ``similarityFloor``: a new note, once embedded, is linked
     (RELATES_TO, weight = cosine) to its ``similarityLinks`` nearest notes at or above
-    this cosine (0.45 measured for the default MiniLM embedder; 0 turns it off)."""
+    this cosine (0.45 measured for the default MiniLM embedder; 0 turns it off).
+    ``expandByMeaning``: whether the prompt's link expansion (``maxExpanded``
+    neighbours of the recalled notes, ``expansionDepth`` hops) also follows those links
+    by meaning; off by default, so it follows only links written by ``memory.links.add``
+    and the link generator: neighbours by meaning did not lift LoCoMo recall at equal
+    slots, and with them the default model's first reply token came about 2.5 s later
+    on 2 cores (every added tail token is prefilled before it; bench/RESULTS.md "Cold
+    path"). Links by meaning still feed the consolidator's clusters."""
 
     enabled: bool = True
     expansion_depth: Annotated[int, Meta(ge=1, le=3)] = 1
     max_expanded: Annotated[int, Meta(ge=1, le=100)] = 12
+    expand_by_meaning: bool = False
     auto_generate: bool = False
     similarity_floor: Fraction = 0.45
     similarity_links: Annotated[int, Meta(ge=1, le=10)] = 3

@@ -132,6 +132,8 @@ class Completion(msgspec.Struct, frozen=True):
     flag that the *prompt* was cut to fit the context. ``tokens_predicted`` /
     ``tokens_evaluated``: token counts. ``slot_id``: the slot that served it (-1 when
     unknown). ``prompt_ms`` / ``predicted_ms``: server timings in ms, when reported.
+    ``prompt_n``: prompt tokens the server processed for this request (its prompt cache
+    excluded; llama-server's ``timings.prompt_n``), None when not reported.
     """
 
     text: str
@@ -142,11 +144,13 @@ class Completion(msgspec.Struct, frozen=True):
     tokens_evaluated: int = 0
     prompt_ms: float | None = None
     predicted_ms: float | None = None
+    prompt_n: int | None = None
 
 
 class _TimingsWire(msgspec.Struct):
     prompt_ms: float | None = None
     predicted_ms: float | None = None
+    prompt_n: int | None = None
 
 
 class _GenSettingsWire(msgspec.Struct):
@@ -207,7 +211,7 @@ def _to_completion(wire: _CompletionWire, text: str) -> Completion:
         text=text, stop_type=stop_type, truncated=wire.truncated,
         tokens_predicted=wire.tokens_predicted, slot_id=-1 if slot is None else slot,
         tokens_evaluated=wire.tokens_evaluated, prompt_ms=timings.prompt_ms,
-        predicted_ms=timings.predicted_ms,
+        predicted_ms=timings.predicted_ms, prompt_n=timings.prompt_n,
     )
 
 

@@ -66,6 +66,8 @@ async def test_invalid_actions_end_with_max_steps(tmp_path):
     timings = frames[-1].pop("timings")
     assert frames[-1] == {"type": "turn.finished", "turn": frames[0]["turn"], "reason": "max_steps"}
     assert timings["steps"] == 4 and timings["totalMs"] >= timings["llmMs"] + timings["contextMs"]
+    # The scripted server reports 1 ms of prompt processing per completion.
+    assert timings["promptMs"] == 4.0 and timings["prefillTokens"] > 0
     prompts = agent_prompts(fake)
     assert len(prompts) == 4  # agent.maxSteps default
     assert "### notice" in prompts[1] and "not a valid action" in prompts[1]

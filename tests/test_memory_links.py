@@ -19,6 +19,7 @@ from actors.memory.links import LINK_KINDS, Link, LinkStore, clamp_weight
 from actors.memory.notes import MemoryStore
 from actors.memory.profile import ProfileStore
 from actors.memory.tools import run_op
+from actors.memory.render import estimate_tokens
 
 
 @pytest.fixture
@@ -54,7 +55,34 @@ def test_add_and_upsert(notes, links):
     assert links.get(a, b, "caused_by") == other
     assert links.get(b, a, "CAUSED_BY") is None
     assert msgspec.to_builtins(link) == {"fromId": a, "toId": b, "kind": "RELATES_TO",
-                                         "weight": 0.4, "createdAt": 10}
+                                         "weight": 0.4, "createdAt": 10, "origin": "manual"}
+
+
+def test_origin_manual_wins_and_expansion_can_skip_links_by_meaning(notes, links):
+    a, b, c = make(notes, 3)
+    assert links.add(a, b, weight=0.6, origin="similarity").origin == "similarity"
+    assert links.add(a, b, weight=0.7, origin="model").origin == "model"
+    assert links.add(a, b).origin == "manual"  # a person's link stays theirs
+    assert links.add(a, b, weight=0.5, origin="similarity").origin == "manual"
+    links.add(a, c, weight=0.55, origin="similarity")
+    assert links.expand([a]) == [c, b]  # (weight order: 0.55, then 0.5)
+    assert links.expand([a], skip_origins=("similarity",)) == [b]
+    with pytest.raises(ValidationError) as err:
+        links.add(a, c, origin="guess")
+    assert err.value.field == "origin"
+
+
+def test_context_leaves_links_by_meaning_out_unless_asked(conn, notes, links):
+    hit = notes.store("the staging database runs postgres").id
+    near = notes.store("backups at midnight").id
+    typed = notes.store("the backup bucket is in eu-west").id
+    links.add(hit, near, weight=0.6, origin="similarity")
+    links.add(hit, typed, "REFERENCES")
+    ctx = context(conn, links, "postgres", max_expanded=12,
+                  skip_link_origins=("similarity",))
+    assert [n.id for n in ctx.recalled] == [hit, typed]
+    ctx = context(conn, links, "postgres", max_expanded=12)
+    assert [n.id for n in ctx.recalled] == [hit, typed, near]
 
 
 @pytest.mark.parametrize("from_id, to_id, kind, field", [
@@ -208,12 +236,50 @@ def test_context_appends_neighbours_once_without_duplicates(conn, notes, links):
     after = recall_counts(conn)
     assert {i: after[i] - before[i] for i in before} == {
         hit: 1, hit2: 1, near: 1, far: 0, other: 0}
-    # The index excludes every recalled and expanded id.
-    index_ids = {n.id for n in ctx.index}
-    assert index_ids == {far, other}
-    assert ctx.recalled[2].score is None
-    body = render_context(ctx)["recalled"]
+    # The index leaves out the hits only (expansion does not change it); a neighbour the
+    # index shows is not repeated under ### recalled: each note once per prompt.
+    assert {n.id for n in ctx.index} == {near, far, other}
+    assert ctx.recalled[2].score is None and ctx.expanded == 1
+    bodies = render_context(ctx)
+    assert len(bodies["recalled"].splitlines()) == 2
+    assert f"- #{near} backups at midnight" in bodies["memory-index"].splitlines()
+    assert bodies["memory-index"] == render_context(
+        context(conn, links, "staging", max_expanded=0))["memory-index"]
+    # With the index off, the neighbour is shown in ### recalled.
+    body = render_context(ctx, index_max_tokens=0)["recalled"]
     assert body.splitlines()[2] == f"- #{near} backups at midnight"
+
+
+def test_expanded_neighbours_take_their_tokens_from_the_end_of_the_index(conn, notes, links):
+    """Issue 21's latency bar: links never lengthen the tail, and never change the index
+    but at its end (the index is the tail's first section: an LLM server's prompt cache
+    covers it from one turn to the next only while it stays the same)."""
+    hit = notes.store("the staging database runs postgres 16 on a dedicated host").id
+    words = ("amber birch cedar delta ember fjord garnet harbor indigo juniper kelp lumen "
+             "marble nectar onyx pepper quartz raven saffron tundra").split()
+    stored = []
+    for i in range(40):  # enough distinct newest notes to fill the index budget
+        a, b = words[i % 20], words[(i * 7 + 3) % 20]
+        stored.append(notes.store(f"{a} {i} {b} {a}{b} ledger {i * 31} of the {b} {a} archive").id)
+    old, newest = stored[:6], stored[-20]  # (the index shows the newest 20, id order)
+    for nid in old + [newest]:  # six old neighbours (not in the index) and one it shows
+        links.add(hit, nid)
+    plain = render_context(context(conn, links, "postgres", max_expanded=0))
+    ctx = context(conn, links, "postgres", max_expanded=12)
+    assert ctx.expanded == 7 and newest in {n.id for n in ctx.index}
+    linked = render_context(ctx)
+    shown = linked["recalled"].splitlines()
+    assert len(shown) == 7 and not any(ln.startswith(f"- #{newest} ") for ln in shown)
+    size = lambda bodies: sum(estimate_tokens(bodies[k]) for k in ("recalled", "memory-index"))
+    assert size(linked) <= size(plain)
+    # The index only loses rows at its end: its remaining whole rows are plain's first.
+    rows = linked["memory-index"].splitlines()[:-2]  # (a cut row, then "… [truncated]")
+    assert rows and plain["memory-index"].splitlines()[:len(rows)] == rows
+    assert len(rows) < len(plain["memory-index"].splitlines()) - 1
+    # Without neighbours nothing is taken from the index.
+    assert render_context(context(conn, links, "zzz", max_expanded=12)).get(
+        "memory-index") == render_context(context(conn, links, "zzz", max_expanded=0)).get(
+        "memory-index")
 
 
 def test_context_expansion_depth_and_cap(conn, notes, links):

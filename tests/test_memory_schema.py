@@ -170,6 +170,23 @@ def test_migrate_from_every_earlier_version(db_path, start):
     c.close()
 
 
+def test_v8_marks_the_links_v7_wrote_by_meaning(db_path):
+    """v7's links by meaning (RELATES_TO, weight = a cosine below 1) become
+    ``similarity``; every other link (a person's, weight 1.0 by default) ``manual``."""
+    c = open_database(db_path, apply_migrations=False)
+    migrate(c, stop_before=8)
+    for content in ("a", "b", "c"):
+        c.execute("INSERT INTO memories (content, tags, source, scope, created_at, updated_at)"
+                  " VALUES (?, '[]', 'user', 'all', 1, 1)", (content,))
+    c.execute("INSERT INTO memory_links (from_id, to_id, kind, weight, created_at) VALUES"
+              " (1, 2, 'RELATES_TO', 0.52, 1), (1, 3, 'RELATES_TO', 1.0, 1),"
+              " (2, 3, 'CAUSED_BY', 0.4, 1)")
+    assert migrate(c) == SCHEMA_VERSION
+    rows = c.execute("SELECT from_id, to_id, origin FROM memory_links ORDER BY 1, 2").fetchall()
+    assert rows == [(1, 2, "similarity"), (1, 3, "manual"), (2, 3, "manual")]
+    c.close()
+
+
 # -- refusing files -----------------------------------------------------------------
 
 

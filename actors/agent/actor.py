@@ -95,6 +95,8 @@ class _Turn:
     reason: str | None = None  # set by CancelTurn / shutdown before cancelling
     context_ms: float = 0.0  # rewrite + BuildContext + render
     llm_ms: float = 0.0  # every completion of the turn
+    prompt_ms: float = 0.0  # the server's prompt processing (prefill), when it reports it
+    prefill_tokens: int = 0  # prompt tokens the server processed (its cache excluded)
     steps: int = 0
     surfaced: list[Surfaced] = field(default_factory=list)  # memory items rendered
 
@@ -354,6 +356,8 @@ class AgentActor:
                                  timings={"totalMs": round((time.monotonic() - t0) * 1000, 2),
                                           "contextMs": round(turn.context_ms, 2),
                                           "llmMs": round(turn.llm_ms, 2),
+                                          "promptMs": round(turn.prompt_ms, 2),
+                                          "prefillTokens": turn.prefill_tokens,
                                           "steps": turn.steps})
                 self.turns.pop(msg.session, None)
         latency = (time.monotonic() - t0) * 1000
@@ -484,6 +488,8 @@ class AgentActor:
                 n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
                 on_token=stream.on_token)
             turn.llm_ms += (time.monotonic() - t_llm) * 1000
+            turn.prompt_ms += completion.prompt_ms or 0.0
+            turn.prefill_tokens += completion.prompt_n or 0
             match parse_action(completion.text):
                 case Reply(text=text) if text.strip():
                     return "reply", text.strip()

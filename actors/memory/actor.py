@@ -489,6 +489,7 @@ class MemoryActor:
             gate=cfg.profile.contextual_keyword_gate,
             links=s.links, expansion_depth=links.expansion_depth,
             max_expanded=links.max_expanded if links.enabled else 0,
+            skip_link_origins=() if links.expand_by_meaning else ("similarity",),
             lessons=s.lessons,
             lessons_k=cfg.lessons.recall_k if cfg.lessons.enabled else 0,
             procedures=s.procedures,

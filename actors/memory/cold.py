@@ -126,7 +126,7 @@ def apply_links(conn: apsw.Connection, links: LinkStore, items: Sequence[LinkIn]
     with write_txn(conn):
         for item in items:
             try:
-                links.add(item.from_id, item.to_id, item.kind)
+                links.add(item.from_id, item.to_id, item.kind, origin="model")
             except Exception as exc:  # noqa: BLE001 - skip one bad link, keep the rest
                 log.debug("memory.link_skipped", error=str(exc)[:200])
                 continue
@@ -207,7 +207,8 @@ def similarity_links(conn: apsw.Connection, links: LinkStore, vectors: Any, *, m
                 if scores[k] < floor:
                     break
                 try:
-                    links.add(note_id, int(ids[k]), "RELATES_TO", round(float(scores[k]), 4))
+                    links.add(note_id, int(ids[k]), "RELATES_TO", round(float(scores[k]), 4),
+                              origin="similarity")
                 except Exception as exc:  # noqa: BLE001 - a note deleted meanwhile
                     log.debug("memory.similarity_link_skipped", error=str(exc)[:200])
                     continue

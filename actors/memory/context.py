@@ -10,7 +10,9 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
 * link expansion (anchor §2.6, §3.6 step 3; when a ``LinkStore`` and ``max_expanded``
   are given) -- BFS neighbours of the recalled notes appended to ``recalled`` after the
   BM25 hits, without duplicate ids; their ``recall_count`` is bumped too, so every
-  surfaced note is bumped exactly once per turn;
+  surfaced note is bumped exactly once per turn; the tokens they add are taken from the
+  index's budget when rendered, so links never lengthen the prompt's tail; the index
+  leaves out only the hits, and a neighbour the index shows is not repeated;
 * ``lessons`` / ``procedures`` -- keyword recall on the same query (anchor §3.6 step 5),
   projected to pointer rows; any failure degrades to ``[]``.
 
@@ -21,6 +23,7 @@ which turns it into section bodies with :func:`render_context` (or the individua
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -34,6 +37,7 @@ from .notes import MAX_QUERY_CHARS, MemoryStore, Note
 from .procedures import ProcedurePointer, ProcedureStore
 from .profile import ProfileFact, ProfileStore
 from .render import (
+    estimate_tokens,
     gate_profile,
     render_index,
     render_lessons,
@@ -46,6 +50,7 @@ __all__ = ["MemoryContext", "build_context", "recall_query", "render_context",
            "render_configured", "context_text"]
 
 log = structlog.get_logger("actors.memory.context")
+_INDEX_ID = re.compile(r"^- #(\d+)", re.M)
 T = TypeVar("T")
 
 
@@ -56,9 +61,12 @@ class MemoryContext(msgspec.Struct):
         profile: gated active profile facts (key order; the renderer orders pinned first).
         recalled: BM25 hits, best first, each with ``score`` in [0, 1]; then the
             link-expanded neighbours in BFS order (``score`` None). Ids are unique.
-        index: pointer rows, ``updated_at`` descending, disjoint from ``recalled`` by id.
+        index: pointer rows, ``updated_at`` descending, disjoint from the hits by id
+            (a neighbour may be an index row too: :func:`render_context` shows it once).
         lessons: up to ``memory.lessons.recallK`` lesson pointers, best first.
         procedures: up to ``memory.procedures.recallK`` procedure pointers, best first.
+        expanded: how many of ``recalled``'s last entries are link-expanded neighbours
+            (:func:`render_context` takes their tokens from the index budget).
 
     Fields added after the first release have defaults (msgspec schema evolution), so
     an older peer decodes a newer context and vice versa.
@@ -69,6 +77,7 @@ class MemoryContext(msgspec.Struct):
     index: list[Note]
     lessons: list[LessonPointer] = msgspec.field(default_factory=list)
     procedures: list[ProcedurePointer] = msgspec.field(default_factory=list)
+    expanded: int = 0
 
 
 def recall_query(user_message: str | None) -> str:
@@ -101,6 +110,7 @@ def build_context(
     links: LinkStore | None = None,
     expansion_depth: int = 1,
     max_expanded: int = 0,
+    skip_link_origins: tuple[str, ...] = (),
     lessons: LessonStore | None = None,
     lessons_k: int = 0,
     procedures: ProcedureStore | None = None,
@@ -129,7 +139,9 @@ def build_context(
         links: the link store; with ``max_expanded > 0`` (``memory.links.maxExpanded``,
             0 = links disabled) the recalled notes are expanded over links in both
             directions, ``expansion_depth`` hops (``memory.links.expansionDepth``,
-            clamped into [1, 3]).
+            clamped into [1, 3]), not over links whose origin is in
+            ``skip_link_origins`` (the memory actor passes ``("similarity",)`` unless
+            ``memory.links.expandByMeaning``).
         lessons / lessons_k: lesson store and ``memory.lessons.recallK`` (0 = off).
         procedures / procedures_k: procedure store and ``memory.procedures.recallK``
             (0 = off).
@@ -171,9 +183,11 @@ def build_context(
             )
             recalled = []
 
+    neighbours: list[Note] = []
     if links is not None and max_expanded > 0 and recalled:
-        recalled = recalled + _expand(notes, links, recalled, working_dir,
-                                      expansion_depth, max_expanded)
+        neighbours = _expand(notes, links, recalled, working_dir, expansion_depth,
+                             max_expanded, skip_link_origins)
+        recalled = recalled + neighbours
 
     query = recall_query(recall_text or user_message)
     lesson_rows: list[LessonPointer] = []
@@ -190,7 +204,11 @@ def build_context(
 
     index: list[Note] = []
     if index_limit > 0:
-        seen = {n.id for n in recalled}
+        # Only the hits leave the index: what expansion adds must not change it, so the
+        # index stays the same from one turn to the next and the LLM server's prompt
+        # cache keeps covering it (render_context shows a neighbour only when the index
+        # does not).
+        seen = {n.id for n in recalled[:len(recalled) - len(neighbours)]}
         index = [
             n
             for n in notes.list_index(index_limit, exclude_ids=seen, working_dir=working_dir)
@@ -205,7 +223,8 @@ def build_context(
                         error=str(exc))
 
     return MemoryContext(profile=profile, recalled=recalled, index=index,
-                         lessons=lesson_rows, procedures=procedure_rows)
+                         lessons=lesson_rows, procedures=procedure_rows,
+                         expanded=len(neighbours))
 
 
 def _safe(what: str, fn: Callable[[], list[T]]) -> list[T]:
@@ -225,14 +244,15 @@ def _visible(note: Note, working_dir: str | None) -> bool:
 
 
 def _expand(notes: MemoryStore, links: LinkStore, base: list[Note], working_dir: str | None,
-            depth: int, cap: int) -> list[Note]:
+            depth: int, cap: int, skip_origins: tuple[str, ...] = ()) -> list[Note]:
     """Hydrate the BFS neighbours of ``base`` (anchor §3.6 step 3); fire-safe
     (errors -> ``[]``). The caller bumps their recall counters."""
 
     def run() -> list[Note]:
         seen = {n.id for n in base}
         extra: list[Note] = []
-        for note_id in links.expand([n.id for n in base], depth=depth, max_expanded=cap):
+        for note_id in links.expand([n.id for n in base], depth=depth, max_expanded=cap,
+                                    skip_origins=skip_origins):
             if note_id in seen:
                 continue
             note = notes.get(note_id)
@@ -269,14 +289,31 @@ def render_context(
     tokens as estimated by ``render.estimate_tokens`` and chars; a budget of 0 drops
     the section. Insertion order follows the prompt order of DESIGN §6
     (memory-index, recalled, profile, lessons, procedures).
+
+    Link-expanded neighbours (``ctx.expanded``) are shown in ``### recalled`` after the
+    hits, except those the index already shows (each note once per prompt), and the
+    tokens they add there are taken from the end of the index's budget. Both for the
+    first reply token (issue 21's latency bar, ``bench/link_expansion.py``): every tail
+    token the LLM server has not cached is prefilled before it, and the index, the
+    tail's first section, is then the same from turn to turn (its newest rows give way
+    at its end) instead of losing rows in its middle, which would break the prompt
+    cache from there on.
     """
+    hits = ctx.recalled[:len(ctx.recalled) - ctx.expanded]
+    index = render_index(ctx.index, preview_chars=index_preview_chars,
+                         max_tokens=index_max_tokens)
+    shown = {int(i) for i in _INDEX_ID.findall(index)}
+    neighbours = [n for n in ctx.recalled[len(hits):] if n.id not in shown]
+    recalled = render_recalled(hits + neighbours, preview_chars=recall_preview_chars,
+                               max_tokens=recall_max_tokens)
+    if neighbours:
+        spent = estimate_tokens(recalled) - estimate_tokens(render_recalled(
+            hits, preview_chars=recall_preview_chars, max_tokens=recall_max_tokens))
+        index = render_index(ctx.index, preview_chars=index_preview_chars,
+                             max_tokens=max(0, index_max_tokens - spent))
     bodies = {
-        "memory-index": render_index(
-            ctx.index, preview_chars=index_preview_chars, max_tokens=index_max_tokens
-        ),
-        "recalled": render_recalled(
-            ctx.recalled, preview_chars=recall_preview_chars, max_tokens=recall_max_tokens
-        ),
+        "memory-index": index,
+        "recalled": recalled,
         "profile": render_profile(ctx.profile, profile_max_tokens, empty=""),
         "lessons": render_lessons(ctx.lessons, max_tokens=lessons_max_tokens),
         "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),

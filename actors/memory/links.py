@@ -1,6 +1,6 @@
 """LinkStore: typed, weighted edges between notes and BFS expansion (anchor §1.6, §2.6, §7.3).
 
-Edges live in ``memory_links(from_id, to_id, kind, weight, created_at)`` (schema v3),
+Edges live in ``memory_links(from_id, to_id, kind, weight, created_at, origin)`` (schema v3; ``origin`` v8),
 primary key ``(from_id, to_id, kind)`` so one pair may carry several kinds; both ends
 reference ``memories(id) ON DELETE CASCADE``, so forgetting or evicting a note drops its
 edges. Kinds: ``RELATES_TO``, ``CAUSED_BY``, ``REFERENCES``, ``CONTRADICTS``,
@@ -28,6 +28,7 @@ __all__ = [
     "Link",
     "LinkStore",
     "LINK_KINDS",
+    "LINK_ORIGINS",
     "DEFAULT_KIND",
     "EXPAND_DEPTH_MIN",
     "EXPAND_DEPTH_MAX",
@@ -44,6 +45,9 @@ LINK_KINDS: tuple[str, ...] = (
     "RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS", "DUPLICATES", "SUPERSEDES",
 )
 DEFAULT_KIND = "RELATES_TO"
+LINK_ORIGINS: tuple[str, ...] = ("manual", "similarity", "model")
+"""Who wrote a link (schema v8): the ``memory.links.add`` op, links by meaning, the LLM
+link generator."""
 EXPAND_DEPTH_MIN, EXPAND_DEPTH_MAX = 1, 3
 EXPAND_MAX_DEFAULT = 50
 EXPAND_MAX_CEILING = 1000
@@ -51,13 +55,18 @@ LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 500, 1000
 
 
 class Link(msgspec.Struct, rename="camel"):
-    """One edge (wire keys ``fromId``, ``toId``, ``kind``, ``weight``, ``createdAt``).
+    """One edge (wire keys ``fromId``, ``toId``, ``kind``, ``weight``, ``createdAt``,
+    ``origin``).
 
     Attributes:
         from_id / to_id: note ids (distinct, both existing when written).
         kind: one of :data:`LINK_KINDS`.
         weight: in [0, 1].
         created_at: Unix ms of the last upsert.
+        origin: who wrote it, one of :data:`LINK_ORIGINS`: ``manual`` (the
+            ``memory.links.add`` op), ``similarity`` (links by meaning), ``model`` (the
+            LLM link generator). A manual upsert makes an edge manual; another writer
+            never takes that back.
     """
 
     from_id: int
@@ -65,6 +74,7 @@ class Link(msgspec.Struct, rename="camel"):
     kind: str
     weight: float
     created_at: int
+    origin: str = "manual"
 
 
 def validate_kind(kind: object, field: str = "kind") -> str:
@@ -111,11 +121,12 @@ def clamp_weight(weight: object) -> float:
     return min(1.0, max(0.0, value))
 
 
-_COLS = "from_id, to_id, kind, weight, created_at"
+_COLS = "from_id, to_id, kind, weight, created_at, origin"
 _SQL_UPSERT = (
-    f"INSERT INTO memory_links ({_COLS}) VALUES (?, ?, ?, ?, ?)"
+    f"INSERT INTO memory_links ({_COLS}) VALUES (?, ?, ?, ?, ?, ?)"
     " ON CONFLICT (from_id, to_id, kind) DO UPDATE SET weight = excluded.weight,"
-    " created_at = excluded.created_at"
+    " created_at = excluded.created_at, origin = CASE WHEN memory_links.origin = 'manual'"
+    " THEN 'manual' ELSE excluded.origin END"
 )
 _SQL_GET = f"SELECT {_COLS} FROM memory_links WHERE from_id = ? AND to_id = ? AND kind = ?"
 _SQL_EXISTS = "SELECT id FROM memories WHERE id IN (?, ?)"
@@ -123,6 +134,7 @@ _ORDER = " ORDER BY weight DESC, created_at DESC, kind, to_id, from_id"
 _SQL_OUT = f"SELECT {_COLS} FROM memory_links WHERE from_id = ?"
 _SQL_IN = f"SELECT {_COLS} FROM memory_links WHERE to_id = ?"
 _SQL_KIND_FILTER = " AND kind IN (SELECT value FROM json_each(?))"
+_SQL_ORIGIN_SKIP = " AND origin NOT IN (SELECT value FROM json_each(?))"
 _SQL_ALL = (
     f"SELECT {_COLS} FROM memory_links"
     " ORDER BY created_at DESC, from_id DESC, to_id DESC, kind LIMIT ?"
@@ -134,7 +146,7 @@ _SQL_FOR_NOTE = (
 
 
 def _row(row: Sequence) -> Link:
-    return Link(row[0], row[1], row[2], float(row[3]), row[4])
+    return Link(row[0], row[1], row[2], float(row[3]), row[4], row[5])
 
 
 class LinkStore:
@@ -158,16 +170,19 @@ class LinkStore:
         weight: float | None = 1.0,
         *,
         now_ms: int | None = None,
+        origin: str = "manual",
     ) -> Link:
         """Upsert the edge ``from_id -kind-> to_id`` and return it.
 
         Ids must be positive ints and different (a self-loop is refused, field
         ``toId``); ``kind`` per :func:`validate_kind`; ``weight`` per
         :func:`clamp_weight` (default 1.0). An existing ``(from, to, kind)`` edge gets
-        the new weight and ``created_at`` (anchor §2.6).
+        the new weight and ``created_at`` (anchor §2.6), and ``origin`` (one of
+        :data:`LINK_ORIGINS`) unless it is ``manual`` already.
 
         Raises:
-            ValidationError: fields ``fromId``, ``toId``, ``kind``, ``weight``, ``nowMs``.
+            ValidationError: fields ``fromId``, ``toId``, ``kind``, ``weight``, ``nowMs``,
+                ``origin``.
             NotFound: one of the notes does not exist.
         """
         from_id = require_positive_id(from_id, "fromId")
@@ -177,12 +192,14 @@ class LinkStore:
         kind = validate_kind(kind)
         value = clamp_weight(weight)
         now = _now(now_ms)
+        if origin not in LINK_ORIGINS:
+            raise ValidationError("origin", f"must be one of {', '.join(LINK_ORIGINS)}")
         with write_txn(self.conn):
             found = {r[0] for r in self.conn.execute(_SQL_EXISTS, (from_id, to_id))}
             for note_id in (from_id, to_id):
                 if note_id not in found:
                     raise NotFound(f"no note #{note_id}")
-            self.conn.execute(_SQL_UPSERT, (from_id, to_id, kind, value, now))
+            self.conn.execute(_SQL_UPSERT, (from_id, to_id, kind, value, now, origin))
             return _row(self.conn.execute(_SQL_GET, (from_id, to_id, kind)).fetchall()[0])
 
     def get(self, from_id: int, to_id: int, kind: str) -> Link | None:
@@ -196,11 +213,15 @@ class LinkStore:
         rows = self.conn.execute(_SQL_GET, args).fetchall()
         return _row(rows[0]) if rows else None
 
-    def _edges(self, sql: str, note_id: int, kinds: tuple[str, ...] | None) -> list[Link]:
+    def _edges(self, sql: str, note_id: int, kinds: tuple[str, ...] | None,
+               skip_origins: tuple[str, ...] = ()) -> list[Link]:
         args: list[object] = [note_id]
         if kinds:
             sql += _SQL_KIND_FILTER
             args.append(msgspec.json.encode(list(kinds)).decode())
+        if skip_origins:
+            sql += _SQL_ORIGIN_SKIP
+            args.append(msgspec.json.encode(list(skip_origins)).decode())
         return [_row(r) for r in self.conn.execute(sql + _ORDER, tuple(args))]
 
     def list_outgoing(self, note_id: int, kinds: Iterable[str] | None = None) -> list[Link]:
@@ -268,6 +289,7 @@ class LinkStore:
         depth: int = 1,
         max_expanded: int = EXPAND_MAX_DEFAULT,
         kinds: Iterable[str] | None = None,
+        skip_origins: Iterable[str] = (),
     ) -> list[int]:
         """Breadth-first neighbours of ``seed_ids`` over edges in both directions.
 
@@ -276,7 +298,9 @@ class LinkStore:
         node of a hop visits its outgoing edges first, then its incoming ones, each
         in :meth:`list_outgoing` / :meth:`list_incoming` order; a node is emitted the
         first time it is reached. Seeds are never returned; the walk stops as soon as
-        ``max_expanded`` ids were collected (mid-hop). Empty seeds -> ``[]``.
+        ``max_expanded`` ids were collected (mid-hop). Empty seeds -> ``[]``. Edges of
+        an origin in ``skip_origins`` are not walked (the context skips ``similarity``
+        unless ``memory.links.expandByMeaning``).
 
         Returns note ids in discovery order (ids only; the caller hydrates them and
         skips any that vanished).
@@ -288,6 +312,7 @@ class LinkStore:
         depth = min(EXPAND_DEPTH_MAX, max(EXPAND_DEPTH_MIN, require_int(depth, "depth")))
         cap = min(EXPAND_MAX_CEILING, max(1, require_int(max_expanded, "maxExpanded")))
         kind_filter = validate_kinds(kinds)
+        skip = tuple(skip_origins)
         if not seeds:
             return []
         seen = set(seeds)
@@ -296,8 +321,8 @@ class LinkStore:
         for _hop in range(depth):
             nxt: list[int] = []
             for node in frontier:
-                neighbours = [e.to_id for e in self._edges(_SQL_OUT, node, kind_filter)]
-                neighbours += [e.from_id for e in self._edges(_SQL_IN, node, kind_filter)]
+                neighbours = [e.to_id for e in self._edges(_SQL_OUT, node, kind_filter, skip)]
+                neighbours += [e.from_id for e in self._edges(_SQL_IN, node, kind_filter, skip)]
                 for nb in neighbours:
                     if nb in seen:
                         continue

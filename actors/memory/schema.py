@@ -273,7 +273,20 @@ tick; the source of truth, ``votes`` is only the audit log); on notes the consol
 ``consolidating_at`` (the lease, Unix ms). The utility eviction order puts the vote
 first, so its index is rebuilt with it."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7)
+_V8 = """
+ALTER TABLE memory_links ADD COLUMN origin TEXT NOT NULL DEFAULT 'manual'
+    CHECK (origin IN ('manual', 'similarity', 'model'));
+UPDATE memory_links SET origin = 'similarity' WHERE kind = 'RELATES_TO' AND weight < 1.0;
+"""
+"""v8: where a link came from (issue 21): ``manual`` (``memory.links.add``: a person or a
+client), ``similarity`` (links by meaning, written after a note is embedded) or ``model``
+(the LLM link generator). Only links by meaning are left out of the prompt's link
+expansion by default (they add no recall and cost the first reply token:
+bench/RESULTS.md "Cold path"). Links written under v7 with kind ``RELATES_TO`` and a
+weight below 1 were links by meaning (their weight is the cosine; the other writers
+used 1.0), so they are marked so."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
 #: The newest schema version this code knows (``len(MIGRATIONS)``).
 SCHEMA_VERSION: int = len(MIGRATIONS)
 

@@ -12,7 +12,7 @@ The file, one JSON object per line, ``type`` first:
 * ``{"type": "note", "id", "content", "tags", "source", "scope", "workingDir",
   "sessionId", "createdAt", "updatedAt", "recallCount", "lastRecalledAt", "archived",
   "origin", "turnId"}`` (``origin`` as a fact version's ``source``);
-* ``{"type": "link", "fromId", "toId", "kind", "weight", "createdAt"}`` (note ids of
+* ``{"type": "link", "fromId", "toId", "kind", "weight", "createdAt", "origin"}`` (note ids of
   this file);
 * ``{"type": "lesson", "id", "activation", "principle", "tags", "status",
   "successCount", "failureCount", "parentIds", "workingDir", "createdAt", "updatedAt",
@@ -114,6 +114,7 @@ class LinkRec(_S, tag="link", tag_field="type", kw_only=True):
                   "SUPERSEDES"]
     weight: float = 1.0
     created_at: int | None = None
+    origin: Literal["manual", "similarity", "model"] = "manual"
 
 
 class LessonRec(_S, tag="lesson", tag_field="type", kw_only=True):
@@ -227,7 +228,7 @@ _TABLES = (
     ("note", "memories", ("id", "content", "tags", "source", "scope", "working_dir",
                           "session_id", "created_at", "updated_at", "recall_count",
                           "last_recalled_at", "archived", "origin", "turn_id"), "id"),
-    ("link", "memory_links", ("from_id", "to_id", "kind", "weight", "created_at"),
+    ("link", "memory_links", ("from_id", "to_id", "kind", "weight", "created_at", "origin"),
      "created_at, from_id, to_id"),
     ("lesson", "lessons", ("id", "activation", "principle", "tags", "status", "success_count",
                            "failure_count", "parent_ids", "working_dir", "created_at",
@@ -392,8 +393,9 @@ def _import_link(conn: apsw.Connection, rec: LinkRec, note_ids: dict[int, int],
         skipped["links"] += 1
         return
     conn.execute("INSERT OR IGNORE INTO memory_links (from_id, to_id, kind, weight,"
-                 " created_at) VALUES (?, ?, ?, ?, ?)",
-                 (a, b, rec.kind, min(1.0, max(0.0, rec.weight)), rec.created_at or _now()))
+                 " created_at, origin) VALUES (?, ?, ?, ?, ?, ?)",
+                 (a, b, rec.kind, min(1.0, max(0.0, rec.weight)), rec.created_at or _now(),
+                  rec.origin))
     if conn.changes():
         added["links"] += 1
     else:

@@ -230,7 +230,8 @@ def link_detail(row: dict[str, Any], ends: dict[int, dict[str, Any]]) -> list[st
     """Detail of an edge: both notes' previews, kind, weight, time."""
     def end(nid: int) -> str:
         return f"#{nid} {one_line(ends[nid]['content'], 60)}" if nid in ends else f"#{nid} (gone)"
-    return [f"link {row['kind']}  weight {row['weight']:g}  created {when(row.get('createdAt'))}",
+    return [f"link {row['kind']}  weight {row['weight']:g}  {row.get('origin', 'manual')}  "
+            f"created {when(row.get('createdAt'))}",
             "", f"from {end(row['fromId'])}", f"  to {end(row['toId'])}"]
 
 

@@ -280,7 +280,8 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 "tokens_evaluated": max(1, len(prompt) // 4), "stop_type": stop_type,
                 "stopped_eos": stop_type == "eos", "stopped_limit": stop_type == "limit",
                 "stopped_word": False, "truncated": False, "model": "scripted",
-                "timings": {"prompt_ms": 1.0, "predicted_ms": float(len(pieces))},
+                "timings": {"prompt_ms": 1.0, "predicted_ms": float(len(pieces)),
+                            "prompt_n": max(1, len(prompt) // 4)},
             }
             if body.get("stream"):
                 self._stream(pieces, final, (rule or {}).get("chunk_delay_ms", 0) / 1000.0)
