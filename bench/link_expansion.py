@@ -161,7 +161,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         return {"built": built, "runs": runs}
 
 
-def render(out: dict[str, Any], command: str) -> str:
+def render(out: dict[str, Any], command: str, heading: str) -> str:
     on, off = out["runs"]["on"], out["runs"]["off"]
 
     def med(rows: list[dict], key: str) -> float:
@@ -177,6 +177,7 @@ def render(out: dict[str, Any], command: str) -> str:
     pairs = [a["first_s"] / b["first_s"] for a, b in one if b["first_s"] > 0]
     prefill = [(a, b) for a, b in one if a["prompt_ms"] > 0 and b["prompt_ms"] > 0]
     lines = [
+        heading, "",
         f"Command: `{command}` ({utc_now()}; {machine_line()}; default model). Store: "
         f"{out['built']['notes']} notes (LoCoMo dev conversation 0's observations), "
         f"{out['built']['links']} links by meaning in \"on\", none in \"off\"; "
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             else sys.argv[1:])
     heading = SECTION + (": links by meaning expanded" if args.expand_by_meaning
                          else ": the default (links by meaning not expanded)")
-    publish(heading, render(out, command.strip()), args.write)
+    publish(heading, render(out, command.strip(), heading), args.write)
     return 0
 
 
