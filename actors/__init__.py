@@ -1,0 +1,27 @@
+"""The actors: agent, memory, reflection and backfill, each a module ``actors.<name>.actor``
+with an ``open_actor`` the kernel serves in its own process (DESIGN §1).
+
+This floor sits between the shell (which composes and serves them) and the services
+and kernel (which they use). May import ``runtime.services`` and ``runtime.kernel``;
+never ``runtime.shell`` (import-linter contract in ``pyproject.toml``). Actors import
+each other's ``messages`` to talk, and the agent and reflection reuse the memory
+package's pure parts (rendering, tool schemas, errors).
+"""
+
+from __future__ import annotations
+
+from runtime.kernel import ActorSpec
+
+__all__ = ["ACTOR_NAMES", "actor_spec"]
+
+ACTOR_NAMES = ("memory", "agent", "reflection", "backfill")
+"""The daemon's four actors."""
+
+
+def actor_spec(name: str, **kw: object) -> ActorSpec:
+    """The kernel's :class:`~runtime.kernel.ActorSpec` for actor ``name`` (one of
+    :data:`ACTOR_NAMES`): its module is ``actors.<name>.actor``; ``kw`` are the spec's
+    other fields (``config``, ``env``, ``nice``). Raises ValueError for another name."""
+    if name not in ACTOR_NAMES:
+        raise ValueError(f"no actor named {name!r}; the actors are {', '.join(ACTOR_NAMES)}")
+    return ActorSpec(name=name, module=f"actors.{name}.actor", **kw)  # type: ignore[arg-type]

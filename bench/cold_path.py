@@ -45,7 +45,7 @@ from typing import Any
 import trio
 
 from bench._results import machine_line, percentile, publish, utc_now
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
 DATA = Path(__file__).resolve().parent / "data"

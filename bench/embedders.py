@@ -23,11 +23,12 @@ from collections import defaultdict
 
 import numpy as np
 
+from actors.memory.hybrid import KEYWORD_POOL_PER_K
 from bench import locomo
 from bench import locomo_rankers as rankers
 from bench._results import machine_line, percentile, publish, utc_now
-from actors.backfill.embedder import LOCAL_MODELS, load_local
-from actors.memory.hybrid import KEYWORD_POOL_PER_K
+from runtime.services.embeddings.embedder import LOCAL_MODELS
+from runtime.services.embeddings.providers import load_local
 
 SECTION = "## Local embedders"
 FACTS = ["I prefer pytest for unit work", "My sister lives in Lyon",

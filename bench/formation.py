@@ -37,8 +37,8 @@ from typing import Any
 import trio
 
 from bench._results import RESULTS, machine_line, percentile, publish, utc_now
-from runtime.client import open_client
-from runtime.models import DEFAULT_MODEL, MODELS
+from runtime.services.models import DEFAULT_MODEL, MODELS
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
 SECTION = "## Memory formation"

@@ -37,7 +37,7 @@ import msgspec
 import numpy as np
 import trio
 
-from actors.backfill.embedder import LOCAL_MODELS, LocalEmbedder, load_local
+from actors import actor_spec
 from actors.memory.hybrid import hybrid_recall
 from actors.memory.messages import Stats
 from actors.memory.notes import MemoryStore
@@ -46,9 +46,11 @@ from actors.memory.vectors import VectorCache, VectorStore
 from bench._results import machine_line, percentile, publish, utc_now
 from bench.locomo import DATA
 from bench.recall import NoteWriter, corpus, populate, time_actor_reads
-from runtime import ActorSpec, open_supervisor
-from runtime.config import ActorBoot, parse_config
-from runtime.metrics import MetricsRequest
+from runtime import open_supervisor
+from runtime.services.config import ActorBoot, parse_config
+from runtime.services.embeddings.embedder import LOCAL_MODELS, LocalEmbedder
+from runtime.services.embeddings.providers import load_local
+from runtime.services.metrics import MetricsRequest
 
 SECTION = "## Hybrid recall and backfill"
 TARGET_HYBRID_P99_MS = 10.0
@@ -98,7 +100,7 @@ async def run_backfill(state: Path, notes: int, model: str = LocalEmbedder.MODEL
         "notes": {"maxEntries": 100000},
         "embeddings": {"backfillStartDelayMs": 0, "model": model}}}))
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state), config=cfg))
-    specs = [ActorSpec(name="memory", config=boot), ActorSpec(name="backfill", config=boot)]
+    specs = [actor_spec("memory", config=boot), actor_spec("backfill", config=boot)]
     async with open_supervisor(specs) as sup:
         t0 = None
         with trio.fail_after(600):
@@ -139,7 +141,7 @@ async def run_actor_recall(state: Path, block: dict, questions: list[str], n: in
         "notes": {"maxEntries": 10_000},
         "embeddings": {"backfillStartDelayMs": 0, "backfill": False, **block}}}))
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state), config=cfg))
-    async with open_supervisor([ActorSpec(name="memory", config=boot)]) as sup:
+    async with open_supervisor([actor_spec("memory", config=boot)]) as sup:
         with trio.fail_after(60):
             while (await sup.request("memory", Stats(), dict))["embeddings"]["recall"] != "hybrid":
                 await trio.sleep(0.05)

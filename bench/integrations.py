@@ -39,7 +39,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench._results import ROOT, machine_line, percentile, publish, utc_now
 from bench.reflection import seed_memory
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -60,7 +60,7 @@ async def _timed(n: int, call) -> list[float]:
 
 async def _mcp_http(state: Path) -> tuple[trio.Process, str]:
     proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "runtime.cli", "mcp", "--http", "--port", "0", "--state-dir",
+        [sys.executable, "-m", "runtime.shell.cli", "mcp", "--http", "--port", "0", "--state-dir",
          str(state)], stderr=subprocess.PIPE, cwd=ROOT)
     buf = b""
     with trio.fail_after(30):
@@ -96,7 +96,7 @@ async def run(notes: int, calls: int, turns: int) -> dict[str, list[float]]:
                 res["turn: websocket"] = await _timed(turns, ws_turn)
 
             params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), args=[
-                "-m", "runtime.cli", "mcp", "--state-dir", str(state)])
+                "-m", "runtime.shell.cli", "mcp", "--state-dir", str(state)])
             async with Client(params) as mcp:
                 res["recall: MCP stdio"], res["context: MCP stdio"] = await _mcp_series(
                     mcp, calls)

@@ -33,7 +33,7 @@ microseconds of wall clock (``perf_counter_ns``), percentiles over all iteration
 after a warm-up of 10 %.
 
 This module is also the benchmark's actor (``ActorSpec(module="bench.ipc")``): it
-exposes ``open_actor`` like every actor module (``runtime/actor.py``).
+exposes ``open_actor`` like every actor module (``runtime/kernel/actor.py``).
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ import msgspec
 import trio
 
 from bench._results import replace_section
-from runtime.actor import ActorContext
+from runtime.kernel.actor import ActorContext
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"
@@ -169,8 +169,8 @@ trio.run(main)
 
 def _echo_child(source: str, max_size: int) -> tuple[socket.socket, subprocess.Popen]:
     """Start a ``python -c`` echo child on one end of a socketpair (``pass_fds``), with
-    the runtime's socket buffer size (``runtime._spawn.SOCKET_BUFFER_BYTES``)."""
-    from runtime._spawn import set_buffer_size
+    the runtime's socket buffer size (``runtime.kernel._spawn.SOCKET_BUFFER_BYTES``)."""
+    from runtime.kernel._spawn import set_buffer_size
 
     parent, child = socket.socketpair()
     for sock in (parent, child):
@@ -452,7 +452,7 @@ def main(argv: list[str] | None = None) -> int:
     table_iters = QUICK_ITERS if args.quick else FULL_ITERS
     iters = {s: args.iters or table_iters.get(s, 300 if args.quick else 1000) for s in sizes}
 
-    from runtime import _log
+    from runtime.kernel import _log
 
     _log.configure("bench", level="warning")
     ckpt = trio.run(checkpoint_us)

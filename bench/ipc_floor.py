@@ -1,7 +1,7 @@
 """Where a small IPC round trip's time goes (``bench/ipc.py``'s breakdown table).
 
 Two ping-pongs between this process and a child over a socketpair, both sides using the
-runtime's own :class:`runtime._channel.Channel` (envelope codec, framing, the direct
+runtime's own :class:`runtime.kernel._channel.Channel` (envelope codec, framing, the direct
 send/receive fast paths) with no supervisor and no actor loop:
 
 * **channel, inline** — the child answers each frame from its reader loop: the cost of
@@ -24,14 +24,14 @@ import time
 
 import trio
 
-from runtime._calls import encode_body
-from runtime._channel import Channel
-from runtime._spawn import set_buffer_size
-from runtime.messages import Request
+from runtime.kernel._calls import encode_body
+from runtime.kernel._channel import Channel
+from runtime.kernel._spawn import set_buffer_size
+from runtime.kernel.messages import Request
 
 _CHILD = r"""
 import socket, sys, trio
-from runtime._channel import Channel
+from runtime.kernel._channel import Channel
 async def main():
     ch = Channel.from_socket(socket.socket(fileno=int(sys.argv[1])))
     per_task = sys.argv[2] == "task"

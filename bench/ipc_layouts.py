@@ -1,6 +1,6 @@
 """Envelope layouts compared (issue 8: "msgspec struct layouts compared"), for ``bench/ipc.py``.
 
-The runtime's envelope (``runtime/messages.py``) is a tagged ``msgspec.Struct`` with
+The runtime's envelope (``runtime/kernel/messages.py``) is a tagged ``msgspec.Struct`` with
 ``array_like=True`` whose payload is ``msgspec.Raw`` — two-stage decoding: the root
 decodes only the envelope to route it, the receiving actor decodes the body against its
 own types. This module times the alternatives on one ``Request`` carrying a payload of
@@ -35,7 +35,7 @@ class Payload(msgspec.Struct, tag="echo", array_like=True):
 
 
 class ArrayRaw(msgspec.Struct, tag="request", array_like=True, forbid_unknown_fields=True):
-    """The runtime's layout (``runtime.messages.Request``)."""
+    """The runtime's layout (``runtime.kernel.messages.Request``)."""
 
     src: str
     dest: str

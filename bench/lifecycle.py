@@ -52,8 +52,8 @@ from actors.memory.schema import open_database, write_txn
 from bench._results import machine_line, percentile, publish, utc_now
 from bench.locomo import DATA
 from bench.recall import NoteWriter, corpus
-from runtime.client import DaemonClient, open_client
-from runtime.config import Config
+from runtime.services.config import Config
+from runtime.shell.client import DaemonClient, open_client
 from tests.daemon import Daemon, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -69,7 +69,7 @@ RULES = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
 WHERE = (
     "Where the time goes (the daemon's logs, `<state>/logs/*.log`): spawn → ready is the "
     "root's interpreter start and imports — its own and, since the fork start "
-    "(`runtime/_fork.py`), every actor's module too (trio, msgspec, structlog, httpx, apsw, "
+    "(`runtime/kernel/_fork.py`), every actor's module too (trio, msgspec, structlog, httpx, apsw, "
     "numpy: about 1 s of CPU on one core, `python -X importtime`) — then the four children "
     "forked from it with their modules loaded, which open their files and answer the "
     "handshake (`startupMs`, inside `trio.run`). Before the fork start each actor was a "
@@ -155,7 +155,7 @@ async def run_lifecycle(template: Path, tmp: Path, llm_url: str, reps: int
     """``reps`` starts for each way to stop of :data:`STOPS`, in turn, each after one
     baseline interpreter start and, every third start, one start with the actors spawned
     instead of forked (``ATOMIC_AGENT_FORK_START=0``, under ``"spawned"``: the start-up
-    before ``runtime/_fork.py``, measured in the same run); (baseline seconds, runs by
+    before ``runtime/kernel/_fork.py``, measured in the same run); (baseline seconds, runs by
     way to stop)."""
     base: list[float] = []
     runs: dict[str, list[dict[str, float]]] = {how: [] for how in (*STOPS, "spawned")}

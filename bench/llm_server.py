@@ -33,8 +33,8 @@ from pathlib import Path
 import httpx
 
 from bench._results import machine_line, publish, utc_now
-from runtime.llama import EmbeddedLLMError, free_port, native_binary, portable_command
-from runtime.models import DEFAULT_MODEL, ModelError, resolve_model
+from runtime.services.llama import EmbeddedLLMError, free_port, native_binary, portable_command
+from runtime.services.models import DEFAULT_MODEL, ModelError, resolve_model
 
 SECTION = "## Embedded LLM server: portable vs native build"
 PROMPT_TOKENS_APPROX = 500

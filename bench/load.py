@@ -48,7 +48,7 @@ from bench._results import machine_line, percentile, publish, utc_now
 from bench.profile import Profile, profiling, summarize
 from bench.reflection import cpu_seconds
 from bench.soak import process_names, sample
-from runtime.client import ClientError, open_client
+from runtime.shell.client import ClientError, open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

@@ -26,14 +26,15 @@ from collections.abc import Callable
 
 import numpy as np
 
-from actors.backfill.embedder import load_local, to_blob
 from actors.memory import recall
 from actors.memory.fts import index_text, query_terms
 from actors.memory.hybrid import KEYWORD_POOL_PER_K, cosine_scores, hybrid_recall
 from actors.memory.notes import K_MAX, MemoryStore
 from actors.memory.recall import STOPWORDS, doc_freqs
 from actors.memory.vectors import VectorCache, VectorStore
-from runtime.config import EmbeddingsConfig
+from runtime.services.config import EmbeddingsConfig
+from runtime.services.embeddings.embedder import to_blob
+from runtime.services.embeddings.providers import load_local
 
 __all__ = ["EMBEDDER_MODEL", "RARE_DF", "SECOND_SLOTS", "SEED_HITS", "VECTOR_WEIGHT",
            "candidate_union", "hybrid", "reset", "rrf", "second_recall"]
@@ -42,7 +43,7 @@ Ranker = Callable[[object, MemoryStore, str, int], list[int]]
 
 #: The local model of hybrid rows without an explicit one (``bench.locomo --embedder``).
 EMBEDDER_MODEL: list[str] = [EmbeddingsConfig().model]
-#: ``memory.embeddings.vectorWeight``'s default (runtime/config.py).
+#: ``memory.embeddings.vectorWeight``'s default (runtime/services/config.py).
 VECTOR_WEIGHT = EmbeddingsConfig().vector_weight
 #: Loaded embedders by model id, and per (connection, model) the vector cache.
 _EMBEDDERS: dict[str, object] = {}

@@ -26,6 +26,7 @@ from pathlib import Path
 import msgspec
 import trio
 
+from actors import actor_spec
 from actors.agent.sessions import Message, SessionStore
 from actors.memory.context import MemoryContext, build_context, render_context
 from actors.memory.messages import BuildContext
@@ -33,8 +34,8 @@ from actors.memory.notes import MemoryStore
 from actors.memory.profile import ProfileStore
 from actors.memory.schema import open_database
 from bench._results import machine_line, percentile, publish, utc_now
-from runtime import ActorSpec, open_supervisor
-from runtime.config import ActorBoot, Config
+from runtime import open_supervisor
+from runtime.services.config import ActorBoot, Config
 
 SECTION = "## Memory work per turn"
 TARGET_P99_MS = 15.0
@@ -90,7 +91,7 @@ async def run_daemon(state_dir: Path, sessions: SessionStore, queries: list[str]
                      turns: int) -> list[float]:
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state_dir), config=Config()))
     out = []
-    async with open_supervisor([ActorSpec(name="memory", config=boot)]) as sup:
+    async with open_supervisor([actor_spec("memory", config=boot)]) as sup:
         state = sessions.create("bench-daemon")
         for i in range(turns):
             q = queries[i % len(queries)]

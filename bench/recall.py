@@ -47,6 +47,7 @@ from typing import Any
 import msgspec
 import trio
 
+from actors import actor_spec
 from actors.memory.context import MemoryContext
 from actors.memory.messages import BuildContext, OpResult, ToolOp
 from actors.memory.notes import MemoryStore
@@ -54,8 +55,8 @@ from actors.memory.recall import build_recall_query
 from actors.memory.schema import open_database
 from bench._results import machine_line, percentile, publish, utc_now
 from bench.locomo import CATEGORIES, DATA
-from runtime import ActorSpec, open_supervisor
-from runtime.config import ActorBoot, Config
+from runtime import open_supervisor
+from runtime.services.config import ActorBoot, Config
 
 SECTION = "## Recall"
 K = 5
@@ -162,7 +163,7 @@ async def run_daemon(state_dir: Path, questions: list[str], n: int) -> dict[str,
     cfg = Config()
     cfg.memory.embeddings.enabled = False  # the BM25 figure of DESIGN §12 (hybrid: issue 6)
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state_dir), config=cfg))
-    async with open_supervisor([ActorSpec(name="memory", config=boot)]) as sup:
+    async with open_supervisor([actor_spec("memory", config=boot)]) as sup:
         return await time_actor_reads(sup, questions, n)
 
 

@@ -43,8 +43,8 @@ import trio
 from actors.memory.actor import open_stores
 from actors.memory.schema import open_database, write_txn
 from bench._results import machine_line, percentile, publish, utc_now
-from runtime.config import Config
-from runtime.client import open_client
+from runtime.services.config import Config
+from runtime.shell.client import open_client
 from tests.conftest import actor_name
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama

@@ -48,14 +48,16 @@ from pathlib import Path
 import msgspec
 import trio
 
+from actors import actor_spec
 from actors.memory.actor import open_or_quarantine, open_reader, open_stores
 from actors.memory.messages import OpResult, ToolOp
 from actors.memory.schema import open_database
 from bench._results import ROOT, machine_line, percentile, publish, utc_now
 from bench.locomo import DATA
 from bench.recall import NoteWriter, corpus, populate, run_local
-from runtime import ActorSpec, _log, open_supervisor
-from runtime.config import ActorBoot, Config
+from runtime import open_supervisor
+from runtime.kernel import _log
+from runtime.services.config import ActorBoot, Config
 
 SECTION = "## Scale"
 SIZES = (1_000, 3_000, 10_000, 30_000, 100_000)
@@ -98,7 +100,7 @@ async def actor_start_stop(state: Path, cfg: Config) -> tuple[float, float]:
     ms to stop it after one request by id)."""
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state), config=cfg))
     t0 = time.perf_counter()
-    async with open_supervisor([ActorSpec(name="memory", config=boot)],
+    async with open_supervisor([actor_spec("memory", config=boot)],
                                log_level="warning") as sup:
         t1 = time.perf_counter()
         await sup.request("memory", ToolOp(op="memory.notes.recall", args={"id": 1}), OpResult)

@@ -39,7 +39,7 @@ from pathlib import Path
 import trio
 
 from bench._results import machine_line, publish, utc_now
-from runtime.client import ClientError, open_client
+from runtime.shell.client import ClientError, open_client
 from tests.conftest import actor_name, descendants
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama

@@ -37,7 +37,7 @@ import trio
 
 from bench._results import machine_line, percentile, publish, utc_now
 from bench.reflection import cpu_seconds, seed_memory
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

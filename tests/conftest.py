@@ -20,7 +20,7 @@ from actors.memory.schema import open_database
 
 def actor_name(pid: int) -> str | None:
     """The actor a daemon process serves: its name ``aa-<actor>`` (``/proc/<pid>/comm``,
-    set by ``runtime._child.serve_actor`` in forked and spawned actors alike), else
+    set by ``runtime.kernel._child.serve_actor`` in forked and spawned actors alike), else
     ``--actor NAME`` in its command line; None for any other process or one gone."""
     try:
         comm = Path(f"/proc/{pid}/comm").read_text().strip()

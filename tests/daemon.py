@@ -1,6 +1,6 @@
 """Test helper: run ``atomic-agent serve`` as a real subprocess.
 
-``run_daemon`` starts ``python -m runtime.cli serve`` with ``--port 0``, reads the
+``run_daemon`` starts ``python -m runtime.shell.cli serve`` with ``--port 0``, reads the
 JSON ready line from stdout and yields it (plus the process); on exit it sends
 SIGTERM, bounds the wait, and checks the exit status (0 unless told otherwise).
 """
@@ -54,7 +54,7 @@ async def run_daemon(state_dir: Path, *, llm_url: str | None = None, extra: list
                      ready_timeout_s: float = 60.0, expect_exit: int | None = 0,
                      env: dict | None = None) -> AsyncIterator[Daemon]:
     """Start the daemon; yield a :class:`Daemon` once ready; stop it with SIGTERM."""
-    cmd = [sys.executable, "-m", "runtime.cli", "serve", "--state-dir", str(state_dir),
+    cmd = [sys.executable, "-m", "runtime.shell.cli", "serve", "--state-dir", str(state_dir),
            "--port", "0"]
     if llm_url:
         cmd += ["--llm-url", llm_url]

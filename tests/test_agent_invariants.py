@@ -7,7 +7,7 @@ from __future__ import annotations
 import trio
 
 from actors.agent.prompt import STABLE_PREFIX
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

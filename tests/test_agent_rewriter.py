@@ -13,8 +13,8 @@ from actors.agent.rewriter import (
     is_referential,
     parse_rewrite,
 )
-from runtime.client import open_client
-from runtime.config import RewriterConfig
+from runtime.services.config import RewriterConfig
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -130,7 +130,7 @@ class _ScriptedPool:
         self.calls = 0
 
     async def complete(self, partition, system, user, **kw):
-        from runtime.llm import Completion
+        from runtime.services.llm import Completion
 
         self.calls += 1
         assert partition.startswith("rewriter:") and kw["role"] == "rewriter"
@@ -160,7 +160,7 @@ async def test_similarity_check_rejects_a_rewrite_that_drifted(checked, outcome)
 
 
 async def test_real_embedder_keeps_a_faithful_rewrite_and_drops_a_drifted_one() -> None:
-    from actors.backfill.embedder import LocalEmbedder
+    from runtime.services.embeddings.embedder import LocalEmbedder
 
     embedder = await trio.to_thread.run_sync(LocalEmbedder.load)
 

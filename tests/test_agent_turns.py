@@ -12,7 +12,7 @@ import time
 import trio
 
 from actors.agent.sessions import SessionState, SessionStore, strip_ephemeral
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

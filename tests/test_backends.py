@@ -1,4 +1,4 @@
-"""LLM backends (``runtime/backends.py``; issue 5 "Backends"): llama-server native and
+"""LLM backends (``runtime/services/backends.py``; issue 5 "Backends"): llama-server native and
 OpenAI-compatible against scripted servers, the ordered pool with a sticky fallback per
 session, and a whole daemon on an OpenAI-compatible server without grammar support."""
 
@@ -12,10 +12,10 @@ import pytest
 import trio
 
 from actors.agent.prompt import STABLE_PREFIX
-from runtime.backends import BackendPool, backends_from_config
-from runtime.client import open_client
-from runtime.config import Config, parse_config
-from runtime.llm import LLMError
+from runtime.services.backends import BackendPool, backends_from_config
+from runtime.services.config import Config, parse_config
+from runtime.services.llm import LLMError
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

@@ -20,7 +20,14 @@ import numpy as np
 import pytest
 import trio
 
-from actors.backfill.embedder import (
+from actors import actor_spec
+from actors.backfill.messages import BackfillStatus
+from actors.memory.messages import OpResult, Stats, ToolOp
+from actors.memory.notes import MemoryStore
+from actors.memory.schema import open_database, write_txn
+from runtime import ActorSpec, open_supervisor
+from runtime.services.config import ActorBoot, Config, parse_config
+from runtime.services.embeddings.embedder import (
     CATALOG,
     GEMMA_PREFIXES,
     CatalogEntry,
@@ -32,13 +39,7 @@ from actors.backfill.embedder import (
     normalise_rows,
     to_blob,
 )
-from actors.backfill.messages import BackfillStatus
-from actors.memory.messages import OpResult, Stats, ToolOp
-from actors.memory.notes import MemoryStore
-from actors.memory.schema import open_database, write_txn
-from runtime import ActorSpec, open_supervisor
-from runtime.config import ActorBoot, Config, parse_config
-from runtime.metrics import MetricsRequest
+from runtime.services.metrics import MetricsRequest
 
 MODEL = "wordllama-l2-supercat-256"
 DIM = 256
@@ -170,7 +171,7 @@ class _FlakyEmbedder:
         self.refuse = refuse
 
     async def embed(self, texts, purpose):
-        from actors.backfill.providers import Embedded
+        from runtime.services.embeddings.providers import Embedded
 
         assert purpose == "document"
         if self.ok_calls <= 0:
@@ -266,7 +267,7 @@ def make_config(**embeddings) -> Config:
 
 def specs(state_dir, cfg: Config) -> list[ActorSpec]:
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state_dir), config=cfg))
-    return [ActorSpec(name="memory", config=boot), ActorSpec(name="backfill", config=boot)]
+    return [actor_spec("memory", config=boot), actor_spec("backfill", config=boot)]
 
 
 def populate(state_dir, n: int) -> list[int]:
@@ -365,7 +366,7 @@ async def test_new_note_is_embedded_soon_after_it_is_written(tmp_path):
 def test_a_local_model_name_the_provider_cannot_run_is_refused_in_the_config():
     """A typo no longer leaves recall silently keyword-only: the config is refused where
     it is read (``serve``) or set (``config set``), naming the models that run."""
-    from runtime.config import ConfigError, parse_config
+    from runtime.services.config import ConfigError, parse_config
 
     with pytest.raises(ConfigError) as info:
         parse_config('{"memory": {"embeddings": {"model": "no-such-model"}}}')

@@ -1,6 +1,6 @@
 """The command line and start-up failures a user can hit (DESIGN §3, §4, §10).
 
-Rules: every command runs as a real subprocess (``python -m runtime.cli``) against a
+Rules: every command runs as a real subprocess (``python -m runtime.shell.cli``) against a
 state dir under ``tmp_path``; assertions are on exit status and the one stderr line.
 No traceback may reach the user.
 """
@@ -15,13 +15,13 @@ import apsw
 import pytest
 import trio
 
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
 
 def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "runtime.shell.cli", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -167,7 +167,7 @@ async def test_stop_returns_once_the_daemon_has_exited_so_the_next_command_runs(
     """README: ``atomic-agent stop; atomic-agent memory reindex; atomic-agent serve`` --
     ``stop`` waits until the daemon has let go of its lock (a newcomer found that reindex
     and serve refused to run because stop returned while the daemon was still exiting)."""
-    from runtime.state import lock_is_free
+    from runtime.shell.state import lock_is_free
 
     state = tmp_path / "state"
     async with open_fake_llama(tmp_path, []) as fake:

@@ -9,7 +9,7 @@ import sys
 
 import trio
 
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -17,7 +17,7 @@ RULES = [{"grammar_contains": "reply", "response": '{"reply": "Hello there."}'}]
 
 
 def _chat(state, stdin: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", "chat", "--state-dir",
+    return subprocess.run([sys.executable, "-m", "runtime.shell.cli", "chat", "--state-dir",
                            str(state)], input=stdin, capture_output=True, text=True,
                           cwd=REPO, timeout=120)
 
@@ -54,7 +54,7 @@ async def test_a_daemon_stopping_under_chat_is_one_line_not_a_traceback(tmp_path
     async with open_fake_llama(tmp_path, RULES) as fake:
         async with run_daemon(state, llm_url=fake.url):
             proc = await trio.lowlevel.open_process(
-                [sys.executable, "-m", "runtime.cli", "chat", "--state-dir", str(state)],
+                [sys.executable, "-m", "runtime.shell.cli", "chat", "--state-dir", str(state)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
             await proc.stdin.send_all(b"hello\n")
             out = b""

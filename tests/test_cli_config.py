@@ -14,7 +14,7 @@ from tests.fakes.llama_server import open_fake_llama
 
 
 def cli(state: Path, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "--state-dir", str(state),
+    done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
                            "config", *argv], capture_output=True, text=True, cwd=REPO,
                           timeout=60)
     assert "Traceback" not in done.stderr, done.stderr

@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from runtime.cli import build_parser
+from runtime.shell.cli import build_parser
 from tests.daemon import REPO
 
 
@@ -16,7 +16,7 @@ def test_every_memory_op_command_takes_json(tmp_path):
     state.mkdir()
 
     def run(*a: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "runtime.cli", "--state-dir", str(state),
+        return subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
                                "memory", *a, "--json"], cwd=REPO, capture_output=True,
                               text=True, timeout=60)
 

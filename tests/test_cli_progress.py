@@ -19,7 +19,7 @@ SLOW = [{"grammar_contains": "reply", "delay_ms": 1500, "chunk_delay_ms": 250,
 
 
 def _ask_argv(state, *extra: str) -> list[str]:
-    return [sys.executable, "-m", "runtime.cli", "ask", "--state-dir", str(state), *extra,
+    return [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir", str(state), *extra,
             "I keep bees on the roof."]
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import trio
 
 from actors.agent.sessions import SessionStore
-from runtime.client import ClientError, open_client
+from runtime.shell.client import ClientError, open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -21,7 +21,7 @@ RULES = [{"grammar_contains": "reply", "response": '{"reply": "Hello there."}'}]
 
 
 def cli(state: Path, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "--state-dir", str(state),
+    done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
                            *argv], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert "Traceback" not in done.stderr, done.stderr
     assert done.returncode == code, (argv, done.returncode, done.stdout, done.stderr)

@@ -10,7 +10,7 @@ import re
 import subprocess
 import sys
 
-from runtime.cli import build_parser
+from runtime.shell.cli import build_parser
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -48,10 +48,10 @@ async def test_metrics_in_words_and_actor_process_titles(tmp_path):
     state = tmp_path / "state"
     async with open_fake_llama(tmp_path, rules) as fake, run_daemon(state, llm_url=fake.url) as d:
         for text in ("What time is it in Tokyo?", "Tell me a joke about cats."):
-            subprocess.run([sys.executable, "-m", "runtime.cli", "ask", "--state-dir",
+            subprocess.run([sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir",
                             str(state), text], capture_output=True, cwd=REPO, timeout=60,
                            check=True)
-        done = subprocess.run([sys.executable, "-m", "runtime.cli", "metrics", "--state-dir",
+        done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "metrics", "--state-dir",
                                str(state)], capture_output=True, text=True, cwd=REPO,
                               timeout=60)
         assert done.returncode == 0, done.stderr
@@ -61,11 +61,11 @@ async def test_metrics_in_words_and_actor_process_titles(tmp_path):
         assert "skipped without asking the model: " in done.stdout
         assert "questions 1" in done.stdout and "requests 1" in done.stdout
         assert "actors: 4 up; restarts 0" in done.stdout
-        raw = subprocess.run([sys.executable, "-m", "runtime.cli", "metrics", "--json",
+        raw = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "metrics", "--json",
                               "--state-dir", str(state)], capture_output=True, text=True,
                              cwd=REPO, timeout=60)
         assert '"counters"' in raw.stdout
-        shown = subprocess.run([sys.executable, "-m", "runtime.cli", "memory", "notes",
+        shown = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "memory", "notes",
                                 "show", "#1", "--state-dir", str(state)], capture_output=True,
                                text=True, cwd=REPO, timeout=60)
         assert shown.returncode == 1 and "no note #1" in shown.stderr  # "#1" read as an id

@@ -11,10 +11,10 @@ import trio
 import trio.testing
 
 import runtime
-from runtime._channel import Channel
-from runtime._codec import HEADER_BYTES, EnvelopeCodec, frame
-from runtime.errors import FrameTooLarge, ProtocolViolation, TransportClosed
-from runtime.messages import PROTOCOL_VERSION, Cancel, Error, Hello, Reply, Request
+from runtime.kernel._channel import Channel
+from runtime.kernel._codec import HEADER_BYTES, EnvelopeCodec, frame
+from runtime.kernel.errors import FrameTooLarge, ProtocolViolation, TransportClosed
+from runtime.kernel.messages import PROTOCOL_VERSION, Cancel, Error, Hello, Reply, Request
 
 
 def pair(max_frame: int = 1 << 20) -> tuple[Channel, Channel]:
@@ -86,19 +86,33 @@ def test_envelope_is_strict():
         codec.decode(data)
 
 
+KERNEL_SURFACE = [
+    "PROTOCOL_VERSION", "ActorContext", "ActorCrashed", "ActorSpec", "ActorTooSlow",
+    "ActorUnavailable", "Channel", "FrameTooLarge", "Handler", "ProtocolViolation",
+    "RemoteError", "RestartIntensityExceeded", "RestartPolicy", "RuntimeFailure", "Supervisor",
+    "TransportClosed", "open_supervisor", "spawn_actor", "stop_process"]
+
+
 def test_runtime_exports():
+    """The kernel's public surface is exactly these names, in ``runtime.kernel`` and
+    re-exported unchanged by ``runtime``; no submodule import adds a public name."""
     import importlib
     import pkgutil
 
-    for module in pkgutil.iter_modules(runtime.__path__):  # every submodule, whatever ran
-        importlib.import_module(f"runtime.{module.name}")  # before: no order dependence
-    assert sorted(runtime.__all__) == sorted(
-        n for n in dir(runtime) if not n.startswith("_") and n not in {
-            "actor", "errors", "messages", "metrics", "llm", "config", "state", "protocol",
-            "gateway", "client", "cli", "daemon", "llama", "backends", "offline", "tui", "recover",
-            "reindex", "models", "llama_portable", "memory_feedback", "status_line",
-            "mcp_server", "daemon_link", "openai_api", "config_edit", "metrics_summary",
-            "cli_turns", "cli_output", "cli_consolidate"})
+    import runtime.kernel as kernel
+
+    for package in (runtime, kernel):  # every submodule, whatever ran before: no order
+        for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
+            if not module.name.startswith("runtime.shell.tui"):  # needs the tui extra
+                importlib.import_module(module.name)
+    kernel_modules = {m.name for m in pkgutil.iter_modules(kernel.__path__)}
+    assert sorted(kernel.__all__) == sorted(KERNEL_SURFACE) == sorted(
+        n for n in dir(kernel) if not n.startswith("_") and n not in kernel_modules)
+    assert sorted(runtime.__all__) == sorted(KERNEL_SURFACE) == sorted(
+        n for n in dir(runtime) if not n.startswith("_")
+        and n not in {"kernel", "services", "shell"})
+    for name in KERNEL_SURFACE:
+        assert getattr(runtime, name) is getattr(kernel, name)
     for name in ("ActorCrashed", "ActorUnavailable", "ActorTooSlow", "ProtocolViolation",
                  "TransportClosed", "FrameTooLarge", "RemoteError", "RestartIntensityExceeded"):
         assert issubclass(getattr(runtime, name), runtime.RuntimeFailure)
@@ -111,7 +125,7 @@ def test_daemon_processes_do_not_import_optional_extras_at_start():
     import subprocess
     import sys
 
-    code = ("import sys, runtime._child, runtime.daemon, actors.memory.actor, actors.agent.actor,"
+    code = ("import sys, runtime.kernel._child, runtime.shell.daemon, actors.memory.actor, actors.agent.actor,"
             " actors.backfill.actor, actors.reflection.actor; "
             "print(sorted(m for m in ('rich', 'pygments', 'click', 'httpx._main')"
             " if sys.modules.get(m) is not None)); "

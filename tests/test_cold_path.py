@@ -248,7 +248,7 @@ LESSON = ('LESSON activation="When the user talks about running"; principle="The
 
 
 def _cli(*args, state):
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args, "--state-dir", str(state)],
+    return subprocess.run([sys.executable, "-m", "runtime.shell.cli", *args, "--state-dir", str(state)],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
 
 
@@ -264,8 +264,8 @@ def _seed(state):
 
 
 async def test_consolidate_command_distils_archives_and_forget_undoes_it(tmp_path):
-    from tests.fakes.llama_server import open_fake_llama
     from tests.daemon import run_daemon
+    from tests.fakes.llama_server import open_fake_llama
 
     state = tmp_path / "state"
     ids = _seed(state)
@@ -312,8 +312,8 @@ async def test_consolidate_command_distils_archives_and_forget_undoes_it(tmp_pat
 
 
 async def test_a_failing_or_hanging_distill_leaves_every_note_as_it_was(tmp_path):
-    from tests.fakes.llama_server import open_fake_llama
     from tests.daemon import run_daemon
+    from tests.fakes.llama_server import open_fake_llama
 
     state = tmp_path / "state"
     ids = _seed(state)
@@ -345,9 +345,9 @@ async def test_a_failing_or_hanging_distill_leaves_every_note_as_it_was(tmp_path
 
 
 async def test_a_turn_generates_links_and_votes_on_what_it_surfaced(tmp_path):
-    from runtime.client import open_client
-    from tests.fakes.llama_server import open_fake_llama
+    from runtime.shell.client import open_client
     from tests.daemon import run_daemon
+    from tests.fakes.llama_server import open_fake_llama
 
     state = tmp_path / "state"
     ids = _seed(state)
@@ -413,9 +413,9 @@ async def test_default_daemon_links_related_notes_by_meaning_and_distils_them(tm
     """The default path with no LLM link generator: notes stored through the daemon are
     embedded (MiniLM) and linked to their nearest notes; the consolidator turns the
     linked cluster into a lesson; an unrelated note stays out of it."""
-    from runtime.client import open_client
-    from tests.fakes.llama_server import open_fake_llama
+    from runtime.shell.client import open_client
     from tests.daemon import run_daemon
+    from tests.fakes.llama_server import open_fake_llama
 
     state = tmp_path / "state"
     state.mkdir()

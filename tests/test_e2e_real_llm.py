@@ -17,9 +17,9 @@ import os
 import pytest
 import trio
 
-from runtime.client import open_client
-from runtime.llama import EmbeddedLLMError, server_command
-from runtime.models import DEFAULT_MODEL, ModelError, resolve_model
+from runtime.services.llama import EmbeddedLLMError, server_command
+from runtime.services.models import DEFAULT_MODEL, ModelError, resolve_model
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
 pytestmark = pytest.mark.real_llm
@@ -106,10 +106,10 @@ async def test_real_llama_server_embeddings_attach_cut_long_notes_and_reindex(tm
     import httpx
     import numpy as np
 
-    from actors.backfill.providers import attach
     from actors.memory.notes import MemoryStore
     from actors.memory.schema import open_database
-    from runtime.config import parse_config
+    from runtime.services.config import parse_config
+    from runtime.services.embeddings.providers import attach
     from tests.daemon import REPO
     from tests.fakes.llama_server import _reap
 
@@ -155,7 +155,7 @@ async def test_real_llama_server_embeddings_attach_cut_long_notes_and_reindex(tm
             notes.store(text)
         conn.close()
         done = await trio.to_thread.run_sync(lambda: subprocess.run(
-            [sys.executable, "-m", "runtime.cli", "memory", "reindex", "--state-dir",
+            [sys.executable, "-m", "runtime.shell.cli", "memory", "reindex", "--state-dir",
              str(state)], cwd=REPO, capture_output=True, text=True, timeout=120))
         assert done.returncode == 0, done.stderr
         assert json.loads(done.stdout) == {"model": "smollm2-135m-instruct", "embedded": 3,
@@ -252,7 +252,7 @@ async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp
     async with run_daemon(state, ready_timeout_s=300) as d:
         assert "Qwen2.5-Coder-1.5B" in d.ready["llmKind"]
         done = await trio.to_thread.run_sync(lambda: subprocess.run(
-            [sys.executable, "-m", "runtime.cli", "ask", "--state-dir", str(state),
+            [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir", str(state),
              "My name is Dana, I live in Lisbon and I prefer pytest for testing."],
             cwd=REPO, capture_output=True, text=True, timeout=600))
         assert done.returncode == 0, done.stderr
@@ -295,7 +295,7 @@ async def test_openai_api_and_mcp_on_the_default_model(tmp_path):
                 event = await c.wait_for(lambda f: f["type"] == "reflection")
             assert event["session"] == "e2e" and event["outcome"] == "ok", event
         params = StdioServerParameters(command=sys.executable, cwd=str(REPO), args=[
-            "-m", "runtime.cli", "mcp", "--state-dir", str(state)])
+            "-m", "runtime.shell.cli", "mcp", "--state-dir", str(state)])
         async with Client(params) as mcp:
             context = await mcp.call_tool("memory_context", {"message": "Where do I live?"})
             assert not context.is_error and "Lisbon" in context.content[0].text, context
@@ -345,7 +345,7 @@ async def test_cold_path_on_the_default_model(tmp_path):
                     await trio.sleep(1)
             assert votes != ["agent.memory.vote_runner{outcome=failed}"], counters
         done = await trio.to_thread.run_sync(lambda: subprocess.run(
-            [sys.executable, "-m", "runtime.cli", "memory", "consolidate", "--ignore-cooldown",
+            [sys.executable, "-m", "runtime.shell.cli", "memory", "consolidate", "--ignore-cooldown",
              "--json", "--state-dir", str(state)], cwd=REPO, capture_output=True, text=True,
             timeout=600))
         report = json.loads(done.stdout)

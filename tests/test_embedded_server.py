@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from runtime import llama
-from runtime.llama import describe_exit, log_tail, server_command
+from runtime.services import llama
+from runtime.services.llama import describe_exit, log_tail, server_command
 from tests.daemon import REPO, run_daemon
 
 
@@ -68,7 +68,7 @@ def _state(tmp_path: Path, server: Path, server_args: list[str] | None = None) -
 
 
 def _serve(state: Path, *extra: str, timeout: float = 90) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "runtime.cli", "serve", "--state-dir",
+    return subprocess.run([sys.executable, "-m", "runtime.shell.cli", "serve", "--state-dir",
                            str(state), "--port", "0", *extra], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout)
 
@@ -147,7 +147,7 @@ async def test_a_taken_port_is_named_with_the_way_out(tmp_path, fake_llama_url):
         port = taken.getsockname()[1]
         with trio.fail_after(60):
             done = await trio.run_process(
-                [sys.executable, "-m", "runtime.cli", "serve", "--state-dir",
+                [sys.executable, "-m", "runtime.shell.cli", "serve", "--state-dir",
                  str(tmp_path / "state"), "--port", str(port), "--llm-url", fake_llama_url],
                 cwd=REPO, capture_stdout=True, capture_stderr=True, check=False)
     assert done.returncode == 1
@@ -159,7 +159,7 @@ async def test_a_taken_port_is_named_with_the_way_out(tmp_path, fake_llama_url):
 
 
 async def test_an_unreachable_llm_url_is_reported_at_start_and_memory_still_serves(tmp_path):
-    from runtime.client import open_client
+    from runtime.shell.client import open_client
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -218,7 +218,7 @@ def test_log_tail_quotes_only_this_starts_last_lines(tmp_path):
 
 
 def test_server_command_choices(tmp_path, monkeypatch):
-    assert server_command("portable").argv == [sys.executable, "-m", "runtime.llama_portable"]
+    assert server_command("portable").argv == [sys.executable, "-m", "runtime.services.llama_portable"]
     binary = _stand_in(tmp_path, "exit 0\n")
     assert server_command(str(binary)).argv == [str(binary)]
     monkeypatch.setattr(llama, "native_binary", lambda: None)
@@ -242,7 +242,7 @@ def test_auto_prefers_the_portable_server_without_the_native_extra(monkeypatch):
 
 
 def test_model_and_config_errors_name_the_key(tmp_path):
-    from runtime.config import ConfigError, parse_config
+    from runtime.services.config import ConfigError, parse_config
 
     with pytest.raises(ConfigError, match="llm.serverArgs"):
         parse_config(b'{"llm": {"serverArgs": "--no-repack"}}')

@@ -1,7 +1,7 @@
 """Server embedding providers (DESIGN §8, seed 001; anchor §5.1) and field case BC-10.
 
 Tier 1: the response parser and the "too large" classifier on literal bodies.
-Tier 2: :func:`actors.backfill.providers.attach` against the scripted llama-server run as
+Tier 2: :func:`runtime.services.embeddings.providers.attach` against the scripted llama-server run as
 a real subprocess (``/embedding`` and ``/v1/embeddings``): attach only with the catalog's
 dimension, a clear reason otherwise, bearer tokens, inputs cut to fit (BC-10).
 Tier 3: the whole daemon with ``provider: "llama-server"``: notes are embedded by the
@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 import trio
 
-from actors.backfill.embedder import EmbeddingUnavailable
-from actors.backfill.providers import (
+from runtime.services.config import EmbeddingsConfig, parse_config
+from runtime.services.embeddings.embedder import EmbeddingUnavailable
+from runtime.services.embeddings.providers import (
     FIT_ATTEMPTS,
     ServerEmbedder,
     attach,
@@ -27,8 +28,7 @@ from actors.backfill.providers import (
     parse_vectors,
     too_large,
 )
-from runtime.client import open_client
-from runtime.config import EmbeddingsConfig, parse_config
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -237,8 +237,8 @@ async def test_a_server_started_late_is_attached_and_a_dead_one_costs_one_failur
     paying the failure on every turn."""
     import socket
 
-    from actors.backfill import providers
     from actors.memory.query_embedder import QueryEmbedder
+    from runtime.services.embeddings import providers
 
     monkeypatch.setattr(providers, "ATTACH_RETRY_S", 0.2)
     with socket.socket() as s:

@@ -1,11 +1,11 @@
-"""The daemon's first start of its actors by fork (``runtime._fork``, DESIGN §12 ready ≤ 2 s).
+"""The daemon's first start of its actors by fork (``runtime.kernel._fork``, DESIGN §12 ready ≤ 2 s).
 
 With ``llm.url`` set, ``serve`` imports the actors' modules once and forks the four
 children before ``trio.run``; restarts spawn a fresh interpreter. These tests run a real
 daemon and look at its processes through ``/proc``: the children are forked (the root's
 command line), named ``aa-<actor>``, hold no copy of the state lock, and exit when the
 root is SIGKILLed (no child holds another child's channel open); a restarted actor is
-spawned (``runtime._child --actor NAME``) under the same name.
+spawned (``runtime.kernel._child --actor NAME``) under the same name.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import trio
 
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.conftest import actor_name, descendants, pid_alive
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
@@ -74,10 +74,10 @@ async def test_a_killed_forked_actor_is_restarted_by_spawn_under_the_same_name(t
                 while actors_of(d.proc.pid).get("memory") in (None, forked):
                     await trio.sleep(0.05)
             spawned = actors_of(d.proc.pid)["memory"]
-            with trio.fail_after(20):  # python -m runtime._child --actor memory, then titled
+            with trio.fail_after(20):  # python -m runtime.kernel._child --actor memory, then titled
                 while cmdline(spawned)[0] != b"atomic-agent: memory actor (spawned)":
                     argv = cmdline(spawned)
-                    assert b"runtime._child" in argv or argv[0].startswith(b"atomic-agent:"), argv
+                    assert b"runtime.kernel._child" in argv or argv[0].startswith(b"atomic-agent:"), argv
                     await trio.sleep(0.05)
             async with open_client(url=d.url, token=d.token) as c:
                 with trio.fail_after(20):
@@ -122,7 +122,7 @@ async def test_forked_process_waits_from_several_tasks_and_reports_signals():
     """``ForkedProcess`` as the supervisor uses ``trio.Process``: two tasks wait at once
     (the supervisor's loop and its shutdown), a signal's death is ``-signum``, a reaped
     child is never signalled again, an exit status comes back as is."""
-    from runtime._fork import ForkedProcess
+    from runtime.kernel._fork import ForkedProcess
 
     pid = os.fork()
     if pid == 0:  # a child that only sleeps
@@ -158,7 +158,7 @@ async def test_a_returncode_poll_while_another_task_waits_is_not_an_error():
     """The supervisor's shutdown polls ``returncode`` while its loop waits on the same
     child: the poll reaps and closes the pidfd; the waiter must return the status, not
     fail with ``ClosedResourceError`` (it stopped the daemon with exit 1 once)."""
-    from runtime._fork import ForkedProcess
+    from runtime.kernel._fork import ForkedProcess
 
     for _ in range(20):
         pid = os.fork()

@@ -17,7 +17,7 @@ import sys
 import pytest
 import trio
 
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -174,14 +174,14 @@ async def test_instructions_to_the_assistant_are_not_remembered(daemon):
                   "SET name=Noor\nSET job=welder\nSET city=Tampere\n"))
 async def test_ask_prints_what_memory_did(daemon):
     done = await trio.to_thread.run_sync(lambda: subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "ask", "--state-dir", str(daemon.state_dir),
+        [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir", str(daemon.state_dir),
          "My name is Noor and I work as a welder in Tampere."],
         cwd=REPO, capture_output=True, text=True, timeout=120))
     assert done.returncode == 0, done.stderr
     lines = done.stderr.splitlines()
     assert "memory: remembered name = Noor, job = welder, city = Tampere" in lines
     question = await trio.to_thread.run_sync(lambda: subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "ask", "--state-dir", str(daemon.state_dir),
+        [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir", str(daemon.state_dir),
          "How are you today?"], cwd=REPO, capture_output=True, text=True, timeout=120))
     assert "memory: nothing to remember (a question)" in question.stderr.splitlines()
 
@@ -195,7 +195,7 @@ async def test_ask_warns_when_reflection_times_out(tmp_path):
             json.dumps({"memory": {"reflection": {"timeoutMs": 500}}}))
         async with run_daemon(state, llm_url=fake.url):
             done = await trio.to_thread.run_sync(lambda: subprocess.run(
-                [sys.executable, "-m", "runtime.cli", "ask", "--state-dir", str(state),
+                [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir", str(state),
                  "I stay up late on weekdays."], cwd=REPO, capture_output=True, text=True,
                 timeout=120))
     assert done.returncode == 0, done.stderr
@@ -206,7 +206,7 @@ async def test_ask_warns_when_reflection_times_out(tmp_path):
 @rules(reflection("I play the bassoon in a brass band.", "SET instrument=bassoon\n"))
 async def test_chat_prints_what_memory_did_even_when_quitting_right_away(daemon):
     done = await trio.to_thread.run_sync(lambda: subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "chat", "--state-dir", str(daemon.state_dir)],
+        [sys.executable, "-m", "runtime.shell.cli", "chat", "--state-dir", str(daemon.state_dir)],
         input="I play the bassoon in a brass band.\n/quit\n", cwd=REPO, capture_output=True,
         text=True, timeout=120))
     assert done.returncode == 0, done.stderr

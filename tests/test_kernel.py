@@ -1,6 +1,6 @@
 """Kernel tests against real child processes (DESIGN §1, STYLE §2.4 Tier 2).
 
-Rules: every test spawns real ``python -m runtime._child`` processes; deadlines are
+Rules: every test spawns real ``python -m runtime.kernel._child`` processes; deadlines are
 wall-clock ``fail_after`` bounds (never autojump_clock with real children); the
 autouse ``no_orphans`` fixture fails a test that leaves any child alive.
 """
@@ -220,7 +220,7 @@ def _nice_of(pid: int) -> int:
 async def test_background_actor_runs_at_the_niceness_it_was_given():
     # DESIGN §12 "reflection never delays the reply": the daemon starts reflection and
     # backfill with ActorSpec(nice=BACKGROUND_NICE).
-    from runtime.daemon import BACKGROUND, BACKGROUND_NICE
+    from runtime.shell.daemon import BACKGROUND, BACKGROUND_NICE
 
     assert set(BACKGROUND) == {"reflection", "backfill"} and BACKGROUND_NICE > 0
     base = os.nice(0)

@@ -1,4 +1,4 @@
-"""Tests for runtime.llm (LlamaClient, errors, SlotPlan) and the fake llama-server.
+"""Tests for runtime.services.llm (LlamaClient, errors, SlotPlan) and the fake llama-server.
 
 Rules:
 - Tier 2 tests run the scripted server (tests/fakes/llama_server.py) as a real
@@ -19,14 +19,14 @@ import httpx
 import pytest
 import trio
 
-from runtime.llm import (
+from runtime.services.llm import (
     Completion,
+    LlamaClient,
     LLMBadResponse,
     LLMError,
     LLMServerError,
     LLMTimeout,
     LLMUnavailable,
-    LlamaClient,
     Props,
     SlotPlan,
     check_slot,

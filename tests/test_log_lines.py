@@ -12,7 +12,7 @@ from tests.daemon import REPO
 
 CHILD = """
 import structlog
-from runtime._log import configure
+from runtime.kernel._log import configure
 configure("{name}")
 log = structlog.get_logger()
 for i in range(400):

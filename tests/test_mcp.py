@@ -30,7 +30,7 @@ ADDITIVE = {"memory_profile_set", "memory_notes_store"}
 
 def _stdio(state_dir: Path) -> StdioServerParameters:
     return StdioServerParameters(command=sys.executable, cwd=str(REPO), args=[
-        "-m", "runtime.cli", "mcp", "--state-dir", str(state_dir)])
+        "-m", "runtime.shell.cli", "mcp", "--state-dir", str(state_dir)])
 
 
 def _text(result) -> str:
@@ -128,7 +128,7 @@ async def test_mcp_without_a_daemon_answers_one_clear_error_then_works_once_it_r
 
 async def _start_http(state: Path, *extra: str) -> tuple[trio.Process, str]:
     proc = await trio.lowlevel.open_process(
-        [sys.executable, "-m", "runtime.cli", "mcp", "--http", "--port", "0",
+        [sys.executable, "-m", "runtime.shell.cli", "mcp", "--http", "--port", "0",
          "--state-dir", str(state), *extra], stderr=subprocess.PIPE, cwd=REPO)
     buf = b""
     with trio.fail_after(30):
@@ -169,7 +169,7 @@ async def test_mcp_over_streamable_http_needs_the_token_and_refuses_browser_orig
 async def test_mcp_cli_refuses_bad_options_in_one_line(tmp_path):
     for argv, expected in ((["--port", "80"], "--port needs --http"),
                            (["--http", "--port", "70000"], "--port must be 0-65535")):
-        done = subprocess.run([sys.executable, "-m", "runtime.cli", "mcp", "--state-dir",
+        done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "mcp", "--state-dir",
                                str(tmp_path), *argv], capture_output=True, text=True, cwd=REPO,
                               timeout=60)
         assert done.returncode == 2 and expected in done.stderr
@@ -178,7 +178,7 @@ async def test_mcp_cli_refuses_bad_options_in_one_line(tmp_path):
     await busy.bind(("127.0.0.1", 0))
     busy.listen()
     port = busy.getsockname()[1]
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "mcp", "--http", "--port",
+    done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "mcp", "--http", "--port",
                            str(port), "--state-dir", str(tmp_path)], capture_output=True,
                           text=True, cwd=REPO, timeout=60)
     busy.close()

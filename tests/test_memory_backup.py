@@ -11,7 +11,7 @@ import apsw
 import trio
 
 from actors.memory.schema import open_database
-from runtime.client import ClientError, open_client
+from runtime.shell.client import ClientError, open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -69,7 +69,7 @@ def test_the_command_backs_up_a_stopped_daemons_memory(tmp_path):
     state = tmp_path / "state"
     state.mkdir()
     run = lambda *a: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "runtime.cli", "--state-dir", str(state), "memory", *a],
+        [sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state), "memory", *a],
         cwd=REPO, capture_output=True, text=True, timeout=60)
     assert run("notes", "store", "kept in the copy").returncode == 0
     done = run("backup", str(tmp_path / "copy.sqlite"))

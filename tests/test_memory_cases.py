@@ -15,13 +15,14 @@ import msgspec
 import pytest
 import trio
 
+from actors import actor_spec
 from actors.memory.messages import ApplyReflection, ApplyResult, FactIn, NoteIn, OpResult, ToolOp
 from actors.memory.profile import ProfileStore
 from actors.memory.render import render_profile
 from actors.memory.schema import open_database
 from actors.memory.tools import OPS, run_op
 from runtime import ActorSpec, RemoteError, open_supervisor
-from runtime.config import ActorBoot, Config
+from runtime.services.config import ActorBoot, Config
 
 HOLD_LOCK = """
 import sys, time
@@ -41,7 +42,7 @@ def memory_spec(tmp_path, **profile) -> list[ActorSpec]:
     cfg.memory.embeddings.enabled = False
     for k, v in profile.items():
         setattr(cfg.memory.profile, k, v)
-    return [ActorSpec(name="memory", config=msgspec.msgpack.encode(
+    return [actor_spec("memory", config=msgspec.msgpack.encode(
         ActorBoot(state_dir=str(tmp_path), config=cfg)))]
 
 
@@ -162,7 +163,7 @@ def test_archive_op_hides_from_index_keeps_recall_and_filters_lists(conn):
 
 
 async def test_memory_actor_counts_and_times_its_requests(tmp_path):
-    from runtime.metrics import MetricsRequest
+    from runtime.services.metrics import MetricsRequest
 
     async with open_supervisor(memory_spec(tmp_path)) as sup:
         await sup.request("memory", ToolOp(op="memory.notes.store", args={"content": "x y z"}), OpResult)

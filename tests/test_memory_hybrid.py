@@ -108,13 +108,14 @@ async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_clean
     import msgspec
     import trio
 
+    from actors import actor_spec
     from actors.memory.messages import OpResult, Stats, ToolOp
-    from runtime import ActorSpec, open_supervisor
-    from runtime.config import ActorBoot, parse_config
+    from runtime import open_supervisor
+    from runtime.services.config import ActorBoot, parse_config
 
     cfg = parse_config('{"memory": {"embeddings": {"backfillStartDelayMs": 50}}}')
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(tmp_path), config=cfg))
-    specs = [ActorSpec(name="memory", config=boot), ActorSpec(name="backfill", config=boot)]
+    specs = [actor_spec("memory", config=boot), actor_spec("backfill", config=boot)]
     query = "what did I tell you about my Python testing setup?"
     async with open_supervisor(specs) as sup:
         for text in ("I prefer pytest for unit work", "My sister lives in Lyon",
@@ -137,9 +138,9 @@ async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_clean
         ctx = await sup.request("memory", BuildContext(session="s", user_message=query),
                                 MemoryContext)
         metrics = await sup.request("memory", __import__(
-            "runtime.metrics", fromlist=["MetricsRequest"]).MetricsRequest(), dict)
+            "runtime.services.metrics", fromlist=["MetricsRequest"]).MetricsRequest(), dict)
     assert [h["content"] for h in hits] == ["I prefer pytest for unit work"]
-    from actors.backfill.embedder import CATALOG
+    from runtime.services.embeddings.embedder import CATALOG
 
     floor = CATALOG[cfg.memory.embeddings.model].min_cosine  # the default model's floor
     assert floor <= hits[0]["score"] <= 1.0
@@ -152,7 +153,7 @@ async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_clean
 def test_vector_side_errors_fall_back_to_keyword_recall(conn, monkeypatch):
     from actors.memory import actor as memory_actor
     from actors.memory.query_embedder import QueryEmbedder
-    from runtime.config import Config
+    from runtime.services.config import Config
 
     stores = memory_actor.open_stores(conn, Config().memory)
     stores.notes.store("I prefer pytest for unit work")
@@ -262,12 +263,13 @@ async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path
     import msgspec
     import trio
 
+    from actors import actor_spec
     from actors.memory.messages import Stats
     from actors.memory.notes import MemoryStore
     from actors.memory.schema import open_database
     from actors.memory.vectors import VectorStore
-    from runtime import ActorSpec, open_supervisor
-    from runtime.config import ActorBoot, parse_config
+    from runtime import open_supervisor
+    from runtime.services.config import ActorBoot, parse_config
 
     conn = open_database(str(tmp_path / "memory.sqlite"))
     ids = [MemoryStore(conn).store(t).id for t in ("Likes oat flat whites", "Cycles to work",
@@ -276,7 +278,7 @@ async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path
     conn.close()
     cfg = parse_config('{"memory": {"embeddings": {"backfillStartDelayMs": 20}}}')
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(tmp_path), config=cfg))
-    async with open_supervisor([ActorSpec(name="memory", config=boot)]) as sup:
+    async with open_supervisor([actor_spec("memory", config=boot)]) as sup:
         with trio.fail_after(30):
             while (stats := await sup.request("memory", Stats(), dict))["embeddings"][
                     "state"] != "attached":

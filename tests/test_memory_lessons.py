@@ -36,7 +36,7 @@ from actors.memory.render import (
 )
 from actors.memory.tools import OPS, TOOL_NAMES, run_op
 from actors.memory.votes import VoteStore
-from runtime.config import Config, ConfigError, parse_config
+from runtime.services.config import Config, ConfigError, parse_config
 
 STEPS = ["Run the test suite", {"description": "Publish the wheel", "toolHint": "twine"}]
 
@@ -484,7 +484,7 @@ def test_votes_tail_op_respects_gate(conn):
 
 
 # -- the command line and the daemon (DESIGN §9, §10) ------------------------------------------
-# This one test runs real processes: the CLI (``python -m runtime.cli``) on a stopped
+# This one test runs real processes: the CLI (``python -m runtime.shell.cli``) on a stopped
 # daemon, then ``atomic-agent serve`` with the fake llama-server; both are reaped.
 
 
@@ -494,14 +494,14 @@ def _cli(*args: str):
 
     from tests.daemon import REPO
 
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "runtime.shell.cli", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
 
 
 async def test_cli_and_daemon_serve_lessons_procedures_links(tmp_path):
     from actors.memory.links import LinkStore
     from actors.memory.schema import open_database
-    from runtime.client import open_client
+    from runtime.shell.client import open_client
     from tests.daemon import run_daemon
     from tests.fakes.llama_server import open_fake_llama
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from actors.memory.lessons import LessonStore
 from actors.memory.procedures import ProcedureStore
 from actors.memory.schema import open_database
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -29,7 +29,7 @@ QUERIES = ["beehives on the roof", "where does my sister live", "when is standup
 
 
 def cli(state: Path, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "--state-dir", str(state),
+    done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
                            *argv], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert "Traceback" not in done.stderr, done.stderr
     if check:

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 import trio
 
-from actors.backfill.embedder import CATALOG, EmbeddingUnavailable, load_local
-from runtime.client import open_client
+from runtime.services.embeddings.embedder import CATALOG, EmbeddingUnavailable
+from runtime.services.embeddings.providers import load_local
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

@@ -1,5 +1,5 @@
-"""Model files of the embedded server (runtime.models) and the portable server's command
-line (runtime.llama_portable): resolving ``llm.model``, the pinned-hash check, assembling
+"""Model files of the embedded server (runtime.services.models) and the portable server's command
+line (runtime.services.llama_portable): resolving ``llm.model``, the pinned-hash check, assembling
 a chunked model, and llama-server flags mapped onto xllamacpp."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime import models
-from runtime.llama_portable import UsageError, parse_args
-from runtime.models import BundledModel, ModelError, install_model, resolve_model, verify
+from runtime.services import models
+from runtime.services.llama_portable import UsageError, parse_args
+from runtime.services.models import BundledModel, ModelError, install_model, resolve_model, verify
 
 
 def _fake_model(monkeypatch, tmp_path, payload: bytes, parts: int = 3, sha: str | None = None):
@@ -99,7 +99,7 @@ def test_resolve_model_names_paths_and_errors(monkeypatch, tmp_path):
 
 
 def test_models_list_prints_every_model(tmp_path, monkeypatch):
-    from runtime.cli import main
+    from runtime.shell.cli import main
 
     monkeypatch.setenv("ATOMIC_AGENT_MODEL_DIR", str(tmp_path))
     assert main(["models"]) == 0
@@ -108,7 +108,7 @@ def test_models_list_prints_every_model(tmp_path, monkeypatch):
 
 
 def test_models_list_output(capsys, tmp_path, monkeypatch):
-    from runtime.cli import main
+    from runtime.shell.cli import main
 
     monkeypatch.setenv("ATOMIC_AGENT_MODEL_DIR", str(tmp_path))
     main(["models"])
@@ -139,7 +139,7 @@ def test_parse_args_refuses_what_it_cannot_honour(argv, words):
 
 @pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, reason="needs xllamacpp")
 def test_build_params_maps_flags_onto_xllamacpp():
-    from runtime.llama_portable import build_params
+    from runtime.services.llama_portable import build_params
 
     p = build_params(["-m", "x.gguf", "--port", "9", "-np", "2", "-c", "8192", "-t", "3",
                       "--no-repack", "--embeddings", "--pooling", "mean", "-ub", "64"])
@@ -155,7 +155,7 @@ def test_build_params_maps_flags_onto_xllamacpp():
 def test_the_portable_launcher_exits_2_on_a_bad_flag_with_one_line():
     import sys
 
-    done = subprocess.run([sys.executable, "-m", "runtime.llama_portable", "-m", "x.gguf",
+    done = subprocess.run([sys.executable, "-m", "runtime.services.llama_portable", "-m", "x.gguf",
                            "--mystery"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert done.stderr.startswith("llama_portable: unsupported flag '--mystery'")

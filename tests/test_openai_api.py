@@ -13,7 +13,7 @@ import openai
 import pytest
 import trio
 
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

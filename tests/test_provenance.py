@@ -25,7 +25,7 @@ RULES = [
 
 
 def cli(state: Path, *argv: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "runtime.cli", "--state-dir", str(state),
+    done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
                            *argv], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     return done.stdout

@@ -11,10 +11,11 @@ from __future__ import annotations
 import msgspec
 import trio
 
+from actors import actor_spec
 from actors.memory.messages import OpResult, ToolOp
 from actors.reflection.messages import AbortPending, Reflect, ReflectionEvent
 from runtime import ActorSpec, open_supervisor
-from runtime.config import ActorBoot, Config
+from runtime.services.config import ActorBoot, Config
 from tests.fakes.llama_server import open_fake_llama
 
 
@@ -25,7 +26,7 @@ def specs(tmp_path, url: str, **reflection) -> list[ActorSpec]:
     for k, v in reflection.items():
         setattr(cfg.memory.reflection, k, v)
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(tmp_path), config=cfg, llm_url=url))
-    return [ActorSpec(name="memory", config=boot), ActorSpec(name="reflection", config=boot)]
+    return [actor_spec("memory", config=boot), actor_spec("reflection", config=boot)]
 
 
 class Events:
@@ -122,7 +123,7 @@ async def test_timeout_writes_nothing(tmp_path):
             await trio.sleep(2.5)
             assert await profile(sup) == {}
             metrics = await sup.request("reflection", __import__(
-                "runtime.metrics", fromlist=["MetricsRequest"]).MetricsRequest(), dict)
+                "runtime.services.metrics", fromlist=["MetricsRequest"]).MetricsRequest(), dict)
             assert metrics["counters"] == {"agent.memory.reflection{outcome=timeout}": 1}
             assert metrics["histograms"]["agent.memory.reflection.latency_ms"]["count"] == 1
 
@@ -151,7 +152,7 @@ async def test_llm_failure_is_failed_outcome(tmp_path):
 
 
 async def metrics_of(sup) -> dict:
-    from runtime.metrics import MetricsRequest
+    from runtime.services.metrics import MetricsRequest
 
     return await sup.request("reflection", MetricsRequest(), dict)
 

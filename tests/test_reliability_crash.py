@@ -18,7 +18,6 @@ keep working and the supervisor restarts it. The counts below are the ones
 from __future__ import annotations
 
 import json
-
 import os
 import random
 import signal
@@ -30,7 +29,7 @@ import trio
 
 from actors.agent.sessions import SessionStore
 from actors.memory.schema import fts_integrity_check
-from runtime.client import ClientError, open_client
+from runtime.shell.client import ClientError, open_client
 from tests.conftest import actor_name, descendants, pid_alive
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama

@@ -28,7 +28,7 @@ import pytest
 import trio
 
 from actors.memory.schema import fts_integrity_check
-from runtime.client import ClientError, open_client
+from runtime.shell.client import ClientError, open_client
 from tests.conftest import actor_name, descendants
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
@@ -176,7 +176,7 @@ async def test_a_read_only_state_dir_refuses_start_with_one_line(tmp_path, small
                           "is not writable: Read-only file system"),
                          (["memory", "stats"], "Read-only file system")):
         run = await trio.to_thread.run_sync(lambda a=argv: subprocess.run(
-            [sys.executable, "-m", "runtime.cli", "--state-dir", str(state), *a],
+            [sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state), *a],
             capture_output=True, text=True, timeout=60, cwd=REPO, env=env))
         lines = [ln for ln in run.stderr.splitlines() if ln.startswith("atomic-agent:")]
         assert run.returncode != 0 and len(lines) == 1 and needle in lines[0], (argv, run.stderr)

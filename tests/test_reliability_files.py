@@ -26,7 +26,7 @@ import trio
 
 from actors.memory.notes import MemoryStore
 from actors.memory.schema import open_database
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
 DEAD_LLM = "http://127.0.0.1:9"  # no LLM is needed to start; turns are not the point here
@@ -144,7 +144,7 @@ async def _start_refused(state: Path) -> tuple[int, str]:
     from tests.daemon import REPO
 
     done = await trio.to_thread.run_sync(lambda: subprocess.run(
-        [sys.executable, "-m", "runtime.cli", "serve", "--state-dir", str(state), "--port", "0",
+        [sys.executable, "-m", "runtime.shell.cli", "serve", "--state-dir", str(state), "--port", "0",
          "--llm-url", DEAD_LLM], cwd=REPO, capture_output=True, text=True, timeout=60))
     return done.returncode, done.stderr
 
@@ -155,7 +155,7 @@ def _cli(*args: str) -> "subprocess.CompletedProcess[str]":
 
     from tests.daemon import REPO
 
-    return subprocess.run([sys.executable, "-m", "runtime.cli", *args], cwd=REPO,
+    return subprocess.run([sys.executable, "-m", "runtime.shell.cli", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -21,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from trio_websocket import ConnectionClosed
 
-from runtime.client import ClientError, open_client
+from runtime.shell.client import ClientError, open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 from tests.fuzzing import fuzz_settings

@@ -15,13 +15,13 @@ or cut midway; sent with odd status codes (1xx to 599), content types and
 * :data:`LLM_RESPONSES` answers go to the LLM client, through each backend
   (llama-server ``/completion``, OpenAI ``/v1/chat/completions`` and
   ``/v1/completions``), streaming and not: every call returns a well-formed
-  :class:`~runtime.llm.Completion` or raises an :class:`~runtime.llm.LLMError`, within
+  :class:`~runtime.services.llm.Completion` or raises an :class:`~runtime.services.llm.LLMError`, within
   the configured bound (``timeout_s``; ``stream_cap_s`` for a stream) plus slack.
 * :data:`EMBEDDING_RESPONSES` answers go to each embedding provider (llama-server
   ``/embedding``, OpenAI ``/v1/embeddings``): every embed returns an
-  :class:`~actors.backfill.providers.Embedded` whose vectors are all finite, of the
+  :class:`~runtime.services.embeddings.providers.Embedded` whose vectors are all finite, of the
   model's dimension and unit length (rows reported missing all zero), or raises
-  ``EmbeddingUnavailable``, within :data:`~actors.backfill.providers.ATTEMPTS` bounded
+  ``EmbeddingUnavailable``, within :data:`~runtime.services.embeddings.providers.ATTEMPTS` bounded
   requests per text.
 * One daemon test plays :data:`DAEMON_SAMPLE` of these answers to chat turns: each turn
   ends ``turn.finished`` with reason ``error``, another client's ping and memory ops keep
@@ -44,11 +44,11 @@ import trio
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from actors.backfill.embedder import CatalogEntry, EmbeddingUnavailable
-from actors.backfill.providers import ATTEMPTS, RETRY_DELAY_S, Embedded, ServerEmbedder
-from runtime.backends import LlamaBackend, OpenAIBackend
-from runtime.client import open_client
-from runtime.llm import Completion, LLMError, LlamaClient
+from runtime.services.backends import LlamaBackend, OpenAIBackend
+from runtime.services.embeddings.embedder import CatalogEntry, EmbeddingUnavailable
+from runtime.services.embeddings.providers import ATTEMPTS, RETRY_DELAY_S, Embedded, ServerEmbedder
+from runtime.services.llm import Completion, LlamaClient, LLMError
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import _write_rules, open_fake_llama
 from tests.fuzzing import fuzz_settings

@@ -67,8 +67,8 @@ from actors.reflection.parser import (
     ParsedReflection,
     parse_reflection,
 )
-from runtime import cli
-from runtime.client import ClientError, open_client
+from runtime.shell import cli
+from runtime.shell.client import ClientError, open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 from tests.fuzzing import fuzz_settings
@@ -270,8 +270,8 @@ def _run_main(argv: list[str]) -> tuple[object, str, str]:
 @fuzz_settings(CLI_ARGVS)
 @given(argv=argvs())
 def test_fuzzed_cli_arguments_get_one_line_errors_and_no_traceback(argv, monkeypatch):
-    import runtime.daemon
-    import runtime.mcp_server
+    import runtime.shell.daemon
+    import runtime.shell.mcp_server
 
     def no_serve(*_a, **_k):
         raise AssertionError(f"serve would have run for {argv!r}")
@@ -282,8 +282,8 @@ def test_fuzzed_cli_arguments_get_one_line_errors_and_no_traceback(argv, monkeyp
     async def mcp_checked(*_a, **_k):
         return 0  # the options were accepted; serving stdio here would read the test's stdin
 
-    monkeypatch.setattr(runtime.daemon, "serve", no_serve)
-    monkeypatch.setattr(runtime.mcp_server, "mcp_main", mcp_checked)
+    monkeypatch.setattr(runtime.shell.daemon, "serve", no_serve)
+    monkeypatch.setattr(runtime.shell.mcp_server, "mcp_main", mcp_checked)
     monkeypatch.setattr(builtins, "input", no_input)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -334,7 +334,7 @@ command per CI run, without and with a daemon."""
 async def _command(argv: list[bytes], env: dict, cwd: Path, stdin: bytes = b""
                    ) -> tuple[int, str, str]:
     with trio.fail_after(60):  # a command that waits for an answer that never comes
-        r = await trio.run_process([os.fsencode(sys.executable), b"-m", b"runtime.cli", *argv],
+        r = await trio.run_process([os.fsencode(sys.executable), b"-m", b"runtime.shell.cli", *argv],
                                    cwd=cwd, env=env, stdin=stdin, capture_stdout=True,
                                    capture_stderr=True, check=False)
     out, err = (r.stdout.decode("utf-8", "replace"), r.stderr.decode("utf-8", "replace"))

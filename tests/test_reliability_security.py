@@ -23,7 +23,7 @@ from collections.abc import Callable
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, open_websocket_url
 
-from runtime.client import open_client
+from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

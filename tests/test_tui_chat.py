@@ -23,7 +23,7 @@ pytest.importorskip("textual")
 
 from textual.widgets import Input
 
-from runtime.tui import AtomicTUI
+from runtime.shell.tui import AtomicTUI
 from tests.daemon import REPO
 from tests.tui_support import (
     SIZE,
@@ -151,7 +151,7 @@ def test_cancel_busy_and_memory_command(env):
             await say(pilot, "/help")
             await until(pilot, lambda: "/memory dump" in chat.transcript_text())
             # a long session keeps the newest MAX_BLOCKS blocks
-            from runtime.tui.chat import MAX_BLOCKS
+            from runtime.shell.tui.chat import MAX_BLOCKS
             for i in range(MAX_BLOCKS + 20):
                 chat.add_line(f"line {i}")
             await pilot.pause()
@@ -166,7 +166,7 @@ def test_cancel_busy_and_memory_command(env):
 
 
 def test_tui_without_a_daemon_is_one_clear_line(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "runtime.cli", "tui", "--state-dir",
+    r = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "tui", "--state-dir",
                         str(tmp_path)], cwd=REPO, capture_output=True, text=True, timeout=60,
                        check=False)
     assert r.returncode == 3
@@ -175,7 +175,7 @@ def test_tui_without_a_daemon_is_one_clear_line(tmp_path):
 
 
 def test_tui_help_names_the_keys():
-    r = subprocess.run([sys.executable, "-m", "runtime.cli", "tui", "--help"], cwd=REPO,
+    r = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "tui", "--help"], cwd=REPO,
                        capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0
     text = " ".join(r.stdout.split())
@@ -259,7 +259,7 @@ def test_the_real_command_runs_in_a_terminal_and_quits(env):
         try:
             os.chdir(REPO)
             os.environ.update(TERM="xterm-256color", COLUMNS="80", LINES="24")
-            os.execv(sys.executable, [sys.executable, "-m", "runtime.cli", "tui",
+            os.execv(sys.executable, [sys.executable, "-m", "runtime.shell.cli", "tui",
                                       "--state-dir", str(env.state), "--session", "tui-pty"])
         finally:
             os._exit(127)
@@ -304,8 +304,8 @@ def test_the_real_command_runs_in_a_terminal_and_quits(env):
 
 
 def test_bridge_errors_reach_the_ui_as_one_type():
-    from runtime.client import ClientError
-    from runtime.tui.bridge import as_client_error
+    from runtime.shell.client import ClientError
+    from runtime.shell.tui.bridge import as_client_error
 
     refused = ClientError("invalid_argument", "bad id")
     assert as_client_error(refused) is refused
@@ -320,8 +320,8 @@ def test_bridge_matches_answers_by_id_and_serialises_session_opens(env):
     """Every request carries an ``id``: an ``error`` answer reaches its own request and
     the answers after it stay matched (no stray error in the transcript); two session
     switches at once run one after the other and leave one connection."""
-    from runtime.client import ClientError
-    from runtime.tui.bridge import DaemonBridge
+    from runtime.shell.client import ClientError
+    from runtime.shell.tui.bridge import DaemonBridge
 
     async def scenario() -> None:
         frames: list[dict] = []

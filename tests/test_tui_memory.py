@@ -19,7 +19,7 @@ from textual.widgets import Input
 
 from actors.agent.prompt import RESPOND
 from actors.memory.notes import MemoryStore
-from runtime.tui.dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
+from runtime.shell.tui.dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
 from tests.tui_support import (
     SIZE,
     drawn_text,
@@ -281,7 +281,7 @@ def test_auto_refresh_polls_without_events(env):
 
 
 def test_parse_tail_reads_what_memory_gave_the_turn():
-    from runtime.tui.render import panel_lines, parse_tail
+    from runtime.shell.tui.render import panel_lines, parse_tail
 
     tail = ("### memory-index\n- #1 [editor] The user edits code with vim every day\n\n"
             "### recalled\n- #2 [deploy] Deploy checklist lives in ops/deploy.md\n"
@@ -300,7 +300,7 @@ def test_parse_tail_reads_what_memory_gave_the_turn():
 
 
 def test_rows_fit_and_keep_brackets():
-    from runtime.tui.render import matches, one_line, row_cells
+    from runtime.shell.tui.render import matches, one_line, row_cells
 
     note = {"id": 4, "content": "[b]not markup[/b]\n  spread   out " + "x" * 200,
             "tags": ["a", "b"], "score": None, "archived": True}
@@ -348,7 +348,7 @@ def test_issue19_browser_details_new_entries_and_esc_after_search(env):
     """Issue 19 item 7: Esc after a search clears it (the browser stays), n adds a fact
     and a note, a fact's versions are numbered v1.. and say who wrote them, the profile
     table says when a fact is shown and by whom."""
-    from runtime.tui.dialogs import NewEntryScreen
+    from runtime.shell.tui.dialogs import NewEntryScreen
 
     async def scenario() -> None:
         app = env.app()
@@ -412,8 +412,8 @@ def test_issue19_browser_details_new_entries_and_esc_after_search(env):
 
 
 def test_empty_channels_say_what_fills_them_and_the_panel_grows():
-    from runtime.tui.chat import panel_columns
-    from runtime.tui.render import channel_status
+    from runtime.shell.tui.chat import panel_columns
+    from runtime.shell.tui.render import channel_status
 
     assert "consolidator" in channel_status("lessons", 0)
     assert "memory import" in channel_status("procedures", 0)

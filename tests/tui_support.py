@@ -33,10 +33,10 @@ from actors.memory.procedures import ProcedureStore
 from actors.memory.profile import ProfileStore
 from actors.memory.schema import open_database
 from actors.memory.votes import VoteStore
-from runtime.client import open_client
-from runtime.tui import AtomicTUI
-from runtime.tui.browser import MemoryScreen
-from runtime.tui.render import CHANNELS
+from runtime.shell.client import open_client
+from runtime.shell.tui import AtomicTUI
+from runtime.shell.tui.browser import MemoryScreen
+from runtime.shell.tui.render import CHANNELS
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

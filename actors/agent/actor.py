@@ -30,18 +30,18 @@ import msgspec
 import structlog
 import trio
 
+from actors.backfill.messages import Similarity, SimilarityReply
 from actors.memory.context import MemoryContext, render_configured
 from actors.memory.errors import StorageFailure
 from actors.memory.messages import BuildContext, BumpOutcomes, OpResult, ToolOp
 from actors.memory.tools import TOOL_NAMES
-from actors.backfill.messages import Similarity, SimilarityReply
 from actors.reflection.messages import EARLIER_MAX, AbortPending, Reflect, Surfaced
-from runtime.actor import ActorContext
-from runtime.backends import BackendPool, backends_from_config, warm_prefix
-from runtime.config import ActorBoot
-from runtime.errors import RemoteError, RuntimeFailure
-from runtime.llm import LLMError
-from runtime.metrics import Metrics, MetricsRequest
+from runtime.kernel.actor import ActorContext
+from runtime.kernel.errors import RemoteError, RuntimeFailure
+from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
+from runtime.services.config import ActorBoot
+from runtime.services.llm import LLMError
+from runtime.services.metrics import Metrics, MetricsRequest
 
 from .messages import (
     AgentMsg,
@@ -55,7 +55,6 @@ from .messages import (
     TurnEvent,
     TurnResult,
 )
-from .write_guard import refusal
 from .prompt import (
     ACTION_GRAMMAR,
     LAST_STEP_NOTICE,
@@ -72,6 +71,7 @@ from .prompt import (
 )
 from .rewriter import Rewriter
 from .sessions import Message, SessionState, SessionStore, valid_session_id
+from .write_guard import refusal
 
 log = structlog.get_logger()
 T = TypeVar("T")

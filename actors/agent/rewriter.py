@@ -44,9 +44,9 @@ import structlog
 import trio
 
 from actors.memory.render import neutralise
-from runtime.backends import BackendPool
-from runtime.config import RewriterConfig
-from runtime.llm import LLMError
+from runtime.services.backends import BackendPool
+from runtime.services.config import RewriterConfig
+from runtime.services.llm import LLMError
 
 #: ``similarity(original, rewrite)`` → ``(cosine, floor)``, or None when no embedder is
 #: attached (the agent asks the backfill actor, which holds the local embedder).

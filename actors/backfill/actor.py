@@ -6,7 +6,7 @@ Attach. With ``memory.embeddings.enabled`` false the state is ``disabled``: it s
 :class:`~actors.backfill.messages.BackfillStatusReply` and in the metrics
 (``agent.memory.backfill.inactive{reason}``). Otherwise a background task waits
 ``backfillStartDelayMs`` (so loading a model does not compete with boot), attaches the
-configured provider with :func:`actors.backfill.providers.attach` (the local wordllama
+configured provider with :func:`runtime.services.embeddings.providers.attach` (the local wordllama
 model in a worker thread, or a ``llama-server`` / ``openai`` server after a probe embed
 with the model's dimension; a failure → ``unavailable`` with the reason, recall stays
 keyword-only) and then serves two kinds of work, one embed at a time:
@@ -19,7 +19,7 @@ keyword-only) and then serves two kinds of work, one embed at a time:
   cursor the smallest id of the previous batch — → embed the batch (purpose
   ``document``) → one ``PutVectors`` per batch (one transaction on the memory side, so an
   aborted run leaves only whole batches) → until a batch comes back empty. A note the
-  server cannot embed even cut to fit (BC-10, :mod:`actors.backfill.providers`) is
+  server cannot embed even cut to fit (BC-10, :mod:`runtime.services.embeddings.providers`) is
   stored without a vector and counted (``agent.memory.backfill.skipped``); the cursor
   moves past it, so the pass never loops and the next boot retries it. Progress is logged (``backfill.started``,
   ``backfill.progress`` at most once a second, ``backfill.done`` with count and
@@ -56,12 +56,13 @@ from actors.memory.messages import (
     ToolOp,
     VectorTodo,
 )
-from runtime.actor import ActorContext
-from runtime.config import ActorBoot, EmbeddingsConfig
-from runtime.errors import RuntimeFailure
-from runtime.metrics import Metrics, MetricsRequest
+from runtime.kernel.actor import ActorContext
+from runtime.kernel.errors import RuntimeFailure
+from runtime.services.config import ActorBoot, EmbeddingsConfig
+from runtime.services.embeddings.embedder import EmbeddingUnavailable, cosine
+from runtime.services.embeddings.providers import LocalProvider, ServerEmbedder, attach_until_ready
+from runtime.services.metrics import Metrics, MetricsRequest
 
-from .embedder import EmbeddingUnavailable, cosine
 from .messages import (
     BackfillMsg,
     BackfillState,
@@ -70,7 +71,6 @@ from .messages import (
     Similarity,
     SimilarityReply,
 )
-from .providers import LocalProvider, ServerEmbedder, attach_until_ready
 
 T = TypeVar("T")
 log = structlog.get_logger()
@@ -110,7 +110,7 @@ class BackfillActor:
         state / reason: what :class:`BackfillStatus` reports.
         embedded: vectors written by this process.
         runs: finished backfill passes.
-        metrics: this actor's :class:`~runtime.metrics.Metrics`.
+        metrics: this actor's :class:`~runtime.services.metrics.Metrics`.
     """
 
     def __init__(self, ctx: ActorContext, boot: ActorBoot) -> None:
@@ -352,7 +352,7 @@ class BackfillActor:
 
 @asynccontextmanager
 async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[BackfillActor]:
-    """Decode the :class:`~runtime.config.ActorBoot` and serve; the worker runs in a
+    """Decode the :class:`~runtime.services.config.ActorBoot` and serve; the worker runs in a
     nursery owned here (``ctx.nursery`` is not set until this yields) and is
     cancelled on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)

@@ -14,7 +14,7 @@ from typing import Literal
 import msgspec
 
 from actors.memory.messages import NotesWritten
-from runtime.metrics import MetricsRequest
+from runtime.services.metrics import MetricsRequest
 
 __all__ = ["BackfillMsg", "BackfillState", "BackfillStatus", "BackfillStatusReply"]
 

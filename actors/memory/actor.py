@@ -35,45 +35,44 @@ import msgspec
 import structlog
 import trio
 
-from runtime.actor import ActorContext
-from runtime.config import ActorBoot, MemoryConfig
-from runtime.metrics import Metrics, MetricsRequest
+from runtime.kernel.actor import ActorContext
+from runtime.services.config import ActorBoot, MemoryConfig
+from runtime.services.metrics import Metrics, MetricsRequest
 
+from . import cold
 from .context import MemoryContext, build_context, recall_query, render_configured
 from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError
+from .errors import ValidationError as _Invalid
+from .forgetting import apply_forget
+from .fts import content_key
+from .hybrid import hybrid_recall
+from .lessons import LessonStore
+from .links import LinkStore
 from .messages import (
     ApplyLinks,
-    ApplyVotes,
-    BumpOutcomes,
-    ClaimClusters,
-    PersistDistilled,
-    Persisted,
-    ReleaseCluster,
-    SweepCold,
     ApplyReflection,
     ApplyResult,
+    ApplyVotes,
     BuildContext,
+    BumpOutcomes,
+    ClaimClusters,
     FactIn,
     MemoryChanged,
     MemoryMsg,
     MissingVectors,
     NotesWritten,
     OpResult,
+    PersistDistilled,
+    Persisted,
     PutVectors,
+    ReleaseCluster,
     Stats,
+    SweepCold,
     ToolOp,
     VectorTodo,
 )
-from . import cold
-from .errors import ValidationError as _Invalid
-from .forgetting import apply_forget
-from .procedures import ProcedureStep
-from .fts import content_key
-from .hybrid import hybrid_recall
-from .lessons import LessonStore
-from .links import LinkStore
 from .notes import MemoryStore
-from .procedures import ProcedureStore
+from .procedures import ProcedureStep, ProcedureStore
 from .profile import ProfileFact, ProfileStore
 from .query_embedder import QueryEmbedder
 from .schema import SCHEMA_VERSION, open_database, user_version, write_txn

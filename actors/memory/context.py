@@ -322,7 +322,7 @@ def render_context(
 
 
 def render_configured(ctx: MemoryContext, m: object) -> dict[str, str]:
-    """:func:`render_context` with the budgets of ``m``, a ``runtime.config.MemoryConfig``
+    """:func:`render_context` with the budgets of ``m``, a ``runtime.services.config.MemoryConfig``
     (``memory.*``): a disabled profile, lessons or procedures channel renders nothing.
     The agent renders each turn's context with it, and ``memory.context`` answers with
     it, so both show the same sections."""

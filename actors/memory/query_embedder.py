@@ -3,7 +3,7 @@
 
 :class:`QueryEmbedder` attaches in the background after the actor starts, after
 ``memory.embeddings.backfillStartDelayMs`` (start-up stays light and short-lived runs
-never load a model), through :func:`actors.backfill.providers.attach`: the local
+never load a model), through :func:`runtime.services.embeddings.providers.attach`: the local
 wordllama model loads in ~0.7 s in a worker thread; a server model (``llama-server`` /
 ``openai``) is attached only when its probe embed has the model's dimension. Until then,
 and whenever it cannot attach, recall stays keyword-only and :meth:`QueryEmbedder.status`
@@ -32,14 +32,14 @@ import numpy as np
 import structlog
 import trio
 
-from actors.backfill.embedder import EmbeddingUnavailable
-from actors.backfill.providers import (
+from runtime.services.config import EmbeddingsConfig
+from runtime.services.embeddings.embedder import EmbeddingUnavailable
+from runtime.services.embeddings.providers import (
     COOLDOWN_S,
     LocalProvider,
     ServerEmbedder,
     attach_until_ready,
 )
-from runtime.config import EmbeddingsConfig
 
 __all__ = ["QUERY_TIMEOUT_S", "QueryEmbedder"]
 

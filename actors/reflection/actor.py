@@ -54,12 +54,12 @@ from actors.memory.messages import (
     ToolOp,
     VoteResult,
 )
-from runtime.actor import ActorContext
-from runtime.config import ActorBoot
-from runtime.errors import RuntimeFailure
-from runtime.backends import BackendPool, backends_from_config, warm_prefix
-from runtime.llm import LLMError
-from runtime.metrics import Metrics, MetricsRequest
+from runtime.kernel.actor import ActorContext
+from runtime.kernel.errors import RuntimeFailure
+from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
+from runtime.services.config import ActorBoot
+from runtime.services.llm import LLMError
+from runtime.services.metrics import Metrics, MetricsRequest
 
 from .consolidator import Consolidator
 from .grammar import REFLECTION_GRAMMAR
@@ -72,10 +72,10 @@ from .messages import (
     ReflectionEvent,
     ReflectionMsg,
 )
-from .voting import VOTE_SYSTEM, build_vote_prompt, parse_votes, vote_grammar
 from .parser import parse_reflection
 from .plan import plan_reflection, skip_reason
 from .prompt import REFLECTION_PREFIX, build_reflection_prompt
+from .voting import VOTE_SYSTEM, build_vote_prompt, parse_votes, vote_grammar
 
 log = structlog.get_logger()
 

@@ -40,15 +40,21 @@ from actors.memory.messages import (
     SweepCold,
     SweepResult,
 )
-from runtime.actor import ActorContext
-from runtime.backends import BackendPool
-from runtime.config import MemoryConfig
-from runtime.errors import RuntimeFailure
-from runtime.llm import LLMError
-from runtime.metrics import Metrics
+from runtime.kernel.actor import ActorContext
+from runtime.kernel.errors import RuntimeFailure
+from runtime.services.backends import BackendPool
+from runtime.services.config import MemoryConfig
+from runtime.services.llm import LLMError
+from runtime.services.metrics import Metrics
 
-from .distill import DISTILL_SYSTEM, N_PREDICT, DistillError, build_distill_prompt
-from .distill import distill_grammar, parse_distill
+from .distill import (
+    DISTILL_SYSTEM,
+    N_PREDICT,
+    DistillError,
+    build_distill_prompt,
+    distill_grammar,
+    parse_distill,
+)
 from .messages import ConsolidationEvent, TickReport
 
 log = structlog.get_logger()

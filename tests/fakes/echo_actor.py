@@ -17,7 +17,7 @@ from pathlib import Path
 import msgspec
 import trio
 
-from runtime.actor import ActorContext
+from runtime.kernel.actor import ActorContext
 
 
 class _M(msgspec.Struct, tag_field="kind", tag=str.lower):
@@ -122,8 +122,8 @@ class _Handler:
                 await self.ctx.cast("root", {"text": text})
                 return {}
             case Spoof(dest=dest, pretend=pretend):
-                from runtime._calls import encode_body
-                from runtime.messages import Request
+                from runtime.kernel._calls import encode_body
+                from runtime.kernel.messages import Request
 
                 await self.ctx._channel.send(Request(src=pretend, dest=dest, id=99,
                                                      body=encode_body(Raise(message="spoofed"))))

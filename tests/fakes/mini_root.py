@@ -6,7 +6,8 @@ import sys
 
 import trio
 
-from runtime import ActorSpec, _log, open_supervisor
+from runtime import ActorSpec, open_supervisor
+from runtime.kernel import _log
 
 
 async def main() -> None:

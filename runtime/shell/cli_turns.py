@@ -1,0 +1,334 @@
+"""``atomic-agent ask`` and ``atomic-agent chat``: turns from the command line.
+
+``ask`` runs one turn and prints the reply as it is generated (stdout), its steps and
+errors (stderr), then what memory did (``memory: …``). ``chat`` reads lines and runs a
+turn for each; ``/`` lines are its commands (:data:`CHAT_HELP`). On a terminal both show
+a status line while they wait (:mod:`runtime.shell.status_line`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import trio
+
+from .cli_output import EXIT_FAILED, turns_text, when
+from .client import DaemonClient, open_client
+from .memory_feedback import describe as describe_memory
+from .status_line import StatusLine
+
+
+def new_session_notice(c: DaemonClient, requested: str | None) -> None:
+    """One stderr line when ``--session ID`` named no existing session (a typo starts a
+    new conversation otherwise unnoticed)."""
+    if requested and c.created:
+        print(f"(new session {requested!r}: no session had that id; `atomic-agent sessions` "
+              f"lists the existing ones)", file=sys.stderr)
+
+
+async def ask(c: DaemonClient, args: argparse.Namespace) -> int:
+    """One turn: the reply is printed as it is generated (stdout), steps and errors on
+    stderr; on a terminal a status line says the model is working, then that memory is
+    reflecting on the turn, until its ``memory: …`` line lands."""
+    new_session_notice(c, args.session)
+    status = StatusLine() if not args.json else StatusLine(io.StringIO())
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(status.run)
+        try:
+            return await _ask_turn(c, args, status)
+        finally:
+            status.clear()
+            nursery.cancel_scope.cancel()
+
+
+async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLine) -> int:
+    code = 0
+    why = ""  # the message of an ``error`` step, shown when the turn fails
+    turn, reason = None, None
+    shown = ""  # reply text printed so far (deltas)
+    watch_memory = not args.no_memory
+    if watch_memory:
+        await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+    with trio.fail_after(args.timeout):
+        status.show("the model is working")
+        async for frame in c.say(args.text, debug=args.show_prompt):
+            if frame.get("type") == "turn.finished":
+                turn, reason = frame.get("turn"), frame.get("reason")
+            kind = frame.get("type")
+            if kind == "step" and frame.get("step") == "error":
+                why = frame.get("message", "")
+            if kind == "error" or (kind == "turn.finished"
+                                   and frame["reason"] not in ("reply", "finish")):
+                code = EXIT_FAILED
+            if args.json:
+                print(json.dumps(frame), flush=True)
+                continue
+            if kind in ("reply.delta", "reply", "step", "turn.finished", "error"):
+                status.clear()
+            if kind == "step" and frame.get("step") == "prompt":
+                print(f"--- prompt tail (step {frame['n']}) ---\n{frame['tail']}--- end ---",
+                      file=sys.stderr)
+            elif kind == "step" and frame.get("step") == "tool":
+                print(f"[tool] {frame['tool']} {json.dumps(frame['args'])}", file=sys.stderr)
+                status.show(f"running {frame['tool']}")
+            elif kind == "step" and frame.get("step") == "tool.result" and str(
+                    frame.get("summary", "")).startswith("error:"):
+                print(f"[tool] {frame['tool']} → {frame['summary']}", file=sys.stderr)
+            elif kind == "step" and frame.get("step") == "tool.result":
+                status.show("the model is working")
+            elif kind == "reply.delta":
+                shown += frame["text"]
+                print(frame["text"], end="", flush=True)
+            elif kind == "reply":
+                text = frame["text"]
+                rest = text[len(shown):] if text.startswith(shown) else "\n" + text
+                print(rest, flush=True)
+                shown = text
+            elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
+                if shown:
+                    print(flush=True)  # end a streamed line that never got its reply
+                detail = frame.get("message") or why
+                print(f"atomic-agent: turn ended: {frame['reason']}"
+                      + (f": {detail}" if detail else ""), file=sys.stderr)
+            elif kind == "error":
+                print(f"atomic-agent: {frame['code']}: {frame['message']}", file=sys.stderr)
+        if watch_memory and turn and reason in ("reply", "finish", "max_steps"):
+            # The turn's reflection lands a few seconds later: say what memory did.
+            if not args.json:
+                status.show("memory: reflecting on this turn")
+            with trio.move_on_after(args.timeout) as waiting:
+                event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                         and f.get("turn") == turn)
+                status.clear()
+                if args.json:
+                    print(json.dumps(event), flush=True)
+                else:
+                    print(await describe_memory(c, event), file=sys.stderr, flush=True)
+            if waiting.cancelled_caught:
+                status.clear()
+                print("memory: no reflection result within --timeout", file=sys.stderr)
+    print(f"(session {c.session})", file=sys.stderr)
+    return code
+
+
+CHAT_QUIT_WAIT_S = 120.0
+"""On /quit or end of input, how long chat waits for the last turns' memory lines."""
+
+
+async def _input_while_watching(c: DaemonClient, awaiting: set[str]) -> str | None:
+    """``input("you> ")`` in a thread while this session's reflection results are
+    printed as they land (one ``memory: …`` line each; their turns leave ``awaiting``).
+    None at end of input."""
+
+    async def watch() -> None:
+        while True:
+            event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                     and f.get("session") == c.session)
+            awaiting.discard(event.get("turn"))
+            again = "you> " if sys.stdin.isatty() else ""
+            print(f"\r  {await describe_memory(c, event)}\n{again}", end="", flush=True)
+
+    global stdin_abandoned
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        stdin_abandoned = True  # until input() returns: a failing watcher abandons it
+        try:
+            prompt = "you> " if sys.stdin.isatty() else ""  # piped input: no prompts
+            line: str | None = await trio.to_thread.run_sync(input, prompt,
+                                                             abandon_on_cancel=True)
+        except EOFError:
+            line = None
+        stdin_abandoned = False
+        nursery.cancel_scope.cancel()
+    return line
+
+
+stdin_abandoned = False
+"""True while chat's ``input()`` thread may still be blocked on stdin: the process then
+ends with ``os._exit`` (after flushing), since interpreter shutdown aborts on a thread
+that holds stdin's lock."""
+
+
+async def _drain_memory_lines(c: DaemonClient, awaiting: set[str]) -> None:
+    """Before leaving chat, print the memory lines still to come (bounded wait)."""
+    if not awaiting:
+        return
+    print("  (waiting for memory to take in the last turn; Ctrl-C to skip)", file=sys.stderr)
+    with trio.move_on_after(CHAT_QUIT_WAIT_S):
+        while awaiting:
+            event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                     and f.get("turn") in awaiting)
+            awaiting.discard(event["turn"])
+            print(f"  {await describe_memory(c, event)}", flush=True)
+
+
+CHAT_HELP = """commands:
+  /help           this list
+  /memory         what memory holds about you: profile facts and the newest notes
+  /session        this session and the others, numbered (newest first)
+  /session N|ID   switch to session N of that list, or to session ID; /session new
+                  starts a new one
+  /quit           leave (Ctrl-D too); memory of the last turn is waited for"""
+
+
+@dataclass
+class SwitchSession:
+    """``/session ID|new`` in chat: reconnect on ``target`` (None = a new session)."""
+
+    target: str | None
+
+
+async def _chat_memory(c: DaemonClient) -> None:
+    facts = await c.memory("memory.profile.list")
+    notes = await c.memory("memory.notes.list", {"limit": 5})
+    print("  profile: " + ("; ".join(f"{f['key']} = {f['value']}" for f in facts)
+                           or "(nothing yet)"))
+    for n in notes:
+        print(f"  note #{n['id']}: {n['content'][:100]}")
+    if not notes:
+        print("  notes: (none yet)")
+    print("  (`atomic-agent memory …` or `atomic-agent tui` show and edit all of it)")
+
+
+async def _chat_sessions(c: DaemonClient, listed: list[str]) -> None:
+    """Print the sessions, numbered; ``listed`` gets their ids (``/session N``)."""
+    reply = await c.request({"type": "sessions", "limit": 20}, "sessions.result")
+    rows = [s for s in reply["data"] if s.get("turns", 0) > 0]
+    listed[:] = [s["id"] for s in rows]
+    if c.session not in listed:
+        print(f"      * {c.session}  (this one; saved with its first turn)")
+    for i, s in enumerate(rows, 1):
+        mark = "*" if s["id"] == c.session else " "
+        print(f"  {i:>2}. {mark} {s['id']}  {turns_text(s['turns'])}, updated "
+              f"{when(s['updatedAt'])}")
+    print("  /session N or ID switches, /session new starts one")
+
+
+async def _chat_command(c: DaemonClient, line: str, awaiting: set[str],
+                        listed: list[str]) -> int | SwitchSession | None:
+    """Run one ``/command`` line; an int or SwitchSession ends this connection's chat.
+    ``listed``: the ids the last ``/session`` printed, for ``/session N``."""
+    command, _, rest = line.strip().partition(" ")
+    rest = rest.strip()
+    if command in ("/quit", "/exit"):
+        await _drain_memory_lines(c, awaiting)
+        return 0
+    if command in ("/help", "/?"):
+        print(CHAT_HELP)
+    elif command == "/memory":
+        await _chat_memory(c)
+    elif command == "/session" and not rest:
+        await _chat_sessions(c, listed)
+    elif command == "/session" and rest.isdigit() and not listed:
+        print("  /session first lists the sessions; then /session N picks one")
+    elif command == "/session" and rest.isdigit() and not 1 <= int(rest) <= len(listed):
+        print(f"  no session {rest} in the last list (1-{len(listed)})")
+    elif command == "/session":
+        await _drain_memory_lines(c, awaiting)
+        target = listed[int(rest) - 1] if rest.isdigit() else rest
+        return SwitchSession(None if rest == "new" else target)
+    else:
+        print(f"  unknown command {command}; /help lists the commands (messages to the "
+              f"model do not start with /)")
+    return None
+
+
+async def _chat(c: DaemonClient) -> int | SwitchSession:
+    """Read lines from stdin and run a turn for each; ``/`` lines are chat commands
+    (:data:`CHAT_HELP`), never sent to the model. A line that is not valid UTF-8 is
+    refused with one ``error:`` line (stdin is read with ``surrogateescape`` so such
+    bytes never end the chat with a UnicodeDecodeError)."""
+    print(f"session {c.session} — type a message; /help for commands, /quit or Ctrl-D to "
+          f"leave", file=sys.stderr)
+    await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+    awaiting: set[str] = set()  # turns whose memory line has not been printed yet
+    listed: list[str] = []  # the ids the last /session printed
+    while True:
+        line = await _input_while_watching(c, awaiting)
+        if line is None:
+            await _drain_memory_lines(c, awaiting)
+            return 0
+        if line.strip().startswith("/"):
+            outcome = await _chat_command(c, line, awaiting, listed)
+            if outcome is not None:
+                return outcome
+            continue
+        if not line.strip():
+            continue
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            print("  error: invalid_argument: that line is not valid UTF-8 text; not sent")
+            continue
+        await _chat_turn(c, line, awaiting)
+
+
+async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str]) -> None:
+    """One chat turn: the reply streams after ``agent> `` as it is generated; on a
+    terminal a status line says the model is working until the first text."""
+    status = StatusLine()
+    shown: str | None = None  # None until the reply starts
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(status.run)
+        status.show("the model is working")
+        async for frame in c.say(line):
+            kind = frame.get("type")
+            if kind != "reply.delta" or shown is None:
+                status.clear()
+            if kind == "turn.finished" and frame["reason"] in ("reply", "finish", "max_steps"):
+                awaiting.add(frame["turn"])
+            elif kind == "reflection" and frame.get("session") == c.session:
+                # an earlier turn's memory landed while this one ran (piped input)
+                awaiting.discard(frame.get("turn"))
+                print(f"  {await describe_memory(c, frame)}")
+            if kind == "reply.delta":
+                if shown is None:
+                    shown = ""
+                    print("agent> ", end="")
+                shown += frame["text"]
+                print(frame["text"], end="", flush=True)
+            elif kind == "reply":
+                text = frame["text"]
+                if shown is None:
+                    print(f"agent> {text}", flush=True)
+                else:
+                    print(text[len(shown):] if text.startswith(shown) else "\n" + text,
+                          flush=True)
+                shown = text
+            elif kind == "step" and frame.get("step") == "tool":
+                print(f"  [tool] {frame['tool']} {json.dumps(frame['args'])}")
+            elif kind == "step" and frame.get("step") == "tool.result" and str(
+                    frame.get("summary", "")).startswith("error:"):
+                print(f"  [tool] {frame['tool']} → {frame['summary']}")
+            elif kind == "step" and frame.get("step") == "error":
+                print(f"  error: {frame.get('message', '')}")
+            elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
+                if shown is not None and not shown.endswith("\n"):
+                    print()
+                print(f"  (turn ended: {frame['reason']})")
+            elif kind == "error":
+                print(f"  error: {frame['code']}: {frame['message']}")
+        status.clear()
+        nursery.cancel_scope.cancel()
+
+
+async def chat_loop(state_dir: Path, session: str | None) -> int:
+    """``chat``: one connection per session; ``/session ID|new`` reconnects. stdin is
+    set to ``surrogateescape`` once, before anything is read (reconfiguring it later
+    would decode its buffer again and replay a line)."""
+    reconfigure = getattr(sys.stdin, "reconfigure", None)
+    if reconfigure is not None:
+        reconfigure(errors="surrogateescape")
+    target, notice = session, session
+    while True:
+        async with open_client(state_dir, session=target) as c:
+            new_session_notice(c, notice)
+            outcome = await _chat(c)
+        if isinstance(outcome, int):
+            return outcome
+        target = notice = outcome.target

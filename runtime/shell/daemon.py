@@ -1,0 +1,401 @@
+"""``atomic-agent serve``: the root process (DESIGN §1, §3, §10).
+
+Start-up: state dir → lock (one daemon per state dir) → config → logging → token →
+LLM (the configured URL, or the embedded llama-server child) → the four actors
+(memory first, it must outlive its writers) → websocket gateway → ``daemon.json``
+→ one JSON ready line on stdout.
+
+Shutdown (SIGTERM/SIGINT or a client's ``shutdown`` frame), in order: stop
+accepting connections → agent, reflection, backfill stopped (running turns end with
+reason ``shutdown``; in-flight LLM calls cancelled; nothing half written) → memory
+checkpoints its WAL and closes → clients closed → llama-server stopped →
+``daemon.json`` removed → exit 0. Too many actor restarts exit non-zero.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import httpx
+import msgspec
+import structlog
+import trio
+
+from actors import actor_spec
+from runtime.kernel import _log
+from runtime.kernel._fork import ForkedProcess, fork_actors, reap_unadopted
+from runtime.kernel._spawn import ActorSpec
+from runtime.kernel._supervise import open_supervisor
+from runtime.kernel.actor import leaf_exception
+from runtime.kernel.errors import ActorCrashed, RestartIntensityExceeded
+from runtime.services.backends import api_key_for
+from runtime.services.config import ActorBoot, Config, ConfigError, config_to_builtins, load_config
+from runtime.services.llama import EmbeddedLLMError, run_llama_server
+from runtime.services.models import ModelError, resolve_model
+
+from .gateway import Gateway
+from .state import (
+    DaemonLock,
+    StateError,
+    ensure_state_dir,
+    load_or_create_token,
+    remove_daemon_info,
+    write_daemon_info,
+)
+
+log = structlog.get_logger()
+
+ACTOR_ORDER = ("memory", "agent", "reflection", "backfill")
+BACKGROUND = ("reflection", "backfill")
+"""Actors whose work no reply waits for; they run at :data:`BACKGROUND_NICE`."""
+BACKGROUND_NICE = 10
+"""Niceness added to background actors (``ActorSpec.nice``): under CPU contention the
+kernel favours the root, agent and memory processes (bench.reflection measures it)."""
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+
+@dataclass
+class ServeOptions:
+    """``serve`` arguments that override the config file."""
+
+    state_dir: Path
+    host: str | None = None
+    port: int | None = None
+    llm_url: str | None = None
+    log_level: str | None = None
+    model: str | None = None
+    http_port: int | None = None
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"atomic-agent: {message}", file=sys.stderr)
+    return code
+
+
+def serve(opts: ServeOptions) -> int:
+    """Run the daemon until shutdown; return the process exit code (never raises)."""
+    try:
+        ensure_state_dir(opts.state_dir)
+        lock = DaemonLock(opts.state_dir)
+        lock.acquire()
+    except StateError as exc:
+        return _fail(EXIT_CONFIG if exc.code != "already_running" else EXIT_FAILED, exc.message)
+    try:
+        try:
+            cfg = load_config(opts.state_dir)
+        except ConfigError as exc:
+            return _fail(EXIT_CONFIG, str(exc))
+        if opts.host is not None:
+            cfg.server.host = opts.host
+        if opts.port is not None:
+            cfg.server.port = opts.port
+        if opts.http_port is not None:
+            cfg.server.http_port = opts.http_port
+        if opts.llm_url is not None:
+            cfg.llm.url = opts.llm_url
+        if opts.model is not None:
+            cfg.llm.model = opts.model
+        if not _port_free(cfg.server.host, cfg.server.port):
+            return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host, cfg.server.port)))
+        if cfg.server.http_enabled and not _port_free(cfg.server.host,
+                                                      cfg.server.resolved_http_port()):
+            return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host,
+                                                    cfg.server.resolved_http_port(), http=True)))
+        _log.configure("root", log_dir=opts.state_dir / "logs",
+                       level=opts.log_level or cfg.logging.level)
+        forked = _fork_actors(opts, cfg, lock)
+        try:
+            return trio.run(_serve, opts, cfg, forked)
+        except KeyboardInterrupt:
+            return EXIT_OK
+        finally:
+            reap_unadopted(forked)
+    finally:
+        remove_daemon_info(opts.state_dir)
+        lock.release()
+
+
+def _fork_actors(opts: ServeOptions, cfg: Config, lock: DaemonLock
+                 ) -> dict[str, tuple[ForkedProcess, socket.socket]]:
+    """Fork the four actors before ``trio.run`` (:mod:`runtime.kernel._fork`: they start with
+    their modules already imported, DESIGN §12 ready ≤ 2 s). Only when ``llm.url`` is
+    set: with the embedded LLM the actors' boot waits for llama-server, longer than a
+    child waits for its boot, so they are spawned after it as before. Also spawned
+    when the environment sets ``ATOMIC_AGENT_FORK_START=0`` (a way back, and an A/B
+    for the benchmarks). ``{}`` (spawn them all) when an actor module does not import;
+    the spawn then reports it."""
+    if not cfg.llm.url or os.environ.get("ATOMIC_AGENT_FORK_START", "1") == "0":
+        return {}
+    specs = _specs(opts, cfg, cfg.llm.url)
+    try:
+        return fork_actors(specs, log_dir=str(opts.state_dir / "logs"),
+                           log_level=opts.log_level or cfg.logging.level,
+                           keep_from_children=[fd for fd in (lock.fd,) if fd is not None])
+    except Exception as exc:  # noqa: BLE001 - spawning reports the actor's own error
+        log.warning("daemon.fork_start_failed", error_type=type(exc).__name__,
+                    error=str(exc)[:200])
+        return {}
+
+
+def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
+    boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(opts.state_dir), config=cfg,
+                                            llm_url=llm_url))
+    return [actor_spec(n, config=boot, nice=BACKGROUND_NICE if n in BACKGROUND else 0)
+            for n in ACTOR_ORDER]
+
+
+
+def _embedder_desc(cfg: Config) -> str | None:
+    """``"MODEL (PROVIDER)"`` of ``memory.embeddings``, or None when embeddings are off.
+    The model loads ``backfillStartDelayMs`` after the ready line (start-up stays light);
+    ``memory stats`` says when recall has turned hybrid."""
+    emb = cfg.memory.embeddings
+    return f"{emb.model} ({emb.provider})" if emb.enabled else None
+
+async def _serve(opts: ServeOptions, cfg: Config,
+                 forked: dict[str, tuple[ForkedProcess, socket.socket]]) -> int:
+    t0 = time.monotonic()
+    token = load_or_create_token(opts.state_dir)
+    shutdown = trio.Event()
+    try:
+        async with trio.open_nursery() as root:
+            root.start_soon(_watch_signals, shutdown)
+            llm_url, llm_desc = cfg.llm.url or "", "configured"
+            if not cfg.llm.url:
+                try:
+                    model = resolve_model(cfg.llm.model or cfg.llm.model_path)
+                    llm_url, server_desc = await root.start(partial_llama(cfg, opts, model.path))
+                except (EmbeddedLLMError, ModelError) as exc:
+                    root.cancel_scope.cancel()
+                    return _fail(EXIT_FAILED, f"embedded LLM: {exc}")
+                llm_desc = f"embedded {server_desc}, {model.title}"
+            code = await _run_tree(opts, cfg, token, llm_url, llm_desc, shutdown, t0, forked)
+            root.cancel_scope.cancel()
+            return code
+    except Exception as exc:  # noqa: BLE001 - the top of the process: map to one line
+        return _fail(EXIT_FAILED, _describe_failure(exc))
+
+
+def _port_free(host: str, port: int) -> bool:
+    """False when ``host:port`` is already taken: checked before anything starts, so a
+    taken port costs no model load (the listener's own bind still reports a race)."""
+    if port == 0:
+        return True
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except OSError:
+        return True  # an unresolvable host is reported by the listener itself
+    for family, kind, proto, _name, addr in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind(addr)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return False
+    return True
+
+
+class PortInUse(Exception):
+    """The gateway's port (or, with ``http``, the HTTP API's) is taken by another program."""
+
+    def __init__(self, host: str, port: int, http: bool = False) -> None:
+        if http:
+            super().__init__(f"port {port} on {host} (the OpenAI-compatible HTTP API) is "
+                             f"already in use (another daemon or program?): choose another "
+                             f"with --http-port N (0 = any free port), or turn the API off "
+                             f"with server.httpEnabled false")
+            return
+        super().__init__(f"port {port} on {host} is already in use (another daemon or "
+                         f"program?): choose another with --port N, or --port 0 for any "
+                         f"free port")
+
+
+def _describe_failure(exc: BaseException) -> str:
+    """One clear line for a fatal start-up or supervision failure (never a traceback)."""
+    leaf = leaf_exception(exc)
+    if isinstance(leaf, PortInUse):
+        return str(leaf)
+    if isinstance(leaf, RestartIntensityExceeded):
+        return f"{leaf}; shutting down"
+    if isinstance(leaf, ActorCrashed):
+        return f"actor {leaf.name!r} failed: {_crash_reason(leaf)}"
+    if isinstance(leaf, EmbeddedLLMError):
+        return f"embedded LLM: {leaf}"
+    log.error("daemon.failed", error_type=type(leaf).__name__, error=str(leaf))
+    return f"{type(leaf).__name__}: {leaf}"
+
+
+def _crash_reason(exc: ActorCrashed) -> str:
+    lines = [ln for ln in exc.remote_traceback.strip().splitlines() if ln.strip()]
+    if not lines:
+        return f"exit code {exc.exitcode}"
+    return re.sub(r"^[\w.]+\.(\w+): ", r"\1: ", lines[-1])  # drop the module path
+
+
+def partial_llama(cfg: Config, opts: ServeOptions, model: str):
+    """The embedded llama-server task for GGUF ``model``, bound to this config (for
+    ``nursery.start``: it starts with ``(url, server description)``)."""
+
+    async def task(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await run_llama_server(model=model, parallel=cfg.llm.parallel,
+                               ctx_size=cfg.llm.ctx_size,
+                               log_path=opts.state_dir / "logs" / "llama-server.log",
+                               startup_timeout_s=cfg.llm.startup_timeout_ms / 1000,
+                               server=cfg.llm.server, server_args=cfg.llm.server_args,
+                               task_status=task_status)
+    return task
+
+
+PROBE_TIMEOUT_S = 5.0
+
+
+def _refused(exc: BaseException) -> bool:
+    """True when a connection error comes from a refused connection (anywhere in its
+    cause chain, or in an exception group of per-address attempts)."""
+    seen: set[int] = set()
+    stack: list[BaseException] = [exc]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, ConnectionRefusedError) or "refused" in str(e).lower():
+            return True
+        stack += [x for x in (e.__cause__, e.__context__) if x is not None]
+        stack += list(getattr(e, "exceptions", ()))
+    return False
+
+
+async def probe_llm(cfg: Config) -> str:
+    """One health probe of the primary LLM at start-up: ``"ok"`` or a short reason
+    (``"connection refused"``, ``"HTTP 503"``, ``"no answer in 5 s"``). llama-server
+    is asked ``GET /health`` (200 once the model is loaded); an OpenAI API ``GET
+    /v1/models`` (any answer below 500 means it is there). Never raises."""
+    url = (cfg.llm.url or "").rstrip("/")
+    if not url:
+        return "ok"  # the embedded server was just found healthy
+    path = "/health" if cfg.llm.api == "llama-server" else "/v1/models"
+    key = api_key_for(cfg.llm.api_key, cfg.llm.api_key_env, cfg.llm.api != "llama-server")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_S) as client:
+            with trio.fail_after(PROBE_TIMEOUT_S + 1):
+                response = await client.get(url + path, headers=headers)
+    except trio.TooSlowError:
+        return f"no answer in {PROBE_TIMEOUT_S:.0f} s"
+    except httpx.ConnectError as exc:
+        return "connection refused" if _refused(exc) else f"cannot connect: {exc}"[:120]
+    except (httpx.HTTPError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"[:120]
+    ok = response.status_code == 200 if cfg.llm.api == "llama-server" else response.status_code < 500
+    return "ok" if ok else f"HTTP {response.status_code} from {path}"
+
+
+async def _watch_signals(shutdown: trio.Event) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async for _ in signals:
+            log.info("daemon.signal")
+            shutdown.set()
+
+
+async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, llm_desc: str,
+                    shutdown: trio.Event, t0: float,
+                    forked: dict[str, tuple[ForkedProcess, socket.socket]]) -> int:
+    gateway: Gateway | None = None
+
+    async def on_cast(src: str, body: msgspec.Raw) -> None:
+        if gateway is not None:
+            await gateway.on_cast(src, body)
+
+    async with open_supervisor(_specs(opts, cfg, llm_url), on_cast=on_cast,
+                               log_dir=str(opts.state_dir / "logs"),
+                               log_level=opts.log_level or cfg.logging.level,
+                               prestarted=forked) as sup:
+        gateway = Gateway(sup, token, cfg.server, shutdown.set)
+        async with trio.open_nursery() as conns:
+            async with trio.open_nursery() as listen:
+                try:
+                    servers = await listen.start(partial_serve(gateway, conns))
+                except OSError as exc:
+                    if exc.errno == errno.EADDRINUSE:
+                        raise PortInUse(cfg.server.host, cfg.server.port) from None
+                    raise
+                port = servers.port
+                url = f"ws://{cfg.server.host}:{port}"
+                openai_url = None
+                if cfg.server.http_enabled:
+                    openai_url = await _start_http_api(listen, gateway, sup, conns, token, cfg)
+                # Probed once everything else is up: a start that fails says only why.
+                llm_status = await probe_llm(cfg)
+                if llm_status != "ok":
+                    print(f"atomic-agent: warning: the LLM at {llm_url} did not answer "
+                          f"({llm_status}); memory works, turns fail until it does",
+                          file=sys.stderr, flush=True)
+                info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
+                        "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc,
+                        "openaiUrl": openai_url,
+                        # what this daemon runs with (file + defaults + serve's options),
+                        # for `config show` while it runs; secrets masked
+                        "config": config_to_builtins(cfg)}
+                write_daemon_info(opts.state_dir, info)
+                ready = {"event": "ready", "url": url, "openaiUrl": openai_url,
+                         "tokenFile": info["tokenFile"],
+                         "pid": os.getpid(), "llm": llm_url, "llmKind": llm_desc,
+                         "llmHealthy": llm_status == "ok", "llmStatus": llm_status,
+                         # the configured embedder; it attaches in the background after
+                         # backfillStartDelayMs (`memory stats` says when it has)
+                         "embedder": _embedder_desc(cfg),
+                         "stateDir": str(opts.state_dir),
+                         "startupMs": round((time.monotonic() - t0) * 1000)}
+                print(json.dumps(ready), flush=True)
+                log.info("daemon.ready", **{k: v for k, v in ready.items() if k != "event"})
+                await shutdown.wait()
+                t_stop = time.monotonic()
+                gateway.accepting = False
+                listen.cancel_scope.cancel()  # 1. stop accepting connections
+            await sup.shutdown()  # 2-4. agent/reflection/backfill, then memory
+            await gateway.close_all()
+            conns.cancel_scope.cancel()
+    log.info("daemon.stopped", shutdown_ms=round((time.monotonic() - t_stop) * 1000))
+    return EXIT_OK
+
+
+async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Any,
+                          conns: trio.Nursery, token: str, cfg: Config) -> str:
+    """Start the OpenAI-compatible HTTP API (``runtime.shell.openai_api``) in ``listen`` (it
+    stops accepting with the gateway); its turns run in ``conns``, the daemon-lifetime
+    nursery, like websocket turns. Returns its base URL (``http://host:port/v1``).
+    PortInUse when its port is taken."""
+    from .openai_api import OpenAIApi, serve_api
+
+    app = OpenAIApi(sup.request, conns.start_soon, gateway.turn_events, token, cfg.server)
+    port = cfg.server.resolved_http_port()
+    try:
+        bound = await listen.start(partial(serve_api, app, cfg.server.host, port))
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise PortInUse(cfg.server.host, port, http=True) from None
+        raise
+    host = f"[{cfg.server.host}]" if ":" in cfg.server.host else cfg.server.host
+    return f"http://{host}:{bound}/v1"
+
+
+def partial_serve(gateway: Gateway, conns: trio.Nursery):
+    """The gateway listener task (for ``nursery.start``)."""
+
+    async def task(task_status=trio.TASK_STATUS_IGNORED) -> None:
+        await gateway.serve(handler_nursery=conns, task_status=task_status)
+    return task

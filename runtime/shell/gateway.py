@@ -1,0 +1,474 @@
+"""The websocket gateway, served by the root process (DESIGN §9).
+
+Security: binds ``127.0.0.1`` by default; a request with a browser ``Origin`` header
+is refused with HTTP 403 unless the origin is allowlisted (cross-site websocket
+hijacking); the first frame must be ``hello`` with the token from ``<state>/token``,
+compared in constant time (``hmac.compare_digest``); a wrong token gets one
+``error`` frame and a close with 1008 (policy violation). Frames above
+``server.maxFrameBytes`` close the connection with 1009 (trio-websocket).
+
+Isolation: each client has its own bounded outbound queue (``server.clientQueue``
+frames) drained by its own task; a client that stops reading is dropped when its
+queue is full, never slowing the others. Each client may have at most
+``server.clientInflight`` requests (turns, memory ops, metrics …) running at once;
+past that the gateway stops reading its frames until one finishes, so a client that
+floods the daemon only waits on itself (TCP backpressure) while others are served.
+A malformed frame gets one ``error`` to that client only and the connection stays open.
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import json
+import secrets
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+
+from actors.agent.messages import (
+    CancelTurn,
+    DeleteSession,
+    GetSession,
+    ListSessions,
+    OpenSession,
+    RunTurn,
+    TurnEvent,
+    TurnResult,
+)
+from actors.memory.messages import MemoryChanged, OpResult, Stats, ToolOp
+from actors.reflection.messages import (
+    Consolidate,
+    ConsolidationEvent,
+    ReflectionEvent,
+    TickReport,
+)
+from runtime.kernel._supervise import Supervisor
+from runtime.kernel.actor import leaf_exception
+from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
+from runtime.services.config import ServerConfig
+from runtime.services.metrics import MetricsRequest, live_tasks, merge_snapshots
+
+from .openai_api import TurnEvents
+from .protocol import (
+    CHANNELS,
+    PROTOCOL_VERSION,
+    BadFrame,
+    CancelFrame,
+    Hello,
+    MemoryFrame,
+    MetricsFrame,
+    Ping,
+    Say,
+    SessionDeleteFrame,
+    SessionGetFrame,
+    SessionsFrame,
+    Shutdown,
+    Subscribe,
+    decode_frame,
+)
+
+log = structlog.get_logger()
+
+HELLO_TIMEOUT_S = 10.0
+CONTROL_INFLIGHT = 2
+"""``cancel`` requests one client may have running besides its in-flight limit."""
+_event_decoder = msgspec.msgpack.Decoder(
+    TurnEvent | MemoryChanged | ReflectionEvent | ConsolidationEvent)
+_json = msgspec.json.Encoder()
+
+
+class Client:
+    """One connected, authenticated client."""
+
+    def __init__(self, ws: WebSocketConnection, queue_size: int, cid: int,
+                 inflight: int = 16) -> None:
+        self.ws = ws
+        self.inflight = trio.Semaphore(inflight)
+        # ``cancel`` has slots of its own: a client at its in-flight limit can still
+        # stop its turn (bounded too, so a flood of cancels is no loophole).
+        self.control = trio.Semaphore(CONTROL_INFLIGHT)
+        self.id = cid
+        self.session: str | None = None
+        self.session_saved = False  # the session has a turn (memory writes name it)
+        self.channels: set[str] = set()
+        self.send_ch, self.recv_ch = trio.open_memory_channel[bytes](queue_size)
+        self.dropped = False
+        self.scope: trio.CancelScope | None = None  # the connection's; cancelled on drop
+
+    def push(self, frame: dict[str, Any]) -> None:
+        """Queue a frame without blocking; a full queue drops this client (slow consumer)."""
+        if self.dropped:
+            return
+        try:
+            self.send_ch.send_nowait(_json.encode(frame))
+        except trio.WouldBlock:
+            self.dropped = True
+            log.warning("gateway.slow_client_dropped", client=self.id)
+            if self.scope is not None:
+                self.scope.cancel()  # close it now, even if it never sends again
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            self.dropped = True
+
+    async def pump(self) -> None:
+        """Drain the queue to the socket (one writer per connection)."""
+        async for data in self.recv_ch:
+            await self.ws.send_message(data.decode())
+
+
+class Gateway:
+    """Routes client frames to actors and actor events to clients.
+
+    Args:
+        sup: the running supervisor (``request``/``cast`` to actors).
+        token: the shared secret clients must present.
+        cfg: ``server.*`` configuration.
+        request_shutdown: called when a client sends ``shutdown``.
+    """
+
+    def __init__(self, sup: Supervisor, token: str, cfg: ServerConfig,
+                 request_shutdown: Callable[[], None]) -> None:
+        self.sup = sup
+        self.token = token.encode()
+        self.cfg = cfg
+        self.request_shutdown = request_shutdown
+        self.clients: set[Client] = set()
+        self._ids = itertools.count(1)
+        self.finished_turns: set[str] = set()
+        self.accepting = True
+        self.turn_nursery: trio.Nursery | None = None
+        self.connections: set[Client] = set()  # every accepted websocket, until closed
+        self.turn_events = TurnEvents()  # turns run by the OpenAI-compatible HTTP API
+
+    # ------------------------------------------------------------ actor → clients
+    async def on_cast(self, src: str, body: msgspec.Raw) -> None:
+        """Supervisor callback for casts addressed to the root; never blocks."""
+        try:
+            event = _event_decoder.decode(body)
+        except msgspec.DecodeError:
+            log.warning("gateway.unknown_cast", src=src)
+            return
+        match event:
+            case TurnEvent(session=session, type=type_, data=data):
+                if type_ == "turn.finished":
+                    self.finished_turns.add(data.get("turn", ""))
+                self._to_session(session, {"type": type_, **data})
+                self.turn_events.put({"type": type_, **data})
+            case MemoryChanged():
+                self._to_channel("memory", {"type": "memory.changed", "op": event.op,
+                                            "keys": event.keys, "ids": event.ids,
+                                            "session": event.session})
+            case ConsolidationEvent():
+                frame = {"type": "memory.consolidation", "stage": event.stage,
+                         "clusters": event.clusters}
+                if event.stage == "cluster":
+                    frame.update(index=event.index, result=event.result,
+                                 lessonId=event.lesson_id)
+                if event.report is not None:
+                    frame["report"] = msgspec.to_builtins(event.report)
+                self._to_channel("memory", frame)
+            case ReflectionEvent():
+                self._to_channel("reflection", {
+                    "type": "reflection", "session": event.session, "turn": event.turn,
+                    "outcome": event.outcome, "latencyMs": event.latency_ms,
+                    "factKeys": event.fact_keys, "noteIds": event.note_ids,
+                    "reason": event.reason, "updatedKeys": event.updated_keys,
+                    "forgottenKeys": event.forgotten_keys,
+                    "forgottenNoteIds": event.forgotten_note_ids,
+                    "timeoutMs": event.timeout_ms})
+
+    def _to_session(self, session: str, frame: dict[str, Any]) -> None:
+        for c in list(self.clients):
+            if c.session == session:
+                c.push(frame)
+
+    def _to_channel(self, channel: str, frame: dict[str, Any]) -> None:
+        for c in list(self.clients):
+            if channel in c.channels:
+                c.push(frame)
+
+    # ------------------------------------------------------------------- serving
+    async def serve(self, *, handler_nursery: trio.Nursery,
+                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+        """Listen until cancelled; reports the bound port through ``task_status``.
+        Connections live in ``handler_nursery`` so closing the listener (stop
+        accepting) does not cut clients off mid-shutdown."""
+
+        self.turn_nursery = handler_nursery
+        await serve_websocket(
+            self._handle, self.cfg.host, self.cfg.port, None, handler_nursery=handler_nursery,
+            max_message_size=self.cfg.max_frame_bytes, task_status=task_status)
+
+    def _origin_allowed(self, request: WebSocketRequest) -> bool:
+        for name, value in request.headers:
+            if name.lower() == b"origin":
+                return value.decode(errors="replace") in self.cfg.allowed_origins
+        return True
+
+    async def _handle(self, request: WebSocketRequest) -> None:
+        if not self.accepting:
+            await request.reject(503, body=b"shutting down")
+            return
+        if not self._origin_allowed(request):
+            log.warning("gateway.origin_refused")
+            await request.reject(403, body=b"origin not allowed")
+            return
+        ws = await request.accept()
+        client = Client(ws, self.cfg.client_queue, next(self._ids), self.cfg.client_inflight)
+        self.connections.add(client)
+        try:
+            await self._serve_connection(client)
+        finally:
+            self.connections.discard(client)
+
+    async def _serve_connection(self, client: Client) -> None:
+        ws = client.ws
+        try:
+            async with trio.open_nursery() as nursery:
+                client.scope = nursery.cancel_scope
+                nursery.start_soon(self._pump, client, nursery.cancel_scope)
+                if await self._authenticate(client):
+                    self.clients.add(client)
+                    await self._serve_client(client, nursery)
+                nursery.cancel_scope.cancel()
+        except BaseException as exc:  # noqa: BLE001 - one client never takes down others
+            leaf = leaf_exception(exc)
+            if isinstance(leaf, (trio.Cancelled, KeyboardInterrupt)):
+                raise
+            if not isinstance(leaf, (ConnectionClosed, trio.BrokenResourceError,
+                                     trio.ClosedResourceError)):
+                log.error("gateway.client_failed", client=client.id,
+                          error_type=type(leaf).__name__, error=str(leaf))
+        finally:
+            self.clients.discard(client)
+            with trio.move_on_after(1) as cs:
+                cs.shield = True
+                if client.dropped:
+                    await ws.aclose(code=1008, reason="too slow: outbound queue full")
+                else:
+                    await ws.aclose()
+
+    async def _pump(self, client: Client, scope: trio.CancelScope) -> None:
+        try:
+            await client.pump()
+        except ConnectionClosed:
+            pass
+        scope.cancel()
+
+    async def _authenticate(self, client: Client) -> bool:
+        with trio.move_on_after(HELLO_TIMEOUT_S):
+            raw = await client.ws.get_message()
+            try:
+                frame = decode_frame(raw)
+            except BadFrame as exc:
+                frame = None
+                reason = exc.message
+            if not isinstance(frame, Hello):
+                await self._refuse(client, "hello_required",
+                                   "the first frame must be hello with the token"
+                                   + (f" ({reason})" if frame is None else ""))
+                return False
+            if not hmac.compare_digest(frame.token.encode(), self.token):
+                await self._refuse(client, "unauthorized", "wrong token")
+                return False
+            try:
+                info = await self.sup.request("agent", OpenSession(
+                    session=frame.session, working_dir=frame.working_dir), dict)
+            except RemoteError as exc:
+                await self._refuse(client, exc.code, exc.message)
+                return False
+            except RuntimeFailure as exc:
+                await self._refuse(client, "unavailable", str(exc))
+                return False
+            client.session = info["session"]
+            client.session_saved = not info["created"]
+            client.push({"type": "welcome", "session": client.session, "version": PROTOCOL_VERSION,
+                         "created": info["created"]})
+            return True
+        await self._refuse(client, "hello_required", "no hello within 10 s")
+        return False
+
+    async def _refuse(self, client: Client, code: str, message: str) -> None:
+        await client.ws.send_message(json.dumps({"type": "error", "code": code,
+                                                 "message": message, "id": None}))
+        await client.ws.aclose(code=1008, reason=code)
+
+    async def _serve_client(self, client: Client, nursery: trio.Nursery) -> None:
+        while True:
+            raw = await client.ws.get_message()
+            try:
+                frame = decode_frame(raw)
+            except BadFrame as exc:
+                client.push({"type": "error", "code": "bad_frame", "message": exc.message,
+                             "id": exc.id})
+                continue
+            match frame:
+                case Hello():
+                    client.push({"type": "error", "code": "bad_frame",
+                                 "message": "already said hello", "id": None})
+                case Say():
+                    # Turns run in the daemon-lifetime nursery: a client that disconnects
+                    # mid-turn does not cancel it (the reply is persisted, reflection runs).
+                    await self._spawn(self.turn_nursery, client, self._say, client, frame)
+                case CancelFrame(id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
+                                      partial(self.sup.request, "agent",
+                                              CancelTurn(session=client.session), dict),
+                                      "cancel.result", slots=client.control)
+                case MemoryFrame():
+                    await self._spawn(nursery, client, self._memory, client, frame)
+                case Subscribe(channels=channels, id=rid):
+                    bad = [c for c in channels if c not in CHANNELS]
+                    if bad:
+                        client.push({"type": "error", "code": "invalid_argument",
+                                     "message": f"unknown channel(s) {bad}; known: {list(CHANNELS)}",
+                                     "id": rid})
+                    else:
+                        client.channels.update(channels)
+                        client.push({"type": "subscribed", "id": rid,
+                                     "channels": sorted(client.channels)})
+                case MetricsFrame():
+                    await self._spawn(nursery, client, self._metrics, client)
+                case SessionsFrame(limit=limit, id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
+                                      partial(self.sup.request, "agent",
+                                              ListSessions(limit=limit), list),
+                                      "sessions.result")
+                case SessionGetFrame(session=session, messages=count, id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
+                                      partial(self.sup.request, "agent",
+                                              GetSession(session=session, messages=count),
+                                              dict), "session.result")
+                case SessionDeleteFrame(session=session, id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
+                                      partial(self.sup.request, "agent",
+                                              DeleteSession(session=session), dict),
+                                      "session.deleted")
+                case Ping():
+                    client.push({"type": "pong"})
+                case Shutdown():
+                    client.push({"type": "shutting_down"})
+                    self.request_shutdown()
+
+    @staticmethod
+    async def _spawn(nursery: trio.Nursery, client: Client,
+                     fn: Callable[..., Awaitable[None]], *args: Any,
+                     slots: trio.Semaphore | None = None) -> None:
+        """Start ``fn(*args)`` in ``nursery`` once ``client`` has a free slot (its
+        ``server.clientInflight`` requests, or ``slots``); until then its frames stay
+        unread (module docstring)."""
+        sem = slots if slots is not None else client.inflight
+        await sem.acquire()
+
+        async def run() -> None:
+            try:
+                await fn(*args)
+            finally:
+                sem.release()
+
+        nursery.start_soon(run)
+
+    async def _call(self, client: Client, rid: Any, call: Callable[[], Awaitable[Any]],
+                    frame_type: str) -> None:
+        try:
+            data = await call()
+        except RemoteError as exc:
+            client.push({"type": "error", "code": exc.code, "message": exc.message, "id": rid})
+            return
+        except RuntimeFailure as exc:
+            client.push({"type": "error", "code": "unavailable", "message": str(exc), "id": rid})
+            return
+        client.push({"type": frame_type, "id": rid, "data": msgspec.to_builtins(data)})
+
+    async def _say(self, client: Client, frame: Say) -> None:
+        turn = f"t-{secrets.token_hex(5)}"  # unique across daemon runs (sessions outlive them)
+        session = client.session
+        assert session is not None
+        try:
+            await self.sup.request("agent", RunTurn(session=session, turn=turn, text=frame.text,
+                                                    debug=frame.debug), TurnResult)
+            client.session_saved = True
+        except RemoteError as exc:
+            client.push({"type": "error", "code": exc.code, "message": exc.message, "id": None})
+        except (ActorUnavailable, RuntimeFailure) as exc:
+            if turn not in self.finished_turns:
+                reason = "shutdown" if self.sup.stopping else "error"
+                self._to_session(session, {"type": "turn.finished", "turn": turn, "reason": reason,
+                                           "message": str(exc)})
+        finally:
+            self.finished_turns.discard(turn)
+
+    async def _memory(self, client: Client, frame: MemoryFrame) -> None:
+        try:
+            if frame.op == "memory.stats":
+                data = await self.sup.request("memory", Stats(), dict)
+            elif frame.op == "memory.consolidate":
+                ignore = frame.args.get("ignoreCooldown", False)
+                if not isinstance(ignore, bool) or set(frame.args) - {"ignoreCooldown"}:
+                    raise RemoteError("invalid_argument", "memory.consolidate takes only "
+                                      "ignoreCooldown (true or false)")
+                data = await self.sup.request(
+                    "reflection", Consolidate(ignore_cooldown=ignore), TickReport)
+            else:
+                # A write names the session only once it exists (has a turn): a CLI
+                # or MCP connection's unsaved session is no provenance.
+                data = (await self.sup.request("memory", ToolOp(
+                    op=frame.op, args=frame.args, source="user",
+                    session=client.session if client.session_saved else None),
+                    OpResult)).data
+        except RemoteError as exc:
+            client.push({"type": "memory.result", "id": frame.id, "ok": False,
+                         "error": {"code": exc.code, "message": exc.message}})
+            return
+        except RuntimeFailure as exc:
+            client.push({"type": "memory.result", "id": frame.id, "ok": False,
+                         "error": {"code": "unavailable", "message": str(exc)}})
+            return
+        client.push({"type": "memory.result", "id": frame.id, "ok": True,
+                     "data": msgspec.to_builtins(data)})
+
+    async def metrics(self) -> dict[str, Any]:
+        """Aggregate every running actor's metrics snapshot (DESIGN §11)."""
+        snaps: dict[str, dict] = {}
+        for name in ("agent", "memory", "reflection", "backfill"):
+            try:
+                with trio.fail_after(5):
+                    snaps[name] = await self.sup.request(name, MetricsRequest(), dict)
+            except (RuntimeFailure, trio.TooSlowError, KeyError):
+                snaps[name] = {"error": "unavailable"}
+        out = merge_snapshots({k: v for k, v in snaps.items() if "error" not in v})
+        out["actors"] = snaps
+        out["restarts"] = self.sup.restart_count
+        out["clients"] = len(self.clients)
+        out["tasks"] = {"root": live_tasks(), **{
+            name: snap.get("gauges", {}).get("tasks") for name, snap in snaps.items()}}
+        return out
+
+    async def _metrics(self, client: Client) -> None:
+        client.push({"type": "metrics.result", **(await self.metrics())})
+
+    async def close_all(self) -> None:
+        """Flush (bounded) and close every client connection (end of shutdown).
+
+        Closing a client's queue ends its pump, which ends its handler, which closes
+        the websocket (close frame, then the client's answer). This waits (≤ 1 s) for
+        those handlers (flush and handshakes together ≤ 0.5 s, as the flush alone was
+        before), so the close handshakes finish while the connections' reader tasks still
+        run: cancelling them first left each ``aclose`` waiting out its 1 s bound for an
+        answer nobody read (``bench/lifecycle.py``). A connection still open then (its
+        client stopped reading) is cancelled."""
+        for c in list(self.connections):
+            c.send_ch.close()  # authenticated or still saying hello
+        with trio.move_on_after(0.5):  # one bound for the flush and the close handshakes
+            while any(c.recv_ch.statistics().current_buffer_used for c in self.connections):
+                await trio.sleep(0.02)
+            while self.connections:
+                await trio.sleep(0.01)
+        for c in list(self.connections):  # still open (a client that stopped reading)
+            if c.scope is not None:
+                c.scope.cancel()

@@ -1,0 +1,342 @@
+"""``atomic-agent mcp``: the daemon's memory as a Model Context Protocol server.
+
+Desktop and editor clients (Claude Desktop and Code, Cursor, …) launch
+``atomic-agent mcp`` and speak MCP over its stdin/stdout; ``--http`` serves MCP's
+Streamable HTTP transport on loopback instead (``http://127.0.0.1:PORT/mcp``), for
+clients that connect to a URL. Built on the official ``mcp`` SDK (``MCPServer``).
+
+The server is a client of the running daemon (:class:`runtime.shell.daemon_link.DaemonLink`,
+one websocket connection, session ``mcp`` by default): every tool is one ``memory``
+op the memory actor answers, so nothing here opens ``memory.sqlite`` behind the actor's
+back. A daemon that is not running makes each tool call an MCP tool error
+``not_running: …`` naming the command that starts it; the server keeps running and
+the next call after ``atomic-agent serve`` works.
+
+Tools (names use ``_``: several clients accept only ``[A-Za-z0-9_-]`` in tool
+names), with MCP annotations (``readOnlyHint``, ``destructiveHint``, ``idempotentHint``):
+
+=============================  ==========================  =========================
+tool                           daemon op                   kind
+=============================  ==========================  =========================
+``memory_profile_set``         ``memory.profile.set``      write (history kept)
+``memory_profile_remove``      ``memory.profile.remove``   destructive
+``memory_profile_list``        ``memory.profile.list``     read-only
+``memory_profile_history``     ``memory.profile.history``  read-only
+``memory_notes_store``         ``memory.notes.store``      write (deduplicated)
+``memory_notes_recall``        ``memory.notes.recall``     read-only (hybrid recall)
+``memory_notes_search``        ``memory.notes.search``     read-only (keywords)
+``memory_notes_get``           ``memory.notes.recall`` id  read-only
+``memory_notes_forget``        ``memory.notes.forget``     destructive
+``memory_lessons_list/get``    ``memory.lessons.*``        read-only
+``memory_procedures_list/get`` ``memory.procedures.*``     read-only
+``memory_context``             ``memory.context``          read-only
+=============================  ==========================  =========================
+
+Errors come back as MCP tool errors (``isError``) whose text starts with the daemon's
+error code (``invalid_argument: …``, ``not_found: …``, ``not_running: …``). Arguments
+are typed (JSON Schema in ``tools/list``) and checked by the SDK before the daemon
+checks them again.
+
+HTTP security (``--http``): binds ``127.0.0.1`` unless ``--host`` says otherwise;
+every request needs ``Authorization: Bearer <token>`` with the daemon's token
+(``<state>/token``, compared in constant time); the ``Host`` header must name
+localhost (DNS rebinding) and a browser ``Origin`` is refused (403) unless it is in
+``server.allowedOrigins``, as for the websocket gateway.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import structlog
+import trio
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+from mcp.types import ToolAnnotations
+from pydantic import Field, ValidationError
+
+from .client import ClientError
+from .daemon_link import DaemonLink
+
+log = structlog.get_logger()
+
+DEFAULT_SESSION = "mcp"
+DEFAULT_HTTP_PORT = 8767
+INSTRUCTIONS = (
+    "Long-term memory of the user, kept by their local atomic-agent daemon. Call "
+    "memory_context with the user's message to get what the user told earlier "
+    "(profile facts, recalled notes, an index of recent notes). Store durable facts "
+    "about the user with memory_profile_set and other things worth keeping with "
+    "memory_notes_store; remove what the user asks to forget.")
+
+_READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                       open_world_hint=False)
+_DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                          open_world_hint=False)
+
+Id = Annotated[int, Field(ge=1, le=2**63 - 1, description="The id (#N in listings).")]
+Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many, newest first.")]
+K = Annotated[int | None, Field(ge=1, le=100, description="How many notes (default: the "
+                                                          "daemon's memory.notes.recallDefaultK).")]
+Tags = Annotated[list[str] | None, Field(description="Only notes with all of these tags.")]
+WorkingDir = Annotated[str | None, Field(description="A project directory: its project-scoped "
+                                                     "notes are included.")]
+
+
+class MemoryMCPServer(MCPServer):
+    """``MCPServer`` whose argument errors read like the daemon's: ``invalid_argument:
+    id: Input should be a valid integer`` instead of pydantic's report with its model
+    names and URL."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError):
+                problems = "; ".join(
+                    f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
+                    for err in cause.errors())
+                raise ToolError(f"invalid_argument: {problems}") from None
+            raise
+
+
+def build_server(link: DaemonLink) -> MCPServer:
+    """The MCP server with every memory tool bound to ``link`` (module docstring)."""
+    server = MemoryMCPServer(name="atomic-agent", title="atomic-agent memory",
+                       instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
+
+    async def call(op: str, args: dict[str, Any]) -> Any:
+        try:
+            return await link.memory(op, {k: v for k, v in args.items() if v is not None})
+        except ClientError as exc:
+            raise ToolError(f"{exc.code}: {exc}") from None
+
+    def tool(name: str, title: str, annotations: ToolAnnotations, description: str):
+        return server.tool(name=name, title=title, description=description,
+                           annotations=annotations.model_copy(update={"title": title}),
+                           structured_output=False)
+
+    @tool("memory_profile_set", "Set a profile fact", _ADD,
+          "Remember a durable fact about the user as key=value (a new value replaces the "
+          "old one, which stays in the fact's history). pinned (default true) facts are "
+          "always shown; pinned=false facts only when one of their keywords appears in the "
+          "user's message.")
+    async def profile_set(
+            key: Annotated[str, Field(min_length=1, max_length=64,
+                                      description="Snake_case name, e.g. name, home_city.")],
+            value: Annotated[str, Field(min_length=1, description="The fact's value.")],
+            pinned: bool | None = None,
+            keywords: Annotated[list[str] | None, Field(
+                description="Words that bring an unpinned fact into context.")] = None) -> str:
+        return _json(await call("memory.profile.set", {"key": key, "value": value,
+                                                       "pinned": pinned, "keywords": keywords}))
+
+    @tool("memory_profile_remove", "Remove a profile fact", _DELETE,
+          "Forget the profile fact with this key (its history is kept).")
+    async def profile_remove(key: Annotated[str, Field(min_length=1)]) -> str:
+        return _json(await call("memory.profile.remove", {"key": key}))
+
+    @tool("memory_profile_list", "List profile facts", _READ,
+          "Every active profile fact about the user.")
+    async def profile_list() -> str:
+        return _json(await call("memory.profile.list", {}))
+
+    @tool("memory_profile_history", "Profile fact history", _READ,
+          "Every version of a profile fact, oldest first (what the user said before).")
+    async def profile_history(key: Annotated[str, Field(min_length=1)]) -> str:
+        return _json(await call("memory.profile.history", {"key": key}))
+
+    @tool("memory_notes_store", "Store a note", _ADD,
+          "Save a freeform note for later recall. A near-duplicate of an existing note is "
+          "merged into it (its id is returned).")
+    async def notes_store(
+            content: Annotated[str, Field(min_length=1, description="The note's text.")],
+            tags: Annotated[list[str] | None, Field(description="Short topic tags.")] = None,
+            scope: Annotated[Literal["all", "project"], Field(
+                description="project: only shown for working_dir.")] = "all",
+            working_dir: WorkingDir = None) -> str:
+        return _json(await call("memory.notes.store", {"content": content, "tags": tags,
+                                                       "scope": scope,
+                                                       "workingDir": working_dir}))
+
+    @tool("memory_notes_recall", "Recall notes", _READ,
+          "Search notes by meaning and keywords (hybrid recall), best first.")
+    async def notes_recall(query: Annotated[str, Field(min_length=1)], k: K = None,
+                           tags: Tags = None, working_dir: WorkingDir = None) -> str:
+        return _json(await call("memory.notes.recall", {"query": query, "k": k, "tags": tags,
+                                                        "workingDir": working_dir}))
+
+    @tool("memory_notes_search", "Keyword search", _READ,
+          "Keyword-only (BM25) note search: exact words, no embeddings.")
+    async def notes_search(query: Annotated[str, Field(min_length=1)], k: K = None,
+                           tags: Tags = None) -> str:
+        return _json(await call("memory.notes.search", {"query": query, "k": k, "tags": tags}))
+
+    @tool("memory_notes_get", "Get a note", _READ, "One note by id.")
+    async def notes_get(id: Id) -> str:  # noqa: A002 - the protocol's field name
+        found = await call("memory.notes.recall", {"id": id})
+        if not found:
+            raise ToolError(f"not_found: no note #{id}")
+        return _json(found[0])
+
+    @tool("memory_notes_forget", "Forget a note", _DELETE, "Delete the note with this id.")
+    async def notes_forget(id: Id) -> str:  # noqa: A002
+        return _json(await call("memory.notes.forget", {"id": id}))
+
+    @tool("memory_lessons_list", "List lessons", _READ, "Active lessons, newest first.")
+    async def lessons_list(limit: Limit = 50) -> str:
+        return _json(await call("memory.lessons.list", {"limit": limit}))
+
+    @tool("memory_lessons_get", "Get a lesson", _READ, "One lesson by id, any status.")
+    async def lessons_get(id: Id) -> str:  # noqa: A002
+        return _json(await call("memory.lessons.get", {"id": id}))
+
+    @tool("memory_procedures_list", "List procedures", _READ,
+          "Active procedures, newest first.")
+    async def procedures_list(limit: Limit = 50) -> str:
+        return _json(await call("memory.procedures.list", {"limit": limit}))
+
+    @tool("memory_procedures_get", "Get a procedure", _READ,
+          "One procedure by id with its steps, any status.")
+    async def procedures_get(id: Id) -> str:  # noqa: A002
+        return _json(await call("memory.procedures.get", {"id": id}))
+
+    @tool("memory_context", "Memory context for a message", _READ,
+          "What atomic-agent would put in its prompt for this user message: the profile "
+          "facts, the notes it recalls, an index of recent notes, lessons and procedures, "
+          "as '### section' blocks. Empty text means memory has nothing for it.")
+    async def context(message: Annotated[str, Field(min_length=1,
+                                                    description="The user's message.")],
+                      working_dir: WorkingDir = None) -> str:
+        data = await call("memory.context", {"message": message, "workingDir": working_dir})
+        return data["text"] or "(memory has nothing for this message)"
+
+    return server
+
+
+def _json(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, indent=1)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("atomic-agent")
+    except PackageNotFoundError:
+        return "0"
+
+
+class BearerGuard:
+    """ASGI middleware: a request without ``Authorization: Bearer <token>`` gets 401
+    (the token compared in constant time); lifespan events pass through."""
+
+    def __init__(self, app: Any, token: str) -> None:
+        self.app = app
+        self.expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(got, self.expected):
+                body = b'{"error":"unauthorized: send Authorization: Bearer <the daemon token>"}'
+                await send({"type": "http.response.start", "status": 401, "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"www-authenticate", b'Bearer realm="atomic-agent"')]})
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+async def serve_stdio(link: DaemonLink) -> None:
+    """Serve MCP on stdin/stdout until the client closes stdin."""
+    server = build_server(link)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(link.run)
+        await server.run_stdio_async()
+        nursery.cancel_scope.cancel()
+
+
+async def serve_http(link: DaemonLink, *, host: str, port: int, token: str,
+                     allowed_origins: list[str],
+                     task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve MCP's Streamable HTTP transport at ``http://host:port/mcp`` (hypercorn on
+    trio) until cancelled; ``task_status`` gets the URL once listening.
+
+    Raises:
+        OSError: the address cannot be bound (e.g. the port is in use).
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    server = build_server(link)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", f"{host}:*"],
+        allowed_origins=list(allowed_origins))
+    app = BearerGuard(server.streamable_http_app(transport_security=security, host=host), token)
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = None
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(link.run)
+        binds = await nursery.start(serve, app, config)
+        task_status.started(binds[0] + "/mcp")
+
+
+def print_err(line: str) -> None:
+    """One line on stderr (stdout is the MCP channel under stdio)."""
+    print(line, file=sys.stderr, flush=True)
+
+
+async def mcp_main(state_dir: Path, *, http: bool, host: str, port: int,
+                   session: str | None, allowed_origins: list[str]) -> int:
+    """``atomic-agent mcp``: serve until stdin closes (stdio) or Ctrl-C (HTTP).
+    Returns the exit status; start-up problems are one line on stderr."""
+    from .state import load_or_create_token, read_daemon_info
+
+    link = DaemonLink(state_dir, session=session)
+    if read_daemon_info(state_dir) is None:
+        print_err(f"atomic-agent mcp: no daemon is running for {state_dir} yet; tools answer "
+                  f"not_running until one is started with: atomic-agent serve "
+                  f"--state-dir {state_dir}")
+    if not http:
+        await serve_stdio(link)
+        return 0
+    token = load_or_create_token(state_dir)
+    status = 0
+    try:
+        async with trio.open_nursery() as nursery:
+            url = await nursery.start(functools.partial(
+                serve_http, link, host=host, port=port, token=token,
+                allowed_origins=allowed_origins))
+            print_err(f"atomic-agent mcp: serving MCP (Streamable HTTP) at {url}; clients "
+                      f"send 'Authorization: Bearer <token>' with the token in "
+                      f"{state_dir / 'token'}")
+            with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for _ in signals:
+                    break
+            nursery.cancel_scope.cancel()  # SIGTERM / Ctrl-C: stop listening, exit 0
+    except* OSError as group:  # raised inside hypercorn's nursery: an exception group
+        exc = _first_leaf(group)
+        print_err(f"atomic-agent mcp: cannot listen on {host}:{port}: "
+                  f"{getattr(exc, 'strerror', None) or exc}; choose another with --port N "
+                  f"(0 = any free port)")
+        status = 1
+    return status
+
+
+def _first_leaf(group: BaseException) -> BaseException:
+    while isinstance(group, BaseExceptionGroup):
+        group = group.exceptions[0]
+    return group
+

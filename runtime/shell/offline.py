@@ -1,0 +1,116 @@
+"""Memory commands on a stopped daemon: the same ops, run directly on the file.
+
+``atomic-agent memory …`` talks to the running daemon when there is one. When there
+is none, :class:`OfflineMemory` opens ``<state>/memory.sqlite`` itself and runs the
+very same operation table (``actors.memory.tools.run_op``) with the configured caps,
+so results have the same shapes. It is safe next to a daemon that starts meanwhile:
+WAL, a 5 s busy timeout and ``BEGIN IMMEDIATE`` writes (field cases BC-06/BC-07).
+A file that is corrupt or from a newer schema is reported, never modified.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import apsw
+import msgspec
+
+from actors.memory.actor import open_stores
+from actors.memory.errors import MemoryFailure, StorageFailure
+from actors.memory.schema import SCHEMA_VERSION, open_database, user_version
+from actors.memory.tools import run_op
+from runtime.services.config import Config
+
+from .client import ClientError
+from .state import StateError, check_writable, ensure_state_dir
+
+
+def _storage_error(exc: apsw.Error, path: Path) -> ClientError:
+    """A ClientError for an SQLite failure outside the stores' own typed errors: the
+    disk refused (``storage_*``, :class:`StorageFailure`) or anything else SQLite said
+    (``database_error``), naming the file; never an apsw traceback."""
+    failure = StorageFailure.from_apsw(exc)
+    if failure is not None:
+        return ClientError(failure.code, str(failure))
+    return ClientError("database_error", f"{path}: {exc}")
+
+
+class OfflineMemory:
+    """Duck-types :meth:`runtime.shell.client.DaemonClient.memory` for a stopped daemon.
+
+    Errors: ClientError with the store's code (``invalid_argument``, ``schema_too_new``,
+    ``database_corrupt``) and a one-line message.
+    """
+
+    session = None
+
+    def __init__(self, state_dir: Path, cfg: Config) -> None:
+        self.path = state_dir / "memory.sqlite"
+        self.cfg = cfg
+        self._conn: apsw.Connection | None = None
+
+    def _open(self) -> apsw.Connection:
+        if self._conn is None:
+            if not self.path.parent.exists():
+                raise ClientError("not_found", f"no state directory at {self.path.parent}")
+            try:
+                # Opening writes (WAL, -shm, migrations): say so up front on a
+                # read-only state dir instead of failing inside SQLite.
+                check_writable(self.path.parent)
+                self._conn = open_database(str(self.path))
+            except StateError as exc:
+                raise ClientError(exc.code, exc.message) from None
+            except MemoryFailure as exc:
+                raise ClientError(exc.code, str(exc)) from None
+            except apsw.Error as exc:
+                raise _storage_error(exc, self.path) from None
+        return self._conn
+
+    async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
+        """Run ``op`` on the file; returns JSON-shaped data like the daemon would.
+        ``memory.import`` creates the state directory when there is none yet (moving
+        memory to a machine that never ran the daemon)."""
+        if op == "memory.import" and not self.path.parent.exists():
+            try:
+                ensure_state_dir(self.path.parent)
+            except StateError as exc:
+                raise ClientError(exc.code, exc.message) from None
+        conn = self._open()
+        m = self.cfg.memory
+        stores = open_stores(conn, m)
+        notes = stores.notes
+        try:
+            if op == "memory.stats":
+                one = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
+                return {"offline": True, "schemaVersion": user_version(conn),
+                        "supportedSchemaVersion": SCHEMA_VERSION,
+                        "profileFacts": one("SELECT count(*) FROM profile_facts "
+                                            "WHERE superseded_by IS NULL"),
+                        "notes": notes.count(), "notesCap": m.notes.max_entries,
+                        "embeddings": {  # what the file holds; attach state needs a daemon
+                            "enabled": m.embeddings.enabled,
+                            "provider": m.embeddings.provider,
+                            "model": m.embeddings.model,
+                            "vectors": stores.vectors.count(m.embeddings.model),
+                            "otherModelVectors":
+                                stores.vectors.count_other_models(m.embeddings.model)}}
+            data, _change = run_op(stores.profiles, notes, op, args or {}, source="user",
+                                   default_k=m.notes.recall_default_k, votes=stores.votes)
+        except MemoryFailure as exc:
+            raise ClientError(exc.code, str(exc)) from None
+        except apsw.Error as exc:
+            raise _storage_error(exc, self.path) from None
+        return msgspec.to_builtins(data)
+
+    def close(self) -> None:
+        """Close the connection (checkpointing the WAL; a disk that refuses the
+        checkpoint leaves it in the WAL, where SQLite finds it next time)."""
+        if self._conn is not None:
+            try:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+            except apsw.Error:
+                pass
+            finally:
+                self._conn.close()
+                self._conn = None

@@ -1,0 +1,416 @@
+"""The OpenAI-compatible HTTP API of the daemon: chat completions with memory.
+
+Served by the root process beside the websocket gateway (``server.httpPort``, default
+the gateway's port + 1, on the same ``server.host``), so any program written against
+the OpenAI API can talk to the daemon by changing its base URL to
+``http://127.0.0.1:8766/v1`` and its API key to the daemon token.
+
+* ``GET /v1/models`` → ``{"object": "list", "data": [{"id": "atomic-agent", …}]}``.
+* ``POST /v1/chat/completions`` runs one normal turn (DESIGN §2: memory context, the
+  agent loop, the session saved, reflection after it) on the **last** message, which must
+  be the user's. The session is the ``X-Atomic-Session`` header, else the request's
+  ``user`` field, else ``openai``; an unknown id is created. The daemon keeps each
+  session's history itself, so earlier ``messages`` (and ``system`` messages) are not
+  replayed: a client may send only the new message. ``stream: true`` answers Server-Sent
+  Events (``chat.completion.chunk`` objects: the role, then each ``reply.delta`` as
+  ``delta.content``, then ``finish_reason``, then ``data: [DONE]``); otherwise one
+  ``chat.completion`` object. Sampling fields (``temperature``, ``max_tokens``, …) and
+  ``model`` are accepted and not used (the daemon's ``llm.*`` configuration decides);
+  ``tools`` are refused (the agent has its own memory tools). Responses carry
+  ``X-Atomic-Session`` and ``X-Atomic-Turn`` headers.
+
+Security, as for the websocket gateway: loopback by default; every request needs
+``Authorization: Bearer <token>`` (the daemon token, ``<state>/token``, compared in
+constant time) or gets 401; a request with a browser ``Origin`` that is not in
+``server.allowedOrigins`` gets 403; bodies above ``server.maxFrameBytes`` get 413.
+Errors use OpenAI's shape ``{"error": {"message", "type", "code"}}`` with the daemon's
+codes (``busy`` 409, ``invalid_argument`` 400, ``unavailable`` 503, ``turn_failed`` 502).
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import time
+from collections.abc import Awaitable, Callable
+from functools import partial
+from typing import Any
+
+import msgspec
+import structlog
+import trio
+
+from actors.agent.messages import OpenSession, RunTurn, TurnResult
+from actors.agent.sessions import valid_session_id
+from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
+
+log = structlog.get_logger()
+
+MODEL_ID = "atomic-agent"
+DEFAULT_SESSION = "openai"
+SESSION_HEADER = b"x-atomic-session"
+EVENT_BUFFER = 4096
+"""Turn events buffered per request; a reader slower than that loses deltas, never
+the final ``reply``/``turn.finished`` (those always fit: see :meth:`TurnEvents.put`)."""
+
+Send = Callable[[dict[str, Any]], Awaitable[None]]
+Receive = Callable[[], Awaitable[dict[str, Any]]]
+
+
+class ChatMessage(msgspec.Struct):
+    """One entry of ``messages``: ``content`` is text or a list of parts
+    (``{"type": "text", "text": …}``; other part types are refused)."""
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatRequest(msgspec.Struct):
+    """The fields of a chat completion request the daemon reads; others are ignored."""
+
+    messages: list[ChatMessage]
+    model: str | None = None
+    stream: bool = False
+    user: str | None = None
+    tools: list[Any] | None = None
+
+
+class ApiError(Exception):
+    """An HTTP error answer in OpenAI's shape."""
+
+    def __init__(self, status: int, code: str, message: str,
+                 kind: str = "invalid_request_error") -> None:
+        super().__init__(message)
+        self.status, self.code, self.kind = status, code, kind
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"message": str(self), "type": self.kind, "code": self.code,
+                          "param": None}}
+
+
+class TurnEvents:
+    """Routes the agent's turn events (``TurnEvent`` casts, by turn id) to the HTTP
+    requests waiting for them; the gateway calls :meth:`put` for every turn event."""
+
+    def __init__(self) -> None:
+        self.waiting: dict[str, trio.MemorySendChannel[dict[str, Any]]] = {}
+
+    def open(self, turn: str) -> trio.MemoryReceiveChannel[dict[str, Any]]:
+        send, recv = trio.open_memory_channel[dict[str, Any]](EVENT_BUFFER)
+        self.waiting[turn] = send
+        return recv
+
+    def close(self, turn: str) -> None:
+        send = self.waiting.pop(turn, None)
+        if send is not None:
+            send.close()
+
+    def put(self, frame: dict[str, Any]) -> None:
+        """Deliver one event frame (``type``, ``turn``, …) without blocking. When a
+        request's buffer is full a ``reply.delta`` is dropped (the final ``reply`` event
+        carries the whole text); any other event that does not fit is logged."""
+        send = self.waiting.get(frame.get("turn", ""))
+        if send is None:
+            return
+        try:
+            send.send_nowait(frame)
+        except trio.WouldBlock:
+            if frame["type"] != "reply.delta":
+                log.warning("openai_api.events_overflow", turn=frame.get("turn"))
+        except (trio.ClosedResourceError, trio.BrokenResourceError):
+            pass
+
+
+class OpenAIApi:
+    """The ASGI application (module docstring).
+
+    Args:
+        request: ``sup.request``-like: ``await request(actor, message, reply_type)``.
+        spawn_turn: starts a coroutine in the daemon-lifetime nursery (a client that
+            goes away mid-turn does not cancel the turn, as on the websocket).
+        events: the router the gateway feeds with turn events.
+        token: the daemon token; cfg: ``server.*`` (allowedOrigins, maxFrameBytes).
+    """
+
+    def __init__(self, request: Callable[..., Awaitable[Any]],
+                 spawn_turn: Callable[..., None], events: TurnEvents, token: str,
+                 cfg: Any) -> None:
+        self.request = request
+        self.spawn_turn = spawn_turn
+        self.events = events
+        self.expected = f"Bearer {token}".encode()
+        self.cfg = cfg
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        headers = {k.lower(): v for k, v in scope.get("headers") or []}
+        try:
+            self._check_access(headers)
+            path, method = scope["path"].rstrip("/"), scope["method"]
+            if path == "/v1/models" and method == "GET":
+                await _json(send, 200, {"object": "list", "data": [self._model()]})
+            elif path == "/v1/models/" + MODEL_ID and method == "GET":
+                await _json(send, 200, self._model())
+            elif path == "/v1/chat/completions" and method == "POST":
+                await self._chat(headers, await self._body(receive, headers), send)
+            elif path in ("/v1/models", "/v1/chat/completions"):
+                raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")
+            else:
+                raise ApiError(404, "not_found", f"no such endpoint: {method} {scope['path']} "
+                                                 "(this daemon serves /v1/models and "
+                                                 "/v1/chat/completions)")
+        except ApiError as exc:
+            extra = [(b"www-authenticate", b'Bearer realm="atomic-agent"')] \
+                if exc.status == 401 else []
+            if exc.status == 413:  # the rest of the body is not read: this connection ends
+                extra.append((b"connection", b"close"))
+            await _json(send, exc.status, exc.body(), extra)
+
+    # ------------------------------------------------------------------ checks
+    def _check_access(self, headers: dict[bytes, bytes]) -> None:
+        origin = headers.get(b"origin")
+        if origin is not None and origin.decode(errors="replace") not in self.cfg.allowed_origins:
+            log.warning("openai_api.origin_refused", origin=origin.decode(errors="replace")[:200])
+            raise ApiError(403, "origin_not_allowed", "browser origin not allowed "
+                                                      "(server.allowedOrigins)")
+        if not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+            raise ApiError(401, "invalid_api_key", "send the daemon token as the API key "
+                                                   "(Authorization: Bearer <token>; the token "
+                                                   "is in <state>/token)",
+                           "authentication_error")
+
+    async def _body(self, receive: Receive, headers: dict[bytes, bytes]) -> ChatRequest:
+        limit = self.cfg.max_frame_bytes
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise ApiError(400, "disconnected", "the client went away")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > limit:
+                raise ApiError(413, "too_large", f"the request body is over {limit} bytes "
+                                                 "(server.maxFrameBytes)")
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        try:
+            request = msgspec.json.decode(b"".join(chunks), type=ChatRequest)
+        except msgspec.DecodeError as exc:
+            raise ApiError(400, "invalid_argument", f"the body is not a chat completion "
+                                                    f"request: {exc}") from None
+        if request.tools:
+            raise ApiError(400, "invalid_argument", "tools are not supported: the agent "
+                                                    "uses its own memory tools")
+        return request
+
+    def _model(self) -> dict[str, Any]:
+        return {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "atomic-agent"}
+
+    # -------------------------------------------------------------------- chat
+    async def _chat(self, headers: dict[bytes, bytes], request: ChatRequest, send: Send) -> None:
+        text = _last_user_text(request.messages)
+        session = (headers.get(SESSION_HEADER, b"").decode(errors="replace")
+                   or request.user or DEFAULT_SESSION)
+        if not valid_session_id(session):
+            raise ApiError(400, "invalid_argument", "the session (X-Atomic-Session header or "
+                                                    "user field) must be 1-64 characters of "
+                                                    "letters, digits, _ . -")
+        try:
+            await self.request("agent", OpenSession(session=session), dict)
+        except RemoteError as exc:
+            raise ApiError(400, exc.code, exc.message) from None
+        except RuntimeFailure as exc:
+            raise ApiError(503, "unavailable", str(exc), "server_error") from None
+        turn = f"t-{secrets.token_hex(5)}"
+        events = self.events.open(turn)
+        failure: list[ApiError] = []
+
+        async def run() -> None:
+            try:
+                await self.request("agent", RunTurn(session=session, turn=turn, text=text),
+                                   TurnResult)
+            except RemoteError as exc:
+                if exc.code == "busy":
+                    failure.append(ApiError(409, "busy", f"a turn is already running in "
+                                                         f"session {session!r}; wait for its "
+                                                         f"answer, or use another session "
+                                                         f"(X-Atomic-Session header or user "
+                                                         f"field)"))
+                else:
+                    failure.append(ApiError(400, exc.code, exc.message))
+            except (ActorUnavailable, RuntimeFailure) as exc:
+                failure.append(ApiError(503, "unavailable", str(exc), "server_error"))
+            finally:
+                self.events.close(turn)
+
+        self.spawn_turn(run)
+        try:
+            first = await _next_event(events)
+            if first is None:
+                raise failure[0] if failure else ApiError(
+                    502, "turn_failed", "the turn ended before it started", "server_error")
+            extra = [(b"x-atomic-session", session.encode()), (b"x-atomic-turn", turn.encode())]
+            completion_id = f"chatcmpl-{turn}"
+            if request.stream:
+                await self._stream(send, events, completion_id, extra)
+            else:
+                reply, reason, error = await _collect(events)
+                if error is not None and not reply:
+                    raise ApiError(502, "turn_failed", error, "server_error")
+                await _json(send, 200, {
+                    "id": completion_id, "object": "chat.completion", "created": int(time.time()),
+                    "model": MODEL_ID, "system_fingerprint": None,
+                    "choices": [{"index": 0, "finish_reason": _finish(reason), "logprobs": None,
+                                 "message": {"role": "assistant", "content": reply}}]}, extra)
+        finally:
+            self.events.close(turn)
+
+    async def _stream(self, send: Send, events: trio.MemoryReceiveChannel[dict[str, Any]],
+                      completion_id: str, extra: list[tuple[bytes, bytes]]) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), *extra]})
+        created = int(time.time())
+
+        async def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
+            await _sse(send, {"id": completion_id, "object": "chat.completion.chunk",
+                              "created": created, "model": MODEL_ID, "system_fingerprint": None,
+                              "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                           "finish_reason": finish}]})
+
+        await chunk({"role": "assistant", "content": ""})
+        sent = ""
+        error: str | None = None
+        async for frame in events:
+            match frame["type"]:
+                case "reply.delta":
+                    sent += frame["text"]
+                    await chunk({"content": frame["text"]})
+                case "reply":  # the whole reply: send what deltas did not (dropped, or none)
+                    if frame["text"].startswith(sent) and len(frame["text"]) > len(sent):
+                        await chunk({"content": frame["text"][len(sent):]})
+                        sent = frame["text"]
+                case "step" if frame.get("step") == "error":
+                    error = frame.get("message") or "the turn failed"
+                case "turn.finished":
+                    if frame["reason"] == "error" and not sent:
+                        await _sse(send, {"error": {"message": error or frame.get(
+                            "message", "the turn failed"), "type": "server_error",
+                            "code": "turn_failed"}})
+                    else:
+                        await chunk({}, _finish(frame["reason"]))
+                    break
+        await send({"type": "http.response.body", "body": b"data: [DONE]\n\n",
+                    "more_body": False})
+
+
+def _last_user_text(messages: list[ChatMessage]) -> str:
+    if not messages or messages[-1].role != "user":
+        raise ApiError(400, "invalid_argument", "the last message must be the user's "
+                                                "(role \"user\")")
+    content = messages[-1].content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if part.get("type") != "text" or not isinstance(part.get("text"), str):
+                raise ApiError(400, "invalid_argument", "only text content parts are "
+                                                        "supported")
+            parts.append(part["text"])
+        content = "\n".join(parts)
+    if not content or not content.strip():
+        raise ApiError(400, "invalid_argument", "the user's message is empty")
+    try:
+        content.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, "invalid_argument", "the message is not valid UTF-8") from None
+    return content
+
+
+async def _next_event(events: trio.MemoryReceiveChannel[dict[str, Any]]
+                      ) -> dict[str, Any] | None:
+    """The turn's first event (``turn.started``), or None when the turn was refused
+    (the RunTurn request failed before any event and closed the channel). Events are
+    cast before the agent answers RunTurn, on the same connection, so none is lost."""
+    try:
+        return await events.receive()
+    except trio.EndOfChannel:
+        return None
+
+
+async def _collect(events: trio.MemoryReceiveChannel[dict[str, Any]]
+                   ) -> tuple[str, str, str | None]:
+    """(reply, finish reason, error message) once the turn finishes."""
+    deltas: list[str] = []
+    reply: str | None = None
+    error: str | None = None
+    async for frame in events:
+        match frame["type"]:
+            case "reply.delta":
+                deltas.append(frame["text"])
+            case "reply":
+                reply = frame["text"]
+            case "step" if frame.get("step") == "error":
+                error = frame.get("message") or "the turn failed"
+            case "turn.finished":
+                if frame["reason"] == "error" and error is None:
+                    error = frame.get("message") or "the turn failed"
+                return (reply if reply is not None else "".join(deltas), frame["reason"],
+                        error if frame["reason"] in ("error", "shutdown", "cancelled") else None)
+    return "".join(deltas), "error", "the turn's events stopped"
+
+
+def _finish(reason: str) -> str:
+    """OpenAI's ``finish_reason`` for a ``turn.finished`` reason."""
+    return "stop" if reason in ("reply", "finish") else "length" if reason == "max_steps" \
+        else reason
+
+
+async def _json(send: Send, status: int, body: Any,
+                headers: list[tuple[bytes, bytes]] | None = None) -> None:
+    data = json.dumps(body, ensure_ascii=False).encode()
+    await send({"type": "http.response.start", "status": status, "headers": [
+        (b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+        *(headers or [])]})
+    await send({"type": "http.response.body", "body": data, "more_body": False})
+
+
+async def _sse(send: Send, obj: dict[str, Any]) -> None:
+    await send({"type": "http.response.body", "more_body": True,
+                "body": b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"})
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def serve_api(app: OpenAIApi, host: str, port: int,
+                    task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
+    """Serve ``app`` with hypercorn on trio at ``host:port`` until cancelled;
+    ``task_status`` gets the bound port.
+
+    Raises:
+        OSError: the address cannot be bound (e.g. ``EADDRINUSE``).
+    """
+    from hypercorn.config import Config
+    from hypercorn.trio import serve
+
+    config = Config()
+    config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
+    config.accesslog = None
+    config.errorlog = None
+    config.graceful_timeout = 1.0
+    async with trio.open_nursery() as nursery:
+        binds = await nursery.start(partial(serve, app, config))
+        task_status.started(int(binds[0].rsplit(":", 1)[1]))
