@@ -41,6 +41,7 @@ from runtime.services.metrics import Metrics, MetricsRequest
 
 from . import cold
 from .context import MemoryContext, build_context, recall_query, render_configured
+from .corrections import newest_first
 from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError
 from .errors import ValidationError as _Invalid
 from .forgetting import apply_forget
@@ -302,7 +303,7 @@ class MemoryActor:
             if result.overflow:
                 self.metrics.inc("agent.memory.recall.vector_overflow", by=result.overflow)
             self.metrics.inc("agent.memory.recall", {"mode": "hybrid"})
-            return result.notes
+            return newest_first(s.notes.conn, result.notes)
 
         return recall
 

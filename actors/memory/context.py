@@ -31,6 +31,7 @@ import apsw
 import msgspec
 import structlog
 
+from .corrections import superseded_by
 from .lessons import LessonPointer, LessonStore
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
@@ -67,6 +68,9 @@ class MemoryContext(msgspec.Struct):
         procedures: up to ``memory.procedures.recallK`` procedure pointers, best first.
         expanded: how many of ``recalled``'s last entries are link-expanded neighbours
             (:func:`render_context` takes their tokens from the index budget).
+        superseded: ``{note id: newer note id}`` for the recalled and index notes a
+            later note corrects (``corrections.superseded_by``, FC2-05); rendered as
+            ``(superseded by #N)``.
 
     Fields added after the first release have defaults (msgspec schema evolution), so
     an older peer decodes a newer context and vice versa.
@@ -78,6 +82,7 @@ class MemoryContext(msgspec.Struct):
     lessons: list[LessonPointer] = msgspec.field(default_factory=list)
     procedures: list[ProcedurePointer] = msgspec.field(default_factory=list)
     expanded: int = 0
+    superseded: dict[int, int] = msgspec.field(default_factory=dict)
 
 
 def recall_query(user_message: str | None) -> str:
@@ -222,9 +227,20 @@ def build_context(
             log.warning("memory.context.bump_failed", error_type=type(exc).__name__,
                         error=str(exc))
 
+    superseded = _safe_map(lambda: superseded_by(notes.conn, [n.id for n in recalled + index]))
     return MemoryContext(profile=profile, recalled=recalled, index=index,
                          lessons=lesson_rows, procedures=procedure_rows,
-                         expanded=len(neighbours))
+                         expanded=len(neighbours), superseded=superseded)
+
+
+def _safe_map(fn: Callable[[], dict[int, int]]) -> dict[int, int]:
+    """The supersede marks of the shown notes; any error is logged, ``{}`` returned."""
+    try:
+        return fn()
+    except Exception as exc:  # noqa: BLE001 - a mark is never worth failing the turn
+        log.warning("memory.context.part_failed", part="superseded",
+                    error_type=type(exc).__name__, error=str(exc))
+        return {}
 
 
 def _safe(what: str, fn: Callable[[], list[T]]) -> list[T]:
@@ -300,17 +316,19 @@ def render_context(
     cache from there on.
     """
     hits = ctx.recalled[:len(ctx.recalled) - ctx.expanded]
+    marks = ctx.superseded
     index = render_index(ctx.index, preview_chars=index_preview_chars,
-                         max_tokens=index_max_tokens)
+                         max_tokens=index_max_tokens, superseded=marks)
     shown = {int(i) for i in _INDEX_ID.findall(index)}
     neighbours = [n for n in ctx.recalled[len(hits):] if n.id not in shown]
     recalled = render_recalled(hits + neighbours, preview_chars=recall_preview_chars,
-                               max_tokens=recall_max_tokens)
+                               max_tokens=recall_max_tokens, superseded=marks)
     if neighbours:
         spent = estimate_tokens(recalled) - estimate_tokens(render_recalled(
-            hits, preview_chars=recall_preview_chars, max_tokens=recall_max_tokens))
+            hits, preview_chars=recall_preview_chars, max_tokens=recall_max_tokens,
+            superseded=marks))
         index = render_index(ctx.index, preview_chars=index_preview_chars,
-                             max_tokens=max(0, index_max_tokens - spent))
+                             max_tokens=max(0, index_max_tokens - spent), superseded=marks)
     bodies = {
         "memory-index": index,
         "recalled": recalled,

@@ -21,13 +21,19 @@ Cost per ``store`` (bench/recall.py corpus, 2-core machine): ~0.4 ms exact only,
 with near-identical detection at 1,000 notes, ~12 ms at 100,000 notes.
 
 The caller (``MemoryStore.store``) merges into the returned note: same id, tags united,
-``updated_at`` refreshed, ``recall_count`` + 1.
+``updated_at`` refreshed, ``recall_count`` + 1. A near-identical text whose negation
+cues differ (:func:`corrections.polarity`: "Is not allergic …" against "Is allergic
+…", field case FC2-05) is never merged: :func:`near_match` reports it as corrected,
+and the store keeps both, the new one superseding the old.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import apsw
 
+from .corrections import polarity
 from .fts import cjk_grams, query_terms
 from .recall import STOPWORDS, doc_freqs, index_terms
 
@@ -35,9 +41,10 @@ __all__ = [
     "NEAR_CANDIDATES",
     "NEAR_MIN_TOKENS",
     "NEAR_THRESHOLD",
-    "find_duplicate",
+    "NearMatch",
     "jaccard",
     "jaccard_tokens",
+    "near_match",
 ]
 
 
@@ -51,6 +58,10 @@ NEAR_MIN_TOKENS = 3
 NEAR_QUERY_TERMS = 4
 #: ... chosen among this many of its longest words / CJK bigrams.
 NEAR_LOOKUP_TERMS = 16
+#: Negation words are compared by polarity, not by overlap: "Is not allergic …" and
+#: "Is allergic …" score as the same words, then the differing cue makes them distinct.
+_CUE_WORDS = frozenset({"not", "never", "none", "nor", "neither", "without", "cannot",
+                        "anymore"})
 
 _SQL_EXACT = (
     "SELECT id, tags FROM memories WHERE content_key = ? AND scope = ?"
@@ -106,15 +117,32 @@ def _candidate_query(conn: apsw.Connection, text: str) -> str | None:
     return " OR ".join(chosen) if chosen else None
 
 
-def find_duplicate(
+class NearMatch(NamedTuple):
+    """What a new note's text found among the active notes: ``id`` and raw ``tags``
+    JSON of that note; ``corrects`` is True when it is near-identical but the cues of
+    negation differ (:func:`corrections.polarity`): the new note corrects it and is
+    stored on its own, never merged."""
+
+    id: int
+    tags: str
+    corrects: bool = False
+
+
+def near_match(
     conn: apsw.Connection,
     content: str,
     key: str,
     scope: str,
     working_dir: str | None,
     threshold: float | None,
-) -> tuple[int, str] | None:
-    """Return ``(id, raw tags JSON)`` of the note ``content`` should merge into, or None.
+) -> NearMatch | None:
+    """The note ``content`` duplicates (``corrects`` False: merge into it) or corrects
+    (``corrects`` True), or None.
+
+    Exact duplicates (same ``key``) first. Then, with a ``threshold``, the candidate
+    with the highest Jaccard score at or above it among those of the same polarity (a
+    duplicate); failing that, the best one of another polarity (a correction: "Is not
+    allergic to …" against "Is allergic to …", field case FC2-05).
 
     Args:
         conn: the store's connection (inside its write transaction).
@@ -124,23 +152,28 @@ def find_duplicate(
     """
     rows = conn.execute(_SQL_EXACT, (key, scope, working_dir)).fetchall()
     if rows:
-        return rows[0][0], rows[0][1]
+        return NearMatch(rows[0][0], rows[0][1])
     if threshold is None:
         return None
     tokens = jaccard_tokens(content)
     match = _candidate_query(conn, content) if len(tokens) >= NEAR_MIN_TOKENS else None
     if match is None:
         return None
-    best: tuple[float, int, str] | None = None
+    cues = polarity(content)
+    best: dict[bool, tuple[float, int, str]] = {}
     for note_id, tags, other in conn.execute(
         _SQL_NEAR, (match, 4 * NEAR_CANDIDATES, scope, working_dir, NEAR_CANDIDATES)
     ):
         other_tokens = jaccard_tokens(other)
         if len(other_tokens) < NEAR_MIN_TOKENS:
             continue
-        score = jaccard(tokens, other_tokens)
-        if best is None or score > best[0] or (score == best[0] and note_id < best[1]):
-            best = (score, note_id, tags)
-    if best is not None and best[0] >= threshold:
-        return best[1], best[2]
+        score = jaccard(tokens - _CUE_WORDS, other_tokens - _CUE_WORDS)
+        corrects = polarity(other) != cues
+        top = best.get(corrects)
+        if top is None or score > top[0] or (score == top[0] and note_id < top[1]):
+            best[corrects] = (score, note_id, tags)
+    for corrects in (False, True):
+        top = best.get(corrects)
+        if top is not None and top[0] >= threshold:
+            return NearMatch(top[1], top[2], corrects)
     return None

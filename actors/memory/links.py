@@ -45,9 +45,9 @@ LINK_KINDS: tuple[str, ...] = (
     "RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS", "DUPLICATES", "SUPERSEDES",
 )
 DEFAULT_KIND = "RELATES_TO"
-LINK_ORIGINS: tuple[str, ...] = ("manual", "similarity", "model")
+LINK_ORIGINS: tuple[str, ...] = ("manual", "similarity", "model", "correction")
 """Who wrote a link (schema v8): the ``memory.links.add`` op, links by meaning, the LLM
-link generator."""
+link generator, the store (a correction supersedes what it corrects)."""
 EXPAND_DEPTH_MIN, EXPAND_DEPTH_MAX = 1, 3
 EXPAND_MAX_DEFAULT = 50
 EXPAND_MAX_CEILING = 1000
@@ -65,7 +65,7 @@ class Link(msgspec.Struct, rename="camel"):
         created_at: Unix ms of the last upsert.
         origin: who wrote it, one of :data:`LINK_ORIGINS`: ``manual`` (the
             ``memory.links.add`` op), ``similarity`` (links by meaning), ``model`` (the
-            LLM link generator). A manual upsert makes an edge manual; another writer
+            LLM link generator), ``correction`` (a note that negates an older one). A manual upsert makes an edge manual; another writer
             never takes that back.
     """
 

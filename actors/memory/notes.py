@@ -11,8 +11,10 @@ the cap holds after every commit. Eviction order: ``"utility"`` (default; anchor
 beats seed 000 §10) the least recalled first, ``recall_count, COALESCE(last_recalled_at,
 0), updated_at, id`` ascending; ``"fifo"`` the oldest ``(updated_at, id)`` first. A note
 equal to an active one after ``fts.content_key``, or near-identical to one
-(``dedup.find_duplicate``: token Jaccard >= 0.85), merges into it (BC-11): same id,
-tags united, ``updated_at`` refreshed.
+(``dedup.near_match``: token Jaccard >= 0.85), merges into it (BC-11): same id,
+tags united, ``updated_at`` refreshed; unless it negates or retracts it (FC2-05,
+``corrections``): then both are kept, the new one ``SUPERSEDES`` the old, and recall
+ranks a superseded note after the notes that are not.
 
 Every write goes through ``schema.write_txn`` (``BEGIN IMMEDIATE``, or a savepoint
 inside a caller's transaction). Times are Unix milliseconds.
@@ -26,7 +28,8 @@ import apsw
 import msgspec
 
 from .cold import drop_derived
-from .dedup import NEAR_THRESHOLD, find_duplicate
+from .corrections import link_correction, newest_first
+from .dedup import NEAR_THRESHOLD, near_match
 from .errors import (
     ValidationError,
     optional_text,
@@ -263,10 +266,12 @@ class MemoryStore:
 
         In one transaction: merge into an active note of the same scope and working
         dir with the same :func:`content_key` or a near-identical text
-        (``dedup.find_duplicate``; tags united, at most 16, existing first;
+        (``dedup.near_match``; tags united, at most 16, existing first;
         ``updated_at`` = now; ``recall_count`` + 1; content and id kept), else insert
         and evict the surplus above ``max_entries`` in the store's eviction order
-        (never the new row).
+        (never the new row). A near-identical text that negates or retracts the note it
+        matches ("Is not allergic …", "No longer works …") is inserted, never merged,
+        and ``SUPERSEDES`` it (link origin ``correction``, field case FC2-05).
 
         Raises:
             ValidationError: fields ``content``, ``tags``, ``source``, ``scope``,
@@ -286,20 +291,21 @@ class MemoryStore:
         key = content_key(content)
         conn = self.conn
         with write_txn(conn):
-            if self.dedup:
-                dup = find_duplicate(conn, content, key, scope, working_dir, self.near_threshold)
-                if dup is not None:
-                    note_id, raw_tags = dup
-                    merged = _decode_tags(raw_tags)
-                    merged += [t for t in tags if t not in merged][: MAX_TAGS - len(merged)]
-                    conn.execute(_SQL_MERGE, (_encode_json(merged), now, note_id))
-                    return self._get(note_id)
+            found = (near_match(conn, content, key, scope, working_dir, self.near_threshold)
+                     if self.dedup else None)
+            if found is not None and not found.corrects:
+                merged = _decode_tags(found.tags)
+                merged += [t for t in tags if t not in merged][: MAX_TAGS - len(merged)]
+                conn.execute(_SQL_MERGE, (_encode_json(merged), now, found.id))
+                return self._get(found.id)
             conn.execute(
                 _SQL_INSERT,
                 (content, key, _encode_json(tags), source, scope, working_dir, session_id, now,
                  now, origin, turn_id),
             )
             note_id = conn.last_insert_rowid()
+            if found is not None:  # FC2-05: a correction is linked to what it corrects
+                link_correction(conn, note_id, found.id, now)
             self._evict(note_id)
             return self._get(note_id)
 
@@ -391,6 +397,8 @@ class MemoryStore:
         the fraction of query terms a note holds, + half the score of each note of
         the same session up to two ids away. ``score`` = relevance / best: in [0, 1],
         strongest 1.0 (BC-04). Archived notes are included; every hit matches a query term.
+        A note superseded by another note (a correction, FC2-05) comes after the notes
+        that are not (``corrections.newest_first``).
 
         Raises:
             ValidationError: fields ``query``, ``k``, ``scope``, ``workingDir``,
@@ -408,7 +416,7 @@ class MemoryStore:
             return []
         where, args = filters
         hits = ranked_search(self.conn, rq, k, cols=_COLS, where=where, args=args)
-        notes = [_row(r, s) for r, s in hits]
+        notes = newest_first(self.conn, [_row(r, s) for r, s in hits])
         if bump and notes:
             self.bump_recall([n.id for n in notes], now_ms)
         return notes

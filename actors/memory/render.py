@@ -17,7 +17,7 @@ memory-block delimiters (``<memory>``, ``</memory>``) are broken the same way.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Protocol
 
@@ -236,21 +236,27 @@ def _tags_part(tags: Sequence[str]) -> str:
     return " [" + ", ".join(_one_line(t) for t in tags) + "]"
 
 
-def _note_line(note: Note, preview: str) -> str:
-    return neutralise(f"- #{note.id}{_tags_part(note.tags)} {preview}")
+def _note_line(note: Note, preview: str, superseded: Mapping[int, int] | None = None) -> str:
+    newer = (superseded or {}).get(note.id)
+    mark = f" (superseded by #{newer})" if newer is not None else ""
+    return neutralise(f"- #{note.id}{_tags_part(note.tags)}{mark} {preview}")
 
 
 def render_recalled(
-    notes: Sequence[Note], *, preview_chars: int = 160, max_tokens: int = 400
+    notes: Sequence[Note], *, preview_chars: int = 160, max_tokens: int = 400,
+    superseded: Mapping[int, int] | None = None,
 ) -> str:
     """Render the ``### recalled`` body (anchor §3.3); ``""`` for no notes.
 
     One line per note in the given (rank) order: ``- #<id>`` + `` [tag1, tag2]`` when
-    tagged + a space + the preview: the whole content with whitespace runs collapsed,
-    clipped by :func:`clip_preview` to ``preview_chars`` (default 160). The block is
-    clipped by :func:`truncate_to_tokens` at ``max_tokens`` (default 400).
+    tagged + `` (superseded by #<newer>)`` when ``superseded`` maps its id (a later
+    note corrects it, FC2-05) + a space + the preview: the whole content with
+    whitespace runs collapsed, clipped by :func:`clip_preview` to ``preview_chars``
+    (default 160). The block is clipped by :func:`truncate_to_tokens` at ``max_tokens``
+    (default 400).
     """
-    lines = [_note_line(n, clip_preview(_one_line(n.content), preview_chars)) for n in notes]
+    lines = [_note_line(n, clip_preview(_one_line(n.content), preview_chars), superseded)
+             for n in notes]
     return truncate_to_tokens("\n".join(lines), max_tokens)
 
 
@@ -263,16 +269,19 @@ def _first_line(content: str) -> str:
 
 
 def render_index(
-    notes: Sequence[Note], *, preview_chars: int = 60, max_tokens: int = 300
+    notes: Sequence[Note], *, preview_chars: int = 60, max_tokens: int = 300,
+    superseded: Mapping[int, int] | None = None,
 ) -> str:
     """Render the ``### memory-index`` body (anchor §3.4); ``""`` for no notes.
 
-    Notes re-sorted by id ascending; one line ``- #<id>[ [tags]] <preview>`` where the
-    preview is the first non-empty line of the content clipped to ``preview_chars``
-    (default 60). Clipped by :func:`truncate_to_tokens` at ``max_tokens`` (300).
+    Notes re-sorted by id ascending; one line ``- #<id>[ [tags]][ (superseded by
+    #<newer>)] <preview>`` where the preview is the first non-empty line of the content
+    clipped to ``preview_chars`` (default 60). Clipped by :func:`truncate_to_tokens` at
+    ``max_tokens`` (300).
     """
     ordered = sorted(notes, key=lambda n: n.id)
-    lines = [_note_line(n, clip_preview(_first_line(n.content), preview_chars)) for n in ordered]
+    lines = [_note_line(n, clip_preview(_first_line(n.content), preview_chars), superseded)
+             for n in ordered]
     return truncate_to_tokens("\n".join(lines), max_tokens)
 
 

@@ -275,12 +275,13 @@ first, so its index is rebuilt with it."""
 
 _V8 = """
 ALTER TABLE memory_links ADD COLUMN origin TEXT NOT NULL DEFAULT 'manual'
-    CHECK (origin IN ('manual', 'similarity', 'model'));
+    CHECK (origin IN ('manual', 'similarity', 'model', 'correction'));
 UPDATE memory_links SET origin = 'similarity' WHERE kind = 'RELATES_TO' AND weight < 1.0;
 """
 """v8: where a link came from (issue 21): ``manual`` (``memory.links.add``: a person or a
-client), ``similarity`` (links by meaning, written after a note is embedded) or ``model``
-(the LLM link generator). Only links by meaning are left out of the prompt's link
+client), ``similarity`` (links by meaning, written after a note is embedded), ``model``
+(the LLM link generator) or ``correction`` (the store: a note that negates a
+near-identical older one supersedes it, field case FC2-05). Only links by meaning are left out of the prompt's link
 expansion by default (they add no recall and cost the first reply token:
 bench/RESULTS.md "Cold path"). Links written under v7 with kind ``RELATES_TO`` and a
 weight below 1 were links by meaning (their weight is the cosine; the other writers

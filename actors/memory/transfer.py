@@ -49,7 +49,7 @@ import apsw
 import msgspec
 
 from .backup import checked_target
-from .dedup import find_duplicate
+from .dedup import near_match
 from .errors import ValidationError, optional_text
 from .fts import content_key
 from .notes import MemoryStore, validate_content, validate_tags
@@ -114,7 +114,7 @@ class LinkRec(_S, tag="link", tag_field="type", kw_only=True):
                   "SUPERSEDES"]
     weight: float = 1.0
     created_at: int | None = None
-    origin: Literal["manual", "similarity", "model"] = "manual"
+    origin: Literal["manual", "similarity", "model", "correction"] = "manual"
 
 
 class LessonRec(_S, tag="lesson", tag_field="type", kw_only=True):
@@ -329,10 +329,10 @@ def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
     if rec.scope == "project" and working_dir is None:
         raise ValidationError("workingDir", f"note {rec.id}: project notes need a workingDir")
     key = content_key(content)
-    dup = find_duplicate(conn, content, key, rec.scope, working_dir,
-                         notes.near_threshold if notes.dedup else None)
-    if dup is not None:
-        note_ids[rec.id] = dup[0]
+    dup = near_match(conn, content, key, rec.scope, working_dir,
+                     notes.near_threshold if notes.dedup else None)
+    if dup is not None and not dup.corrects:  # (a correction is a note of its own)
+        note_ids[rec.id] = dup.id
         skipped["notes"] += 1
         return
     conn.execute(

@@ -1,0 +1,165 @@
+"""Field cases, second round (issue 23): each case's expectations, through the store
+and through the real interfaces (websocket frames, the CLI, a scripted LLM server).
+
+FC2-05 -- a negated or corrected statement is never merged into the statement it
+corrects; it supersedes it, recall puts it first, the prompt marks the older one.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import trio
+
+from actors.memory.context import build_context, render_context
+from actors.memory.corrections import polarity
+from actors.memory.dedup import near_match
+from actors.memory.fts import content_key
+from actors.memory.links import LinkStore
+from actors.memory.notes import MemoryStore
+from actors.memory.profile import ProfileStore
+from actors.memory.schema import open_database
+from runtime.shell.client import open_client
+from tests.daemon import run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+# -- FC2-05: negations and corrections ------------------------------------------------
+
+OLD = {
+    "allergy": "Is allergic to penicillin and carries an epipen on every trip",
+    "work": "Works at Acme as a data engineer in the Berlin office",
+    "dentist": "Wants reminders about the dentist appointment every Monday morning",
+}
+CORRECTIONS = {
+    "allergy": "Is not allergic to penicillin and carries an epipen on every trip",
+    "work": "No longer works at Acme as a data engineer in the Berlin office",
+    "dentist": "Never wants reminders about the dentist appointment every Monday morning",
+}
+
+
+@pytest.fixture
+def store(tmp_path):
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    yield MemoryStore(conn)
+    conn.close()
+
+
+@pytest.mark.parametrize("text, cues", [
+    ("Is allergic to penicillin", set()),
+    ("Is not allergic to penicillin", {"not"}),
+    ("No longer works at Acme", {"no_longer"}),
+    ("Never wants reminders", {"never"}),
+    ("She doesn’t eat fish", {"not"}),
+    ("can not stand loud restaurants", {"cannot_stand"}),
+    ("I hate cilantro", {"dislike"}),
+    ("stopped drinking coffee", {"stopped"}),
+    ("Trinkt keinen Kaffee mehr", {"not"}),
+    ("Notes about nothingness and nonsense", set()),  # a cue inside a word is no cue
+])
+def test_polarity_finds_negation_and_retraction_cues(text, cues):
+    assert set(polarity(text)) == cues
+
+
+@pytest.mark.parametrize("topic", sorted(OLD))
+def test_a_negation_is_a_correction_never_a_duplicate(store, topic):
+    old = store.store(OLD[topic], tags=[topic])
+    new_text = CORRECTIONS[topic]
+    found = near_match(store.conn, new_text, content_key(new_text), "all", None, 0.85)
+    assert found is not None and found.id == old.id and found.corrects
+    # The same text but for case and a trailing full stop is still merged (BC-11).
+    variant = OLD[topic].lower() + "."
+    same = near_match(store.conn, variant, content_key(variant), "all", None, 0.85)
+    assert same is not None and same.id == old.id and not same.corrects
+
+
+def test_corrections_are_stored_linked_ranked_first_and_marked(store):
+    links = LinkStore(store.conn)
+    old = {t: store.store(OLD[t], tags=["health" if t != "work" else "work"]) for t in OLD}
+    new = {t: store.store(CORRECTIONS[t], tags=["health" if t != "work" else "work"])
+           for t in OLD}
+    assert all(new[t].id != old[t].id for t in OLD)
+    assert new["allergy"].content == CORRECTIONS["allergy"]  # its own text, not the old
+    assert store.count() == 6
+    edges = {(e.from_id, e.to_id, e.kind, e.origin) for e in links.list_all()}
+    assert edges == {(new[t].id, old[t].id, "SUPERSEDES", "correction") for t in OLD}
+    # The case/punctuation variant merges into the original (BC-11) and adds no link.
+    again = store.store("is allergic to penicillin and carries an epipen on every trip.",
+                        tags=["health"])
+    assert again.id == old["allergy"].id and links.count() == 3
+    # Recall: the newer statement first (BM25 alone puts the shorter, older one first).
+    assert [n.id for n in store.recall("penicillin", bump=False)] == [
+        new["allergy"].id, old["allergy"].id]
+    assert [n.id for n in store.recall("Acme data engineer", bump=False)][0] == new["work"].id
+    # The prompt never shows the two as equally current.
+    ctx = build_context(ProfileStore(store.conn), store, "penicillin", working_dir=None,
+                        links=links)
+    recalled = render_context(ctx)["recalled"].splitlines()
+    assert recalled[0].startswith(f"- #{new['allergy'].id} [health] Is not allergic")
+    assert recalled[1].startswith(
+        f"- #{old['allergy'].id} [health] (superseded by #{new['allergy'].id}) Is allergic")
+
+
+SAID = ("Turns out I'm not allergic to penicillin, the test was wrong. I still carry an "
+        "epipen on every trip though.")
+
+
+async def test_corrections_over_the_websocket_and_through_reflection(tmp_path):
+    """memory.notes.store answers the correction with a new id, links.list shows the
+    link, recall puts the correction first; a reflection NOTE that corrects an earlier
+    reflection note is stored too (outcome ok), not swallowed as already known."""
+    rule = {"match": f"USER: {SAID}\nASSISTANT:",
+            "grammar_contains": '"FORGET "',
+            "response": "NOTE Is not allergic to penicillin and carries an epipen on every "
+                        "trip [health]\n"}
+    async with open_fake_llama(tmp_path / "fake", [rule], slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.request({"type": "subscribe", "channels": ["reflection"]},
+                                "subscribed")
+                first = await c.memory("memory.notes.store", {
+                    "content": OLD["work"], "tags": ["work"]})
+                second = await c.memory("memory.notes.store", {
+                    "content": CORRECTIONS["work"], "tags": ["work"]})
+                assert second["id"] != first["id"]
+                assert second["content"] == CORRECTIONS["work"]
+                edges = await c.memory("memory.links.list", {})
+                assert [(e["fromId"], e["toId"], e["kind"], e["origin"]) for e in edges] == [
+                    (second["id"], first["id"], "SUPERSEDES", "correction")]
+                hits = await c.memory("memory.notes.recall", {"query": "Acme Berlin office"})
+                assert [h["id"] for h in hits][:2] == [second["id"], first["id"]]
+
+                allergy = await c.memory("memory.notes.store", {
+                    "content": OLD["allergy"], "tags": ["health"]})
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say(SAID)]
+                    event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                             and f["turn"] == frames[-1]["turn"])
+                assert event["outcome"] == "ok", json.dumps(event)
+                notes = {n["content"]: n["id"] for n in await c.memory("memory.notes.list")}
+                assert CORRECTIONS["allergy"] in notes and OLD["allergy"] in notes
+                hits = await c.memory("memory.notes.recall", {"query": "penicillin"})
+                assert [h["id"] for h in hits] == [notes[CORRECTIONS["allergy"]],
+                                                   allergy["id"]]
+    json.dumps(event)  # (the event is plain JSON)
+
+
+async def test_prose_from_a_server_without_grammars_never_becomes_a_positive_preference(
+        tmp_path):
+    """FC2-05's lenient path: a reflection answered in prose ("they hate cilantro and can
+    not stand loud restaurants") writes nothing, least of all a liking."""
+    said = "I hate cilantro and I can not stand loud restaurants."
+    rule = {"match": f"USER: {said}\nASSISTANT:", "grammar_contains": '"FORGET "',
+            "response": "The user said they hate cilantro and can not stand loud restaurants."}
+    async with open_fake_llama(tmp_path / "fake", [rule], slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.request({"type": "subscribe", "channels": ["reflection"]},
+                                "subscribed")
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say(said)]
+                    event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                             and f["turn"] == frames[-1]["turn"])
+                assert event["outcome"] == "none"
+                assert await c.memory("memory.profile.list") == []
+                assert await c.memory("memory.notes.list") == []
