@@ -1,6 +1,8 @@
 """Field cases, second round (issue 23): each case's expectations, through the store
 and through the real interfaces (websocket frames, the CLI, a scripted LLM server).
 
+FC2-04 -- a fact about someone else, or said only by the assistant, is never stored as
+the user's: a name is the user's only where the user names themself with it.
 FC2-05 -- a negated or corrected statement is never merged into the statement it
 corrects; it supersedes it, recall puts it first, the prompt marks the older one.
 """
@@ -20,9 +22,126 @@ from actors.memory.links import LinkStore
 from actors.memory.notes import MemoryStore
 from actors.memory.profile import ProfileStore
 from actors.memory.schema import open_database
+from actors.reflection.parser import parse_reflection
+from actors.reflection.plan import plan_reflection
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
+
+# -- FC2-04: attribution ---------------------------------------------------------------
+
+
+def plan(user: str, reflection: str, assistant: str = "", known: dict | None = None):
+    parsed = parse_reflection(reflection, keep_duplicates=True)
+    return plan_reflection(parsed, user, known or {}, max_facts=3, max_notes=2,
+                           assistant_reply=assistant)
+
+
+def reasons(p) -> dict:
+    return {(d.key or "note"): d.reason for d in p.dropped}
+
+
+MENTIONED_ONLY = [
+    "My sister Anna just moved to Berlin, I'm staying in Lyon.",   # the case's window A
+    "Tell Anna I said hi when you see her.",
+    "We met Anna at the conference in Ghent.",
+    "Anna and I went hiking on Sunday.",
+    "My son is Leo and he loves trains.",
+]
+
+
+@pytest.mark.parametrize("user", MENTIONED_ONLY)
+def test_a_name_the_user_only_mentions_never_becomes_theirs(user):
+    name = "Leo" if "Leo" in user else "Anna"
+    p = plan(user, f"SET name={name}\n")
+    assert p.facts == [] and reasons(p)["name"] == "ungrounded_identity"
+
+
+@pytest.mark.parametrize("user, name", [
+    ("My name is Sam and my son is Leo.", "Sam"),                  # the case's window B2
+    ("Hi, I'm Dmitri.", "Dmitri"),
+    ("Call me Jo, everyone does.", "Jo"),
+    ("My name is Anna Schmidt, nice to meet you.", "Anna Schmidt"),
+    ("Anna here, I moved to Berlin.", "Anna"),
+])
+def test_a_name_the_user_gives_themself_is_theirs(user, name):
+    p = plan(user, f"SET name={name}\n")
+    assert [(f.key, f.value) for f in p.facts] == [("name", name)]
+
+
+def test_the_cases_windows():
+    a = plan("My sister Anna just moved to Berlin, I'm staying in Lyon.",
+             "SET name=Anna\nSET home_city=Berlin\nNOTE Sister Anna moved to Berlin [family]\n",
+             known={"home_city": "Lyon"})
+    assert a.facts == [] and [n.body for n in a.notes] == ["Sister Anna moved to Berlin"]
+    assert reasons(a) == {"name": "ungrounded_identity", "home_city": "third_person"}
+    b1 = plan("My name is Sam and my son is Leo.", "SET name=Leo\n")
+    assert b1.facts == [] and reasons(b1)["name"] == "ungrounded_identity"
+    b2 = plan("My name is Sam and my son is Leo.", "SET name=Sam\nNOTE Son is called Leo [family]\n")
+    assert [(f.key, f.value) for f in b2.facts] == [("name", "Sam")]
+    assert [n.body for n in b2.notes] == ["Son is called Leo"]
+    reply = "Trattoria Luigi on Rue Mercière is good, and their tiramisu is famous."
+    c = plan("Any ideas for dinner near the office?",
+             "SET favourite_restaurant=Trattoria Luigi [pinned=true]\nNOTE Likes tiramisu [food]\n",
+             assistant=reply)
+    assert c.facts == [] and c.notes == []
+    assert reasons(c) == {"favourite_restaurant": "assistant_only", "note": "assistant_only"}
+    d = plan("great, book Luigi for Friday", "NOTE Booked Trattoria Luigi for Friday [plans]\n",
+             assistant=reply)
+    assert [n.body for n in d.notes] == ["Booked Trattoria Luigi for Friday"]
+
+
+async def test_attribution_through_the_daemon(tmp_path):
+    """Scripted reflections through a real daemon: the assistant's suggestion is dropped
+    (assistant_only, counted), and a pinned fact a reflection replaces is announced in
+    memory.changed (replacedPinned) with the old value kept in the history, stamped with
+    the session and turn that replaced it."""
+    ask = "I need a dinner idea near the office tonight."  # (a question is not reflected on)
+    moved = "I moved to Berlin last month and I love it here."
+    rules = [
+        {"match": f"USER: {ask}\nASSISTANT:", "grammar_contains": '"FORGET "',
+         "response": "SET favourite_restaurant=Trattoria Luigi [pinned=true]\n"
+                     "NOTE Likes tiramisu [food]\n"},
+        {"match": f"USER: {moved}\nASSISTANT:", "grammar_contains": '"FORGET "',
+         "response": "SET home_city=Berlin\n"},
+        {"grammar_contains": "reply", "match": ask,
+         "response": '{"reply": "Trattoria Luigi on Rue Mercière is good, and their '
+                     'tiramisu is famous."}'},
+        {"grammar_contains": "reply", "response": '{"reply": "Noted."}'},
+    ]
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.request({"type": "subscribe", "channels": ["reflection", "memory"]},
+                                "subscribed")
+                await c.memory("memory.profile.set", {"key": "home_city", "value": "Lyon",
+                                                      "pinned": True})
+
+                async def say(text: str) -> tuple[dict, list[dict]]:
+                    seen: list[dict] = []
+                    with trio.fail_after(60):
+                        frames = [f async for f in c.say(text)]
+                        event = await c.wait_for(lambda f: (seen.append(f) or True) and f.get(
+                            "type") == "reflection" and f["turn"] == frames[-1]["turn"])
+                    return event, seen
+
+                event, _ = await say(ask)
+                assert event["outcome"] == "none" and "assistant_only" in event["reason"], json.dumps(event)
+                assert [f["key"] for f in await c.memory("memory.profile.list")] == ["home_city"]
+                assert await c.memory("memory.notes.list") == []
+                event, seen = await say(moved)
+                assert event["outcome"] == "ok" and event["updatedKeys"] == ["home_city"]
+                changed = [f for f in seen if f.get("type") == "memory.changed"
+                           and f["op"] == "reflection"]
+                assert changed and changed[-1]["replaced"] == ["home_city"]
+                assert changed[-1]["replacedPinned"] == ["home_city"]
+                assert "Lyon" not in json.dumps(changed)  # keys only, never values
+                history = await c.memory("memory.profile.history", {"key": "home_city"})
+                assert [h["value"] for h in history] == ["Lyon", "Berlin"]
+                assert history[1]["turnId"] == event["turn"] and history[1]["sessionId"]
+                counters = (await c.request({"type": "metrics"}, "metrics.result"))["counters"]
+                assert counters["agent.memory.reflection.dropped{reason=assistant_only}"] == 2
+
 
 # -- FC2-05: negations and corrections ------------------------------------------------
 

@@ -128,7 +128,8 @@ def test_plan_maps_keys_guards_and_caps():
     p = plan("SET location=Oslo\nSET name=Ada\nSET sister_name=Ada\nSET job=nurse\n",
              "My sister Ada is a nurse. I live in Oslo.", {"city": "Bergen"})
     assert [(f.key, f.value) for f in p.facts] == [("city", "Oslo"), ("sister_name", "Ada")]
-    assert sorted(d.reason for d in p.dropped) == ["third_person", "third_person"]
+    # name=Ada: the user never named themself Ada (FC2-04); job=nurse: the sister's.
+    assert sorted(d.reason for d in p.dropped) == ["third_person", "ungrounded_identity"]
 
 
 def test_plan_forgets_on_request_and_drops_what_would_bring_it_back():

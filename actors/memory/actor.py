@@ -311,7 +311,9 @@ class MemoryActor:
         keys, ids = change.get("keys", []), change.get("ids", [])
         if not keys and not ids:
             return
-        await self.ctx.cast("root", MemoryChanged(op=op, keys=keys, ids=ids, session=session))
+        await self.ctx.cast("root", MemoryChanged(
+            op=op, keys=keys, ids=ids, session=session, replaced=change.get("replaced", []),
+            replaced_pinned=change.get("replacedPinned", [])))
         if ids and op in ("memory.notes.store", "memory.import", "reflection") \
                 and self.embed_backend:
             await self.ctx.cast("backfill", NotesWritten(ids=ids))
@@ -362,7 +364,9 @@ class MemoryActor:
                     self._drop_cache_if_deleted(before)
                 await self._changed("reflection", {
                     "keys": result.fact_keys + result.retired_keys + result.purged_keys,
-                    "ids": result.note_ids + result.forgotten_note_ids}, msg.session)
+                    "ids": result.note_ids + result.forgotten_note_ids,
+                    "replaced": result.updated_keys,
+                    "replacedPinned": result.replaced_pinned}, msg.session)
                 return result
             case MissingVectors():
                 rows = await self._db(self.w.vectors.missing, msg.model, msg.limit,
@@ -505,6 +509,7 @@ class MemoryActor:
         keys: list[str] = []
         ids: list[int] = []
         updated: list[str] = []
+        replaced_pinned: list[str] = []
         skipped = 0
         with write_txn(self.conn):
             forgot = apply_forget(self.conn, retire_keys=msg.forget.retire_keys,
@@ -537,6 +542,8 @@ class MemoryActor:
                     keys.append(after.key)
                     if before is not None:
                         updated.append(after.key)
+                        if before.pinned:
+                            replaced_pinned.append(after.key)
             for note in msg.notes:
                 tags = ["reflection"] + [t for t in note.tags if t != "reflection"]
                 try:
@@ -554,7 +561,7 @@ class MemoryActor:
                     skipped += 1  # near-identical note already stored: merged, not rewritten
         return ApplyResult(fact_keys=keys, note_ids=ids, skipped=skipped, updated_keys=updated,
                            retired_keys=forgot.retired_keys, purged_keys=forgot.purged_keys,
-                           forgotten_note_ids=forgot.note_ids)
+                           forgotten_note_ids=forgot.note_ids, replaced_pinned=replaced_pinned)
 
     def _stats(self) -> dict[str, Any]:
         one = lambda sql: self.conn.execute(sql).fetchall()[0][0]  # noqa: E731

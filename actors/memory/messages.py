@@ -95,7 +95,9 @@ class ApplyReflection(_M):
 class ApplyResult(msgspec.Struct):
     """What ApplyReflection wrote: fact keys, note ids (merged ones included), skips;
     ``updated_keys``: the keys among ``fact_keys`` that replaced an active value;
-    ``retired_keys`` / ``purged_keys`` / ``forgotten_note_ids``: what was forgotten."""
+    ``retired_keys`` / ``purged_keys`` / ``forgotten_note_ids``: what was forgotten;
+    ``replaced_pinned``: the keys among ``updated_keys`` whose replaced value was pinned
+    (field case FC2-04: the user should see that, and can undo it from the history)."""
 
     fact_keys: list[str]
     note_ids: list[int]
@@ -104,6 +106,7 @@ class ApplyResult(msgspec.Struct):
     retired_keys: list[str] = msgspec.field(default_factory=list)
     purged_keys: list[str] = msgspec.field(default_factory=list)
     forgotten_note_ids: list[int] = msgspec.field(default_factory=list)
+    replaced_pinned: list[str] = msgspec.field(default_factory=list)
 
 
 class MissingVectors(_M):
@@ -229,12 +232,16 @@ MemoryMsg = (BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVecto
 
 class MemoryChanged(msgspec.Struct, tag="memory.changed", tag_field="kind"):
     """Cast to the root after every committed write; the gateway forwards it to
-    clients subscribed to ``memory`` (keys and ids only, never values)."""
+    clients subscribed to ``memory`` (keys and ids only, never values). ``replaced``:
+    the keys among ``keys`` whose active value was replaced (the old one is in the
+    key's history); ``replaced_pinned``: those whose replaced value was pinned."""
 
     op: str
     keys: list[str] = msgspec.field(default_factory=list)
     ids: list[int] = msgspec.field(default_factory=list)
     session: str | None = None
+    replaced: list[str] = msgspec.field(default_factory=list)
+    replaced_pinned: list[str] = msgspec.field(default_factory=list)
 
 
 class NotesWritten(msgspec.Struct, tag="notes.written", tag_field="kind"):

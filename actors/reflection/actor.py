@@ -333,7 +333,8 @@ class ReflectionActor:
             log.debug("reflection.invalid_note", session=msg.session, count=parsed.invalid_notes)
         plan = plan_reflection(parsed, user_text, dict(pairs),
                                max_facts=self.cfg.max_facts_per_call,
-                               max_notes=self.cfg.max_notes_per_call if notes_on else 0)
+                               max_notes=self.cfg.max_notes_per_call if notes_on else 0,
+                               assistant_reply=msg.assistant_reply)
         if plan.dropped:
             for d in plan.dropped:
                 self.metrics.inc("agent.memory.reflection.dropped", {"reason": d.reason})

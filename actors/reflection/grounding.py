@@ -32,7 +32,10 @@ value) or a note body, with one reason each, in this order:
   assistant professor" survives: the clause goes on);
 * ``ungrounded_identity`` — a name-like key (``name``, ``preferred_name``, ``nickname``,
   …) or a naming phrase ("my name is X", "call me X", "the user's name is X", "меня зовут
-  X") whose name words are not found among the user's words. Matching is fuzzy
+  X") whose name words are not found among the user's words; for the user's own name
+  (the key, or a phrase naming the user) only where the user names themself with it
+  ("my name is", "I'm", "call me", "this is", "… here,"; field case FC2-04: "my sister
+  Anna", "tell Anna", "we met Anna" never make the user Anna). Matching is fuzzy
   (Cyrillic transliterated, x→ks, j→y, w→v, ph→f, ia→ya, doubled letters collapsed; edit
   distance 1 up to 5 letters, 2 beyond, same first letter, both ≥ 3 letters); a word the
   user wrote lower-case or only at the start of a sentence vouches for a name of at most
@@ -46,7 +49,9 @@ value) or a note body, with one reason each, in this order:
   (stopwords removed, compared by their first 5 letters, or for words of six letters or
   more by their first six within one edit: "electrician" for "Elektriker"): the model did
   not get it from the user. This check fails open when the message is
-  mostly in a script written without spaces (CJK, Thai …), where words cannot be split.
+  mostly in a script written without spaces (CJK, Thai …), where words cannot be split;
+* ``assistant_only`` — an ``ungrounded_content`` item whose words the assistant's reply
+  holds: the model took it from what the assistant said (FC2-04).
 """
 
 from __future__ import annotations
@@ -129,6 +134,11 @@ _NAMING_PHRASE_RE = re.compile(
 _NAMING_LEADS = re.compile(
     r"(?:\bmy\s+name\s+is|\bname's|\bcall\s+me|\bi\s*(?:am|'m|’m)|\bim|\bthis\s+is|"
     r"\bit's|меня\s+зовут|зови\s+меня|\bя)\s+$", re.I)
+_SELF_INTRO_RE = re.compile(r"[^\W\d_][\w'’-]*\s+here\b", re.I)  # "Anna here, …"
+_SELF_NAMING_RE = re.compile(  # a naming phrase whose subject is the user, ending here
+    r"(?:\buser(?:['’]s)?\s+(?:name\s+is|is\s+(?:named|called)|goes\s+by)|\bmy\s+name\s+is|"
+    r"\bcall\s+(?:me|the\s+user)|меня\s+зовут|зови\s+меня|имя\s+пользователя\s*:?)\s*$",
+    re.I)
 _NAME_STOP = {"the", "user", "is", "a", "an", "and", "de", "van", "von", "da", "di", "le",
               "la", "der", "den", "mr", "mrs", "ms", "dr", "name"}
 _STOPWORDS = {
@@ -280,11 +290,22 @@ class _Window:
         self.lower = user_message.lower()
         self.strong: list[str] = []  # capitalised mid-sentence, or after a naming lead
         self.weak: list[str] = []  # any other word
+        self.own: list[str] = []  # a name the user gives themself (FC2-04)
+        previous_own = False
         for m in _WORD_RE.finditer(user_message):
             word = m.group()
             before = user_message[:m.start()]
             sentence_start = not before.strip() or before.rstrip()[-1] in ".!?\n"
-            if _NAMING_LEADS.search(before[-40:]) or (word[0].isupper() and not sentence_start):
+            lead = bool(_NAMING_LEADS.search(before[-40:]))
+            # "my name is Anna Schmidt": the capitalised word right after a self-named
+            # one is the same name; "Anna here, …" names the writer too.
+            if lead or (previous_own and word[0].isupper() and before.endswith(" ")) or (
+                    _SELF_INTRO_RE.match(user_message[m.start():]) and not before.strip()):
+                self.own.append(word)
+                previous_own = True
+            else:
+                previous_own = False
+            if lead or (word[0].isupper() and not sentence_start):
                 self.strong.append(word)
             else:
                 self.weak.append(word)
@@ -299,26 +320,38 @@ class _Window:
             return True
         return len(_fold(name)) > 5 and any(name_matches(name, w) for w in self.weak)
 
+    def self_named(self, name: str) -> bool:
+        """Whether the user gave themself ``name`` ("my name is …", "I'm …", "call me
+        …", "… here,"): a name merely written ("my sister Anna", "tell Anna …") is
+        someone else's."""
+        return any(name_matches(name, w) for w in self.own)
+
 
 def _name_words(text: str) -> list[str]:
     return [w for w in _WORD_RE.findall(text) if w.lower() not in _NAME_STOP]
 
 
 def _identity(key: str | None, value: str, window: _Window) -> bool | None:
-    """None when the item names nobody, else whether every name word is vouched for."""
+    """None when the item names nobody, else whether every name word is vouched for:
+    the user's own name (a name-like key, or a phrase naming the user: "the user's
+    name is X", "call me X") only by the user naming themself with it (field case
+    FC2-04: "my sister Anna" never makes the user Anna), anyone else's by the user
+    having written it."""
     names: list[str] = []
+    own: list[str] = []
     if key is not None and _NAME_KEY_RE.match(key):
-        names += _name_words(value)
+        own += _name_words(value)
     for m in _NAMING_PHRASE_RE.finditer(value):
         # "is called falcon-2" names a server, not a person: only capitalised (or
         # caseless-script) words count as a name after a naming phrase.
-        names += [w for w in _name_words(m.group("name"))
-                  if not w.isdigit() and (w[0].isupper() or w[0].lower() == w[0].upper())]
-    if not names:
+        found = [w for w in _name_words(m.group("name"))
+                 if not w.isdigit() and (w[0].isupper() or w[0].lower() == w[0].upper())]
+        (own if _SELF_NAMING_RE.search(value[:m.start("name")]) else names).extend(found)
+    if not names and not own:
         return None
     if window.unsplittable and not re.search("[А-Яа-яЁё]", value):
         return True
-    return all(window.vouches(n) for n in names)
+    return all(window.vouches(n) for n in names) and all(window.self_named(n) for n in own)
 
 
 def _persona(key: str | None, text: str, window: _Window) -> bool:
@@ -430,27 +463,39 @@ def _reason(key: str | None, text: str, window: _Window, one_off: set[str],
 
 
 def filter_ungrounded(facts: Sequence[ParsedFact], notes: Sequence[ParsedNote],
-                      user_message: str) -> Grounded:
+                      user_message: str, assistant_reply: str = "") -> Grounded:
     """Keep the facts and notes grounded in ``user_message`` (module docstring).
 
     Only the user's own words ground anything: the assistant's reply never vouches for
-    a fact about the user. Pure; never raises for any ``str``.
+    a fact about the user. An item dropped as ``ungrounded_content`` whose words the
+    ``assistant_reply`` holds is dropped as ``assistant_only`` instead (field case
+    FC2-04: "Trattoria Luigi" suggested by the assistant is not the user's favourite).
+    Pure; never raises for any ``str``.
     """
     window = _Window(user_message)
+    reply = _Window(assistant_reply) if assistant_reply.strip() else None
     one_off = _one_off_tokens(user_message)
     tool_restricted = bool(_TOOL_RESTRICTION.search(user_message)) and not PERSIST.search(
         user_message)
+
+    def why(key: str | None, text: str) -> str | None:
+        reason = _reason(key, text, window, one_off, tool_restricted)
+        if reason == "ungrounded_content" and reply is not None and not reply.unsplittable \
+                and _content_ok(key, text, reply):
+            return "assistant_only"
+        return reason
+
     kept_facts: list[ParsedFact] = []
     kept_notes: list[ParsedNote] = []
     dropped: list[Dropped] = []
     for fact in facts:
-        reason = _reason(fact.key, fact.value, window, one_off, tool_restricted)
+        reason = why(fact.key, fact.value)
         if reason:
             dropped.append(Dropped(item="fact", reason=reason, key=fact.key))
         else:
             kept_facts.append(fact)
     for note in notes:
-        reason = _reason(None, note.body, window, one_off, tool_restricted)
+        reason = why(None, note.body)
         if reason:
             dropped.append(Dropped(item="note", reason=reason))
         else:

@@ -138,15 +138,17 @@ def _forget_plan(parsed: ParsedReflection, user_message: str, known: dict[str, s
 
 
 def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str, str],
-                    *, max_facts: int, max_notes: int) -> Plan:
+                    *, max_facts: int, max_notes: int, assistant_reply: str = "") -> Plan:
     """The write for one reflection (module doc). ``known``: the active profile as
-    ``{key: value}``; ``max_facts``/``max_notes``: the per-call caps (0 disables)."""
+    ``{key: value}``; ``max_facts``/``max_notes``: the per-call caps (0 disables);
+    ``assistant_reply``: names the cause ``assistant_only`` of an item only the
+    assistant said (it never grounds anything)."""
     facts = []
     for f in parsed.facts:
         key = canonical_key(f.key, known)
         facts.append(f if key == f.key else ParsedFact(
             key=key, value=f.value, pinned=f.pinned, keywords=f.keywords))
-    grounded = filter_ungrounded(facts, parsed.notes, user_message)
+    grounded = filter_ungrounded(facts, parsed.notes, user_message, assistant_reply)
     dropped = list(grounded.dropped)
     parts = clauses(user_message)
     forget = _forget_plan(parsed, user_message, known)
@@ -189,9 +191,9 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     # What was said about someone else is kept as a note in the user's own words when
     # the model offered it only as the user's fact ("a dog named Biscuit" → name=Biscuit).
     for d in dropped:
-        if d.reason != "third_person" or d.key is None:
-            continue
-        value = next((f.value for f in grounded.facts if f.key == d.key), "")
+        if d.reason not in ("third_person", "ungrounded_identity") or d.key is None:
+            continue  # (someone else's name the user wrote: "my son Leo", FC2-04)
+        value = next((f.value for f in facts if f.key == d.key), "")
         said = _sentence_with(user_message, value)
         if said and not any(matches(_value_words(value), n.body) for n in kept_notes):
             kept_notes.append(NoteIn(body=f"The user said: {said}"[:400]))

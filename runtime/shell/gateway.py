@@ -160,9 +160,11 @@ class Gateway:
                 self._to_session(session, {"type": type_, **data})
                 self.turn_events.put({"type": type_, **data})
             case MemoryChanged():
-                self._to_channel("memory", {"type": "memory.changed", "op": event.op,
-                                            "keys": event.keys, "ids": event.ids,
-                                            "session": event.session})
+                frame = {"type": "memory.changed", "op": event.op, "keys": event.keys,
+                         "ids": event.ids, "session": event.session}
+                if event.replaced:  # (only when a write replaced an active value)
+                    frame.update(replaced=event.replaced, replacedPinned=event.replaced_pinned)
+                self._to_channel("memory", frame)
             case ConsolidationEvent():
                 frame = {"type": "memory.consolidation", "stage": event.stage,
                          "clusters": event.clusters}
