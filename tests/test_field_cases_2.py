@@ -5,12 +5,17 @@ FC2-04 -- a fact about someone else, or said only by the assistant, is never sto
 the user's: a name is the user's only where the user names themself with it.
 FC2-05 -- a negated or corrected statement is never merged into the statement it
 corrects; it supersedes it, recall puts it first, the prompt marks the older one.
+FC2-12 -- lone surrogates (a cut emoji from a client, an undecodable byte of a path)
+become U+FFFD at every boundary; nothing else of the message is lost, nothing crashes.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
+import msgspec
 import pytest
 import trio
 
@@ -24,7 +29,10 @@ from actors.memory.profile import ProfileStore
 from actors.memory.schema import open_database
 from actors.reflection.parser import parse_reflection
 from actors.reflection.plan import plan_reflection
+from runtime.kernel import unicode
+from runtime.services.config import ActorBoot, Config
 from runtime.shell.client import open_client
+from runtime.shell.protocol import Say, decode_frame
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -282,3 +290,68 @@ async def test_prose_from_a_server_without_grammars_never_becomes_a_positive_pre
                 assert event["outcome"] == "none"
                 assert await c.memory("memory.profile.list") == []
                 assert await c.memory("memory.notes.list") == []
+
+
+# -- FC2-12: lone surrogates ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, repaired", [
+    ("hi \ud83d", "hi \ufffd"),          # a high surrogate cut from its pair
+    ("caf\udce9.txt", "caf\ufffd.txt"),  # surrogateescape of the byte 0xE9
+    ("ok \U0001f600", "ok \U0001f600"),  # a real emoji: untouched
+    ("plain ascii", "plain ascii"),
+])
+def test_the_repair_helper(text, repaired):
+    before = unicode.repairs()
+    assert unicode.repair(text) == repaired
+    assert unicode.repairs() - before == (text != repaired)
+    assert unicode.repair_tree({"k": [text, 1]}) == {"k": [repaired, 1]}
+    encoded = unicode.encode_repaired(msgspec.msgpack.encode, {"t": text})
+    assert msgspec.msgpack.decode(encoded) == {"t": repaired}
+
+
+def test_client_frames_with_lone_surrogate_escapes_are_read_with_a_replacement_character():
+    frames = ['{"type":"say","text":"hi \\ud83d"}',
+              '{"type":"say","text":"x \\udc00 y"}',
+              '{"type":"say","text":"ok \\ud83d\\ude00"}',
+              '{"type":"say","text":"a literal \\\\ud83d"}']
+    assert [decode_frame(f).text for f in frames] == [
+        "hi \ufffd", "x \ufffd y", "ok \U0001f600", "a literal \\ud83d"]
+    assert isinstance(decode_frame(frames[0]), Say)
+
+
+def test_a_state_dir_path_that_is_not_utf8_crosses_the_actor_boundary_losslessly(tmp_path):
+    raw = os.fsencode(tmp_path) + b"/caf\xe9-state"
+    boot = ActorBoot(state_dir=os.fsdecode(raw), config=Config())
+    assert boot.state_dir.endswith("caf\ufffd-state") and boot.state_dir_raw == raw
+    wire = msgspec.msgpack.decode(msgspec.msgpack.encode(boot), type=ActorBoot)
+    assert os.fsencode(wire.path) == raw
+
+
+async def test_surrogates_through_the_daemon_and_a_non_utf8_state_dir(tmp_path):
+    """The case's three frames through a real daemon whose state directory's name holds
+    the byte 0xE9: the cut emoji's turn runs, the note is stored with U+FFFD, the
+    paired emoji is kept; ping still answers; no actor restarts; files land in the
+    directory the user named; the repairs are counted."""
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
+    state = Path(os.fsdecode(os.fsencode(tmp_path) + b"/caf\xe9-state"))
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.ws.send_message('{"type":"say","text":"hi \\ud83d"}')
+                with trio.fail_after(30):
+                    first = [await c.receive()]
+                    while first[-1].get("type") != "turn.finished":
+                        first.append(await c.receive())
+                assert first[-1]["reason"] == "reply"
+                await c.ws.send_message('{"type":"memory","id":"m1","op":"memory.notes.store",'
+                                        '"args":{"content":"x \\udc00 y"}}')
+                stored = await c.wait_for(lambda f: f.get("id") == "m1")
+                assert stored["ok"] and stored["data"]["content"] == "x \ufffd y"
+                frames = [f async for f in c.say("ok \U0001f600")]
+                assert frames[-1]["reason"] == "reply"
+                assert (await c.request({"type": "ping"}, "pong"))["type"] == "pong"
+                metrics = await c.request({"type": "metrics"}, "metrics.result")
+                assert metrics["restarts"] == 0
+                assert metrics["counters"].get("text.repaired", 0) >= 2
+    assert {b"memory.sqlite", b"sessions.sqlite"} <= set(os.listdir(os.fsencode(state)))

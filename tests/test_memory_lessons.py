@@ -526,7 +526,7 @@ async def test_cli_and_daemon_serve_lessons_procedures_links(tmp_path):
     r = _cli("memory", "procedures", "list", "--state-dir", s)
     assert r.stdout.strip() == f">{proc.id} When releasing"
     r = _cli("memory", "links", "list", "--state-dir", s)
-    assert r.returncode == 0 and r.stdout.strip() == f"#{a} -CAUSED_BY-> #{b} (weight 1)"
+    assert r.returncode == 0 and r.stdout.strip() == f"#{a} -CAUSED_BY-> #{b} (weight 1, manual)"
     r = _cli("memory", "lessons", "show", "999", "--state-dir", s)
     assert r.returncode == 1 and "no lesson #999" in r.stderr and "Traceback" not in r.stderr
 

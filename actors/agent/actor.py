@@ -538,7 +538,7 @@ class AgentActor:
 async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[AgentActor]:
     """Open ``<state>/sessions.sqlite`` and the LLM client; serve; close both on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)
-    store = await trio.to_thread.run_sync(SessionStore, str(Path(boot.state_dir) / "sessions.sqlite"))
+    store = await trio.to_thread.run_sync(SessionStore, str(boot.path / "sessions.sqlite"))
     pruned = await trio.to_thread.run_sync(store.prune_empty)
     if pruned:
         log.info("agent.empty_sessions_pruned", count=pruned)

@@ -19,6 +19,8 @@ import time
 import apsw
 import msgspec
 
+from runtime.services.sqlite_files import connect
+
 SCHEMA_VERSION = 1
 _MIGRATIONS = (
     """
@@ -90,7 +92,7 @@ class SessionStore:
 
     def __init__(self, path: str) -> None:
         try:
-            self.conn = apsw.Connection(path)
+            self.conn = connect(path)  # (also a path that is not UTF-8: FC2-12)
             self.conn.setbusytimeout(5000)
             self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
             self.conn.execute("PRAGMA synchronous = NORMAL")

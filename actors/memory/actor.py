@@ -626,7 +626,7 @@ class MemoryActor:
 async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryActor]:
     """Open ``<state>/memory.sqlite`` (migrating it) and serve; close it on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)
-    path = Path(boot.state_dir) / "memory.sqlite"
+    path = boot.path / "memory.sqlite"
     conn, quarantined = await trio.to_thread.run_sync(open_or_quarantine, path)
     try:
         reader = await trio.to_thread.run_sync(open_reader, path)

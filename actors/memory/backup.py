@@ -15,6 +15,8 @@ from pathlib import Path
 
 import apsw
 
+from runtime.services.sqlite_files import connect
+
 from .errors import ValidationError
 
 __all__ = ["backup_database", "checked_target"]
@@ -46,7 +48,7 @@ def backup_database(conn: apsw.Connection, target: str, *, overwrite: bool = Fal
     path = checked_target(target, overwrite)
     tmp = path.with_name(f".{path.name}.partial-{os.getpid()}")
     try:
-        dest = apsw.Connection(str(tmp))
+        dest = connect(str(tmp))
         try:
             with dest.backup("main", conn, "main") as copy:
                 while not copy.done:

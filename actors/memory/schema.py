@@ -31,6 +31,8 @@ from collections.abc import Iterator
 
 import apsw
 
+from runtime.services.sqlite_files import connect
+
 from .errors import DatabaseCorrupt, SchemaTooNew
 from .fts import index_text
 
@@ -345,7 +347,7 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
             and the file left untouched for the caller to move aside.
         SchemaTooNew: the file's ``user_version`` is above :data:`SCHEMA_VERSION`.
     """
-    conn = apsw.Connection(path)
+    conn = connect(path)  # (also a path that is not UTF-8: FC2-12)
     try:
         conn.setbusytimeout(BUSY_TIMEOUT_MS)
         register_functions(conn)

@@ -18,6 +18,7 @@ import trio
 
 from .errors import ActorUnavailable, RemoteError, TransportClosed
 from .messages import Cancel, Envelope, Error, Reply, Request
+from .unicode import encode_repaired
 
 T = TypeVar("T")
 
@@ -25,8 +26,9 @@ _encoder = msgspec.msgpack.Encoder()
 
 
 def encode_body(body: Any) -> msgspec.Raw:
-    """Encode an actor message Struct as the opaque envelope body."""
-    return msgspec.Raw(_encoder.encode(body))
+    """Encode an actor message Struct as the opaque envelope body; a lone surrogate in
+    any of its strings becomes U+FFFD (:mod:`.unicode`, FC2-12) instead of failing."""
+    return msgspec.Raw(encode_repaired(_encoder.encode, body))
 
 
 def error_to_exception(err: Error) -> Exception:

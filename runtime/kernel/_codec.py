@@ -15,6 +15,7 @@ import trio
 
 from .errors import FrameTooLarge, ProtocolViolation, TransportClosed
 from .messages import Envelope
+from .unicode import encode_repaired
 
 HEADER_BYTES = 4
 DEFAULT_MAX_FRAME = 16 * 1024 * 1024
@@ -109,14 +110,17 @@ class EnvelopeCodec:
         self._dec = msgspec.msgpack.Decoder(Envelope)
 
     def encode(self, env: Envelope) -> bytes:
-        """Envelope → msgpack bytes."""
-        return self._enc.encode(env)
+        """Envelope → msgpack bytes (a lone surrogate becomes U+FFFD, :mod:`.unicode`)."""
+        return encode_repaired(self._enc.encode, env)
 
     def encode_framed(self, env: Envelope, max_frame: int = DEFAULT_MAX_FRAME) -> bytearray:
         """Envelope → ``u32 length + msgpack`` in one buffer (no concatenation copy);
         FrameTooLarge above ``max_frame``."""
         buf = bytearray(HEADER_BYTES)
-        self._enc.encode_into(env, buf, HEADER_BYTES)
+        try:
+            self._enc.encode_into(env, buf, HEADER_BYTES)
+        except UnicodeEncodeError:  # a lone surrogate in, say, an error message (FC2-12)
+            buf = bytearray(HEADER_BYTES) + encode_repaired(self._enc.encode, env)
         size = len(buf) - HEADER_BYTES
         if size > max_frame:
             raise FrameTooLarge(size, max_frame)

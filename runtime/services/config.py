@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import difflib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import Meta
+
+from runtime.kernel.unicode import has_lone_surrogates, repair
 
 
 class ConfigError(Exception):
@@ -469,11 +472,28 @@ class ActorBoot(msgspec.Struct):
     """What every actor receives in its ``Boot`` envelope.
 
     Attributes:
-        state_dir: absolute path of the state directory.
+        state_dir: absolute path of the state directory, readable (a byte of the path
+            that is not UTF-8 shows as U+FFFD here; open files with :attr:`path`).
         config: the effective configuration.
         llm_url: base URL of the LLM server in use ("" when none).
+        state_dir_raw: the path's bytes when it is not valid UTF-8 (set on
+            construction: a ``surrogateescape`` str cannot cross the msgpack boundary,
+            FC2-12), else None.
     """
 
     state_dir: str
     config: Config
     llm_url: str = ""
+    state_dir_raw: bytes | None = None
+
+    def __post_init__(self) -> None:
+        if has_lone_surrogates(self.state_dir):
+            self.state_dir_raw = os.fsencode(self.state_dir)
+            self.state_dir = repair(self.state_dir)
+
+    @property
+    def path(self) -> Path:
+        """The state directory as the operating system names it (lossless)."""
+        if self.state_dir_raw is not None:
+            return Path(os.fsdecode(self.state_dir_raw))
+        return Path(self.state_dir)

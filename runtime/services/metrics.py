@@ -15,6 +15,8 @@ import bisect
 import msgspec
 import trio
 
+from runtime.kernel import unicode
+
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 """Upper bounds (ms) of latency histogram buckets; a last ``+Inf`` bucket is implied."""
 
@@ -51,14 +53,18 @@ class Metrics:
         h["buckets"][bisect.bisect_left(LATENCY_BUCKETS_MS, value)] += 1
 
     def snapshot(self) -> dict:
-        """Plain-data copy; histogram buckets keyed by their upper bound (``inf`` last)."""
+        """Plain-data copy; histogram buckets keyed by their upper bound (``inf`` last).
+        Counters include ``text.repaired`` (``runtime.kernel.unicode.repairs``) once this
+        process replaced a lone surrogate."""
         hist = {}
         for name, h in self.histograms.items():
             bounds = [str(b) for b in LATENCY_BUCKETS_MS] + ["inf"]
             hist[name] = {"count": h["count"], "sum": round(h["sum"], 3),
                           "buckets": dict(zip(bounds, h["buckets"]))}
-        return {"counters": dict(self.counters), "histograms": hist,
-                "gauges": {"tasks": live_tasks()}}
+        counters = dict(self.counters)
+        if unicode.repairs():  # lone surrogates this process replaced (FC2-12)
+            counters["text.repaired"] = unicode.repairs()
+        return {"counters": counters, "histograms": hist, "gauges": {"tasks": live_tasks()}}
 
 
 def live_tasks() -> int:

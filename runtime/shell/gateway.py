@@ -51,6 +51,7 @@ from actors.reflection.messages import (
 from runtime.kernel._supervise import Supervisor
 from runtime.kernel.actor import leaf_exception
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
+from runtime.kernel.unicode import encode_repaired
 from runtime.services.config import ServerConfig
 from runtime.services.metrics import MetricsRequest, live_tasks, merge_snapshots
 
@@ -106,7 +107,7 @@ class Client:
         if self.dropped:
             return
         try:
-            self.send_ch.send_nowait(_json.encode(frame))
+            self.send_ch.send_nowait(encode_repaired(_json.encode, frame))
         except trio.WouldBlock:
             self.dropped = True
             log.warning("gateway.slow_client_dropped", client=self.id)

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from runtime.kernel.unicode import repair_json_escapes
+
 PROTOCOL_VERSION = "1"
 
 
@@ -124,9 +126,19 @@ def decode_frame(data: str | bytes) -> ClientFrame:
     """Decode one client frame; BadFrame with a one-line reason otherwise: not JSON,
     not a known frame, wrong field types, nested too deeply, or an integer anywhere in
     it outside the signed 64-bit range (then ``BadFrame.id`` is the frame's ``id``
-    when that one is in range)."""
+    when that one is in range). A lone surrogate escape in a string (``"hi \ud83d"``)
+    is read as U+FFFD, the rest of the frame as sent (``runtime.kernel.unicode``)."""
     try:
-        frame = _decoder.decode(data)
+        try:
+            frame = _decoder.decode(data)
+        except msgspec.DecodeError:
+            # A lone UTF-16 surrogate escape ("\ud83d" cut from an emoji): msgspec
+            # calls that "truncated". Replaced by U+FFFD and decoded again (FC2-12).
+            text = data if isinstance(data, str) else data.decode("utf-8", "replace")
+            fixed = repair_json_escapes(text)
+            if fixed == text:
+                raise
+            frame = _decoder.decode(fixed)
         fields = msgspec.structs.astuple(frame)
         if _int_out_of_range(fields):
             frame_id = getattr(frame, "id", None)

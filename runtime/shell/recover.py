@@ -36,6 +36,7 @@ from actors.memory.actor import open_stores
 from actors.memory.errors import MemoryFailure
 from actors.memory.schema import open_database, write_txn
 from runtime.services.config import Config
+from runtime.services.sqlite_files import connect
 
 from .client import ClientError
 
@@ -100,7 +101,7 @@ def salvage(path: Path) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]], l
         if wal.exists():
             shutil.copyfile(wal, copy.with_name(copy.name + "-wal"))
         try:
-            conn = apsw.Connection(str(copy))
+            conn = connect(str(copy))
         except apsw.Error as exc:
             raise ClientError("unrecoverable", f"{path}: nothing can be read ({exc})") from None
         try:
