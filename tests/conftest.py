@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from actors.memory.clock import CLOCK
 from actors.memory.schema import open_database
 
 
@@ -66,6 +67,16 @@ def pid_alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(")") + 2] != "Z"
+
+
+@pytest.fixture(autouse=True)
+def fresh_store_clock():
+    """The store's wall clock (``actors.memory.clock.CLOCK``) is one per process, as in
+    the daemon's memory actor; a test starts it afresh, so stamps a test wrote far in the
+    future (``now_ms=``) never hold another test's time back or forward."""
+    CLOCK.floor, CLOCK.skews = 0, 0
+    yield
+    CLOCK.floor, CLOCK.skews = 0, 0
 
 
 @pytest.fixture(autouse=True)

@@ -5,6 +5,8 @@ FC2-04 -- a fact about someone else, or said only by the assistant, is never sto
 the user's: a name is the user's only where the user names themself with it.
 FC2-05 -- a negated or corrected statement is never merged into the statement it
 corrects; it supersedes it, recall puts it first, the prompt marks the older one.
+FC2-09 -- the wall clock steps back an hour: write order still decides what is oldest
+and newest (eviction, profile history), a running consolidation keeps its lease.
 FC2-12 -- lone surrogates (a cut emoji from a client, an undecodable byte of a path)
 become U+FFFD at every boundary; nothing else of the message is lost, nothing crashes.
 """
@@ -19,6 +21,8 @@ import msgspec
 import pytest
 import trio
 
+from actors.memory import cold
+from actors.memory.clock import CLOCK, WallClock
 from actors.memory.context import build_context, render_context
 from actors.memory.corrections import polarity
 from actors.memory.dedup import near_match
@@ -355,3 +359,82 @@ async def test_surrogates_through_the_daemon_and_a_non_utf8_state_dir(tmp_path):
                 assert metrics["restarts"] == 0
                 assert metrics["counters"].get("text.repaired", 0) >= 2
     assert {b"memory.sqlite", b"sessions.sqlite"} <= set(os.listdir(os.fsencode(state)))
+
+
+# -- FC2-09: the wall clock steps back ---------------------------------------------------
+
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture
+def stepping_clock(monkeypatch):
+    """The store clock's wall-clock source, set by the test (Unix ms)."""
+    wall = {"now": 1_800_000_000_000}
+    monkeypatch.setattr(CLOCK, "source", lambda: wall["now"])
+    return wall
+
+
+@pytest.mark.parametrize("eviction", ["utility", "fifo"])
+def test_a_note_written_after_the_clock_stepped_back_is_not_the_oldest(
+        tmp_path, stepping_clock, eviction, caplog):
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    notes = MemoryStore(conn, max_entries=5, eviction=eviction)
+    first = [notes.store(f"note number {i} about {w}").id
+             for i, w in enumerate(["tea", "bikes", "maps", "jazz", "ferns"], 1)]
+    stepping_clock["now"] -= HOUR_MS  # NTP, a restored snapshot, a bad RTC
+    n6 = notes.store("Renewed passport in March", tags=["admin"]).id
+    assert n6 in {n.id for n in notes.list(limit=10)}
+    n7 = notes.store("Bought a bike", tags=["hobby"]).id
+    alive = {n.id for n in notes.list(limit=10)}
+    assert alive == set(first[2:]) | {n6, n7}  # n1 and n2 went, in write order
+    assert [n.id for n in notes.recall("passport", bump=False)] == [n6]
+    # Stamps never went backwards, and the step was counted once.
+    stamps = [r[0] for r in conn.execute("SELECT updated_at FROM memories ORDER BY id")]
+    assert stamps == sorted(stamps)
+    assert CLOCK.skews == 1
+    conn.close()
+
+
+def test_profile_history_is_in_write_order_after_a_step_back(tmp_path, stepping_clock):
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    profiles = ProfileStore(conn)
+    profiles.set("city", "Lyon")
+    stepping_clock["now"] -= HOUR_MS
+    profiles.set("city", "Berlin")
+    assert profiles.get("city").value == "Berlin"
+    assert [f.value for f in profiles.history("city")] == ["Lyon", "Berlin"]
+    conn.close()
+
+
+def test_a_restart_after_the_step_keeps_the_order(tmp_path, stepping_clock):
+    """The floor comes from the database when it is opened: a fresh process whose
+    clock is an hour behind still writes after what is stored."""
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    before = MemoryStore(conn).store("written before the step")
+    conn.close()
+    CLOCK.floor = 0  # a new process
+    stepping_clock["now"] -= HOUR_MS
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    after = MemoryStore(conn).store("written after the restart")
+    assert after.updated_at >= before.updated_at
+    conn.close()
+    clock = WallClock(lambda: 5)
+    clock.observe(100)
+    assert clock.now() == 100 and clock.skews == 0  # (seeded, then behind: no new step)
+
+
+def test_a_lease_taken_before_the_step_is_held_after_it(tmp_path):
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    notes, links = MemoryStore(conn), LinkStore(conn)
+    ids = [notes.store(f"the garden has {w} beds", now_ms=1_000).id
+           for w in ("tomato", "bean", "herb")]
+    links.add(ids[0], ids[1])
+    links.add(ids[1], ids[2])
+    t = 1_800_000_000_000
+    kw = dict(cooldown_ms=0, min_size=3, max_clusters=5, require_shared_tag=False,
+              lease_ms=600_000)
+    held = cold.claim_clusters(conn, now_ms=t, **kw)
+    assert [c.ids for c in held] == [ids]
+    assert cold.claim_clusters(conn, now_ms=t - HOUR_MS, **kw) == []  # B after the step
+    assert cold.claim_clusters(conn, now_ms=t + 700_000, **kw) != []  # lease expired
+    conn.close()

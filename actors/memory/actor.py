@@ -40,9 +40,10 @@ from runtime.services.config import ActorBoot, MemoryConfig
 from runtime.services.metrics import Metrics, MetricsRequest
 
 from . import cold
+from .clock import CLOCK
 from .context import MemoryContext, build_context, recall_query, render_configured
 from .corrections import newest_first
-from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError
+from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError, now_ms
 from .errors import ValidationError as _Invalid
 from .forgetting import apply_forget
 from .fts import content_key
@@ -323,6 +324,8 @@ class MemoryActor:
         ``agent.memory.request_ms`` (metrics requests themselves excluded)."""
         msg = self._decoder.decode(body)
         if isinstance(msg, MetricsRequest):
+            if CLOCK.skews:  # steps back of the wall clock seen by the store (FC2-09)
+                self.metrics.counters["memory.clock_skew"] = CLOCK.skews
             return self.metrics.snapshot()
         kind = msg.op if isinstance(msg, ToolOp) else type(msg).__name__
         t0 = time.monotonic()
@@ -413,7 +416,7 @@ class MemoryActor:
     async def _cold(self, msg: Any) -> Any:
         """The cold path's writes (:mod:`cold`): links, votes, outcomes, the
         consolidator's claim / persist / release and the tick's sweeps."""
-        w, now = self.w, int(time.time() * 1000)
+        w, now = self.w, now_ms()
         match msg:
             case ApplyLinks():
                 n = await self._db(cold.apply_links, self.conn, w.links, msg.links)
@@ -514,7 +517,7 @@ class MemoryActor:
         with write_txn(self.conn):
             forgot = apply_forget(self.conn, retire_keys=msg.forget.retire_keys,
                                   purge_keys=msg.forget.purge_keys,
-                                  targets=msg.forget.targets, now_ms=int(time.time() * 1000))
+                                  targets=msg.forget.targets, now_ms=now_ms())
             self.w.notes.deletions += len(forgot.note_ids)
             # AUTOINCREMENT ids only grow: a returned id at or below this one is an
             # existing note that the store merged the incoming one into (dedup).

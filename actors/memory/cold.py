@@ -245,8 +245,9 @@ def claim_clusters(conn: apsw.Connection, *, now_ms: int, cooldown_ms: int, min_
     """Find and lease up to ``max_clusters`` clusters (anchor §7.6 steps 1-3).
 
     Candidates: notes not archived, not consolidated, created at or before
-    ``now_ms - cooldown_ms``, and not leased (no lease, or a lease older than
-    ``lease_ms`` or from the future: a clock that stepped back never pins a note).
+    ``now_ms - cooldown_ms``, and not leased (no lease, or one older than ``lease_ms``;
+    a lease from the future, written before the clock stepped back, is held: another
+    tick never takes a cluster a running one holds, FC2-09).
     Clusters: connected components over links (both directions) among candidates, of
     at least ``min_size``; with ``require_shared_tag`` trimmed to the members sharing
     the component's most common tag (dropped when that leaves fewer than
@@ -258,9 +259,8 @@ def claim_clusters(conn: apsw.Connection, *, now_ms: int, cooldown_ms: int, min_
         rows = conn.execute(
             "SELECT id, content, tags, working_dir, recall_count FROM memories"
             " WHERE archived = 0 AND consolidated_into IS NULL AND created_at <= ?"
-            " AND (consolidating_at IS NULL OR consolidating_at > ?"
-            "      OR consolidating_at < ?)",
-            (now_ms - cooldown_ms, now_ms, now_ms - lease_ms)).fetchall()
+            " AND (consolidating_at IS NULL OR consolidating_at < ?)",
+            (now_ms - cooldown_ms, now_ms - lease_ms)).fetchall()
         notes = {r[0]: r for r in rows}
         if len(notes) < min_size:
             return []

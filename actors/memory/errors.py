@@ -20,9 +20,9 @@ Error texts never contain stored memory content, only field names, limits and id
 
 from __future__ import annotations
 
-import time
-
 import apsw
+
+from .clock import CLOCK
 
 __all__ = [
     "MemoryFailure",
@@ -192,13 +192,14 @@ class StorageFailure(MemoryFailure):
 
 
 def now_ms(value: object = None) -> int:
-    """Return ``value`` as a Unix-ms timestamp, or the current time in ms for ``None``.
+    """Return ``value`` as a Unix-ms timestamp, or for ``None`` the store's current time
+    (``clock.CLOCK``: the wall clock, never going backwards, FC2-09).
 
     Raises:
         ValidationError: field ``nowMs`` when ``value`` is not an int (bools refused).
     """
     if value is None:
-        return int(time.time() * 1000)
+        return CLOCK.now()
     if not isinstance(value, int) or isinstance(value, bool):
         raise ValidationError("nowMs", "must be an integer (Unix ms)")
     return value

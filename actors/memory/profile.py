@@ -179,7 +179,9 @@ _COLS = ("id, key, value, pinned, keywords, updated_at, valid_from, superseded_b
 _SQL_ACTIVE = f"SELECT {_COLS} FROM profile_facts WHERE key = ? AND superseded_by IS NULL"
 _SQL_BY_ID = f"SELECT {_COLS} FROM profile_facts WHERE id = ?"
 _SQL_LIST = f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL ORDER BY key"
-_SQL_HISTORY = f"SELECT {_COLS} FROM profile_facts WHERE key = ? ORDER BY valid_from, id"
+# Write order (ids only grow), not timestamps: a clock that stepped back must not put
+# the active value before the one it replaced (FC2-09).
+_SQL_HISTORY = f"SELECT {_COLS} FROM profile_facts WHERE key = ? ORDER BY id"
 _SQL_INSERT = (
     "INSERT INTO profile_facts (key, value, pinned, keywords, valid_from, superseded_by,"
     " supersedes, created_at, updated_at, source, session_id, turn_id)"

@@ -33,6 +33,7 @@ import apsw
 
 from runtime.services.sqlite_files import connect
 
+from .clock import CLOCK
 from .errors import DatabaseCorrupt, SchemaTooNew
 from .fts import index_text
 
@@ -363,6 +364,7 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
                 raise apsw.CorruptError("; ".join(problems)[:500])
         if apply_migrations:
             migrate(conn)
+            CLOCK.observe(newest_stamp(conn))
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         # Leave a damaged file as it is: no WAL checkpoint into it on close.
         conn.config(apsw.SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1)
@@ -372,6 +374,20 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
         conn.close()
         raise
     return conn
+
+
+_STAMPED = (("memories", "updated_at"), ("memories", "last_recalled_at"),
+            ("memories", "consolidating_at"), ("profile_facts", "updated_at"),
+            ("profile_facts", "valid_from"), ("lessons", "updated_at"),
+            ("procedures", "updated_at"), ("memory_links", "created_at"))
+
+
+def newest_stamp(conn: apsw.Connection) -> int | None:
+    """The newest Unix-ms timestamp stored in a migrated database (None when empty):
+    the floor of the store's clock (``clock.CLOCK``, FC2-09)."""
+    sql = " UNION ALL ".join(f"SELECT max({col}) FROM {table}" for table, col in _STAMPED)
+    stamps = [r[0] for r in conn.execute(sql) if r[0] is not None]
+    return max(stamps) if stamps else None
 
 
 def user_version(conn: apsw.Connection) -> int:
