@@ -1,6 +1,8 @@
 """Field cases, second round (issue 23): each case's expectations, through the store
 and through the real interfaces (websocket frames, the CLI, a scripted LLM server).
 
+FC2-03 -- what a turn forgot is not stored again by that turn's reflection, and a fact's
+history can be purged for good.
 FC2-04 -- a fact about someone else, or said only by the assistant, is never stored as
 the user's: a name is the user's only where the user names themself with it.
 FC2-05 -- a negated or corrected statement is never merged into the statement it
@@ -26,6 +28,7 @@ from actors.memory.clock import CLOCK, WallClock
 from actors.memory.context import build_context, render_context
 from actors.memory.corrections import polarity
 from actors.memory.dedup import near_match
+from actors.memory.forgetting import restates
 from actors.memory.fts import content_key
 from actors.memory.links import LinkStore
 from actors.memory.notes import MemoryStore
@@ -438,3 +441,79 @@ def test_a_lease_taken_before_the_step_is_held_after_it(tmp_path):
     assert cold.claim_clusters(conn, now_ms=t - HOUR_MS, **kw) == []  # B after the step
     assert cold.claim_clusters(conn, now_ms=t + 700_000, **kw) != []  # lease expired
     conn.close()
+
+
+# -- FC2-03: forgetting stays forgotten ------------------------------------------------
+
+
+@pytest.mark.parametrize("item, forgotten", [
+    ("User asked to forget their address, 12 Rue Victor Hugo", True),   # the case
+    ("The user's address is 12 Rue Victor Hugo in Lyon", True),
+    ("User lives in Lyon", False),        # one word of six: not a restatement
+    ("User likes jazz", False),
+])
+def test_restates_finds_the_forgotten_content_again(item, forgotten):
+    assert restates(item, ["Lives at 12 Rue Victor Hugo, Lyon"]) is forgotten
+
+
+async def test_the_turn_that_forgets_does_not_store_it_again(tmp_path):
+    """The case's chat: the agent deletes the note with its tool, and the same turn's
+    reflection returns a NOTE restating the address: it is not stored. Then the profile
+    fact is removed and purged: no version is left (memory.profile.history is empty)."""
+    said = "Please forget my address, the one on Rue Victor Hugo."
+    rules = [
+        {"match": f"USER: {said}\nASSISTANT:", "grammar_contains": '"FORGET "',
+         "response": "NOTE User asked to forget their address, 12 Rue Victor Hugo "
+                     "[privacy]\n"},
+        {"grammar_contains": "reply", "times": 1, "match": said,
+         "response": '{"tool": "memory.notes.forget", "args": {"id": 1}}'},
+        {"grammar_contains": "reply", "response": '{"reply": "Done, it is forgotten."}'},
+    ]
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.request({"type": "subscribe", "channels": ["reflection"]},
+                                "subscribed")
+                note = await c.memory("memory.notes.store", {
+                    "content": "Lives at 12 Rue Victor Hugo, Lyon", "tags": ["home"]})
+                assert note["id"] == 1
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say(said)]
+                    event = await c.wait_for(lambda f: f.get("type") == "reflection"
+                                             and f["turn"] == frames[-1]["turn"])
+                assert [f for f in frames if f.get("step") == "tool"], frames
+                assert event["outcome"] == "none" and event["noteIds"] == []
+                assert await c.memory("memory.notes.list") == []
+                assert await c.memory("memory.notes.recall", {"query": "Victor Hugo"}) == []
+                counters = (await c.request({"type": "metrics"}, "metrics.result"))["counters"]
+                assert counters["memory.reflection.refused{reason=forgotten}"] == 1
+
+                await c.memory("memory.profile.set", {"key": "home_city", "value": "Lyon"})
+                await c.memory("memory.profile.set", {"key": "home_city", "value": "Paris"})
+                assert (await c.memory("memory.profile.remove", {"key": "home_city"}))[
+                    "removed"]
+                assert len(await c.memory("memory.profile.history", {"key": "home_city"})) == 2
+                gone = await c.memory("memory.profile.purge", {"key": "home_city"})
+                assert gone == {"removed": True, "versions": 2}
+                assert await c.memory("memory.profile.history", {"key": "home_city"}) == []
+
+
+def test_purge_from_the_cli_without_a_daemon(tmp_path):
+    import subprocess
+    import sys
+
+    from tests.daemon import REPO
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "runtime.shell.cli", "memory", "profile",
+                               *args, "--state-dir", str(tmp_path / "state")],
+                              capture_output=True, text=True, cwd=REPO, timeout=60)
+
+    (tmp_path / "state").mkdir()
+    assert cli("set", "home_city", "Lyon").returncode == 0
+    assert cli("set", "home_city", "Paris").returncode == 0
+    out = cli("remove", "home_city", "--purge")
+    assert out.returncode == 0 and out.stdout.strip() == "purged 2 version(s) of 'home_city'"
+    assert "no history" in cli("history", "home_city").stdout
+    again = cli("remove", "home_city", "--purge")
+    assert again.returncode == 1 and "nothing to purge" in again.stderr

@@ -102,7 +102,8 @@ async def test_bc16_pinned_budget_holds_on_every_write_path(tmp_path):
     # 3. reflection through the memory actor, 4. the offline CLI (same run_op).
     write_ops = {name for name, spec in OPS.items() if spec.writes}
     assert {n for n in write_ops if n.startswith("memory.profile.")} == {
-        "memory.profile.set", "memory.profile.remove"}, "a new profile write path needs a BC-16 test"
+        "memory.profile.set", "memory.profile.remove", "memory.profile.purge"}, (
+        "a new profile write path needs a BC-16 test")  # (remove and purge only delete)
     conn = open_database(str(tmp_path / "direct.sqlite"))
     store = ProfileStore(conn, pinned_budget_chars=200)
     store.set("name", "Dana Q. Example, who likes long names", pinned=True)

@@ -45,7 +45,7 @@ from .context import MemoryContext, build_context, recall_query, render_configur
 from .corrections import newest_first
 from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError, now_ms
 from .errors import ValidationError as _Invalid
-from .forgetting import apply_forget
+from .forgetting import apply_forget, restates
 from .fts import content_key
 from .hybrid import hybrid_recall
 from .lessons import LessonStore
@@ -89,6 +89,8 @@ READ_BUSY_TIMEOUT_MS = 100
 """Busy timeout (ms) of the read connection: past it a read is retried on the
 writer path (whose timeout is ``schema.BUSY_TIMEOUT_MS``) instead of blocking the
 actor's event loop."""
+FORGOTTEN_TURNS = 64
+"""Turns whose forgotten texts are kept (in memory) for their reflection to check."""
 
 
 def open_or_quarantine(path: Path) -> tuple[apsw.Connection, str | None]:
@@ -181,6 +183,9 @@ class MemoryActor:
         self.query_embedder = QueryEmbedder(self.cfg.embeddings)
         # Hybrid recall's newest-vectors scan: new vectors are folded in (VectorCache.add).
         self.vector_cache = VectorCache()
+        # What the agent's tool calls forgot, per (session, turn): that turn's reflection
+        # must not store it again (FC2-03). Oldest turn first; FORGOTTEN_TURNS at most.
+        self.forgotten_in_turn: dict[tuple[str, str], list[str]] = {}
         self._bumps: list[list[int]] = []
         self._flushing = False
         self._limiter = trio.CapacityLimiter(1)
@@ -263,6 +268,24 @@ class MemoryActor:
                       lessons=s.lessons, procedures=s.procedures, links=s.links,
                       votes=s.votes, defer_bump=defer_bump, recall=self._recall_for(s),
                       context=lambda a: self._context_answer(s, msg.session, a))
+
+    def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[Any, dict, list[str]]:
+        """:meth:`_run_op` for a write, plus the text it forgot when it deleted a note or
+        removed a fact (the note's content, the fact's value), ``[]`` otherwise."""
+        text = None
+        if msg.op == "memory.notes.forget" and isinstance(msg.args.get("id"), int):
+            note = s.notes.get(msg.args["id"]) if msg.args["id"] > 0 else None
+            text = note.content if note is not None else None
+        elif msg.op in ("memory.profile.remove", "memory.profile.purge") and isinstance(
+                msg.args.get("key"), str):
+            try:
+                fact = s.profiles.get(msg.args["key"])
+            except ValidationError:
+                fact = None
+            text = fact.value if fact is not None else None
+        data, change = self._run_op(s, msg)
+        removed = isinstance(data, dict) and data.get("removed")
+        return data, change, [text] if text and removed else []
 
     def _context_answer(self, s: StoreSet, session: str | None, a: Any) -> dict[str, Any]:
         """``memory.context``: the turn's context for ``a.message`` with every switch and
@@ -354,9 +377,14 @@ class MemoryActor:
             case ToolOp():
                 before = self.w.notes.deletions
                 try:
-                    data, change = await self._db(self._run_op, self.w, msg)
+                    data, change, gone = await self._db(self._run_write_op, self.w, msg)
                 finally:  # a note write adds no vector; only a deletion stales the cache
                     self._drop_cache_if_deleted(before)
+                if gone and msg.session and msg.turn:  # (FC2-03: not stored again)
+                    self.forgotten_in_turn[(msg.session, msg.turn)] = (
+                        self.forgotten_in_turn.get((msg.session, msg.turn), []) + gone)
+                    while len(self.forgotten_in_turn) > FORGOTTEN_TURNS:
+                        self.forgotten_in_turn.pop(next(iter(self.forgotten_in_turn)))
                 await self._changed(msg.op, change, msg.session)
                 return OpResult(data=data)
             case ApplyReflection():
@@ -514,6 +542,7 @@ class MemoryActor:
         updated: list[str] = []
         replaced_pinned: list[str] = []
         skipped = 0
+        forgotten = self.forgotten_in_turn.pop((msg.session, msg.turn), [])
         with write_txn(self.conn):
             forgot = apply_forget(self.conn, retire_keys=msg.forget.retire_keys,
                                   purge_keys=msg.forget.purge_keys,
@@ -523,6 +552,11 @@ class MemoryActor:
             # existing note that the store merged the incoming one into (dedup).
             newest = self.conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]
             for fact in msg.facts:
+                if forgotten and restates(f"{fact.key.replace('_', ' ')} {fact.value}",
+                                          forgotten):
+                    skipped += 1
+                    self.metrics.inc("memory.reflection.refused", {"reason": "forgotten"})
+                    continue
                 try:
                     before = self.w.profiles.get(fact.key)
                     if before is not None and _same_fact(before, fact):
@@ -548,6 +582,10 @@ class MemoryActor:
                         if before.pinned:
                             replaced_pinned.append(after.key)
             for note in msg.notes:
+                if forgotten and restates(note.body, forgotten):
+                    skipped += 1
+                    self.metrics.inc("memory.reflection.refused", {"reason": "forgotten"})
+                    continue
                 tags = ["reflection"] + [t for t in note.tags if t != "reflection"]
                 try:
                     stored = self.w.notes.store(note.body, tags=tags, source="agent",

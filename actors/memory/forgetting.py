@@ -27,7 +27,7 @@ import msgspec
 
 from .cold import drop_derived
 
-__all__ = ["WORD_RE", "Forgotten", "apply_forget", "matches"]
+__all__ = ["WORD_RE", "Forgotten", "apply_forget", "matches", "restates"]
 
 WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
 """A word, with inner hyphens and apostrophes (``falcon-2``, ``user's``)."""
@@ -48,6 +48,28 @@ def matches(words: list[str], text: str) -> bool:
     have = {w.lower().replace("’", "'").removesuffix("'s")
             for w in WORD_RE.findall(text.replace("_", " "))}
     return all(_forms(w.lower()) & have for w in words)
+
+
+def _distinctive(text: str) -> set[str]:
+    return {w.lower().replace("’", "'").removesuffix("'s")
+            for w in WORD_RE.findall(text.replace("_", " ")) if len(w) >= 3 or w.isdigit()}
+
+
+def restates(item: str, forgotten: list[str]) -> bool:
+    """Whether ``item`` (a note, or a fact as ``"key value"``) restates one of the
+    ``forgotten`` texts: it holds at least half of that text's words of 3+ letters or
+    digits, and at least two of them (or its only one). Field case FC2-03: after "forget
+    my address" deleted "Lives at 12 Rue Victor Hugo, Lyon", the same turn's reflection
+    must not store "User asked to forget their address, 12 Rue Victor Hugo"."""
+    have = _distinctive(item)
+    for text in forgotten:
+        words = _distinctive(text)
+        if not words:
+            continue
+        shared = len(words & have)
+        if shared >= max(min(2, len(words)), (len(words) + 1) // 2):
+            return True
+    return False
 
 
 class Forgotten(msgspec.Struct):

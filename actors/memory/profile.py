@@ -376,6 +376,18 @@ class ProfileStore:
             self.conn.execute(_SQL_RETIRE, (now, key))
             return self.conn.changes() > 0
 
+    def purge(self, key: str) -> int:
+        """Delete every version of ``key``, the history included (a person's "forget it
+        for good", FC2-03); returns how many rows went.
+
+        Raises:
+            ValidationError: field ``key``.
+        """
+        key = validate_key(key)
+        with write_txn(self.conn):
+            self.conn.execute("DELETE FROM profile_facts WHERE key = ?", (key,))
+            return self.conn.changes()
+
     def get(self, key: str) -> ProfileFact | None:
         """Return the active fact of ``key`` or None.
 

@@ -179,6 +179,8 @@ OPS: dict[str, OpSpec] = {
     "memory.notes.archive": OpSpec(ArchiveArgs, "Archive (or, with archived=false, restore) a "
                                    "note: it leaves the index but stays recallable.", False, True),
     "memory.profile.history": OpSpec(KeyArgs, "Every version of a profile fact, oldest first.", False, False),
+    "memory.profile.purge": OpSpec(KeyArgs, "Delete every version of a profile fact, its "
+                                   "history included (for good).", False, True),
     "memory.notes.list": OpSpec(NotesListArgs, "Notes, newest first.", False, False),
     "memory.lessons.recall": OpSpec(DistilledRecallArgs, "Lessons distilled from earlier "
                                     "conversations, by query or id, with their principle.",
@@ -315,6 +317,10 @@ def run_op(
         case KeyArgs() if op == "memory.profile.remove":
             removed = profiles.remove(a.key)
             return {"removed": removed}, {"keys": [a.key] if removed else []}
+        case KeyArgs() if op == "memory.profile.purge":
+            versions = profiles.purge(a.key)
+            return ({"removed": versions > 0, "versions": versions},
+                    {"keys": [a.key] if versions else []})
         case KeyArgs():
             return profiles.history(a.key), {}
         case NoArgs():

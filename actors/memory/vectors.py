@@ -15,12 +15,15 @@ from collections.abc import Iterable, Sequence
 import apsw
 import msgspec
 import numpy as np
+import structlog
 
 from .errors import ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
 from .schema import write_txn
 
 __all__ = ["VECTOR_BATCH_MAX", "LoadedVectors", "VectorCache", "VectorStore"]
+
+log = structlog.get_logger("actors.memory.vectors")
 
 #: Upper bound of one ``missing`` batch (rows).
 VECTOR_BATCH_MAX = 10_000
@@ -158,7 +161,8 @@ class VectorStore:
         """Upsert ``(note_id, float32 bytes)`` vectors of ``model`` in one transaction.
 
         Each vector must be exactly ``dim * 4`` bytes (little-endian float32). Ids of
-        notes that no longer exist are skipped silently. Returns the rows written.
+        notes that no longer exist are skipped (logged at debug level:
+        ``memory.vector_for_missing_note``). Returns the rows written.
 
         Raises:
             ValidationError: fields ``model``, ``dim``, ``vector``, ``id``.
@@ -178,7 +182,10 @@ class VectorStore:
         with write_txn(self.conn):
             for note_id, data in prepared:
                 self.conn.execute(_SQL_PUT_VECTOR, (note_id, model, dim, data, now, note_id))
-                written += self.conn.changes()
+                if self.conn.changes():
+                    written += 1
+                else:  # forgotten while it was being embedded (FC2-03): nothing written
+                    log.debug("memory.vector_for_missing_note", note=note_id)
         return written
 
     def count(self, model: str) -> int:

@@ -194,9 +194,11 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("value", help="the fact's value (quote it)")
     ps.add_argument("--contextual", metavar="KEYWORDS",
                     help="comma-separated keywords: show the fact only when one is mentioned")
-    pr = psub.add_parser("remove", help="remove a fact (history kept)")
+    pr = psub.add_parser("remove", help="remove a fact (history kept; --purge deletes it too)")
     _state_arg(pr)
     pr.add_argument("key", help="the fact's key (memory profile list shows them)")
+    pr.add_argument("--purge", action="store_true",
+                    help="also delete every earlier version (the history), for good")
     ph = psub.add_parser("history", help="every version of a fact")
     _state_arg(ph)
     ph.add_argument("key", help="the fact's key")
@@ -429,6 +431,8 @@ def _memory_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             kws = [k.strip() for k in args.contextual.split(",")] if args.contextual else None
             return "memory.profile.set", {"key": args.key, "value": args.value,
                                           "pinned": kws is None, "keywords": kws}
+        if action == "remove" and args.purge:
+            return "memory.profile.purge", {"key": args.key}
         return f"memory.profile.{action}", {"key": args.key}
     if what == "notes":
         if action == "list":
@@ -468,6 +472,8 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         print(json.dumps(data, ensure_ascii=False))
     if missing:
         name = f"active fact {args.key!r}" if what == "profile" else f"note #{args.id}"
+        if op == "memory.profile.purge":
+            name = f"fact {args.key!r} (nothing to purge)"
         print(f"atomic-agent: no {name}", file=sys.stderr)
         return EXIT_FAILED
     if getattr(args, "json", False):
@@ -495,7 +501,8 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     elif what == "profile" and action == "set":
         print_fact(data)
     elif what == "profile" and action == "remove":
-        print("removed")
+        print(f"purged {data['versions']} version(s) of {args.key!r}" if "versions" in data
+              else "removed")
     elif what == "notes" and action in ("list", "recall"):
         for n in data:
             print_note(n)
