@@ -9,6 +9,8 @@ FC2-05 -- a negated or corrected statement is never merged into the statement it
 corrects; it supersedes it, recall puts it first, the prompt marks the older one.
 FC2-09 -- the wall clock steps back an hour: write order still decides what is oldest
 and newest (eviction, profile history), a running consolidation keeps its lease.
+FC2-14 -- context overflow in its three shapes is one error, context_overflow, retried
+once with a smaller prompt; a cut stream is llm_stream_incomplete, never a reply.
 FC2-12 -- lone surrogates (a cut emoji from a client, an undecodable byte of a path)
 become U+FFFD at every boundary; nothing else of the message is lost, nothing crashes.
 """
@@ -517,3 +519,99 @@ def test_purge_from_the_cli_without_a_daemon(tmp_path):
     assert "no history" in cli("history", "home_city").stdout
     again = cli("remove", "home_city", "--purge")
     assert again.returncode == 1 and "nothing to purge" in again.stderr
+
+
+# -- FC2-14: context overflow and cut streams --------------------------------------------
+
+OVERFLOW_SHAPES = {
+    "a": {"status": 400, "raw_body": '{"error":{"code":400,"message":"request (2100 tokens) '
+          'exceeds the available context size (2048 tokens), try increasing it","type":'
+          '"exceed_context_size_error","n_prompt_tokens":2100,"n_ctx":2048}}'},
+    "b": {"status": 500, "raw_body": '{"error":{"code":500,"message":"Context size has been '
+          'exceeded.","type":"server_error"}}'},
+    "c": {"status": 200, "headers": {"Content-Type": "text/event-stream"},
+          "raw_body": 'error: {"code":400,"message":"the request exceeds the available context '
+          'size, try increasing it","type":"invalid_request_error"}\n\n'},
+}
+
+
+@pytest.mark.parametrize("shape", sorted(OVERFLOW_SHAPES))
+def test_every_overflow_shape_is_classified(shape):
+    from runtime.services.llm import overflow_error
+
+    rule = OVERFLOW_SHAPES[shape]
+    body = rule["raw_body"].removeprefix("error: ").strip().encode()
+    err = overflow_error(body, what="x", url=None, status=rule["status"])
+    assert err is not None and err.code == "context_overflow"
+    if shape == "a":
+        assert (err.n_prompt_tokens, err.n_ctx) == (2100, 2048)
+    assert overflow_error(b'{"error":{"message":"model not found"}}', what="x", url=None,
+                          status=404) is None
+
+
+def test_a_message_longer_than_the_context_is_cut_in_the_middle_not_refused():
+    from actors.agent.prompt import TailInput, build_tail
+
+    log_text = " ".join(f"line {i}: worker-{i % 7} failed with code E{i:04d}" for i in range(400))
+    tail = build_tail(TailInput(memory={}, history=[("user", log_text)], scratch=[],
+                                notice="", world="", context_window=2048, reply_reserve=256,
+                                conversation_max_tokens=0))
+    conversation = tail.split("### conversation")[1]
+    assert "line 0:" in conversation and "E0399" in conversation
+    assert "characters not shown" in conversation and len(tail) < len(log_text)
+
+
+@pytest.mark.parametrize("shape", sorted(OVERFLOW_SHAPES))
+async def test_overflow_ends_the_turn_with_context_overflow_after_one_smaller_retry(
+        tmp_path, shape):
+    rule = {"grammar_contains": "reply", **OVERFLOW_SHAPES[shape]}
+    async with open_fake_llama(tmp_path / "fake", [rule], slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                for i in range(5):  # memory the smaller retry leaves out
+                    await c.memory("memory.notes.store", {"content": f"hello note {i}: the "
+                                                          f"garden has {i + 2} raised beds"})
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("hello there")]
+                errors = [f for f in frames if f.get("step") == "error"]
+                assert len(errors) == 1 and errors[0]["code"] == "context_overflow"
+                done = frames[-1]
+                assert done["reason"] == "error" and done["code"] == "context_overflow"
+                if shape == "a":
+                    assert (done["nPromptTokens"], done["nCtx"]) == (2100, 2048)
+                assert not [f for f in frames if f["type"] == "reply"]
+                counters = (await c.request({"type": "metrics"}, "metrics.result"))["counters"]
+                assert counters["agent.turn_errors{code=context_overflow}"] == 1
+    turns = [b for b in fake.completions() if '"reply' in (b.get("grammar") or "")]
+    assert len(turns) == 2  # the first try and one smaller retry, never a loop
+    assert len(turns[1]["prompt"]) < len(turns[0]["prompt"])
+    assert "raised beds" in turns[0]["prompt"] and "raised beds" not in turns[1]["prompt"]
+
+
+async def test_an_overflow_the_retry_fixes_gets_a_reply(tmp_path):
+    rules = [{"grammar_contains": "reply", "times": 1, **OVERFLOW_SHAPES["a"]},
+             {"grammar_contains": "reply", "response": '{"reply": "Here is the gist."}'}]
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("summarise this for me")]
+                assert frames[-1]["reason"] == "reply"
+                assert [f["text"] for f in frames if f["type"] == "reply"] == ["Here is the gist."]
+
+
+async def test_a_stream_cut_before_its_final_chunk_is_an_error_not_a_reply(tmp_path):
+    rule = {"grammar_contains": "reply", "status": 200, "framing": "close",
+            "headers": {"Content-Type": "text/event-stream"},
+            "raw_body": 'data: {"content": "{\\"reply\\": \\"Hel", "stop": false}\n\n'
+                        'data: {"content": "lo wor", "stop": false}\n\n'}
+    async with open_fake_llama(tmp_path / "fake", [rule], slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("hello there")]
+                assert frames[-1]["reason"] == "error"
+                assert frames[-1]["code"] == "llm_stream_incomplete"
+                saved = await c.request({"type": "session.get", "session": c.session, "id": "h"},
+                                        "session.result")
+    assert "Hel" not in json.dumps(saved) and "hello there" in json.dumps(saved)

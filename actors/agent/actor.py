@@ -34,13 +34,14 @@ from actors.backfill.messages import Similarity, SimilarityReply
 from actors.memory.context import MemoryContext, render_configured
 from actors.memory.errors import StorageFailure
 from actors.memory.messages import BuildContext, BumpOutcomes, OpResult, ToolOp
+from actors.memory.render import estimate_tokens
 from actors.memory.tools import TOOL_NAMES
 from actors.reflection.messages import EARLIER_MAX, AbortPending, Reflect, Surfaced
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RemoteError, RuntimeFailure
 from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
 from runtime.services.config import ActorBoot
-from runtime.services.llm import LLMError
+from runtime.services.llm import LLMContextOverflow, LLMError
 from runtime.services.metrics import Metrics, MetricsRequest
 
 from .messages import (
@@ -126,6 +127,18 @@ def surfaced_items(mem: MemoryContext, sections: dict[str, str]) -> list[Surface
 class _Step:
     scratch: list[str] = field(default_factory=list)
     notice: str = ""
+
+
+def _squeezed_window(exc: LLMContextOverflow, n_ctx: int, prompt: str) -> int:
+    """The context window (tokens) to build a prompt for after the server refused one
+    as too long: the server's own ``n_ctx`` when given, scaled by how much its token
+    count exceeded our estimate of the refused prompt (:func:`estimate_tokens`), less
+    a tenth; half of ``n_ctx`` when the server gave no numbers."""
+    if exc.n_prompt_tokens and exc.n_ctx:
+        estimate = max(1, estimate_tokens(prompt))
+        ratio = min(1.0, estimate / exc.n_prompt_tokens)
+        return max(1, int(exc.n_ctx * ratio * 0.9))
+    return max(1, n_ctx // 2)
 
 
 def _now() -> int:
@@ -313,6 +326,7 @@ class AgentActor:
         self.turns[msg.session] = turn
         t0 = time.monotonic()
         reason, reply = "error", ""
+        failure: dict[str, Any] = {}  # turn.finished's code (and token numbers) on error
         try:
             await self.ctx.cast("reflection", AbortPending(session=msg.session))
             await self._emit(msg.session, "turn.started", turn=msg.turn)
@@ -322,9 +336,14 @@ class AgentActor:
                 reason = turn.reason or "cancelled"
         except (LLMError, RuntimeFailure) as exc:
             reason = "error"
-            log.warning("agent.turn_error", session=msg.session, error=str(exc))
+            code = getattr(exc, "code", None) if isinstance(exc, LLMError) else None
+            log.warning("agent.turn_error", session=msg.session, error=str(exc), code=code)
+            self.metrics.inc("agent.turn_errors", {"code": code or type(exc).__name__})
+            failure = {"code": code} if code else {}
+            if isinstance(exc, LLMContextOverflow):
+                failure.update(nPromptTokens=exc.n_prompt_tokens, nCtx=exc.n_ctx)
             await self._emit(msg.session, "step", turn=msg.turn, step="error",
-                             message=str(exc)[:1000])
+                             message=str(exc)[:1000], **failure)
         finally:
             with trio.CancelScope(shield=True):
                 # Persist first, announce after: a client that saw turn.finished can
@@ -353,6 +372,7 @@ class AgentActor:
                 if reply:
                     await self._emit(msg.session, "reply", turn=msg.turn, text=reply)
                 await self._emit(msg.session, "turn.finished", turn=msg.turn, reason=reason,
+                                 **(failure if reason == "error" else {}),
                                  timings={"totalMs": round((time.monotonic() - t0) * 1000, 2),
                                           "contextMs": round(turn.context_ms, 2),
                                           "llmMs": round(turn.llm_ms, 2),
@@ -456,6 +476,15 @@ class AgentActor:
             self.n_ctx = reported or self.cfg.llm.ctx_size
         return self.n_ctx
 
+    async def _complete(self, msg: RunTurn, tail: str, n: int, last: int,
+                        stream: _ReplyStream) -> Any:
+        """One completion of step ``n`` on the main slot, streamed through ``stream``."""
+        return await self.llm.complete(
+            msg.session, STABLE_PREFIX, tail, role="main",
+            grammar=REPLY_GRAMMAR if n == last and last > 1 else ACTION_GRAMMAR,
+            n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
+            on_token=stream.on_token)
+
     async def _turn_body(self, msg: RunTurn, state: SessionState) -> tuple[str, str]:
         if self.llm is None:
             raise AgentError("no_llm", "no LLM is configured (set llm.url)")
@@ -469,24 +498,35 @@ class AgentActor:
         for n in range(1, last + 1):
             if n == last and last > 1:
                 step.notice = (step.notice + " " + LAST_STEP_NOTICE).strip()
-            tail = build_tail(TailInput(
-                memory=memory, history=history, scratch=step.scratch, notice=step.notice,
-                world=f"working directory: {state.working_dir or '(none)'}",
-                context_window=n_ctx, reply_reserve=self.cfg.llm.n_predict,
-                conversation_max_tokens=self.cfg.agent.conversation_max_tokens))
+            def tail_for(window: int, shown: dict[str, str]) -> str:
+                return build_tail(TailInput(
+                    memory=shown, history=history, scratch=step.scratch, notice=step.notice,
+                    world=f"working directory: {state.working_dir or '(none)'}",
+                    context_window=window, reply_reserve=self.cfg.llm.n_predict,
+                    conversation_max_tokens=self.cfg.agent.conversation_max_tokens))
+
+            tail = tail_for(n_ctx, memory)
             if msg.debug:
                 await self._emit(msg.session, "step", turn=msg.turn, step="prompt", n=n, tail=tail)
             log.debug("agent.prompt_tail", session=msg.session, step=n, tail=tail)
             step.notice = ""
-            stream = _ReplyStream(self, msg)
             turn = self.turns[msg.session]
             turn.steps = n
             t_llm = time.monotonic()
-            completion = await self.llm.complete(
-                msg.session, STABLE_PREFIX, tail, role="main",
-                grammar=REPLY_GRAMMAR if n == last and last > 1 else ACTION_GRAMMAR,
-                n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
-                on_token=stream.on_token)
+            try:
+                stream = _ReplyStream(self, msg)
+                completion = await self._complete(msg, tail, n, last, stream)
+            except LLMContextOverflow as exc:
+                # The server counted more tokens than our estimate (FC2-14): once, the
+                # same step again in the window it says it has, scaled by how far off
+                # the estimate was, with only the profile of memory; then the error.
+                window = _squeezed_window(exc, n_ctx, STABLE_PREFIX + tail)
+                log.warning("agent.context_overflow", session=msg.session, window=window,
+                            n_prompt_tokens=exc.n_prompt_tokens, n_ctx=exc.n_ctx)
+                self.metrics.inc("agent.context_overflow", {"retried": "yes"})
+                tail = tail_for(window, {"profile": memory.get("profile", "")})
+                stream = _ReplyStream(self, msg)
+                completion = await self._complete(msg, tail, n, last, stream)
             turn.llm_ms += (time.monotonic() - t_llm) * 1000
             turn.prompt_ms += completion.prompt_ms or 0.0
             turn.prefill_tokens += completion.prompt_n or 0

@@ -290,11 +290,30 @@ def _conversation(history: list[tuple[str, str]], scratch: list[str], budget: in
         cost = estimate_tokens(line) + 1
         if kept and used + cost > budget:
             break
+        if not kept and cost > budget:  # it alone is too long: its middle is left out
+            line = clip_middle(line, budget)
+            cost = estimate_tokens(line) + 1
         kept.append(line)
         used += cost
     dropped = len(lines) - len(kept)
     head = [f"({dropped} earlier line(s) not shown)"] if dropped else []
     return "\n".join(head + list(reversed(kept)))
+
+
+def clip_middle(line: str, budget: int) -> str:
+    """``line`` cut to about ``budget`` estimated tokens by leaving out its middle: the
+    first two thirds and the last third of what fits, joined by ``[… N characters not
+    shown …]``. A pasted 6 KB log then still gets an answer about its start and end
+    instead of a prompt the server refuses (FC2-14); the session keeps it whole."""
+    if estimate_tokens(line) <= budget:
+        return line
+    chars = max(40, int(budget * 3.6) - 40)  # (estimate_tokens counts ~3.6 chars a token)
+    while True:
+        head, tail = line[:chars * 2 // 3], line[len(line) - chars // 3:]
+        clipped = f"{head} [… {len(line) - len(head) - len(tail)} characters not shown …] {tail}"
+        if estimate_tokens(clipped) <= budget or chars <= 40:
+            return clipped
+        chars = max(40, chars * 9 // 10)
 
 
 RESPOND = ("Respond now with one JSON action to the USER's last message: answer their "

@@ -43,9 +43,11 @@ from .llm import (
     LlamaClient,
     LLMBadResponse,
     LLMError,
+    LLMStreamIncomplete,
     Props,
     SlotPlan,
     chat_prompt,
+    overflow_error,
     sse_lines,
 )
 
@@ -222,6 +224,12 @@ class OpenAIBackend:
         with self.client.stream_deadline(f"{self.label} stream", url) as progress:
             async for raw in sse_lines(response):
                 line = raw.strip()
+                if line.startswith(("error:", "data:")) and '"error"' in line:
+                    overflow = overflow_error(line.partition(":")[2].strip().encode(),
+                                              what=f"{self.label} stream error", url=url,
+                                              status=response.status_code)
+                    if overflow is not None:  # (FC2-14: the 200-with-an-error shape)
+                        raise overflow
                 if not line.startswith("data:"):
                     continue
                 progress()
@@ -236,7 +244,7 @@ class OpenAIBackend:
                         pieces.append(piece)
                         await on_token(piece)
                     finish = choice.finish_reason or finish
-        raise LLMBadResponse(f"{self.label} stream {url} ended without [DONE]", url=url)
+        raise LLMStreamIncomplete(f"{self.label} stream {url} ended without [DONE]", url=url)
 
     async def aclose(self) -> None:
         await self.client.aclose()

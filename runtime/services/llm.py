@@ -46,6 +46,7 @@ import trio
 __all__ = [
     "DECODE_ERRORS", "STREAM_CAP_FACTOR", "error_detail", "sse_lines",
     "LLMError", "LLMUnavailable", "LLMBadResponse", "LLMServerError", "LLMTimeout",
+    "LLMContextOverflow", "LLMStreamIncomplete", "overflow_error",
     "Props", "Completion", "LlamaClient", "SlotPlan", "check_slot",
 ]
 
@@ -97,6 +98,28 @@ class LLMBadResponse(LLMError):
 
 class LLMServerError(LLMError):
     """The server answered 5xx on every attempt."""
+
+
+class LLMContextOverflow(LLMBadResponse):
+    """The prompt does not fit the server's context (field case FC2-14), in whichever
+    shape the server said so: HTTP 400 ``exceed_context_size_error``, HTTP 500 "Context
+    size has been exceeded.", or an ``error:`` event in a 200 stream. Never retried as
+    transient. ``n_prompt_tokens`` / ``n_ctx``: the server's numbers when it gave them."""
+
+    code = "context_overflow"
+
+    def __init__(self, message: str, *, url: str | None = None, status: int | None = None,
+                 n_prompt_tokens: int | None = None, n_ctx: int | None = None):
+        super().__init__(message, url=url, status=status)
+        self.n_prompt_tokens = n_prompt_tokens
+        self.n_ctx = n_ctx
+
+
+class LLMStreamIncomplete(LLMBadResponse):
+    """A stream ended (the connection closed, the server died) before its final chunk:
+    what arrived is a fragment, never a reply (FC2-14)."""
+
+    code = "llm_stream_incomplete"
 
 
 class LLMTimeout(LLMError):
@@ -227,6 +250,47 @@ def error_detail(body: bytes) -> str:
     if isinstance(err, str) and err:
         return err
     return _one_line(body.decode("utf-8", "replace"), 200) or "(empty body)"
+
+
+_OVERFLOW_RE = re.compile(
+    r"exceed_context_size_error|exceeds?\s+the\s+(?:available\s+)?context|"
+    r"context\s+(?:size|length|window)\s+(?:has\s+been\s+|was\s+|is\s+)?exceeded|"
+    r"maximum\s+context\s+length|prompt\s+is\s+too\s+long", re.I)
+_OVERFLOW_NUMBERS_RE = re.compile(
+    r"\((\d{1,9})\s+tokens\)\s+exceeds\s+the\s+available\s+context\s+size\s+"
+    r"\((\d{1,9})\s+tokens\)", re.I)
+
+
+class _OverflowWire(msgspec.Struct):
+    n_prompt_tokens: int | None = None
+    n_ctx: int | None = None
+
+
+class _OverflowErrorWire(msgspec.Struct):
+    error: _OverflowWire | str | None = None
+
+
+def overflow_error(body: bytes, *, what: str, url: str | None,
+                   status: int | None) -> LLMContextOverflow | None:
+    """The :class:`LLMContextOverflow` an error body means, or None when it is another
+    error: llama.cpp's ``exceed_context_size_error`` (with ``n_prompt_tokens`` and
+    ``n_ctx``), "Context size has been exceeded.", OpenAI's "maximum context length",
+    in the body of any status or of a stream's ``error:`` event."""
+    text = body.decode("utf-8", "replace")
+    if not _OVERFLOW_RE.search(text):
+        return None
+    n_prompt = n_ctx = None
+    try:
+        err = msgspec.json.decode(body, type=_OverflowErrorWire).error
+        if isinstance(err, _OverflowWire):
+            n_prompt, n_ctx = err.n_prompt_tokens, err.n_ctx
+    except DECODE_ERRORS:
+        pass
+    if n_prompt is None and (m := _OVERFLOW_NUMBERS_RE.search(text)):
+        n_prompt, n_ctx = int(m.group(1)), int(m.group(2))
+    return LLMContextOverflow(f"{what}: the prompt does not fit the context: "
+                              f"{error_detail(body)}", url=url, status=status,
+                              n_prompt_tokens=n_prompt, n_ctx=n_ctx)
 
 
 def sse_lines(response: httpx.Response) -> AsyncIterator[str]:
@@ -403,12 +467,17 @@ class LlamaClient:
             if status < 400:
                 return response
             try:
-                detail = error_detail(await response.aread())
+                raw = await response.aread()
+                detail = error_detail(raw)
             except httpx.HTTPError:
-                detail = "(body unreadable)"
+                raw, detail = b"", "(body unreadable)"
             finally:
                 with trio.move_on_after(1.0, shield=True):
                     await response.aclose()
+            overflow = overflow_error(raw, what=f"{what} answered HTTP {status}", url=url,
+                                      status=status)
+            if overflow is not None:
+                raise overflow  # (a 500 of this kind is not transient: never retried)
             if status >= 500:
                 if attempt < self._retries:
                     await self._backoff(attempt)
@@ -570,8 +639,13 @@ class LlamaClient:
             async for raw in sse_lines(response):
                 line = raw.strip()
                 if line.startswith("error:"):
-                    detail = error_detail(line[6:].strip().encode())
-                    raise LLMServerError(f"{self.label} stream error: {detail}", url=url)
+                    body = line[6:].strip().encode()
+                    overflow = overflow_error(body, what=f"{self.label} stream error", url=url,
+                                              status=response.status_code)
+                    if overflow is not None:
+                        raise overflow
+                    raise LLMServerError(f"{self.label} stream error: {error_detail(body)}",
+                                         url=url)
                 if not line.startswith("data:"):
                     continue  # blank keep-alives, comments, event:/id: fields
                 progress()
@@ -588,7 +662,8 @@ class LlamaClient:
                     await on_token(chunk.content)
                 if chunk.stop:
                     return _to_completion(chunk, "".join(pieces))
-        raise LLMBadResponse(f"{self.label} stream ended without a final stop chunk", url=url)
+        raise LLMStreamIncomplete(f"{self.label} stream ended without a final stop chunk",
+                                  url=url)
 
 
 def chat_prompt(system: str, user: str, template: str = "chatml") -> str:
