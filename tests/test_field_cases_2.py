@@ -615,3 +615,35 @@ async def test_a_stream_cut_before_its_final_chunk_is_an_error_not_a_reply(tmp_p
                 saved = await c.request({"type": "session.get", "session": c.session, "id": "h"},
                                         "session.result")
     assert "Hel" not in json.dumps(saved) and "hello there" in json.dumps(saved)
+
+
+# -- FC2-07: a full disk -----------------------------------------------------------------
+
+
+def test_a_full_disk_is_named_even_when_sqlite_rolled_back_by_itself(tmp_path):
+    """SQLITE_FULL may roll the transaction back itself; apsw's ``with conn:`` then fails
+    on its own rollback, with the FullError only as the context: still storage_full.
+    The database opens with temp_store = MEMORY (a small /tmp cannot fill up)."""
+    import apsw
+
+    from actors.memory.errors import StorageFailure
+
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    assert conn.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY
+    page_count = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {page_count + 2}")
+    notes = MemoryStore(conn)
+    with pytest.raises(apsw.FullError):
+        for i in range(200):
+            notes.store(f"note {i} " + "filler words to grow the file " * 60)
+    try:
+        try:
+            raise apsw.FullError("database or disk is full")
+        except apsw.FullError:
+            raise apsw.SQLError("cannot rollback - no transaction is active")
+    except apsw.SQLError as wrapped:
+        failure = StorageFailure.from_apsw(wrapped)
+    assert failure is not None and failure.code == "storage_full"
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    assert notes.store("space again").content == "space again"  # the same connection
+    conn.close()

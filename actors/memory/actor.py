@@ -186,6 +186,8 @@ class MemoryActor:
         # What the agent's tool calls forgot, per (session, turn): that turn's reflection
         # must not store it again (FC2-03). Oldest turn first; FORGOTTEN_TURNS at most.
         self.forgotten_in_turn: dict[tuple[str, str], list[str]] = {}
+        # The last write the disk refused, for memory.stats (FC2-07); None until one is.
+        self.last_storage_error: dict[str, Any] | None = None
         self._bumps: list[list[int]] = []
         self._flushing = False
         self._limiter = trio.CapacityLimiter(1)
@@ -207,6 +209,8 @@ class MemoryActor:
             if failure is None:
                 raise
             log.error("memory.storage_failed", code=failure.code, error=str(exc))
+            self.last_storage_error = {"code": failure.code, "message": str(failure),
+                                       "at": now_ms()}
             raise failure from None
 
     async def _read(self, fn: Callable[[StoreSet], T]) -> T:
@@ -628,6 +632,7 @@ class MemoryActor:
             "links": self.w.links.count(),
             "votes": {"enabled": self.w.votes.enabled, "events": self.w.votes.count()},
             "quarantinedFile": self.quarantined,
+            "lastStorageError": self.last_storage_error,
         }
 
     async def attach_embedder(self) -> None:

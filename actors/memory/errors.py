@@ -180,11 +180,19 @@ class StorageFailure(MemoryFailure):
         """The StorageFailure for an apsw storage error, or None for any other error.
         ``what`` names the data in the message ("memory", "the session"); ``reading``
         words it for a failed read instead of a refused write."""
-        for klass, code in ((apsw.FullError, "storage_full"),
-                            (apsw.ReadOnlyError, "storage_readonly"),
-                            (apsw.IOError, "storage_error")):
-            if isinstance(exc, klass):
-                return cls(code, str(exc), what=what, reading=reading)
+        # SQLite may roll back by itself on SQLITE_FULL; the rollback that follows then
+        # fails ("cannot rollback - no transaction is active") with the FullError only
+        # as its context (FC2-07): look through the chain of causes.
+        seen: BaseException | None = exc
+        for _ in range(4):
+            if seen is None:
+                break
+            for klass, code in ((apsw.FullError, "storage_full"),
+                                (apsw.ReadOnlyError, "storage_readonly"),
+                                (apsw.IOError, "storage_error")):
+                if isinstance(seen, klass):
+                    return cls(code, str(seen), what=what, reading=reading)
+            seen = seen.__cause__ or seen.__context__
         return None
 
 

@@ -356,6 +356,9 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
         conn.execute("PRAGMA synchronous = NORMAL")
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA recursive_triggers = ON")
+        # Sorts and temporary indexes in memory, not in a temp file that a small /tmp
+        # partition could fill while the state directory has room (FC2-07).
+        conn.execute("PRAGMA temp_store = MEMORY")
         # Force the schema to be read now, so a truncated file fails here.
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
         if check:
