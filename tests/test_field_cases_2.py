@@ -647,3 +647,37 @@ def test_a_full_disk_is_named_even_when_sqlite_rolled_back_by_itself(tmp_path):
     conn.execute("PRAGMA max_page_count = 1073741823")
     assert notes.store("space again").content == "space again"  # the same connection
     conn.close()
+
+
+# -- FC2-15: OpenAI-compatible servers that refuse llama.cpp's fields ---------------------
+
+REFUSALS = {
+    "strict": {"status": 400, "raw_body": '{"error":{"message":"Unrecognized request argument '
+               'supplied: grammar","type":"invalid_request_error","param":null,"code":null}}'},
+    "pydantic": {"status": 422, "raw_body": '{"detail":[{"type":"extra_forbidden","loc":["body",'
+                 '"grammar"],"msg":"Extra inputs are not permitted","input":"root ::= x"}]}'},
+}
+
+
+@pytest.mark.parametrize("mode", sorted(REFUSALS))
+async def test_a_refused_grammar_field_is_dropped_once_and_never_sent_again(tmp_path, mode):
+    rules = [{"grammar_contains": "root", **REFUSALS[mode]},  # any request with a grammar
+             {"response": "Happy to help with that."}]
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "config.json").write_text(json.dumps({"llm": {"api": "openai-chat",
+                                                               "grammar": True}}))
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                for text in ("I keep bees in my garden.", "They made honey this year.",
+                             "What should I plant for them?"):
+                    with trio.fail_after(60):
+                        frames = [f async for f in c.say(text)]
+                    assert frames[-1]["reason"] == "reply", frames
+        bodies = [r["body"] for r in fake.openai_requests() if isinstance(r["body"], dict)]
+    # Refused once per process that talks to the server (the agent's, the reflection
+    # actor's), never sent again: every later request goes without it.
+    sent = [i for i, b in enumerate(bodies) if "grammar" in b]
+    assert 1 <= len(sent) <= 2 and len(bodies) >= len(sent) + 3
+    assert all(i + 1 < len(bodies) for i in sent)  # each refusal is followed by a retry

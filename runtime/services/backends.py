@@ -28,6 +28,7 @@ session's sticky backend.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
@@ -152,6 +153,14 @@ def _choice_text(choice: _Choice) -> str:
     return choice.text or ""
 
 
+def _refuses_field(exc: LLMBadResponse, field: str) -> bool:
+    """Whether a 400/422 answer refuses the request field ``field`` by name."""
+    text = str(exc)
+    return exc.status in (400, 422) and field in text and bool(re.search(
+        r"unrecognized|unknown|extra|not permitted|not allowed|unsupported|unexpected|"
+        r"invalid", text, re.I))
+
+
 class OpenAIBackend:
     """An OpenAI-compatible server (see the module docstring)."""
 
@@ -166,6 +175,7 @@ class OpenAIBackend:
         self.grammar = grammar
         self.template = template
         self.label = label
+        self.refused_fields: list[str] = []  # fields the server refused (not sent again)
 
     async def context_window(self) -> int | None:
         return None
@@ -188,6 +198,26 @@ class OpenAIBackend:
     async def complete(self, system: str, user: str, *, role: str, grammar: str | None,
                        n_predict: int, temperature: float,
                        on_token: OnToken | None = None) -> Completion:
+        """One completion. A server that refuses the ``grammar`` field (HTTP 400 or 422
+        naming it: "Unrecognized request argument supplied: grammar", pydantic's
+        ``extra_forbidden``; FC2-15) is asked again once without it, and never sent it
+        again by this backend (logged ``llm.field_refused``, counted in
+        :attr:`refused_fields`); the caller validates what comes back either way."""
+        try:
+            return await self._complete(system, user, grammar, n_predict, temperature,
+                                        on_token)
+        except LLMBadResponse as exc:
+            if not (grammar and self.grammar and _refuses_field(exc, "grammar")):
+                raise
+            self.grammar = False
+            self.refused_fields.append("grammar")
+            log.warning("llm.field_refused", backend=self.label, field="grammar",
+                        error=str(exc)[:300])
+            return await self._complete(system, user, grammar, n_predict, temperature,
+                                        on_token)
+
+    async def _complete(self, system: str, user: str, grammar: str | None, n_predict: int,
+                        temperature: float, on_token: OnToken | None) -> Completion:
         path, payload = self._body(system, user, grammar, n_predict, temperature,
                                    on_token is not None)
         url = self.client.base_url + path
