@@ -40,7 +40,7 @@ from actors.reflection.parser import parse_reflection
 from actors.reflection.plan import plan_reflection
 from runtime.kernel import unicode
 from runtime.services.config import ActorBoot, Config
-from runtime.shell.client import open_client
+from runtime.shell.client import ClientError, open_client
 from runtime.shell.protocol import Say, decode_frame
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
@@ -681,3 +681,88 @@ async def test_a_refused_grammar_field_is_dropped_once_and_never_sent_again(tmp_
     sent = [i for i, b in enumerate(bodies) if "grammar" in b]
     assert 1 <= len(sent) <= 2 and len(bodies) >= len(sent) + 3
     assert all(i + 1 < len(bodies) for i in sent)  # each refusal is followed by a retry
+
+
+# -- FC2-11: half-open peers and reconnects ---------------------------------------------
+
+
+async def _freezable_proxy(target_port: int, frozen: trio.Event, task_status):
+    """A TCP proxy on a free port that forwards both ways until ``frozen`` is set, then
+    forwards nothing and closes nothing (a peer gone half-open)."""
+    async def pipe(src, dst):
+        while not frozen.is_set():
+            data = await src.receive_some(65536)
+            if not data or frozen.is_set():
+                break
+            await dst.send_all(data)
+        await trio.sleep_forever()
+
+    async def handle(stream):
+        upstream = await trio.open_tcp_stream("127.0.0.1", target_port)
+        async with trio.open_nursery() as n:
+            n.start_soon(pipe, stream, upstream)
+            n.start_soon(pipe, upstream, stream)
+
+    listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+    task_status.started(listeners[0].socket.getsockname()[1])
+    await trio.serve_listeners(handle, listeners)
+
+
+async def test_a_half_open_peer_is_closed_by_the_ping_and_counted(tmp_path):
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "config.json").write_text(json.dumps({"server": {
+            "pingIntervalMs": 300, "pingTimeoutMs": 500}}))
+        async with run_daemon(state, llm_url=fake.url) as d:
+            port = int(d.url.rsplit(":", 1)[1].split("/")[0])
+            frozen = trio.Event()
+            async with trio.open_nursery() as nursery:
+                proxy_port = await nursery.start(_freezable_proxy, port, frozen)
+                async with open_client(url=d.url, token=d.token) as direct:
+                    async with open_client(url=f"ws://127.0.0.1:{proxy_port}",
+                                           token=d.token):
+                        metrics = await direct.request({"type": "metrics"}, "metrics.result")
+                        assert metrics["clients"] == 2
+                        frozen.set()
+                        with trio.fail_after(10):
+                            while True:  # the daemon notices within about 0.8 s
+                                metrics = await direct.request({"type": "metrics"},
+                                                               "metrics.result")
+                                if metrics["clients"] == 1:
+                                    break
+                                await trio.sleep(0.2)
+                        assert metrics["counters"]["gateway.closed{reason=ping_timeout}"] == 1
+                        # The direct client, which answers pings, is still served.
+                        assert (await direct.request({"type": "ping"}, "pong"))["type"] == "pong"
+                        nursery.cancel_scope.cancel()
+
+
+async def test_a_client_that_reconnects_reads_the_reply_of_the_turn_it_left(tmp_path):
+    rules = [{"grammar_contains": "reply", "chunk_delay_ms": 60,
+              "response": '{"reply": "The kettle is in the left cupboard, above the toaster."}'}]
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                session = c.session
+                await c.send({"type": "say", "text": "where is the kettle?"})
+                with trio.fail_after(30):
+                    while (await c.receive()).get("type") != "reply.delta":
+                        pass
+            # The connection is gone mid-stream; the turn runs on and is saved.
+            with trio.fail_after(60):
+                while True:
+                    async with open_client(url=d.url, token=d.token, session=session) as r:
+                        try:
+                            saved = await r.request({"type": "session.get",
+                                                     "session": session, "id": "s"},
+                                                    "session.result")
+                        except ClientError:  # ("no session" until its first turn is saved)
+                            saved = {}
+                    texts = [m.get("text") for m in saved.get("data", {}).get("messages", [])]
+                    if any("kettle is in the left cupboard" in (t or "") for t in texts):
+                        break
+                    await trio.sleep(0.3)
+    turns = [b for b in fake.completions() if '"reply' in (b.get("grammar") or "")]
+    assert len(turns) == 1  # run once, never twice

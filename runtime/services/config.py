@@ -329,7 +329,9 @@ class ServerConfig(_C):
     clientInflight: requests one client may have running at once before the gateway
     stops reading its frames (a flooding client waits on itself, issue 7).
     httpEnabled / httpPort: the OpenAI-compatible HTTP API (``runtime.shell.openai_api``) on
-    the same host; httpPort null = port + 1."""
+    the same host; httpPort null = port + 1. pingIntervalMs / pingTimeoutMs: every
+    connection is pinged at this interval and closed when no pong comes within the
+    timeout (a half-open peer, FC2-11); pingIntervalMs 0 turns pings off."""
 
     host: str = "127.0.0.1"
     port: Annotated[int, Meta(ge=0, le=65535)] = 8765
@@ -339,6 +341,8 @@ class ServerConfig(_C):
     client_inflight: Annotated[int, Meta(ge=1, le=10_000)] = 16
     http_enabled: bool = True
     http_port: Annotated[int, Meta(ge=0, le=65535)] | None = None
+    ping_interval_ms: Annotated[int, Meta(ge=0, le=3_600_000)] = 20_000
+    ping_timeout_ms: Annotated[int, Meta(ge=100, le=3_600_000)] = 20_000
 
     def resolved_http_port(self) -> int:
         """``server.httpPort``, the OpenAI-compatible HTTP API's port: as configured,

@@ -53,7 +53,7 @@ from runtime.kernel.actor import leaf_exception
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 from runtime.kernel.unicode import encode_repaired
 from runtime.services.config import ServerConfig
-from runtime.services.metrics import MetricsRequest, live_tasks, merge_snapshots
+from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_snapshots
 
 from .openai_api import TurnEvents
 from .protocol import (
@@ -82,6 +82,9 @@ CONTROL_INFLIGHT = 2
 _event_decoder = msgspec.msgpack.Decoder(
     TurnEvent | MemoryChanged | ReflectionEvent | ConsolidationEvent)
 _json = msgspec.json.Encoder()
+ROOT_METRICS = Metrics()
+"""The root process's own counters (connections closed by reason; ``text.repaired``),
+merged into ``metrics.result`` with the actors'."""
 
 
 class Client:
@@ -100,6 +103,7 @@ class Client:
         self.channels: set[str] = set()
         self.send_ch, self.recv_ch = trio.open_memory_channel[bytes](queue_size)
         self.dropped = False
+        self.close_reason = "too slow: outbound queue full"  # (when dropped)
         self.scope: trio.CancelScope | None = None  # the connection's; cancelled on drop
 
     def push(self, frame: dict[str, Any]) -> None:
@@ -111,6 +115,7 @@ class Client:
         except trio.WouldBlock:
             self.dropped = True
             log.warning("gateway.slow_client_dropped", client=self.id)
+            ROOT_METRICS.inc("gateway.closed", {"reason": "slow_consumer"})
             if self.scope is not None:
                 self.scope.cancel()  # close it now, even if it never sends again
         except (trio.ClosedResourceError, trio.BrokenResourceError):
@@ -235,6 +240,8 @@ class Gateway:
             async with trio.open_nursery() as nursery:
                 client.scope = nursery.cancel_scope
                 nursery.start_soon(self._pump, client, nursery.cancel_scope)
+                if self.cfg.ping_interval_ms:
+                    nursery.start_soon(self._heartbeat, client)
                 if await self._authenticate(client):
                     self.clients.add(client)
                     await self._serve_client(client, nursery)
@@ -252,9 +259,28 @@ class Gateway:
             with trio.move_on_after(1) as cs:
                 cs.shield = True
                 if client.dropped:
-                    await ws.aclose(code=1008, reason="too slow: outbound queue full")
+                    await ws.aclose(code=1008, reason=client.close_reason)
                 else:
                     await ws.aclose()
+
+    async def _heartbeat(self, client: Client) -> None:
+        """Ping the connection every ``server.pingIntervalMs``; no pong within
+        ``server.pingTimeoutMs`` closes it (a peer gone without a FIN or a close frame
+        looks connected forever otherwise; FC2-11). Counted as
+        ``gateway.closed{reason=ping_timeout}``."""
+        interval, timeout = self.cfg.ping_interval_ms / 1000, self.cfg.ping_timeout_ms / 1000
+        while True:
+            await trio.sleep(interval)
+            with trio.move_on_after(timeout) as waited:
+                await client.ws.ping()
+            if waited.cancelled_caught:
+                log.warning("gateway.ping_timeout", client=client.id, timeout_s=timeout)
+                ROOT_METRICS.inc("gateway.closed", {"reason": "ping_timeout"})
+                client.dropped = True
+                client.close_reason = f"no pong within {timeout:g} s"
+                if client.scope is not None:
+                    client.scope.cancel()
+                return
 
     async def _pump(self, client: Client, scope: trio.CancelScope) -> None:
         try:
@@ -444,8 +470,9 @@ class Gateway:
                     snaps[name] = await self.sup.request(name, MetricsRequest(), dict)
             except (RuntimeFailure, trio.TooSlowError, KeyError):
                 snaps[name] = {"error": "unavailable"}
+        snaps["root"] = ROOT_METRICS.snapshot()  # the gateway's own (connections, text)
         out = merge_snapshots({k: v for k, v in snaps.items() if "error" not in v})
-        out["actors"] = snaps
+        out["actors"] = {k: v for k, v in snaps.items() if k != "root"}
         out["restarts"] = self.sup.restart_count
         out["clients"] = len(self.clients)
         out["tasks"] = {"root": live_tasks(), **{
