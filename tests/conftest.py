@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from actors.memory.clock import CLOCK
+from actors.memory.recall import LIMITED
 from actors.memory.schema import open_database
+from runtime.kernel import unicode
 
 
 def actor_name(pid: int) -> str | None:
@@ -70,13 +72,18 @@ def pid_alive(pid: int) -> bool:
 
 
 @pytest.fixture(autouse=True)
-def fresh_store_clock():
-    """The store's wall clock (``actors.memory.clock.CLOCK``) is one per process, as in
-    the daemon's memory actor; a test starts it afresh, so stamps a test wrote far in the
-    future (``now_ms=``) never hold another test's time back or forward."""
-    CLOCK.floor, CLOCK.skews = 0, 0
+def fresh_process_state():
+    """What the daemon keeps once per process starts afresh for each test: the store's
+    wall clock (``actors.memory.clock.CLOCK``: stamps a test wrote far in the future
+    never hold another test's time back or forward) and the process-wide counters
+    (``unicode.repairs``, ``recall.LIMITED``) that every Metrics snapshot reports."""
+    def reset() -> None:
+        CLOCK.floor, CLOCK.skews = 0, 0
+        unicode._count = 0
+        LIMITED.update(dict.fromkeys(LIMITED, 0))
+    reset()
     yield
-    CLOCK.floor, CLOCK.skews = 0, 0
+    reset()
 
 
 @pytest.fixture(autouse=True)

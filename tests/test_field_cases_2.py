@@ -766,3 +766,57 @@ async def test_a_client_that_reconnects_reads_the_reply_of_the_turn_it_left(tmp_
                     await trio.sleep(0.3)
     turns = [b for b in fake.completions() if '"reply' in (b.get("grammar") or "")]
     assert len(turns) == 1  # run once, never twice
+
+
+# -- FC2-01: long pasted messages and common words ---------------------------------------
+
+
+def test_a_pasted_log_ors_a_bounded_number_of_terms_and_rare_words_still_count(store):
+    from actors.memory import recall
+
+    for i in range(30):
+        store.store(f"User prefers tea number {i} at the station")
+    store.store("User renewed their passport in March")
+    log_text = " ".join(f"worker{i % 400} queue{i % 300} failed passport" for i in range(2000))
+    query = recall.build_recall_query(log_text)
+    assert len(query.parts) > recall.MAX_QUERY_TERMS
+    capped = recall.cap_terms(store.conn, query)
+    assert len(capped.parts) <= recall.MAX_QUERY_TERMS
+    assert not [p for p in capped.parts if p.endswith("*") and len(p.strip('"*')) <= 2]
+    assert recall.LIMITED["terms"] == 1
+    # Through recall: the capped query still finds what its words name.
+    hits = [n.content for n in store.recall("passport", bump=False)]
+    assert hits == ["User renewed their passport in March"]
+
+
+def test_a_search_over_its_time_budget_is_cut_short_and_counted(store, monkeypatch):
+    from actors.memory import recall
+
+    for i in range(50):
+        store.store(f"note {i} about the garden and its tomatoes")
+    monkeypatch.setattr(recall, "RECALL_BUDGET_MS", 0)
+    assert store.recall("garden tomatoes", bump=False) == []
+    assert recall.LIMITED["budget"] == 1
+    monkeypatch.setattr(recall, "RECALL_BUDGET_MS", 150)
+    assert len(store.recall("garden tomatoes", bump=False)) == 5
+
+
+async def test_a_20kb_paste_gets_a_reply_and_the_cap_is_counted(tmp_path):
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "That log shows retries."}'}]
+    log_text = "\n".join(f"2026-12-01T10:{i % 60:02d}:00 worker{i % 97} queue{i % 53} retry "
+                         f"#{i} failed: connection reset by peer shard{i % 31}"
+                         for i in range(300))[:20_000]
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                for i in range(20):
+                    await c.memory("memory.notes.store", {"content": f"shard{i} runs on host {i}"})
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say(log_text)]
+                assert frames[-1]["reason"] == "reply"
+                assert await c.memory("memory.notes.recall", {"query": "a"}) == []
+                counters = (await c.request({"type": "metrics"}, "metrics.result"))["counters"]
+                assert counters["memory.recall.limited{reason=terms}"] >= 1
+                saved = await c.request({"type": "session.get", "session": c.session,
+                                         "id": "s"}, "session.result")
+    assert saved["data"]["messages"][0]["text"] == log_text  # the message is kept whole

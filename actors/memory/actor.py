@@ -77,6 +77,7 @@ from .notes import MemoryStore
 from .procedures import ProcedureStep, ProcedureStore
 from .profile import ProfileFact, ProfileStore
 from .query_embedder import QueryEmbedder
+from .recall import LIMITED
 from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
 from .tools import OPS, context_answer, run_op
 from .vectors import VectorCache, VectorStore
@@ -353,6 +354,9 @@ class MemoryActor:
         if isinstance(msg, MetricsRequest):
             if CLOCK.skews:  # steps back of the wall clock seen by the store (FC2-09)
                 self.metrics.counters["memory.clock_skew"] = CLOCK.skews
+            for why, count in LIMITED.items():  # recalls capped or cut short (FC2-01)
+                if count:
+                    self.metrics.counters[f"memory.recall.limited{{reason={why}}}"] = count
             return self.metrics.snapshot()
         kind = msg.op if isinstance(msg, ToolOp) else type(msg).__name__
         t0 = time.monotonic()

@@ -54,11 +54,13 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import time
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import apsw
 import msgspec
+import structlog
 
 from .fts import index_text, query_terms, quote_terms
 
@@ -74,6 +76,9 @@ __all__ = [
     "build_recall_query",
     "compile_terms",
     "doc_freqs",
+    "MAX_QUERY_TERMS",
+    "RECALL_BUDGET_MS",
+    "cap_terms",
     "index_terms",
     "matches_text",
     "ranked_search",
@@ -116,8 +121,17 @@ CONTEXT_RADIUS = 2
 #: and keeps recall p95 at 100k notes ~18 ms (2 %: ~11 ms, 10 %: ~28 ms).
 COMMON_MIN_NOTES = 20_000
 COMMON_DF = 0.05
+MAX_QUERY_TERMS = 24
+"""Terms one recall query ORs at most (FC2-01: 16-32 asked; the longest are kept)."""
+RECALL_BUDGET_MS = 150
+"""A keyword recall that runs longer is interrupted and returns nothing (FC2-01); the
+design's p95 target at 100,000 notes is 25 ms."""
+_PROGRESS_STEPS = 10_000  # SQLite VM steps between two looks at the clock
+LIMITED = {"terms": 0, "budget": 0}
+"""Recalls limited in this process: term lists capped, searches over the budget."""
 
 _IDS = msgspec.json.Encoder()
+log = structlog.get_logger("actors.memory.recall")
 
 
 class _Tokenizer:
@@ -278,7 +292,7 @@ def doc_freqs(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
 _SQL_POOL = (
     "SELECT p.rowid, p.raw, p.cover, p.corpus, {cols}, m.session_id FROM ("
     " SELECT rowid, bm25(memories_fts) AS raw, aa_coverage(memories_fts) AS cover,"
-    " {corpus} AS corpus FROM memories_fts WHERE memories_fts MATCH ? ORDER BY raw LIMIT ?)"
+    " {corpus} AS corpus FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {order} LIMIT ?)"
     " AS p LEFT JOIN memories m ON m.id = p.rowid{where}"
 )
 _SQL_NEAR = (
@@ -349,7 +363,59 @@ def ranked_search(
         split_common: on large indexes, pool by the rare terms only (step 2).
 
     Scores are in [0, 1], the first is 1.0 (all 1.0 when every raw score is 0).
+
+    Bounded (field case FC2-01): a query of more than :data:`MAX_QUERY_TERMS` terms keeps
+    its longest (rarest) ones (:func:`cap_terms`), and a search that runs past
+    :data:`RECALL_BUDGET_MS` is interrupted (an SQLite progress handler) and returns
+    ``[]``; both are logged and counted in :data:`LIMITED`.
     """
+    query = cap_terms(conn, query)
+    deadline = time.monotonic() + RECALL_BUDGET_MS / 1000
+    conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+    try:
+        return _ranked(conn, query, k, cols=cols, where=where, args=args, coverage=coverage,
+                       context_weight=context_weight, context_radius=context_radius,
+                       split_common=split_common)
+    except apsw.InterruptError:
+        LIMITED["budget"] += 1
+        log.warning("memory.recall_over_budget", budget_ms=RECALL_BUDGET_MS,
+                    terms=len(query.parts))
+        return []
+    finally:
+        conn.set_progress_handler(None)
+
+
+def cap_terms(conn: apsw.Connection, query: RecallQuery) -> RecallQuery:
+    """``query`` with at most :data:`MAX_QUERY_TERMS` terms, unchanged when it is short
+    enough: the longest distinct words are kept (a CJK phrase counts as long), in their
+    order. Length stands in for rarity (Zipf: long words are the rare ones; a document
+    frequency lookup per word costs as much as the search it would save, ~30 ms for a
+    500-word message at 20,000 notes), and from :data:`COMMON_MIN_NOTES` notes on the
+    kept words are split into rare and common by their real document frequency
+    (step 2). A pasted log of 500 words otherwise ORs them all and pays for each one's
+    postings (FC2-01). ``conn`` is unused (kept for a future rarity source)."""
+    if len(query.parts) <= MAX_QUERY_TERMS:
+        return query
+    size = {p: (100 if len(t) != 1 else len(t[0])) for p, (t, _star) in
+            zip(query.parts, query.phrases)}
+    keep = set(sorted(query.parts, key=lambda p: -size[p])[:MAX_QUERY_TERMS])
+    LIMITED["terms"] += 1
+    return compile_terms([p for p in query.parts if p in keep], query.all_stopwords) or query
+
+
+def _ranked(
+    conn: apsw.Connection,
+    query: RecallQuery,
+    k: int,
+    *,
+    cols: str,
+    where: str,
+    args: Sequence[object],
+    coverage: bool,
+    context_weight: float,
+    context_radius: int | None,
+    split_common: bool,
+) -> list[tuple[tuple, float]]:
     want = max(POOL_PER_K * k, POOL_MIN)
     common = _common_terms(conn, query) if split_common else {}
     rare = [p for p, (t, star) in zip(query.parts, query.phrases)
@@ -358,12 +424,15 @@ def ranked_search(
         plans = [(query.match, {})]
     elif rare:
         plans = [(" OR ".join(rare), common)]
-    else:  # only common terms: the notes holding all of them, else every hit
+    else:  # only common terms: the notes holding all of them, else every hit; their
+        # BM25 is ~0 everywhere (IDF of a word most notes hold), so the newest such notes
+        # are pooled (rowid order, no score for every hit: "user" at 100k notes, FC2-01)
         plans = [(" AND ".join(query.parts), {}), (query.match, {})]
+    order = "rowid DESC" if common and not rare else "raw"
     for n, (match, split) in enumerate(plans):
         limit = want
-        sql = _SQL_POOL.format(cols=cols, where=where, corpus="aa_corpus(memories_fts)"
-                               if split else "''")
+        sql = _SQL_POOL.format(cols=cols, where=where, order=order,
+                               corpus="aa_corpus(memories_fts)" if split else "''")
         while True:
             pool = conn.execute(sql, (match, limit, *args)).fetchall()
             kept = sorted((r for r in pool if r[4] is not None), key=lambda r: (r[1], r[0]))
