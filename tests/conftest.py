@@ -19,6 +19,7 @@ from actors.memory.clock import CLOCK
 from actors.memory.recall import LIMITED
 from actors.memory.schema import open_database
 from runtime.kernel import unicode
+from runtime.services.backends import REFUSED_FIELDS
 
 
 def actor_name(pid: int) -> str | None:
@@ -76,11 +77,13 @@ def fresh_process_state():
     """What the daemon keeps once per process starts afresh for each test: the store's
     wall clock (``actors.memory.clock.CLOCK``: stamps a test wrote far in the future
     never hold another test's time back or forward) and the process-wide counters
-    (``unicode.repairs``, ``recall.LIMITED``) that every Metrics snapshot reports."""
+    (``unicode.repairs``, ``recall.LIMITED``, ``backends.REFUSED_FIELDS``) that every
+    Metrics snapshot reports."""
     def reset() -> None:
         CLOCK.floor, CLOCK.skews = 0, 0
         unicode._count = 0
         LIMITED.update(dict.fromkeys(LIMITED, 0))
+        REFUSED_FIELDS.clear()
     reset()
     yield
     reset()

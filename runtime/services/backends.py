@@ -56,6 +56,9 @@ __all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "api_key_f
            "backends_from_config"]
 
 log = structlog.get_logger()
+REFUSED_FIELDS: dict[str, int] = {}
+"""Request fields OpenAI-compatible servers refused in this process, by field (FC2-15);
+every Metrics snapshot reports them as ``llm.field_refused{field}``."""
 
 OnToken = Callable[[str], Awaitable[None]]
 PROPS_TIMEOUT_S = 5.0
@@ -211,6 +214,7 @@ class OpenAIBackend:
                 raise
             self.grammar = False
             self.refused_fields.append("grammar")
+            REFUSED_FIELDS["grammar"] = REFUSED_FIELDS.get("grammar", 0) + 1
             log.warning("llm.field_refused", backend=self.label, field="grammar",
                         error=str(exc)[:300])
             return await self._complete(system, user, grammar, n_predict, temperature,

@@ -17,6 +17,8 @@ import trio
 
 from runtime.kernel import unicode
 
+from .backends import REFUSED_FIELDS
+
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 """Upper bounds (ms) of latency histogram buckets; a last ``+Inf`` bucket is implied."""
 
@@ -55,7 +57,8 @@ class Metrics:
     def snapshot(self) -> dict:
         """Plain-data copy; histogram buckets keyed by their upper bound (``inf`` last).
         Counters include ``text.repaired`` (``runtime.kernel.unicode.repairs``) once this
-        process replaced a lone surrogate."""
+        process replaced a lone surrogate, and ``llm.field_refused{field}`` once a server
+        refused a request field (``backends.REFUSED_FIELDS``)."""
         hist = {}
         for name, h in self.histograms.items():
             bounds = [str(b) for b in LATENCY_BUCKETS_MS] + ["inf"]
@@ -64,6 +67,8 @@ class Metrics:
         counters = dict(self.counters)
         if unicode.repairs():  # lone surrogates this process replaced (FC2-12)
             counters["text.repaired"] = unicode.repairs()
+        for field, count in REFUSED_FIELDS.items():  # (FC2-15)
+            counters[f"llm.field_refused{{field={field}}}"] = count
         return {"counters": counters, "histograms": hist, "gauges": {"tasks": live_tasks()}}
 
 
