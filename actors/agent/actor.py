@@ -498,9 +498,11 @@ class AgentActor:
         for n in range(1, last + 1):
             if n == last and last > 1:
                 step.notice = (step.notice + " " + LAST_STEP_NOTICE).strip()
+            notice = step.notice
+
             def tail_for(window: int, shown: dict[str, str]) -> str:
                 return build_tail(TailInput(
-                    memory=shown, history=history, scratch=step.scratch, notice=step.notice,
+                    memory=shown, history=history, scratch=step.scratch, notice=notice,
                     world=f"working directory: {state.working_dir or '(none)'}",
                     context_window=window, reply_reserve=self.cfg.llm.n_predict,
                     conversation_max_tokens=self.cfg.agent.conversation_max_tokens))
