@@ -308,12 +308,13 @@ def render_context(
 
     Link-expanded neighbours (``ctx.expanded``) are shown in ``### recalled`` after the
     hits, except those the index already shows (each note once per prompt), and the
-    tokens they add there are taken from the end of the index's budget. Both for the
-    first reply token (issue 21's latency bar, ``bench/link_expansion.py``): every tail
-    token the LLM server has not cached is prefilled before it, and the index, the
-    tail's first section, is then the same from turn to turn (its newest rows give way
-    at its end) instead of losing rows in its middle, which would break the prompt
-    cache from there on.
+    tokens they add there are taken from the end of the index's budget, so links never
+    lengthen the tail. The index, the tail's first section, then changes only at its end
+    (its newest rows give way), never in its middle, so the LLM server's prompt cache
+    keeps covering it from turn to turn. A neighbour's line still costs the first reply
+    token (each tail token after the first difference is prefilled; issue 21,
+    ``bench/link_expansion.py``): that is why links by meaning are not expanded by
+    default (``memory.links.expandByMeaning``).
     """
     hits = ctx.recalled[:len(ctx.recalled) - ctx.expanded]
     marks = ctx.superseded
