@@ -7,6 +7,7 @@ No traceback may reach the user.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -115,6 +116,10 @@ async def test_memory_commands_work_on_a_stopped_daemon_and_the_daemon_sees_it(t
     assert r.returncode == 0 and r.stdout.strip() == "~ editor: helix [keywords: editor, vim]"
     r = cli("memory", "stats", "--state-dir", str(state))
     assert r.returncode == 0 and '"offline": true' in r.stdout
+    offline = json.loads(r.stdout)  # every count of the file, as the daemon reports it
+    assert offline["notes"] == 1 and offline["profileFacts"] == 1
+    assert offline["lessons"] == {"active": 0, "total": 0} and offline["links"] == 0
+    assert offline["procedures"]["total"] == 0 and offline["votes"]["events"] == 0
     r = cli("memory", "notes", "store", "", "--state-dir", str(state))
     assert r.returncode == 1 and "content" in r.stderr and "Traceback" not in r.stderr
     async with open_fake_llama(tmp_path, []) as fake:

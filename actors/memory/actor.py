@@ -152,6 +152,35 @@ def open_stores(conn: apsw.Connection, m: MemoryConfig) -> StoreSet:
     )
 
 
+def file_stats(s: StoreSet, m: MemoryConfig) -> dict[str, Any]:
+    """What ``memory.stats`` reports of the file itself (counts, schema, the embedding
+    model's vectors), the same with or without a daemon: the memory actor adds the
+    query embedder's state, the quarantine and the last storage error; the offline CLI
+    adds ``offline: true``."""
+    one = lambda sql: s.conn.execute(sql).fetchall()[0][0]  # noqa: E731
+    model = m.embeddings.model
+    return {
+        "schemaVersion": user_version(s.conn),
+        "supportedSchemaVersion": SCHEMA_VERSION,
+        "profileFacts": one("SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL"),
+        "profileHistoryRows": one("SELECT count(*) FROM profile_facts"),
+        "notes": s.notes.count(),
+        "notesCap": m.notes.max_entries,
+        "embeddings": {
+            "enabled": m.embeddings.enabled,
+            "provider": m.embeddings.provider,
+            "model": model,
+            "vectors": s.vectors.count(model),
+            "otherModelVectors": s.vectors.count_other_models(model),
+        },
+        "lessons": {"active": s.lessons.count_active(), "total": s.lessons.count_all()},
+        "procedures": {"active": s.procedures.count_active(),
+                       "total": s.procedures.count_all()},
+        "links": s.links.count(),
+        "votes": {"enabled": s.votes.enabled, "events": s.votes.count()},
+    }
+
+
 def open_reader(path: Path) -> apsw.Connection:
     """A second connection to the (already migrated) file for reads on the trio
     thread; busy timeout :data:`READ_BUSY_TIMEOUT_MS`."""
@@ -613,31 +642,11 @@ class MemoryActor:
                            forgotten_note_ids=forgot.note_ids, replaced_pinned=replaced_pinned)
 
     def _stats(self) -> dict[str, Any]:
-        one = lambda sql: self.conn.execute(sql).fetchall()[0][0]  # noqa: E731
-        model = self.cfg.embeddings.model
-        return {
-            "schemaVersion": user_version(self.conn),
-            "supportedSchemaVersion": SCHEMA_VERSION,
-            "profileFacts": one("SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL"),
-            "profileHistoryRows": one("SELECT count(*) FROM profile_facts"),
-            "notes": self.w.notes.count(),
-            "notesCap": self.cfg.notes.max_entries,
-            "embeddings": {
-                **self.query_embedder.status(),
-                "enabled": self.cfg.embeddings.enabled,
-                "provider": self.cfg.embeddings.provider,
-                "model": model,
-                "vectors": self.w.vectors.count(model),
-                "otherModelVectors": self.w.vectors.count_other_models(model),
-            },
-            "lessons": {"active": self.w.lessons.count_active(), "total": self.w.lessons.count_all()},
-            "procedures": {"active": self.w.procedures.count_active(),
-                           "total": self.w.procedures.count_all()},
-            "links": self.w.links.count(),
-            "votes": {"enabled": self.w.votes.enabled, "events": self.w.votes.count()},
-            "quarantinedFile": self.quarantined,
-            "lastStorageError": self.last_storage_error,
-        }
+        out = file_stats(self.w, self.cfg)
+        out["embeddings"] = {**self.query_embedder.status(), **out["embeddings"]}
+        out["quarantinedFile"] = self.quarantined
+        out["lastStorageError"] = self.last_storage_error
+        return out
 
     async def attach_embedder(self) -> None:
         """Attach the query embedder (background); once attached, warn once about the

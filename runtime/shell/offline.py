@@ -16,9 +16,9 @@ from typing import Any
 import apsw
 import msgspec
 
-from actors.memory.actor import open_stores
+from actors.memory.actor import file_stats, open_stores
 from actors.memory.errors import MemoryFailure, StorageFailure
-from actors.memory.schema import SCHEMA_VERSION, open_database, user_version
+from actors.memory.schema import open_database
 from actors.memory.tools import run_op
 from runtime.services.config import Config
 
@@ -81,20 +81,8 @@ class OfflineMemory:
         stores = open_stores(conn, m)
         notes = stores.notes
         try:
-            if op == "memory.stats":
-                one = lambda sql: conn.execute(sql).fetchall()[0][0]  # noqa: E731
-                return {"offline": True, "schemaVersion": user_version(conn),
-                        "supportedSchemaVersion": SCHEMA_VERSION,
-                        "profileFacts": one("SELECT count(*) FROM profile_facts "
-                                            "WHERE superseded_by IS NULL"),
-                        "notes": notes.count(), "notesCap": m.notes.max_entries,
-                        "embeddings": {  # what the file holds; attach state needs a daemon
-                            "enabled": m.embeddings.enabled,
-                            "provider": m.embeddings.provider,
-                            "model": m.embeddings.model,
-                            "vectors": stores.vectors.count(m.embeddings.model),
-                            "otherModelVectors":
-                                stores.vectors.count_other_models(m.embeddings.model)}}
+            if op == "memory.stats":  # (the attach state of embeddings needs a daemon)
+                return {"offline": True, **file_stats(stores, m)}
             data, _change = run_op(stores.profiles, notes, op, args or {}, source="user",
                                    default_k=m.notes.recall_default_k, votes=stores.votes)
         except MemoryFailure as exc:
