@@ -116,6 +116,15 @@ async def test_memory_commands_work_on_a_stopped_daemon_and_the_daemon_sees_it(t
     assert r.returncode == 0 and r.stdout.strip() == "~ editor: helix [keywords: editor, vim]"
     r = cli("memory", "stats", "--state-dir", str(state))
     assert r.returncode == 0 and '"offline": true' in r.stdout
+    r = cli("memory", "notes", "archive", "#1", "--state-dir", str(state))
+    assert r.returncode == 0 and r.stdout.strip().startswith("#1 archived")
+    r = cli("memory", "notes", "list", "--archived", "archived", "--state-dir", str(state))
+    assert "written while the daemon was down" in r.stdout
+    r = cli("memory", "notes", "archive", "1", "--restore", "--state-dir", str(state))
+    assert r.returncode == 0 and r.stdout.strip() == "#1 restored"
+    r = cli("memory", "notes", "archive", "99", "--state-dir", str(state))
+    assert r.returncode == 1 and "no note #99" in r.stderr and "Traceback" not in r.stderr
+    r = cli("memory", "stats", "--state-dir", str(state))
     offline = json.loads(r.stdout)  # every count of the file, as the daemon reports it
     assert offline["notes"] == 1 and offline["profileFacts"] == 1
     assert offline["lessons"] == {"active": 0, "total": 0} and offline["links"] == 0

@@ -224,6 +224,11 @@ def build_parser() -> argparse.ArgumentParser:
     nf = nsub.add_parser("forget", help="delete a note")
     _state_arg(nf)
     nf.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
+    na = nsub.add_parser("archive", help="archive a note: it leaves the memory index but "
+                         "stays recallable (--restore undoes it)")
+    _state_arg(na)
+    na.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
+    na.add_argument("--restore", action="store_true", help="bring an archived note back")
     _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
     bk = msub.add_parser(
         "backup", help="a consistent copy of memory.sqlite, also while the daemon runs",
@@ -444,6 +449,8 @@ def _memory_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
             return "memory.notes.store", {"content": args.content, "tags": tags}
         if action == "recall":
             return "memory.notes.recall", {"query": args.query, "k": args.k}
+        if action == "archive":
+            return "memory.notes.archive", {"id": args.id, "archived": not args.restore}
         return "memory.notes.forget", {"id": args.id}
     if what in ("lessons", "procedures"):
         if action == "list":
@@ -514,6 +521,9 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         print_note(data)
     elif what == "notes" and action == "forget":
         print("forgotten")
+    elif what == "notes" and action == "archive":
+        print(f"#{data['id']} " + ("archived (out of the index, still recallable)"
+                                   if data["archived"] else "restored"))
     elif what in ("lessons", "procedures") and action == "list":
         for row in data:
             print(pointer("*" if what == "lessons" else ">", row))
