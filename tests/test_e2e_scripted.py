@@ -272,3 +272,30 @@ async def test_a_new_turn_aborts_only_its_own_sessions_reflection(tmp_path):
                 }
                 facts = {f["key"] for f in await a.memory("memory.profile.list")}
                 assert facts == {"hometown", "city"}
+
+
+async def test_an_actor_restart_is_announced_to_actors_subscribers(tmp_path):
+    """Issue 24: a crashed actor is restarted, and clients subscribed to ``actors`` get
+    ``actor.restarting`` (its name, exit code) while the daemon keeps serving."""
+    import os
+    import signal
+
+    from tests.conftest import actor_name, descendants
+
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.request({"type": "subscribe", "channels": ["actors"]}, "subscribed")
+                victim = next(pid for pid in descendants(d.proc.pid)
+                              if actor_name(pid) == "reflection")
+                os.kill(victim, signal.SIGKILL)
+                with trio.fail_after(30):
+                    frame = await c.wait_for(lambda f: f.get("type") == "actor.restarting")
+                assert frame["actor"] == "reflection" and frame["exitCode"] == -9
+                assert frame["restarts"] >= 1
+                with trio.fail_after(30):  # the daemon serves on, the actor is back
+                    while True:
+                        metrics = await c.request({"type": "metrics"}, "metrics.result")
+                        if "error" not in metrics["actors"]["reflection"]:
+                            break
+                        await trio.sleep(0.2)

@@ -320,11 +320,18 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
         if gateway is not None:
             await gateway.on_cast(src, body)
 
+    gateways: list[Gateway] = []  # (the gateway exists once the supervisor does)
+
+    async def on_crash(crash: ActorCrashed) -> None:
+        for gw in gateways:
+            gw.actor_crashed(crash)
+
     async with open_supervisor(_specs(opts, cfg, llm_url), on_cast=on_cast,
-                               log_dir=str(opts.state_dir / "logs"),
+                               on_crash=on_crash, log_dir=str(opts.state_dir / "logs"),
                                log_level=opts.log_level or cfg.logging.level,
                                prestarted=forked) as sup:
         gateway = Gateway(sup, token, cfg.server, shutdown.set)
+        gateways.append(gateway)
         async with trio.open_nursery() as conns:
             async with trio.open_nursery() as listen:
                 try:

@@ -50,7 +50,7 @@ from actors.reflection.messages import (
 )
 from runtime.kernel._supervise import Supervisor
 from runtime.kernel.actor import leaf_exception
-from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
+from runtime.kernel.errors import ActorCrashed, ActorUnavailable, RemoteError, RuntimeFailure
 from runtime.kernel.unicode import encode_repaired
 from runtime.services.config import ServerConfig
 from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_snapshots
@@ -194,6 +194,14 @@ class Gateway:
         for c in list(self.clients):
             if c.session == session:
                 c.push(frame)
+
+    def actor_crashed(self, crash: ActorCrashed) -> None:
+        """Tell ``actors`` subscribers that an actor died and is being restarted
+        (``actor.restarting``: its name, exit code and the exception it reported)."""
+        self._to_channel("actors", {"type": "actor.restarting", "actor": crash.name,
+                                    "exitCode": crash.exitcode,
+                                    "error": crash.remote_type or None,
+                                    "restarts": self.sup.restart_count + 1})
 
     def _to_channel(self, channel: str, frame: dict[str, Any]) -> None:
         for c in list(self.clients):

@@ -90,7 +90,7 @@ class Shutdown(_F, tag="shutdown"):
 ClientFrame = Hello | Say | CancelFrame | MemoryFrame | Subscribe | MetricsFrame | Ping | \
     SessionsFrame | SessionGetFrame | SessionDeleteFrame | Shutdown
 
-CHANNELS = ("memory", "reflection")
+CHANNELS = ("memory", "reflection", "actors")
 
 _decoder = msgspec.json.Decoder(ClientFrame)
 
