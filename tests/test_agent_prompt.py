@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 
+import pytest
+
 from actors.agent.prompt import (
     ACTION_GRAMMAR,
     SECTION_ORDER,
@@ -98,3 +100,25 @@ def test_the_respond_section_quotes_the_users_last_message():
     assert "### respond" not in last  # neutralised, one line
     assert respond_text([]) == RESPOND
     assert len(respond_text([("user", "x" * 1000)]).splitlines()[-1]) < 340
+
+
+def test_the_prefix_and_grammar_follow_the_enabled_tools_only():
+    from actors.agent.prompt import (
+        ACTION_GRAMMAR,
+        STABLE_PREFIX,
+        agent_prompt,
+    )
+    from actors.memory.tools import TOOL_NAMES
+
+    full = agent_prompt()
+    assert (full.prefix, full.action_grammar, full.tools) == (STABLE_PREFIX, ACTION_GRAMMAR,
+                                                             TOOL_NAMES)
+    no_notes = agent_prompt(tuple(t for t in TOOL_NAMES if not t.startswith("memory.notes.")))
+    assert "memory.notes" not in no_notes.prefix and "memory.notes" not in no_notes.action_grammar
+    assert "### recalled" in no_notes.prefix  # the sections are still explained
+    assert agent_prompt(no_notes.tools) == no_notes  # configuration only, never data
+    none = agent_prompt(())
+    assert "toolname" not in none.action_grammar and "call" not in none.action_grammar
+    assert none.tools == () and "Tools:" in none.prefix
+    with pytest.raises(ValueError):
+        agent_prompt(("web.search",))

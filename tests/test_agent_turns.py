@@ -7,8 +7,10 @@ persistence is also checked directly on ``sessions.sqlite``.
 
 from __future__ import annotations
 
+import json
 import time
 
+import pytest
 import trio
 
 from actors.agent.sessions import SessionState, SessionStore, strip_ephemeral
@@ -137,3 +139,46 @@ def test_strip_ephemeral_clears_every_ephemeral_field():
     clean = strip_ephemeral(s)
     assert clean.recalled_notes == [] and clean.memory_index == []
     assert s.recalled_notes == [1, 2]  # the live state is untouched
+
+
+@pytest.mark.parametrize("switch, off, kept", [
+    ("notes", ("memory.notes.store", "memory.notes.recall", "memory.notes.forget"),
+     "memory.profile.set"),
+    ("profile", ("memory.profile.set", "memory.profile.remove", "memory.profile.list"),
+     "memory.notes.store"),
+])
+async def test_a_switched_off_memory_channel_has_no_agent_tools(tmp_path, switch, off, kept):
+    """Seed 000 §8 (issue 24): with memory.notes.enabled / memory.profile.enabled false
+    the channel's tools leave the catalog and the grammar (the prefix changes with the
+    configuration only), a call by name is refused with a clear error, and the operator
+    ops over the websocket still work (they are not agent tools)."""
+    rules = [
+        {"grammar_contains": "reply", "times": 1,
+         "response": json.dumps({"tool": off[0], "args": (
+             {"content": "x"} if "notes" in off[0] else {"key": "k", "value": "v"})})},
+        {"grammar_contains": "reply", "response": '{"reply": "ok"}'},
+    ]
+    async with open_fake_llama(tmp_path / "fake", rules) as fake:
+        state = tmp_path / "state"
+        state.mkdir()
+        (state / "config.json").write_text(json.dumps({"memory": {switch: {"enabled": False}}}))
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                frames = await turn(c, "please remember this")
+                assert frames[-1]["reason"] == "reply"
+                (tool,) = [f for f in frames if f.get("step") == "tool.result"]
+                assert tool["summary"].startswith(f"error: tool '{off[0]}' is turned off "
+                                                 f"(memory.{switch}.enabled is false)")
+                # The operator ops are not agent tools: they still work.
+                if switch == "notes":
+                    note = await c.memory("memory.notes.store", {"content": "kept by hand"})
+                    assert note["content"] == "kept by hand"
+                else:
+                    fact = await c.memory("memory.profile.set", {"key": "k", "value": "v"})
+                    assert fact["value"] == "v"
+    for body in fake.completions():
+        if '"reply' not in (body.get("grammar") or ""):
+            continue
+        for name in off:
+            assert f'"\\"{name}\\""' not in body["grammar"] and f"- {name} " not in body["prompt"]
+        assert f"- {kept} " in body["prompt"]

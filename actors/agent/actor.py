@@ -22,7 +22,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
@@ -57,16 +56,15 @@ from .messages import (
     TurnResult,
 )
 from .prompt import (
-    ACTION_GRAMMAR,
     LAST_STEP_NOTICE,
-    REPLY_GRAMMAR,
-    STABLE_PREFIX,
     Finish,
     Invalid,
     Reply,
     TailInput,
     ToolCall,
+    agent_prompt,
     build_tail,
+    enabled_tools,
     parse_action,
     partial_reply,
 )
@@ -203,6 +201,8 @@ class AgentActor:
         self.store = store
         self.llm = llm
         self.metrics = Metrics()
+        # Persona, tool catalog and grammars for the tools memory.* leaves on (seed 000 §8).
+        self.prompt = agent_prompt(enabled_tools(self.cfg.memory))
         self.turns: dict[str, _Turn] = {}
         self.opened: dict[str, str | None] = {}  # opened, no turn yet: id → working dir
         self.db_lock = trio.Lock()
@@ -306,7 +306,8 @@ class AgentActor:
         """Warm the agent's slot with the stable prefix (persona and tool catalog) at
         start-up, so the first turn evaluates only its tail (embedded server only)."""
         if self.cfg.llm.url is None:
-            await warm_prefix(self.llm, STABLE_PREFIX, role="main", partition="agent:warmup")
+            await warm_prefix(self.llm, self.prompt.prefix, role="main",
+                              partition="agent:warmup")
 
     async def _run_turn(self, msg: RunTurn) -> TurnResult:
         if msg.session in self.turns:
@@ -480,8 +481,9 @@ class AgentActor:
                         stream: _ReplyStream) -> Any:
         """One completion of step ``n`` on the main slot, streamed through ``stream``."""
         return await self.llm.complete(
-            msg.session, STABLE_PREFIX, tail, role="main",
-            grammar=REPLY_GRAMMAR if n == last and last > 1 else ACTION_GRAMMAR,
+            msg.session, self.prompt.prefix, tail, role="main",
+            grammar=(self.prompt.reply_grammar if n == last and last > 1
+                     else self.prompt.action_grammar),
             n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
             on_token=stream.on_token)
 
@@ -522,7 +524,7 @@ class AgentActor:
                 # The server counted more tokens than our estimate (FC2-14): once, the
                 # same step again in the window it says it has, scaled by how far off
                 # the estimate was, with only the profile of memory; then the error.
-                window = _squeezed_window(exc, n_ctx, STABLE_PREFIX + tail)
+                window = _squeezed_window(exc, n_ctx, self.prompt.prefix + tail)
                 log.warning("agent.context_overflow", session=msg.session, window=window,
                             n_prompt_tokens=exc.n_prompt_tokens, n_ctx=exc.n_ctx)
                 self.metrics.inc("agent.context_overflow", {"retried": "yes"})
@@ -557,8 +559,15 @@ class AgentActor:
 
     async def _call_tool(self, msg: RunTurn, name: str, args: dict[str, Any]) -> str:
         """Run a memory tool; errors go back to the model as the result (it can retry)."""
-        if name not in TOOL_NAMES:
-            return f"error: unknown tool {name!r}; available: {', '.join(TOOL_NAMES)}"
+        if name not in self.prompt.tools:
+            if name in TOOL_NAMES:  # switched off (seed 000 §8), not unknown
+                switch = ("memory.notes.enabled" if name.startswith("memory.notes.")
+                          else "memory.profile.enabled" if name.startswith("memory.profile.")
+                          else f"memory.{name.split('.')[1]}.enabled")
+                return (f"error: tool {name!r} is turned off ({switch} is false); "
+                        f"available: {', '.join(self.prompt.tools) or 'none'}")
+            return (f"error: unknown tool {name!r}; available: "
+                    f"{', '.join(self.prompt.tools) or 'none'}")
         refused = refusal(name, args, msg.text)
         if refused is not None:
             self.metrics.inc("agent.tool_refused", {"tool": name})
