@@ -227,13 +227,22 @@ def test_corrections_are_stored_linked_ranked_first_and_marked(store):
     assert [n.id for n in store.recall("penicillin", bump=False)] == [
         new["allergy"].id, old["allergy"].id]
     assert [n.id for n in store.recall("Acme data engineer", bump=False)][0] == new["work"].id
-    # The prompt never shows the two as equally current.
+    # The prompt never shows the two as equally current: with its correction shown, the
+    # old statement is left out; shown without it, it is marked.
     ctx = build_context(ProfileStore(store.conn), store, "penicillin", working_dir=None,
                         links=links)
-    recalled = render_context(ctx)["recalled"].splitlines()
-    assert recalled[0].startswith(f"- #{new['allergy'].id} [health] Is not allergic")
-    assert recalled[1].startswith(
+    bodies = render_context(ctx)
+    assert bodies["recalled"].splitlines() == [
+        f"- #{new['allergy'].id} [health] {CORRECTIONS['allergy']}"]
+    assert f"#{old['allergy'].id} " not in bodies.get("memory-index", "")
+    alone = msgspec.structs.replace(ctx, recalled=[store.get(old["allergy"].id)], index=[],
+                                    expanded=0,
+                                    superseded={old["allergy"].id: new["allergy"].id})
+    assert render_context(alone)["recalled"].startswith(
         f"- #{old['allergy'].id} [health] (superseded by #{new['allergy'].id}) Is allergic")
+    # Recall's scores still read best first after the reordering.
+    scores = [n.score for n in store.recall("penicillin", bump=False)]
+    assert scores == sorted(scores, reverse=True)
 
 
 SAID = ("Turns out I'm not allergic to penicillin, the test was wrong. I still carry an "
@@ -823,3 +832,16 @@ async def test_a_20kb_paste_gets_a_reply_and_the_cap_is_counted(tmp_path):
                 saved = await c.request({"type": "session.get", "session": c.session,
                                          "id": "s"}, "session.result")
     assert saved["data"]["messages"][0]["text"] == log_text  # the message is kept whole
+
+
+async def test_the_user_is_told_when_their_message_was_cut_for_the_context(tmp_path):
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "A long log."}'}]
+    text = " ".join(f"line {i}: worker-{i % 7} failed with code E{i:04d}" for i in range(900))
+    async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say(text)]
+    (notice,) = [f for f in frames if f.get("step") == "notice"]
+    assert "longer than the model's context" in notice["message"]
+    assert frames[-1]["reason"] == "reply"

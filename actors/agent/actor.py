@@ -56,6 +56,7 @@ from .messages import (
     TurnResult,
 )
 from .prompt import (
+    CLIP_MARKER,
     LAST_STEP_NOTICE,
     Finish,
     Invalid,
@@ -510,6 +511,11 @@ class AgentActor:
                     conversation_max_tokens=self.cfg.agent.conversation_max_tokens))
 
             tail = tail_for(n_ctx, memory)
+            if n == 1 and CLIP_MARKER in tail and CLIP_MARKER not in msg.text:
+                await self._emit(msg.session, "step", turn=msg.turn, step="notice",
+                                 message="your message is longer than the model's context "
+                                         "holds: its middle was left out of the prompt (the "
+                                         "conversation keeps it whole)")
             if msg.debug:
                 await self._emit(msg.session, "step", turn=msg.turn, step="prompt", n=n, tail=tail)
             log.debug("agent.prompt_tail", session=msg.session, step=n, tail=tail)

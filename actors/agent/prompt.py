@@ -378,6 +378,10 @@ def _conversation(history: list[tuple[str, str]], scratch: list[str], budget: in
     return "\n".join(head + list(reversed(kept)))
 
 
+CLIP_MARKER = "characters not shown …]"
+"""How :func:`clip_middle` ends the note that stands for a message's left-out middle."""
+
+
 def clip_middle(line: str, budget: int) -> str:
     """``line`` cut to about ``budget`` estimated tokens by leaving out its middle: the
     first two thirds and the last third of what fits, joined by ``[… N characters not
@@ -388,7 +392,7 @@ def clip_middle(line: str, budget: int) -> str:
     chars = max(40, int(budget * 3.6) - 40)  # (estimate_tokens counts ~3.6 chars a token)
     while True:
         head, tail = line[:chars * 2 // 3], line[len(line) - chars // 3:]
-        clipped = f"{head} [… {len(line) - len(head) - len(tail)} characters not shown …] {tail}"
+        clipped = f"{head} [… {len(line) - len(head) - len(tail)} {CLIP_MARKER} {tail}"
         if estimate_tokens(clipped) <= budget or chars <= 40:
             return clipped
         chars = max(40, chars * 9 // 10)

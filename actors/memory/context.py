@@ -228,6 +228,17 @@ def build_context(
                         error=str(exc))
 
     superseded = _safe_map(lambda: superseded_by(notes.conn, [n.id for n in recalled + index]))
+    if superseded:
+        # A note whose correction is shown too is left out: the prompt shows the
+        # current statement only (a small model answered from the old one, marked
+        # superseded, in a trial); one whose correction is not shown keeps its mark.
+        shown = {n.id for n in recalled + index}
+        stale = {old for old, new in superseded.items() if new in shown}
+        if stale:
+            kept = [n for n in recalled if n.id not in stale]
+            neighbours = [n for n in neighbours if n.id not in stale]
+            recalled, index = kept, [n for n in index if n.id not in stale]
+            superseded = {k: v for k, v in superseded.items() if k not in stale}
     return MemoryContext(profile=profile, recalled=recalled, index=index,
                          lessons=lesson_rows, procedures=procedure_rows,
                          expanded=len(neighbours), superseded=superseded)

@@ -101,8 +101,20 @@ class _HasId(Protocol):
 
 def newest_first(conn: apsw.Connection, notes: Sequence[_HasId]) -> list:
     """``notes`` in the same order, except that each note superseded by another note
-    comes after every note that is not (stable; a no-op without supersede links)."""
+    comes after every note that is not (stable; a no-op without supersede links). A
+    moved note's ``score`` (when it has one) is lowered to just below the last current
+    note's, so scores still read best first."""
     gone = superseded_by(conn, [n.id for n in notes])
     if not gone:
         return list(notes)
-    return [n for n in notes if n.id not in gone] + [n for n in notes if n.id in gone]
+    current = [n for n in notes if n.id not in gone]
+    floor = min((n.score for n in current if getattr(n, "score", None) is not None),
+                default=None)
+    moved = []
+    for n in notes:
+        if n.id in gone:
+            score = getattr(n, "score", None)
+            if floor is not None and score is not None and score >= floor:
+                n = msgspec.structs.replace(n, score=round(floor * 0.99, 4))
+            moved.append(n)
+    return current + moved

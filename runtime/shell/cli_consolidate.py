@@ -58,8 +58,9 @@ def report_text(report: dict[str, Any]) -> str:
     line = f"consolidation {outcome}: " + ", ".join(parts) + \
         f" in {report['durationMs'] / 1000:.1f} s"
     if report["clusters"] == 0:
-        line += (" (no cluster of linked notes old enough; links come from the link "
-                 "generator after turns, or `memory links add`)")
+        line += (" (no cluster of linked notes old enough: a cluster needs "
+                 "memory.consolidation.minClusterSize (3) notes linked together; notes are "
+                 "linked by meaning once embedded, or by `memory links add`)")
     return line
 
 

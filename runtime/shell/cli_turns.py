@@ -81,6 +81,8 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                 print(f"[tool] {frame['tool']} → {frame['summary']}", file=sys.stderr)
             elif kind == "step" and frame.get("step") == "tool.result":
                 status.show("the model is working")
+            elif kind == "step" and frame.get("step") == "notice":
+                print(f"atomic-agent: note: {frame.get('message', '')}", file=sys.stderr)
             elif kind == "reply.delta":
                 shown += frame["text"]
                 print(frame["text"], end="", flush=True)
@@ -307,6 +309,8 @@ async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str]) -> None:
                 print(f"  [tool] {frame['tool']} → {frame['summary']}")
             elif kind == "step" and frame.get("step") == "error":
                 print(f"  error: {frame.get('message', '')}")
+            elif kind == "step" and frame.get("step") == "notice":
+                print(f"  note: {frame.get('message', '')}")
             elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
                 if shown is not None and not shown.endswith("\n"):
                     print()

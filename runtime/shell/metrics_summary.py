@@ -64,10 +64,10 @@ def summarize(metrics: dict[str, Any]) -> str:
     if not reflections and sum(turns.values()):
         lines.append("  (no reflection yet: memory.reflection.enabled, or still running)")
     tools = _by_label(counters, "agent.tool_calls")
-    lines.append(f"tool calls: {_parts(tools) if tools else 'none'}")
     refused = _by_label(counters, "agent.tool_refused")
+    lines.append(f"tool calls run: {_parts(tools) if tools else 'none'}")
     if refused:
-        lines.append(f"  refused: {_parts(refused)}")
+        lines.append(f"  refused (not run): {_parts(refused)}")
     recall = _by_label(counters, "agent.memory.recall")
     if recall:
         lines.append(f"recall: {_parts(recall)}")
