@@ -274,7 +274,7 @@ async def test_consolidate_command_distils_archives_and_forget_undoes_it(tmp_pat
         async with run_daemon(state, llm_url=fake.url):
             r = await trio.to_thread.run_sync(lambda: _cli("memory", "consolidate", state=state))
             assert r.returncode == 0, r.stderr
-            assert "0 cluster(s)" in r.stdout and "links come from" in r.stdout
+            assert "0 cluster(s)" in r.stdout and "linked by meaning once embedded" in r.stdout
             for a, b in ((ids[0], ids[1]), (ids[2], ids[1])):
                 r = await trio.to_thread.run_sync(
                     lambda: _cli("memory", "links", "add", str(a), str(b), state=state))
