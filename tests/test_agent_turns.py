@@ -182,3 +182,40 @@ async def test_a_switched_off_memory_channel_has_no_agent_tools(tmp_path, switch
         for name in off:
             assert f'"\\"{name}\\""' not in body["grammar"] and f"- {name} " not in body["prompt"]
         assert f"- {kept} " in body["prompt"]
+
+
+def test_the_now_line_uses_the_users_zone_else_the_machines():
+    from datetime import datetime, timezone
+
+    from actors.agent.now import now_line, user_zone
+
+    t = datetime(2026, 3, 5, 22, 30, tzinfo=timezone.utc)
+    assert now_line("Asia/Tokyo", t) == "now: Friday 6 March 2026, 07:30 (Asia/Tokyo)"
+    assert now_line("Nowhere/Atlantis", t).startswith("now: ")  # falls back, never raises
+
+    class Fact:
+        def __init__(self, key, value):
+            self.key, self.value = key, value
+
+    assert user_zone([Fact("name", "Dana"), Fact("timezone", " Europe/Paris ")]) == "Europe/Paris"
+    assert user_zone([Fact("name", "Dana")]) is None
+
+
+async def test_the_tail_carries_the_current_date_in_the_users_time_zone(tmp_path):
+    """Issue 24, item 3: ``### world`` says what time it is for the user (the profile's
+    ``timezone``), and the stable prefix stays the same."""
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.memory("memory.profile.set", {"key": "timezone", "value": "Asia/Tokyo"})
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("what day is it?", debug=True)]
+                (prompt,) = [f for f in frames if f.get("step") == "prompt"]
+                world = prompt["tail"].split("### world\n")[1].split("\n\n")[0]
+                assert world.splitlines()[0] == "working directory: (none)"
+                assert world.splitlines()[1].startswith("now: ")
+                assert world.endswith("(Asia/Tokyo)")
+    from actors.agent.prompt import STABLE_PREFIX
+
+    assert all(STABLE_PREFIX in b["prompt"] for b in fake.completions()
+               if '"reply' in (b.get("grammar") or ""))

@@ -69,6 +69,7 @@ from .prompt import (
     parse_action,
     partial_reply,
 )
+from .now import now_line, user_zone
 from .rewriter import Rewriter
 from .sessions import Message, SessionState, SessionStore, valid_session_id
 from .write_guard import refusal
@@ -99,6 +100,7 @@ class _Turn:
     prefill_tokens: int = 0  # prompt tokens the server processed (its cache excluded)
     steps: int = 0
     surfaced: list[Surfaced] = field(default_factory=list)  # memory items rendered
+    zone: str | None = None  # the user's time zone, from the profile (agent/now.py)
 
 
 def surfaced_items(mem: MemoryContext, sections: dict[str, str]) -> list[Surfaced]:
@@ -458,10 +460,12 @@ class AgentActor:
         except (RuntimeFailure, trio.TooSlowError) as exc:
             log.warning("agent.memory_context_failed", error=str(exc))
             return {}
+        turn = self.turns.get(msg.session)
+        if turn is not None:
+            turn.zone = user_zone(mem.profile)
         state.recalled_notes = [n.id for n in mem.recalled]
         state.memory_index = [n.id for n in mem.index]
         sections = render_configured(mem, self.cfg.memory)
-        turn = self.turns.get(msg.session)
         if turn is not None:
             turn.surfaced = surfaced_items(mem, sections)
         elapsed = (time.monotonic() - t0) * 1000
@@ -498,6 +502,7 @@ class AgentActor:
         step = _Step()
         n_ctx = await self._context_window()
         last = self.cfg.agent.max_steps
+        turn_zone = self.turns[msg.session].zone if msg.session in self.turns else None
         for n in range(1, last + 1):
             if n == last and last > 1:
                 step.notice = (step.notice + " " + LAST_STEP_NOTICE).strip()
@@ -506,7 +511,8 @@ class AgentActor:
             def tail_for(window: int, shown: dict[str, str]) -> str:
                 return build_tail(TailInput(
                     memory=shown, history=history, scratch=step.scratch, notice=notice,
-                    world=f"working directory: {state.working_dir or '(none)'}",
+                    world=(f"working directory: {state.working_dir or '(none)'}\n"
+                           + now_line(turn_zone)),
                     context_window=window, reply_reserve=self.cfg.llm.n_predict,
                     conversation_max_tokens=self.cfg.agent.conversation_max_tokens))
 
