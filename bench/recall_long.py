@@ -90,7 +90,7 @@ def measure(path: Path, runs: int) -> dict[str, object]:
     conn = open_database(str(path))
     store = MemoryStore(conn, max_entries=1_000_000)
     before = recall_mod.build_recall_query(long500)
-    after = recall_mod.cap_terms(conn, before)
+    after = recall_mod.cap_terms(before)
     found = [n.content for n in store.recall("passport", bump=False)]
     times: dict[str, list[float]] = {name: [] for name in queries}
     for name, q in queries.items():  # warm-up

@@ -792,7 +792,7 @@ def test_a_pasted_log_ors_a_bounded_number_of_terms_and_rare_words_still_count(s
     log_text = " ".join(f"worker{i % 400} queue{i % 300} failed passport" for i in range(2000))
     query = recall.build_recall_query(log_text)
     assert len(query.parts) > recall.MAX_QUERY_TERMS
-    capped = recall.cap_terms(store.conn, query)
+    capped = recall.cap_terms(query)
     assert len(capped.parts) <= recall.MAX_QUERY_TERMS
     assert not [p for p in capped.parts if p.endswith("*") and len(p.strip('"*')) <= 2]
     assert recall.LIMITED["terms"] == 1

@@ -37,7 +37,7 @@ import trio
 
 from runtime.kernel.actor import ActorContext
 from runtime.services.config import ActorBoot, MemoryConfig
-from runtime.services.metrics import Metrics, MetricsRequest
+from runtime.services.metrics import Metrics, MetricsRequest, count_process_wide
 
 from . import cold
 from .clock import CLOCK
@@ -90,6 +90,11 @@ READ_BUSY_TIMEOUT_MS = 100
 """Busy timeout (ms) of the read connection: past it a read is retried on the
 writer path (whose timeout is ``schema.BUSY_TIMEOUT_MS``) instead of blocking the
 actor's event loop."""
+# The store's process-wide counts, in every metrics snapshot of this process: steps back
+# of the wall clock (FC2-09), recalls capped or cut short (FC2-01).
+count_process_wide(lambda: {"memory.clock_skew": CLOCK.skews,
+                            **{f"memory.recall.limited{{reason={why}}}": n
+                               for why, n in LIMITED.items()}})
 FORGOTTEN_TURNS = 64
 """Turns whose forgotten texts are kept (in memory) for their reflection to check."""
 
@@ -381,11 +386,6 @@ class MemoryActor:
         ``agent.memory.request_ms`` (metrics requests themselves excluded)."""
         msg = self._decoder.decode(body)
         if isinstance(msg, MetricsRequest):
-            if CLOCK.skews:  # steps back of the wall clock seen by the store (FC2-09)
-                self.metrics.counters["memory.clock_skew"] = CLOCK.skews
-            for why, count in LIMITED.items():  # recalls capped or cut short (FC2-01)
-                if count:
-                    self.metrics.counters[f"memory.recall.limited{{reason={why}}}"] = count
             return self.metrics.snapshot()
         kind = msg.op if isinstance(msg, ToolOp) else type(msg).__name__
         t0 = time.monotonic()

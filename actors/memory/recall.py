@@ -369,7 +369,7 @@ def ranked_search(
     :data:`RECALL_BUDGET_MS` is interrupted (an SQLite progress handler) and returns
     ``[]``; both are logged and counted in :data:`LIMITED`.
     """
-    query = cap_terms(conn, query)
+    query = cap_terms(query)
     deadline = time.monotonic() + RECALL_BUDGET_MS / 1000
     conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
     try:
@@ -385,7 +385,7 @@ def ranked_search(
         conn.set_progress_handler(None)
 
 
-def cap_terms(conn: apsw.Connection, query: RecallQuery) -> RecallQuery:
+def cap_terms(query: RecallQuery) -> RecallQuery:
     """``query`` with at most :data:`MAX_QUERY_TERMS` terms, unchanged when it is short
     enough: the longest distinct words are kept (a CJK phrase counts as long), in their
     order. Length stands in for rarity (Zipf: long words are the rare ones; a document
@@ -393,7 +393,7 @@ def cap_terms(conn: apsw.Connection, query: RecallQuery) -> RecallQuery:
     500-word message at 20,000 notes), and from :data:`COMMON_MIN_NOTES` notes on the
     kept words are split into rare and common by their real document frequency
     (step 2). A pasted log of 500 words otherwise ORs them all and pays for each one's
-    postings (FC2-01). ``conn`` is unused (kept for a future rarity source)."""
+    postings (FC2-01)."""
     if len(query.parts) <= MAX_QUERY_TERMS:
         return query
     size = {p: (100 if len(t) != 1 else len(t[0])) for p, (t, _star) in

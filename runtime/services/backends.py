@@ -51,6 +51,7 @@ from .llm import (
     overflow_error,
     sse_lines,
 )
+from .metrics import count_process_wide
 
 __all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "api_key_for",
            "backends_from_config"]
@@ -59,6 +60,8 @@ log = structlog.get_logger()
 REFUSED_FIELDS: dict[str, int] = {}
 """Request fields OpenAI-compatible servers refused in this process, by field (FC2-15);
 every Metrics snapshot reports them as ``llm.field_refused{field}``."""
+count_process_wide(lambda: {f"llm.field_refused{{field={f}}}": n
+                            for f, n in REFUSED_FIELDS.items()})
 
 OnToken = Callable[[str], Awaitable[None]]
 PROPS_TIMEOUT_S = 5.0

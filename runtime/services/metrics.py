@@ -11,13 +11,26 @@ compares it idle before and after a load to find task leaks).
 from __future__ import annotations
 
 import bisect
+from collections.abc import Callable
 
 import msgspec
 import trio
 
 from runtime.kernel import unicode
 
-from .backends import REFUSED_FIELDS
+PROCESS_COUNTERS: list[Callable[[], dict[str, int]]] = []
+"""Sources of counters kept once per process by modules that have no ``Metrics`` of their
+own (lone surrogates repaired, request fields refused, clock steps, recalls limited):
+each returns ``{name: count}``; every :meth:`Metrics.snapshot` adds the non-zero ones.
+Register with :func:`count_process_wide`."""
+
+
+def count_process_wide(source: Callable[[], dict[str, int]]) -> None:
+    """Add ``source`` to :data:`PROCESS_COUNTERS` (once per process, at import)."""
+    PROCESS_COUNTERS.append(source)
+
+
+count_process_wide(lambda: {"text.repaired": unicode.repairs()})  # (FC2-12)
 
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 """Upper bounds (ms) of latency histogram buckets; a last ``+Inf`` bucket is implied."""
@@ -56,19 +69,15 @@ class Metrics:
 
     def snapshot(self) -> dict:
         """Plain-data copy; histogram buckets keyed by their upper bound (``inf`` last).
-        Counters include ``text.repaired`` (``runtime.kernel.unicode.repairs``) once this
-        process replaced a lone surrogate, and ``llm.field_refused{field}`` once a server
-        refused a request field (``backends.REFUSED_FIELDS``)."""
+        Counters include the non-zero :data:`PROCESS_COUNTERS` of this process."""
         hist = {}
         for name, h in self.histograms.items():
             bounds = [str(b) for b in LATENCY_BUCKETS_MS] + ["inf"]
             hist[name] = {"count": h["count"], "sum": round(h["sum"], 3),
                           "buckets": dict(zip(bounds, h["buckets"]))}
         counters = dict(self.counters)
-        if unicode.repairs():  # lone surrogates this process replaced (FC2-12)
-            counters["text.repaired"] = unicode.repairs()
-        for field, count in REFUSED_FIELDS.items():  # (FC2-15)
-            counters[f"llm.field_refused{{field={field}}}"] = count
+        for source in PROCESS_COUNTERS:
+            counters.update((name, n) for name, n in source().items() if n)
         return {"counters": counters, "histograms": hist, "gauges": {"tasks": live_tasks()}}
 
 
