@@ -32,6 +32,9 @@ per-conversation table (the four held-out LoCoMo conversations are not in
 and the second recall it also reports where the missed evidence turns lie and
 LongMemEval-style session-level figures (``bench/locomo_metrics.py``).
 
+The temporal questions answered end to end, with and without the notes' dates (issue
+24): ``python -m bench.locomo --temporal`` (:mod:`bench.locomo_temporal`).
+
 Usage: ``python -m bench.locomo [--quick] [--ablation] [--hybrid] [--embedder MODEL]
 [--data PATH]``;
 ``--quick`` uses two conversations and does not write ``bench/RESULTS.md``.
@@ -406,7 +409,12 @@ def analysis(table, n, names: dict[str, str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the evaluation; print the tables; record them unless ``--quick``."""
+    """Run the evaluation; print the tables; record them unless ``--quick``.
+    ``--temporal`` runs :mod:`bench.locomo_temporal` instead (answers, not retrieval)."""
+    args_in = list(sys.argv[1:] if argv is None else argv)
+    if "--temporal" in args_in:
+        from bench import locomo_temporal
+        return locomo_temporal.main([a for a in args_in if a != "--temporal"])
     p = argparse.ArgumentParser(prog="python -m bench.locomo",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="two conversations, no RESULTS.md")
@@ -418,6 +426,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="local embedding model of the hybrid rows (default: "
                         f"memory.embeddings.model, {EMBEDDER_MODEL[0]})")
     p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--temporal", action="store_true",
+                   help="answer the temporal questions end to end instead "
+                        "(bench.locomo_temporal; its own options follow)")
     args = p.parse_args(argv)
     EMBEDDER_MODEL[0] = args.embedder
     write = args.write if args.write is not None else not args.quick

@@ -219,3 +219,39 @@ async def test_the_tail_carries_the_current_date_in_the_users_time_zone(tmp_path
 
     assert all(STABLE_PREFIX in b["prompt"] for b in fake.completions()
                if '"reply' in (b.get("grammar") or ""))
+
+
+async def test_session_facts_and_dated_memory_reach_the_tail_and_are_never_saved(tmp_path):
+    """Issue 24, items 2 and 3: a fact the agent wrote in this session is in the next
+    turn's ``### session-facts`` although the keyword gate keeps it out of ``### profile``;
+    a recalled note carries the day it was written; neither is saved with the session."""
+    from actors.memory.dates import written_date
+
+    state = tmp_path / "state"
+    rules = [
+        {"grammar_contains": "reply", "times": 1, "response": json.dumps(
+            {"tool": "memory.profile.set", "args": {
+                "key": "thesis_due", "value": "14 March 2027", "pinned": False,
+                "keywords": ["thesis"]}})},
+        {"grammar_contains": "reply", "response": '{"reply": "Noted."}'},
+    ]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                stored = await c.memory("memory.notes.store",
+                                        {"content": "The garden shed needs a new roof"})
+                await turn(c, "Remember that my thesis is due on 14 March 2027")
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("what about the garden shed?", debug=True)]
+                sid = c.session
+    (prompt,) = [f for f in frames if f.get("step") == "prompt"]
+    tail = prompt["tail"]
+    assert "### session-facts\n- thesis_due: 14 March 2027\n" in tail
+    assert tail.count("- thesis_due") == 1  # once: the keyword gate kept it out of ### profile
+    day = written_date(stored["createdAt"])
+    assert f"- #{stored['id']} {day}: The garden shed needs a new roof" in tail
+    assert tail.index("### session-facts") < tail.index("### recalled") < tail.index("### world")
+    store = SessionStore(str(state / "sessions.sqlite"))
+    saved = store.get(sid)
+    store.close()
+    assert saved is not None and saved.known_facts == [] and saved.recalled_notes == []

@@ -355,3 +355,23 @@ async def test_cold_path_on_the_default_model(tmp_path):
     assert sorted(lesson["parentIds"]) == ids[:3]  # the related notes, not Anna's
     text = (lesson["activation"] + " " + lesson["principle"]).lower()
     assert any(w in text for w in ("run", "marathon", "training", "rest")), lesson
+
+
+async def test_where_did_i_live_before_on_the_default_model(tmp_path):
+    """Issue 24 on the default install: a fact that replaced another shows its earlier
+    value (``### profile``: "since …; before: Lyon"), and the default model answers a
+    "before" question from it in a new session."""
+    _need_default_model()
+    state = tmp_path / "state"
+    async with run_daemon(state, ready_timeout_s=300) as d:
+        async with open_client(url=d.url, token=d.token) as c:
+            await c.memory("memory.profile.set", {"key": "home_city", "value": "Lyon"})
+            await c.memory("memory.profile.set", {"key": "home_city", "value": "Berlin"})
+        async with open_client(url=d.url, token=d.token, session="before") as c:
+            with trio.fail_after(600):
+                frames = [f async for f in c.say("Which city did I live in before Berlin?",
+                                                 debug=True)]
+    tail = next(f["tail"] for f in frames if f.get("step") == "prompt")
+    assert "- home_city: Berlin (since " in tail and "; before: Lyon)" in tail, tail
+    reply = next(f["text"] for f in frames if f["type"] == "reply")
+    assert "lyon" in reply.lower(), reply

@@ -69,7 +69,7 @@ from .prompt import (
     parse_action,
     partial_reply,
 )
-from .now import now_line, user_zone
+from .now import now_line
 from .rewriter import Rewriter
 from .sessions import Message, SessionState, SessionStore, valid_session_id
 from .write_guard import refusal
@@ -117,6 +117,8 @@ def surfaced_items(mem: MemoryContext, sections: dict[str, str]) -> list[Surface
            if shown("recalled", f"- #{n.id}")]
     out += [Surfaced("profile", f.id, f"{f.key}: {f.value}"[:300]) for f in mem.profile
             if any(ln.startswith(f"- {f.key}:") for ln in lines("profile"))]
+    out += [Surfaced("profile", f.id, f"{f.key}: {f.value}"[:300]) for f in mem.session_facts
+            if any(ln.startswith(f"- {f.key}:") for ln in lines("session-facts"))]
     out += [Surfaced("lesson", x.id, x.activation[:300]) for x in mem.lessons
             if shown("lessons", f"*{x.id}")]
     out += [Surfaced("procedure", x.id, x.activation[:300]) for x in mem.procedures
@@ -462,9 +464,10 @@ class AgentActor:
             return {}
         turn = self.turns.get(msg.session)
         if turn is not None:
-            turn.zone = user_zone(mem.profile)
+            turn.zone = mem.zone
         state.recalled_notes = [n.id for n in mem.recalled]
         state.memory_index = [n.id for n in mem.index]
+        state.known_facts = [f.id for f in mem.session_facts]
         sections = render_configured(mem, self.cfg.memory)
         if turn is not None:
             turn.surfaced = surfaced_items(mem, sections)

@@ -10,25 +10,11 @@ untouched; the tail already changes from turn to turn after ``### recalled``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime, timezone
-from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from actors.memory.dates import TIMEZONE_KEYS, resolve_zone, user_zone
 
 __all__ = ["TIMEZONE_KEYS", "now_line", "user_zone"]
-
-TIMEZONE_KEYS = ("timezone", "time_zone", "tz")
-"""Profile keys read as the user's time zone, first found wins."""
-
-
-def user_zone(facts: Iterable[Any]) -> str | None:
-    """The value of the first :data:`TIMEZONE_KEYS` fact among ``facts`` (objects with
-    ``key`` and ``value``), stripped; None when there is none."""
-    by_key = {f.key: f.value for f in facts}
-    for key in TIMEZONE_KEYS:
-        if str(by_key.get(key, "")).strip():
-            return str(by_key[key]).strip()
-    return None
 
 
 def now_line(zone: str | None = None, now: datetime | None = None) -> str:
@@ -36,13 +22,10 @@ def now_line(zone: str | None = None, now: datetime | None = None) -> str:
     current time) in ``zone`` when it is an IANA zone name this machine knows, else in
     the machine's local zone (shown as its abbreviation or UTC offset). Never raises."""
     moment = now or datetime.now(timezone.utc)
-    label = None
-    if zone:
-        try:
-            moment, label = moment.astimezone(ZoneInfo(zone)), zone
-        except (ZoneInfoNotFoundError, ValueError, OSError):
-            label = None
-    if label is None:
+    tz, label = resolve_zone(zone)
+    if tz is not None:
+        moment = moment.astimezone(tz)
+    else:
         moment = moment.astimezone()
         label = moment.tzname() or moment.strftime("%z")
     return (f"now: {moment.strftime('%A')} {moment.day} {moment.strftime('%B %Y')}, "

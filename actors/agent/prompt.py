@@ -332,7 +332,7 @@ class TailInput:
     """Everything the variable tail is built from (one step of one turn).
 
     ``memory`` holds rendered section bodies keyed by section name (``profile``,
-    ``recalled``, ``memory-index``, ``lessons``, ``procedures``), each already within
+    ``recalled``, ``memory-index``, ``session-facts``, ``lessons``, ``procedures``), each already within
     its own budget. ``history`` is [(role, text)] oldest first, the current user
     message last. ``scratch`` is this turn's tool calls and results. Token counts
     use the estimate of :func:`actors.memory.render.estimate_tokens`.
@@ -423,6 +423,7 @@ def build_tail(t: TailInput) -> str:
     """Render the variable tail in SECTION_ORDER; see the module docstring."""
     fixed = {
         "memory-index": t.memory.get("memory-index", ""),
+        "session-facts": t.memory.get("session-facts", ""),
         "recalled": t.memory.get("recalled", ""),
         "world": t.world,
         "profile": t.memory.get("profile", ""),

@@ -53,8 +53,9 @@ class Message(msgspec.Struct, array_like=True):
 
 
 class SessionState(msgspec.Struct, kw_only=True):
-    """A session. ``recalled_notes`` and ``memory_index`` are ephemeral (ids of this
-    turn's memory context), stripped before persistence."""
+    """A session. ``recalled_notes``, ``memory_index`` and ``known_facts`` are ephemeral
+    (ids of this turn's memory context: notes recalled, index rows, the profile facts of
+    ``### session-facts``), stripped before persistence (seed 000 §6-§7)."""
 
     id: str
     created_at: int
@@ -64,9 +65,10 @@ class SessionState(msgspec.Struct, kw_only=True):
     turns: int = 0
     recalled_notes: list[int] = msgspec.field(default_factory=list)
     memory_index: list[int] = msgspec.field(default_factory=list)
+    known_facts: list[int] = msgspec.field(default_factory=list)
 
 
-EPHEMERAL_FIELDS = ("recalled_notes", "memory_index")
+EPHEMERAL_FIELDS = ("recalled_notes", "memory_index", "known_facts")
 
 
 def strip_ephemeral(state: SessionState) -> SessionState:

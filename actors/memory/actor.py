@@ -569,7 +569,11 @@ class MemoryActor:
             bump=False, recall_text=msg.recall_query, recall=self._recall_for(s),
             score_blend=cfg.voting.score_blend if cfg.voting.enabled else None,
             profile_vote_floor=(-cfg.voting.profile_filter_threshold
-                                if cfg.voting.enabled else None))
+                                if cfg.voting.enabled else None),
+            session=msg.session,
+            session_facts_limit=(cfg.session_facts.limit
+                                 if cfg.session_facts.enabled and cfg.profile.enabled else 0),
+            profile_history=cfg.profile.show_dates and cfg.profile.enabled)
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
         """Write every fact and note of one reflection in ONE transaction; invalid items

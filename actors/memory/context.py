@@ -14,7 +14,15 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
   index's budget when rendered, so links never lengthen the prompt's tail; the index
   leaves out only the hits, and a neighbour the index shows is not repeated;
 * ``lessons`` / ``procedures`` -- keyword recall on the same query (anchor §3.6 step 5),
-  projected to pointer rows; any failure degrades to ``[]``.
+  projected to pointer rows; any failure degrades to ``[]``;
+* ``session_facts`` -- the active profile facts written in this session, the newest
+  ``memory.sessionFacts.limit`` (seed 000 §7: ``SessionState.knownFacts``, last 8), minus
+  those ``### profile`` shows; rebuilt from the store every turn, never saved with the
+  session;
+* ``before`` -- for the shown profile facts that replaced an earlier value, that value
+  (``### profile`` shows it: "where did I live before?");
+* ``zone`` -- the user's time zone from the profile (``dates.user_zone``), in which the
+  tail's ``now:`` line and the notes' dates are written (issue 24).
 
 The result is plain data (msgspec Struct) the memory actor sends to the agent actor,
 which turns it into section bodies with :func:`render_context` (or the individual
@@ -32,6 +40,7 @@ import msgspec
 import structlog
 
 from .corrections import superseded_by
+from .dates import user_zone
 from .lessons import LessonPointer, LessonStore
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
@@ -45,6 +54,7 @@ from .render import (
     render_procedures,
     render_profile,
     render_recalled,
+    render_session_facts,
 )
 
 __all__ = ["MemoryContext", "build_context", "recall_query", "render_context",
@@ -71,6 +81,12 @@ class MemoryContext(msgspec.Struct):
         superseded: ``{note id: newer note id}`` for the recalled and index notes a
             later note corrects (``corrections.superseded_by``, FC2-05); rendered as
             ``(superseded by #N)``.
+        session_facts: active facts written in this session, oldest first, at most
+            ``memory.sessionFacts.limit``, none of them in ``profile``.
+        before: ``{profile fact id: the version it replaced}`` for the facts of
+            ``profile`` that have one (``ProfileStore.predecessors``).
+        zone: the user's time zone name from the profile (``timezone``/``time_zone``/
+            ``tz``, any fact, gated or not), None when the profile names none.
 
     Fields added after the first release have defaults (msgspec schema evolution), so
     an older peer decodes a newer context and vice versa.
@@ -83,6 +99,9 @@ class MemoryContext(msgspec.Struct):
     procedures: list[ProcedurePointer] = msgspec.field(default_factory=list)
     expanded: int = 0
     superseded: dict[int, int] = msgspec.field(default_factory=dict)
+    session_facts: list[ProfileFact] = msgspec.field(default_factory=list)
+    before: dict[int, ProfileFact] = msgspec.field(default_factory=dict)
+    zone: str | None = None
 
 
 def recall_query(user_message: str | None) -> str:
@@ -125,6 +144,9 @@ def build_context(
     recall: Callable[..., list[Note]] | None = None,
     score_blend: float | None = None,
     profile_vote_floor: float | None = None,
+    session: str | None = None,
+    session_facts_limit: int = 0,
+    profile_history: bool = False,
 ) -> MemoryContext:
     """Build the :class:`MemoryContext` for one turn.
 
@@ -154,6 +176,10 @@ def build_context(
             procedures are reordered by votes and outcomes (anchor §7.2); None = BM25.
         profile_vote_floor: when given (``-memory.voting.profileFilterThreshold``),
             facts whose ``vote_score`` is at or below it are left out (anchor §7.4).
+        session / session_facts_limit: the session id and ``memory.sessionFacts.limit``
+            (0 = off): its newest facts not already in ``profile`` fill
+            ``session_facts``.
+        profile_history: ``memory.profile.showDates``: fill ``before``.
 
     ``recall_count`` is bumped exactly once per surfaced note (BM25 hit or expanded
     neighbour; anchor §3.6 invariant), in one transaction at the end; with
@@ -172,6 +198,12 @@ def build_context(
             (profile_vote_floor,))}
         facts = [f for f in facts if f.id not in hidden]
     profile = gate_profile(facts, user_message, gate=gate)
+    shown_facts = {f.id for f in profile}
+    before = (_safe_map(lambda: profiles.predecessors(sorted(shown_facts)), "profile_history")
+              if profile_history and profile else {})
+    session_rows = (_safe("session_facts", lambda: [
+        f for f in profiles.session_facts(session or "", session_facts_limit)
+        if f.id not in shown_facts]) if session_facts_limit > 0 and session else [])
 
     recalled: list[Note] = []
     if k > 0:
@@ -227,7 +259,8 @@ def build_context(
             log.warning("memory.context.bump_failed", error_type=type(exc).__name__,
                         error=str(exc))
 
-    superseded = _safe_map(lambda: superseded_by(notes.conn, [n.id for n in recalled + index]))
+    superseded = _safe_map(lambda: superseded_by(notes.conn, [n.id for n in recalled + index]),
+                           "superseded")
     if superseded:
         # A note whose correction is shown too is left out: the prompt shows the
         # current statement only (a small model answered from the old one, marked
@@ -241,15 +274,17 @@ def build_context(
             superseded = {k: v for k, v in superseded.items() if k not in stale}
     return MemoryContext(profile=profile, recalled=recalled, index=index,
                          lessons=lesson_rows, procedures=procedure_rows,
-                         expanded=len(neighbours), superseded=superseded)
+                         expanded=len(neighbours), superseded=superseded,
+                         session_facts=session_rows, before=before, zone=user_zone(facts))
 
 
-def _safe_map(fn: Callable[[], dict[int, int]]) -> dict[int, int]:
-    """The supersede marks of the shown notes; any error is logged, ``{}`` returned."""
+def _safe_map(fn: Callable[[], dict[int, T]], what: str) -> dict[int, T]:
+    """A map that only decorates the context (supersede marks, earlier values); any
+    error is logged, ``{}`` returned."""
     try:
         return fn()
     except Exception as exc:  # noqa: BLE001 - a mark is never worth failing the turn
-        log.warning("memory.context.part_failed", part="superseded",
+        log.warning("memory.context.part_failed", part=what,
                     error_type=type(exc).__name__, error=str(exc))
         return {}
 
@@ -304,18 +339,30 @@ def render_context(
     index_max_tokens: int = 300,
     lessons_max_tokens: int = 300,
     procedures_max_tokens: int = 400,
+    session_facts_max_tokens: int = 200,
+    dates: bool = False,
+    index_dates: bool | None = None,
+    profile_dates: bool = False,
 ) -> dict[str, str]:
     """Render a context into prompt-tail section bodies, keyed by section name.
 
-    Keys are ``"profile"``, ``"recalled"``, ``"memory-index"``, ``"lessons"`` and
-    ``"procedures"`` (the ``### `` heading names of seed 000 §7 / DESIGN §6); a section whose body is empty is left out (DESIGN §6: empty
+    Keys are ``"memory-index"``, ``"session-facts"``, ``"recalled"``, ``"profile"``,
+    ``"lessons"`` and ``"procedures"`` (the ``### `` heading names of seed 000 §7 /
+    DESIGN §6); a section whose body is empty is left out (DESIGN §6: empty
     optional sections are omitted). Defaults are the budgets of seed 000 §8
     (``memory.profile.maxTokens`` 512, ``memory.recallInjection.previewChars`` 160 /
     ``maxTokens`` 400, ``memory.index.previewChars`` 60 / ``maxTokens`` 300) and anchor
     §7.7 (``memory.lessons.maxTokens`` 300, ``memory.procedures.maxTokens`` 400), in
     tokens as estimated by ``render.estimate_tokens`` and chars; a budget of 0 drops
     the section. Insertion order follows the prompt order of DESIGN §6
-    (memory-index, recalled, profile, lessons, procedures).
+    (memory-index, session-facts, recalled, profile, lessons, procedures).
+
+    ``dates`` (``memory.recallInjection.showDates``) writes the day each recalled note
+    was written, ``index_dates`` (``memory.index.showDates``; default: ``dates``) each
+    index row's, in ``ctx.zone``; ``profile_dates`` (``memory.profile.showDates``)
+    shows the earlier value of a fact that replaced one and the day a fact relative to
+    its day was said (issue 24). Off by default here
+    so a caller gets the anchor's exact line formats; the configuration turns them on.
 
     Link-expanded neighbours (``ctx.expanded``) are shown in ``### recalled`` after the
     hits, except those the index already shows (each note once per prompt), and the
@@ -329,22 +376,32 @@ def render_context(
     """
     hits = ctx.recalled[:len(ctx.recalled) - ctx.expanded]
     marks = ctx.superseded
+    zone = ctx.zone
+    index_dates = dates if index_dates is None else index_dates
     index = render_index(ctx.index, preview_chars=index_preview_chars,
-                         max_tokens=index_max_tokens, superseded=marks)
+                         max_tokens=index_max_tokens, superseded=marks, dates=index_dates,
+                         zone=zone)
     shown = {int(i) for i in _INDEX_ID.findall(index)}
     neighbours = [n for n in ctx.recalled[len(hits):] if n.id not in shown]
     recalled = render_recalled(hits + neighbours, preview_chars=recall_preview_chars,
-                               max_tokens=recall_max_tokens, superseded=marks)
+                               max_tokens=recall_max_tokens, superseded=marks, dates=dates,
+                               zone=zone)
     if neighbours:
         spent = estimate_tokens(recalled) - estimate_tokens(render_recalled(
             hits, preview_chars=recall_preview_chars, max_tokens=recall_max_tokens,
-            superseded=marks))
+            superseded=marks, dates=dates, zone=zone))
         index = render_index(ctx.index, preview_chars=index_preview_chars,
-                             max_tokens=max(0, index_max_tokens - spent), superseded=marks)
+                             max_tokens=max(0, index_max_tokens - spent), superseded=marks,
+                             dates=index_dates, zone=zone)
     bodies = {
         "memory-index": index,
+        "session-facts": render_session_facts(ctx.session_facts,
+                                              max_tokens=session_facts_max_tokens, zone=zone,
+                                              dates=profile_dates),
         "recalled": recalled,
-        "profile": render_profile(ctx.profile, profile_max_tokens, empty=""),
+        "profile": render_profile(ctx.profile, profile_max_tokens, empty="",
+                                  before=ctx.before if profile_dates else None, zone=zone,
+                                  dates=profile_dates),
         "lessons": render_lessons(ctx.lessons, max_tokens=lessons_max_tokens),
         "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),
     }
@@ -358,6 +415,10 @@ def render_configured(ctx: MemoryContext, m: object) -> dict[str, str]:
     it, so both show the same sections."""
     return render_context(
         ctx, profile_max_tokens=m.profile.max_tokens if m.profile.enabled else 0,
+        session_facts_max_tokens=(m.session_facts.max_tokens
+                                  if m.profile.enabled and m.session_facts.enabled else 0),
+        dates=m.recall_injection.show_dates, index_dates=m.index.show_dates,
+        profile_dates=m.profile.show_dates,
         recall_preview_chars=m.recall_injection.preview_chars,
         recall_max_tokens=m.recall_injection.max_tokens,
         index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,

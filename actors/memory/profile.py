@@ -19,10 +19,12 @@ transaction). Times are Unix milliseconds.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 import apsw
 import msgspec
 
+from .dates import TIMEZONE_KEYS, resolve_zone
 from .errors import ValidationError, require_positive_id, string_list
 from .errors import now_ms as _now
 from .schema import write_txn
@@ -340,6 +342,9 @@ class ProfileStore:
             self._evict(new_id, now)
             fact = self._fetch_one(_SQL_BY_ID, (new_id,))
         assert fact is not None
+        if warning is None and key in TIMEZONE_KEYS and resolve_zone(value.strip())[0] is None:
+            warning = (f"{value.strip()!r} is not a time zone this machine knows (an IANA name "
+                       "such as Europe/Paris): dates are shown in the machine's zone")
         if warning is not None:
             fact.warning = warning
         return fact
@@ -413,6 +418,41 @@ class ProfileStore:
             ValidationError: field ``key``.
         """
         return [_row(r) for r in self.conn.execute(_SQL_HISTORY, (validate_key(key),))]
+
+    def predecessors(self, ids: Iterable[int], *, max_hops: int = 8) -> dict[int, ProfileFact]:
+        """``{active fact id: the version it replaced}`` for facts that replaced an earlier
+        value of their key (``supersedes``, with the old row superseded by the new one:
+        a removed fact written again has no predecessor, forgetting stays forgetting).
+        Versions that only re-wrote the same value (a pin or keyword change) are walked
+        past, at most ``max_hops`` steps; ids without a different earlier value are left
+        out. Used by ``### profile`` to answer "before" questions (issue 24)."""
+        out: dict[int, ProfileFact] = {}
+        for fact_id in ids:
+            current = self._fetch_one(_SQL_BY_ID, (fact_id,))
+            node = current
+            for _ in range(max_hops):
+                if node is None:
+                    break
+                rows = self.conn.execute(
+                    f"SELECT {_COLS} FROM profile_facts WHERE id = (SELECT supersedes FROM"
+                    " profile_facts WHERE id = ?) AND superseded_by = ?",
+                    (node.id, node.id)).fetchall()
+                node = _row(rows[0]) if rows else None
+                if node is not None and current is not None and node.value != current.value:
+                    out[fact_id] = node
+                    break
+        return out
+
+    def session_facts(self, session: str, limit: int = 8) -> list[ProfileFact]:
+        """The active facts last written in ``session`` (provenance ``session_id``), the
+        ``limit`` most recent, oldest first: seed 000 §7's ``SessionState.knownFacts
+        (last 8)``. Empty for an empty ``session`` or ``limit <= 0``."""
+        if not session or limit <= 0:
+            return []
+        rows = self.conn.execute(
+            f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL AND session_id = ?"
+            " ORDER BY id DESC LIMIT ?", (session, limit)).fetchall()
+        return [_row(r) for r in reversed(rows)]
 
     def count_unpinned(self) -> int:
         """Return the number of active unpinned facts (the quantity the cap bounds)."""

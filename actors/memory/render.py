@@ -21,6 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Protocol
 
+from .dates import relative_to_now, written_date
 from .fts import contains_cjk
 from .notes import Note
 from .profile import ProfileFact
@@ -33,6 +34,7 @@ __all__ = [
     "gate_profile",
     "keyword_hits",
     "render_profile",
+    "render_session_facts",
     "render_recalled",
     "render_index",
     "render_lessons",
@@ -188,17 +190,36 @@ def gate_profile(
     ]
 
 
-def _profile_line(fact: ProfileFact) -> str:
-    return f"- {neutralise(fact.key)}: {neutralise(_flatten_value(fact.value))}"
+def _profile_line(fact: ProfileFact, before: ProfileFact | None = None,
+                  zone: str | None = None, dates: bool = False) -> str:
+    line = f"- {neutralise(fact.key)}: {neutralise(_flatten_value(fact.value))}"
+    if not dates:
+        return line
+    if before is None:
+        said = written_date(fact.valid_from, zone) if relative_to_now(fact.value) else ""
+        return f"{line} (said {said})" if said else line
+    since = written_date(before.updated_at, zone)  # when the earlier value was replaced
+    since_part = f"since {since}; " if since else ""
+    old = neutralise(_flatten_value(before.value))
+    return f"{line} ({since_part}before: {old})"
 
 
 def render_profile(
-    facts: Sequence[ProfileFact], max_tokens: int = 512, *, empty: str = NO_PROFILE
+    facts: Sequence[ProfileFact], max_tokens: int = 512, *, empty: str = NO_PROFILE,
+    before: Mapping[int, ProfileFact] | None = None, zone: str | None = None,
+    dates: bool = False,
 ) -> str:
     """Render the ``### profile`` body (anchor §3.2).
 
     One line ``- key: value`` per fact, pinned facts first, then contextual ones, key
-    order inside each group; line breaks in values become literal `` \\n ``. Budget
+    order inside each group; line breaks in values become literal `` \\n ``. With
+    ``dates`` (``memory.profile.showDates``), a fact
+    that replaced an earlier value of its key (``before`` maps the fact's id to the
+    version it superseded, ``ProfileStore.predecessors``) ends in `` (since 3 Nov 2026;
+    before: Lyon)``, the date it became current in ``zone`` (``dates.written_date``),
+    so "where did I live before?" has an answer (issue 24); one whose value only means
+    something from the day it was said (``dates.relative_to_now``: "next Friday") ends
+    in `` (said 2 Dec 2026)``. Budget
     ``max_tokens`` (``memory.profile.maxTokens``, default 512) with whole lines only:
     lines that do not fit are skipped (later, shorter ones may still fit) and a final
     line ``… [truncated] N more profile fact(s) not shown (memory.profile.maxTokens)``
@@ -210,7 +231,7 @@ def render_profile(
     if not facts:
         return empty if estimate_tokens(empty) <= max_tokens else ""
     ordered = sorted(facts, key=lambda f: (not f.pinned, f.key))
-    lines = [_profile_line(f) for f in ordered]
+    lines = [_profile_line(f, (before or {}).get(f.id), zone, dates) for f in ordered]
     body = "\n".join(lines)
     if estimate_tokens(body) <= max_tokens:
         return body
@@ -230,32 +251,56 @@ def render_profile(
     return out if estimate_tokens(out) <= max_tokens else "\n".join(kept)
 
 
+def render_session_facts(facts: Sequence[ProfileFact], *, max_tokens: int = 200,
+                         zone: str | None = None, dates: bool = False) -> str:
+    """Render the ``### session-facts`` body (seed 000 §7: the session's known facts, last
+    8); ``""`` for none.
+
+    One line ``- key: value`` per fact in the given order (the order they were written
+    in this session, oldest first), neutralised and, with ``dates``, dated like
+    ``### profile`` (in ``zone``) without the earlier value; clipped by
+    :func:`truncate_to_tokens` at ``max_tokens`` (``memory.sessionFacts.maxTokens``,
+    default 200).
+    """
+    return truncate_to_tokens("\n".join(_profile_line(f, None, zone, dates) for f in facts),
+                              max_tokens)
+
+
 def _tags_part(tags: Sequence[str]) -> str:
     if not tags:
         return ""
     return " [" + ", ".join(_one_line(t) for t in tags) + "]"
 
 
-def _note_line(note: Note, preview: str, superseded: Mapping[int, int] | None = None) -> str:
+def _note_line(note: Note, preview: str, superseded: Mapping[int, int] | None = None,
+               date: str = "") -> str:
     newer = (superseded or {}).get(note.id)
     mark = f" (superseded by #{newer})" if newer is not None else ""
-    return neutralise(f"- #{note.id}{_tags_part(note.tags)}{mark} {preview}")
+    when = f" {date}:" if date else ""
+    return neutralise(f"- #{note.id}{_tags_part(note.tags)}{mark}{when} {preview}")
+
+
+def _date(note: Note, dates: bool, zone: str | None) -> str:
+    return written_date(note.created_at, zone) if dates else ""
 
 
 def render_recalled(
     notes: Sequence[Note], *, preview_chars: int = 160, max_tokens: int = 400,
-    superseded: Mapping[int, int] | None = None,
+    superseded: Mapping[int, int] | None = None, dates: bool = False,
+    zone: str | None = None,
 ) -> str:
     """Render the ``### recalled`` body (anchor §3.3); ``""`` for no notes.
 
     One line per note in the given (rank) order: ``- #<id>`` + `` [tag1, tag2]`` when
     tagged + `` (superseded by #<newer>)`` when ``superseded`` maps its id (a later
-    note corrects it, FC2-05) + a space + the preview: the whole content with
-    whitespace runs collapsed, clipped by :func:`clip_preview` to ``preview_chars``
-    (default 160). The block is clipped by :func:`truncate_to_tokens` at ``max_tokens``
-    (default 400).
+    note corrects it, FC2-05) + with ``dates``, `` 8 May 2023:`` -- the day the note
+    was written, in ``zone`` (``dates.written_date``; issue 24) -- + a space + the
+    preview: the whole content with whitespace runs collapsed, clipped by
+    :func:`clip_preview` to ``preview_chars`` (default 160). The block is clipped by
+    :func:`truncate_to_tokens` at ``max_tokens`` (default 400), dates included.
     """
-    lines = [_note_line(n, clip_preview(_one_line(n.content), preview_chars), superseded)
+    lines = [_note_line(n, clip_preview(_one_line(n.content), preview_chars), superseded,
+                        _date(n, dates, zone))
              for n in notes]
     return truncate_to_tokens("\n".join(lines), max_tokens)
 
@@ -270,17 +315,20 @@ def _first_line(content: str) -> str:
 
 def render_index(
     notes: Sequence[Note], *, preview_chars: int = 60, max_tokens: int = 300,
-    superseded: Mapping[int, int] | None = None,
+    superseded: Mapping[int, int] | None = None, dates: bool = False,
+    zone: str | None = None,
 ) -> str:
     """Render the ``### memory-index`` body (anchor §3.4); ``""`` for no notes.
 
     Notes re-sorted by id ascending; one line ``- #<id>[ [tags]][ (superseded by
-    #<newer>)] <preview>`` where the preview is the first non-empty line of the content
-    clipped to ``preview_chars`` (default 60). Clipped by :func:`truncate_to_tokens` at
-    ``max_tokens`` (300).
+    #<newer>)][ 8 May 2023:] <preview>`` (the date with ``dates``, as in
+    :func:`render_recalled`) where the preview is the first non-empty line of the
+    content clipped to ``preview_chars`` (default 60). Clipped by
+    :func:`truncate_to_tokens` at ``max_tokens`` (300), dates included.
     """
     ordered = sorted(notes, key=lambda n: n.id)
-    lines = [_note_line(n, clip_preview(_first_line(n.content), preview_chars), superseded)
+    lines = [_note_line(n, clip_preview(_first_line(n.content), preview_chars), superseded,
+                        _date(n, dates, zone))
              for n in ordered]
     return truncate_to_tokens("\n".join(lines), max_tokens)
 

@@ -50,6 +50,20 @@ class ProfileConfig(_C):
     contextual_keyword_gate: bool = True
     max_entries: Pos = 500
     pinned_budget_chars: Annotated[int, Meta(ge=100, le=100_000)] = 1500
+    show_dates: bool = True
+    """A fact that replaced an earlier value shows it and since when: ``- home_city:
+    Berlin (since 3 Nov 2026; before: Lyon)`` ("where did I live before?"); one whose
+    value is relative to the day it was said shows that day: ``- dentist: next Friday
+    (said 2 Dec 2026)`` (issue 24)."""
+
+
+class SessionFactsConfig(_C):
+    """memory.sessionFacts.* (seed 000 §7: ``### session-facts``, the session's known
+    facts, last 8): the profile facts written in this session, newest ``limit``."""
+
+    enabled: bool = True
+    limit: Annotated[int, Meta(ge=1, le=50)] = 8
+    max_tokens: Pos = 200
 
 
 class ReflectionConfig(_C):
@@ -90,6 +104,8 @@ class RecallInjectionConfig(_C):
     k: Annotated[int, Meta(ge=1, le=50)] = 3
     preview_chars: Annotated[int, Meta(ge=1, le=400)] = 160
     max_tokens: Pos = 400
+    show_dates: bool = True
+    """Each line carries the day its note was written (``- #12 8 May 2023: …``, issue 24)."""
 
 
 class IndexConfig(_C):
@@ -99,6 +115,8 @@ class IndexConfig(_C):
     limit: Annotated[int, Meta(ge=1, le=200)] = 20
     preview_chars: Annotated[int, Meta(ge=1, le=400)] = 60
     max_tokens: Pos = 300
+    show_dates: bool = True
+    """Each row carries the day its note was written, as in ``### recalled``."""
 
 
 LOCAL_EMBEDDING_MODELS: tuple[str, ...] = ("wordllama-l2-supercat-256", "all-minilm-l6-v2-int8")
@@ -252,6 +270,7 @@ class MemoryConfig(_C):
     notes: NotesConfig = msgspec.field(default_factory=NotesConfig)
     recall_injection: RecallInjectionConfig = msgspec.field(default_factory=RecallInjectionConfig)
     index: IndexConfig = msgspec.field(default_factory=IndexConfig)
+    session_facts: SessionFactsConfig = msgspec.field(default_factory=SessionFactsConfig)
     embeddings: EmbeddingsConfig = msgspec.field(default_factory=EmbeddingsConfig)
     rewriter: RewriterConfig = msgspec.field(default_factory=RewriterConfig)
     lessons: LessonsConfig = msgspec.field(default_factory=LessonsConfig)

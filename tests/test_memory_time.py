@@ -1,0 +1,135 @@
+"""Memory and time (issue 24, items 2 and 3): the day each note was written, a profile
+fact's earlier value, and ``### session-facts``.
+
+Rules: rendering tests build ``Note`` / ``ProfileFact`` values directly; context tests
+open their own migrated file under ``tmp_path`` and write with explicit ``now_ms`` so
+every date is known. Budgets are checked with the renderer's own ``estimate_tokens``.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import msgspec
+import pytest
+
+from actors.memory.context import build_context, render_configured, render_context
+from actors.memory.dates import written_date
+from actors.memory.notes import MemoryStore, Note
+from actors.memory.profile import ProfileStore
+from actors.memory.render import estimate_tokens, render_index, render_recalled
+from actors.memory.schema import open_database
+from runtime.services.config import Config
+
+
+def ms(*when: int) -> int:
+    return int(datetime(*when, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+def note(nid: int, content: str, at: int, tags=()) -> Note:
+    return Note(id=nid, content=content, tags=list(tags), source="user", scope="all",
+                working_dir=None, created_at=at, updated_at=at)
+
+
+@pytest.fixture
+def stores(tmp_path):
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    yield ProfileStore(conn), MemoryStore(conn)
+    conn.close()
+
+
+def test_the_written_date_is_compact_and_in_the_users_zone():
+    late = ms(2023, 5, 7, 23, 30)  # already 8 May in Paris
+    assert written_date(late, "UTC") == "7 May 2023"
+    assert written_date(late, "Europe/Paris") == "8 May 2023"
+    assert written_date(late, "Nowhere/Atlantis")  # unknown zone: the machine's, never raises
+    assert written_date(10**18) == ""  # beyond datetime's years
+
+
+def test_recalled_and_index_lines_carry_the_day_the_note_was_written():
+    notes = [note(3, "Moved to Berlin", ms(2026, 11, 3, 12), tags=["home"]),
+             note(1, "Thesis is due March 14th", ms(2026, 2, 1, 9))]
+    assert render_recalled(notes, dates=True, zone="UTC").splitlines() == [
+        "- #3 [home] 3 Nov 2026: Moved to Berlin",
+        "- #1 1 Feb 2026: Thesis is due March 14th"]
+    assert render_index(notes, dates=True, zone="UTC").splitlines() == [
+        "- #1 1 Feb 2026: Thesis is due March 14th",
+        "- #3 [home] 3 Nov 2026: Moved to Berlin"]
+    # without dates: the anchor's exact rows
+    assert render_recalled(notes).splitlines()[0] == "- #3 [home] Moved to Berlin"
+
+
+def test_dates_stay_inside_the_section_budgets():
+    notes = [note(i, f"note number {i} about the garden shed", ms(2026, 1, 1 + i % 28))
+             for i in range(1, 60)]
+    for budget in (20, 60, 300):
+        index = render_index(notes, dates=True, max_tokens=budget)
+        recalled = render_recalled(notes, dates=True, max_tokens=budget)
+        assert estimate_tokens(index) <= budget and estimate_tokens(recalled) <= budget
+
+
+def test_a_fact_that_replaced_another_shows_its_earlier_value_and_since_when(stores):
+    profiles, notes = stores
+    profiles.set("home_city", "Lyon", pinned=True, now_ms=ms(2025, 1, 10, 12))
+    profiles.set("home_city", "Berlin", pinned=True, now_ms=ms(2026, 11, 3, 12))
+    profiles.set("home_city", "Berlin", pinned=True, keywords=[], now_ms=ms(2026, 11, 4, 12))
+    profiles.set("pet", "Rex", pinned=True, now_ms=ms(2026, 1, 1))
+    profiles.remove("pet", now_ms=ms(2026, 2, 1))
+    profiles.set("pet", "Milo", pinned=True, now_ms=ms(2026, 3, 1))  # forgotten stays so
+    ctx = build_context(profiles, notes, "where did I live before?", working_dir=None,
+                        profile_history=True)
+    body = render_context(ctx, profile_dates=True)["profile"]
+    # a re-write of the same value is walked past: Lyon is still the value before
+    assert "- home_city: Berlin (since 3 Nov 2026; before: Lyon)" in body.splitlines()
+    assert "- pet: Milo" in body.splitlines()
+    assert "before" not in render_context(ctx)["profile"]  # off: the anchor's lines
+
+
+def test_session_facts_are_this_sessions_newest_facts_not_shown_in_the_profile(stores):
+    profiles, notes = stores
+    for i, key in enumerate(["sister_name", "dog_name", "thesis_due", "car", "gym"]):
+        profiles.set(key, f"value {i}", pinned=False, keywords=[key.split("_")[0]],
+                     session_id="s1", now_ms=ms(2026, 12, 1, 10, i))
+    profiles.set("employer", "Acme", pinned=False, keywords=["work"], session_id="s2")
+    profiles.set("name", "Dana", pinned=True, session_id="s1")  # in ### profile already
+    ctx = build_context(profiles, notes, "what is my dog called?", working_dir=None,
+                        session="s1", session_facts_limit=4)
+    assert [f.key for f in ctx.session_facts] == ["thesis_due", "car", "gym"]  # dog: gated in
+    assert [f.key for f in ctx.profile] == ["dog_name", "name"]
+    body = render_context(ctx)["session-facts"]
+    assert body.splitlines() == ["- thesis_due: value 2", "- car: value 3", "- gym: value 4"]
+    assert build_context(profiles, notes, "hi", working_dir=None, session="s3",
+                         session_facts_limit=8).session_facts == []
+    assert render_context(ctx, session_facts_max_tokens=0).get("session-facts") is None
+
+
+def test_the_configuration_turns_each_part_on_and_off(stores):
+    profiles, notes = stores
+    notes.store("Caroline went to the support group yesterday", now_ms=ms(2023, 5, 8, 13))
+    profiles.set("timezone", "Asia/Tokyo", pinned=True, session_id="s1")
+    ctx = build_context(profiles, notes, "support group", working_dir=None, session="s1",
+                        session_facts_limit=8)
+    assert ctx.zone == "Asia/Tokyo"
+    on = render_configured(ctx, Config().memory)
+    assert on["recalled"] == "- #1 8 May 2023: Caroline went to the support group yesterday"
+    off = msgspec.convert({"recallInjection": {"showDates": False},
+                           "index": {"showDates": False}}, Config().memory.__class__)
+    assert render_configured(ctx, off)["recalled"].startswith("- #1 Caroline")
+
+
+def test_a_fact_whose_value_is_relative_to_its_day_shows_that_day(stores):
+    profiles, notes = stores
+    profiles.set("dentist_appointment", "next Friday at 10", pinned=True,
+                 now_ms=ms(2026, 12, 2, 12))
+    profiles.set("thesis_due", "14 March 2027", pinned=True, now_ms=ms(2026, 12, 2, 12))
+    ctx = build_context(profiles, notes, "when is the dentist?", working_dir=None)
+    assert render_context(ctx, profile_dates=True)["profile"].splitlines() == [
+        "- dentist_appointment: next Friday at 10 (said 2 Dec 2026)",
+        "- thesis_due: 14 March 2027"]
+
+
+def test_a_time_zone_fact_the_machine_does_not_know_is_stored_with_a_warning(stores):
+    profiles, _notes = stores
+    assert profiles.set("timezone", "Europe/Paris").warning is None
+    fact = profiles.set("timezone", "Paris time")
+    assert fact.value == "Paris time" and "not a time zone this machine knows" in fact.warning
