@@ -192,7 +192,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         async with run_daemon(base, ready_timeout_s=600) as d:
             async with open_client(url=d.url, token=d.token) as c:
                 res = await c.memory("memory.import", {"path": str(Path(tmp) / "locomo.jsonl")})
-                print(f"imported: {res}", file=sys.stderr, flush=True)
+                print(f"imported: {res['added']['notes']} notes ({res['skipped']['notes']} "
+                      "already there)", file=sys.stderr, flush=True)
                 # Both arms must recall from the same vectors: wait for the backfill.
                 with trio.move_on_after(1800):
                     while True:
@@ -216,7 +217,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                                                   q["question"])
                     shown = any(texts[q["sample"]].get(e, "\0")[:40] in tail
                                 for e in q["evidence"])
-                    row = {**q, "reply": reply, "shown": shown, "seconds": secs,
+                    row = {**q, "reply": reply, "shown": shown, "seconds": secs, "tail": tail,
                            **score(reply, q["gold"])}
                     runs[arm].append(row)
                     print(f"  {arm} {i + 1}/{len(qs)} ({secs:.1f} s) year={row['year']} "
