@@ -247,6 +247,8 @@ def vote_detail(row: dict[str, Any]) -> list[str]:
 
 _SECTION_RE = re.compile(r"^### ([a-z-]+)\n(.*?)(?=\n\n###|\n*\Z)", re.DOTALL | re.MULTILINE)
 _POINTER_RE = re.compile(r"^- #(\d+)(?: \[[^\]]*\])? ?(.*)$")
+# The day a note was written (``- #12 8 May 2023: …``): the 30-column panel leaves it out.
+_WRITTEN_RE = re.compile(r"^\d{1,2} [A-Z][a-z]{2} \d{4}: ")
 
 
 @dataclass
@@ -254,7 +256,8 @@ class TurnMemory:
     """What memory did for one turn, as the side panel shows it.
 
     ``recalled``: (note id, preview) from ``### recalled``; ``facts``: ``key: value``
-    lines from ``### profile``; ``lessons`` / ``procedures``: pointer lines;
+    lines from ``### session-facts`` and ``### profile``; ``lessons`` / ``procedures``:
+    pointer lines (a recalled preview without the day it was written);
     ``reflection``: the ``reflection`` frame once it lands; ``wrote``: lines saying
     what was written (tool calls, reflection), filled by the chat screen.
     """
@@ -278,9 +281,9 @@ def parse_tail(tail: str) -> TurnMemory:
             for ln in lines:
                 m = _POINTER_RE.match(ln)
                 if m:
-                    out.recalled.append((int(m.group(1)), m.group(2)))
-        elif name == "profile":
-            out.facts = [ln.removeprefix("- ") for ln in lines]
+                    out.recalled.append((int(m.group(1)), _WRITTEN_RE.sub("", m.group(2))))
+        elif name in ("session-facts", "profile"):
+            out.facts += [ln.removeprefix("- ") for ln in lines]
         elif name == "lessons":
             out.lessons = lines
         elif name == "procedures":
