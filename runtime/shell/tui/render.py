@@ -255,9 +255,9 @@ _WRITTEN_RE = re.compile(r"^\d{1,2} [A-Z][a-z]{2} \d{4}: ")
 class TurnMemory:
     """What memory did for one turn, as the side panel shows it.
 
-    ``recalled``: (note id, preview) from ``### recalled``; ``facts``: ``key: value``
-    lines from ``### session-facts`` and ``### profile``; ``lessons`` / ``procedures``:
-    pointer lines (a recalled preview without the day it was written);
+    ``recalled``: (note id, preview without the day it was written) from ``###
+    recalled``; ``facts``: ``key: value`` lines from ``### session-facts`` and ``###
+    profile``; ``lessons`` / ``procedures``: pointer lines;
     ``reflection``: the ``reflection`` frame once it lands; ``wrote``: lines saying
     what was written (tool calls, reflection), filled by the chat screen.
     """
