@@ -28,8 +28,15 @@ all named). Dates in the answer are read in the common English forms ("7 May 202
 was in the prompt (``### recalled`` or ``### memory-index``): the dates can only help
 there.
 
-Usage: ``python -m bench.locomo_temporal [--per-conversation N] [--write]``; raw answers in
-``/tmp/bench-locomo-temporal.json``.
+``--retrieval`` measures recall instead of answers, in process (no LLM): evidence
+recall@5/10 of keyword and hybrid recall (``bench.locomo_rankers``) with and without
+``timed_recall`` (``memory.recallInjection.timeWindows``: a question that names a time,
+"on 24 October 2023", "in May 2023", "last week", recalls the notes written then first;
+"now" is the day after the conversation's last session), over every question of
+categories 1-4 and over those whose words name a time (``dates.time_window``).
+
+Usage: ``python -m bench.locomo_temporal [--per-conversation N] [--retrieval] [--write]``;
+raw answers in ``/tmp/bench-locomo-temporal.json``.
 """
 
 from __future__ import annotations
@@ -47,6 +54,10 @@ from typing import Any
 
 import trio
 
+from actors.memory.context import timed_recall
+from actors.memory.dates import time_window
+from actors.memory.notes import MemoryStore
+from actors.memory.schema import open_database
 from bench._results import machine_line, publish, utc_now
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
@@ -258,19 +269,124 @@ def render(out: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+RETRIEVAL_SECTION = "## LoCoMo retrieval by the time a question names (issue 24)"
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+DAY_MS = 86_400_000
+
+
+def _dated_store(conv: dict) -> tuple[MemoryStore, dict[str, int], int]:
+    """An in-memory store of ``conv``'s turns written at their sessions' dates; the
+    dialog-id -> note-id map; "now" (the day after the last session)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "conv.jsonl"
+        texts = build_export([conv], path)
+        records = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    conn = open_database(":memory:")
+    store = MemoryStore(conn, max_entries=100_000, dedup=False)
+    ids: dict[str, int] = {}
+    by_text = {text: dia for dia, text in texts[conv["sample_id"]].items()}
+    with conn:
+        for rec in records:
+            note = store.store(rec["content"], tags=rec["tags"], session_id=rec["sessionId"],
+                               now_ms=rec["createdAt"])
+            ids.setdefault(by_text.get(rec["content"], ""), note.id)
+    last = max(rec["createdAt"] for rec in records)
+    return store, ids, last + DAY_MS
+
+
+def retrieval(convs: list[dict]) -> dict[str, Any]:
+    """Evidence recall@5/10 with and without the time window, all and time-named."""
+    from bench import locomo_rankers as rankers
+
+    hybrid = rankers.hybrid()
+    sums: dict[tuple[str, str, int], float] = {}
+    counts = {"all": 0, "named": 0}
+    for conv in convs:
+        store, ids, now = _dated_store(conv)
+        conn = store.conn
+
+        def keyword(question: str, k: int) -> list[int]:
+            return [n.id for n in store.recall(question, k=k, bump=False)]
+
+        def hybrid_rank(question: str, k: int) -> list[int]:
+            return hybrid(conn, store, question, k)
+
+        def timed(rank):
+            def run(question: str, k: int) -> list[int]:
+                window = time_window(question, now, "UTC")
+                if window is None:
+                    return rank(question, k)
+                by_id = {}
+
+                def recall_notes(query, *, k, working_dir=None, bump=False):
+                    out = [store.get(i) for i in rank(query, k)]
+                    return [n for n in out if n is not None and by_id.setdefault(n.id, n)]
+                return [n.id for n in timed_recall(recall_notes, store, question, window, k=k,
+                                                   working_dir=None)]
+            return run
+
+        arms = {"keyword": keyword, "keyword + time": timed(keyword),
+                "hybrid": hybrid_rank, "hybrid + time": timed(hybrid_rank)}
+        for qa in conv["qa"]:
+            if qa.get("category") not in (1, 2, 3, 4):
+                continue
+            evidence = {ids[f"D{a}:{b}"] for raw in qa.get("evidence", [])
+                        for a, b in _EVIDENCE.findall(str(raw)) if f"D{a}:{b}" in ids}
+            if not evidence:
+                continue
+            named = time_window(qa["question"], now, "UTC") is not None
+            groups = ["all"] + (["named"] if named else [])
+            for g in groups:
+                counts[g] += 1
+            for name, rank in arms.items():
+                for k in (5, 10):
+                    found = len(evidence & set(rank(qa["question"], k))) / len(evidence)
+                    for g in groups:
+                        sums[(name, g, k)] = sums.get((name, g, k), 0.0) + found
+        conn.close()
+        print(f"  {conv['sample_id']}: {counts}", file=sys.stderr, flush=True)
+    return {"counts": counts, "recall": {f"{n}|{g}|{k}": v / counts[g]
+                                         for (n, g, k), v in sums.items()}}
+
+
+def render_retrieval(out: dict[str, Any], command: str) -> str:
+    c, r = out["counts"], out["recall"]
+    lines = [
+        RETRIEVAL_SECTION, "",
+        f"Command: `{command}` ({utc_now()}; {machine_line()}). LoCoMo dev, categories 1-4, "
+        "one note per dialog turn written at its session's date; evidence recall@k.",
+        "",
+        f"| ranker | R@5, questions naming a time ({c['named']}) | R@10, naming a time | "
+        f"R@5, all ({c['all']}) | R@10, all |",
+        "|---|---|---|---|---|",
+    ]
+    for name in ("keyword", "keyword + time", "hybrid", "hybrid + time"):
+        lines.append(f"| {name} | {100 * r[f'{name}|named|5']:.1f} % | "
+                     f"{100 * r[f'{name}|named|10']:.1f} % | {100 * r[f'{name}|all|5']:.1f} % | "
+                     f"{100 * r[f'{name}|all|10']:.1f} % |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Import, ask both arms, print (``--write``: record) the section."""
+    """Import, ask both arms, print (``--write``: record) the section; ``--retrieval``:
+    the recall figures instead."""
     p = argparse.ArgumentParser(prog="python -m bench.locomo_temporal", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--per-conversation", type=int, default=5,
                    help="temporal questions asked per conversation (default 5; 6 conversations)")
     p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--retrieval", action="store_true",
+                   help="measure recall with and without the time a question names (no LLM)")
     p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
     args = p.parse_args(argv)
-    out = trio.run(measure, args)
-    Path("/tmp/bench-locomo-temporal.json").write_text(json.dumps(out, indent=1))
     command = "python -m bench.locomo_temporal " + " ".join(argv if argv is not None
                                                              else sys.argv[1:])
+    if args.retrieval:
+        out = retrieval(json.loads(args.data.read_text()))
+        publish(RETRIEVAL_SECTION, render_retrieval(out, command.strip()), args.write)
+        return 0
+    out = trio.run(measure, args)
+    Path("/tmp/bench-locomo-temporal.json").write_text(json.dumps(out, indent=1))
     publish(SECTION, render(out, command.strip()), args.write)
     return 0
 

@@ -255,3 +255,32 @@ async def test_session_facts_and_dated_memory_reach_the_tail_and_are_never_saved
     saved = store.get(sid)
     store.close()
     assert saved is not None and saved.known_facts == [] and saved.recalled_notes == []
+
+
+async def test_what_did_i_say_last_week_recalls_last_weeks_notes_with_their_dates(tmp_path):
+    """Issue 24: a question about a time recalls the notes written then (imported here
+    with their dates), shown with the day they were written."""
+    from datetime import datetime, timedelta
+
+    from actors.memory.dates import written_date
+
+    now = datetime.now().astimezone()
+    monday = (now - timedelta(days=now.weekday() + 7)).replace(hour=12, minute=0)
+    at = int((monday + timedelta(days=2)).timestamp() * 1000)  # last week's Wednesday
+    export = tmp_path / "memory.jsonl"
+    export.write_text("\n".join(json.dumps(r) for r in [
+        {"type": "atomic-agent.memory", "version": 1},
+        {"type": "note", "id": 1, "content": "The boiler in the flat is broken", "createdAt": at},
+        {"type": "note", "id": 2, "content": "Likes green tea", "createdAt": at - 90 * 86400000},
+    ]) + "\n")
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "The boiler."}'}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.memory("memory.import", {"path": str(export)})
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("what did I say last week?", debug=True)]
+    (prompt,) = [f for f in frames if f.get("step") == "prompt"]
+    recalled = prompt["tail"].split("### recalled\n")[1].split("\n\n")[0].splitlines()
+    assert recalled[0].endswith(f" {written_date(at)}: The boiler in the flat is broken")
+    assert not any("green tea" in line for line in recalled)

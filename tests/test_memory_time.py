@@ -133,3 +133,71 @@ def test_a_time_zone_fact_the_machine_does_not_know_is_stored_with_a_warning(sto
     assert profiles.set("timezone", "Europe/Paris").warning is None
     fact = profiles.set("timezone", "Paris time")
     assert fact.value == "Paris time" and "not a time zone this machine knows" in fact.warning
+
+
+NOW = ms(2026, 12, 2, 10)  # a Wednesday
+
+
+@pytest.mark.parametrize("text, first, last, words", [
+    ("What did Audrey eat for dinner on October 24, 2023?", (2023, 10, 23), (2023, 10, 26),
+     "October 24, 2023"),
+    ("What did Tim read on 8th December, 2023?", (2023, 12, 7), (2023, 12, 10),
+     "8th December, 2023"),
+    ("what is due on 2026-12-14", (2026, 12, 13), (2026, 12, 16), "2026-12-14"),
+    ("the Monday before July 24, 2023", (2023, 7, 16), (2023, 8, 2), "July 24, 2023"),
+    ("What did she do in November 2023?", (2023, 10, 31), (2023, 12, 2), "November 2023"),
+    ("what did I say last week?", (2026, 11, 23), (2026, 11, 30), "last week"),
+    ("what did I tell you yesterday?", (2026, 12, 1), (2026, 12, 2), "yesterday"),
+    ("What did I do 3 days ago?", (2026, 11, 28), (2026, 12, 1), "3 days ago"),
+    ("a couple of weeks ago I said", (2026, 11, 14), (2026, 11, 23), "a couple of weeks ago"),
+    ("what happened last month", (2026, 11, 1), (2026, 12, 1), "last month"),
+])
+def test_the_time_a_question_names_is_read_as_a_span(text, first, last, words):
+    from actors.memory.dates import time_window
+
+    window = time_window(text, NOW, "UTC")
+    assert window is not None and window.words == words
+    assert (window.start_ms, window.end_ms) == (ms(*first), ms(*last))
+
+
+@pytest.mark.parametrize("text", ["May I ask you something?", "When is my dentist?",
+                                  "I like 2023 better", "march on", ""])
+def test_a_question_without_a_time_names_no_span(text):
+    from actors.memory.dates import time_window
+
+    assert time_window(text, NOW, "UTC") is None
+
+
+def test_a_question_that_names_a_time_recalls_what_was_written_then(stores):
+    from actors.memory.context import build_context
+
+    profiles, notes = stores
+    notes.store("Dinner was pasta with the neighbours", now_ms=ms(2023, 10, 2, 19))
+    sushi = notes.store("We had sushi for dinner tonight", now_ms=ms(2023, 10, 24, 20))
+    for day in range(3, 20):  # newer dinners that match the words better
+        notes.store(f"Dinner dinner dinner number {day}", now_ms=ms(2023, 11, day, 19))
+    plain = build_context(profiles, notes, "What did I eat for dinner on 24 October 2023?",
+                          working_dir=None, k=3, index_limit=0)
+    timed = build_context(profiles, notes, "What did I eat for dinner on 24 October 2023?",
+                          working_dir=None, k=3, index_limit=0, time_windows=True, now_ms=NOW)
+    assert sushi.id not in [n.id for n in plain.recalled]
+    assert timed.recalled[0].id == sushi.id and len(timed.recalled) == 3
+    # a span with nothing written in it (a future deadline) changes nothing
+    future = build_context(profiles, notes, "What is due for dinner on 14 March 2027?",
+                           working_dir=None, k=3, index_limit=0, time_windows=True, now_ms=NOW)
+    again = build_context(profiles, notes, "What is due for dinner on 14 March 2027?",
+                          working_dir=None, k=3, index_limit=0)
+    assert [n.id for n in future.recalled] == [n.id for n in again.recalled]
+
+
+def test_what_did_i_say_last_week_recalls_last_weeks_notes_newest_first(stores):
+    from actors.memory.context import build_context
+
+    profiles, notes = stores
+    notes.store("The user says the week was long", now_ms=ms(2026, 10, 1, 9))  # word match
+    monday = notes.store("Booked the car for its service", now_ms=ms(2026, 11, 23, 9))
+    friday = notes.store("The heating in the flat is broken", now_ms=ms(2026, 11, 27, 9))
+    notes.store("Bought a new kettle", now_ms=ms(2026, 12, 1, 9))  # this week
+    ctx = build_context(profiles, notes, "what did I say last week?", working_dir=None, k=3,
+                        index_limit=0, time_windows=True, now_ms=NOW)
+    assert [n.id for n in ctx.recalled][:2] == [friday.id, monday.id]

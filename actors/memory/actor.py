@@ -573,7 +573,8 @@ class MemoryActor:
             session=msg.session,
             session_facts_limit=(cfg.session_facts.limit
                                  if cfg.session_facts.enabled and cfg.profile.enabled else 0),
-            profile_history=cfg.profile.show_dates and cfg.profile.enabled)
+            profile_history=cfg.profile.show_dates and cfg.profile.enabled,
+            time_windows=rc.time_windows)
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
         """Write every fact and note of one reflection in ONE transaction; invalid items

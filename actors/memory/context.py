@@ -22,7 +22,9 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
 * ``before`` -- for the shown profile facts that replaced an earlier value, that value
   (``### profile`` shows it: "where did I live before?");
 * ``zone`` -- the user's time zone from the profile (``dates.user_zone``), in which the
-  tail's ``now:`` line and the notes' dates are written (issue 24).
+  tail's ``now:`` line and the notes' dates are written (issue 24);
+* a question that names a time ("what did I say last week?", "on 24 October 2023",
+  ``dates.time_window``) recalls the notes written then first (:func:`timed_recall`).
 
 The result is plain data (msgspec Struct) the memory actor sends to the agent actor,
 which turns it into section bodies with :func:`render_context` (or the individual
@@ -32,6 +34,7 @@ which turns it into section bodies with :func:`render_context` (or the individua
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -40,12 +43,13 @@ import msgspec
 import structlog
 
 from .corrections import superseded_by
-from .dates import user_zone
+from .dates import TimeWindow, time_window, user_zone
 from .lessons import LessonPointer, LessonStore
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
 from .procedures import ProcedurePointer, ProcedureStore
 from .profile import ProfileFact, ProfileStore
+from .recall import build_recall_query
 from .render import (
     estimate_tokens,
     gate_profile,
@@ -58,7 +62,7 @@ from .render import (
 )
 
 __all__ = ["MemoryContext", "build_context", "recall_query", "render_context",
-           "render_configured", "context_text"]
+           "render_configured", "context_text", "timed_recall"]
 
 log = structlog.get_logger("actors.memory.context")
 _INDEX_ID = re.compile(r"^- #(\d+)", re.M)
@@ -147,6 +151,8 @@ def build_context(
     session: str | None = None,
     session_facts_limit: int = 0,
     profile_history: bool = False,
+    time_windows: bool = False,
+    now_ms: int | None = None,
 ) -> MemoryContext:
     """Build the :class:`MemoryContext` for one turn.
 
@@ -180,6 +186,9 @@ def build_context(
             (0 = off): its newest facts not already in ``profile`` fill
             ``session_facts``.
         profile_history: ``memory.profile.showDates``: fill ``before``.
+        time_windows / now_ms: ``memory.recallInjection.timeWindows``: a query that names
+            a time span (read relative to ``now_ms``, default the wall clock, in the
+            profile's time zone) recalls through :func:`timed_recall`.
 
     ``recall_count`` is bumped exactly once per surfaced note (BM25 hit or expanded
     neighbour; anchor §3.6 invariant), in one transaction at the end; with
@@ -205,13 +214,19 @@ def build_context(
         f for f in profiles.session_facts(session or "", session_facts_limit)
         if f.id not in shown_facts]) if session_facts_limit > 0 and session else [])
 
+    zone = user_zone(facts)
     recalled: list[Note] = []
     if k > 0:
         try:
-            recalled = (recall or notes.recall)(
-                recall_query(recall_text or user_message), k=k, working_dir=working_dir,
-                bump=False
-            )
+            query = recall_query(recall_text or user_message)
+            window = (time_window(query, int(time.time() * 1000) if now_ms is None else now_ms,
+                                  zone) if time_windows else None)
+            if window is not None:
+                recalled = timed_recall(recall or notes.recall, notes, query, window, k=k,
+                                        working_dir=working_dir)
+            else:
+                recalled = (recall or notes.recall)(query, k=k, working_dir=working_dir,
+                                                    bump=False)
         except Exception as exc:  # seed 000 §11: recall failure -> empty ### recalled
             log.warning(
                 "memory.context.recall_failed",
@@ -275,7 +290,49 @@ def build_context(
     return MemoryContext(profile=profile, recalled=recalled, index=index,
                          lessons=lesson_rows, procedures=procedure_rows,
                          expanded=len(neighbours), superseded=superseded,
-                         session_facts=session_rows, before=before, zone=user_zone(facts))
+                         session_facts=session_rows, before=before, zone=zone)
+
+
+TIMED_POOL = 24
+"""How many of recall's best notes (at least; ``8 k`` when more) are searched for notes
+written in the span a question names (:func:`timed_recall`)."""
+
+TOPICLESS_WORDS = frozenset((
+    "say", "said", "tell", "told", "talk", "talked", "mention", "mentioned", "discuss",
+    "discussed", "happen", "happened", "remind", "ask", "asked", "write", "wrote", "note",
+    "noted", "remember", "chat", "chatted", "speak", "spoke", "do", "did", "done", "go",
+    "went", "anything", "something", "thing", "things", "stuff", "about", "us"))
+"""Words that name no topic: "what did I say last week?" asks about a time only."""
+
+
+def _topicless(query: str, window: TimeWindow) -> bool:
+    """Whether ``query`` without the words naming its time holds no topic word (every
+    recall term is a stopword or in :data:`TOPICLESS_WORDS`)."""
+    parsed = build_recall_query(query.replace(window.words, " "))
+    if parsed is None:
+        return True
+    return all(part.strip('"').lower() in TOPICLESS_WORDS for part in parsed.parts)
+
+
+def timed_recall(recall: Callable[..., list[Note]], notes: MemoryStore, query: str,
+                 window: TimeWindow, *, k: int, working_dir: str | None) -> list[Note]:
+    """Recall for a question that names a time span (issue 24): of recall's best
+    ``max(TIMED_POOL, 8 k)`` notes (at most 50) those written inside ``window`` come
+    first, best first, and recall's own best fill the rest of the ``k`` slots. A
+    question about the time only ("what did I say last week?": no topic word, see
+    :data:`TOPICLESS_WORDS`) recalls the newest notes written in the span
+    (``MemoryStore.written_between``). A span with no note (a future deadline, a
+    birthday) changes nothing. Measured on LoCoMo dev (``python -m bench.locomo_temporal
+    --retrieval``). Raises what ``recall`` raises."""
+    pool = recall(query, k=min(50, max(TIMED_POOL, 8 * k)), working_dir=working_dir,
+                  bump=False)
+    inside = [n for n in pool if window.start_ms <= n.created_at < window.end_ms]
+    if _topicless(query, window):
+        inside = notes.written_between(window.start_ms, window.end_ms, limit=k,
+                                       working_dir=working_dir) or inside
+    chosen = inside[:k]
+    ids = {n.id for n in chosen}
+    return (chosen + [n for n in pool if n.id not in ids])[:k]
 
 
 def _safe_map(fn: Callable[[], dict[int, T]], what: str) -> dict[int, T]:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime, timezone, tzinfo
-from typing import Any
+from datetime import datetime, timedelta, timezone, tzinfo
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["TIMEZONE_KEYS", "user_zone", "resolve_zone", "written_date", "relative_to_now"]
+__all__ = ["TIMEZONE_KEYS", "TimeWindow", "user_zone", "resolve_zone", "written_date",
+           "relative_to_now", "time_window"]
 
 TIMEZONE_KEYS = ("timezone", "time_zone", "tz")
 """Profile keys read as the user's time zone, first found wins."""
@@ -80,3 +81,148 @@ def relative_to_now(text: str) -> bool:
     fact was written, so "my dentist appointment is next Friday" can still be placed a
     week later (issue 24)."""
     return bool(_RELATIVE.search(text))
+
+
+# -- the time a question names -----------------------------------------------------------
+
+class TimeWindow(NamedTuple):
+    """A span of time a question names: ``[start_ms, end_ms)`` in Unix ms, and the words
+    that named it."""
+
+    start_ms: int
+    end_ms: int
+    words: str
+
+
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")
+_MON = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?" \
+       r"|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_ORD = r"(\d{1,2})(?:st|nd|rd|th)?"
+_NUMBER_WORDS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5,
+                 "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10, "few": 3,
+                 "couple of": 2}
+_N = r"(\d{1,3}|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|a couple of)"
+_DAY_MONTH_YEAR = re.compile(rf"\b{_ORD}\s+(?:of\s+)?{_MON}\.?,?\s*(\d{{4}})?\b", re.I)
+_MONTH_DAY_YEAR = re.compile(rf"\b{_MON}\.?\s+{_ORD}\b(?:,?\s*(\d{{4}}))?", re.I)
+_ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_MONTH_YEAR = re.compile(rf"\b{_MON}\.?,?\s+(\d{{4}})\b", re.I)
+_IN_MONTH = re.compile(rf"\b(?:in|during|of|since|from)\s+{_MON}\b(?!\s*\d)", re.I)
+_AGO = re.compile(rf"\b{_N}\s+(day|week|month)s?\s+ago\b", re.I)
+_WIDEN = re.compile(r"\b(before|after|week|weekend|around|since)\b[^.?!]{0,24}$", re.I)
+
+
+def _month_number(word: str) -> int:
+    return next(i for i, m in enumerate(_MONTHS, 1) if m.startswith(word.lower()[:3]))
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+def time_window(text: str, now_ms: int, zone: str | None = None) -> TimeWindow | None:
+    """The span of time ``text`` names, in the user's ``zone`` (see
+    :func:`resolve_zone`), relative to ``now_ms``; None when it names none. Never raises.
+
+    Read, first match wins: a day ("8 May 2023", "May 8th, 2023", "2023-05-08", "on 8th
+    December"; without a year, the nearest such day to now) gives that day and one day
+    either side (a note says "yesterday" the day after), widened to eight days either
+    side after "before", "after", "week", "weekend", "around" or "since"; a month with a
+    year ("May 2023") or after "in"/"during" ("in May": the latest May up to now) gives
+    the month and a day either side; "yesterday", "today", "N days/weeks/months ago",
+    "last/this week", "last weekend", "last/this month" and "last year" give the day,
+    week, weekend, month or year they mean (weeks start on Monday). English only.
+    """
+    tz, _ = resolve_zone(zone)
+    try:
+        now = datetime.fromtimestamp(now_ms / 1000, timezone.utc)
+        now = now.astimezone(tz) if tz is not None else now.astimezone()
+        return _window(text or "", now)
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _window(text: str, now: datetime) -> TimeWindow | None:
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+
+    def day_span(day: datetime, words: str, before: str) -> TimeWindow:
+        slack = timedelta(days=8 if _WIDEN.search(before) else 1)
+        return TimeWindow(_ms(day - slack), _ms(day + timedelta(days=1) + slack), words)
+
+    def on_day(year: int | None, month: int, day: int) -> datetime | None:
+        try:
+            if year is not None:
+                return midnight.replace(year=year, month=month, day=day)
+            options = []
+            for y in (now.year - 1, now.year, now.year + 1):
+                try:
+                    options.append(midnight.replace(year=y, month=month, day=day))
+                except ValueError:
+                    pass
+            return min(options, key=lambda d: abs(d - midnight)) if options else None
+        except ValueError:
+            return None
+
+    for m in _ISO_DAY.finditer(text):
+        day = on_day(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+        if day is not None:
+            return day_span(day, m.group(0), text[:m.start()])
+    for rx, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
+        for m in rx.finditer(text):
+            d, mon = (m.group(1), m.group(2)) if order == "dmy" else (m.group(2), m.group(1))
+            if mon.lower() == "may" and not mon[0].isupper():
+                continue  # "may" the verb
+            day = on_day(int(m.group(3)) if m.group(3) else None, _month_number(mon), int(d))
+            if day is not None and 1 <= int(d) <= 31:
+                return day_span(day, m.group(0).strip(), text[:m.start()])
+    for m in _MONTH_YEAR.finditer(text):
+        if m.group(1).lower() == "may" and not m.group(1)[0].isupper():
+            continue
+        first = midnight.replace(year=int(m.group(2)), month=_month_number(m.group(1)), day=1)
+        return _month_span(first, m.group(0))
+    for m in _IN_MONTH.finditer(text):
+        if m.group(1).lower() == "may" and not m.group(1)[0].isupper():
+            continue
+        month = _month_number(m.group(1))
+        year = now.year if month <= now.month else now.year - 1
+        return _month_span(midnight.replace(year=year, month=month, day=1), m.group(0))
+    return _relative(text, now, midnight)
+
+
+def _month_span(first: datetime, words: str) -> TimeWindow:
+    nxt = first.replace(year=first.year + (first.month == 12), month=first.month % 12 + 1)
+    return TimeWindow(_ms(first - timedelta(days=1)), _ms(nxt + timedelta(days=1)), words)
+
+
+def _relative(text: str, now: datetime, midnight: datetime) -> TimeWindow | None:
+    low = text.lower()
+    day = timedelta(days=1)
+    monday = midnight - timedelta(days=midnight.weekday())
+    month_start = midnight.replace(day=1)
+    if m := _AGO.search(low):
+        word = m.group(1)
+        n = int(word) if word.isdigit() else _NUMBER_WORDS.get(word.removeprefix("a "), 1)
+        unit, half = {"day": (1, 1), "week": (7, 4), "month": (30, 15)}[m.group(2)]
+        centre = midnight - timedelta(days=n * unit)
+        return TimeWindow(_ms(centre - timedelta(days=half)),
+                          _ms(centre + timedelta(days=1 + half)), m.group(0))
+    spans = (
+        ("yesterday", midnight - day, midnight),
+        ("today", midnight, midnight + day),
+        ("tonight", midnight, midnight + day),
+        ("this morning", midnight, midnight + day),
+        ("last weekend", monday - 2 * day, monday),
+        ("this weekend", monday + 5 * day, monday + 7 * day),
+        ("last week", monday - 7 * day, monday),
+        ("past week", midnight - 7 * day, midnight + day),
+        ("this week", monday, monday + 7 * day),
+        ("last month", (month_start - day).replace(day=1), month_start),
+        ("past month", midnight - 30 * day, midnight + day),
+        ("this month", month_start, (month_start + 32 * day).replace(day=1)),
+        ("last year", month_start.replace(year=now.year - 1, month=1),
+         month_start.replace(month=1)),
+    )
+    for words, start, end in spans:
+        if re.search(rf"\b{words}\b", low):
+            return TimeWindow(_ms(start), _ms(end), words)
+    return None

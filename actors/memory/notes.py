@@ -519,6 +519,23 @@ class MemoryStore:
         args.append(limit)
         return [_row(r) for r in self.conn.execute(sql, tuple(args))]
 
+    def written_between(self, start_ms: int, end_ms: int, *, limit: int = 3,
+                        working_dir: str | None = None) -> list[Note]:
+        """Non-archived notes written (``created_at``, Unix ms) in ``[start_ms, end_ms)``,
+        newest first, at most ``limit`` (clamped into [1, 200]); with ``working_dir``
+        global notes plus that directory's. What "what did I say last week?" recalls
+        when no note of that week matches the question's words (issue 24)."""
+        limit = min(LIST_MAX, max(1, require_int(limit, "limit")))
+        sql = (f"SELECT {_COLS} FROM memories m WHERE m.archived = 0"
+               " AND m.created_at >= ? AND m.created_at < ?")
+        args: list[object] = [int(start_ms), int(end_ms)]
+        if working_dir is not None:
+            sql += _SQL_SCOPE_VISIBLE
+            args.append(optional_text(working_dir, "workingDir"))
+        sql += " ORDER BY m.created_at DESC, m.id DESC LIMIT ?"
+        args.append(limit)
+        return [_row(r) for r in self.conn.execute(sql, tuple(args))]
+
     def count(self) -> int:
         """Return the number of stored notes (archived included)."""
         return self.conn.execute("SELECT count(*) FROM memories").fetchall()[0][0]

@@ -106,6 +106,9 @@ class RecallInjectionConfig(_C):
     max_tokens: Pos = 400
     show_dates: bool = True
     """Each line carries the day its note was written (``- #12 8 May 2023: …``, issue 24)."""
+    time_windows: bool = True
+    """A message that names a time ("last week", "on 24 October 2023") recalls the notes
+    written then first (``actors.memory.context.timed_recall``, issue 24)."""
 
 
 class IndexConfig(_C):
