@@ -107,7 +107,7 @@ _DAY_MONTH_YEAR = re.compile(rf"\b{_ORD}\s+(?:of\s+)?{_MON}\.?,?\s*(\d{{4}})?\b"
 _MONTH_DAY_YEAR = re.compile(rf"\b{_MON}\.?\s+{_ORD}\b(?:,?\s*(\d{{4}}))?", re.I)
 _ISO_DAY = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
 _MONTH_YEAR = re.compile(rf"\b{_MON}\.?,?\s+(\d{{4}})\b", re.I)
-_IN_MONTH = re.compile(rf"\b(?:in|during|of|since|from)\s+{_MON}\b(?!\s*\d)", re.I)
+_IN_MONTH = re.compile(rf"\b(?:in|during|of)\s+{_MON}\b(?!\s*\d)", re.I)
 _AGO = re.compile(rf"\b{_N}\s+(day|week|month)s?\s+ago\b", re.I)
 _WIDEN = re.compile(r"\b(before|after|week|weekend|around|since)\b[^.?!]{0,24}$", re.I)
 
@@ -128,7 +128,7 @@ def time_window(text: str, now_ms: int, zone: str | None = None) -> TimeWindow |
     December"; without a year, the nearest such day to now) gives that day and one day
     either side (a note says "yesterday" the day after), widened to eight days either
     side after "before", "after", "week", "weekend", "around" or "since"; a month with a
-    year ("May 2023") or after "in"/"during" ("in May": the latest May up to now) gives
+    year ("May 2023") or after "in"/"during"/"of" ("in May": the latest May up to now) gives
     the month and a day either side; "yesterday", "today", "N days/weeks/months ago",
     "last/this week", "last weekend", "last/this month" and "last year" give the day,
     week, weekend, month or year they mean (weeks start on Monday). English only.
