@@ -57,6 +57,7 @@ import trio
 from actors.memory.context import timed_recall
 from actors.memory.dates import time_window
 from actors.memory.notes import MemoryStore
+from actors.memory.render import estimate_tokens
 from actors.memory.schema import open_database
 from bench._results import machine_line, publish, utc_now
 from runtime.shell.client import open_client
@@ -263,9 +264,10 @@ def render(out: dict[str, Any], command: str) -> str:
         shown = [r for r in arm_rows if r["shown"]]
         lines.append(f"| {name}: evidence turn shown in the prompt | {len(shown)}/{len(arm_rows)} "
                      f"| right month among those: {_rate(shown, 'month')} |")
-    secs = {arm: sorted(r["seconds"] for r in rows) for arm, rows in runs.items()}
-    lines.append(f"| turn, median (s) | {secs['dates'][len(secs['dates']) // 2]:.1f} | "
-                 f"{secs['no dates'][len(secs['no dates']) // 2]:.1f} |")
+    tokens = {arm: sorted(estimate_tokens(r["tail"]) for r in rows) for arm, rows in runs.items()}
+    lines.append(f"| prompt tail, median (estimated tokens) | "
+                 f"{tokens['dates'][len(tokens['dates']) // 2]} | "
+                 f"{tokens['no dates'][len(tokens['no dates']) // 2]} |")
     return "\n".join(lines) + "\n"
 
 
