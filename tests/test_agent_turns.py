@@ -225,13 +225,17 @@ async def test_session_facts_and_dated_memory_reach_the_tail_and_are_never_saved
     """Issue 24, items 2 and 3: a fact the agent wrote in this session is in the next
     turn's ``### session-facts`` although the keyword gate keeps it out of ``### profile``;
     a recalled note carries the day it was written; neither is saved with the session."""
+    from datetime import date, timedelta
+
     from actors.memory.dates import written_date
 
+    due = date.today() + timedelta(days=30)
+    said = f"{due.day} {due.strftime('%B %Y')}"
     state = tmp_path / "state"
     rules = [
         {"grammar_contains": "reply", "times": 1, "response": json.dumps(
             {"tool": "memory.profile.set", "args": {
-                "key": "thesis_due", "value": "14 March 2027", "pinned": False,
+                "key": "thesis_due", "value": said, "pinned": False,
                 "keywords": ["thesis"]}})},
         {"grammar_contains": "reply", "response": '{"reply": "Noted."}'},
     ]
@@ -240,13 +244,14 @@ async def test_session_facts_and_dated_memory_reach_the_tail_and_are_never_saved
             async with open_client(url=d.url, token=d.token) as c:
                 stored = await c.memory("memory.notes.store",
                                         {"content": "The garden shed needs a new roof"})
-                await turn(c, "Remember that my thesis is due on 14 March 2027")
+                await turn(c, f"Remember that my thesis is due on {said}")
                 with trio.fail_after(60):
                     frames = [f async for f in c.say("what about the garden shed?", debug=True)]
                 sid = c.session
     (prompt,) = [f for f in frames if f.get("step") == "prompt"]
     tail = prompt["tail"]
-    assert "### session-facts\n- thesis_due: 14 March 2027\n" in tail
+    # the day it names is counted from today: the model cannot count days itself
+    assert f"### session-facts\n- thesis_due: {said} ({due.day} {due.strftime('%b %Y')}, in 30 days)\n" in tail
     assert tail.count("- thesis_due") == 1  # once: the keyword gate kept it out of ### profile
     day = written_date(stored["createdAt"])
     assert f"- #{stored['id']} {day}: The garden shed needs a new roof" in tail

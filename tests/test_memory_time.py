@@ -26,6 +26,9 @@ def ms(*when: int) -> int:
     return int(datetime(*when, tzinfo=timezone.utc).timestamp() * 1000)
 
 
+NOW = ms(2026, 12, 2, 10)  # a Wednesday
+
+
 def note(nid: int, content: str, at: int, tags=()) -> Note:
     return Note(id=nid, content=content, tags=list(tags), source="user", scope="all",
                 working_dir=None, created_at=at, updated_at=at)
@@ -49,9 +52,10 @@ def test_the_written_date_is_compact_and_in_the_users_zone():
 def test_recalled_and_index_lines_carry_the_day_the_note_was_written():
     notes = [note(3, "Moved to Berlin", ms(2026, 11, 3, 12), tags=["home"]),
              note(1, "Thesis is due March 14th", ms(2026, 2, 1, 9))]
-    assert render_recalled(notes, dates=True, zone="UTC").splitlines() == [
+    feb20 = ms(2026, 2, 20, 12)
+    assert render_recalled(notes, dates=True, zone="UTC", now_ms=feb20).splitlines() == [
         "- #3 [home] 3 Nov 2026: Moved to Berlin",
-        "- #1 1 Feb 2026: Thesis is due March 14th"]
+        "- #1 1 Feb 2026: Thesis is due March 14th (14 Mar 2026, in 22 days)"]
     assert render_index(notes, dates=True, zone="UTC").splitlines() == [
         "- #1 1 Feb 2026: Thesis is due March 14th",
         "- #3 [home] 3 Nov 2026: Moved to Berlin"]
@@ -111,21 +115,39 @@ def test_the_configuration_turns_each_part_on_and_off(stores):
                         session_facts_limit=8)
     assert ctx.zone == "Asia/Tokyo"
     on = render_configured(ctx, Config().memory)
-    assert on["recalled"] == "- #1 8 May 2023: Caroline went to the support group yesterday"
+    assert on["recalled"] == (
+        "- #1 8 May 2023: Caroline went to the support group yesterday (7 May 2023)")
     off = msgspec.convert({"recallInjection": {"showDates": False},
                            "index": {"showDates": False}}, Config().memory.__class__)
     assert render_configured(ctx, off)["recalled"].startswith("- #1 Caroline")
 
 
-def test_a_fact_whose_value_is_relative_to_its_day_shows_that_day(stores):
+def test_a_fact_that_names_a_day_says_how_far_it_is_read_from_when_it_was_said(stores):
+    """Issue 24: "my thesis is due March 14th" becomes "in 102 days" -- the default
+    model cannot count days itself -- and "next Friday" is read from the day it was
+    said, not from today."""
     profiles, notes = stores
-    profiles.set("dentist_appointment", "next Friday at 10", pinned=True,
-                 now_ms=ms(2026, 12, 2, 12))
-    profiles.set("thesis_due", "14 March 2027", pinned=True, now_ms=ms(2026, 12, 2, 12))
+    profiles.set("dentist_appointment", "next_friday", pinned=True,
+                 now_ms=ms(2026, 11, 26, 12))  # a Thursday
+    profiles.set("passport_expires_in", "three weeks", pinned=True, now_ms=ms(2026, 11, 27, 9))
+    profiles.set("thesis_due", "March 14th", pinned=True, now_ms=ms(2026, 12, 2, 9))
+    profiles.set("city", "Lyon", pinned=True, now_ms=ms(2026, 12, 2, 9))
     ctx = build_context(profiles, notes, "when is the dentist?", working_dir=None)
-    assert render_context(ctx, profile_dates=True)["profile"].splitlines() == [
-        "- dentist_appointment: next Friday at 10 (said 2 Dec 2026)",
-        "- thesis_due: 14 March 2027"]
+    assert render_context(ctx, profile_dates=True, now_ms=NOW)["profile"].splitlines() == [
+        "- city: Lyon",
+        "- dentist_appointment: next_friday (said 26 Nov 2026: 27 Nov 2026, 5 days ago)",
+        "- passport_expires_in: three weeks (said 27 Nov 2026: 18 Dec 2026, in 16 days)",
+        "- thesis_due: March 14th (14 Mar 2027, in 102 days)"]
+
+
+def test_a_recalled_note_says_the_day_its_words_name():
+    said = note(7, "Caroline: I went to a LGBTQ support group yesterday", ms(2023, 5, 8, 13))
+    due = note(8, "The user's sister's wedding is on 11 January 2027", ms(2026, 11, 29, 9))
+    assert render_recalled([said, due], dates=True, zone="UTC", now_ms=NOW).splitlines() == [
+        "- #7 8 May 2023: Caroline: I went to a LGBTQ support group yesterday (7 May 2023)",
+        "- #8 29 Nov 2026: The user's sister's wedding is on 11 January 2027 "
+        "(11 Jan 2027, in 40 days)"]
+    assert "(" not in render_index([said, due], dates=True, zone="UTC")  # rows stay stable
 
 
 def test_a_time_zone_fact_the_machine_does_not_know_is_stored_with_a_warning(stores):
@@ -134,8 +156,6 @@ def test_a_time_zone_fact_the_machine_does_not_know_is_stored_with_a_warning(sto
     fact = profiles.set("timezone", "Paris time")
     assert fact.value == "Paris time" and "not a time zone this machine knows" in fact.warning
 
-
-NOW = ms(2026, 12, 2, 10)  # a Wednesday
 
 
 @pytest.mark.parametrize("text, first, last, words", [

@@ -400,6 +400,7 @@ def render_context(
     dates: bool = False,
     index_dates: bool | None = None,
     profile_dates: bool = False,
+    now_ms: int | None = None,
 ) -> dict[str, str]:
     """Render a context into prompt-tail section bodies, keyed by section name.
 
@@ -418,7 +419,8 @@ def render_context(
     was written, ``index_dates`` (``memory.index.showDates``; default: ``dates``) each
     index row's, in ``ctx.zone``; ``profile_dates`` (``memory.profile.showDates``)
     shows the earlier value of a fact that replaced one and the day a fact relative to
-    its day was said (issue 24). Off by default here
+    its day was said (issue 24); a day a fact or recalled note names is counted from
+    ``now_ms`` (default: the wall clock). Off by default here
     so a caller gets the anchor's exact line formats; the configuration turns them on.
 
     Link-expanded neighbours (``ctx.expanded``) are shown in ``### recalled`` after the
@@ -440,13 +442,14 @@ def render_context(
                          zone=zone)
     shown = {int(i) for i in _INDEX_ID.findall(index)}
     neighbours = [n for n in ctx.recalled[len(hits):] if n.id not in shown]
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     recalled = render_recalled(hits + neighbours, preview_chars=recall_preview_chars,
                                max_tokens=recall_max_tokens, superseded=marks, dates=dates,
-                               zone=zone)
+                               zone=zone, now_ms=now_ms)
     if neighbours:
         spent = estimate_tokens(recalled) - estimate_tokens(render_recalled(
             hits, preview_chars=recall_preview_chars, max_tokens=recall_max_tokens,
-            superseded=marks, dates=dates, zone=zone))
+            superseded=marks, dates=dates, zone=zone, now_ms=now_ms))
         index = render_index(ctx.index, preview_chars=index_preview_chars,
                              max_tokens=max(0, index_max_tokens - spent), superseded=marks,
                              dates=index_dates, zone=zone)
@@ -454,11 +457,11 @@ def render_context(
         "memory-index": index,
         "session-facts": render_session_facts(ctx.session_facts,
                                               max_tokens=session_facts_max_tokens, zone=zone,
-                                              dates=profile_dates),
+                                              dates=profile_dates, now_ms=now_ms),
         "recalled": recalled,
         "profile": render_profile(ctx.profile, profile_max_tokens, empty="",
                                   before=ctx.before if profile_dates else None, zone=zone,
-                                  dates=profile_dates),
+                                  dates=profile_dates, now_ms=now_ms),
         "lessons": render_lessons(ctx.lessons, max_tokens=lessons_max_tokens),
         "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),
     }

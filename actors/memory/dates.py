@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from datetime import datetime, timedelta, timezone, tzinfo
+from datetime import date, datetime, timedelta, timezone, tzinfo
 from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = ["TIMEZONE_KEYS", "TimeWindow", "user_zone", "resolve_zone", "written_date",
-           "relative_to_now", "time_window"]
+           "relative_to_now", "time_window", "named_day", "from_today", "day_note"]
 
 TIMEZONE_KEYS = ("timezone", "time_zone", "tz")
 """Profile keys read as the user's time zone, first found wins."""
@@ -80,7 +80,7 @@ def relative_to_now(text: str) -> bool:
     commonest German, French and Spanish ones). ``### profile`` then shows the day the
     fact was written, so "my dentist appointment is next Friday" can still be placed a
     week later (issue 24)."""
-    return bool(_RELATIVE.search(text))
+    return bool(_RELATIVE.search(re.sub(r"_+", " ", text)))
 
 
 # -- the time a question names -----------------------------------------------------------
@@ -226,3 +226,111 @@ def _relative(text: str, now: datetime, midnight: datetime) -> TimeWindow | None
         if re.search(rf"\b{words}\b", low):
             return TimeWindow(_ms(start), _ms(end), words)
     return None
+
+
+# -- the day a text names, and how far it is from today ----------------------------------
+
+_WEEKDAY_NAMES = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_SHIFT = re.compile(rf"\bin\s+{_N}\s+(day|week|month)s?\b|\b{_N}\s+(day|week|month)s?\s+ago\b",
+                    re.I)
+_WEEKDAY_REF = re.compile(rf"\b(next|this|coming|last)\s+({'|'.join(_WEEKDAY_NAMES)})\b", re.I)
+_DAY_WORD = re.compile(r"\b(today|tonight|tomorrow|yesterday)\b", re.I)
+
+
+def named_day(text: str, said_ms: int | None, zone: str | None = None) -> date | None:
+    """The day ``text`` names, or None. Read, first found wins: an absolute day ("25
+    December 2026", "Dec 25th", "2026-12-25"; without a year, the one nearest to the day
+    it was said) and, when ``said_ms`` (Unix ms) says when the text was written, a day
+    relative to that ("tomorrow", "yesterday", "next Friday" -- the first Friday after --
+    "last Monday", "in three weeks", "two weeks ago"). Underscores and hyphens read as
+    spaces (reflection writes ``next_friday``). In ``zone``; never raises."""
+    tz, _ = resolve_zone(zone)
+    clean = re.sub(r"[_]+", " ", text or "")
+    try:
+        said = (datetime.fromtimestamp(said_ms / 1000, timezone.utc) if said_ms is not None
+                else datetime.now(timezone.utc))
+        said = said.astimezone(tz) if tz is not None else said.astimezone()
+        window = _absolute_day(clean, said)
+        if window is not None:
+            return window
+        if said_ms is None:
+            return None
+        return _relative_day(clean, said.date())
+    except (OverflowError, OSError, ValueError):
+        return None
+
+
+def _absolute_day(text: str, said: datetime) -> date | None:
+    midnight = said.replace(hour=0, minute=0, second=0, microsecond=0)
+    for m in _ISO_DAY.finditer(text):
+        return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
+    for rx, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
+        for m in rx.finditer(text):
+            d, mon = (m.group(1), m.group(2)) if order == "dmy" else (m.group(2), m.group(1))
+            if mon.lower() == "may" and not mon[0].isupper():
+                continue
+            month, day = _month_number(mon), int(d)
+            if m.group(3):
+                return date(int(m.group(3)), month, day)
+            options = []
+            for y in (said.year - 1, said.year, said.year + 1):
+                try:
+                    options.append(midnight.replace(year=y, month=month, day=day))
+                except ValueError:
+                    pass
+            if options:
+                return min(options, key=lambda o: abs(o - midnight)).date()
+    return None
+
+
+def _relative_day(text: str, said: date) -> date | None:
+    if m := _DAY_WORD.search(text):
+        return said + timedelta(days={"today": 0, "tonight": 0, "tomorrow": 1,
+                                      "yesterday": -1}[m.group(1).lower()])
+    if m := _WEEKDAY_REF.search(text):
+        target = _WEEKDAY_NAMES.index(m.group(2).lower())
+        if m.group(1).lower() == "last":
+            return said - timedelta(days=(said.weekday() - target - 1) % 7 + 1)
+        return said + timedelta(days=(target - said.weekday() - 1) % 7 + 1)
+    if m := _SHIFT.search(text):
+        word, unit, sign = ((m.group(1), m.group(2), 1) if m.group(1)
+                            else (m.group(3), m.group(4), -1))
+        n = int(word) if word.isdigit() else _NUMBER_WORDS.get(word.lower().removeprefix("a "), 1)
+        days = n * {"day": 1, "week": 7, "month": 30}[unit.lower()]
+        return said + timedelta(days=sign * days)
+    return None
+
+
+NEAR_PAST_DAYS = 90
+NEAR_FUTURE_DAYS = 366
+"""How far from today a named day still gets "N days ago" / "in N days": a deadline up
+to a year ahead is counted, a past day only within three months (a count of hundreds of
+days ago helps nobody)."""
+
+
+def from_today(day: date, today: date) -> str:
+    """``"today"``, ``"tomorrow"``, ``"yesterday"``, ``"in 23 days"``, ``"9 days ago"``;
+    ``""`` beyond :data:`NEAR_PAST_DAYS` / :data:`NEAR_FUTURE_DAYS`."""
+    n = (day - today).days
+    if n < -NEAR_PAST_DAYS or n > NEAR_FUTURE_DAYS:
+        return ""
+    return {0: "today", 1: "tomorrow", -1: "yesterday"}.get(
+        n, f"in {n} days" if n > 0 else f"{-n} days ago")
+
+
+def day_note(text: str, said_ms: int | None, now_ms: int, zone: str | None = None) -> str:
+    """``"18 Dec 2026, in 16 days"``: the day ``text`` names (:func:`named_day`) and how
+    far it is from the day of ``now_ms``, both in ``zone``; ``""`` when it names none. The
+    default model cannot count days ("3 days left" for 23 in ``bench.deadlines``), so the
+    prompt says it (issue 24: "your thesis is due in 9 days"). Never raises."""
+    day = named_day(text, said_ms, zone)
+    if day is None:
+        return ""
+    tz, _ = resolve_zone(zone)
+    try:
+        now = datetime.fromtimestamp(now_ms / 1000, timezone.utc)
+        today = (now.astimezone(tz) if tz is not None else now.astimezone()).date()
+    except (OverflowError, OSError, ValueError):
+        return ""
+    near = from_today(day, today)
+    return f"{day.day} {day.strftime('%b %Y')}" + (f", {near}" if near else "")

@@ -17,11 +17,12 @@ memory-block delimiters (``<memory>``, ``</memory>``) are broken the same way.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Protocol
 
-from .dates import relative_to_now, written_date
+from .dates import day_note, relative_to_now, written_date
 from .fts import contains_cjk
 from .notes import Note
 from .profile import ProfileFact
@@ -191,35 +192,50 @@ def gate_profile(
 
 
 def _profile_line(fact: ProfileFact, before: ProfileFact | None = None,
-                  zone: str | None = None, dates: bool = False) -> str:
+                  zone: str | None = None, dates: bool = False,
+                  now_ms: int | None = None) -> str:
     line = f"- {neutralise(fact.key)}: {neutralise(_flatten_value(fact.value))}"
     if not dates:
         return line
-    if before is None:
-        said = written_date(fact.valid_from, zone) if relative_to_now(fact.value) else ""
-        return f"{line} (said {said})" if said else line
-    since = written_date(before.updated_at, zone)  # when the earlier value was replaced
-    since_part = f"since {since}; " if since else ""
-    old = neutralise(_flatten_value(before.value))
-    return f"{line} ({since_part}before: {old})"
+    if before is not None:
+        since = written_date(before.updated_at, zone)  # when the earlier value was replaced
+        since_part = f"since {since}; " if since else ""
+        return f"{line} ({since_part}before: {neutralise(_flatten_value(before.value))})"
+    text = f"{fact.key} {fact.value}"  # passport_expires_in = three weeks
+    relative = relative_to_now(text)
+    day = day_note(text, fact.valid_from if relative else None, _now(now_ms), zone)
+    if relative:
+        said = written_date(fact.valid_from, zone)
+        return f"{line} (said {said}: {day})" if day else f"{line} (said {said})"
+    return f"{line} ({day})" if day else line
+
+
+def _now(now_ms: int | None) -> int:
+    return int(time.time() * 1000) if now_ms is None else now_ms
 
 
 def render_profile(
     facts: Sequence[ProfileFact], max_tokens: int = 512, *, empty: str = NO_PROFILE,
     before: Mapping[int, ProfileFact] | None = None, zone: str | None = None,
-    dates: bool = False,
+    dates: bool = False, now_ms: int | None = None,
 ) -> str:
     """Render the ``### profile`` body (anchor §3.2).
 
     One line ``- key: value`` per fact, pinned facts first, then contextual ones, key
     order inside each group; line breaks in values become literal `` \\n ``. With
-    ``dates`` (``memory.profile.showDates``), a fact
-    that replaced an earlier value of its key (``before`` maps the fact's id to the
-    version it superseded, ``ProfileStore.predecessors``) ends in `` (since 3 Nov 2026;
-    before: Lyon)``, the date it became current in ``zone`` (``dates.written_date``),
-    so "where did I live before?" has an answer (issue 24); one whose value only means
-    something from the day it was said (``dates.relative_to_now``: "next Friday") ends
-    in `` (said 2 Dec 2026)``. Budget
+    ``dates`` (``memory.profile.showDates``; issue 24), in ``zone``, ``now_ms`` (default
+    the wall clock) being today:
+
+    * a fact that replaced an earlier value of its key (``before`` maps the fact's id to
+      the version it superseded, ``ProfileStore.predecessors``) ends in `` (since 3 Nov
+      2026; before: Lyon)`` -- "where did I live before?";
+    * one whose value only means something from the day it was said
+      (``dates.relative_to_now``: "next Friday") ends in `` (said 26 Nov 2026: 27 Nov
+      2026, 5 days ago)`` -- the day it names read from then (``dates.day_note``);
+    * one that names a day ends in `` (25 Dec 2026, in 23 days)``: the default model
+      cannot count days itself.
+
+    Budget
     ``max_tokens`` (``memory.profile.maxTokens``, default 512) with whole lines only:
     lines that do not fit are skipped (later, shorter ones may still fit) and a final
     line ``… [truncated] N more profile fact(s) not shown (memory.profile.maxTokens)``
@@ -231,7 +247,7 @@ def render_profile(
     if not facts:
         return empty if estimate_tokens(empty) <= max_tokens else ""
     ordered = sorted(facts, key=lambda f: (not f.pinned, f.key))
-    lines = [_profile_line(f, (before or {}).get(f.id), zone, dates) for f in ordered]
+    lines = [_profile_line(f, (before or {}).get(f.id), zone, dates, now_ms) for f in ordered]
     body = "\n".join(lines)
     if estimate_tokens(body) <= max_tokens:
         return body
@@ -252,7 +268,8 @@ def render_profile(
 
 
 def render_session_facts(facts: Sequence[ProfileFact], *, max_tokens: int = 200,
-                         zone: str | None = None, dates: bool = False) -> str:
+                         zone: str | None = None, dates: bool = False,
+                         now_ms: int | None = None) -> str:
     """Render the ``### session-facts`` body (seed 000 §7: the session's known facts, last
     8); ``""`` for none.
 
@@ -262,7 +279,8 @@ def render_session_facts(facts: Sequence[ProfileFact], *, max_tokens: int = 200,
     :func:`truncate_to_tokens` at ``max_tokens`` (``memory.sessionFacts.maxTokens``,
     default 200).
     """
-    return truncate_to_tokens("\n".join(_profile_line(f, None, zone, dates) for f in facts),
+    return truncate_to_tokens("\n".join(_profile_line(f, None, zone, dates, now_ms)
+                                        for f in facts),
                               max_tokens)
 
 
@@ -284,10 +302,19 @@ def _date(note: Note, dates: bool, zone: str | None) -> str:
     return written_date(note.created_at, zone) if dates else ""
 
 
+def _day_part(note: Note, dates: bool, zone: str | None, now_ms: int | None) -> str:
+    """`` (18 Dec 2026, in 16 days)``: the day the note's text names, read from the day
+    it was written ("yesterday", "in three weeks"), and how far it is from today."""
+    if not dates:
+        return ""
+    day = day_note(note.content, note.created_at, _now(now_ms), zone)
+    return f" ({neutralise(day)})" if day else ""
+
+
 def render_recalled(
     notes: Sequence[Note], *, preview_chars: int = 160, max_tokens: int = 400,
     superseded: Mapping[int, int] | None = None, dates: bool = False,
-    zone: str | None = None,
+    zone: str | None = None, now_ms: int | None = None,
 ) -> str:
     """Render the ``### recalled`` body (anchor §3.3); ``""`` for no notes.
 
@@ -296,11 +323,14 @@ def render_recalled(
     note corrects it, FC2-05) + with ``dates``, `` 8 May 2023:`` -- the day the note
     was written, in ``zone`` (``dates.written_date``; issue 24) -- + a space + the
     preview: the whole content with whitespace runs collapsed, clipped by
-    :func:`clip_preview` to ``preview_chars`` (default 160). The block is clipped by
-    :func:`truncate_to_tokens` at ``max_tokens`` (default 400), dates included.
+    :func:`clip_preview` to ``preview_chars`` (default 160) + with ``dates``, when the
+    text names a day, `` (7 May 2023)`` or `` (18 Dec 2026, in 16 days)`` -- read from
+    the day it was written ("yesterday"), counted from ``now_ms`` (``dates.day_note``).
+    The block is clipped by :func:`truncate_to_tokens` at ``max_tokens`` (default 400),
+    dates included.
     """
     lines = [_note_line(n, clip_preview(_one_line(n.content), preview_chars), superseded,
-                        _date(n, dates, zone))
+                        _date(n, dates, zone)) + _day_part(n, dates, zone, now_ms)
              for n in notes]
     return truncate_to_tokens("\n".join(lines), max_tokens)
 
