@@ -125,7 +125,8 @@ def named_dates(text: str, year: int) -> set[date]:
         for j in (i + 1, i - 1, i + 2):
             if 0 <= j < len(tokens) and _WORD_MONTH.fullmatch(tokens[j]) and (
                     tokens[j].lower() != "may" or tokens[j] == "May"):
-                mon = next(k for k, n in enumerate(MONTHS, 1) if n.startswith(tokens[j].lower()[:3]))
+                mon = next(k for k, n in enumerate(MONTHS, 1)
+                           if n.startswith(tokens[j].lower()[:3]))
                 for y in (year - 1, year, year + 1):
                     try:
                         out.add(date(y, mon, int(tok)))

@@ -251,7 +251,8 @@ async def test_session_facts_and_dated_memory_reach_the_tail_and_are_never_saved
     (prompt,) = [f for f in frames if f.get("step") == "prompt"]
     tail = prompt["tail"]
     # the day it names is counted from today: the model cannot count days itself
-    assert f"### session-facts\n- thesis_due: {said} ({due.day} {due.strftime('%b %Y')}, in 30 days)\n" in tail
+    counted = f"{due.day} {due.strftime('%b %Y')}, in 30 days"
+    assert f"### session-facts\n- thesis_due: {said} ({counted})\n" in tail
     assert tail.count("- thesis_due") == 1  # once: the keyword gate kept it out of ### profile
     day = written_date(stored["createdAt"])
     assert f"- #{stored['id']} {day}: The garden shed needs a new roof" in tail
