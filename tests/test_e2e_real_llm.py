@@ -375,3 +375,22 @@ async def test_where_did_i_live_before_on_the_default_model(tmp_path):
     assert "- home_city: Berlin (since " in tail and "; before: Lyon)" in tail, tail
     reply = next(f["text"] for f in frames if f["type"] == "reply")
     assert "lyon" in reply.lower(), reply
+
+
+async def test_your_thesis_is_due_in_nine_days_on_the_default_model(tmp_path):
+    """Issue 24's example on the default install: a deadline the user gave becomes "in 9
+    days" (the prompt counts the days; the model only reads them)."""
+    _need_default_model()
+    from datetime import date, timedelta
+
+    due = date.today() + timedelta(days=9)
+    state = tmp_path / "state"
+    async with run_daemon(state, ready_timeout_s=300) as d:
+        async with open_client(url=d.url, token=d.token) as c:
+            await c.memory("memory.profile.set", {
+                "key": "thesis_due", "value": f"{due.strftime('%B')} {due.day}"})
+        async with open_client(url=d.url, token=d.token, session="deadline") as c:
+            with trio.fail_after(600):
+                frames = [f async for f in c.say("How many days until my thesis is due?")]
+    reply = next(f["text"] for f in frames if f["type"] == "reply")
+    assert "9 days" in reply or "nine days" in reply.lower(), reply
