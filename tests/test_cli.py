@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 
 import apsw
 import pytest
@@ -88,6 +89,10 @@ async def test_second_daemon_on_the_same_state_dir_is_refused(tmp_path):
             assert r.returncode == 0 and r.stdout.startswith("#1 [cli]")
             r = cli("memory", "notes", "list", "--state-dir", str(state))
             assert "a note from the CLI" in r.stdout
+            r = cli("memory", "notes", "recall", "note", "--state-dir", str(state))
+            from actors.memory.dates import written_date  # the day, as the prompt shows it
+            today = written_date(int(time.time() * 1000))
+            assert r.stdout.startswith(f"#1 [cli] {today} (score 1.00) a note from the CLI")
             r = cli("memory", "notes", "forget", "99", "--state-dir", str(state))
             assert r.returncode == 1 and r.stderr.strip() == "atomic-agent: no note #99"
 

@@ -186,6 +186,20 @@ async def test_ask_prints_what_memory_did(daemon):
     assert "memory: nothing to remember (a question)" in question.stderr.splitlines()
 
 
+@rules(reflection("My thesis is due on 22 December.", "SET thesis_due=2026-12-22\n"))
+async def test_ask_says_why_a_proposal_in_other_words_was_dropped(daemon):
+    """Newcomer trial (issue 24): a fact the model rewrote ("2026-12-22" for "22
+    December") is dropped by grounding; ``ask`` says so instead of "nothing you stated
+    about yourself"."""
+    done = await trio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir", str(daemon.state_dir),
+         "My thesis is due on 22 December."],
+        cwd=REPO, capture_output=True, text=True, timeout=120))
+    assert done.returncode == 0, done.stderr
+    assert ("memory: nothing to remember (what the model wrote down was not in your own "
+            "words)") in done.stderr.splitlines(), done.stderr
+
+
 async def test_ask_warns_when_reflection_times_out(tmp_path):
     rules = [{"grammar_contains": '"FORGET "', "response": "SET late=yes\n", "delay_ms": 3000}]
     async with open_fake_llama(tmp_path / "fake", rules, slots=2) as fake:

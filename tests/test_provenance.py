@@ -40,9 +40,9 @@ async def test_who_wrote_what_and_when(tmp_path):
         cli(state, "memory", "profile", "set", "city", "Porto")
         history = cli(state, "memory", "profile", "history", "city")
         lines = history.splitlines()
-        assert re.match(r"^20\d\d-\d\d-\d\d \d\d:\d\d  replaced  Lisbon  \(reflection, session "
+        assert re.match(r"^20\d\d-\d\d-\d\d \d\d:\d\d(?: \S+)?  replaced  Lisbon  \(reflection, session "
                         r"garden, turn t-[0-9a-f]{10}\)$", lines[0]), history
-        assert re.match(r"^20\d\d-\d\d-\d\d \d\d:\d\d  active    Porto   \(user\)$", lines[1])
+        assert re.match(r"^20\d\d-\d\d-\d\d \d\d:\d\d(?: \S+)?  active    Porto   \(user\)$", lines[1])
         versions = json.loads(cli(state, "memory", "profile", "history", "city", "--json"))
         assert [v["source"] for v in versions] == ["reflection", "user"]
         notes = json.loads(cli(state, "memory", "notes", "list", "--json"))

@@ -7,6 +7,8 @@ import sys
 import time
 from typing import Any
 
+from actors.memory.dates import written_date
+
 from .client import DaemonClient
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
@@ -14,10 +16,11 @@ EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
 
 
 def when(ms: int | None) -> str:
-    """Unix milliseconds as local ``YYYY-MM-DD HH:MM`` ("-" for None)."""
+    """Unix milliseconds as local ``YYYY-MM-DD HH:MM ZONE`` ("-" for None): the zone
+    is named, since the prompt shows times in the profile's zone (issue 24)."""
     if ms is None:
         return "-"
-    return time.strftime("%Y-%m-%d %H:%M", time.localtime(ms / 1000))
+    return time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(ms / 1000)).strip()
 
 
 def print_fact(f: dict[str, Any]) -> None:
@@ -30,11 +33,13 @@ def print_fact(f: dict[str, Any]) -> None:
 
 
 def print_note(n: dict[str, Any]) -> None:
-    """One note on one line: id, tags, score when recalled, the start of its text."""
+    """One note on one line: id, tags, the day it was written (as the prompt shows it),
+    score when recalled, the start of its text."""
     tags = f" [{', '.join(n['tags'])}]" if n.get("tags") else ""
     text = " ".join(n["content"].split())[:100]
+    day = f" {written_date(n['createdAt'])}" if isinstance(n.get("createdAt"), int) else ""
     score = f" (score {n['score']:.2f})" if n.get("score") is not None else ""
-    print(f"#{n['id']}{tags}{score} {text}")
+    print(f"#{n['id']}{tags}{day}{score} {text}")
 
 
 def provenance(row: dict[str, Any], key: str = "source") -> str:

@@ -34,6 +34,15 @@ NONE_REASONS = {
 }
 """Reasons of a ``none`` outcome, in a person's words."""
 
+DROPPED_REASONS = {
+    "ungrounded_content": "what the model wrote down was not in your own words",
+    "ungrounded_identity": "no name you gave as your own",
+    "assistant_only": "only the assistant said it",
+    "third_person": "it was about someone else",
+}
+"""Why reflection's proposals were all dropped (``ungrounded: a,b``), in a person's words;
+a reason not listed here reads "nothing you stated about yourself"."""
+
 PREVIEW_CHARS = 60
 
 
@@ -41,6 +50,10 @@ def _none_reason(reason: str) -> str:
     if reason in NONE_REASONS:
         return NONE_REASONS[reason]
     if reason.startswith("ungrounded"):
+        causes = [c.strip() for c in reason.partition(":")[2].split(",") if c.strip()]
+        said = [DROPPED_REASONS[c] for c in causes if c in DROPPED_REASONS]
+        if said and len(said) == len(causes):
+            return "; ".join(dict.fromkeys(said))
         return "nothing you stated about yourself"
     return reason or "nothing worth keeping"
 
