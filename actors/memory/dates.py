@@ -142,39 +142,42 @@ def time_window(text: str, now_ms: int, zone: str | None = None) -> TimeWindow |
         return None
 
 
-def _window(text: str, now: datetime) -> TimeWindow | None:
-    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
-
-    def day_span(day: datetime, words: str, before: str) -> TimeWindow:
-        slack = timedelta(days=8 if _WIDEN.search(before) else 1)
-        return TimeWindow(_ms(day - slack), _ms(day + timedelta(days=1) + slack), words)
+def _find_day(text: str, around: datetime) -> tuple[datetime, re.Match[str]] | None:
+    """The first day ``text`` names absolutely ("2023-05-08", "8 May 2023", "May 8th"; a
+    day without a year is the one nearest to ``around``), as midnight in ``around``'s
+    zone, with the words that named it; None when it names none."""
+    midnight = around.replace(hour=0, minute=0, second=0, microsecond=0)
 
     def on_day(year: int | None, month: int, day: int) -> datetime | None:
-        try:
-            if year is not None:
-                return midnight.replace(year=year, month=month, day=day)
-            options = []
-            for y in (now.year - 1, now.year, now.year + 1):
-                try:
-                    options.append(midnight.replace(year=y, month=month, day=day))
-                except ValueError:
-                    pass
-            return min(options, key=lambda d: abs(d - midnight)) if options else None
-        except ValueError:
-            return None
+        options = []
+        for y in (year,) if year is not None else (around.year - 1, around.year, around.year + 1):
+            try:
+                options.append(midnight.replace(year=y, month=month, day=day))
+            except ValueError:
+                pass
+        return min(options, key=lambda d: abs(d - midnight)) if options else None
 
     for m in _ISO_DAY.finditer(text):
-        day = on_day(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-        if day is not None:
-            return day_span(day, m.group(0), text[:m.start()])
+        if (day := on_day(int(m.group(1)), int(m.group(2)), int(m.group(3)))) is not None:
+            return day, m
     for rx, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
         for m in rx.finditer(text):
             d, mon = (m.group(1), m.group(2)) if order == "dmy" else (m.group(2), m.group(1))
             if mon.lower() == "may" and not mon[0].isupper():
                 continue  # "may" the verb
             day = on_day(int(m.group(3)) if m.group(3) else None, _month_number(mon), int(d))
-            if day is not None and 1 <= int(d) <= 31:
-                return day_span(day, m.group(0).strip(), text[:m.start()])
+            if day is not None:
+                return day, m
+    return None
+
+
+def _window(text: str, now: datetime) -> TimeWindow | None:
+    midnight = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    if found := _find_day(text, now):
+        day, m = found
+        slack = timedelta(days=8 if _WIDEN.search(text[:m.start()]) else 1)
+        return TimeWindow(_ms(day - slack), _ms(day + timedelta(days=1) + slack),
+                          m.group(0).strip())
     for m in _MONTH_YEAR.finditer(text):
         if m.group(1).lower() == "may" and not m.group(1)[0].isupper():
             continue
@@ -250,37 +253,13 @@ def named_day(text: str, said_ms: int | None, zone: str | None = None) -> date |
         said = (datetime.fromtimestamp(said_ms / 1000, timezone.utc) if said_ms is not None
                 else datetime.now(timezone.utc))
         said = said.astimezone(tz) if tz is not None else said.astimezone()
-        window = _absolute_day(clean, said)
-        if window is not None:
-            return window
+        if found := _find_day(clean, said):
+            return found[0].date()
         if said_ms is None:
             return None
         return _relative_day(clean, said.date())
     except (OverflowError, OSError, ValueError):
         return None
-
-
-def _absolute_day(text: str, said: datetime) -> date | None:
-    midnight = said.replace(hour=0, minute=0, second=0, microsecond=0)
-    for m in _ISO_DAY.finditer(text):
-        return date(int(m.group(1)), int(m.group(2)), int(m.group(3)))
-    for rx, order in ((_DAY_MONTH_YEAR, "dmy"), (_MONTH_DAY_YEAR, "mdy")):
-        for m in rx.finditer(text):
-            d, mon = (m.group(1), m.group(2)) if order == "dmy" else (m.group(2), m.group(1))
-            if mon.lower() == "may" and not mon[0].isupper():
-                continue
-            month, day = _month_number(mon), int(d)
-            if m.group(3):
-                return date(int(m.group(3)), month, day)
-            options = []
-            for y in (said.year - 1, said.year, said.year + 1):
-                try:
-                    options.append(midnight.replace(year=y, month=month, day=day))
-                except ValueError:
-                    pass
-            if options:
-                return min(options, key=lambda o: abs(o - midnight)).date()
-    return None
 
 
 def _relative_day(text: str, said: date) -> date | None:
