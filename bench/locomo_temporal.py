@@ -318,11 +318,9 @@ def retrieval(convs: list[dict]) -> dict[str, Any]:
                 window = time_window(question, now, "UTC")
                 if window is None:
                     return rank(question, k)
-                by_id = {}
-
                 def recall_notes(query, *, k, working_dir=None, bump=False):
-                    out = [store.get(i) for i in rank(query, k)]
-                    return [n for n in out if n is not None and by_id.setdefault(n.id, n)]
+                    notes = (store.get(i) for i in rank(query, k))
+                    return [n for n in notes if n is not None]
                 return [n.id for n in timed_recall(recall_notes, store, question, window, k=k,
                                                    working_dir=None)]
             return run

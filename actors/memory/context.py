@@ -208,17 +208,17 @@ def build_context(
         facts = [f for f in facts if f.id not in hidden]
     profile = gate_profile(facts, user_message, gate=gate)
     shown_facts = {f.id for f in profile}
-    before = (_safe_map(lambda: profiles.predecessors(sorted(shown_facts)), "profile_history")
+    before = (_safe_map(lambda: profiles.predecessors(profile), "profile_history")
               if profile_history and profile else {})
     session_rows = (_safe("session_facts", lambda: [
         f for f in profiles.session_facts(session or "", session_facts_limit)
         if f.id not in shown_facts]) if session_facts_limit > 0 and session else [])
 
     zone = user_zone(facts)
+    query = recall_query(recall_text or user_message)
     recalled: list[Note] = []
     if k > 0:
         try:
-            query = recall_query(recall_text or user_message)
             window = (time_window(query, int(time.time() * 1000) if now_ms is None else now_ms,
                                   zone) if time_windows else None)
             if window is not None:
@@ -241,7 +241,6 @@ def build_context(
                              max_expanded, skip_link_origins)
         recalled = recalled + neighbours
 
-    query = recall_query(recall_text or user_message)
     lesson_rows: list[LessonPointer] = []
     if lessons is not None and lessons_k > 0 and query:
         lesson_rows = _safe("lessons", lambda: [

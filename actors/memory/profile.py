@@ -419,27 +419,28 @@ class ProfileStore:
         """
         return [_row(r) for r in self.conn.execute(_SQL_HISTORY, (validate_key(key),))]
 
-    def predecessors(self, ids: Iterable[int], *, max_hops: int = 8) -> dict[int, ProfileFact]:
-        """``{active fact id: the version it replaced}`` for facts that replaced an earlier
-        value of their key (``supersedes``, with the old row superseded by the new one:
-        a removed fact written again has no predecessor, forgetting stays forgetting).
-        Versions that only re-wrote the same value (a pin or keyword change) are walked
-        past, at most ``max_hops`` steps; ids without a different earlier value are left
-        out. Used by ``### profile`` to answer "before" questions (issue 24)."""
+    def predecessors(self, facts: Iterable[ProfileFact], *,
+                     max_hops: int = 8) -> dict[int, ProfileFact]:
+        """``{fact id: the version it replaced}`` for the given active ``facts`` that
+        replaced an earlier value of their key (``supersedes``, with the old row
+        superseded by the new one: a removed fact written again has no predecessor,
+        forgetting stays forgetting). Versions that only re-wrote the same value (a pin
+        or keyword change) are walked past, at most ``max_hops`` steps; facts without a
+        different earlier value are left out. Used by ``### profile`` to answer "before"
+        questions (issue 24)."""
         out: dict[int, ProfileFact] = {}
-        for fact_id in ids:
-            current = self._fetch_one(_SQL_BY_ID, (fact_id,))
-            node = current
+        for fact in facts:
+            node: ProfileFact | None = fact
             for _ in range(max_hops):
-                if node is None:
-                    break
                 rows = self.conn.execute(
                     f"SELECT {_COLS} FROM profile_facts WHERE id = (SELECT supersedes FROM"
                     " profile_facts WHERE id = ?) AND superseded_by = ?",
                     (node.id, node.id)).fetchall()
                 node = _row(rows[0]) if rows else None
-                if node is not None and current is not None and node.value != current.value:
-                    out[fact_id] = node
+                if node is None:
+                    break
+                if node.value != fact.value:
+                    out[fact.id] = node
                     break
         return out
 
