@@ -10,9 +10,12 @@ then its reflection event; after the last turn, the active profile and notes are
 Prints, and with ``--write`` records in ``bench/RESULTS.md`` (one row per model; rows of
 other models measured earlier are kept):
 
-* recall — expected items found / expected items (target ≥ 85 % on the dev split);
+* recall — expected items found / expected items (target ≥ 90 % on the dev split);
 * violations — forbid matches + ``absent_after`` failures + entries added by
-  ``expect_nothing`` cases (target ≤ 2 over the 30 cases, per run with ``--repeat``);
+  ``expect_nothing`` cases (target 0);
+* precision — entries matching an expected or ``allow``-ed item / all entries (target
+  ≥ 90 %); invented — entries holding a number or a name the user did not say (target
+  0); stale — active notes stating an earlier value of a current fact (target 0);
 * per-kind results; median and p95 turn latency (say → ``turn.finished``; target median
   ≤ 10 s) and the time from ``turn.finished`` until the turn's reflection lands (p50,
   p95; outcomes counted — target: every reflection lands within its timeout).
@@ -63,9 +66,53 @@ def _has_all(text: str, parts: list[str]) -> bool:
     return all(p.lower() in low for p in parts)
 
 
-def score_case(case: dict, mem: list[tuple[str, str, str]]) -> dict[str, Any]:
+_DIGITS = re.compile(r"\d+")
+_WORDS = re.compile(r"[^\W_]+")
+
+
+def invented(text: str, user_text: str) -> bool:
+    """An entry holds a number, or a capitalised word past a sentence's start, that the
+    user's turns do not (the data's ``about``): "June 30, 2024" for "in June". Compared
+    case-insensitively by the word's first five letters ("Brazilian" for "Brazil");
+    the key of a profile entry (before its first space) is not checked."""
+    said_digits = {d.lstrip("0") for d in _DIGITS.findall(user_text)}
+    if any(d.lstrip("0") and d.lstrip("0") not in said_digits for d in _DIGITS.findall(text)):
+        return True
+    said = {w.lower()[:5] for w in _WORDS.findall(user_text)}
+    for m in _WORDS.finditer(text):
+        w, before = m.group(), text[:m.start()].rstrip()
+        if not w[:1].isupper() or not before or before[-1] in ".!?:;\"(" or w.isupper():
+            continue
+        if w.lower() in ("the", "user", "i") or w.lower()[:5] in said:
+            continue
+        return True
+    return False
+
+
+def stale_notes(mem: list[tuple[str, str, str]], history: dict[str, list[str]]) -> list[str]:
+    """Active notes holding an earlier value of an active fact (``history``: key → its
+    earlier values, oldest first) and not its current value."""
+    current = {k: t[len(k) + 1:] for w, k, t in mem if w == "profile"}
+    out = []
+    for key, earlier in history.items():
+        now = current.get(key, "").lower()
+        for old in earlier:
+            words = [w.lower() for w in _WORDS.findall(old) if len(w) >= 3]
+            if not words or old.lower() == now:
+                continue
+            for where, _k, text in mem:
+                low = text.lower()
+                if where == "notes" and all(w in low for w in words) and (
+                        not now or now not in low) and text not in out:
+                    out.append(text)
+    return out
+
+
+def score_case(case: dict, mem: list[tuple[str, str, str]],
+               history: dict[str, list[str]] | None = None) -> dict[str, Any]:
     """Score one case against active memory ``mem`` (see the data's ``about``):
-    ``{"expected", "found", "violations", "details"}``."""
+    ``{"expected", "found", "violations", "entries", "precise", "invented", "stale",
+    "details"}``; ``history``: each active fact's earlier values (for ``stale``)."""
     found, details = 0, []
     for item in case.get("expect", []):
         hit = any(any(_has_all(text, alt) for alt in item) for _w, _k, text in mem)
@@ -91,8 +138,23 @@ def score_case(case: dict, mem: list[tuple[str, str, str]]) -> dict[str, Any]:
     if case.get("expect_nothing") and mem:
         violations += len(mem)
         details.append(f"added {len(mem)} entries: {[t[:50] for _w, _k, t in mem]}")
+    alternatives = [alt for item in case.get("expect", []) for alt in item] + case.get("allow", [])
+    user_text = " ".join(case["turns"])
+    precise = made_up = 0
+    for where, key, text in mem:
+        if any(_has_all(text, alt) for alt in alternatives):
+            precise += 1
+        else:
+            details.append(f"imprecise {where}: {text[:80]!r}")
+        checked = text[len(key) + 1:] if where == "profile" else text
+        if invented(checked, user_text):
+            made_up += 1
+            details.append(f"invented {where}: {text[:80]!r}")
+    stale = stale_notes(mem, history or {})
+    details += [f"stale note: {t[:80]!r}" for t in stale]
     return {"expected": len(case.get("expect", [])), "found": found,
-            "violations": violations, "details": details}
+            "violations": violations, "entries": len(mem), "precise": precise,
+            "invented": made_up, "stale": len(stale), "details": details}
 
 
 # ------------------------------------------------------------------ running
@@ -107,10 +169,15 @@ async def clear_memory(c) -> None:
             await c.memory("memory.notes.forget", {"id": note["id"]})
 
 
-async def snapshot(c) -> list[tuple[str, str, str]]:
+async def snapshot(c) -> tuple[list[tuple[str, str, str]], dict[str, list[str]]]:
+    """Active memory as :func:`entries`, and each active fact's earlier values."""
     profile = await c.memory("memory.profile.list")
     notes = await c.memory("memory.notes.list", {"limit": 200})
-    return entries(profile, notes)
+    history = {}
+    for f in profile:
+        versions = await c.memory("memory.profile.history", {"key": f["key"]})
+        history[f["key"]] = [v["value"] for v in versions if v["id"] != f["id"]]
+    return entries(profile, notes), history
 
 
 async def run_case(url: str, token: str, case: dict, verbose: bool) -> dict[str, Any]:
@@ -146,8 +213,8 @@ async def run_case(url: str, token: str, case: dict, verbose: bool) -> dict[str,
                       f"facts {event.get('factKeys')} notes {event.get('noteIds')} forgot "
                       f"{event.get('forgottenKeys')} {event.get('forgottenNoteIds')} "
                       f"{event.get('reason') or ''}", file=sys.stderr)
-        mem = await snapshot(c)
-    result = score_case(case, mem)
+        mem, history = await snapshot(c)
+    result = score_case(case, mem, history)
     result.update(turns_s=turns_s, land_s=land_s, outcomes=outcomes, kind=case["kind"],
                   id=case["id"], memory=[t for _w, _k, t in mem])
     return result
@@ -204,7 +271,11 @@ def summarise(results: list[dict]) -> dict[str, Any]:
             "turn_p95": percentile(turns, 95) if turns else float("nan"),
             "land_p50": statistics.median(land) if land else float("nan"),
             "land_p95": percentile(land, 95) if land else float("nan"),
-            "outcomes": outcomes}
+            "outcomes": outcomes,
+            "entries": sum(r.get("entries", 0) for r in results),
+            "precise": sum(r.get("precise", 0) for r in results),
+            "invented": sum(r.get("invented", 0) for r in results),
+            "stale": sum(r.get("stale", 0) for r in results)}
 
 
 def model_label(args: argparse.Namespace) -> str:
@@ -216,14 +287,17 @@ def model_label(args: argparse.Namespace) -> str:
 
 
 HEADER = ("| model | cases | recall | violations | turn p50 s | turn p95 s | reflection "
-          "lands p50 s | p95 s | outcomes | date | verdict |\n"
-          "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
+          "lands p50 s | p95 s | outcomes | date | verdict | precision | invented | stale |\n"
+          "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|---:|")
 
 
 def row(label: str, s: dict[str, Any], full_dev: bool, is_default: bool,
         recalls: list[float] | None = None) -> str:
     runs = len(recalls) if recalls else 1
-    ok = (s["recall"] >= 0.85 and s["violations"] / runs <= 2 and s["turn_p50"] <= 10
+    precision_share = s["precise"] / s["entries"] if s["entries"] else 1.0
+    precision = f"{precision_share:.0%} ({s['precise']}/{s['entries']})"
+    ok = (s["recall"] >= 0.90 and s["violations"] == 0 and s["turn_p50"] <= 10
+          and precision_share >= 0.90 and s["invented"] == 0 and s["stale"] == 0
           and not (s["outcomes"]["timeout"] or s["outcomes"]["no event"]))
     if not full_dev:
         verdict = "partial run, no verdict"
@@ -236,7 +310,8 @@ def row(label: str, s: dict[str, Any], full_dev: bool, is_default: bool,
               if recalls and len(recalls) > 1 else "")
     return (f"| {label} | {s['cases']} | {s['recall']:.0%} ({s['found']}/{s['expected']}){spread} | "
             f"{s['violations']} | {s['turn_p50']:.1f} | {s['turn_p95']:.1f} | "
-            f"{s['land_p50']:.1f} | {s['land_p95']:.1f} | {outcomes} | {utc_now()} | {verdict} |")
+            f"{s['land_p50']:.1f} | {s['land_p95']:.1f} | {outcomes} | {utc_now()} | {verdict} | "
+            f"{precision} | {s['invented']} | {s['stale']} |")
 
 
 def kept_rows(label: str) -> list[str]:
@@ -269,12 +344,16 @@ def render(args: argparse.Namespace, results: list[dict], command: str, full_dev
     misses = "\n".join(f"- {r['id']} ({r['kind']}): {'; '.join(r['details'])}"
                        for r in results if r["details"]) or "- none"
     return (f"{SECTION}\n\n"
-            "Issue 17: facts stated in conversation land in memory through a real daemon, "
-            "its embedded server and end-of-turn reflection; nothing wrong is stored. Cases: "
+            "Facts stated in conversation land in memory through a real daemon, "
+            "its embedded server and end-of-turn reflection, and what memory then holds is "
+            "true, current and worth keeping. Cases: "
             "`bench/data/formation-dev.json` (dev split; a held-out split of the same kinds "
             "decides). Targets on the dev split with the default model on 2 cores: recall "
-            "≥ 85 %, violations ≤ 2, median turn ≤ 10 s, every reflection lands within its "
-            "timeout. The agent's replies are sampled (temperature 0.2) and reflection reads "
+            "≥ 90 %, precision ≥ 90 % (entries matching an expected or allowed item / all "
+            "entries), invented 0 (entries holding a number or name the user did not say), "
+            "stale 0 (active notes stating a replaced value), violations 0, median turn ≤ 10 "
+            "s, every reflection lands within its timeout (rows measured before precision, "
+            "invented and stale existed have those cells empty). The agent's replies are sampled (temperature 0.2) and reflection reads "
             "them, so one run's recall moves by a few cases: `--repeat N` runs the cases N "
             "times, each on a fresh daemon, and gives the spread.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n\n"

@@ -63,6 +63,7 @@ from .prompt import (
     Reply,
     TailInput,
     ToolCall,
+    action_grammar,
     agent_prompt,
     build_tail,
     enabled_tools,
@@ -72,6 +73,7 @@ from .prompt import (
 from .now import now_line
 from .rewriter import Rewriter
 from .sessions import Message, SessionState, SessionStore, valid_session_id
+from .offer import offered_tools
 from .write_guard import refusal
 
 log = structlog.get_logger()
@@ -486,12 +488,13 @@ class AgentActor:
         return self.n_ctx
 
     async def _complete(self, msg: RunTurn, tail: str, n: int, last: int,
-                        stream: _ReplyStream) -> Any:
-        """One completion of step ``n`` on the main slot, streamed through ``stream``."""
+                        stream: _ReplyStream, tools: tuple[str, ...]) -> Any:
+        """One completion of step ``n`` on the main slot, streamed through ``stream``;
+        the action grammar offers ``tools`` only (:mod:`actors.agent.offer`)."""
         return await self.llm.complete(
             msg.session, self.prompt.prefix, tail, role="main",
             grammar=(self.prompt.reply_grammar if n == last and last > 1
-                     else self.prompt.action_grammar),
+                     else action_grammar(tools)),
             n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
             on_token=stream.on_token)
 
@@ -506,6 +509,7 @@ class AgentActor:
         n_ctx = await self._context_window()
         last = self.cfg.agent.max_steps
         turn_zone = self.turns[msg.session].zone if msg.session in self.turns else None
+        called: list[str] = []
         for n in range(1, last + 1):
             if n == last and last > 1:
                 step.notice = (step.notice + " " + LAST_STEP_NOTICE).strip()
@@ -532,9 +536,10 @@ class AgentActor:
             turn = self.turns[msg.session]
             turn.steps = n
             t_llm = time.monotonic()
+            tools = offered_tools(self.prompt.tools, msg.text, memory, called)
             try:
                 stream = _ReplyStream(self, msg)
-                completion = await self._complete(msg, tail, n, last, stream)
+                completion = await self._complete(msg, tail, n, last, stream, tools)
             except LLMContextOverflow as exc:
                 # The server counted more tokens than our estimate (FC2-14): once, the
                 # same step again in the window it says it has, scaled by how far off
@@ -545,7 +550,7 @@ class AgentActor:
                 self.metrics.inc("agent.context_overflow", {"retried": "yes"})
                 tail = tail_for(window, {"profile": memory.get("profile", "")})
                 stream = _ReplyStream(self, msg)
-                completion = await self._complete(msg, tail, n, last, stream)
+                completion = await self._complete(msg, tail, n, last, stream, tools)
             turn.llm_ms += (time.monotonic() - t_llm) * 1000
             turn.prompt_ms += completion.prompt_ms or 0.0
             turn.prefill_tokens += completion.prompt_n or 0
@@ -556,6 +561,7 @@ class AgentActor:
                     await self._emit(msg.session, "step", turn=msg.turn, step="finish", n=n, text=text)
                     return "finish", ""
                 case ToolCall(name=name, args=args):
+                    called.append(name)
                     await self._emit(msg.session, "step", turn=msg.turn, step="tool", n=n,
                                      tool=name, args=args)
                     result = await self._call_tool(msg, name, args)

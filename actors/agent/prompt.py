@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from actors.memory.render import estimate_tokens, neutralise
@@ -137,15 +138,29 @@ def agent_prompt(tools: tuple[str, ...] = TOOL_NAMES) -> AgentPrompt:
         "Skills: none loaded.",
         _ACTIONS,
     ])
+    action = action_grammar(ordered)
+    reply = "\n".join(['root ::= "{" ws reply ws "}"'] + [
+        line for line in action.splitlines()
+        if line.startswith(("reply ::=", "string ::=", "ws ::="))]) + "\n"
+    return AgentPrompt(prefix=prefix, action_grammar=action, reply_grammar=reply, tools=ordered)
+
+
+@lru_cache(maxsize=64)
+def action_grammar(tools: tuple[str, ...]) -> str:
+    """GBNF (llama.cpp) for one action object: ``{"reply": …}``, ``{"finish": …}`` or,
+    when ``tools`` is not empty, ``{"tool": <one of tools>, "args": {…}}``. The agent
+    narrows ``tools`` per step to what the turn may run (:func:`actors.agent.offer.
+    offered_tools`), so a model constrained by the grammar cannot spend a step on a call
+    the write guard would refuse. Cached: a turn's tool sets repeat."""
     call = ('call ::= "\\"tool\\"" ws ":" ws toolname ws "," ws "\\"args\\"" ws ":" ws object'
-            if ordered else None)
-    action = "\n".join(line for line in [
-        'root ::= "{" ws ( reply | finish' + (" | call" if ordered else "") + ' ) ws "}"',
+            if tools else None)
+    return "\n".join(line for line in [
+        'root ::= "{" ws ( reply | finish' + (" | call" if tools else "") + ' ) ws "}"',
         'reply ::= "\\"reply\\"" ws ":" ws string',
         'finish ::= "\\"finish\\"" ws ":" ws string',
         call,
-        ("toolname ::= " + " | ".join(_gbnf_literal(json.dumps(n)) for n in ordered))
-        if ordered else None,
+        ("toolname ::= " + " | ".join(_gbnf_literal(json.dumps(n)) for n in tools))
+        if tools else None,
         'value ::= object | array | string | number | "true" | "false" | "null"',
         'object ::= "{" ws ( string ws ":" ws value ( ws "," ws string ws ":" ws value )* )? ws "}"',
         'array ::= "[" ws ( value ( ws "," ws value )* )? ws "]"',
@@ -153,10 +168,6 @@ def agent_prompt(tools: tuple[str, ...] = TOOL_NAMES) -> AgentPrompt:
         'number ::= "-"? [0-9]+ ( "." [0-9]+ )?',
         "ws ::= [ ]?",
     ] if line is not None) + "\n"
-    reply = "\n".join(['root ::= "{" ws reply ws "}"'] + [
-        line for line in action.splitlines()
-        if line.startswith(("reply ::=", "string ::=", "ws ::="))]) + "\n"
-    return AgentPrompt(prefix=prefix, action_grammar=action, reply_grammar=reply, tools=ordered)
 
 
 def enabled_tools(memory: Any) -> tuple[str, ...]:
@@ -404,19 +415,38 @@ RESPOND = ("Respond now with one JSON action to the USER's last message: answer 
 """The ``### respond`` section. Small models otherwise greet ("How can I assist you?")
 whatever the user said, then copy that reply turn after turn (issue 17 newcomer trial)."""
 RESPOND_QUOTE_CHARS = 300
+FOCUS_HEAD = "Memory to use in this reply"
+FOCUS_RULE = ("Check it against the message: if it matters (health, diet, medicine, "
+              "plans, people, preferences), say so and answer accordingly. If the user asks "
+              "about themselves or someone close and memory does not say, reply that you do "
+              "not know.")
+"""The focus line (:mod:`actors.memory.focus`) and the rule after it. A 1.5B model used
+what memory held in 6-9 of 16 replies when memory stood only in its sections, and
+invented an answer ("Chloe is your brother's name") when memory held none
+(``bench/memuse.py``)."""
 
 
-def respond_text(history: list[tuple[str, str]]) -> str:
-    """:data:`RESPOND`, then the user's last message quoted again (whitespace-collapsed,
+def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "") -> str:
+    """:data:`RESPOND`; then the user's last message quoted again (whitespace-collapsed,
     at most :data:`RESPOND_QUOTE_CHARS` chars): a small model answers the text next to
-    the instruction, not one it read pages ago."""
+    the instruction, not one it read pages ago; then, last, when memory shows anything
+    that may change the answer, ``focus`` (the items of
+    :func:`actors.memory.focus.render_focus`) after :data:`FOCUS_HEAD`, and
+    :data:`FOCUS_RULE`. ``rules``, the
+    user's standing reply preferences (:func:`actors.memory.standing.reply_rules`, built
+    from fixed phrases only), come right after :data:`RESPOND`."""
     last = next((text for role, text in reversed(history) if role == "user"), "")
+    head = RESPOND
+    if rules.strip():
+        head += f"\nThe user's standing preferences: {' '.join(neutralise(rules).split())}"
+    tail = (f"\n{FOCUS_HEAD}: {' '.join(neutralise(focus).split())}.\n{FOCUS_RULE}"
+            if focus.strip() else "")
     if not last.strip():
-        return RESPOND
+        return head + tail
     quoted = " ".join(neutralise(last).split())
     if len(quoted) > RESPOND_QUOTE_CHARS:
         quoted = quoted[:RESPOND_QUOTE_CHARS - 1] + "…"
-    return f"{RESPOND}\nThe USER's last message: {quoted}"
+    return f"{head}\nThe USER's last message: {quoted}{tail}"
 
 
 def build_tail(t: TailInput) -> str:
@@ -430,7 +460,8 @@ def build_tail(t: TailInput) -> str:
         "lessons": t.memory.get("lessons", ""),
         "procedures": t.memory.get("procedures", ""),
         "notice": t.notice,
-        "respond": respond_text(t.history),
+        "respond": respond_text(t.history, t.memory.get("focus", ""),
+                                t.memory.get("reply-rules", "")),
     }
     used = estimate_tokens(STABLE_PREFIX) + sum(estimate_tokens(v) + 4 for v in fixed.values() if v)
     room = t.context_window - used - t.reply_reserve - SAFETY_MARGIN_TOKENS

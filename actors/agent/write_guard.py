@@ -20,10 +20,10 @@ from typing import Any
 from actors.reflection.forget import CHANGE, forget_intent
 from actors.reflection.grounding import filter_ungrounded
 from actors.reflection.parser import ParsedFact, ParsedNote
-from actors.reflection.plan import INJECTION, skip_reason
+from actors.reflection.plan import from_instruction, instruction_sentences, skip_reason
 from actors.reflection.stance import clauses, judge
 
-__all__ = ["EXPLICIT", "WRITE_TOOLS", "REMOVE_TOOLS", "refusal"]
+__all__ = ["EXPLICIT", "WRITE_TOOLS", "REMOVE_TOOLS", "may_remove", "may_write", "refusal"]
 
 EXPLICIT = re.compile(
     r"\b(?:remember|memori[sz]e|keep in mind|note (?:that|down|this)|make a note|take a note|"
@@ -38,15 +38,13 @@ WRITE_TOOLS = frozenset({"memory.profile.set", "memory.notes.store"})
 REMOVE_TOOLS = frozenset({"memory.profile.remove", "memory.notes.forget"})
 
 
-def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
-    """Why the agent may not run this memory tool for this user message, or None.
-    Pure; never raises (malformed ``args`` are left to the memory actor to refuse)."""
-    if tool in REMOVE_TOOLS:
-        if forget_intent(user_message) or CHANGE.search(user_message):
-            return None
-        return "the user did not ask to forget anything"
-    if tool not in WRITE_TOOLS:
-        return None
+def may_remove(user_message: str) -> bool:
+    """Whether the message asks to forget something or says a fact changed: only then
+    may the agent call a removal tool."""
+    return bool(forget_intent(user_message) or CHANGE.search(user_message))
+
+
+def _write_refusal(user_message: str) -> str | None:
     if not EXPLICIT.search(user_message):
         return ("the user did not ask to remember anything; facts are extracted "
                 "automatically after the turn")
@@ -54,7 +52,26 @@ def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
     if skip is not None:
         return {"trivial": "small talk or a one-off instruction is not remembered",
                 "question": "a question is not something to remember",
+                "request": "a request to the assistant is not something to remember",
                 "impersonal": "the message says nothing about the user"}[skip]
+    return None
+
+
+def may_write(user_message: str) -> bool:
+    """Whether the message asks to remember something about the user (not a question,
+    small talk or a request): only then may the agent call a write tool."""
+    return _write_refusal(user_message) is None
+
+
+def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
+    """Why the agent may not run this memory tool for this user message, or None.
+    Pure; never raises (malformed ``args`` are left to the memory actor to refuse)."""
+    if tool in REMOVE_TOOLS:
+        return None if may_remove(user_message) else "the user did not ask to forget anything"
+    if tool not in WRITE_TOOLS:
+        return None
+    if (why := _write_refusal(user_message)) is not None:
+        return why
     if tool == "memory.profile.set":
         key, text = str(args.get("key", "")).lower(), str(args.get("value", ""))
         grounded = filter_ungrounded([ParsedFact(key=key, value=text)], [], user_message)
@@ -63,7 +80,7 @@ def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
         grounded = filter_ungrounded([], [ParsedNote(body=text)], user_message)
     if grounded.dropped:
         return f"not grounded in the user's words ({grounded.dropped[0].reason})"
-    if INJECTION.search(f"{key or ''} {text}"):
+    if from_instruction(f"{key or ''} {text}", user_message, instruction_sentences(user_message)):
         return "that is an instruction to the assistant, not a fact about the user"
     reason = judge(key, text, clauses(user_message), user_message)
     if reason is not None:

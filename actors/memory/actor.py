@@ -46,6 +46,7 @@ from .corrections import newest_first
 from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError, now_ms
 from .errors import ValidationError as _Invalid
 from .forgetting import apply_forget, restates
+from .staleness import archive_stale
 from .fts import content_key
 from .hybrid import hybrid_recall
 from .lessons import LessonStore
@@ -432,7 +433,8 @@ class MemoryActor:
                     self._drop_cache_if_deleted(before)
                 await self._changed("reflection", {
                     "keys": result.fact_keys + result.retired_keys + result.purged_keys,
-                    "ids": result.note_ids + result.forgotten_note_ids,
+                    "ids": result.note_ids + result.forgotten_note_ids
+                    + result.archived_note_ids,
                     "replaced": result.updated_keys,
                     "replacedPinned": result.replaced_pinned}, msg.session)
                 return result
@@ -584,6 +586,7 @@ class MemoryActor:
         updated: list[str] = []
         replaced_pinned: list[str] = []
         skipped = 0
+        stale: list[int] = []
         forgotten = self.forgotten_in_turn.pop((msg.session, msg.turn), [])
         with write_txn(self.conn):
             forgot = apply_forget(self.conn, retire_keys=msg.forget.retire_keys,
@@ -623,6 +626,8 @@ class MemoryActor:
                         updated.append(after.key)
                         if before.pinned:
                             replaced_pinned.append(after.key)
+                        stale += archive_stale(self.w.notes, before.value, after.value,
+                                               max_id=newest)
             for note in msg.notes:
                 if forgotten and restates(note.body, forgotten):
                     skipped += 1
@@ -644,7 +649,8 @@ class MemoryActor:
                     skipped += 1  # near-identical note already stored: merged, not rewritten
         return ApplyResult(fact_keys=keys, note_ids=ids, skipped=skipped, updated_keys=updated,
                            retired_keys=forgot.retired_keys, purged_keys=forgot.purged_keys,
-                           forgotten_note_ids=forgot.note_ids, replaced_pinned=replaced_pinned)
+                           forgotten_note_ids=forgot.note_ids, replaced_pinned=replaced_pinned,
+                           archived_note_ids=stale)
 
     def _stats(self) -> dict[str, Any]:
         out = file_stats(self.w, self.cfg)

@@ -44,6 +44,8 @@ import structlog
 
 from .corrections import superseded_by
 from .dates import TimeWindow, time_window, user_zone
+from .focus import render_focus
+from .standing import reply_rules
 from .lessons import LessonPointer, LessonStore
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
@@ -400,6 +402,7 @@ def render_context(
     index_dates: bool | None = None,
     profile_dates: bool = False,
     now_ms: int | None = None,
+    focus_items: int = 0,
 ) -> dict[str, str]:
     """Render a context into prompt-tail section bodies, keyed by section name.
 
@@ -421,6 +424,13 @@ def render_context(
     its day was said (issue 24); a day a fact or recalled note names is counted from
     ``now_ms`` (default: the wall clock). Off by default here
     so a caller gets the anchor's exact line formats; the configuration turns them on.
+
+    ``focus_items`` (``memory.recallInjection.focusItems``; 0, the default here, = off)
+    adds ``"focus"``: the few items most likely to change the answer, which the agent
+    repeats in ``### respond`` next to the question (:mod:`actors.memory.focus`).
+    ``"reply-rules"`` states the user's standing reply preferences from the shown
+    profile ("Answer in Italian. Use metric units.", :func:`.standing.reply_rules`),
+    which ``### respond`` states too.
 
     Link-expanded neighbours (``ctx.expanded``) are shown in ``### recalled`` after the
     hits, except those the index already shows (each note once per prompt), and the
@@ -463,6 +473,10 @@ def render_context(
                                   dates=profile_dates, now_ms=now_ms),
         "lessons": render_lessons(ctx.lessons, max_tokens=lessons_max_tokens),
         "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),
+        "focus": render_focus(ctx.profile if profile_max_tokens > 0 else [], hits,
+                              ctx.index, superseded=marks, max_items=focus_items),
+        "reply-rules": " ".join(reply_rules((f.key, f.value) for f in ctx.profile))
+        if profile_max_tokens > 0 else "",
     }
     return {name: body for name, body in bodies.items() if body}
 
@@ -482,7 +496,8 @@ def render_configured(ctx: MemoryContext, m: object) -> dict[str, str]:
         recall_max_tokens=m.recall_injection.max_tokens,
         index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,
         lessons_max_tokens=m.lessons.max_tokens if m.lessons.enabled else 0,
-        procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0)
+        procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0,
+        focus_items=m.recall_injection.focus_items)
 
 
 def context_text(sections: dict[str, str]) -> str:

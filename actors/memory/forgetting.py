@@ -13,9 +13,13 @@ same write transaction as the rest of the reflection:
   history, and every note (active or archived) whose content holds them is deleted; the
   note's FTS row, vectors and links go with it (trigger and ``ON DELETE CASCADE``), and a
   vector the backfill computed for it before cannot be written back afterwards (the
-  foreign key refuses it and ``VectorStore.put`` skips it).
+  foreign key refuses it and ``VectorStore.put`` skips it). The active facts the same
+  turn wrote beside such a note (its provenance: session and turn) go too when a word of
+  theirs shares its first five letters with the note's: "forget what I said about my
+  stamps" deletes the note "The user collects stamps." and ``hobby_collection=true``
+  written from that sentence, not ``city=Graz`` from the same message.
 
-Nothing else is touched: an entry must hold every word of a target.
+Nothing else is touched: an entry must hold every word of a target, or be such a fact.
 """
 
 from __future__ import annotations
@@ -85,6 +89,31 @@ def _like(word: str) -> str:
     return "%" + word.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
+_STEM_STOP = frozenset("""the user users user's and that this with from have has was were
+their they them about into also very just like likes""".split())
+
+
+def _stems(text: str) -> set[str]:
+    return {w.lower()[:5] for w in WORD_RE.findall(text.replace("_", " "))
+            if len(w) >= 4 and w.lower() not in _STEM_STOP}
+
+
+def _same_turn_facts(conn: apsw.Connection, note_id: int, content: str) -> list[str]:
+    """Keys of the active facts written by the same turn as the forgotten note (its
+    provenance: session and turn) that speak of the same thing — a key or value word
+    shares its first five letters with the note's words ("hobby_collection=true" beside
+    "The user collects stamps"). Another fact of that turn ("city=Graz") stays."""
+    row = conn.execute("SELECT session_id, turn_id FROM memories WHERE id = ?",
+                       (note_id,)).fetchall()
+    if not row or row[0][0] is None or row[0][1] is None:
+        return []
+    stems = _stems(content)
+    facts = conn.execute(
+        "SELECT key, value FROM profile_facts WHERE superseded_by IS NULL AND session_id = ? "
+        "AND turn_id = ?", row[0]).fetchall()
+    return [key for key, value in facts if _stems(f"{key} {value}") & stems]
+
+
 def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: list[str],
                  targets: list[list[str]], now_ms: int) -> Forgotten:
     """Retire, purge and delete as described in the module doc. Must run inside the
@@ -120,6 +149,12 @@ def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: l
             (_like(max(words, key=len).rstrip("s")),)).fetchall()
         for note_id, content in rows:
             if note_id not in out.note_ids and matches(words, content):
+                for key in _same_turn_facts(conn, note_id, content):
+                    conn.execute("DELETE FROM profile_facts WHERE key = ?", (key,))
+                    if conn.changes() and key not in out.purged_keys:
+                        out.purged_keys.append(key)
+                        if key in out.retired_keys:
+                            out.retired_keys.remove(key)
                 conn.execute("DELETE FROM memories WHERE id = ?", (note_id,))
                 out.note_ids.append(note_id)
     # A lesson or procedure distilled from a forgotten note is forgotten with it.

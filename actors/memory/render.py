@@ -24,6 +24,7 @@ from typing import Protocol
 
 from .dates import day_note, relative_to_now, written_date
 from .fts import contains_cjk
+from .instructions import INERT, inert, reads_as_instruction
 from .notes import Note
 from .profile import ProfileFact
 
@@ -194,6 +195,8 @@ def gate_profile(
 def _profile_line(fact: ProfileFact, before: ProfileFact | None = None,
                   zone: str | None = None, dates: bool = False,
                   now_ms: int | None = None) -> str:
+    if reads_as_instruction(f"{fact.key.replace('_', ' ')} {fact.value}"):
+        return f"- {neutralise(fact.key)}: {INERT}"  # stored text never acts
     line = f"- {neutralise(fact.key)}: {neutralise(_flatten_value(fact.value))}"
     if not dates:
         return line
@@ -295,6 +298,8 @@ def _note_line(note: Note, preview: str, superseded: Mapping[int, int] | None = 
     newer = (superseded or {}).get(note.id)
     mark = f" (superseded by #{newer})" if newer is not None else ""
     when = f" {date}:" if date else ""
+    if reads_as_instruction(note.content):
+        preview = INERT  # stored text never acts, however it got in
     return neutralise(f"- #{note.id}{_tags_part(note.tags)}{mark}{when} {preview}")
 
 
@@ -375,7 +380,7 @@ class PointerRow(Protocol):
 def _pointer_line(marker: str, row: PointerRow) -> str:
     tags = [_one_line(t) for t in row.tags if _one_line(t)]
     tag_part = f" [{','.join(tags)}]" if tags else ""
-    return neutralise(f"{marker}{row.id}{tag_part} {_one_line(row.activation)}")
+    return neutralise(f"{marker}{row.id}{tag_part} {inert(_one_line(row.activation))}")
 
 
 def render_lessons(lessons: Sequence[PointerRow], *, max_tokens: int = 300) -> str:

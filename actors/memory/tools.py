@@ -26,6 +26,7 @@ from .context import MemoryContext, build_context, context_text, render_context
 from .errors import NotFound, ValidationError
 from .lessons import LessonStore
 from .links import LinkStore
+from .staleness import archive_stale
 from .notes import MemoryStore, Note
 from .procedures import ProcedureStore
 from .profile import ProfileStore
@@ -311,9 +312,12 @@ def run_op(
     votes = votes if votes is not None else VoteStore(conn)
     match a:
         case ProfileSetArgs():
+            before = profiles.get(a.key)
             fact = profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords,
                                 source=_origin(source), session_id=session, turn_id=turn)
-            return fact, {"keys": [fact.key]}
+            stale = (archive_stale(notes, before.value, fact.value)
+                     if before is not None and before.id != fact.id else [])
+            return fact, {"keys": [fact.key], **({"ids": stale} if stale else {})}
         case KeyArgs() if op == "memory.profile.remove":
             removed = profiles.remove(a.key)
             return {"removed": removed}, {"keys": [a.key] if removed else []}

@@ -50,6 +50,10 @@ value) or a note body, with one reason each, in this order:
   more by their first six within one edit: "electrician" for "Elektriker"): the model did
   not get it from the user. This check fails open when the message is
   mostly in a script written without spaces (CJK, Thai …), where words cannot be split;
+* ``invented_detail`` — the item is grounded but holds a number, or a capitalised word
+  past the start of a sentence, that the user did not write: "my passport expires in
+  June" stored as "June 30, 2024" (numbers spelled out count: "nine" is 9; leading zeros
+  do not: "10:00" for "10 am");
 * ``assistant_only`` — an ``ungrounded_content`` item whose words the assistant's reply
   holds: the model took it from what the assistant said (FC2-04).
 """
@@ -133,7 +137,12 @@ _NAMING_PHRASE_RE = re.compile(
     r"имя\s+пользователя\s*:?)\s+(?P<name>[^\W\d_][\w'’-]*(?:\s+[A-ZА-ЯЁ][\w'’-]*)?)", re.I)
 _NAMING_LEADS = re.compile(
     r"(?:\bmy\s+name\s+is|\bname's|\bcall\s+me|\bi\s*(?:am|'m|’m)|\bim|\bthis\s+is|"
-    r"\bit's|меня\s+зовут|зови\s+меня|\bя)\s+$", re.I)
+    r"\bit's|меня\s+зовут|зови\s+меня|\bя|"
+    # German, French, Spanish, Italian, Portuguese self-introductions
+    r"\bich\s+hei(?:ß|ss)e|\bmein\s+name\s+ist|\bich\s+bin|\bje\s+m['’]appelle|"
+    r"\bmon\s+(?:nom|prénom)\s+est|\bmoi\s+c['’]est|\bje\s+suis|\bme\s+llamo|"
+    r"\bmi\s+nombre\s+es|\bsoy|\bmi\s+chiamo|\bil\s+mio\s+nome\s+è|\bme\s+chamo|"
+    r"\bmeu\s+nome\s+é|\bsou)\s+$", re.I)
 _SELF_INTRO_RE = re.compile(r"[^\W\d_][\w'’-]*\s+here\b", re.I)  # "Anna here, …"
 _SELF_NAMING_RE = re.compile(  # a naming phrase whose subject is the user, ending here
     r"(?:\buser(?:['’]s)?\s+(?:name\s+is|is\s+(?:named|called)|goes\s+by)|\bmy\s+name\s+is|"
@@ -440,6 +449,52 @@ def _content_ok(key: str | None, text: str, window: _Window) -> bool:
     return _grounded_words(words, window)
 
 
+_NUMBER_WORDS = {
+    w: str(n) for n, words in enumerate((
+        "zero", "one a an first once", "two second twice both couple", "three third",
+        "four fourth", "five fifth", "six sixth", "seven seventh", "eight eighth",
+        "nine ninth", "ten tenth", "eleven eleventh", "twelve twelfth dozen",
+        "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
+        "twenty twentieth")) for w in words.split()}
+_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60",
+                      "hundred": "100", "thousand": "1000", "noon": "12", "midnight": "12"})
+_DIGITS_RE = re.compile(r"\d+")
+
+
+def _numbers(text: str) -> set[str]:
+    """The numbers of ``text`` without leading zeros ("07" is 7; "00" of "10:00" is
+    none), plus those spelled out in English ("nine" is 9)."""
+    found = {d.lstrip("0") for d in _DIGITS_RE.findall(text)} - {""}
+    found |= {_NUMBER_WORDS[w] for w in re.findall(r"[a-z]+", text.lower()) if w in _NUMBER_WORDS}
+    return found
+
+
+def _invented(text: str, window: _Window) -> bool:
+    """The item holds a number, or a capitalised word past a sentence's start, that the
+    user did not write ("expires in June" stored as "June 30, 2024"; "the user is a
+    Data Scientist" from "I do my data work in R"). Names are compared as
+    :func:`name_matches` does (spelling, transliteration), so "Kazan" is the user's
+    "Казани". Fails open when the message cannot be split into words."""
+    if window.unsplittable:
+        return False
+    digits = {d.lstrip("0") for d in _DIGITS_RE.findall(text)} - {""}
+    if digits - _numbers(window.text):
+        return True
+    words = [u for u in _WORD_RE.findall(window.text)]
+    for m in _WORD_RE.finditer(text):
+        w = m.group()
+        before = text[:m.start()].rstrip()
+        if not w[:1].isupper() or not before or before[-1] in ".!?:;\"(" or w.isupper():
+            continue  # sentence-initial, or an acronym ("R", "AWS": checked as content)
+        if w.lower() in _STOPWORDS or w.lower() in _NAME_STOP:
+            continue
+        if w.lower()[:5] in window.stems or _cognate(w.lower(), window):
+            continue  # "Brazilian" for "Brazil", "Elektriker" for "electrician"
+        if not any(name_matches(w, u) for u in words):
+            return True
+    return False
+
+
 def _reason(key: str | None, text: str, window: _Window, one_off: set[str],
             tool_restricted: bool) -> str | None:
     if _PLACEHOLDER_RE.search(text) or key == "key" or text.strip().lower() in (
@@ -459,6 +514,8 @@ def _reason(key: str | None, text: str, window: _Window, one_off: set[str],
         return "one_off_tool_restriction"
     if named is None and not _content_ok(key, text, window):
         return "ungrounded_content"
+    if _invented(text, window):
+        return "invented_detail"
     return None
 
 

@@ -33,6 +33,8 @@ GROUPS: tuple[tuple[str, ...], ...] = (
     ("birthday", "date_of_birth", "birth_date", "dob"),
     ("allergy", "allergies", "allergic_to"),
     ("pronouns", "preferred_pronouns"),
+    ("units", "unit_system", "measurement_system", "measurement_units", "preferred_units"),
+    ("answer_length", "reply_length", "response_length", "answer_style_length"),
 )
 """Synonym groups: the first key is the group's default name."""
 

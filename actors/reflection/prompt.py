@@ -31,6 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from actors.memory.instructions import INERT, reads_as_instruction
 from actors.memory.render import neutralise
 
 __all__ = [
@@ -148,7 +149,8 @@ def _known_profile_block(known_profile: Iterable[tuple[str, str]]) -> str:
         k = clip_text(key, KNOWN_PROFILE_VALUE_CHARS)
         if not k:
             continue
-        lines.append(f"- {k}={clip_text(value, KNOWN_PROFILE_VALUE_CHARS)}")
+        shown = INERT if reads_as_instruction(f"{key} {value}") else value
+        lines.append(f"- {k}={clip_text(shown, KNOWN_PROFILE_VALUE_CHARS)}")
     if not lines:
         return ""
     return "### known profile\n" + "\n".join(lines) + "\n\n"

@@ -19,11 +19,15 @@ The message is cut into clauses (sentences, then ``, ; : —`` and the conjuncti
 * ``question``: its sentence ends with "?".
 
 :func:`judge` finds the clauses that hold an item's content words and drops the item
-(``third_person`` / ``negated`` / ``hypothetical`` / ``question``) when *every* such
-clause is of that kind and the item does not carry the same stance itself ("The user
-does not drink coffee" is a fine note of "I don't drink coffee"). ``third_person`` applies
-only to the user's identity keys (:data:`IDENTITY_KEYS`: name, city, job, …): a note, or
-``brother_city``, about the brother is fine. A name-like key whose value the user wrote
+(``third_person`` / ``comparison`` / ``negated`` / ``hypothetical`` / ``question``) when
+*every* such clause is of that kind and the item does not carry the same stance itself
+("The user does not drink coffee" is a fine note of "I don't drink coffee").
+``third_person`` applies to every fact (the profile is the user's) unless its key says
+whose it is: a note, or ``brother_city`` / ``cat_name``, about the brother or the cat is
+fine, ``greeting=purrs at everyone`` from "our cat Miso purrs at everyone" is not.
+``comparison``: a fact whose words stand only after a comparison ("nine hours ahead of
+Berlin", "cheaper than Oslo", "rather than emacs") is what the user is measured against,
+never the user's own. A name-like key whose value the user wrote
 right after a relation word, "named" or "called" ("my daughter Mia", "a dog named
 Biscuit") is ``third_person`` too.
 
@@ -213,18 +217,49 @@ def _name_after_relation(value: str, user_message: str) -> bool:
     return True
 
 
+_COMPARISON = re.compile(
+    r"\b(?:ahead\s+of|behind|than|compared\s+(?:to|with)|unlike|similar\s+to|same\s+as|"
+    r"different\s+from|just\s+like|like\s+in|vs\.?|versus|rather\s+than|"
+    r"instead\s+of|im\s+vergleich\s+zu|plutôt\s+que|comparé\s+à|comparado\s+con|"
+    r"rispetto\s+a|чем|в\s+отличие\s+от)\b", re.I)
+
+
+def _compared(clause: Clause, words: list[str]) -> bool:
+    """Every word of the item the clause holds stands after a comparison ("nine hours
+    ahead of Berlin", "cheaper than Oslo"): the clause measures the user against it."""
+    m = _COMPARISON.search(clause.text)
+    if m is None:
+        return False
+    before = {w[:5] for w in _words(clause.text[:m.start()])}
+    held = [w for w in words if _holds(clause, w)]
+    return bool(held) and not any(w[:5] in before for w in held)
+
+
+def _names_other(key: str, support: list[Clause]) -> bool:
+    """The key says whose the fact is ("sister_city", "cat_name", "miso_age"): a relation
+    word, or a word of the clause other than the item's (the other's name)."""
+    parts = key.lower().split("_")
+    if any(p in RELATIONS or p.rstrip("s") in RELATIONS for p in parts):
+        return True
+    names = {w for c in support for w in c.words if w not in _STOP}
+    return any(p in names and p[:1].isalpha() and len(p) >= 3 for p in parts[:1])
+
+
 def judge(key: str | None, text: str, parts: list[Clause], user_message: str) -> str | None:
     """Why the item (a fact ``key``=``text``, or a note with ``key`` None) must not be
-    stored as the message puts it, or None. Reasons: ``third_person``, ``negated``,
-    ``hypothetical``, ``question`` (module doc)."""
+    stored as the message puts it, or None. Reasons: ``third_person``, ``comparison``,
+    ``negated``, ``hypothetical``, ``question`` (module doc)."""
     if key in _NAME_KEYS and _name_after_relation(text, user_message):
         return "third_person"
     words = _content(text)
     support = [c for c in parts if any(_holds(c, w) for w in words)]
     if not support:
         return None
-    if key in IDENTITY_KEYS and all(c.subject == "other" for c in support):
+    if all(c.subject == "other" for c in support) and (
+            key in IDENTITY_KEYS or (key is not None and not _names_other(key, support))):
         return "third_person"
+    if key is not None and all(_compared(c, words) for c in support):
+        return "comparison"
     item = text if key is None else f"{key.replace('_', ' ')} {text}"
     if all(c.negated for c in support) and not _NEGATION.search(item):
         return "negated"
@@ -252,10 +287,23 @@ def is_greeting(clause: Clause) -> bool:
                                       for w in clause.words)
 
 
+_COMMITMENT = re.compile(
+    r"\b(?:due|deadline|appointment|meeting|exam|interview|flight|booked|reservation|"
+    r"expires?|renewal|check-?up|surgery|court|hearing|fällig|termin|échéance|rendez-vous|"
+    r"plazo|cita|scadenza|appuntamento|срок|встреча)\b", re.I)
+_DAY = re.compile(
+    r"\b(?:\d{1,4}|jan\w*|feb\w*|mar\w*|apr\w*|may|jun\w*|jul\w*|aug\w*|sep\w*|oct\w*|"
+    r"nov\w*|dec\w*|monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|"
+    r"tonight|tomorrow|next\s+\w+|this\s+(?:week|month|weekend|\w+day))\b", re.I)
+
+
 def about_user(user_message: str) -> bool:
     """Whether the message speaks of the user at all: a first-person word (several
-    languages) or a request to remember. "lol that meme was funny" does not."""
-    return bool(_FIRST_PERSON.search(user_message) or PERSIST.search(user_message))
+    languages), a request to remember, or a dated commitment ("the tax return is due by
+    31 January": a deadline is said of the user's own life even without "my"). "lol
+    that meme was funny" does not."""
+    return bool(_FIRST_PERSON.search(user_message) or PERSIST.search(user_message)
+                or (_COMMITMENT.search(user_message) and _DAY.search(user_message)))
 
 
 _REQUEST_VERBS = frozenset("""tell give write show explain list make create draft compose

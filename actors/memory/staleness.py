@@ -1,0 +1,73 @@
+"""A fact that changes archives the notes that still state its old value.
+
+After "I moved to Graz" the profile says ``city: Graz`` (the old value kept in its
+history), but a note "The user lives in Linz." written weeks earlier stayed active and
+was recalled next to it; a small model then answers from either. :func:`archive_stale`
+runs whenever a profile fact gets a new value (reflection, the agent's tool, a client's
+``memory.profile.set``) and archives — never deletes: ``memory notes archive ID
+--restore`` brings one back — the active notes that
+
+* hold every distinctive word of the old value ("Linz", "Honda Civic"),
+* do not hold the new value (a note "The user moved from Linz to Graz" is current),
+* say it of the user: the sentence holding it starts with "The user" / "User" / "I" and
+  not "The user's …" ("The user's sister lives in Linz" is hers, not stale),
+* and were written before the new value (never a note of the same write).
+
+Runs inside the caller's transaction; pure SQL over ``memories`` plus
+:meth:`MemoryStore.set_archived`.
+"""
+
+from __future__ import annotations
+
+import re
+
+from .forgetting import WORD_RE, matches
+from .notes import MemoryStore
+
+__all__ = ["archive_stale", "value_words"]
+
+_STOP = frozenset("""the a an and or of to in on at for with by from is are was were be my
+our your their his her its at true false yes no none""".split())
+_SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
+_USER_SUBJECT = re.compile(r"^\s*(?:the\s+user|user|i)\b(?!['’]s)", re.I)
+_MAX_SCAN = 2000
+"""Active notes scanned per change at most (the newest; an FTS pre-filter picks them)."""
+
+
+def value_words(value: str) -> list[str]:
+    """The distinctive words of a fact value (lower case, ≥ 3 letters or a number, not a
+    stopword), in order, without repeats."""
+    out: list[str] = []
+    for w in WORD_RE.findall(value.replace("_", " ")):
+        w = w.lower()
+        if (len(w) >= 3 or w.isdigit()) and w not in _STOP and w not in out:
+            out.append(w)
+    return out
+
+
+def _about_user(content: str, words: list[str]) -> bool:
+    return any(_USER_SUBJECT.match(s) and matches(words, s) for s in _SENTENCE.split(content))
+
+
+def archive_stale(notes: MemoryStore, old_value: str, new_value: str, *,
+                  max_id: int | None = None, now_ms: int | None = None) -> list[int]:
+    """Archive the active notes that state ``old_value`` of the user and not
+    ``new_value``, newest first, among the notes with an id up to ``max_id`` (those
+    written before the change; None = all) (module docstring). Returns the archived ids; ``[]`` when the old value has no distinctive
+    word. Raises what :meth:`MemoryStore.set_archived` raises (apsw errors)."""
+    old, new = value_words(old_value), value_words(new_value)
+    if not old or old == new:
+        return []
+    # A cheap pre-filter: LIKE on the rarest-looking (longest) word, then exact matching.
+    probe = max(old, key=len)
+    rows = notes.conn.execute(
+        "SELECT id, content FROM memories WHERE archived = 0 AND id <= ? "
+        "AND content LIKE ? ORDER BY id DESC LIMIT ?",
+        (2**63 - 1 if max_id is None else max_id, f"%{probe}%", _MAX_SCAN)).fetchall()
+    out = []
+    for note_id, content in rows:
+        if matches(old, content) and not (new and matches(new, content)) \
+                and _about_user(content, old):
+            if notes.set_archived(note_id, True, now_ms=now_ms):
+                out.append(note_id)
+    return out
