@@ -36,6 +36,8 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import trio
 
@@ -220,8 +222,11 @@ async def run_case(url: str, token: str, case: dict, verbose: bool) -> dict[str,
     return result
 
 
-async def run(args: argparse.Namespace, cases: list[dict]) -> list[dict]:
-    results = []
+@asynccontextmanager
+async def bench_daemon(args: argparse.Namespace) -> AsyncIterator[Any]:
+    """A daemon on a fresh temporary state directory for a benchmark run: the embedded
+    server with ``args.model`` (default model when None) or ``args.llm_url``,
+    ``args.config`` as its config.json, debug logs with ``args.verbose``."""
     extra = ["--log-level", "debug"] if args.verbose else []
     if args.model:
         extra += ["--model", args.model]
@@ -233,25 +238,31 @@ async def run(args: argparse.Namespace, cases: list[dict]) -> list[dict]:
         async with run_daemon(state, llm_url=args.llm_url, extra=extra,
                               ready_timeout_s=600) as d:
             print(f"daemon ready: {d.ready['llmKind']}", file=sys.stderr)
-            seen = 0
-            for n, case in enumerate(cases, 1):
-                r = await run_case(d.url, d.token, case, args.verbose)
-                results.append(r)
-                if args.verbose:  # what the model wrote and what the guards dropped
-                    lines = d.stderr_path.read_text(errors="replace").splitlines()
-                    for line in lines[seen:]:
-                        if '"reflection.completion"' in line or '"reflection.dropped"' in line:
-                            rec = json.loads(line)
-                            print(f"      {rec['event']}: "
-                                  f"{rec.get('text') or rec.get('reasons')} "
-                                  f"{rec.get('fact_keys') or ''}", file=sys.stderr)
-                    seen = len(lines)
-                print(f"[{n}/{len(cases)}] {case['id']} {case['kind']}: found "
-                      f"{r['found']}/{r['expected']}, violations {r['violations']}, turns "
-                      f"{', '.join(f'{t:.1f}' for t in r['turns_s'])} s, reflection "
-                      f"{', '.join(r['outcomes'])}"
-                      + (f"; {'; '.join(r['details'])}" if r["details"] else ""),
-                      file=sys.stderr, flush=True)
+            yield d
+
+
+async def run(args: argparse.Namespace, cases: list[dict]) -> list[dict]:
+    results = []
+    async with bench_daemon(args) as d:
+        seen = 0
+        for n, case in enumerate(cases, 1):
+            r = await run_case(d.url, d.token, case, args.verbose)
+            results.append(r)
+            if args.verbose:  # what the model wrote and what the guards dropped
+                lines = d.stderr_path.read_text(errors="replace").splitlines()
+                for line in lines[seen:]:
+                    if '"reflection.completion"' in line or '"reflection.dropped"' in line:
+                        rec = json.loads(line)
+                        print(f"      {rec['event']}: "
+                              f"{rec.get('text') or rec.get('reasons')} "
+                              f"{rec.get('fact_keys') or ''}", file=sys.stderr)
+                seen = len(lines)
+            print(f"[{n}/{len(cases)}] {case['id']} {case['kind']}: found "
+                  f"{r['found']}/{r['expected']}, violations {r['violations']}, turns "
+                  f"{', '.join(f'{t:.1f}' for t in r['turns_s'])} s, reflection "
+                  f"{', '.join(r['outcomes'])}"
+                  + (f"; {'; '.join(r['details'])}" if r["details"] else ""),
+                  file=sys.stderr, flush=True)
     return results
 
 

@@ -27,7 +27,6 @@ import json
 import re
 import statistics
 import sys
-import tempfile
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -36,9 +35,8 @@ from typing import Any
 import trio
 
 from bench._results import machine_line, percentile, publish, utc_now
-from bench.formation import REFLECTION_WAIT_S, clear_memory, model_label
+from bench.formation import REFLECTION_WAIT_S, bench_daemon, clear_memory, model_label
 from runtime.shell.client import open_client
-from tests.daemon import run_daemon
 
 SECTION = "## Memory use"
 DATA = Path(__file__).resolve().parent / "data" / "memuse-dev.json"
@@ -126,26 +124,16 @@ async def run_case(url: str, token: str, case: dict, verbose: bool) -> dict[str,
 
 async def run(args: argparse.Namespace, cases: list[dict]) -> list[dict]:
     results = []
-    extra = ["--log-level", "debug"] if args.verbose else []
-    if args.model:
-        extra += ["--model", args.model]
-    with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp) / "state"
-        if args.config:
-            state.mkdir()
-            (state / "config.json").write_text(args.config)
-        async with run_daemon(state, llm_url=args.llm_url, extra=extra,
-                              ready_timeout_s=600) as d:
-            print(f"daemon ready: {d.ready['llmKind']}", file=sys.stderr)
-            for n, case in enumerate(cases, 1):
-                r = await run_case(d.url, d.token, case, args.verbose)
-                results.append(r)
-                print(f"[{n}/{len(cases)}] {case['id']} {case['kind']}: "
-                      f"{'pass' if r['passed'] else 'FAIL ' + r['why']}, {r['turn_s']:.1f} s, "
-                      f"{r['steps']} step(s)"
-                      + (f", tools {r['tools']}" if r["tools"] else "")
-                      + (f", refused {r['refused']}" if r["refused"] else ""),
-                      file=sys.stderr, flush=True)
+    async with bench_daemon(args) as d:
+        for n, case in enumerate(cases, 1):
+            r = await run_case(d.url, d.token, case, args.verbose)
+            results.append(r)
+            print(f"[{n}/{len(cases)}] {case['id']} {case['kind']}: "
+                  f"{'pass' if r['passed'] else 'FAIL ' + r['why']}, {r['turn_s']:.1f} s, "
+                  f"{r['steps']} step(s)"
+                  + (f", tools {r['tools']}" if r["tools"] else "")
+                  + (f", refused {r['refused']}" if r["refused"] else ""),
+                  file=sys.stderr, flush=True)
     return results
 
 
