@@ -448,3 +448,51 @@ async def test_a_moved_user_is_not_told_the_old_city_from_a_stale_note_on_the_de
     assert "lives in Linz" not in tail, tail
     reply = next(f["text"] for f in frames if f["type"] == "reply")
     assert "graz" in reply.lower() and "linz" not in reply.lower(), reply
+
+
+ABSTAIN = ("don't know", "do not know", "not sure", "haven't", "have not", "no information",
+           "didn't", "did not", "not mentioned", "don't have", "do not have", "not aware",
+           "unknown", "no record", "can't", "cannot")
+
+
+async def _ask_fresh(d, setup: list[tuple[str, dict]], question: str,
+                     session: str) -> tuple[str, str]:
+    """Write ``setup`` with memory ops, ask ``question`` in the new session ``session``;
+    returns (reply, the prompt's tail)."""
+    async with open_client(url=d.url, token=d.token) as c:
+        for op, args in setup:
+            await c.memory(op, args)
+    async with open_client(url=d.url, token=d.token, session=session) as c:
+        with trio.fail_after(600):
+            frames = [f async for f in c.say(question, debug=True)]
+    tail = next(f["tail"] for f in frames if f.get("step") == "prompt")
+    return next((f["text"] for f in frames if f["type"] == "reply"), ""), tail
+
+
+async def test_a_health_fact_is_raised_and_an_unknown_relative_is_not_invented_on_the_default_model(
+        tmp_path):
+    """Memory use on the default install (greedy decoding, so the run is repeatable): a
+    penicillin allergy in memory is raised when the doctor wants to prescribe
+    amoxicillin (it was answered without it before the focus line), and with only the
+    user's own name stored, "what is my cousin's name?" is answered "I don't know" (the
+    user's own name was given before)."""
+    _need_default_model()
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text('{"llm": {"temperature": 0}}')
+    async with run_daemon(state, ready_timeout_s=300) as d:
+        reply, tail = await _ask_fresh(
+            d, [("memory.notes.store", {"content": "The user is allergic to penicillin."})],
+            "My doctor wants to prescribe amoxicillin for my ear infection. Anything I should "
+            "tell her?", "allergy")
+        assert "Health and diet: The user is allergic to penicillin" in tail, tail
+        assert "penicillin" in reply.lower() or "allerg" in reply.lower(), reply
+        async with open_client(url=d.url, token=d.token) as c:
+            await c.memory("memory.notes.forget", {"id": (await c.memory(
+                "memory.notes.list"))[0]["id"]})
+        reply, tail = await _ask_fresh(
+            d, [("memory.profile.set", {"key": "name", "value": "Rafael"})],
+            "What is my cousin's name?", "cousin")
+        assert "holds nothing about the user's cousin" in tail, tail
+        low = reply.lower()
+        assert any(p in low for p in ABSTAIN) and "rafael" not in low, reply

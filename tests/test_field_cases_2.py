@@ -471,7 +471,7 @@ async def test_the_turn_that_forgets_does_not_store_it_again(tmp_path):
     """The case's chat: the agent deletes the note with its tool, and the same turn's
     reflection returns a NOTE restating the address: it is not stored. Then the profile
     fact is removed and purged: no version is left (memory.profile.history is empty)."""
-    said = "Please forget my address, the one on Rue Victor Hugo."
+    said = "Please forget my address, the one at 12 Rue Victor Hugo."
     rules = [
         {"match": f"USER: {said}\nASSISTANT:", "grammar_contains": '"FORGET "',
          "response": "NOTE User asked to forget their address, 12 Rue Victor Hugo "

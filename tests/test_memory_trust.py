@@ -10,7 +10,7 @@ import pytest
 from actors.agent.offer import offered_tools
 from actors.agent.prompt import FOCUS_HEAD, TailInput, build_tail
 from actors.agent.write_guard import refusal
-from actors.memory.focus import render_focus
+from actors.memory.focus import care_items, render_focus, same_day, unknown_people
 from actors.memory.instructions import INERT, reads_as_instruction
 from actors.memory.notes import Note
 from actors.memory.profile import ProfileFact
@@ -90,7 +90,7 @@ def test_a_stored_instruction_is_rendered_inert_everywhere():
     assert "The user rows." in recalled
     prompt = build_reflection_prompt([("motto", evil)], "hello", "hi")
     assert "token" not in prompt.split("Now the real exchange.")[1]
-    assert render_focus([fact("motto", evil)], [], []) == ""
+    assert render_focus([fact("motto", evil)], []) == ""
 
 
 # ---------------------------------------------------------------- standing preferences
@@ -128,25 +128,52 @@ def test_reply_rules_come_from_fixed_phrases_only():
 
 # ---------------------------------------------------------------- focus
 
-def test_the_focus_line_puts_care_items_first_then_recall_then_profile():
+def test_the_focus_line_puts_recall_first_then_profile():
     profile = [fact("name", "Greta"), fact("medication", "lithium", 2)]
     recalled = [note(5, "The user is training for a half marathon.", 0.9)]
+    line = render_focus(profile, recalled)
+    assert line.split("; ") == ["The user is training for a half marathon", "name: Greta",
+                                "medication: lithium"]
+    assert render_focus([], []) == ""
+
+
+def test_care_items_come_forward_only_when_the_message_is_about_food_medicine_or_exercise():
+    profile = [fact("name", "Greta"), fact("medication", "lithium", 2)]
     index = [note(6, "The user's partner cannot eat peanuts."), note(7, "The user likes jazz.")]
-    line = render_focus(profile, recalled, index)
-    assert line.split("; ") == ["medication: lithium", "The user's partner cannot eat peanuts",
-                                "The user is training for a half marathon", "name: Greta"]
-    assert render_focus([], [], []) == ""
+    assert care_items("What could I bake for my partner's birthday?", profile, [], index) == [
+        "medication: lithium", "The user's partner cannot eat peanuts"]
+    assert care_items("Can we move the meeting to noon?", profile, [], index) == []
+
+
+def test_what_memory_has_on_the_day_asked_and_the_people_it_does_not_know():
+    notes = [note(1, "The user has a dentist appointment on Thursday at 9."),
+             note(2, "The user visits Porto on 3 May.")]
+    assert same_day("Could we meet on Thursday morning?", notes, [], []) == [
+        "The user has a dentist appointment on Thursday at 9"]
+    assert same_day("Anything planned for May 3rd?", notes, [], []) == [
+        "The user visits Porto on 3 May"]
+    assert same_day("How are you?", notes, [], []) == []
+    assert unknown_people("What's my cousin's name?", "name: Greta") == ["cousin"]
+    assert unknown_people("How old is my niece?", "The user's niece Pia is 7") == []
+    assert unknown_people("What should I cook for my husband?", "name: Greta") == []
 
 
 def test_the_respond_section_repeats_the_focus_and_the_rules_next_to_the_question():
     tail = build_tail(TailInput(
         memory={"profile": "- medication: lithium", "focus": "medication: lithium",
-                "reply-rules": "Answer in Dutch."},
+                "reply-rules": "Answer in Dutch.", "care": "medication: lithium",
+                "same-day": "dentist on Friday", "unknown": "cousin"},
         history=[("user", "Can I take ibuprofen?")]))
     respond = tail.split("### respond\n")[1]
     assert "Answer in Dutch." in respond
-    assert f"{FOCUS_HEAD}: medication: lithium." in respond
-    assert "do not know" in respond
+    assert "Health and diet: medication: lithium. Mention it" in respond
+    assert "memory has: dentist on Friday. Say so" in respond
+    assert "nothing about the user's cousin: reply that you do not know" in respond
+    assert FOCUS_HEAD not in respond  # asked about an unknown person: no focus to parrot
+    plain_focus = build_tail(TailInput(
+        memory={"focus": "medication: lithium"}, history=[("user", "Can I take ibuprofen?")]))
+    respond = plain_focus.split("### respond\n")[1]
+    assert f"{FOCUS_HEAD}: medication: lithium." in respond and "do not know" in respond
     assert respond.index("Can I take ibuprofen?") < respond.index(FOCUS_HEAD)
     plain = build_tail(TailInput(memory={}, history=[("user", "Hi")]))
     assert FOCUS_HEAD not in plain
@@ -240,6 +267,7 @@ def plan_for(message: str, completion: str, known: dict | None = None):
 def test_invented_dates_fragments_comparisons_and_other_peoples_facts_are_not_kept():
     plan = plan_for("My visa runs out in May.", "SET visa_expires=May 31, 2027\n")
     assert plan.facts == [] and "invented_detail" in {d.reason for d in plan.dropped}
+    assert [n.body for n in plan.notes] == ["The user said: My visa runs out in May."]
     plan = plan_for("I follow a kosher diet.", "SET diet=kosher\nSET kosher=true\n")
     assert [(f.key, f.value) for f in plan.facts] == [("diet", "kosher")]
     plan = plan_for("I swim every Friday evening.",
@@ -266,3 +294,14 @@ def test_notes_are_written_in_the_third_person():
     plan = plan_for("We switched to oat milk for the kids.", "NOTE We switched to oat milk.\n")
     assert [n.body for n in plan.notes] == [
         "The user said: We switched to oat milk for the kids."]
+
+
+def test_the_focus_line_carries_the_days_the_prompt_counted():
+    from actors.memory.context import MemoryContext, render_context
+
+    now = 1_796_000_000_000  # 2026-11-29
+    ctx = MemoryContext(profile=[fact("thesis_due", "December 20")], recalled=[], index=[])
+    sections = render_context(ctx, profile_dates=True, now_ms=now, focus_items=5,
+                              message="How long until my thesis is due?")
+    assert "(20 Dec 2026, in 20 days)" in sections["profile"]
+    assert sections["focus"] == sections["profile"][2:]

@@ -129,7 +129,8 @@ async def test_timeout_writes_nothing(tmp_path):
 
 
 async def test_caps_and_notes_switch(tmp_path):
-    lines = "".join(f"SET k{i}=v{i}\n" for i in range(5)) + "NOTE one\nNOTE two\nNOTE three\n"
+    # values without digits: a number the user did not write is an invented detail
+    lines = "".join(f"SET k{i}=v{'abcde'[i]}\n" for i in range(5)) + "NOTE one\nNOTE two\nNOTE three\n"
     rules = [{"match": "### output", "response": lines}]
     ev = Events()
     async with open_fake_llama(tmp_path, rules) as fake:

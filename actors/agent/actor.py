@@ -470,7 +470,7 @@ class AgentActor:
         state.recalled_notes = [n.id for n in mem.recalled]
         state.memory_index = [n.id for n in mem.index]
         state.known_facts = [f.id for f in mem.session_facts]
-        sections = render_configured(mem, self.cfg.memory)
+        sections = render_configured(mem, self.cfg.memory, message=msg.text)
         if turn is not None:
             turn.surfaced = surfaced_items(mem, sections)
         elapsed = (time.monotonic() - t0) * 1000

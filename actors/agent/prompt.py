@@ -426,21 +426,38 @@ invented an answer ("Chloe is your brother's name") when memory held none
 (``bench/memuse.py``)."""
 
 
-def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "") -> str:
+def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "",
+                 same_day: str = "", unknown: str = "", care: str = "") -> str:
     """:data:`RESPOND`; then the user's last message quoted again (whitespace-collapsed,
     at most :data:`RESPOND_QUOTE_CHARS` chars): a small model answers the text next to
     the instruction, not one it read pages ago; then, last, when memory shows anything
     that may change the answer, ``focus`` (the items of
     :func:`actors.memory.focus.render_focus`) after :data:`FOCUS_HEAD`, and
-    :data:`FOCUS_RULE`. ``rules``, the
+    :data:`FOCUS_RULE`; then the health and diet items when the message is about food,
+    medicine, exercise or travel (``care``); then what memory has on a day the message names (``same_day``)
+    and the people the message asks about that memory does not mention (``unknown``):
+    an appointment for that very day was answered "yes, I'm free", and the user's own
+    name was given as their brother's. ``rules``, the
     user's standing reply preferences (:func:`actors.memory.standing.reply_rules`, built
     from fixed phrases only), come right after :data:`RESPOND`."""
     last = next((text for role, text in reversed(history) if role == "user"), "")
     head = RESPOND
     if rules.strip():
         head += f"\nThe user's standing preferences: {' '.join(neutralise(rules).split())}"
+    # Asked about someone memory does not know, a small model answers with whatever
+    # the focus names ("Rafael is your cousin's name"): the focus is left out then.
     tail = (f"\n{FOCUS_HEAD}: {' '.join(neutralise(focus).split())}.\n{FOCUS_RULE}"
-            if focus.strip() else "")
+            if focus.strip() and not unknown.strip() else "")
+    if care.strip():
+        tail += (f"\nHealth and diet: {' '.join(neutralise(care).split())}. Mention it in the "
+                 f"reply where it bears on the answer.")
+    if same_day.strip():
+        tail += (f"\nOn the day the message names, memory has: "
+                 f"{' '.join(neutralise(same_day).split())}. Say so in the reply.")
+    if unknown.strip():
+        who = " ".join(neutralise(unknown).split())
+        tail += (f"\nMemory holds nothing about the user's {who}: reply that you do not know; "
+                 f"what memory says is about the user, not their {who}.")
     if not last.strip():
         return head + tail
     quoted = " ".join(neutralise(last).split())
@@ -461,7 +478,8 @@ def build_tail(t: TailInput) -> str:
         "procedures": t.memory.get("procedures", ""),
         "notice": t.notice,
         "respond": respond_text(t.history, t.memory.get("focus", ""),
-                                t.memory.get("reply-rules", "")),
+                                t.memory.get("reply-rules", ""), t.memory.get("same-day", ""),
+                                t.memory.get("unknown", ""), t.memory.get("care", "")),
     }
     used = estimate_tokens(STABLE_PREFIX) + sum(estimate_tokens(v) + 4 for v in fixed.values() if v)
     room = t.context_window - used - t.reply_reserve - SAFETY_MARGIN_TOKENS

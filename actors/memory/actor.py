@@ -332,7 +332,7 @@ class MemoryActor:
         budget of ``memory.*`` applied, no recall counter bumped."""
         ctx = self._build_context(s, BuildContext(session=session or "", user_message=a.message,
                                                   working_dir=a.working_dir))
-        return context_answer(ctx, render_configured(ctx, self.cfg))
+        return context_answer(ctx, render_configured(ctx, self.cfg, message=a.message))
 
     def _recall_for(self, s: StoreSet) -> Callable[..., list[Any]]:
         """Notes recall for auto-recall and ``memory.notes.recall``: hybrid once the query

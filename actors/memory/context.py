@@ -4,7 +4,9 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
 
 * ``profile``  -- active facts through the contextual keyword gate (``render.gate_profile``);
 * ``recalled`` -- top-``k`` notes by BM25 against the user message, recall counters bumped
-  exactly once; any recall failure degrades to ``[]`` (seed 000 §11), logged;
+  exactly once; any recall failure degrades to ``[]`` (seed 000 §11), logged; a note
+  archived other than into a lesson (by hand, or because it stated a fact's old value)
+  is left out;
 * ``index``    -- the most recently updated non-archived notes minus every recalled id, so
   no note appears twice in one prompt (seed 000 §4.2);
 * link expansion (anchor §2.6, §3.6 step 3; when a ``LinkStore`` and ``max_expanded``
@@ -44,7 +46,7 @@ import structlog
 
 from .corrections import superseded_by
 from .dates import TimeWindow, time_window, user_zone
-from .focus import render_focus
+from .focus import care_items, render_focus, same_day, unknown_people
 from .standing import reply_rules
 from .lessons import LessonPointer, LessonStore
 from .links import LinkStore
@@ -54,6 +56,7 @@ from .profile import ProfileFact, ProfileStore
 from .recall import build_recall_query
 from .render import (
     estimate_tokens,
+    note_day,
     gate_profile,
     render_index,
     render_lessons,
@@ -237,6 +240,9 @@ def build_context(
             )
             recalled = []
 
+    if any(n.archived for n in recalled):
+        recalled = _without_set_aside(notes, recalled)
+
     neighbours: list[Note] = []
     if links is not None and max_expanded > 0 and recalled:
         neighbours = _expand(notes, links, recalled, working_dir, expansion_depth,
@@ -292,6 +298,18 @@ def build_context(
                          lessons=lesson_rows, procedures=procedure_rows,
                          expanded=len(neighbours), superseded=superseded,
                          session_facts=session_rows, before=before, zone=zone)
+
+
+def _without_set_aside(notes: MemoryStore, recalled: list[Note]) -> list[Note]:
+    """``recalled`` without the notes archived other than into a lesson: archived by
+    hand (``memory notes archive``) or because they stated a fact's old value
+    (:mod:`.staleness`). A note archived into a lesson stays recallable (its lesson
+    distils it; the cold path's design)."""
+    ids = [n.id for n in recalled if n.archived]
+    marks = ",".join("?" * len(ids))
+    aside = {r[0] for r in notes.conn.execute(
+        f"SELECT id FROM memories WHERE id IN ({marks}) AND consolidated_into IS NULL", ids)}
+    return [n for n in recalled if n.id not in aside]
 
 
 TIMED_POOL = 24
@@ -403,6 +421,7 @@ def render_context(
     profile_dates: bool = False,
     now_ms: int | None = None,
     focus_items: int = 0,
+    message: str = "",
 ) -> dict[str, str]:
     """Render a context into prompt-tail section bodies, keyed by section name.
 
@@ -428,6 +447,11 @@ def render_context(
     ``focus_items`` (``memory.recallInjection.focusItems``; 0, the default here, = off)
     adds ``"focus"``: the few items most likely to change the answer, which the agent
     repeats in ``### respond`` next to the question (:mod:`actors.memory.focus`).
+    With ``message`` (the user's), ``"care"`` lists the health and diet items shown when
+    the message is about food, medicine, exercise or travel, ``"same-day"`` lists what memory has on a day the
+    message names and ``"unknown"`` the people it asks about that memory does not mention
+    (:func:`.focus.care_items`, :func:`.focus.same_day`, :func:`.focus.unknown_people`;
+    all with ``focus_items``).
     ``"reply-rules"`` states the user's standing reply preferences from the shown
     profile ("Answer in Italian. Use metric units.", :func:`.standing.reply_rules`),
     which ``### respond`` states too.
@@ -462,30 +486,42 @@ def render_context(
         index = render_index(ctx.index, preview_chars=index_preview_chars,
                              max_tokens=max(0, index_max_tokens - spent), superseded=marks,
                              dates=index_dates, zone=zone)
+    profile_body = render_profile(ctx.profile, profile_max_tokens, empty="",
+                                  before=ctx.before if profile_dates else None, zone=zone,
+                                  dates=profile_dates, now_ms=now_ms)
+    fact_lines = {line[2:].split(":", 1)[0]: line[2:] for line in profile_body.splitlines()
+                  if line.startswith("- ")}
     bodies = {
         "memory-index": index,
         "session-facts": render_session_facts(ctx.session_facts,
                                               max_tokens=session_facts_max_tokens, zone=zone,
                                               dates=profile_dates, now_ms=now_ms),
         "recalled": recalled,
-        "profile": render_profile(ctx.profile, profile_max_tokens, empty="",
-                                  before=ctx.before if profile_dates else None, zone=zone,
-                                  dates=profile_dates, now_ms=now_ms),
+        "profile": profile_body,
         "lessons": render_lessons(ctx.lessons, max_tokens=lessons_max_tokens),
         "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),
         "focus": render_focus(ctx.profile if profile_max_tokens > 0 else [], hits,
-                              ctx.index, superseded=marks, max_items=focus_items),
+                              superseded=marks, max_items=focus_items,
+                              fact_lines=fact_lines, note_days={
+                                  n.id: note_day(n, dates, zone, now_ms) for n in hits}),
         "reply-rules": " ".join(reply_rules((f.key, f.value) for f in ctx.profile))
         if profile_max_tokens > 0 else "",
     }
+    if focus_items > 0 and message:
+        facts = ctx.profile if profile_max_tokens > 0 else []
+        bodies["care"] = "; ".join(care_items(message, facts, hits, ctx.index, superseded=marks))
+        bodies["same-day"] = "; ".join(same_day(message, hits, ctx.index, facts))
+        shown_text = " ".join([index, recalled, bodies["profile"], bodies["session-facts"]])
+        bodies["unknown"] = ", ".join(unknown_people(message, shown_text))
     return {name: body for name, body in bodies.items() if body}
 
 
-def render_configured(ctx: MemoryContext, m: object) -> dict[str, str]:
+def render_configured(ctx: MemoryContext, m: object, *, message: str = "") -> dict[str, str]:
     """:func:`render_context` with the budgets of ``m``, a ``runtime.services.config.MemoryConfig``
     (``memory.*``): a disabled profile, lessons or procedures channel renders nothing.
     The agent renders each turn's context with it, and ``memory.context`` answers with
-    it, so both show the same sections."""
+    it, so both show the same sections. ``message``: the user's message (the focus line
+    reads the days and people it asks about)."""
     return render_context(
         ctx, profile_max_tokens=m.profile.max_tokens if m.profile.enabled else 0,
         session_facts_max_tokens=(m.session_facts.max_tokens
@@ -497,7 +533,7 @@ def render_configured(ctx: MemoryContext, m: object) -> dict[str, str]:
         index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,
         lessons_max_tokens=m.lessons.max_tokens if m.lessons.enabled else 0,
         procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0,
-        focus_items=m.recall_injection.focus_items)
+        focus_items=m.recall_injection.focus_items, message=message)
 
 
 def context_text(sections: dict[str, str]) -> str:

@@ -6,16 +6,18 @@ seafood paella "a great option", with a warfarin prescription it said aspirin wa
 with the user's city in ``### profile`` it suggested "the beach" (the memory-use
 benchmark, ``bench/memuse.py``). Small models follow what stands next to the
 instruction far better than what they read pages earlier, so the ``### respond`` section
-repeats the few items most likely to change the answer (:func:`render_focus`):
+repeats, after the user's message:
 
-1. *care* items — a fact or note about health, diet or safety (an allergy, a medication,
-   a condition, a diet, an injury, …, :data:`CARE`), from the profile, the recalled notes
-   or the index: getting these wrong harms the user, and they are short;
-2. the best recalled notes (the recall hits, best first);
-3. the profile facts the tail shows.
-
-At most :data:`FOCUS_ITEMS` items, each clipped to :data:`FOCUS_ITEM_CHARS` chars, in
-that order without repeats. Text that reads as an instruction is never repeated
+* :func:`render_focus` — the best recalled notes (the recall hits, best first), then the
+  profile facts the tail shows: at most :data:`FOCUS_ITEMS` items, each clipped to
+  :data:`FOCUS_ITEM_CHARS` chars, without repeats;
+* :func:`care_items` — when the message is about food, medicine, exercise or travel
+  (:data:`CARE_TOPIC`), the facts and notes about health, diet or safety (:data:`CARE`:
+  an allergy, a medication, a condition, a diet, an injury …) shown anywhere in the tail,
+  the index included: getting these wrong harms the user;
+* :func:`same_day` — what memory has on a day the message names;
+* :func:`unknown_people` — the people or pets the message asks about that memory does not
+  mention, so the reply says it does not know instead of inventing. Text that reads as an instruction is never repeated
 (``instructions.reads_as_instruction``); everything goes through ``render.neutralise``.
 """
 
@@ -25,11 +27,13 @@ import re
 from collections.abc import Mapping, Sequence
 
 from .instructions import reads_as_instruction
+from .relations import RELATIONS
 from .notes import Note
 from .profile import ProfileFact
 from .render import clip_preview, neutralise
 
-__all__ = ["CARE", "FOCUS_ITEMS", "FOCUS_ITEM_CHARS", "render_focus"]
+__all__ = ["CARE", "CARE_TOPIC", "FOCUS_ITEMS", "FOCUS_ITEM_CHARS", "care_items", "render_focus",
+           "same_day", "unknown_people"]
 
 FOCUS_ITEMS = 5
 """Most items on the focus line (each costs the reply's first token a few tokens)."""
@@ -48,6 +52,42 @@ CARE = re.compile(
 drink, medicine, exercise or travel, whether or not the question names it."""
 
 
+CARE_TOPIC = re.compile(
+    r"\b(?:eat\w*|ate|food|dish\w*|meal\w*|recipe\w*|cook\w*|bak\w*|dessert\w*|snack\w*|"
+    r"restaurant\w*|order\w*|dinner|lunch|breakfast|brunch|drink\w*|menu|cuisine|"
+    r"ingredient\w*|pill\w*|medicine\w*|medication\w*|drug\w*|tablet\w*|painkiller\w*|"
+    r"dose|headache|pain|ache|fever|cold|flu|sick|ill|hurt\w*|symptom\w*|take\s+(?:some|a|an)\b|"
+    r"prescri\w*|doctor\w*|pharmac\w*|dentist\w*|hospital\w*|infection\w*|vaccin\w*|"
+    r"antibiotic\w*|allerg\w*|"
+    r"workout\w*|exercis\w*|run|running|gym|train\w*|sport\w*|hik\w*|swim\w*|yoga|"
+    r"travel\w*|trip|flight|holiday|vacation|party|birthday|visit\w*|guest\w*|"
+    r"essen|kochen|trinken|manger|cuisiner|boire|comer|cocinar|beber|mangiare|cucinare|"
+    r"bere|еда|есть|готовить|пить|лекарств\w*)\b", re.I)
+"""What a message is about when a care item may change the answer: food and drink,
+medicine and symptoms, exercise, travel and hosting."""
+
+
+def care_items(message: str, profile: Sequence[ProfileFact], recalled: Sequence[Note],
+               index: Sequence[Note], *, superseded: Mapping[int, int] | None = None,
+               max_items: int = 3) -> list[str]:
+    """The care items (:data:`CARE`) shown anywhere in the tail when ``message`` is about
+    food, medicine, exercise or travel (:data:`CARE_TOPIC`), else none: a medication
+    repeated beside a question about a meeting only distracts a small model."""
+    if not CARE_TOPIC.search(message):
+        return []
+    old = set(superseded or {})
+    texts = [(_fact_text(f), f"{f.key} {f.value}") for f in profile]
+    texts += [(_note_text(n), n.content) for n in [*recalled, *index] if n.id not in old]
+    out: list[str] = []
+    for text, raw in texts:
+        if len(out) < max_items and CARE.search(raw.replace("_", " ")) \
+                and not reads_as_instruction(text):
+            item = neutralise(clip_preview(text.rstrip(". "), FOCUS_ITEM_CHARS))
+            if item not in out:
+                out.append(item)
+    return out
+
+
 def _fact_text(fact: ProfileFact) -> str:
     return f"{fact.key.replace('_', ' ')}: {' '.join(fact.value.split())}"
 
@@ -57,25 +97,98 @@ def _note_text(note: Note) -> str:
 
 
 def render_focus(profile: Sequence[ProfileFact], recalled: Sequence[Note],
-                 index: Sequence[Note], *, superseded: Mapping[int, int] | None = None,
-                 max_items: int = FOCUS_ITEMS) -> str:
+                 *, superseded: Mapping[int, int] | None = None,
+                 max_items: int = FOCUS_ITEMS, fact_lines: Mapping[str, str] | None = None,
+                 note_days: Mapping[int, str] | None = None) -> str:
     """The focus line's items joined by ``"; "`` (module docstring), or ``""`` when
     memory shows nothing. ``profile``: the facts ``### profile`` shows; ``recalled``:
-    the recall hits, best first; ``index``: the index rows; ``superseded``: notes a
-    shown correction replaces (never repeated). Pure; never raises."""
+    the recall hits, best first; ``superseded``: notes a shown correction replaces
+    (never repeated); ``fact_lines``: a fact's ``### profile`` line by key (without the
+    leading ``- ``), used instead of ``key: value`` so the days the prompt counted come
+    along ("thesis_due: March 14th (14 Mar 2027, in 102 days)"); ``note_days``: the
+    same for a note (`` (7 May 2023)``), appended. Pure; never raises."""
     old = set(superseded or {})
-    facts = [(_fact_text(f), f"{f.key} {f.value}") for f in profile]
-    notes = [(_note_text(n), n.content) for n in recalled if n.id not in old]
-    rows = [(_note_text(n), n.content) for n in index if n.id not in old]
-    care = [t for t, raw in facts + notes + rows if CARE.search(raw.replace("_", " "))]
-    ordered = care + [t for t, _ in notes] + [t for t, _ in facts]
+    lines, days = fact_lines or {}, note_days or {}
+    facts = [(lines.get(f.key) or _fact_text(f), f"{f.key} {f.value}") for f in profile]
+    notes = [(_note_text(n).rstrip(". ") + days.get(n.id, ""), n.content)
+             for n in recalled if n.id not in old]
     out: list[str] = []
-    for text in ordered:
+    for text, raw in notes + facts:
         if len(out) >= max_items:
             break
-        if not text or reads_as_instruction(text):
+        if not text or reads_as_instruction(raw.replace("_", " ")) or reads_as_instruction(text):
             continue
         item = neutralise(clip_preview(text.rstrip(". "), FOCUS_ITEM_CHARS))
         if item not in out:
             out.append(item)
     return "; ".join(out)
+
+
+_DAY_WORDS = re.compile(
+    r"\b(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|tonight|"
+    r"tomorrow|this\s+(?:morning|afternoon|evening|weekend)|"
+    r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?\s+\d{1,2}(?:st|nd|rd|th)?|"
+    r"\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|"
+    r"dec)[a-z]*)\b", re.I)
+
+
+def _days(text: str) -> set[str]:
+    """The days ``text`` names, normalised ("tuesday", "mar 14")."""
+    out = set()
+    for m in _DAY_WORDS.finditer(text):
+        words = re.findall(r"[a-z]+|\d+", m.group().lower())
+        nums = [w for w in words if w.isdigit()]
+        month = next((w[:3] for w in words if not w.isdigit() and w not in ("st", "nd", "rd",
+                                                                            "th", "of")), "")
+        out.add(f"{month} {int(nums[0])}" if nums else " ".join(words))
+    return out
+
+
+def same_day(message: str, recalled: Sequence[Note], index: Sequence[Note],
+             profile: Sequence[ProfileFact], *, max_items: int = 2) -> list[str]:
+    """What memory has on a day the message names ("Can we talk on Tuesday morning?" and
+    "The user has a job interview on Tuesday at 10am."): a weekday, "tomorrow", "this
+    evening" or a month day written the same way in both; at most ``max_items``,
+    clipped like the focus items. "Am I free then?" was answered "Yes" with the
+    appointment for that very day recalled."""
+    asked = _days(message)
+    if not asked:
+        return []
+    out: list[str] = []
+    texts = [_note_text(n) for n in [*recalled, *index]] + [_fact_text(f) for f in profile]
+    for text in texts:
+        if len(out) >= max_items:
+            break
+        if _days(text) & asked and not reads_as_instruction(text):
+            item = neutralise(clip_preview(text.rstrip(". "), FOCUS_ITEM_CHARS))
+            if item not in out:
+                out.append(item)
+    return out
+
+
+_ASKS_ABOUT = (
+    re.compile(r"\bmy\s+(?:(?P<a>[^\W\d_]+)\s+)?(?P<b>[^\W\d_]+)['’]s\s+[^\W\d_]+", re.I),
+    re.compile(r"\b(?:who|where|how\s+old|when|what|which)(?:['’]s|\s+(?:is|was|are|were|does|"
+               r"did|do))\s+my\s+(?:(?P<a>[^\W\d_]+)\s+)?(?P<b>[^\W\d_]+)\b", re.I),
+)
+"""Questions that ask for something about a person or pet of the user's: "my brother's
+name", "where does my sister live", "how old is my son" (not "what should I cook for my
+wife", which asks nothing about her)."""
+
+
+def unknown_people(message: str, memory_text: str) -> list[str]:
+    """The people or pets the message asks about ("my brother", "my dog's name") that no
+    memory shown mentions: the reply should say it does not know rather than invent
+    (a 1.5B model gave the user's own name as their brother's). Relation words only
+    (:data:`.relations.RELATIONS`); compared by their first five letters."""
+    if "?" not in message:
+        return []
+    known = {w.lower()[:5] for w in re.findall(r"[^\W\d_]+", memory_text)}
+    out: list[str] = []
+    for rx in _ASKS_ABOUT:
+        for m in rx.finditer(message):
+            noun = next((w.lower() for w in (m.group("a"), m.group("b"))
+                         if w and w.lower() in RELATIONS), None)
+            if noun and noun[:5] not in known and noun not in out:
+                out.append(noun)
+    return out

@@ -44,6 +44,7 @@ __all__ = [
     "PointerRow",
     "neutralise",
     "clip_preview",
+    "note_day",
 ]
 
 #: Marker written over the end of a clipped section (anchor §3.1).
@@ -307,7 +308,7 @@ def _date(note: Note, dates: bool, zone: str | None) -> str:
     return written_date(note.created_at, zone) if dates else ""
 
 
-def _day_part(note: Note, dates: bool, zone: str | None, now_ms: int | None) -> str:
+def note_day(note: Note, dates: bool, zone: str | None, now_ms: int | None) -> str:
     """`` (18 Dec 2026, in 16 days)``: the day the note's text names, read from the day
     it was written ("yesterday", "in three weeks"), and how far it is from today."""
     if not dates:
@@ -335,7 +336,7 @@ def render_recalled(
     dates included.
     """
     lines = [_note_line(n, clip_preview(_one_line(n.content), preview_chars), superseded,
-                        _date(n, dates, zone)) + _day_part(n, dates, zone, now_ms)
+                        _date(n, dates, zone)) + note_day(n, dates, zone, now_ms)
              for n in notes]
     return truncate_to_tokens("\n".join(lines), max_tokens)
 

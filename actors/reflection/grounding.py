@@ -53,7 +53,9 @@ value) or a note body, with one reason each, in this order:
 * ``invented_detail`` — the item is grounded but holds a number, or a capitalised word
   past the start of a sentence, that the user did not write: "my passport expires in
   June" stored as "June 30, 2024" (numbers spelled out count: "nine" is 9; leading zeros
-  do not: "10:00" for "10 am");
+  do not: "10:00" for "10 am"); a detail the assistant's reply of the same exchange named
+  is the user's choice, not an invention, once the item is grounded in the user's words
+  ("great, book Luigi" → "Booked Trattoria Luigi");
 * ``assistant_only`` — an ``ungrounded_content`` item whose words the assistant's reply
   holds: the model took it from what the assistant said (FC2-04).
 """
@@ -535,8 +537,12 @@ def filter_ungrounded(facts: Sequence[ParsedFact], notes: Sequence[ParsedNote],
     tool_restricted = bool(_TOOL_RESTRICTION.search(user_message)) and not PERSIST.search(
         user_message)
 
+    both = _Window(f"{user_message}\n{assistant_reply}") if reply is not None else None
+
     def why(key: str | None, text: str) -> str | None:
         reason = _reason(key, text, window, one_off, tool_restricted)
+        if reason == "invented_detail" and both is not None and not _invented(text, both):
+            return None  # the user picked what the assistant named ("book Luigi" → Trattoria Luigi)
         if reason == "ungrounded_content" and reply is not None and not reply.unsplittable \
                 and _content_ok(key, text, reply):
             return "assistant_only"

@@ -26,9 +26,10 @@ its reason, never its value):
 6. Fragments (``fragment``): a fact that only repeats part of another item of the same
    reflection — ``halal=true`` beside ``diet=strictly halal``, ``day_of_week=Sunday``
    beside ``cycling=every Sunday morning``.
-7. A fact dropped as ``third_person`` whose value no kept note mentions becomes a note
-   quoting the user's sentence ("The user said: We have a dog named Biscuit."), so what
-   was said about someone else is kept as theirs, not lost.
+7. A fact dropped as ``third_person`` or ``invented_detail`` whose value no kept note
+   mentions becomes a note quoting the user's sentence ("The user said: We have a dog
+   named Biscuit.", "The user said: My passport expires in June."), so what was said is
+   kept in the user's words, not lost.
 8. The per-call caps.
 """
 
@@ -302,18 +303,25 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             dropped.append(Dropped(item="note", reason=reason))
         else:
             kept_notes.append(NoteIn(body=n.body, tags=list(n.tags)))
-    kept_notes = [n for n in (_third_person(n, user_message) for n in kept_notes) if n]
+    kept_notes = [n for n in (_third_person(n, user_message) for n in kept_notes)
+                  if n and not reads_as_instruction(n.body)]
     for f in _fragments(kept_facts, kept_notes):
         kept_facts.remove(f)
         dropped.append(Dropped(item="fact", reason="fragment", key=f.key))
     # What was said about someone else is kept as a note in the user's own words when
-    # the model offered it only as the user's fact ("a dog named Biscuit" → name=Biscuit).
+    # the model offered it only as the user's fact ("a dog named Biscuit" → name=Biscuit),
+    # and so is a fact the model embellished ("expires in June" → "June 30, 2024").
     for d in dropped:
-        if d.reason not in ("third_person", "ungrounded_identity") or d.key is None:
+        if d.reason not in ("third_person", "ungrounded_identity", "invented_detail") \
+                or d.key is None:
             continue  # (someone else's name the user wrote: "my son Leo", FC2-04)
         value = next((f.value for f in facts if f.key == d.key), "")
         said = _sentence_with(user_message, value)
-        if said and not any(matches(_value_words(value), n.body) for n in kept_notes):
+        if d.reason == "invented_detail" and not said:  # the words the user did write
+            said = _sentence_with(user_message, " ".join(
+                w for w in _value_words(value) if w in user_message.lower()))
+        if said and not reads_as_instruction(said) and not any(
+                matches(_value_words(value), n.body) for n in kept_notes):
             kept_notes.append(NoteIn(body=f"The user said: {said}"[:400]))
     return Plan(facts=kept_facts[:max(0, max_facts)], notes=kept_notes[:max(0, max_notes)],
                 forget=forget, dropped=dropped)
