@@ -156,6 +156,10 @@ def test_what_memory_has_on_the_day_asked_and_the_people_it_does_not_know():
     assert unknown_people("What's my cousin's name?", "name: Greta") == ["cousin"]
     assert unknown_people("How old is my niece?", "The user's niece Pia is 7") == []
     assert unknown_people("What should I cook for my husband?", "name: Greta") == []
+    assert unknown_people("I'm baking for my mum's visit. Any ideas?", "") == []  # no question
+    assert unknown_people("Where does my mum live?", "The user's mother lives in Ghent") == []
+    assert unknown_people("What is my blood type?", "name: Greta") == ["blood"]
+    assert unknown_people("What is my name?", "name: Greta") == []
 
 
 def test_the_respond_section_repeats_the_focus_and_the_rules_next_to_the_question():
@@ -166,14 +170,14 @@ def test_the_respond_section_repeats_the_focus_and_the_rules_next_to_the_questio
         history=[("user", "Can I take ibuprofen?")]))
     respond = tail.split("### respond\n")[1]
     assert "Answer in Dutch." in respond
-    assert "Health and diet: medication: lithium. Mention it" in respond
-    assert "memory has: dentist on Friday. Say so" in respond
-    assert "nothing about the user's cousin: reply that you do not know" in respond
+    assert "Careful, health: medication: lithium. Start the reply with" in respond
+    assert "Careful, the user is busy then: dentist on Friday. Start the reply" in respond
+    assert "nothing about the user's cousin: reply that you do not know; what memory" in respond
     assert FOCUS_HEAD not in respond  # asked about an unknown person: no focus to parrot
     plain_focus = build_tail(TailInput(
         memory={"focus": "medication: lithium"}, history=[("user", "Can I take ibuprofen?")]))
     respond = plain_focus.split("### respond\n")[1]
-    assert f"{FOCUS_HEAD}: medication: lithium." in respond and "do not know" in respond
+    assert f"{FOCUS_HEAD}: medication: lithium." in respond
     assert respond.index("Can I take ibuprofen?") < respond.index(FOCUS_HEAD)
     plain = build_tail(TailInput(memory={}, history=[("user", "Hi")]))
     assert FOCUS_HEAD not in plain

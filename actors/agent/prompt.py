@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
+from actors.memory.relations import RELATIONS
 from actors.memory.render import estimate_tokens, neutralise
 from actors.memory.tools import TOOL_NAMES, tool_catalog
 
@@ -417,9 +418,7 @@ whatever the user said, then copy that reply turn after turn (issue 17 newcomer 
 RESPOND_QUOTE_CHARS = 300
 FOCUS_HEAD = "Memory to use in this reply"
 FOCUS_RULE = ("Check it against the message: if it matters (health, diet, medicine, "
-              "plans, people, preferences), say so and answer accordingly. If the user asks "
-              "about themselves or someone close and memory does not say, reply that you do "
-              "not know.")
+              "plans, people, preferences), say so and answer accordingly.")
 """The focus line (:mod:`actors.memory.focus`) and the rule after it. A 1.5B model used
 what memory held in 6-9 of 16 replies when memory stood only in its sections, and
 invented an answer ("Chloe is your brother's name") when memory held none
@@ -449,15 +448,16 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
     tail = (f"\n{FOCUS_HEAD}: {' '.join(neutralise(focus).split())}.\n{FOCUS_RULE}"
             if focus.strip() and not unknown.strip() else "")
     if care.strip():
-        tail += (f"\nHealth and diet: {' '.join(neutralise(care).split())}. Mention it in the "
-                 f"reply where it bears on the answer.")
+        tail += (f"\nCareful, health: {' '.join(neutralise(care).split())}. Start the reply "
+                 f"with what this means for the question.")
     if same_day.strip():
-        tail += (f"\nOn the day the message names, memory has: "
-                 f"{' '.join(neutralise(same_day).split())}. Say so in the reply.")
+        tail += (f"\nCareful, the user is busy then: {' '.join(neutralise(same_day).split())}. "
+                 f"Start the reply with this.")
     if unknown.strip():
-        who = " ".join(neutralise(unknown).split())
-        tail += (f"\nMemory holds nothing about the user's {who}: reply that you do not know; "
-                 f"what memory says is about the user, not their {who}.")
+        for who in (w.strip() for w in neutralise(unknown).split(",") if w.strip()):
+            tail += (f"\nMemory holds nothing about the user's {who}: reply that you do not "
+                     "know" + (f"; what memory says is about the user, not their {who}."
+                               if who.lower() in RELATIONS else " rather than guess."))
     if not last.strip():
         return head + tail
     quoted = " ".join(neutralise(last).split())

@@ -166,29 +166,41 @@ def same_day(message: str, recalled: Sequence[Note], index: Sequence[Note],
     return out
 
 
-_ASKS_ABOUT = (
-    re.compile(r"\bmy\s+(?:(?P<a>[^\W\d_]+)\s+)?(?P<b>[^\W\d_]+)['’]s\s+[^\W\d_]+", re.I),
-    re.compile(r"\b(?:who|where|how\s+old|when|what|which)(?:['’]s|\s+(?:is|was|are|were|does|"
-               r"did|do))\s+my\s+(?:(?P<a>[^\W\d_]+)\s+)?(?P<b>[^\W\d_]+)\b", re.I),
-)
-"""Questions that ask for something about a person or pet of the user's: "my brother's
-name", "where does my sister live", "how old is my son" (not "what should I cook for my
-wife", which asks nothing about her)."""
+_WH_MY = re.compile(
+    r"\b(?:who|where|how\s+old|when|what|which)(?:['’]s|\s+(?:is|was|are|were|does|did|do))"
+    r"\s+my\s+(?:(?P<a>[^\W\d_]+)\s+)?(?P<b>[^\W\d_]+)(?:['’]s\s+(?P<c>[^\W\d_]+))?", re.I)
+"""A question for something of the user's: "what's my brother's name", "where does my
+sister live", "how old is my son", "what is my blood type" (not "what should I cook for
+my wife", which asks nothing about her)."""
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_SAME = {w: group.split()[0] for group in (
+    "mother mum mom mommy mummy mama mam", "father dad daddy papa pa",
+    "grandmother grandma granny nan nana", "grandfather grandpa granddad",
+    "wife spouse", "husband spouse", "partner girlfriend boyfriend", "children kids child kid",
+    "son boy", "daughter girl", "cat kitten", "dog puppy") for w in group.split()}
+_MINE_STOP = frozenset("""favourite favorite own current old new first last best usual main
+real full little big older younger dear""".split())
+
+
+def _canonical(word: str) -> str:
+    return _SAME.get(word, word)[:5]
 
 
 def unknown_people(message: str, memory_text: str) -> list[str]:
-    """The people or pets the message asks about ("my brother", "my dog's name") that no
-    memory shown mentions: the reply should say it does not know rather than invent
-    (a 1.5B model gave the user's own name as their brother's). Relation words only
-    (:data:`.relations.RELATIONS`); compared by their first five letters."""
-    if "?" not in message:
-        return []
-    known = {w.lower()[:5] for w in re.findall(r"[^\W\d_]+", memory_text)}
+    """What the message asks about the user's people, pets or things ("my cousin's
+    name", "my blood type") that no memory shown mentions: the reply should say it does
+    not know rather than invent (a 1.5B model gave the user's own name as their
+    brother's). Only in sentences that are questions; compared by the first five letters,
+    with the usual family words read as one ("mum" is "mother")."""
+    known = {_canonical(w.lower()) for w in re.findall(r"[^\W\d_]+", memory_text)}
     out: list[str] = []
-    for rx in _ASKS_ABOUT:
-        for m in rx.finditer(message):
-            noun = next((w.lower() for w in (m.group("a"), m.group("b"))
-                         if w and w.lower() in RELATIONS), None)
-            if noun and noun[:5] not in known and noun not in out:
-                out.append(noun)
+    for sentence in _SENTENCE_END.split(message):
+        if not sentence.rstrip().endswith("?"):
+            continue
+        for m in _WH_MY.finditer(sentence):
+            words = [w.lower() for w in (m.group("a"), m.group("b")) if w]
+            person = next((w for w in words if w in RELATIONS), None)
+            thing = person or next((w for w in words if w not in _MINE_STOP), None)
+            if thing and _canonical(thing) not in known and thing not in out:
+                out.append(thing)
     return out
