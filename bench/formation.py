@@ -76,11 +76,16 @@ def invented(text: str, user_text: str) -> bool:
     """An entry holds a number, or a capitalised word past a sentence's start, that the
     user's turns do not (the data's ``about``): "June 30, 2024" for "in June". Compared
     case-insensitively by the word's first five letters ("Brazilian" for "Brazil");
-    the key of a profile entry (before its first space) is not checked."""
+    the key of a profile entry (before its first space) is not checked. Names are not
+    judged when the user wrote in another script than the entry (a Latin "Olya" for
+    "Ольга" cannot be told from an invention by spelling); numbers always are."""
     said_digits = {d.lstrip("0") for d in _DIGITS.findall(user_text)}
     if any(d.lstrip("0") and d.lstrip("0") not in said_digits for d in _DIGITS.findall(text)):
         return True
     said = {w.lower()[:5] for w in _WORDS.findall(user_text)}
+    latin = sum(1 for ch in user_text if ch.isascii() and ch.isalpha())
+    if latin < sum(1 for ch in user_text if ch.isalpha()) / 2:
+        return False
     for m in _WORDS.finditer(text):
         w, before = m.group(), text[:m.start()].rstrip()
         if not w[:1].isupper() or not before or before[-1] in ".!?:;\"(" or w.isupper():

@@ -309,3 +309,17 @@ def test_the_focus_line_carries_the_days_the_prompt_counted():
                               message="How long until my thesis is due?")
     assert "(20 Dec 2026, in 20 days)" in sections["profile"]
     assert sections["focus"] == sections["profile"][2:]
+
+
+def test_a_forget_line_naming_another_value_never_retires_the_fact():
+    message = "Please always answer me in Basque from now on."
+    plan = plan_for(message, "SET language=Basque\nFORGET language = English\n",
+                    {"language": "Basque"})
+    assert plan.forget.retire_keys == [] and plan.forget.purge_keys == []
+
+
+def test_a_yes_fact_under_a_negated_key_becomes_the_users_sentence():
+    plan = plan_for("I never eat mushrooms, they make me sick.",
+                    "SET no_eat_mushrooms=yes\n")
+    assert plan.facts == [] and [n.body for n in plan.notes] == [
+        "The user said: I never eat mushrooms, they make me sick."]

@@ -26,7 +26,8 @@ its reason, never its value):
 6. Fragments (``fragment``): a fact that only repeats part of another item of the same
    reflection — ``halal=true`` beside ``diet=strictly halal``, ``day_of_week=Sunday``
    beside ``cycling=every Sunday morning``.
-7. A fact dropped as ``third_person`` or ``invented_detail`` whose value no kept note
+7. A fact dropped as ``third_person``, ``invented_detail`` or ``negated_key`` (a yes-fact
+   under a negated key: ``no_drink_coffee=yes``) whose value no kept note
    mentions becomes a note quoting the user's sentence ("The user said: We have a dog
    named Biscuit.", "The user said: My passport expires in June."), so what was said is
    kept in the user's words, not lost.
@@ -152,6 +153,9 @@ def _forget_plan(parsed: ParsedReflection, user_message: str, known: dict[str, s
         key = canonical_key(key, known) if key else None
         if key and key in known:
             value_words = target_words(known[key])
+            named = target_words(target.partition("=")[2])
+            if named and not set(named) & set(value_words):
+                continue  # "FORGET language = English" while the fact says Spanish
             if purge:
                 if any(w[:5] in stems for w in group_words(key) | set(value_words)):
                     out.purge_keys.append(key)  # the user named the fact, or its value
@@ -215,6 +219,7 @@ def _third_person(note: NoteIn, user_message: str) -> NoteIn | None:
     return note
 
 
+_NEGATED_KEY = re.compile(r"^(?:no|not|dont|do_not|never|non|avoids?|doesnt|does_not)_")
 GROUPED = frozenset(k for group in GROUPS for k in group)
 TRUE_VALUES = frozenset({"true", "yes", "y", "1", "on", "always"})
 """Fact values that only say "this key holds" (``halal=true``): the key is the fact."""
@@ -274,6 +279,9 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
         item = text if key is None else f"{key} {text}"
         if key is not None and text.strip().lower().rstrip(".") in EMPTY_VALUES:
             return "no_value"
+        if key is not None and _NEGATED_KEY.match(key) and \
+                text.strip().lower().rstrip(".") in TRUE_VALUES:
+            return "negated_key"  # "no_drink_coffee=yes": kept as the user's sentence
         if from_instruction(item, user_message, injected):
             return "injection"
         reason = judge(key, text, parts, user_message)
@@ -312,10 +320,13 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     # the model offered it only as the user's fact ("a dog named Biscuit" → name=Biscuit),
     # and so is a fact the model embellished ("expires in June" → "June 30, 2024").
     for d in dropped:
-        if d.reason not in ("third_person", "ungrounded_identity", "invented_detail") \
+        if d.reason not in ("third_person", "ungrounded_identity", "invented_detail",
+                            "negated_key") \
                 or d.key is None:
             continue  # (someone else's name the user wrote: "my son Leo", FC2-04)
         value = next((f.value for f in facts if f.key == d.key), "")
+        if d.reason == "negated_key":  # what the key says: "no_drink_coffee" → drink coffee
+            value = _NEGATED_KEY.sub("", d.key).replace("_", " ")
         said = _sentence_with(user_message, value)
         if d.reason == "invented_detail" and not said:  # the words the user did write
             said = _sentence_with(user_message, " ".join(
