@@ -69,17 +69,22 @@ def _has_all(text: str, parts: list[str]) -> bool:
 
 
 _DIGITS = re.compile(r"\d+")
+_NUMBER_NAMES = ("zero one two three four five six seven eight nine ten eleven twelve "
+                 "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty").split()
 _WORDS = re.compile(r"[^\W_]+")
 
 
 def invented(text: str, user_text: str) -> bool:
     """An entry holds a number, or a capitalised word past a sentence's start, that the
-    user's turns do not (the data's ``about``): "June 30, 2024" for "in June". Compared
+    user's turns do not (the data's ``about``): "June 30, 2024" for "in June"; a number
+    the user spelled out counts as said ("six" is 6). Compared
     case-insensitively by the word's first five letters ("Brazilian" for "Brazil");
     the key of a profile entry (before its first space) is not checked. Names are not
     judged when the user wrote in another script than the entry (a Latin "Olya" for
     "Ольга" cannot be told from an invention by spelling); numbers always are."""
     said_digits = {d.lstrip("0") for d in _DIGITS.findall(user_text)}
+    said_digits |= {str(n) for n, w in enumerate(_NUMBER_NAMES) if re.search(rf"\b{w}\b",
+                                                                       user_text, re.I)}
     if any(d.lstrip("0") and d.lstrip("0") not in said_digits for d in _DIGITS.findall(text)):
         return True
     said = {w.lower()[:5] for w in _WORDS.findall(user_text)}

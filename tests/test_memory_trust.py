@@ -323,3 +323,23 @@ def test_a_yes_fact_under_a_negated_key_becomes_the_users_sentence():
                     "SET no_eat_mushrooms=yes\n")
     assert plan.facts == [] and [n.body for n in plan.notes] == [
         "The user said: I never eat mushrooms, they make me sick."]
+
+
+def test_long_invented_values_and_same_turn_fan_facts_are_not_kept(tmp_path):
+    plan = plan_for("I'm building an app for tracking bird sightings.",
+                    "SET features=real-time tracking, user-friendly interface, data analysis\n"
+                    "SET project=app for tracking bird sightings\n")
+    assert [f.key for f in plan.facts] == ["project"]
+
+    from actors.memory.forgetting import apply_forget
+    from actors.memory.notes import MemoryStore
+    from actors.memory.profile import ProfileStore
+    from actors.memory.schema import open_database, write_txn
+
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    notes, profiles = MemoryStore(conn), ProfileStore(conn)
+    notes.store("The user is a big fan of the band Muse.", session_id="s", turn_id="t-2")
+    profiles.set("music_fan", "true", session_id="s", turn_id="t-2")
+    with write_txn(conn):
+        out = apply_forget(conn, retire_keys=[], purge_keys=[], targets=[["muse"]], now_ms=1)
+    assert out.purged_keys == ["music_fan"]

@@ -589,10 +589,14 @@ class MemoryActor:
         stale: list[int] = []
         forgotten = self.forgotten_in_turn.pop((msg.session, msg.turn), [])
         with write_txn(self.conn):
+            retiring = {k: f.value for k in msg.forget.retire_keys
+                        if (f := self.w.profiles.get(k)) is not None}
             forgot = apply_forget(self.conn, retire_keys=msg.forget.retire_keys,
                                   purge_keys=msg.forget.purge_keys,
                                   targets=msg.forget.targets, now_ms=now_ms())
             self.w.notes.deletions += len(forgot.note_ids)
+            for key in forgot.retired_keys:  # "I sold the Civic": its notes are stale too
+                stale += archive_stale(self.w.notes, retiring.get(key, ""), "")
             # AUTOINCREMENT ids only grow: a returned id at or below this one is an
             # existing note that the store merged the incoming one into (dedup).
             newest = self.conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]

@@ -90,12 +90,13 @@ def _like(word: str) -> str:
 
 
 _STEM_STOP = frozenset("""the user users user's and that this with from have has was were
-their they them about into also very just like likes""".split())
+their they them about into also very just like likes big for are not but you true yes
+all any one two new old""".split())
 
 
 def _stems(text: str) -> set[str]:
     return {w.lower()[:5] for w in WORD_RE.findall(text.replace("_", " "))
-            if len(w) >= 4 and w.lower() not in _STEM_STOP}
+            if len(w) >= 3 and w.lower() not in _STEM_STOP}
 
 
 def _same_turn_facts(conn: apsw.Connection, note_id: int, content: str) -> list[str]:

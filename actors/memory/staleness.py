@@ -4,11 +4,12 @@ After "I moved to Graz" the profile says ``city: Graz`` (the old value kept in i
 history), but a note "The user lives in Linz." written weeks earlier stayed active and
 was recalled next to it; a small model then answers from either. :func:`archive_stale`
 runs whenever a profile fact gets a new value (reflection, the agent's tool, a client's
-``memory.profile.set``) and archives — never deletes: ``memory notes archive ID
+``memory.profile.set``) or reflection retires it ("I sold the Civic") and archives — never deletes: ``memory notes archive ID
 --restore`` brings one back — the active notes that
 
 * hold every distinctive word of the old value ("Linz", "Honda Civic"),
-* do not hold the new value (a note "The user moved from Linz to Graz" is current),
+* do not hold the new value, if any (a note "The user moved from Linz to Graz" is
+  current),
 * say it of the user: the sentence holding it starts with "The user" / "User" / "I" and
   not "The user's …" ("The user's sister lives in Linz" is hers, not stale),
 * and were written before the new value (never a note of the same write).

@@ -418,6 +418,13 @@ model's note that pastes the prompt's examples after the user's words — "The u
 in Turin. The user's sister Zoe is a pilot in Oslo" — shares one word, not half)."""
 
 
+FACT_SHARE_FROM = 4
+"""A fact value of this many content words or more needs :data:`NOTE_GROUNDED_SHARE` of
+them in the user's words, like a note ("features=real-time tracking, user-friendly
+interface, data analysis" from "an app for tracking bird sightings" holds one); a shorter
+one needs one ("diet=strictly halal")."""
+
+
 _SHORT_TOKEN_RE = re.compile(r"\b[A-Z][A-Za-z0-9+#]{0,2}\b")
 
 
@@ -447,6 +454,9 @@ def _content_ok(key: str | None, text: str, window: _Window) -> bool:
         return True
     if key is None and len(words) >= 2:
         held = sum(1 for w in words if w[:5] in window.stems)
+        return held >= NOTE_GROUNDED_SHARE * len(words)
+    if len(words) >= FACT_SHARE_FROM:  # a long value: most of it must be the user's
+        held = sum(1 for w in words if w[:5] in window.stems or _cognate(w, window))
         return held >= NOTE_GROUNDED_SHARE * len(words)
     return _grounded_words(words, window)
 
