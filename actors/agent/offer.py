@@ -77,9 +77,9 @@ def offered_tools(enabled: Iterable[str], user_message: str, sections: Mapping[s
             continue
         if tool in REMOVE_TOOLS and not removes:
             continue
-        if tool == "memory.profile.list" and _ASKS_WHAT_IS_KNOWN.search(user_message):
-            pass
-        elif tool in _SHOWN_BY and not any(_shown(sections, s, tool) for s in _SHOWN_BY[tool]):
+        asked = tool == "memory.profile.list" and _ASKS_WHAT_IS_KNOWN.search(user_message)
+        if tool in _SHOWN_BY and not asked and not any(
+                _shown(sections, s, tool) for s in _SHOWN_BY[tool]):
             continue
         out.append(tool)
     return tuple(out)

@@ -427,18 +427,22 @@ invented an answer ("Chloe is your brother's name") when memory held none
 
 def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "",
                  same_day: str = "", unknown: str = "", care: str = "") -> str:
-    """:data:`RESPOND`; then the user's last message quoted again (whitespace-collapsed,
-    at most :data:`RESPOND_QUOTE_CHARS` chars): a small model answers the text next to
-    the instruction, not one it read pages ago; then, last, when memory shows anything
-    that may change the answer, ``focus`` (the items of
-    :func:`actors.memory.focus.render_focus`) after :data:`FOCUS_HEAD`, and
-    :data:`FOCUS_RULE`; then the health and diet items when the message is about food,
-    medicine, exercise or travel (``care``); then what memory has on a day the message names (``same_day``)
-    and the people the message asks about that memory does not mention (``unknown``):
-    an appointment for that very day was answered "yes, I'm free", and the user's own
-    name was given as their brother's. ``rules``, the
-    user's standing reply preferences (:func:`actors.memory.standing.reply_rules`, built
-    from fixed phrases only), come right after :data:`RESPOND`."""
+    """The ``### respond`` body, in this order:
+
+    1. :data:`RESPOND`; ``rules``, the user's standing reply preferences
+       (:func:`actors.memory.standing.reply_rules`, fixed phrases only);
+    2. the user's last message quoted again (whitespace-collapsed, at most
+       :data:`RESPOND_QUOTE_CHARS` chars): a small model answers the text next to the
+       instruction, not one it read pages ago;
+    3. ``focus`` (:func:`actors.memory.focus.render_focus`) after :data:`FOCUS_HEAD`, and
+       :data:`FOCUS_RULE` — left out when ``unknown`` is set (asked about someone memory
+       does not know, the model answered with whatever the focus named);
+    4. ``care``: the health and diet items, when the message is about food, medicine,
+       exercise or travel; ``same_day``: what memory has on a day the message names (an
+       appointment that very day was answered "yes, I'm free"); ``unknown``: the people
+       or things the message asks about that memory does not mention ("you do not know";
+       the user's own name was given as their brother's).
+    """
     last = next((text for role, text in reversed(history) if role == "user"), "")
     head = RESPOND
     if rules.strip():
