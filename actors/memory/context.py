@@ -4,7 +4,7 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
 
 * ``profile``  -- active facts through the contextual keyword gate (``render.gate_profile``);
 * ``recalled`` -- top-``k`` notes by BM25 against the user message, recall counters bumped
-  exactly once; any recall failure degrades to ``[]`` (seed 000 §11), logged; a note
+  exactly once; any recall failure degrades to ``[]`` (docs/architecture.md §4), logged; a note
   archived other than into a lesson (by hand, or because it stated a fact's old value)
   is left out;
 * ``index``    -- the most recently updated non-archived notes minus every recalled id, so

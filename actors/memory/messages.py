@@ -97,7 +97,7 @@ class ApplyResult(msgspec.Struct):
     ``updated_keys``: the keys among ``fact_keys`` that replaced an active value;
     ``retired_keys`` / ``purged_keys`` / ``forgotten_note_ids``: what was forgotten;
     ``replaced_pinned``: the keys among ``updated_keys`` whose replaced value was pinned
-    (field case FC2-04: the user should see that, and can undo it from the history);
+    (the user should see that, and can undo it from the history);
     ``archived_note_ids``: notes archived because they stated a replaced value
     (:mod:`actors.memory.staleness`)."""
 

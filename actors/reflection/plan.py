@@ -129,7 +129,7 @@ def _value_words(value: str) -> list[str]:
 def _sentence_with(user_message: str, value: str) -> str:
     """The sentence of the user's message holding ``value``'s distinctive words, or ""."""
     words = _value_words(value)
-    for sentence in re.split(r"(?<=[.!?])\s+|\n+", user_message):
+    for sentence in _SENTENCES.split(user_message):
         if words and matches(words, sentence):
             return sentence.strip()
     return ""
