@@ -17,6 +17,7 @@ import os
 import pytest
 import trio
 
+from actors.agent.prompt import CARE_HEAD
 from runtime.services.llama import EmbeddedLLMError, server_command
 from runtime.services.models import DEFAULT_MODEL, ModelError, resolve_model
 from runtime.shell.client import open_client
@@ -485,7 +486,7 @@ async def test_a_health_fact_is_raised_and_an_unknown_relative_is_not_invented_o
             d, [("memory.notes.store", {"content": "The user is allergic to penicillin."})],
             "My doctor wants to prescribe amoxicillin for my ear infection. Anything I should "
             "tell her?", "allergy")
-        assert "Careful, health: The user is allergic to penicillin" in tail, tail
+        assert f"{CARE_HEAD}: The user is allergic to penicillin" in tail, tail
         assert "penicillin" in reply.lower() or "allerg" in reply.lower(), reply
         async with open_client(url=d.url, token=d.token) as c:
             await c.memory("memory.notes.forget", {"id": (await c.memory(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from actors.agent.offer import offered_tools
-from actors.agent.prompt import FOCUS_HEAD, TailInput, build_tail
+from actors.agent.prompt import CARE_HEAD, FOCUS_HEAD, SAME_DAY_HEAD, TailInput, build_tail
 from actors.agent.write_guard import refusal
 from actors.memory.focus import care_items, render_focus, same_day, unknown_people
 from actors.memory.instructions import INERT, reads_as_instruction
@@ -132,8 +132,8 @@ def test_the_focus_line_puts_recall_first_then_profile():
     profile = [fact("name", "Greta"), fact("medication", "lithium", 2)]
     recalled = [note(5, "The user is training for a half marathon.", 0.9)]
     line = render_focus(profile, recalled)
-    assert line.split("; ") == ["The user is training for a half marathon", "name: Greta",
-                                "medication: lithium"]
+    assert line.split("; ") == ["The user is training for a half marathon",
+                                "the user's name: Greta", "the user's medication: lithium"]
     assert render_focus([], []) == ""
 
 
@@ -141,7 +141,7 @@ def test_care_items_come_forward_only_when_the_message_is_about_food_medicine_or
     profile = [fact("name", "Greta"), fact("medication", "lithium", 2)]
     index = [note(6, "The user's partner cannot eat peanuts."), note(7, "The user likes jazz.")]
     assert care_items("What could I bake for my partner's birthday?", profile, [], index) == [
-        "medication: lithium", "The user's partner cannot eat peanuts"]
+        "the user's medication: lithium", "The user's partner cannot eat peanuts"]
     assert care_items("Can we move the meeting to noon?", profile, [], index) == []
 
 
@@ -170,14 +170,24 @@ def test_the_respond_section_repeats_the_focus_and_the_rules_next_to_the_questio
         history=[("user", "Can I take ibuprofen?")]))
     respond = tail.split("### respond\n")[1]
     assert "Answer in Dutch." in respond
-    assert "Careful, health: medication: lithium. Start the reply with" in respond
-    assert "Careful, the user is busy then: dentist on Friday. Start the reply" in respond
+    assert f'{CARE_HEAD}: medication: lithium. Start the reply with "Since' in respond
+    assert f'{SAME_DAY_HEAD}: dentist on Friday. Start the reply with "You have' in respond
     assert "nothing about the user's cousin: reply that you do not know; what memory" in respond
     assert FOCUS_HEAD not in respond  # asked about an unknown person: no focus to parrot
     plain_focus = build_tail(TailInput(
         memory={"focus": "medication: lithium"}, history=[("user", "Can I take ibuprofen?")]))
     respond = plain_focus.split("### respond\n")[1]
     assert f"{FOCUS_HEAD}: medication: lithium." in respond
+    # An item the health or same-day line states is not repeated in the focus line.
+    both = build_tail(TailInput(
+        memory={"focus": "medication: lithium (since 2019); city: Ghent",
+                "care": "medication: lithium"}, history=[("user", "Can I take ibuprofen?")]))
+    respond = both.split("### respond\n")[1]
+    assert f"{FOCUS_HEAD}: city: Ghent." in respond and respond.count("lithium") == 1
+    only_care = build_tail(TailInput(
+        memory={"focus": "medication: lithium", "care": "medication: lithium"},
+        history=[("user", "Can I take ibuprofen?")]))
+    assert FOCUS_HEAD not in only_care.split("### respond\n")[1]
     assert respond.index("Can I take ibuprofen?") < respond.index(FOCUS_HEAD)
     plain = build_tail(TailInput(memory={}, history=[("user", "Hi")]))
     assert FOCUS_HEAD not in plain
@@ -308,7 +318,7 @@ def test_the_focus_line_carries_the_days_the_prompt_counted():
     sections = render_context(ctx, profile_dates=True, now_ms=now, focus_items=5,
                               message="How long until my thesis is due?")
     assert "(20 Dec 2026, in 20 days)" in sections["profile"]
-    assert sections["focus"] == sections["profile"][2:]
+    assert sections["focus"] == "the user's thesis due: December 20 (20 Dec 2026, in 20 days)"
 
 
 def test_a_forget_line_naming_another_value_never_retires_the_fact():
@@ -343,3 +353,39 @@ def test_long_invented_values_and_same_turn_fan_facts_are_not_kept(tmp_path):
     with write_txn(conn):
         out = apply_forget(conn, retire_keys=[], purge_keys=[], targets=[["muse"]], now_ms=1)
     assert out.purged_keys == ["music_fan"]
+
+
+async def test_the_memory_actor_archives_stale_notes_when_a_reflection_changes_or_retires_a_fact(
+        tmp_path):
+    """Through the real memory actor (a child process): a reflection that sets a new
+    value, and one that retires a fact ("I sold the car"), archive the notes stating the
+    old value and report them in ``archived_note_ids``; a note written in the same
+    reflection is never archived by it."""
+    import msgspec
+
+    from actors import actor_spec
+    from actors.memory.messages import (ApplyReflection, ApplyResult, FactIn, ForgetIn, NoteIn,
+                                        OpResult, ToolOp)
+    from runtime import open_supervisor
+    from runtime.services.config import ActorBoot, Config
+
+    cfg = Config()
+    cfg.memory.embeddings.enabled = False
+    spec = [actor_spec("memory", config=msgspec.msgpack.encode(
+        ActorBoot(state_dir=str(tmp_path), config=cfg)))]
+    async with open_supervisor(spec) as sup:
+        first = await sup.request("memory", ApplyReflection(
+            session="s", turn="t1", facts=[FactIn(key="city", value="Linz"),
+                                           FactIn(key="car", value="Skoda Octavia")],
+            notes=[NoteIn(body="The user lives in Linz near the river."),
+                   NoteIn(body="The user drives a Skoda Octavia to work.")]), ApplyResult)
+        linz, skoda = first.note_ids
+        moved = await sup.request("memory", ApplyReflection(
+            session="s", turn="t2", facts=[FactIn(key="city", value="Graz")],
+            notes=[NoteIn(body="The user moved from Linz to Graz.")]), ApplyResult)
+        assert moved.archived_note_ids == [linz]
+        sold = await sup.request("memory", ApplyReflection(
+            session="s", turn="t3", forget=ForgetIn(retire_keys=["car"])), ApplyResult)
+        assert sold.archived_note_ids == [skoda]
+        listed = (await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)).data
+        assert [n["content"] for n in listed] == ["The user moved from Linz to Graz."]

@@ -414,7 +414,7 @@ RESPOND = ("Respond now with one JSON action to the USER's last message: answer 
            "question, or acknowledge in a sentence or two what they told you, using the "
            "profile where it helps. Do not repeat an earlier reply.")
 """The ``### respond`` section. Small models otherwise greet ("How can I assist you?")
-whatever the user said, then copy that reply turn after turn (issue 17 newcomer trial)."""
+whatever the user said, then copy that reply turn after turn (a newcomer's trial)."""
 RESPOND_QUOTE_CHARS = 300
 FOCUS_HEAD = "Memory to use in this reply"
 FOCUS_RULE = ("Check it against the message: if it matters (health, diet, medicine, "
@@ -423,6 +423,25 @@ FOCUS_RULE = ("Check it against the message: if it matters (health, diet, medici
 what memory held in 6-9 of 16 replies when memory stood only in its sections, and
 invented an answer ("Chloe is your brother's name") when memory held none
 (``bench/memuse.py``)."""
+CARE_HEAD = "Health, matters here"
+CARE_RULE = 'Start the reply with "Since ...".'
+SAME_DAY_HEAD = "The user already has this planned then"
+SAME_DAY_RULE = 'Start the reply with "You have ...".'
+"""The health and same-day lines. A 1.5B model told "Careful, the user is busy then:
+<the interview>. Start the reply with this." still answered "Yes, we can schedule a
+call" (or refused outright); given the first words of the reply it states the memory
+and draws the conclusion itself ("Since you are allergic to shellfish, avoid the
+paella"; "You have a job interview on Tuesday at 10am"). ``bench/memuse.py``."""
+
+
+def _items(text: str, sep: str = ";") -> list[str]:
+    return [i.strip() for i in neutralise(text).split(sep) if i.strip()]
+
+
+def _said_elsewhere(item: str, others: list[str]) -> bool:
+    """Whether a focus item repeats a health or same-day item (one may carry the days
+    the prompt counted, the other not)."""
+    return any(o in item or item in o for o in others)
 
 
 def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "",
@@ -435,11 +454,13 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
        :data:`RESPOND_QUOTE_CHARS` chars): a small model answers the text next to the
        instruction, not one it read pages ago;
     3. ``focus`` (:func:`actors.memory.focus.render_focus`) after :data:`FOCUS_HEAD`, and
-       :data:`FOCUS_RULE` — left out when ``unknown`` is set (asked about someone memory
-       does not know, the model answered with whatever the focus named);
-    4. ``care``: the health and diet items, when the message is about food, medicine,
-       exercise or travel; ``same_day``: what memory has on a day the message names (an
-       appointment that very day was answered "yes, I'm free"); ``unknown``: the people
+       :data:`FOCUS_RULE` — without the items the next lines state, and left out when
+       ``unknown`` is set (asked about someone memory does not know, the model answered
+       with whatever the focus named);
+    4. ``care`` (:data:`CARE_HEAD`): the health and diet items, when the message is
+       about food, medicine, exercise or travel; ``same_day`` (:data:`SAME_DAY_HEAD`):
+       what memory has on a day the message names (an appointment that very day was
+       answered "yes, I'm free"); each gives the reply's first words; ``unknown``: the people
        or things the message asks about that memory does not mention ("you do not know";
        the user's own name was given as their brother's).
     """
@@ -447,18 +468,21 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
     head = RESPOND
     if rules.strip():
         head += f"\nThe user's standing preferences: {' '.join(neutralise(rules).split())}"
+    cares, days = _items(care), _items(same_day)
+    # Each item is said once, in its strongest line: a focus item the health or
+    # same-day line states is left out of the focus (on 2 cores every tail token costs
+    # ~20 ms of prompt evaluation), and so is the whole focus when nothing is left.
+    focus_items = [i for i in _items(focus) if not _said_elsewhere(i, cares + days)]
     # Asked about someone memory does not know, a small model answers with whatever
     # the focus names ("Rafael is your cousin's name"): the focus is left out then.
-    tail = (f"\n{FOCUS_HEAD}: {' '.join(neutralise(focus).split())}.\n{FOCUS_RULE}"
-            if focus.strip() and not unknown.strip() else "")
-    if care.strip():
-        tail += (f"\nCareful, health: {' '.join(neutralise(care).split())}. Start the reply "
-                 f"with what this means for the question.")
-    if same_day.strip():
-        tail += (f"\nCareful, the user is busy then: {' '.join(neutralise(same_day).split())}. "
-                 f"Start the reply with this.")
+    tail = (f"\n{FOCUS_HEAD}: {' '.join('; '.join(focus_items).split())}.\n{FOCUS_RULE}"
+            if focus_items and not unknown.strip() else "")
+    if cares:
+        tail += f"\n{CARE_HEAD}: {' '.join('; '.join(cares).split())}. {CARE_RULE}"
+    if days:
+        tail += f"\n{SAME_DAY_HEAD}: {' '.join('; '.join(days).split())}. {SAME_DAY_RULE}"
     if unknown.strip():
-        for who in (w.strip() for w in neutralise(unknown).split(",") if w.strip()):
+        for who in _items(unknown, ","):
             tail += (f"\nMemory holds nothing about the user's {who}: reply that you do not "
                      "know" + (f"; what memory says is about the user, not their {who}."
                                if who.lower() in RELATIONS else " rather than guess."))
