@@ -28,6 +28,8 @@ from actors.memory.relations import RELATIONS
 from actors.memory.render import estimate_tokens, neutralise
 from actors.memory.tools import TOOL_NAMES, tool_catalog
 
+from .write_guard import stores_an_instruction
+
 SECTION_ORDER = (
     "memory-index", "session-facts", "recalled", "world", "conversation", "profile",
     "lessons", "procedures", "loaded-skills", "notice", "respond",
@@ -434,6 +436,12 @@ and draws the conclusion itself ("Since you are allergic to shellfish, avoid the
 paella"; "You have a job interview on Tuesday at 10am"). ``bench/memuse.py``."""
 
 
+NOT_STORED = ("The user asks memory to keep an instruction to the assistant; memory does not "
+              "keep instructions: say that it was not stored.")
+"""Added to ``### respond`` when :func:`.write_guard.stores_an_instruction`: nothing of
+such a message is stored, and without this line the model claimed it was."""
+
+
 def _items(text: str, sep: str = ";") -> list[str]:
     return [i.strip() for i in neutralise(text).split(sep) if i.strip()]
 
@@ -462,7 +470,8 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
        what memory has on a day the message names (an appointment that very day was
        answered "yes, I'm free"); each gives the reply's first words; ``unknown``: the people
        or things the message asks about that memory does not mention ("you do not know";
-       the user's own name was given as their brother's).
+       the user's own name was given as their brother's);
+    5. :data:`NOT_STORED` when the message asks memory to keep an instruction.
     """
     last = next((text for role, text in reversed(history) if role == "user"), "")
     head = RESPOND
@@ -486,6 +495,8 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
             tail += (f"\nMemory holds nothing about the user's {who}: reply that you do not "
                      "know" + (f"; what memory says is about the user, not their {who}."
                                if who.lower() in RELATIONS else " rather than guess."))
+    if stores_an_instruction(last):
+        tail += f"\n{NOT_STORED}"
     if not last.strip():
         return head + tail
     quoted = " ".join(neutralise(last).split())
