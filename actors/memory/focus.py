@@ -92,7 +92,7 @@ def _fact_text(fact: ProfileFact, line: str = "") -> str:
     """A fact as the focus names it: "the user's package manager: poetry", or its
     ``### profile`` line (``line``, with the days the prompt counted) under the same
     owner. Bare "shell: fish" and "city: Lisbon" were used in 4 of 12 sampled replies,
-    owned ones in 7 (``bench/memuse.py`` prompts, 6 seeds)."""
+    owned ones in 7 (``bench/memuse.py`` prompts, 6 samples each)."""
     key, sep, rest = line.partition(":")
     if not sep or key.strip() != fact.key:
         key, rest = fact.key, f" {' '.join(fact.value.split())}"
