@@ -179,16 +179,19 @@ def test_the_respond_section_repeats_the_focus_and_the_rules_next_to_the_questio
         memory={"focus": "medication: lithium"}, history=[("user", "Can I take ibuprofen?")]))
     respond = plain_focus.split("### respond\n")[1]
     assert f"{FOCUS_HEAD}: medication: lithium." in respond
-    # An item the health or same-day line states is not repeated in the focus line.
-    both = build_tail(TailInput(
-        memory={"focus": "medication: lithium (since 2019); city: Ghent",
-                "care": "medication: lithium"}, history=[("user", "Can I take ibuprofen?")]))
-    respond = both.split("### respond\n")[1]
-    assert f"{FOCUS_HEAD}: city: Ghent." in respond and respond.count("lithium") == 1
-    only_care = build_tail(TailInput(
-        memory={"focus": "medication: lithium", "care": "medication: lithium"},
-        history=[("user", "Can I take ibuprofen?")]))
-    assert FOCUS_HEAD not in only_care.split("### respond\n")[1]
+    # An item the health or same-day line states is not repeated in the focus line, also
+    # when the focus carries the prompt's days; with nothing left there is no focus line.
+    profile = [fact("medication", "lithium"), fact("city", "Ghent")]
+    said = ["the user's medication: lithium"]
+    assert render_focus(profile, [], fact_lines={"medication": "medication: lithium (since "
+                                                 "2019)"}, said=said) == "the user's city: Ghent"
+    assert render_focus(profile[:1], [], said=said) == ""
+    from actors.memory.context import MemoryContext, render_context
+
+    sections = render_context(MemoryContext(profile=profile, recalled=[], index=[]),
+                              focus_items=5, message="Can I take ibuprofen for my headache?")
+    assert sections["care"] == "the user's medication: lithium"
+    assert sections["focus"] == "the user's city: Ghent"
     assert respond.index("Can I take ibuprofen?") < respond.index(FOCUS_HEAD)
     plain = build_tail(TailInput(memory={}, history=[("user", "Hi")]))
     assert FOCUS_HEAD not in plain

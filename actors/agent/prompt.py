@@ -442,16 +442,6 @@ NOT_STORED = ("The user asks memory to keep an instruction to the assistant; mem
 such a message is stored, and without this line the model claimed it was."""
 
 
-def _items(text: str, sep: str = ";") -> list[str]:
-    return [i.strip() for i in neutralise(text).split(sep) if i.strip()]
-
-
-def _said_elsewhere(item: str, others: list[str]) -> bool:
-    """Whether a focus item repeats a health or same-day item (one may carry the days
-    the prompt counted, the other not)."""
-    return any(o in item or item in o for o in others)
-
-
 def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "",
                  same_day: str = "", unknown: str = "", care: str = "") -> str:
     """The ``### respond`` body, in this order:
@@ -462,8 +452,8 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
        :data:`RESPOND_QUOTE_CHARS` chars): a small model answers the text next to the
        instruction, not one it read pages ago;
     3. ``focus`` (:func:`actors.memory.focus.render_focus`) after :data:`FOCUS_HEAD`, and
-       :data:`FOCUS_RULE` — without the items the next lines state, and left out when
-       ``unknown`` is set (asked about someone memory does not know, the model answered
+       :data:`FOCUS_RULE` (the memory actor leaves out the items the next lines state)
+       — left out when ``unknown`` is set (asked about someone memory does not know, the model answered
        with whatever the focus named);
     4. ``care`` (:data:`CARE_HEAD`): the health and diet items, when the message is
        about food, medicine, exercise or travel; ``same_day`` (:data:`SAME_DAY_HEAD`):
@@ -477,21 +467,16 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
     head = RESPOND
     if rules.strip():
         head += f"\nThe user's standing preferences: {' '.join(neutralise(rules).split())}"
-    cares, days = _items(care), _items(same_day)
-    # Each item is said once, in its strongest line: a focus item the health or
-    # same-day line states is left out of the focus (on 2 cores every tail token costs
-    # ~20 ms of prompt evaluation), and so is the whole focus when nothing is left.
-    focus_items = [i for i in _items(focus) if not _said_elsewhere(i, cares + days)]
     # Asked about someone memory does not know, a small model answers with whatever
     # the focus names ("Rafael is your cousin's name"): the focus is left out then.
-    tail = (f"\n{FOCUS_HEAD}: {' '.join('; '.join(focus_items).split())}.\n{FOCUS_RULE}"
-            if focus_items and not unknown.strip() else "")
-    if cares:
-        tail += f"\n{CARE_HEAD}: {' '.join('; '.join(cares).split())}. {CARE_RULE}"
-    if days:
-        tail += f"\n{SAME_DAY_HEAD}: {' '.join('; '.join(days).split())}. {SAME_DAY_RULE}"
+    tail = (f"\n{FOCUS_HEAD}: {' '.join(neutralise(focus).split())}.\n{FOCUS_RULE}"
+            if focus.strip() and not unknown.strip() else "")
+    if care.strip():
+        tail += f"\n{CARE_HEAD}: {' '.join(neutralise(care).split())}. {CARE_RULE}"
+    if same_day.strip():
+        tail += f"\n{SAME_DAY_HEAD}: {' '.join(neutralise(same_day).split())}. {SAME_DAY_RULE}"
     if unknown.strip():
-        for who in _items(unknown, ","):
+        for who in (w.strip() for w in neutralise(unknown).split(",") if w.strip()):
             tail += (f"\nMemory holds nothing about the user's {who}: reply that you do not "
                      "know" + (f"; what memory says is about the user, not their {who}."
                                if who.lower() in RELATIONS else " rather than guess."))

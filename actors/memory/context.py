@@ -500,19 +500,20 @@ def render_context(
         "profile": profile_body,
         "lessons": render_lessons(ctx.lessons, max_tokens=lessons_max_tokens),
         "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),
-        "focus": render_focus(ctx.profile if profile_max_tokens > 0 else [], hits,
-                              superseded=marks, max_items=focus_items,
-                              fact_lines=fact_lines, note_days={
-                                  n.id: note_day(n, dates, zone, now_ms) for n in hits}),
         "reply-rules": " ".join(reply_rules((f.key, f.value) for f in ctx.profile))
         if profile_max_tokens > 0 else "",
     }
+    facts = ctx.profile if profile_max_tokens > 0 else []
+    said: list[str] = []
     if focus_items > 0 and message:
-        facts = ctx.profile if profile_max_tokens > 0 else []
-        bodies["care"] = "; ".join(care_items(message, facts, hits, ctx.index, superseded=marks))
-        bodies["same-day"] = "; ".join(same_day(message, hits, ctx.index, facts))
+        cares = care_items(message, facts, hits, ctx.index, superseded=marks)
+        days = same_day(message, hits, ctx.index, facts)
+        bodies["care"], bodies["same-day"], said = "; ".join(cares), "; ".join(days), cares + days
         shown_text = " ".join([index, recalled, bodies["profile"], bodies["session-facts"]])
         bodies["unknown"] = ", ".join(unknown_people(message, shown_text))
+    bodies["focus"] = render_focus(facts, hits, superseded=marks, max_items=focus_items,
+                                   fact_lines=fact_lines, said=said, note_days={
+                                       n.id: note_day(n, dates, zone, now_ms) for n in hits})
     return {name: body for name, body in bodies.items() if body}
 
 

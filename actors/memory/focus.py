@@ -106,14 +106,19 @@ def _note_text(note: Note) -> str:
 def render_focus(profile: Sequence[ProfileFact], recalled: Sequence[Note],
                  *, superseded: Mapping[int, int] | None = None,
                  max_items: int = FOCUS_ITEMS, fact_lines: Mapping[str, str] | None = None,
-                 note_days: Mapping[int, str] | None = None) -> str:
+                 note_days: Mapping[int, str] | None = None,
+                 said: Sequence[str] = ()) -> str:
     """The focus line's items joined by ``"; "`` (module docstring), or ``""`` when
     memory shows nothing. ``profile``: the facts ``### profile`` shows; ``recalled``:
     the recall hits, best first; ``superseded``: notes a shown correction replaces
     (never repeated); ``fact_lines``: a fact's ``### profile`` line by key (without the
     leading ``- ``), used instead of ``key: value`` so the days the prompt counted come
     along ("thesis_due: March 14th (14 Mar 2027, in 102 days)"); ``note_days``: the
-    same for a note (`` (7 May 2023)``), appended. Pure; never raises."""
+    same for a note (`` (7 May 2023)``), appended; ``said``: the health and same-day
+    items (:func:`care_items`, :func:`same_day`), which ``### respond`` states in lines of
+    their own — an item one of them holds (or that holds one: the focus may carry the
+    prompt's days) is left out, so each is said once (on 2 cores every tail token costs
+    ~20 ms of prompt evaluation). Pure; never raises."""
     old = set(superseded or {})
     lines, days = fact_lines or {}, note_days or {}
     facts = [(_fact_text(f, lines.get(f.key, "")), f"{f.key} {f.value}") for f in profile]
@@ -128,7 +133,7 @@ def render_focus(profile: Sequence[ProfileFact], recalled: Sequence[Note],
         item = neutralise(clip_preview(text.rstrip(". "), FOCUS_ITEM_CHARS))
         if item not in out:
             out.append(item)
-    return "; ".join(out)
+    return "; ".join(i for i in out if not any(o in i or i in o for o in said))
 
 
 _DAY_WORDS = re.compile(
