@@ -13,6 +13,7 @@ import time
 import pytest
 import trio
 
+from actors.agent.prompt import REPLY_PREFILL
 from actors.agent.sessions import SessionState, SessionStore, strip_ephemeral
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
@@ -73,13 +74,12 @@ async def test_invalid_actions_end_with_max_steps(tmp_path):
     prompts = agent_prompts(fake)
     assert len(prompts) == 4  # agent.maxSteps default
     assert "### notice" in prompts[1] and "not a valid action" in prompts[1]
-    # the last step may only reply (a grammar-following model cannot end without an answer)
+    # "hello" with an empty memory is offered no tool, so every step must reply: the
+    # reply's opening is in the prompt and the grammar is the rest of the reply action
     bodies = [b for b in fake.completions() if "### output" not in b["prompt"]]
-    # action grammars (reply or finish); "hello" with an empty memory is offered no tool
-    assert all('"\\"finish\\""' in b["grammar"] and "toolname" not in b["grammar"]
-               for b in bodies[:3])
-    assert bodies[3]["grammar"].splitlines()[0] == 'root ::= "{" ws reply ws "}"'
-    assert "tool" not in bodies[3]["grammar"] and "finish" not in bodies[3]["grammar"]
+    assert len(bodies) == 4
+    assert all(b["prompt"].endswith('<|im_start|>assistant\n{"reply": "')
+               and b["grammar"] == REPLY_PREFILL.grammar for b in bodies)
     assert "This is your last step: answer the user now" in prompts[3]
 
 
@@ -285,7 +285,9 @@ async def test_what_did_i_say_last_week_recalls_last_weeks_notes_with_their_date
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
-                await c.memory("memory.import", {"path": str(export)})
+                (tmp_path / "state" / "exports").mkdir(exist_ok=True)
+                export.rename(tmp_path / "state" / "exports" / "memory.jsonl")
+                await c.memory("memory.import", {"path": "memory.jsonl"})
                 with trio.fail_after(60):
                     frames = [f async for f in c.say("what did I say last week?", debug=True)]
     (prompt,) = [f for f in frames if f.get("step") == "prompt"]

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from actors.agent.prompt import STABLE_PREFIX
-from runtime.services.backends import BackendPool, backends_from_config
+from runtime.services.backends import BackendPool, Prefill, backends_from_config
 from runtime.services.config import Config, parse_config
 from runtime.services.llm import LLMError
 from runtime.shell.client import open_client
@@ -64,6 +64,34 @@ async def test_openai_apis_complete_and_stream_with_the_bearer_key(tmp_path, api
                                     {"role": "user", "content": "say hi"}]
     else:
         assert body["prompt"].startswith("<|im_start|>system\nSYSTEM TEXT")
+
+
+async def test_a_prefill_is_put_in_the_models_mouth_on_llama_server_only(tmp_path):
+    rules = [{"match": "say hi", "response": '{"reply": "Hello, Dana!"}'}]
+    prefill = Prefill(text='{"reply": "', grammar='root ::= [^"]* "\\"}"\n')
+    async with open_fake_llama(tmp_path / "l", rules) as llama, \
+            open_fake_llama(tmp_path / "o", rules) as chat:
+        for fake, cfg in ((llama, {}), (chat, {"llm": {"api": "openai-chat", "grammar": True}})):
+            p = pool(cfg, fake.url)
+            pieces: list[str] = []
+
+            async def on_token(piece: str) -> None:
+                pieces.append(piece)
+
+            try:
+                done = await p.complete("s", "SYSTEM", "say hi", grammar="root ::= full",
+                                        prefill=prefill, on_token=on_token)
+            finally:
+                await p.aclose()
+            # either way the caller sees the whole action, streamed and returned
+            assert done.text == "".join(pieces) == '{"reply": "Hello, Dana!"}'
+            # llama-server: the prefill goes out with the first piece the server sends
+            assert fake is chat or pieces[0].startswith('{"reply": "Hello')
+    sent = llama.completions()[0]
+    assert sent["prompt"].endswith('<|im_start|>assistant\n{"reply": "')
+    assert sent["grammar"] == prefill.grammar
+    # an OpenAI-compatible server gets no words put in its mouth, and the whole grammar
+    assert chat.openai_requests()[0]["body"]["grammar"] == "root ::= full"
 
 
 async def test_fallback_is_sticky_per_session_and_sub_calls_never_move_it(tmp_path):

@@ -10,7 +10,7 @@ import pytest
 from actors.agent.offer import offered_tools
 from actors.agent.prompt import (CARE_HEAD, FOCUS_HEAD, NOT_STORED, SAME_DAY_HEAD, TailInput,
                                  build_tail)
-from actors.agent.write_guard import refusal
+from actors.agent.write_guard import refusal, spelled_call
 from actors.memory.focus import care_items, render_focus, same_day, unknown_people
 from actors.memory.instructions import INERT, reads_as_instruction
 from actors.memory.notes import Note
@@ -337,6 +337,38 @@ def test_a_yes_fact_under_a_negated_key_becomes_the_users_sentence():
                     "SET no_eat_mushrooms=yes\n")
     assert plan.facts == [] and [n.body for n in plan.notes] == [
         "The user said: I never eat mushrooms, they make me sick."]
+
+
+@pytest.mark.parametrize("message, completion, facts, note", [
+    ("Just so you know, I'm allergic to sesame.", "SET allergy_sesame=yes\n",
+     [("allergy", "sesame")], None),
+    ("I am allergic to tree nuts.", "SET allergic_to_tree_nuts=true\n",
+     [("allergy", "tree nuts")], None),
+    ("My brother Ivo is diabetic.", "SET brother_ivo_diabetic=yes\n",
+     [], "The user said: My brother Ivo is diabetic."),
+    ("I really enjoy rowing on the lake.", "SET likes_rowing=yes\n",
+     [], "The user said: I really enjoy rowing on the lake."),
+    ("I'm vegan.", "SET vegan=yes\n", [("vegan", "yes")], None),
+])
+def test_a_key_that_holds_its_value_is_spelled_out_or_kept_as_the_users_sentence(
+        message, completion, facts, note):
+    plan = plan_for(message, completion)
+    assert [(f.key, f.value) for f in plan.facts] == facts
+    assert [n.body for n in plan.notes] == ([note] if note else [])
+
+
+def test_the_agent_writes_a_key_that_holds_its_value_as_the_fact_or_the_sentence():
+    message = "Please remember I'm allergic to kiwi and my wife Ana is pregnant."
+    tool, args = spelled_call("memory.profile.set", {"key": "allergy_kiwi", "value": "yes"},
+                              message)
+    assert (tool, args) == ("memory.profile.set", {"key": "allergy", "value": "kiwi"})
+    assert refusal(tool, args, message) is None
+    tool, args = spelled_call("memory.profile.set",
+                              {"key": "wife_ana_pregnant", "value": "true"}, message)
+    assert (tool, args) == ("memory.notes.store", {"content": f"The user said: {message}"})
+    # Left as it is (no sentence holds it), the write guard refuses it with the reason.
+    assert "holds the value" in refusal("memory.profile.set",
+                                        {"key": "cat_owner_status", "value": "yes"}, message)
 
 
 def test_long_invented_values_and_same_turn_fan_facts_are_not_kept(tmp_path):

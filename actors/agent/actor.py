@@ -58,6 +58,7 @@ from .messages import (
 from .prompt import (
     CLIP_MARKER,
     LAST_STEP_NOTICE,
+    REPLY_PREFILL,
     Finish,
     Invalid,
     Reply,
@@ -74,7 +75,7 @@ from .now import now_line
 from .rewriter import Rewriter
 from .sessions import Message, SessionState, SessionStore, valid_session_id
 from .offer import offered_tools
-from .write_guard import refusal
+from .write_guard import refusal, spelled_call
 
 log = structlog.get_logger()
 T = TypeVar("T")
@@ -490,13 +491,15 @@ class AgentActor:
     async def _complete(self, msg: RunTurn, tail: str, n: int, last: int,
                         stream: _ReplyStream, tools: tuple[str, ...]) -> Any:
         """One completion of step ``n`` on the main slot, streamed through ``stream``;
-        the action grammar offers ``tools`` only (:mod:`actors.agent.offer`)."""
+        the action grammar offers ``tools`` only (:mod:`actors.agent.offer`). A step
+        that offers no tool, and the last step, must reply: the reply's opening is
+        put in the model's mouth (:data:`~actors.agent.prompt.REPLY_PREFILL`)."""
+        must_reply = (n == last and last > 1) or not tools
         return await self.llm.complete(
             msg.session, self.prompt.prefix, tail, role="main",
-            grammar=(self.prompt.reply_grammar if n == last and last > 1
-                     else action_grammar(tools)),
+            grammar=(self.prompt.reply_grammar if must_reply else action_grammar(tools)),
             n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
-            on_token=stream.on_token)
+            on_token=stream.on_token, prefill=REPLY_PREFILL if must_reply else None)
 
     async def _turn_body(self, msg: RunTurn, state: SessionState) -> tuple[str, str]:
         if self.llm is None:
@@ -580,6 +583,9 @@ class AgentActor:
 
     async def _call_tool(self, msg: RunTurn, name: str, args: dict[str, Any]) -> str:
         """Run a memory tool; errors go back to the model as the result (it can retry)."""
+        spelled = spelled_call(name, args, msg.text)
+        if spelled[0] in self.prompt.tools:  # "allergy_peanuts=yes" → "allergy=peanuts"
+            name, args = spelled
         if name not in self.prompt.tools:
             if name in TOOL_NAMES:  # switched off (seed 000 §8), not unknown
                 switch = ("memory.notes.enabled" if name.startswith("memory.notes.")

@@ -27,6 +27,7 @@ from typing import Any
 from actors.memory.relations import RELATIONS
 from actors.memory.render import estimate_tokens, neutralise
 from actors.memory.tools import TOOL_NAMES, tool_catalog
+from runtime.services.backends import Prefill
 
 from .write_guard import stores_an_instruction
 
@@ -200,6 +201,16 @@ REPLY_GRAMMAR = _DEFAULT.reply_grammar
 calling tools — refused writes included — would otherwise end the turn at ``max_steps``
 with no answer for the user)."""
 LAST_STEP_NOTICE = "This is your last step: answer the user now with a reply."
+REPLY_PREFILL = Prefill(text='{"reply": "', grammar="\n".join([
+    '# the rest of a {"reply": "..."} action',
+    'root ::= char* "\\"" ws "}"',
+    'char ::= [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} )',
+    "ws ::= [ ]?",
+]) + "\n")
+"""The opening of a ``{"reply": …}`` action, put in the model's mouth on a step that
+offers no tool (most question turns) and on the last step: the server then neither
+evaluates nor generates its ~4 tokens (~0.3 s on 2 cores), and the first reply piece
+comes that much sooner. Its grammar is the rest of the reply action."""
 
 
 # ------------------------------------------------------------------------ actions

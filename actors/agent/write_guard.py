@@ -20,7 +20,9 @@ from typing import Any
 from actors.reflection.forget import CHANGE, forget_intent
 from actors.reflection.grounding import filter_ungrounded
 from actors.reflection.parser import ParsedFact, ParsedNote
-from actors.reflection.plan import from_instruction, instruction_sentences, skip_reason
+from actors.reflection.keys import holds_value, spell_out
+from actors.reflection.plan import (from_instruction, instruction_sentences, sentence_with,
+                                   skip_reason)
 from actors.reflection.stance import clauses, judge
 
 __all__ = ["EXPLICIT", "WRITE_TOOLS", "REMOVE_TOOLS", "may_remove", "may_write", "refusal",
@@ -73,6 +75,28 @@ def may_write(user_message: str) -> bool:
     return _write_refusal(user_message) is None
 
 
+def spelled_call(tool: str, args: dict[str, Any], user_message: str
+                 ) -> tuple[str, dict[str, Any]]:
+    """The call to run for a ``memory.profile.set`` whose key holds its value
+    (``{"key": "allergy_peanuts", "value": "yes"}``): the fact spelled out in the user's
+    words (``allergy=peanuts``, :func:`actors.reflection.keys.spell_out`), else a
+    ``memory.notes.store`` of the user's sentence ("The user said: My partner Sam is
+    vegetarian."), the same the reflection keeps. Any other call, or one whose sentence
+    cannot be found, is returned unchanged. Pure; never raises."""
+    if tool != "memory.profile.set":
+        return tool, args
+    key, value = str(args.get("key", "")).lower(), str(args.get("value", ""))
+    if not holds_value(key, value):
+        return tool, args
+    spelled = spell_out(key, value, user_message)
+    if spelled is not None:
+        return tool, {**args, "key": spelled[0], "value": spelled[1]}
+    said = sentence_with(user_message, key.replace("_", " "))
+    if not said:
+        return tool, args
+    return "memory.notes.store", {"content": f"The user said: {said}"[:400]}
+
+
 def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
     """Why the agent may not run this memory tool for this user message, or None.
     Pure; never raises (malformed ``args`` are left to the memory actor to refuse)."""
@@ -84,6 +108,9 @@ def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
         return why
     if tool == "memory.profile.set":
         key, text = str(args.get("key", "")).lower(), str(args.get("value", ""))
+        if holds_value(key, text):
+            return ("the key holds the value: write the attribute as the key and the "
+                    "user's words as the value")
         grounded = filter_ungrounded([ParsedFact(key=key, value=text)], [], user_message)
     else:
         key, text = None, str(args.get("content", ""))

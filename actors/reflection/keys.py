@@ -9,9 +9,10 @@ the group's first key. Keys outside every group are kept as written.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
-__all__ = ["GROUPS", "canonical_key", "group_words"]
+__all__ = ["FLAG_VALUES", "GROUPS", "canonical_key", "group_words", "holds_value", "spell_out"]
 
 GROUPS: tuple[tuple[str, ...], ...] = (
     ("name", "user_name", "first_name", "full_name", "my_name", "given_name"),
@@ -31,7 +32,9 @@ GROUPS: tuple[tuple[str, ...], ...] = (
     ("email", "email_address", "e_mail"),
     ("phone", "phone_number", "mobile", "mobile_number", "telephone", "cell"),
     ("birthday", "date_of_birth", "birth_date", "dob"),
-    ("allergy", "allergies", "allergic_to"),
+    ("allergy", "allergies", "allergic_to", "allergic"),
+    ("pet", "pets"),
+    ("hobby", "hobbies"),
     ("pronouns", "preferred_pronouns"),
     ("units", "unit_system", "measurement_system", "measurement_units", "preferred_units"),
     ("answer_length", "reply_length", "response_length", "answer_style_length"),
@@ -74,3 +77,45 @@ def group_words(key: str) -> set[str]:
     keys = _BY_KEY.get(key, (key,))
     words = {w for k in keys for w in k.split("_") if len(w) >= 2 and w not in _GENERIC}
     return words or {w for w in key.split("_") if w}
+
+
+FLAG_VALUES = frozenset({"true", "yes", "y", "1", "on", "always"})
+"""Fact values that only say "this key holds" (``halal=true``): the key is the fact."""
+
+_KEY_STOP = frozenset("a an the to of for in on at is are has have with".split())
+
+
+def holds_value(key: str, value: str) -> bool:
+    """Whether the fact's key holds its value: a flag value (:data:`FLAG_VALUES`) under a
+    key of two or more words (``allergy_peanuts=yes``, ``partner_sam_vegetarian=true``).
+    A one-word flag key (``vegetarian=yes``, ``is_vegan=true``) is a fact in itself."""
+    if value.strip().lower().rstrip(".") not in FLAG_VALUES:
+        return False
+    return len([w for w in key.split("_") if w and w not in _KEY_STOP]) >= 2
+
+
+def spell_out(key: str, value: str, user_message: str,
+              known: Iterable[str] = ()) -> tuple[str, str] | None:
+    """``(key, value)`` for a fact whose key holds its value (:func:`holds_value`), in the
+    user's words: ``allergy_peanuts=yes`` → ``("allergy", "peanuts")`` when the user wrote
+    "peanuts". The key's leading words must name an attribute — a key of a synonym group
+    (:data:`GROUPS`, so ``allergic_to_peanuts`` → ``allergy``) or a key in ``known`` (the
+    active profile) — and every remaining word must be in ``user_message`` (compared on
+    their first five letters). None otherwise: the caller keeps the user's sentence."""
+    if not holds_value(key, value):
+        return None
+    parts = [w for w in key.split("_") if w]
+    known_set = set(known)
+    for cut in range(len(parts) - 1, 0, -1):
+        head = "_".join(parts[:cut])
+        if head in _BY_KEY or head in known_set:
+            rest = [w for w in parts[cut:] if w not in _KEY_STOP]
+            break
+    else:
+        return None
+    said = {}
+    for word in re.findall(r"[^\W_]+(?:['’][^\W_]+)?", user_message):
+        said.setdefault(word.lower()[:5], word)
+    if not rest or any(w[:5] not in said for w in rest):
+        return None
+    return canonical_key(head, known_set), " ".join(said[w[:5]] for w in rest)

@@ -6,7 +6,10 @@ write. Pure, no I/O; never raises for any input. Order (each dropped item is cou
 its reason, never its value):
 
 1. ``SET`` keys are mapped to one key per meaning (:func:`keys.canonical_key`), so an
-   update supersedes the active fact instead of adding a second one.
+   update supersedes the active fact instead of adding a second one; a key that holds
+   its value (``allergy_peanuts=yes``) is spelled out in the user's words
+   (``allergy=peanuts``, :func:`keys.spell_out`) or, where it cannot be
+   (``partner_sam_vegetarian=yes``), dropped (``key_holds_value``).
 2. The grounding filter (:func:`grounding.filter_ungrounded`): invented names, the
    assistant's persona, copied examples, one-off payloads, content the user never wrote.
 3. The stance guards (:func:`stance.judge`): another person's name, city or job stored
@@ -26,8 +29,8 @@ its reason, never its value):
 6. Fragments (``fragment``): a fact that only repeats part of another item of the same
    reflection — ``halal=true`` beside ``diet=strictly halal``, ``day_of_week=Sunday``
    beside ``cycling=every Sunday morning``.
-7. A fact dropped as ``third_person``, ``invented_detail`` or ``negated_key`` (a yes-fact
-   under a negated key: ``no_drink_coffee=yes``) whose value no kept note
+7. A fact dropped as ``third_person``, ``invented_detail``, ``negated_key`` (a yes-fact
+   under a negated key: ``no_drink_coffee=yes``) or ``key_holds_value`` whose value no kept note
    mentions becomes a note quoting the user's sentence ("The user said: We have a dog
    named Biscuit.", "The user said: My passport expires in June."), so what was said is
    kept in the user's words, not lost.
@@ -47,7 +50,7 @@ from actors.memory.standing import standing_preferences
 from .forget import (CHANGE, dropped_values, forget_intent, matches, request_targets,
                      target_words)
 from .grounding import Dropped, filter_ungrounded, is_trivial_window
-from .keys import GROUPS, canonical_key, group_words
+from .keys import FLAG_VALUES, GROUPS, canonical_key, group_words, holds_value, spell_out
 from .parser import ParsedFact, ParsedReflection, normalize_key
 from .stance import IDENTITY_KEYS, about_user, clauses, is_question_only, is_request_only, judge
 
@@ -126,7 +129,7 @@ def _value_words(value: str) -> list[str]:
     return [w.lower() for w in _WORD_RE.findall(value) if len(w) >= 2]
 
 
-def _sentence_with(user_message: str, value: str) -> str:
+def sentence_with(user_message: str, value: str) -> str:
     """The sentence of the user's message holding ``value``'s distinctive words, or ""."""
     words = _value_words(value)
     for sentence in _SENTENCES.split(user_message):
@@ -213,7 +216,7 @@ def _third_person(note: NoteIn, user_message: str) -> NoteIn | None:
         rest = re.sub(r"\byou\b", "them", rest, flags=re.I)
         return NoteIn(body=f"The user {rest}", tags=note.tags)
     if _FIRST_PLURAL.match(body):
-        said = _sentence_with(user_message, body) or _sentence_with(
+        said = sentence_with(user_message, body) or sentence_with(
             user_message, " ".join(_value_words(body)[:3]))
         return NoteIn(body=f"The user said: {said}"[:400], tags=note.tags) if said else None
     return note
@@ -221,8 +224,7 @@ def _third_person(note: NoteIn, user_message: str) -> NoteIn | None:
 
 _NEGATED_KEY = re.compile(r"^(?:no|not|dont|do_not|never|non|avoids?|doesnt|does_not)_")
 GROUPED = frozenset(k for group in GROUPS for k in group)
-TRUE_VALUES = frozenset({"true", "yes", "y", "1", "on", "always"})
-"""Fact values that only say "this key holds" (``halal=true``): the key is the fact."""
+TRUE_VALUES = FLAG_VALUES
 
 
 def _fragments(facts: list[FactIn], notes: list[NoteIn]) -> list[FactIn]:
@@ -257,10 +259,17 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     ``assistant_reply``: names the cause ``assistant_only`` of an item only the
     assistant said (it never grounds anything)."""
     facts = []
+    unspelled: list[Dropped] = []  # "partner_sam_vegetarian=yes": kept as the user's sentence
     for f in parsed.facts:
-        key = canonical_key(f.key, known)
-        facts.append(f if key == f.key else ParsedFact(
-            key=key, value=f.value, pinned=f.pinned, keywords=f.keywords))
+        key, value = canonical_key(f.key, known), f.value
+        if holds_value(f.key, f.value):  # "allergy_peanuts=yes" → "allergy=peanuts"
+            spelled = spell_out(f.key, f.value, user_message, known)
+            if spelled is None:
+                unspelled.append(Dropped(item="fact", reason="key_holds_value", key=f.key))
+                continue
+            key, value = spelled
+        facts.append(f if (key, value) == (f.key, f.value) else ParsedFact(
+            key=key, value=value, pinned=f.pinned, keywords=f.keywords))
     # Standing reply preferences are read from the user's words, not left to the model
     # (a small model takes "always answer me in Italian" for a one-off instruction).
     for key, value in standing_preferences(user_message):
@@ -268,7 +277,7 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
         if not any(f.key == key for f in facts):
             facts.append(ParsedFact(key=key, value=value))
     grounded = filter_ungrounded(facts, parsed.notes, user_message, assistant_reply)
-    dropped = list(grounded.dropped)
+    dropped = list(grounded.dropped) + unspelled
     parts = clauses(user_message)
     injected = instruction_sentences(user_message)
     forget = _forget_plan(parsed, user_message, known)
@@ -321,15 +330,18 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     # and so is a fact the model embellished ("expires in June" → "June 30, 2024").
     for d in dropped:
         if d.reason not in ("third_person", "ungrounded_identity", "invented_detail",
-                            "negated_key") \
+                            "negated_key", "key_holds_value") \
                 or d.key is None:
             continue  # (someone else's name the user wrote: "my son Leo", FC2-04)
         value = next((f.value for f in facts if f.key == d.key), "")
         if d.reason == "negated_key":  # what the key says: "no_drink_coffee" → drink coffee
             value = _NEGATED_KEY.sub("", d.key).replace("_", " ")
-        said = _sentence_with(user_message, value)
-        if d.reason == "invented_detail" and not said:  # the words the user did write
-            said = _sentence_with(user_message, " ".join(
+        elif d.reason == "key_holds_value":  # "partner_sam_vegetarian" → its words
+            value = d.key.replace("_", " ")
+        said = sentence_with(user_message, value)
+        if d.reason in ("invented_detail", "key_holds_value") and not said:
+            # the words the user did write ("likes_hiking" → "I love hiking …")
+            said = sentence_with(user_message, " ".join(
                 w for w in _value_words(value) if w in user_message.lower()))
         if said and not reads_as_instruction(said) and not any(
                 matches(_value_words(value), n.body) for n in kept_notes):

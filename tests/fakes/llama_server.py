@@ -37,7 +37,10 @@ JSON list of rules; the first matching rule wins::
 ``times`` counts down per rule (null = unlimited; counts reset when the file changes).
 ``status`` ≥ 400 answers an error body with that status; ``delay_ms`` delays the answer
 (ms); ``chunk_delay_ms`` spaces stream chunks. With no matching rule the answer is
-``{"reply": "ok"}`` when the request's grammar mentions the ``"reply"`` key, else ``NONE``.
+``{"reply": "ok"}`` when the request's grammar mentions the ``"reply"`` key (or the prompt
+ends with its opening), else ``NONE``. A response that starts with what the prompt ends
+with (a client that put the reply's opening ``{"reply": "`` in the model's mouth) is
+answered from there on, as a model continues its prompt.
 
 Hostile answers (issue 7 fuzzing) — ``raw_body`` (text, UTF-8 with lone surrogates kept
 as bytes) or ``raw_body_b64`` (bytes) is sent verbatim, for streaming and non-streaming
@@ -268,7 +271,9 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             if rule is not None:
                 text = str(rule.get("response", ""))
             else:
-                text = '{"reply": "ok"}' if _REPLY_KEY_RE.search(grammar) else "NONE"
+                text = ('{"reply": "ok"}' if _REPLY_KEY_RE.search(grammar)
+                        or prompt.endswith('{"reply": "') else "NONE")
+            text = text[_prefilled(prompt, text):]
             pieces = _PIECE_RE.findall(text)
             n_predict = body.get("n_predict", -1)
             stop_type = "eos"
@@ -464,6 +469,16 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                 pass
 
     return Handler
+
+
+def _prefilled(prompt: str, text: str) -> int:
+    """How much of the scripted ``text`` the prompt already ends with (a client that puts
+    the reply's opening in the model's mouth): a model continues after it, so that much
+    is not sent again. Overlaps under 3 characters do not count."""
+    for k in range(min(len(text), len(prompt)), 2, -1):
+        if prompt.endswith(text[:k]):
+            return k
+    return 0
 
 
 def _bag_of_words(text: str, dim: int) -> list[float]:
