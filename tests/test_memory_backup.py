@@ -46,23 +46,25 @@ async def test_a_backup_while_the_daemon_writes_is_one_consistent_snapshot(tmp_p
                     nursery.start_soon(writer)
                     await trio.sleep(0.5)
                     before = list(acked)
-                    done = await c.memory("memory.backup", {"path": str(tmp_path / "copy.db")})
+                    done = await c.memory("memory.backup", {"path": "copy.db"})
                     stop.set()
-                assert done["path"] == str(tmp_path / "copy.db") and done["bytes"] > 0
-                try:
-                    await c.memory("memory.backup", {"path": "relative.db"})
-                    raise AssertionError("a relative path was accepted")
-                except ClientError as exc:
-                    assert exc.code == "invalid_argument" and "absolute" in str(exc)
-                try:
+                copy = tmp_path / "state" / "exports" / "copy.db"
+                assert done["path"] == str(copy) and done["bytes"] > 0
+                try:  # the daemon writes in its exports folder only
                     await c.memory("memory.backup", {"path": str(tmp_path / "copy.db")})
+                    raise AssertionError("a path outside the exports folder was accepted")
+                except ClientError as exc:
+                    assert exc.code == "invalid_argument" and "exports" in str(exc)
+                try:
+                    await c.memory("memory.backup", {"path": "copy.db"})
                     raise AssertionError("an existing file was overwritten")
                 except ClientError as exc:
                     assert "--overwrite" in str(exc)
-    copied = _notes_in(tmp_path / "copy.db")
+    copied = _notes_in(copy)
     assert copied[:len(before)] == before  # everything acknowledged before it, in order
     assert set(copied) <= set(acked)
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".copy")) == []
+    assert copy.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in copy.parent.iterdir()] == ["copy.db"]  # no temporary left
 
 
 def test_the_command_backs_up_a_stopped_daemons_memory(tmp_path):

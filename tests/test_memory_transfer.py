@@ -6,6 +6,7 @@ query set; importing twice adds nothing; a bad file is one error and writes noth
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -113,7 +114,9 @@ async def test_export_then_import_into_an_empty_state_dir_reproduces_recall(tmp_
         async with run_daemon(target, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
                 assert await _recall_view(c) == before
-                again = await c.memory("memory.import", {"path": str(export)})
+                (target / "exports").mkdir(exist_ok=True)  # the daemon reads files there only
+                shutil.copy(export, target / "exports" / "again.jsonl")
+                again = await c.memory("memory.import", {"path": "again.jsonl"})
                 assert again["added"] == dict.fromkeys(first["added"], 0)
                 assert again["skipped"] == {"factVersions": 4, "notes": 6, "links": 1,
                                             "lessons": 1, "procedures": 1}
@@ -173,7 +176,7 @@ async def test_a_bad_export_file_is_one_error_and_writes_nothing(tmp_path):
         assert done.stderr.count("\n") == 1
     assert json.loads(cli(other, "memory", "notes", "list", "--json").stdout) == []
     done = cli(state, "memory", "import", str(tmp_path / "nope.jsonl"), check=False)
-    assert done.returncode == 1 and "cannot read" in done.stderr
+    assert done.returncode == 1 and "no such file" in done.stderr
     done = cli(state, "memory", "export", str(good), check=False)
     assert done.returncode == 1 and "exists" in done.stderr and "--overwrite" in done.stderr
     cli(state, "memory", "export", str(good), "--overwrite")

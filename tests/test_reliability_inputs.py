@@ -488,7 +488,12 @@ HOSTILE_MEMORY_FRAMES = [  # numbers JSON carries but messages and SQLite cannot
     ("memory.notes.store", {"content": "x", "tags": [2**62]}, "invalid_argument"),
 ]
 MAX_STEPS = 6
+# Through an OpenAI-compatible completions API with the grammar sent (a llama.cpp server
+# behind its OpenAI endpoint): the agent puts no words in the model's mouth there, so every
+# kind of output reaches it on every step; on the native API a step offered no tool can
+# only continue a reply.
 _AGENT_CONFIG = {"agent": {"maxSteps": MAX_STEPS},
+                 "llm": {"api": "openai-completions", "grammar": True},
                  "memory": {"reflection": {"enabled": False}, "rewriter": {"enabled": False},
                             "embeddings": {"enabled": False}, "voting": {"enabled": False},
                             "links": {"autoGenerate": False}}}
@@ -561,7 +566,7 @@ async def _agent_batch(tmp_path: Path, outputs: list[str]) -> dict[str, int]:
                                                                  "archived": "all"})
                     facts = await c.memory("memory.profile.list")
     assert metrics["restarts"] == 0, metrics
-    assert len(fake.completions()) == expected_calls
+    assert len([r for r in fake.openai_requests() if r["method"] == "POST"]) == expected_calls
     by_id = {n["id"]: n for n in notes}
     assert by_id[_CANARY_ID]["content"] == CANARY_NOTE
     assert set(by_id) <= ok_note_ids, (set(by_id) - ok_note_ids)

@@ -43,8 +43,10 @@ from . import cold
 from .clock import CLOCK
 from .context import MemoryContext, build_context, recall_query, render_configured
 from .corrections import newest_first
-from .errors import DatabaseBusy, DatabaseCorrupt, StorageFailure, ValidationError, now_ms
+from .errors import (DatabaseBusy, DatabaseCorrupt, MemoryFailure, OpFailed, StorageFailure,
+                     ValidationError, now_ms)
 from .errors import ValidationError as _Invalid
+from .files import EXPORTS_DIR, FileRoom
 from .forgetting import apply_forget, restates
 from .staleness import archive_stale
 from .fts import content_key
@@ -230,6 +232,8 @@ class MemoryActor:
         self._decoder = msgspec.msgpack.Decoder(MemoryMsg | MetricsRequest)
         self.metrics = Metrics()
         self.embed_backend = "backfill" if self.cfg.embeddings.enabled else ""
+        # Export, backup and import touch files in <state>/exports/ only (.files).
+        self.files = FileRoom(boot.path / EXPORTS_DIR)
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` on the worker thread; a lock held past the busy timeout becomes
@@ -307,7 +311,8 @@ class MemoryActor:
                       session=msg.session, turn=msg.turn, default_k=self.cfg.notes.recall_default_k,
                       lessons=s.lessons, procedures=s.procedures, links=s.links,
                       votes=s.votes, defer_bump=defer_bump, recall=self._recall_for(s),
-                      context=lambda a: self._context_answer(s, msg.session, a))
+                      context=lambda a: self._context_answer(s, msg.session, a),
+                      files=self.files)
 
     def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[Any, dict, list[str]]:
         """:meth:`_run_op` for a write, plus the text it forgot when it deleted a note or
@@ -392,6 +397,15 @@ class MemoryActor:
         t0 = time.monotonic()
         try:
             return await self._dispatch(msg)
+        except (MemoryFailure, apsw.CorruptError, apsw.NotADBError):
+            raise  # an answer with its code; a damaged file crashes, to be quarantined
+        except Exception as exc:
+            if not isinstance(msg, ToolOp):
+                raise
+            # No client op may crash the actor (errors.OpFailed).
+            log.exception("memory.op_failed", op=msg.op)
+            self.metrics.inc("agent.memory.op_failed", {"op": msg.op})
+            raise OpFailed(msg.op, exc) from None
         finally:
             self.metrics.inc("agent.memory.requests", {"kind": kind})
             self.metrics.observe("agent.memory.request_ms", (time.monotonic() - t0) * 1000)

@@ -142,6 +142,26 @@ class DatabaseBusy(MemoryFailure):
         super().__init__(f"memory database is locked by another process: {detail}")
 
 
+class OpFailed(MemoryFailure):
+    """A client's op failed inside the memory actor for a reason no check caught (a bug,
+    or a file system answer nobody expected). It is answered as an error reply
+    (``internal_error``) and logged with its traceback; the actor stays up, because a
+    client must never be able to crash it (six crashes in a row make the supervisor give
+    the daemon up). A damaged database still crashes the actor, to be quarantined.
+
+    Attributes:
+        op: the op name.
+    """
+
+    code = "internal_error"
+
+    def __init__(self, op: str, exc: BaseException) -> None:
+        super().__init__(f"{op} failed inside the memory actor ({type(exc).__name__}: "
+                         f"{str(exc)[:300]}); nothing else is affected and the failure is "
+                         "logged")
+        self.op = op
+
+
 class StorageFailure(MemoryFailure):
     """The disk refused the request's write: full, read-only, or an I/O error.
 

@@ -21,6 +21,7 @@ from typing import Any, Callable, Literal
 import msgspec
 
 from .backup import backup_database
+from .files import FileRoom
 from .transfer import export_memory, import_memory
 from .context import MemoryContext, build_context, context_text, render_context
 from .errors import NotFound, ValidationError
@@ -96,8 +97,9 @@ class LimitArgs(_Args):
 
 
 class BackupArgs(_Args):
-    """``memory.backup``: copy the database to ``path`` (absolute) with SQLite's online
-    backup; ``overwrite`` replaces an existing file."""
+    """``memory.backup``: copy the database to the file ``path`` names (a file name in the
+    daemon's exports folder, :mod:`.files`) with SQLite's online backup; ``overwrite``
+    replaces an existing file."""
 
     path: str
     overwrite: bool = False
@@ -114,16 +116,16 @@ class ContextArgs(_Args):
 
 
 class ExportArgs(_Args):
-    """``memory.export``: write the JSON-lines export (:mod:`.transfer`) to ``path``
-    (absolute); ``overwrite`` replaces an existing file."""
+    """``memory.export``: write the JSON-lines export (:mod:`.transfer`) to the file
+    ``path`` names (:mod:`.files`); ``overwrite`` replaces an existing file."""
 
     path: str
     overwrite: bool = False
 
 
 class ImportArgs(_Args):
-    """``memory.import``: import a JSON-lines export from ``path`` (absolute),
-    idempotently (:mod:`.transfer`)."""
+    """``memory.import``: import a JSON-lines export from the file ``path`` names
+    (:mod:`.files`), idempotently (:mod:`.transfer`)."""
 
     path: str
 
@@ -202,12 +204,13 @@ OPS: dict[str, OpSpec] = {
                              "memory: profile, recalled notes, index, lessons, procedures.",
                              False, False),
     "memory.export": OpSpec(ExportArgs, "Write every fact (with history), note, link, lesson "
-                            "and procedure to a JSON-lines file at an absolute path.",
+                            "and procedure to a JSON-lines file in the daemon's exports folder.",
                             False, False),
-    "memory.import": OpSpec(ImportArgs, "Import a memory export (JSON lines); what is "
-                            "already there is skipped.", False, True),
+    "memory.import": OpSpec(ImportArgs, "Import a memory export (JSON lines) from the "
+                            "daemon's exports folder; what is already there is skipped.",
+                            False, True),
     "memory.backup": OpSpec(BackupArgs, "A consistent copy of the memory database (SQLite "
-                            "online backup) at an absolute path.", False, False),
+                            "online backup) in the daemon's exports folder.", False, False),
 }
 
 TOOL_NAMES: tuple[str, ...] = tuple(name for name, spec in OPS.items() if spec.tool)
@@ -284,6 +287,7 @@ def run_op(
     defer_bump: bool = False,
     recall: Callable[..., list[Note]] | None = None,
     context: Callable[[ContextArgs], Any] | None = None,
+    files: FileRoom | None = None,
 ) -> tuple[Any, dict[str, list]]:
     """Run one op; return (result data, change) where change lists written
     ``keys``/``ids`` (empty for reads). With ``defer_bump``, ``memory.notes.recall``
@@ -292,7 +296,9 @@ def run_op(
     ``notes.recall`` for ``memory.notes.recall`` by query (same keyword arguments,
     called with ``bump=False``; the memory actor passes hybrid recall). ``context``
     answers ``memory.context`` (the memory actor's, with its configured budgets);
-    without it the op is answered with the default budgets of seed 000 §8.
+    without it the op is answered with the default budgets of seed 000 §8. ``files``:
+    where ``memory.export``, ``memory.backup`` and ``memory.import`` may read and write
+    (:class:`~actors.memory.files.FileRoom`); without one those ops are refused.
 
     Shapes per DESIGN §9: a note / a fact / a list / ``{"removed": bool}``; lessons,
     procedures, links and votes as their Structs (camelCase keys). The lesson,
@@ -390,12 +396,15 @@ def run_op(
         case LinksAddArgs():
             link = links.add(a.from_id, a.to_id, a.kind, a.weight)
             return link, {"ids": [link.from_id, link.to_id]}
+        case BackupArgs() | ExportArgs() | ImportArgs() if files is None:
+            raise ValidationError("op", f"{op} needs a folder for its files (the daemon's "
+                                        "exports folder, or the CLI's own)")
         case BackupArgs():
-            return backup_database(conn, a.path, overwrite=a.overwrite), {}
+            return backup_database(conn, a.path, files, overwrite=a.overwrite), {}
         case ExportArgs():
-            return export_memory(conn, a.path, overwrite=a.overwrite), {}
+            return export_memory(conn, a.path, files, overwrite=a.overwrite), {}
         case ImportArgs():
-            result = import_memory(notes, a.path)
+            result = import_memory(notes, a.path, files)
             return result, {"keys": ["*"] if result["added"]["factVersions"] else [],
                             "ids": result["noteIds"]}
         case ContextArgs():

@@ -38,17 +38,15 @@ import adds has the provenance ``import`` (session and turn kept from the file).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import time
-from pathlib import Path
 from typing import Any, Literal
 
 import apsw
 import msgspec
 
-from .backup import checked_target
+from .files import FileRoom
 from .dedup import near_match
 from .errors import ValidationError, optional_text
 from .fts import content_key
@@ -160,37 +158,31 @@ def _now() -> int:
 
 
 # ---------------------------------------------------------------------------- export
-def export_memory(conn: apsw.Connection, path: str, *, overwrite: bool = False) -> dict:
+def export_memory(conn: apsw.Connection, path: str, room: FileRoom, *,
+                  overwrite: bool = False) -> dict:
     """Write every fact (with history), note, link, lesson and procedure of ``conn`` to
-    ``path`` (absolute) as the JSON-lines file of the module docstring, through a
-    temporary file renamed into place. Returns ``{"path", "bytes", "counts": {"facts",
-    "factVersions", "notes", "links", "lessons", "procedures"}}``.
+    the file ``path`` names in ``room`` (:class:`~actors.memory.files.FileRoom`) as the
+    JSON-lines file of the module docstring, through a private temporary file renamed
+    into place. Returns ``{"path", "bytes", "counts": {"facts", "factVersions",
+    "notes", "links", "lessons", "procedures"}}``.
 
-    Raises ValidationError (field ``path``): relative path, missing folder, existing file
-    without ``overwrite``, a file that cannot be written.
+    Raises ValidationError (field ``path``): a name the room refuses, missing folder,
+    existing file without ``overwrite`` (or one that is not a regular file), a file that
+    cannot be written.
     """
-    target = checked_target(path, overwrite)
-    tmp = target.with_name(f".{target.name}.partial-{os.getpid()}")
+    target = room.target(path, overwrite)
     counts = {"facts": 0, "factVersions": 0, "notes": 0, "links": 0, "lessons": 0,
               "procedures": 0}
-    try:
-        with conn:  # one read transaction: the export is one snapshot
-            lines = list(_records(conn, counts))
-        # Memory is private: the file is the owner's only (0600), like the state dir.
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
-            header = {"type": FORMAT, "version": FORMAT_VERSION,
-                      "schemaVersion": SCHEMA_VERSION, "exportedAt": _now(), "counts": counts}
-            out.write(_encode.encode(header) + b"\n")
-            for line in lines:
-                out.write(line + b"\n")
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, target)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        raise ValidationError("path", f"cannot write the export to {target}: "
-                                      f"{exc.strerror or exc}") from None
+    with conn:  # one read transaction: the export is one snapshot
+        lines = list(_records(conn, counts))
+    with room.writing(target) as tmp, open(tmp, "wb") as out:
+        header = {"type": FORMAT, "version": FORMAT_VERSION,
+                  "schemaVersion": SCHEMA_VERSION, "exportedAt": _now(), "counts": counts}
+        out.write(_encode.encode(header) + b"\n")
+        for line in lines:
+            out.write(line + b"\n")
+        out.flush()
+        os.fsync(out.fileno())
     return {"path": str(target), "bytes": target.stat().st_size, "counts": counts}
 
 
@@ -250,16 +242,11 @@ def _camel(column: str) -> str:
 
 
 # ---------------------------------------------------------------------------- import
-def read_records(path: str) -> list[Record]:
-    """Parse and check the whole file; ValidationError (field ``path``) names the first
-    bad line. Blank lines are ignored; the first record must be the header."""
-    source = Path(path)
-    if not source.is_absolute():
-        raise ValidationError("path", "must be an absolute path")
-    try:
-        raw = source.read_bytes()
-    except OSError as exc:
-        raise ValidationError("path", f"cannot read {source}: {exc.strerror or exc}") from None
+def read_records(path: str, room: FileRoom) -> list[Record]:
+    """Parse and check the whole file ``path`` names in ``room``; ValidationError (field
+    ``path``) for a file the room refuses (:meth:`FileRoom.read`) or naming the first bad
+    line. Blank lines are ignored; the first record must be the header."""
+    source, raw = room.read(path)
     records: list[Record] = []
     for number, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
@@ -283,8 +270,8 @@ def read_records(path: str) -> list[Record]:
     return records
 
 
-def import_memory(notes: MemoryStore, path: str) -> dict:
-    """Import the export at ``path`` into ``notes``' database in one transaction (module
+def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> dict:
+    """Import the export ``path`` names in ``room`` into ``notes``' database in one transaction (module
     docstring); returns ``{"path", "added": {"factVersions", "notes", "links",
     "lessons", "procedures"}, "skipped": {… same keys}, "noteIds": [ids of the notes
     added]}``.
@@ -293,7 +280,7 @@ def import_memory(notes: MemoryStore, path: str) -> dict:
         ValidationError: field ``path`` (unreadable file, bad line, newer format) --
             nothing is written; or a note/fact field that the stores refuse.
     """
-    records = read_records(path)
+    records = read_records(path, room)
     conn = notes.conn
     added = dict.fromkeys(("factVersions", "notes", "links", "lessons", "procedures"), 0)
     skipped = dict(added)

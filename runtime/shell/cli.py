@@ -465,14 +465,24 @@ def _memory_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     return "memory.links.list", query
 
 
-async def _memory_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
+async def _memory_cmd(c: DaemonClient, args: argparse.Namespace,
+                      state_dir: Path | None = None) -> int:
     """Run one ``memory`` command: its op (:func:`_memory_request`), then the result as
-    text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist."""
+    text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist.
+    ``state_dir``: set with a daemon running, whose export, backup and import use files
+    in its exports folder only (:mod:`.file_ops` moves them to and from the user's path)."""
+    from .file_ops import export_to, import_from
+
     what, action = args.memory_command, getattr(args, "action", None)
     if what == "export" and args.file in (None, "-"):
-        return await _export_to_stdout(c)
+        return await _export_to_stdout(c, state_dir)
     op, payload = _memory_request(args)
-    data = await c.memory(op, payload)
+    if state_dir is not None and what in ("backup", "export"):
+        data = await export_to(c, op, args.file, args.overwrite, state_dir)
+    elif state_dir is not None and what == "import":
+        data = await import_from(c, args.file, state_dir)
+    else:
+        data = await c.memory(op, payload)
     missing = (isinstance(data, dict) and data.get("removed") is False) or (
         what == "notes" and action == "show" and not data)
     if getattr(args, "json", False):
@@ -582,17 +592,25 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _export_to_stdout(c: DaemonClient) -> int:
-    """``memory export`` without FILE: the daemon writes a private temporary file, which
-    is copied to stdout and removed; the summary goes to stderr."""
+async def _export_to_stdout(c: DaemonClient, state_dir: Path | None) -> int:
+    """``memory export`` without FILE: the daemon writes a private file (in its exports
+    folder; offline, a temporary folder), which is copied to stdout and removed; the
+    summary goes to stderr."""
     import shutil
     import tempfile
 
-    with tempfile.TemporaryDirectory(prefix="atomic-agent-export-") as tmp:
-        data = await c.memory("memory.export", {"path": str(Path(tmp) / "memory.jsonl")})
-        with open(data["path"], "rb") as src:
-            shutil.copyfileobj(src, sys.stdout.buffer)
-        sys.stdout.flush()
+    from .file_ops import exported_file
+
+    if state_dir is not None:
+        async with exported_file(c, "memory.export", ".jsonl") as (data, path):
+            with open(path, "rb") as src:
+                shutil.copyfileobj(src, sys.stdout.buffer)
+    else:
+        with tempfile.TemporaryDirectory(prefix="atomic-agent-export-") as tmp:
+            data = await c.memory("memory.export", {"path": str(Path(tmp) / "memory.jsonl")})
+            with open(data["path"], "rb") as src:
+                shutil.copyfileobj(src, sys.stdout.buffer)
+    sys.stdout.flush()
     print(f"exported {counts_text(data['counts'])}", file=sys.stderr)
     return 0
 
@@ -673,7 +691,7 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
 
                 return await consolidate(c, args)
             case "memory":
-                return await _memory_cmd(c, args)
+                return await _memory_cmd(c, args, state_dir)
             case "sessions":
                 return await _sessions_cmd(c, args)
             case "metrics":

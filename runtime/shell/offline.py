@@ -18,6 +18,7 @@ import msgspec
 
 from actors.memory.actor import file_stats, open_stores
 from actors.memory.errors import MemoryFailure, StorageFailure
+from actors.memory.files import FileRoom
 from actors.memory.schema import open_database
 from actors.memory.tools import run_op
 from runtime.services.config import Config
@@ -83,8 +84,11 @@ class OfflineMemory:
         try:
             if op == "memory.stats":  # (the attach state of embeddings needs a daemon)
                 return {"offline": True, **file_stats(stores, m)}
+            # The user's own process: files go where the user says, never onto the
+            # state directory's own (the live database, its WAL, the token).
             data, _change = run_op(stores.profiles, notes, op, args or {}, source="user",
-                                   default_k=m.notes.recall_default_k, votes=stores.votes)
+                                   default_k=m.notes.recall_default_k, votes=stores.votes,
+                                   files=FileRoom(None, private=self.path.parent))
         except MemoryFailure as exc:
             raise ClientError(exc.code, str(exc)) from None
         except apsw.Error as exc:

@@ -1,0 +1,99 @@
+"""The CLI's side of ``memory export``, ``backup`` and ``import`` with a daemon running.
+
+The daemon reads and writes files only in its exports folder (``<state>/exports/``,
+:mod:`actors.memory.files`); the CLI, running as its user, moves files between there and
+the path the user named: it asks the daemon to write a fresh file there and moves it to
+the user's path (refusing an existing file without ``--overwrite``, and the state
+directory's own files always), or copies the file to import there first. Its temporary
+file in the folder is removed either way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import shutil
+from pathlib import Path
+from typing import Any
+
+from actors.memory.errors import ValidationError
+from actors.memory.files import EXPORTS_DIR, FileRoom
+
+from .client import ClientError
+
+__all__ = ["export_to", "import_from", "exported_file"]
+
+
+def _invalid(exc: ValidationError) -> ClientError:
+    return ClientError("invalid_argument", exc.message)
+
+
+def _fresh_name(suffix: str) -> str:
+    return f"cli-{secrets.token_hex(8)}{suffix}"
+
+
+@contextlib.asynccontextmanager
+async def exported_file(c: Any, op: str, suffix: str):
+    """Ask the daemon for ``op`` (``memory.export`` / ``memory.backup``) into a fresh
+    file of its exports folder; yield ``(data, path)`` and remove the file afterwards."""
+    data = await c.memory(op, {"path": _fresh_name(suffix)})
+    path = Path(data["path"])
+    try:
+        yield data, path
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+async def export_to(c: Any, op: str, file: str, overwrite: bool, state_dir: Path
+                    ) -> dict[str, Any]:
+    """``op`` (``memory.export`` or ``memory.backup``) to the user's ``file``: checked
+    first (an existing file needs ``overwrite``; nothing in ``state_dir`` but its
+    exports folder), written by the daemon in its folder, then moved into place
+    through a private temporary file. Returns the op's data with ``path`` = ``file``.
+    Raises ClientError (``invalid_argument``)."""
+    room = FileRoom(None, private=state_dir)
+    try:
+        target = room.target(str(Path(file).expanduser().absolute()), overwrite)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    suffix = ".sqlite" if op == "memory.backup" else ".jsonl"
+    async with exported_file(c, op, suffix) as (data, source):
+        try:
+            with room.writing(target) as tmp:
+                shutil.copyfile(source, tmp)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
+        except OSError as exc:
+            raise ClientError("invalid_argument", f"cannot copy the daemon's file {source} "
+                                                  f"to {target}: {exc.strerror or exc}") from None
+    return {**data, "path": str(target), "bytes": target.stat().st_size}
+
+
+async def import_from(c: Any, file: str, state_dir: Path) -> dict[str, Any]:
+    """``memory.import`` of the user's ``file``: read here (a regular file of at most
+    :data:`~actors.memory.files.MAX_IMPORT_BYTES`), copied into the daemon's exports
+    folder (0600), imported, removed. Returns the op's data with ``path`` = ``file``.
+    Raises ClientError (``invalid_argument``)."""
+    room = FileRoom(None, private=state_dir)
+    try:
+        source, data = room.read(str(Path(file).expanduser().absolute()))
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+    folder = state_dir / EXPORTS_DIR
+    name = _fresh_name(".jsonl")
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        with open(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                          0o600), "wb") as out:
+            out.write(data)
+    except OSError as exc:
+        raise ClientError("invalid_argument", f"cannot copy {source} into {folder}: "
+                                              f"{exc.strerror or exc}") from None
+    try:
+        result = await c.memory("memory.import", {"path": name})
+    finally:
+        with contextlib.suppress(OSError):
+            (folder / name).unlink()
+    return {**result, "path": str(source)}
