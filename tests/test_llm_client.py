@@ -367,3 +367,24 @@ def test_check_slot(slot: int, total: int, ok: bool) -> None:
 def test_client_requires_finite_timeout(bad: float) -> None:
     with pytest.raises(ValueError):
         LlamaClient("http://llm.test", timeout_s=bad)
+
+
+async def test_a_lone_surrogate_escape_costs_one_character_not_the_completion() -> None:
+    """A model that emitted half an emoji: llama-server's JSON holds ``\\ud83d`` alone.
+    The completion is read with U+FFFD in its place, streamed or not; the lines around
+    it are kept (a reflection used to lose every line of it)."""
+    body = b'{"content": "SET city=Graz \\ud83d\\nNOTE The user rows.", "stop": true}'
+    stream = (b'data: {"content": "SET city=Graz \\ud83d", "stop": false}\n\n'
+              b'data: {"content": "\\nNOTE ok", "stop": true}\n\n')
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        if b'"stream":true' in request.content:
+            return httpx.Response(200, content=stream,
+                                  headers={"content-type": "text/event-stream"})
+        return httpx.Response(200, content=body)
+
+    async with LlamaClient("http://llm.test", client=_mock_client(handler), **FAST) as client:
+        done = await client.complete("p")
+        streamed = await client.complete("p", on_token=_noop_token)
+    assert done.text == "SET city=Graz \ufffd\nNOTE The user rows."
+    assert streamed.text == "SET city=Graz \ufffd\nNOTE ok"

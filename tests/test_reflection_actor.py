@@ -152,6 +152,32 @@ async def test_llm_failure_is_failed_outcome(tmp_path):
             assert await profile(sup) == {}
 
 
+async def test_a_transient_failure_is_tried_again_and_a_lasting_one_carried(tmp_path):
+    """The LLM server answering 503 past the client's own retries (3 attempts), then
+    recovering: the reflection is tried again after a pause and writes. A failure that
+    lasts is carried into the session's next reflection, which writes both."""
+    rules = [{"match": "### output", "status": 503, "response": "loading", "times": 3},
+             {"match": "USER: I go rowing on Sundays", "response": "SET sport=rowing\n"},
+             {"match": "USER: I live in Graz", "status": 503, "response": "down"},
+             {"match": "### output", "response": "NONE\n"}]
+    ev = Events()
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with open_supervisor(specs(tmp_path, fake.url), on_cast=ev.on_cast) as sup:
+            await sup.cast("reflection", reflect("a", "I go rowing on Sundays"))
+            (event,) = await ev.wait(1)
+            assert event.outcome == "ok" and event.fact_keys == ["sport"]
+            await sup.cast("reflection", reflect("b", "I live in Graz"))
+            events = await ev.wait(2)
+            assert events[1].outcome == "failed" and "503" in events[1].reason
+            fake.set_rules([{"match": "USER: I live in Graz", "response": "SET city=Graz\n"}])
+            await sup.cast("reflection", reflect("b", "I like tea"))
+            events = await ev.wait(3)
+            assert events[2].outcome == "ok" and events[2].fact_keys == ["city"]
+            assert await profile(sup) == {"sport": "rowing", "city": "Graz"}
+            assert (await metrics_of(sup))["counters"][
+                "agent.memory.reflection.retried"] == 1 + 2
+
+
 async def metrics_of(sup) -> dict:
     from runtime.services.metrics import MetricsRequest
 

@@ -114,3 +114,63 @@ async def test_a_flooding_client_affects_only_itself(tmp_path, reads):
                 await polite.send({"type": "ping"})
                 await polite.wait_for(lambda f: f.get("type") == "pong")
     assert "Traceback" not in d.stderr_path.read_text()
+
+
+KEEPALIVE_WRITES = 60
+"""Writes the keepalive client sends at once while the store's write lock is held."""
+
+
+async def test_a_client_past_its_limit_is_answered_busy_and_its_keepalive_pings_answered(
+        tmp_path):
+    """A client with more requests in flight than ``server.clientInflight`` while the
+    store is slow (another process holds the write lock) gets a ``busy`` answer for each
+    extra request at once, the rest in time, and its keepalive pings are answered all the
+    while: the daemon keeps reading its frames (before, it stopped reading, pings went
+    unanswered, and the client's own keepalive closed the connection)."""
+    import apsw
+
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, RULES) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_websocket_url(d.url) as ws:
+                await ws.send_message(json.dumps({"type": "hello", "token": d.token}))
+                assert json.loads(await ws.get_message())["type"] == "welcome"
+                lock = apsw.Connection(str(state / "memory.sqlite"))
+                lock.execute("BEGIN IMMEDIATE")  # a long writer elsewhere (8 s)
+                answers: dict[str, str] = {}
+                pings = 0
+                try:
+                    for i in range(KEEPALIVE_WRITES):
+                        await ws.send_message(json.dumps({
+                            "type": "memory", "id": f"w{i}", "op": "memory.notes.store",
+                            "args": {"content": f"note {i} about the ferry"}}))
+
+                    async def keepalive() -> None:  # as the websockets library does
+                        nonlocal pings
+                        while True:
+                            with trio.fail_after(2):
+                                await ws.ping()
+                            pings += 1
+                            await trio.sleep(0.5)
+
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(keepalive)
+                        with trio.fail_after(8):
+                            while len(answers) < KEEPALIVE_WRITES - 16:
+                                f = json.loads(await ws.get_message())
+                                answers[f["id"]] = f.get("code") or f["type"]
+                        await trio.sleep(8 - 1)
+                        lock.execute("COMMIT")
+                        with trio.fail_after(30):
+                            while len(answers) < KEEPALIVE_WRITES:
+                                f = json.loads(await ws.get_message())
+                                answers[f["id"]] = f.get("code") or f["type"]
+                        nursery.cancel_scope.cancel()
+                finally:
+                    if lock.in_transaction:
+                        lock.execute("ROLLBACK")
+                    lock.close()
+    codes = sorted(set(answers.values()))
+    assert len(answers) == KEEPALIVE_WRITES and pings >= 10, (pings, codes)
+    assert list(answers.values()).count("busy") == KEEPALIVE_WRITES - 16
+    assert set(codes) <= {"busy", "database_busy", "memory.result"}, codes

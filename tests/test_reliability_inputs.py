@@ -529,8 +529,8 @@ async def _agent_batch(tmp_path: Path, outputs: list[str]) -> dict[str, int]:
                     made = frames[-1]["timings"]["steps"]  # LLM calls of this turn
                     expected_calls += made
                     if frames[-1]["reason"] == "error":
-                        # A raw lone surrogate cannot be carried by the server's JSON
-                        # stream (llama-server sends UTF-8): a typed LLM error ends the turn.
+                        # Only a lone surrogate the LLM client cannot read even as
+                        # U+FFFD (llm.decode_repaired) may end a turn, with a typed error.
                         assert any(_SURROGATE.search(o) for o in turn_outputs), (where, errors)
                         assert errors and "malformed" in errors[-1]["message"], (where, errors)
                         stats["llm_errors"] += 1

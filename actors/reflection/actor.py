@@ -4,7 +4,9 @@ Fire-and-forget: the agent casts ``Reflect`` after the reply is out; nothing wai
 on it. One reflection is in flight per session: a new ``Reflect`` or an
 ``AbortPending`` for the same session cancels the old one (outcome ``aborted``) and its
 exchanges are carried into the session's next reflection (at most :data:`CARRY_MAX`),
-so an interrupted reflection loses nothing; other sessions are untouched;
+so an interrupted reflection loses nothing; other sessions are untouched. A transient
+failure (the memory actor restarting, the LLM server answering 5xx, unreachable or too
+slow) is tried again after :data:`RETRY_DELAYS_S`, then carried the same way;
 ``AbortPending(session=None)`` and shutdown abort all. The session's previous user
 messages (``Reflect.earlier``) are shown to the model as context only.
 
@@ -58,7 +60,8 @@ from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RuntimeFailure
 from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
 from runtime.services.config import ActorBoot
-from runtime.services.llm import LLMError
+from runtime.services.llm import (LLMError, LLMServerError, LLMStreamIncomplete, LLMTimeout,
+                                  LLMUnavailable)
 from runtime.services.metrics import Metrics, MetricsRequest
 
 from .consolidator import Consolidator
@@ -91,9 +94,22 @@ N_PREDICT = 320
 """Token cap of a reflection completion: six lines of ≤ 200 chars is ~300 tokens."""
 CARRY_MAX = 2
 """Interrupted exchanges carried into a session's next reflection, at most."""
+RETRY_DELAYS_S = (1.0, 4.0)
+"""Waits (s) before the reflection is tried again after a transient failure: the memory
+actor restarting (~1 s), the LLM server answering 5xx, unreachable or too slow. After
+the last, the exchanges are carried into the session's next reflection."""
 PARSE_MAX_ITEMS = 6
 """Items parsed before grounding (the grammar's six lines); the per-call caps apply to
 what survives the grounding filter (anchor §4.6 order)."""
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a reflection that failed with ``exc`` may succeed if tried again soon: a
+    peer restarting or unreachable (:class:`~runtime.kernel.errors.RuntimeFailure`,
+    :class:`~runtime.services.llm.LLMUnavailable`), an LLM server error (5xx), a timeout
+    or a stream cut short. A refused or malformed answer (4xx, bad JSON) is not."""
+    return isinstance(exc, (RuntimeFailure, trio.TooSlowError, LLMUnavailable, LLMServerError,
+                            LLMTimeout, LLMStreamIncomplete))
 
 
 class ReflectionActor:
@@ -176,7 +192,12 @@ class ReflectionActor:
         """Cancel the session's in-flight reflection; its exchanges are carried into the
         session's next one (at most :data:`CARRY_MAX`; sessions bounded)."""
         self.in_flight.pop(session).cancel()
-        self.carry[session] = self.running.pop(session, [])[-CARRY_MAX:]
+        self._carry(session, self.running.pop(session, []))
+
+    def _carry(self, session: str, window: list[Reflect]) -> None:
+        """Carry ``window``'s exchanges into the session's next reflection (at most
+        :data:`CARRY_MAX`; sessions bounded, the longest-quiet dropped first)."""
+        self.carry[session] = window[-CARRY_MAX:]
         while len(self.carry) > MAX_TRACKED_SESSIONS:
             del self.carry[next(iter(self.carry))]
 
@@ -193,10 +214,21 @@ class ReflectionActor:
                 if self.cfg.enabled:
                     log.debug("reflection.fired", session=msg.session, turn=msg.turn)
                     written: ApplyResult | None = None
-                    try:
-                        outcome, reason, written = await self._reflect(window)
-                    except (LLMError, RuntimeFailure, trio.TooSlowError) as exc:
-                        outcome, reason = "failed", str(exc)[:200] or type(exc).__name__
+                    for delay in (*RETRY_DELAYS_S, None):
+                        try:
+                            outcome, reason, written = await self._reflect(window)
+                            break
+                        except (LLMError, RuntimeFailure, trio.TooSlowError) as exc:
+                            outcome, reason = "failed", str(exc)[:200] or type(exc).__name__
+                            if not transient(exc):
+                                break
+                            if delay is None:  # still failing: the next turn tries again
+                                self._carry(msg.session, window)
+                                break
+                            self.metrics.inc("agent.memory.reflection.retried")
+                            log.info("reflection.retrying", session=msg.session,
+                                     turn=msg.turn, delay_s=delay, error=reason)
+                            await trio.sleep(delay)
                     recorded = True
                     with trio.CancelScope(shield=True):
                         await self._record(msg, outcome, reason, written,

@@ -48,6 +48,7 @@ from .llm import (
     Props,
     SlotPlan,
     chat_prompt,
+    decode_repaired,
     overflow_error,
     sse_lines,
 )
@@ -277,7 +278,7 @@ class OpenAIBackend:
 
     def _decode(self, data: bytes | str, url: str) -> _OpenAIWire:
         try:
-            return _openai_decoder.decode(data)
+            return decode_repaired(_openai_decoder, data)
         except DECODE_ERRORS as exc:
             raise LLMBadResponse(f"{self.label} {url} body is malformed: {exc}", url=url) from None
 

@@ -43,8 +43,10 @@ import httpx
 import msgspec
 import trio
 
+from runtime.kernel.unicode import repair_json_escapes
+
 __all__ = [
-    "DECODE_ERRORS", "STREAM_CAP_FACTOR", "error_detail", "sse_lines",
+    "DECODE_ERRORS", "STREAM_CAP_FACTOR", "decode_repaired", "error_detail", "sse_lines",
     "LLMError", "LLMUnavailable", "LLMBadResponse", "LLMServerError", "LLMTimeout",
     "LLMContextOverflow", "LLMStreamIncomplete", "overflow_error",
     "Props", "Completion", "LlamaClient", "SlotPlan", "check_slot",
@@ -61,6 +63,21 @@ STREAM_CAP_FACTOR = 4
 absolute stream cap; the idle budget between events is ``timeout_s`` itself)."""
 
 DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
+
+
+def decode_repaired(decoder: Any, data: bytes | str) -> Any:
+    """``decoder.decode(data)``; a body msgspec refuses only for a lone surrogate escape
+    (``"\\ud83d"`` without its pair: a model that emitted half an emoji) is decoded again
+    with each such escape read as U+FFFD (:func:`runtime.kernel.unicode.repair_json_escapes`),
+    so one bad character costs that character, not the whole completion. Raises what
+    ``decoder.decode`` raises otherwise (:data:`DECODE_ERRORS`)."""
+    try:
+        return decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        if "surrogate" not in str(exc):
+            raise
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+        return decoder.decode(repair_json_escapes(text))
 """What decoding a hostile JSON body can raise: ``msgspec.DecodeError`` (not JSON, or
 the wrong shape: ``ValidationError`` is a subclass) and ``RecursionError`` (nesting
 deeper than the interpreter's limit, e.g. 3,000 ``[``). Every decoder of a server's
@@ -582,7 +599,7 @@ class LlamaClient:
         if on_token is None:
             response = await self._request("POST", "/completion", payload)
             try:
-                wire = _completion_decoder.decode(response.content)
+                wire = decode_repaired(_completion_decoder, response.content)
             except DECODE_ERRORS as exc:
                 raise LLMBadResponse(f"llama-server /completion body is malformed: {exc}",
                                      url=str(response.url)) from None
@@ -653,7 +670,7 @@ class LlamaClient:
                 if data == "[DONE]":
                     break
                 try:
-                    chunk = _completion_decoder.decode(data)
+                    chunk = decode_repaired(_completion_decoder, data)
                 except DECODE_ERRORS as exc:
                     raise LLMBadResponse(f"{self.label} stream chunk is malformed: {exc}",
                                          url=url) from None

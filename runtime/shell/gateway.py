@@ -11,8 +11,10 @@ Isolation: each client has its own bounded outbound queue (``server.clientQueue`
 frames) drained by its own task; a client that stops reading is dropped when its
 queue is full, never slowing the others. Each client may have at most
 ``server.clientInflight`` requests (turns, memory ops, metrics …) running at once;
-past that the gateway stops reading its frames until one finishes, so a client that
-floods the daemon only waits on itself (TCP backpressure) while others are served.
+past that each further request is answered at once with a ``busy`` error (its ``id``
+echoed) and not run. The gateway never stops reading a client's frames: trio-websocket
+answers pings only while frames are read, so a client whose keepalive pings went
+unanswered while it waited on a slow store was closed by its own keepalive.
 A malformed frame gets one ``error`` to that client only and the connection stays open.
 """
 
@@ -356,9 +358,10 @@ class Gateway:
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               CancelTurn(session=client.session), dict),
-                                      "cancel.result", slots=client.control)
+                                      "cancel.result", slots=client.control, rid=rid)
                 case MemoryFrame():
-                    await self._spawn(nursery, client, self._memory, client, frame)
+                    await self._spawn(nursery, client, self._memory, client, frame,
+                                      rid=frame.id)
                 case Subscribe(channels=channels, id=rid):
                     bad = [c for c in channels if c not in CHANNELS]
                     if bad:
@@ -375,17 +378,17 @@ class Gateway:
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               ListSessions(limit=limit), list),
-                                      "sessions.result")
+                                      "sessions.result", rid=rid)
                 case SessionGetFrame(session=session, messages=count, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               GetSession(session=session, messages=count),
-                                              dict), "session.result")
+                                              dict), "session.result", rid=rid)
                 case SessionDeleteFrame(session=session, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               DeleteSession(session=session), dict),
-                                      "session.deleted")
+                                      "session.deleted", rid=rid)
                 case Ping():
                     client.push({"type": "pong"})
                 case Shutdown():
@@ -395,12 +398,20 @@ class Gateway:
     @staticmethod
     async def _spawn(nursery: trio.Nursery, client: Client,
                      fn: Callable[..., Awaitable[None]], *args: Any,
-                     slots: trio.Semaphore | None = None) -> None:
-        """Start ``fn(*args)`` in ``nursery`` once ``client`` has a free slot (its
-        ``server.clientInflight`` requests, or ``slots``); until then its frames stay
-        unread (module docstring)."""
+                     slots: trio.Semaphore | None = None, rid: Any = None) -> None:
+        """Start ``fn(*args)`` in ``nursery`` when ``client`` has a free slot (its
+        ``server.clientInflight`` requests, or ``slots``); without one, answer the
+        request (``rid``) with ``busy`` and run nothing (module docstring)."""
         sem = slots if slots is not None else client.inflight
-        await sem.acquire()
+        try:
+            sem.acquire_nowait()
+        except trio.WouldBlock:
+            ROOT_METRICS.inc("gateway.refused", {"reason": "inflight"})
+            client.push({"type": "error", "code": "busy", "id": rid,
+                         "message": "too many requests in flight on this connection (the "
+                                    "limit is server.clientInflight); wait for an answer, "
+                                    "then send it again"})
+            return
 
         async def run() -> None:
             try:
