@@ -350,16 +350,24 @@ class LLMConfig(_C):
 
 
 class ServerConfig(_C):
-    """``server``: the websocket gateway (DESIGN §9). maxFrameBytes in bytes;
+    """``server``: the websocket gateway (docs/protocol.md). maxFrameBytes in bytes;
     clientQueue: outbound frames buffered per client before it is dropped as too slow;
-    clientInflight: requests one client may have running at once before the gateway
-    stops reading its frames (a flooding client waits on itself, issue 7).
+    clientInflight: requests one client may have running at once; past that each
+    request is answered ``busy`` (a flooding client waits on itself).
     httpEnabled / httpPort: the OpenAI-compatible HTTP API (``runtime.shell.openai_api``) on
     the same host; httpPort null = port + 1. pingIntervalMs / pingTimeoutMs: every
     connection is pinged at this interval and closed when no pong comes within the
-    timeout (a half-open peer, FC2-11); pingIntervalMs 0 turns pings off."""
+    timeout (a half-open peer, FC2-11); pingIntervalMs 0 turns pings off.
+    allowRemote: a host that is not a loopback address is refused without it (the token
+    would cross the network in clear). handshakeTimeoutMs: a connection that has not
+    finished its websocket upgrade and ``hello`` (or an HTTP request that has not sent its
+    headers and body) within this is closed. maxPendingPerPeer: connections one address
+    may have open before their ``hello`` at once; more are refused (HTTP 429)."""
 
     host: str = "127.0.0.1"
+    allow_remote: bool = False
+    handshake_timeout_ms: Annotated[int, Meta(ge=100, le=600_000)] = 10_000
+    max_pending_per_peer: Annotated[int, Meta(ge=1, le=100_000)] = 16
     port: Annotated[int, Meta(ge=0, le=65535)] = 8765
     allowed_origins: list[str] = msgspec.field(default_factory=list)
     max_frame_bytes: Annotated[int, Meta(ge=1024, le=64 * 1024 * 1024)] = 1024 * 1024

@@ -45,6 +45,7 @@ from runtime.services.llama import EmbeddedLLMError, run_llama_server
 from runtime.services.models import ModelError, resolve_model
 
 from .gateway import Gateway
+from .listen_guard import is_loopback, remote_bind_problem
 from .state import (
     DaemonLock,
     StateError,
@@ -107,6 +108,14 @@ def serve(opts: ServeOptions) -> int:
             cfg.llm.url = opts.llm_url
         if opts.model is not None:
             cfg.llm.model = opts.model
+        problem = remote_bind_problem(cfg.server.host, cfg.server.allow_remote)
+        if problem is not None:
+            return _fail(EXIT_CONFIG, problem)
+        if not is_loopback(cfg.server.host):
+            print(f"atomic-agent: warning: listening on {cfg.server.host} "
+                  "(server.allowRemote): anyone who can reach this address can try the "
+                  "token, and it crosses the network in clear over plain HTTP; prefer "
+                  "127.0.0.1 with an SSH tunnel or a TLS proxy", file=sys.stderr)
         if not _port_free(cfg.server.host, cfg.server.port):
             return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host, cfg.server.port)))
         if cfg.server.http_enabled and not _port_free(cfg.server.host,

@@ -1,11 +1,15 @@
 """The websocket gateway, served by the root process (DESIGN §9).
 
-Security: binds ``127.0.0.1`` by default; a request with a browser ``Origin`` header
-is refused with HTTP 403 unless the origin is allowlisted (cross-site websocket
-hijacking); the first frame must be ``hello`` with the token from ``<state>/token``,
-compared in constant time (``hmac.compare_digest``); a wrong token gets one
-``error`` frame and a close with 1008 (policy violation). Frames above
-``server.maxFrameBytes`` close the connection with 1009 (trio-websocket).
+Security: binds ``127.0.0.1`` by default (another host only with ``server.allowRemote``);
+the upgrade request's ``Host`` must name this machine (421 otherwise: DNS rebinding) and a
+browser ``Origin`` must be allowlisted (403: cross-site websocket hijacking), both checked
+by :mod:`.listen_guard`; one address may have ``server.maxPendingPerPeer`` connections
+waiting for ``hello`` (429 past that), and the upgrade plus ``hello`` must finish within
+``server.handshakeTimeoutMs``. The first frame must be ``hello`` with the token from
+``<state>/token``, compared in constant time (``hmac.compare_digest``); a wrong token is
+slowed and counted (``auth.failed{listener=websocket}``), then gets one ``error`` frame
+and a close with 1008 (policy violation). Frames above ``server.maxFrameBytes`` close the
+connection with 1009 (trio-websocket).
 
 Isolation: each client has its own bounded outbound queue (``server.clientQueue``
 frames) drained by its own task; a client that stops reading is dropped when its
@@ -57,6 +61,7 @@ from runtime.kernel.unicode import encode_repaired
 from runtime.services.config import ServerConfig
 from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_snapshots
 
+from .listen_guard import THROTTLE, host_allowed, origin_allowed
 from .openai_api import TurnEvents
 from .protocol import (
     CHANNELS,
@@ -78,7 +83,6 @@ from .protocol import (
 
 log = structlog.get_logger()
 
-HELLO_TIMEOUT_S = 10.0
 CONTROL_INFLIGHT = 2
 """``cancel`` requests one client may have running besides its in-flight limit."""
 _event_decoder = msgspec.msgpack.Decoder(
@@ -107,6 +111,7 @@ class Client:
         self.dropped = False
         self.close_reason = "too slow: outbound queue full"  # (when dropped)
         self.scope: trio.CancelScope | None = None  # the connection's; cancelled on drop
+        self.peer: str | None = None  # its address while it has not said hello yet
 
     def push(self, frame: dict[str, Any]) -> None:
         """Queue a frame without blocking; a full queue drops this client (slow consumer)."""
@@ -152,6 +157,7 @@ class Gateway:
         self.turn_nursery: trio.Nursery | None = None
         self.connections: set[Client] = set()  # every accepted websocket, until closed
         self.turn_events = TurnEvents()  # turns run by the OpenAI-compatible HTTP API
+        self.pending: dict[str, int] = {}  # connections before hello, by peer address
 
     # ------------------------------------------------------------ actor → clients
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
@@ -218,31 +224,69 @@ class Gateway:
         accepting) does not cut clients off mid-shutdown."""
 
         self.turn_nursery = handler_nursery
+        # connect_timeout bounds the HTTP upgrade: a peer that never finishes it held a
+        # file descriptor for trio-websocket's default 60 s.
         await serve_websocket(
             self._handle, self.cfg.host, self.cfg.port, None, handler_nursery=handler_nursery,
-            max_message_size=self.cfg.max_frame_bytes, task_status=task_status)
+            max_message_size=self.cfg.max_frame_bytes,
+            connect_timeout=self.cfg.handshake_timeout_ms / 1000, task_status=task_status)
 
-    def _origin_allowed(self, request: WebSocketRequest) -> bool:
-        for name, value in request.headers:
-            if name.lower() == b"origin":
-                return value.decode(errors="replace") in self.cfg.allowed_origins
-        return True
+    def _refusal(self, request: WebSocketRequest) -> tuple[int, str, str] | None:
+        """``(status, reason, body)`` when the upgrade request must be refused
+        (:mod:`.listen_guard`), else None."""
+        headers = {name.lower(): value for name, value in request.headers}
+        # wsproto keeps Host out of the extra headers, on the handshake event itself.
+        host = getattr(getattr(request, "_event", None), "host", None) or headers.get(b"host")
+        if not host_allowed(host, self.cfg.host, self.cfg.allow_remote):
+            return 421, "host", "Host header not allowed (localhost or server.host only)"
+        if not origin_allowed(headers.get(b"origin"), self.cfg.allowed_origins):
+            return 403, "origin", "origin not allowed (server.allowedOrigins)"
+        return None
 
     async def _handle(self, request: WebSocketRequest) -> None:
         if not self.accepting:
             await request.reject(503, body=b"shutting down")
             return
-        if not self._origin_allowed(request):
-            log.warning("gateway.origin_refused")
-            await request.reject(403, body=b"origin not allowed")
+        refused = self._refusal(request)
+        if refused is not None:
+            status, reason, body = refused
+            log.warning("gateway.refused", reason=reason)
+            ROOT_METRICS.inc("gateway.refused", {"reason": reason})
+            await request.reject(status, body=body.encode())
             return
-        ws = await request.accept()
+        peer = str(getattr(request.remote, "address", request.remote))
+        if self.pending.get(peer, 0) >= self.cfg.max_pending_per_peer:
+            ROOT_METRICS.inc("gateway.refused", {"reason": "pending_per_peer"})
+            log.warning("gateway.refused", reason="pending_per_peer", peer=peer,
+                        pending=self.pending[peer])
+            await request.reject(429, body=b"too many connections from this address waiting "
+                                            b"for hello (server.maxPendingPerPeer)")
+            return
+        self.pending[peer] = self.pending.get(peer, 0) + 1
+        try:
+            ws = await request.accept()
+        except BaseException:
+            self._settled(peer)
+            raise
         client = Client(ws, self.cfg.client_queue, next(self._ids), self.cfg.client_inflight)
+        client.peer = peer
         self.connections.add(client)
         try:
             await self._serve_connection(client)
         finally:
             self.connections.discard(client)
+            self._settled(client.peer)
+            client.peer = None
+
+    def _settled(self, peer: str | None) -> None:
+        """A connection from ``peer`` said hello or went away: one fewer pending."""
+        if peer is None:
+            return
+        left = self.pending.get(peer, 1) - 1
+        if left > 0:
+            self.pending[peer] = left
+        else:
+            self.pending.pop(peer, None)
 
     async def _serve_connection(self, client: Client) -> None:
         ws = client.ws
@@ -252,7 +296,10 @@ class Gateway:
                 nursery.start_soon(self._pump, client, nursery.cancel_scope)
                 if self.cfg.ping_interval_ms:
                     nursery.start_soon(self._heartbeat, client)
-                if await self._authenticate(client):
+                authenticated = await self._authenticate(client)
+                self._settled(client.peer)
+                client.peer = None
+                if authenticated:
                     self.clients.add(client)
                     await self._serve_client(client, nursery)
                 nursery.cancel_scope.cancel()
@@ -300,7 +347,7 @@ class Gateway:
         scope.cancel()
 
     async def _authenticate(self, client: Client) -> bool:
-        with trio.move_on_after(HELLO_TIMEOUT_S):
+        with trio.move_on_after(self.cfg.handshake_timeout_ms / 1000):
             raw = await client.ws.get_message()
             try:
                 frame = decode_frame(raw)
@@ -313,6 +360,8 @@ class Gateway:
                                    + (f" ({reason})" if frame is None else ""))
                 return False
             if not hmac.compare_digest(frame.token.encode(), self.token):
+                log.warning("gateway.auth_failed", client=client.id)
+                await THROTTLE.failed("websocket")  # slowed, one at a time (listen_guard)
                 await self._refuse(client, "unauthorized", "wrong token")
                 return False
             try:
@@ -329,7 +378,10 @@ class Gateway:
             client.push({"type": "welcome", "session": client.session, "version": PROTOCOL_VERSION,
                          "created": info["created"]})
             return True
-        await self._refuse(client, "hello_required", "no hello within 10 s")
+        ROOT_METRICS.inc("gateway.closed", {"reason": "hello_timeout"})
+        await self._refuse(client, "hello_required", "no hello within "
+                           f"{self.cfg.handshake_timeout_ms / 1000:g} s "
+                           "(server.handshakeTimeoutMs)")
         return False
 
     async def _refuse(self, client: Client, code: str, message: str) -> None:

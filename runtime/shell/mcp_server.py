@@ -39,9 +39,10 @@ checks them again.
 
 HTTP security (``--http``): binds ``127.0.0.1`` unless ``--host`` says otherwise;
 every request needs ``Authorization: Bearer <token>`` with the daemon's token
-(``<state>/token``, compared in constant time); the ``Host`` header must name
-localhost (DNS rebinding) and a browser ``Origin`` is refused (403) unless it is in
-``server.allowedOrigins``, as for the websocket gateway.
+(``<state>/token``, compared in constant time; a wrong one is slowed and counted); the
+``Host`` header must name localhost (421: DNS rebinding) and a browser ``Origin`` is
+refused (403) unless it is in ``server.allowedOrigins`` — the same checks, case-insensitive,
+as the websocket gateway and the OpenAI API (:mod:`.listen_guard`).
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from pydantic import Field, ValidationError
 
 from .client import ClientError
 from .daemon_link import DaemonLink
+from .listen_guard import THROTTLE, host_allowed, origin_allowed
 
 log = structlog.get_logger()
 
@@ -236,21 +238,38 @@ def _version() -> str:
 
 
 class BearerGuard:
-    """ASGI middleware: a request without ``Authorization: Bearer <token>`` gets 401
-    (the token compared in constant time); lifespan events pass through."""
+    """ASGI middleware, the same checks as the daemon's other listeners
+    (:mod:`.listen_guard`): a ``Host`` that does not name this machine gets 421, a browser
+    ``Origin`` not in ``allowed_origins`` 403 (both case-insensitive), a request without
+    ``Authorization: Bearer <token>`` 401 after a pause, counted as
+    ``auth.failed{listener=mcp}`` (the token compared in constant time); lifespan events
+    pass through."""
 
-    def __init__(self, app: Any, token: str) -> None:
+    def __init__(self, app: Any, token: str, host: str = "127.0.0.1",
+                 allowed_origins: list[str] | None = None) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode()
+        self.host = host
+        self.allowed_origins = list(allowed_origins or [])
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
-            got = dict(scope.get("headers") or []).get(b"authorization", b"")
-            if not hmac.compare_digest(got, self.expected):
-                body = b'{"error":"unauthorized: send Authorization: Bearer <the daemon token>"}'
-                await send({"type": "http.response.start", "status": 401, "headers": [
+            headers = {k.lower(): v for k, v in scope.get("headers") or []}
+            refused: tuple[int, bytes] | None = None
+            if not host_allowed(headers.get(b"host"), self.host):
+                refused = 421, b'{"error":"Host header not allowed (localhost only)"}'
+            elif not origin_allowed(headers.get(b"origin"), self.allowed_origins):
+                refused = 403, b'{"error":"origin not allowed (server.allowedOrigins)"}'
+            elif not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+                await THROTTLE.failed("mcp")
+                refused = 401, (b'{"error":"unauthorized: send Authorization: Bearer '
+                                b'<the daemon token>"}')
+            if refused is not None:
+                status, body = refused
+                await send({"type": "http.response.start", "status": status, "headers": [
                     (b"content-type", b"application/json"),
-                    (b"www-authenticate", b'Bearer realm="atomic-agent"')]})
+                    *([(b"www-authenticate", b'Bearer realm="atomic-agent"')]
+                      if status == 401 else [])]})
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
@@ -278,11 +297,11 @@ async def serve_http(link: DaemonLink, *, host: str, port: int, token: str,
     from hypercorn.trio import serve
 
     server = build_server(link)
-    security = TransportSecuritySettings(
-        enable_dns_rebinding_protection=True,
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", f"{host}:*"],
-        allowed_origins=list(allowed_origins))
-    app = BearerGuard(server.streamable_http_app(transport_security=security, host=host), token)
+    # Host and Origin are checked by BearerGuard, case-insensitively, as on the daemon's
+    # other listeners (the SDK's own check compares them byte for byte).
+    security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    app = BearerGuard(server.streamable_http_app(transport_security=security, host=host), token,
+                      host, allowed_origins)
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None

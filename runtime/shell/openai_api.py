@@ -45,6 +45,8 @@ from actors.agent.messages import OpenSession, RunTurn, TurnResult
 from actors.agent.sessions import valid_session_id
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 
+from .listen_guard import THROTTLE, host_allowed, origin_allowed
+
 log = structlog.get_logger()
 
 MODEL_ID = "atomic-agent"
@@ -150,7 +152,7 @@ class OpenAIApi:
             return
         headers = {k.lower(): v for k, v in scope.get("headers") or []}
         try:
-            self._check_access(headers)
+            await self._check_access(headers)
             path, method = scope["path"].rstrip("/"), scope["method"]
             if path == "/v1/models" and method == "GET":
                 await _json(send, 200, {"object": "list", "data": [self._model()]})
@@ -167,18 +169,27 @@ class OpenAIApi:
         except ApiError as exc:
             extra = [(b"www-authenticate", b'Bearer realm="atomic-agent"')] \
                 if exc.status == 401 else []
-            if exc.status == 413:  # the rest of the body is not read: this connection ends
+            if exc.status in (408, 413):  # the rest of the body is not read: the connection ends
                 extra.append((b"connection", b"close"))
             await _json(send, exc.status, exc.body(), extra)
 
     # ------------------------------------------------------------------ checks
-    def _check_access(self, headers: dict[bytes, bytes]) -> None:
+    async def _check_access(self, headers: dict[bytes, bytes]) -> None:
+        """Host, Origin (:mod:`.listen_guard`) and the token; a wrong token is slowed and
+        counted (``auth.failed{listener=openai_api}``). Raises ApiError (421, 403, 401)."""
+        if not host_allowed(headers.get(b"host"), self.cfg.host, self.cfg.allow_remote):
+            log.warning("openai_api.host_refused")
+            raise ApiError(421, "misdirected_request", "Host header not allowed (localhost "
+                                                       "or server.host only)")
         origin = headers.get(b"origin")
-        if origin is not None and origin.decode(errors="replace") not in self.cfg.allowed_origins:
-            log.warning("openai_api.origin_refused", origin=origin.decode(errors="replace")[:200])
+        if not origin_allowed(origin, self.cfg.allowed_origins):
+            log.warning("openai_api.origin_refused",
+                        origin=(origin or b"").decode(errors="replace")[:200])
             raise ApiError(403, "origin_not_allowed", "browser origin not allowed "
                                                       "(server.allowedOrigins)")
         if not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+            log.warning("openai_api.auth_failed")
+            await THROTTLE.failed("openai_api")
             raise ApiError(401, "invalid_api_key", "send the daemon token as the API key "
                                                    "(Authorization: Bearer <token>; the token "
                                                    "is in <state>/token)",
@@ -189,8 +200,15 @@ class OpenAIApi:
         chunks: list[bytes] = []
         size = 0
         more = True
+        # A client that announces a body and never sends it is let go, not held.
+        deadline = trio.current_time() + self.cfg.handshake_timeout_ms / 1000
         while more:
-            message = await receive()
+            with trio.move_on_at(deadline) as waited:
+                message = await receive()
+            if waited.cancelled_caught:
+                raise ApiError(408, "request_timeout", "the request body did not arrive within "
+                               f"{self.cfg.handshake_timeout_ms / 1000:g} s "
+                               "(server.handshakeTimeoutMs)")
             if message["type"] == "http.disconnect":
                 raise ApiError(400, "disconnected", "the client went away")
             chunk = message.get("body", b"")
