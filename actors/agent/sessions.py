@@ -98,6 +98,8 @@ class SessionStore:
             self.conn.setbusytimeout(5000)
             self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
             self.conn.execute("PRAGMA synchronous = NORMAL")
+            # the log's file is cut back to 4 MiB whenever it starts over
+            self.conn.execute("PRAGMA journal_size_limit = 4194304").fetchall()
             self._migrate()
         except (apsw.NotADBError, apsw.CorruptError) as exc:
             raise SessionsError("database_corrupt",

@@ -49,6 +49,7 @@ from .errors import ValidationError as _Invalid
 from .files import EXPORTS_DIR, FileRoom
 from .forgetting import apply_forget, restates
 from .staleness import archive_stale
+from .wal import IDLE_CHECKPOINT_S, idle_checkpoint, wal_state
 from .fts import content_key
 from .hybrid import hybrid_recall
 from .lessons import LessonStore
@@ -234,11 +235,15 @@ class MemoryActor:
         self.embed_backend = "backfill" if self.cfg.embeddings.enabled else ""
         # Export, backup and import touch files in <state>/exports/ only (.files).
         self.files = FileRoom(boot.path / EXPORTS_DIR)
+        self.db_path = boot.path / "memory.sqlite"
+        self.last_write = time.monotonic()  # the idle checkpoint waits for a quiet spell
+        self.last_checkpoint: dict[str, int] | None = None
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` on the worker thread; a lock held past the busy timeout becomes
         DatabaseBusy (code ``database_busy``): a visible, retryable failure for this
         request only, never a crash and never a silent drop (field case BC-06)."""
+        self.last_write = time.monotonic()
         try:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
         except apsw.BusyError as exc:
@@ -675,7 +680,30 @@ class MemoryActor:
         out["embeddings"] = {**self.query_embedder.status(), **out["embeddings"]}
         out["quarantinedFile"] = self.quarantined
         out["lastStorageError"] = self.last_storage_error
+        out["wal"] = wal_state(self.db_path, self.last_checkpoint)
         return out
+
+    async def keep_wal_small(self) -> None:
+        """Every :data:`.wal.IDLE_CHECKPOINT_S` without a write, checkpoint the WAL and
+        truncate it when nothing holds it back (:func:`.wal.idle_checkpoint`); what a
+        reader held back is logged once per episode and shown by ``memory stats``."""
+        while True:
+            await trio.sleep(IDLE_CHECKPOINT_S)
+            if time.monotonic() - self.last_write < IDLE_CHECKPOINT_S:
+                continue
+            try:
+                result = await self._db(idle_checkpoint, self.conn)
+            except (MemoryFailure, apsw.Error) as exc:
+                log.warning("memory.checkpoint_failed", error=str(exc))
+                continue
+            held = result["frames"] - result["copied"]
+            was_held = bool(self.last_checkpoint) and (
+                self.last_checkpoint["frames"] > self.last_checkpoint["copied"])
+            if held > 0 and not was_held:
+                log.warning("memory.wal_held_back", frames=held,
+                            holders=wal_state(self.db_path, result)["heldBackBy"])
+            self.last_checkpoint = result
+            self.last_write = time.monotonic()  # until the next write, once per idle spell
 
     async def attach_embedder(self) -> None:
         """Attach the query embedder (background); once attached, warn once about the
@@ -728,6 +756,7 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
         # ``ctx.nursery`` is not set until this yields: the embedder attaches in our own.
         async with trio.open_nursery() as nursery:
             nursery.start_soon(actor.attach_embedder)
+            nursery.start_soon(actor.keep_wal_small)
             try:
                 yield actor
             finally:

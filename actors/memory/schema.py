@@ -36,6 +36,7 @@ from runtime.services.sqlite_files import connect
 from .clock import CLOCK
 from .errors import DatabaseCorrupt, SchemaTooNew
 from .fts import index_text
+from .wal import WAL_SIZE_LIMIT
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -333,7 +334,7 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
     """Open (or create) the memory database at ``path`` and return the connection.
 
     Connection settings (DESIGN §4, field cases BC-06/BC-07): ``journal_mode=WAL``,
-    ``synchronous=NORMAL``, busy timeout :data:`BUSY_TIMEOUT_MS` (5000 ms),
+    ``synchronous=NORMAL``, ``journal_size_limit`` :data:`.wal.WAL_SIZE_LIMIT`, busy timeout :data:`BUSY_TIMEOUT_MS` (5000 ms),
     ``foreign_keys=ON`` (vector/link cascades), ``recursive_triggers=ON`` (so that
     ``INSERT OR REPLACE`` fires the FTS delete trigger), and the ``aa_index_text`` SQL
     function. With ``apply_migrations`` (default) the schema is brought to
@@ -354,6 +355,8 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
         register_functions(conn)
         conn.execute("PRAGMA journal_mode = WAL").fetchall()
         conn.execute("PRAGMA synchronous = NORMAL")
+        # Whenever the log starts over, its file is cut back to this size (.wal).
+        conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}").fetchall()
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA recursive_triggers = ON")
         # Sorts and temporary indexes in memory, not in a temp file that a small /tmp

@@ -87,12 +87,18 @@ def _fail(code: int, message: str) -> int:
 
 def serve(opts: ServeOptions) -> int:
     """Run the daemon until shutdown; return the process exit code (never raises)."""
+    os.umask(0o077)  # every file and folder the daemon and its actors create is private
     try:
         ensure_state_dir(opts.state_dir)
         lock = DaemonLock(opts.state_dir)
         lock.acquire()
     except StateError as exc:
         return _fail(EXIT_CONFIG if exc.code != "already_running" else EXIT_FAILED, exc.message)
+    try:
+        token = load_or_create_token(opts.state_dir)
+    except StateError as exc:
+        lock.release()
+        return _fail(EXIT_CONFIG, exc.message)
     try:
         try:
             cfg = load_config(opts.state_dir)
@@ -126,7 +132,7 @@ def serve(opts: ServeOptions) -> int:
                        level=opts.log_level or cfg.logging.level)
         forked = _fork_actors(opts, cfg, lock)
         try:
-            return trio.run(_serve, opts, cfg, forked)
+            return trio.run(_serve, opts, cfg, forked, token)
         except KeyboardInterrupt:
             return EXIT_OK
         finally:
@@ -174,9 +180,8 @@ def _embedder_desc(cfg: Config) -> str | None:
     return f"{emb.model} ({emb.provider})" if emb.enabled else None
 
 async def _serve(opts: ServeOptions, cfg: Config,
-                 forked: dict[str, tuple[ForkedProcess, socket.socket]]) -> int:
+                 forked: dict[str, tuple[ForkedProcess, socket.socket]], token: str) -> int:
     t0 = time.monotonic()
-    token = load_or_create_token(opts.state_dir)
     shutdown = trio.Event()
     try:
         async with trio.open_nursery() as root:

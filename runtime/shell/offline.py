@@ -24,7 +24,7 @@ from actors.memory.tools import run_op
 from runtime.services.config import Config
 
 from .client import ClientError
-from .state import StateError, check_writable, ensure_state_dir
+from .state import StateError, check_writable, ensure_state_dir, tighten
 
 
 def _storage_error(exc: apsw.Error, path: Path) -> ClientError:
@@ -60,6 +60,7 @@ class OfflineMemory:
                 # read-only state dir instead of failing inside SQLite.
                 check_writable(self.path.parent)
                 self._conn = open_database(str(self.path))
+                tighten(self.path.parent)  # a file SQLite just made follows the umask
             except StateError as exc:
                 raise ClientError(exc.code, exc.message) from None
             except MemoryFailure as exc:

@@ -8,10 +8,13 @@ user state dir (``~/.local/state/atomic-agent`` on Linux). Contents:
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
 import secrets
+import stat
+import sys
 from pathlib import Path
 
 import platformdirs
@@ -36,16 +39,70 @@ def resolve_state_dir(cli_value: str | None = None) -> Path:
     return Path(platformdirs.user_state_dir("atomic-agent"))
 
 
+PRIVATE_FILES = ("memory.sqlite", "memory.sqlite-wal", "memory.sqlite-shm",
+                 "sessions.sqlite", "sessions.sqlite-wal", "sessions.sqlite-shm",
+                 "daemon.json", "config.json", "token", "daemon.lock")
+"""The state directory's own files: made 0600 where a looser mode is found."""
+TOKEN_MIN_CHARS = 22
+"""Shortest token accepted: 22 URL-safe base64 characters hold 128 bits."""
+
+
 def ensure_state_dir(path: Path) -> Path:
-    """Create ``path`` (0700) and ``logs/``; StateError(code="state_dir_unwritable")."""
+    """Create ``path`` and ``logs/`` (0700), or tighten them to 0700 and the state files
+    (:data:`PRIVATE_FILES`, ``logs/*``) to 0600: memory is private, and a directory made
+    0755 by hand would otherwise let every local user read it. Raises StateError:
+    ``state_dir_unwritable``; ``state_dir_unsafe`` when ``logs`` or one of those files is a
+    symbolic link or not a regular file (the daemon would write through it)."""
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        (path / "logs").mkdir(exist_ok=True)
+        _private(path, 0o700)
+        logs = path / "logs"
+        try:
+            logs.mkdir(mode=0o700)
+        except FileExistsError:
+            pass
+        _checked(logs, directory=True)
+        _private(logs, 0o700)
+        for name in PRIVATE_FILES:
+            _checked(path / name)
+        for entry in logs.iterdir():
+            _checked(entry)
     except OSError as exc:
         raise StateError("state_dir_unwritable",
                          f"state directory {path} is not writable: {exc.strerror}") from None
     check_writable(path)
     return path
+
+
+def tighten(path: Path) -> None:
+    """Make the state files of ``path`` that exist (:data:`PRIVATE_FILES`) 0600; links
+    and other entries are left alone (:func:`ensure_state_dir` refuses them)."""
+    for name in PRIVATE_FILES:
+        with contextlib.suppress(OSError):
+            if stat.S_ISREG(os.lstat(path / name).st_mode):
+                _private(path / name, 0o600)
+
+
+def _private(path: Path, mode: int) -> None:
+    st = os.lstat(path)
+    if st.st_mode & 0o077 and st.st_uid == os.geteuid():
+        os.chmod(path, mode)
+
+
+def _checked(path: Path, *, directory: bool = False) -> None:
+    """Refuse a link or the wrong kind of entry at ``path``; make a file there 0600."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    kind_ok = stat.S_ISDIR(st.st_mode) if directory else stat.S_ISREG(st.st_mode)
+    if stat.S_ISLNK(st.st_mode) or not kind_ok:
+        what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else (
+            "not a folder" if directory else "not a regular file")
+        raise StateError("state_dir_unsafe", f"{path} is {what}; the daemon will not write "
+                                             "through it: remove or replace it")
+    if not directory:
+        _private(path, 0o600)
 
 
 def check_writable(path: Path) -> None:
@@ -115,33 +172,79 @@ def lock_is_free(state_dir: Path) -> bool:
 
 
 def load_or_create_token(state_dir: Path) -> str:
-    """Return the client token from ``<state>/token``, creating it (0600) on first use.
+    """Return the client token from ``<state>/token``, creating it on first use: 32 random
+    bytes, URL-safe base64 (``secrets.token_urlsafe``), written to a private temporary file
+    and renamed into place (never half-written). A token file readable by others is
+    tightened back to 0600; an empty one (a write cut short) is replaced, with a warning
+    on stderr.
 
-    The token is 32 random bytes, URL-safe base64 (``secrets.token_urlsafe``). A token
-    file readable by others is tightened back to 0600.
+    Raises StateError ``token_invalid`` (one line): the token is a link, a folder, a FIFO
+    or a device (opened without following links, without blocking), cannot be read, is
+    not text, or is shorter than :data:`TOKEN_MIN_CHARS` characters (128 bits).
     """
     path = state_dir / "token"
     try:
-        token = path.read_text().strip()
-        if token:
-            if path.stat().st_mode & 0o077:
-                path.chmod(0o600)
-            return token
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except FileNotFoundError:
-        pass
-    token = secrets.token_urlsafe(32)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    path.chmod(0o600)
+        return _write_token(path)
+    except OSError as exc:
+        raise StateError("token_invalid", f"cannot read the token {path}: "
+                                          f"{'it is a symbolic link' if exc.errno == 40 else exc.strerror}; "
+                                          "remove it and a new one is made") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise StateError("token_invalid", f"the token {path} is not a regular file; "
+                                              "remove it and a new one is made")
+        raw = os.read(fd, 4096)
+    finally:
+        os.close(fd)
+    try:
+        token = raw.decode("ascii").strip()
+    except UnicodeDecodeError:
+        raise StateError("token_invalid", f"the token {path} is not text; remove it and a "
+                                          "new one is made") from None
+    if not token:
+        print(f"atomic-agent: warning: the token {path} was empty; a new one is made",
+              file=sys.stderr)
+        return _write_token(path)
+    if len(token) < TOKEN_MIN_CHARS:
+        raise StateError("token_invalid", f"the token in {path} is too short ({len(token)} "
+                                          f"characters; at least {TOKEN_MIN_CHARS}, 128 bits): "
+                                          "remove it and a new one is made")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o600)
     return token
 
 
+def _write_token(path: Path) -> str:
+    token = secrets.token_urlsafe(32)
+    _write_private(path, (token + "\n").encode())
+    return token
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to a fresh private (0600) file beside ``path`` (created with
+    ``O_EXCL | O_NOFOLLOW``: a planted link is never followed), then rename it onto
+    ``path``."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
 def write_daemon_info(state_dir: Path, info: dict) -> None:
-    """Atomically write ``daemon.json`` (url, pid, tokenFile …) for client commands."""
-    tmp = state_dir / "daemon.json.tmp"
-    tmp.write_text(json.dumps(info))
-    os.replace(tmp, state_dir / "daemon.json")
+    """Atomically write ``daemon.json`` (url, pid, tokenFile …) for client commands,
+    through a private temporary file (:func:`_write_private`)."""
+    _write_private(state_dir / "daemon.json", json.dumps(info).encode())
 
 
 def read_daemon_info(state_dir: Path) -> dict | None:
