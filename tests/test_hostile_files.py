@@ -144,3 +144,51 @@ def test_the_file_room_reads_regular_files_within_the_limit(tmp_path):
         (tmp_path / "exports" / "ok.jsonl").resolve()
     with pytest.raises(ValidationError, match="not a regular file"):
         FileRoom(None).read("/dev/null")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def poison_frames() -> list[tuple[str, dict]]:
+    """Every op with each of its arguments set to hostile values of every JSON kind."""
+    from actors.memory.tools import OPS
+
+    values = ["\x00", "a\x00b", "x" * 10_000, "\ud800", "..", " \u200b" * 10, "",
+              -1, 0, 2**62, 1.5e308, True, None, [], [[["deep"]]], {"a": {"b": 1}}]
+    frames = []
+    for op, spec in OPS.items():
+        for field in spec.args.__struct_fields__:
+            for value in values:
+                frames.append((op, {_camel(field): value}))
+    return frames
+
+
+POISON_FRAMES = len(poison_frames())
+"""Memory frames the poison test sends (every op × argument × hostile value)."""
+
+
+async def test_poison_frames_of_every_kind_never_crash_the_memory_actor(tmp_path):
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.memory("memory.notes.store", {"content": "The user keeps bees"})
+                codes: dict[str, int] = {}
+                for op, args in poison_frames():
+                    with trio.fail_after(10):
+                        try:
+                            await c.memory(op, args)
+                            code = "ok"
+                        except ClientError as exc:
+                            code = exc.code
+                    codes[code] = codes.get(code, 0) + 1
+                    assert code != "internal_error", (op, args)
+                metrics = await c.request({"type": "metrics"}, "metrics.result")
+            async with open_client(url=d.url, token=d.token) as fresh:  # the next client
+                notes = await fresh.memory("memory.notes.list", {})
+    assert metrics["restarts"] == 0, codes
+    assert "The user keeps bees" in [n["content"] for n in notes]
+    assert sum(codes.values()) == POISON_FRAMES >= 100
+    assert "Traceback" not in d.stderr_path.read_text()
