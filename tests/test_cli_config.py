@@ -66,3 +66,15 @@ async def test_show_while_the_daemon_runs_prints_what_it_uses(tmp_path):
         got = cli(state, "get", "agent.maxSteps")
         assert got.stdout == "6\n"
         assert "the running daemon uses 4 until it restarts" in got.stderr
+
+
+def test_a_config_written_with_a_byte_order_mark_is_read(tmp_path):
+    """Windows editors save UTF-8 with a BOM; the file is read as the JSON it holds."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_bytes(b"\xef\xbb\xbf" + json.dumps(
+        {"server": {"port": 9123}}).encode())
+    done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
+                           "config", "get", "server.port"], capture_output=True, text=True,
+                          cwd=REPO, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "9123", done.stderr

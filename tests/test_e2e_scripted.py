@@ -185,7 +185,21 @@ async def test_oversized_frame_closes_only_that_client(tmp_path):
                                 await c.ws.get_message()
                         except ConnectionClosed as exc:
                             assert exc.reason.code == 1009
+                # a client whose TCP connection just goes away (no close frame)
+                stream = await trio.open_tcp_stream("127.0.0.1", int(d.url.rsplit(":", 1)[1]))
+                await stream.send_all(
+                    b"GET / HTTP/1.1\r\nHost: localhost\r\nUpgrade: websocket\r\n"
+                    b"Connection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+                    b"Sec-WebSocket-Version: 13\r\n\r\n")
+                with trio.fail_after(10):
+                    assert b" 101 " in await stream.receive_some(4096)
+                await stream.aclose()
                 assert (await bystander.request({"type": "ping"}, "pong"))["type"] == "pong"
+                await trio.sleep(0.5)
+                metrics = await bystander.request({"type": "metrics"}, "metrics.result")
+    # both are logged and counted, by reason
+    assert metrics["counters"]["gateway.closed{reason=frame_too_large}"] == 1
+    assert metrics["counters"]["gateway.closed{reason=abrupt}"] == 1
 
 
 async def test_a_client_that_never_reads_is_dropped_and_others_are_unaffected(tmp_path):

@@ -56,7 +56,8 @@ def test_note_wire_shape_is_camel_case():
     assert {"workingDir", "createdAt", "updatedAt"} <= set(encoded)
 
 
-@pytest.mark.parametrize("content", ["", "   ", "\n\t", "x" * 4001, None, 5])
+@pytest.mark.parametrize("content", ["", "   ", "\n\t", "x" * 4001, None, 5,
+                                     "\u200b" * 10, "\ufeff \u2060\u200d", "\x00\x07"])
 def test_invalid_content(store, content):
     with pytest.raises(ValidationError) as info:
         store.store(content)
@@ -75,7 +76,8 @@ def test_custom_max_content_chars(conn):
 
 
 @pytest.mark.parametrize(
-    "tags", [[f"t{i}" for i in range(17)], [""], ["  "], ["x" * 41], "food", [1], ({"a"},)]
+    "tags", [[f"t{i}" for i in range(17)], [""], ["  "], ["\u200b\u200b"], ["x" * 41], "food",
+             [1], ({"a"},)]
 )
 def test_invalid_tags(store, tags):
     with pytest.raises(ValidationError) as info:

@@ -4,6 +4,7 @@ token one line, and a WAL that an outside reader cannot grow without bound."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
@@ -111,3 +112,15 @@ def test_an_outside_reader_holds_the_wal_back_until_it_leaves(tmp_path):
     assert limit == WAL_SIZE_LIMIT
     conn.close()
     reader.close()
+
+
+def test_a_recycled_pid_in_daemon_json_reads_as_not_running(tmp_path):
+    """After a crash, daemon.json may name a pid another program now has: nobody holds
+    the daemon's lock, so the CLI says "not running" (exit 3), not "cannot connect"."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "daemon.json").write_text(json.dumps({
+        "url": "ws://127.0.0.1:9", "pid": os.getpid(), "tokenFile": str(state / "token")}))
+    done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
+                           "stop"], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert done.returncode == 3 and "no atomic-agent daemon is running" in done.stderr

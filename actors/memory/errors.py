@@ -20,6 +20,8 @@ Error texts never contain stored memory content, only field names, limits and id
 
 from __future__ import annotations
 
+import unicodedata
+
 import apsw
 
 from .clock import CLOCK
@@ -32,12 +34,22 @@ __all__ = [
     "DatabaseCorrupt",
     "DatabaseBusy",
     "StorageFailure",
+    "OpFailed",
+    "blank",
     "now_ms",
     "require_int",
     "require_positive_id",
     "optional_text",
     "string_list",
 ]
+
+
+def blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: only whitespace, invisible format characters
+    (Unicode category Cf: zero-width space and joiners, the byte order mark, word joiner)
+    and control characters. "Ten zero-width spaces" is as empty as "" to a reader, so a
+    note, fact value or tag made of them is refused like an empty one."""
+    return all(ch.isspace() or unicodedata.category(ch) in ("Cf", "Cc") for ch in text)
 
 
 class MemoryFailure(Exception):
@@ -283,7 +295,7 @@ def string_list(
         if not isinstance(item, str):
             raise ValidationError(field, "every entry must be a string")
         item = item.strip().lower() if lower else item.strip()
-        if not item:
+        if blank(item):
             raise ValidationError(field, "entries must not be empty")
         if len(item) > max_chars:
             raise ValidationError(field, f"each entry must be at most {max_chars} chars")

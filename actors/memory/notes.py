@@ -32,6 +32,7 @@ from .corrections import link_correction, newest_first
 from .dedup import NEAR_THRESHOLD, near_match
 from .errors import (
     ValidationError,
+    blank,
     optional_text,
     require_int,
     require_positive_id,
@@ -114,8 +115,8 @@ def validate_content(content: object, max_chars: int = MAX_CONTENT_CHARS) -> str
     if not isinstance(content, str):
         raise ValidationError("content", "must be a string")
     content = content.strip()
-    if not content:
-        raise ValidationError("content", "must not be empty")
+    if blank(content):
+        raise ValidationError("content", "must not be empty (nothing visible)")
     if len(content) > max_chars:
         raise ValidationError(
             "content", f"must be at most {max_chars} chars (got {len(content)})"

@@ -25,7 +25,7 @@ import apsw
 import msgspec
 
 from .dates import TIMEZONE_KEYS, resolve_zone
-from .errors import ValidationError, require_positive_id, string_list
+from .errors import ValidationError, blank, require_positive_id, string_list
 from .errors import now_ms as _now
 from .schema import write_txn
 
@@ -139,8 +139,8 @@ def validate_value(value: object) -> str:
     """
     if not isinstance(value, str):
         raise ValidationError("value", "must be a string")
-    if not value.strip():
-        raise ValidationError("value", "must not be empty")
+    if blank(value):
+        raise ValidationError("value", "must not be empty (nothing visible)")
     if len(value) > PROFILE_VALUE_MAX_LENGTH:
         raise ValidationError(
             "value", f"must be at most {PROFILE_VALUE_MAX_LENGTH} chars (got {len(value)})"

@@ -461,7 +461,12 @@ def _friendly(err: msgspec.ValidationError) -> str:
 
 
 def parse_config(data: bytes | str, *, source: str = "config.json") -> Config:
-    """Decode JSON text into a :class:`Config`; ConfigError names the bad key path."""
+    """Decode JSON text into a :class:`Config`; ConfigError names the bad key path. A
+    leading UTF-8 byte order mark (Windows editors write one) is ignored."""
+    if isinstance(data, bytes) and data.startswith(b"\xef\xbb\xbf"):
+        data = data[3:]
+    elif isinstance(data, str) and data.startswith("\ufeff"):
+        data = data[1:]
     try:
         return msgspec.json.decode(data, type=Config)
     except msgspec.ValidationError as exc:

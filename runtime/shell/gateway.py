@@ -83,6 +83,9 @@ from .protocol import (
 
 log = structlog.get_logger()
 
+CLOSE_REASONS = {1009: "frame_too_large", 1006: "abrupt"}
+"""``gateway.closed{reason}`` of a connection that ended with this websocket close code
+(1006: no close frame, the TCP connection just went away); others count as ``client``."""
 CONTROL_INFLIGHT = 2
 """``cancel`` requests one client may have running besides its in-flight limit."""
 _event_decoder = msgspec.msgpack.Decoder(
@@ -307,8 +310,16 @@ class Gateway:
             leaf = leaf_exception(exc)
             if isinstance(leaf, (trio.Cancelled, KeyboardInterrupt)):
                 raise
-            if not isinstance(leaf, (ConnectionClosed, trio.BrokenResourceError,
-                                     trio.ClosedResourceError)):
+            if isinstance(leaf, ConnectionClosed):
+                code = getattr(leaf.reason, "code", None)
+                reason = CLOSE_REASONS.get(code, "client")  # type: ignore[arg-type]
+                ROOT_METRICS.inc("gateway.closed", {"reason": reason})
+                if reason != "client":
+                    log.warning("gateway.closed", client=client.id, reason=reason, code=code)
+            elif isinstance(leaf, (trio.BrokenResourceError, trio.ClosedResourceError)):
+                ROOT_METRICS.inc("gateway.closed", {"reason": "abrupt"})
+                log.warning("gateway.closed", client=client.id, reason="abrupt")
+            else:
                 log.error("gateway.client_failed", client=client.id,
                           error_type=type(leaf).__name__, error=str(leaf))
         finally:

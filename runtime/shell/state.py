@@ -248,7 +248,9 @@ def write_daemon_info(state_dir: Path, info: dict) -> None:
 
 
 def read_daemon_info(state_dir: Path) -> dict | None:
-    """The running daemon's ``daemon.json``, or None if absent/unreadable/stale."""
+    """The running daemon's ``daemon.json``, or None if absent/unreadable/stale. Stale
+    means its pid is gone, or nobody holds ``daemon.lock`` (:func:`lock_is_free`): a pid
+    recycled by another program after a crash must not read as a running daemon."""
     try:
         info = json.loads((state_dir / "daemon.json").read_text())
     except (OSError, ValueError):
@@ -261,6 +263,11 @@ def read_daemon_info(state_dir: Path) -> dict | None:
     except ProcessLookupError:
         return None
     except PermissionError:
+        pass
+    try:
+        if lock_is_free(state_dir):
+            return None
+    except OSError:
         pass
     return info
 
