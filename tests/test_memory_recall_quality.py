@@ -61,9 +61,19 @@ def test_prefix_only_for_non_ascii_words_of_four_chars():
     # English words rely on Porter (FTS5 stems the quoted term too): no prefix.
     rq = build_recall_query("going camping Caroline like pytest")
     assert rq.match == '"going" OR "camping" OR "caroline" OR "like" OR "pytest"'
-    # Porter leaves other scripts alone: prefix from 4 chars on, never shorter.
+    # Porter leaves other scripts alone: prefix from 4 chars on, never shorter. Latin
+    # diacritics are folded first (fts.fold_latin), so "café" is the English "cafe".
     rq = build_recall_query("ёжик ёж café v2 zoo")
-    assert rq.match == '"ёжик"* OR "ёж" OR "café"* OR "v2" OR "zoo"'
+    assert rq.match == '"ёжик"* OR "ёж" OR "cafe" OR "v2" OR "zoo"'
+
+
+def test_a_search_without_accents_finds_what_was_written_with_them(store):
+    pho = store.store("The user had phở in Hà Nội")
+    lodz = store.store("The user studied in Łódź, near the Straße")
+    store.store("Completely different")
+    assert ids(store.recall("pho ha noi")) == [pho.id]
+    assert ids(store.recall("lodz")) == [lodz.id] and ids(store.recall("strasse")) == [lodz.id]
+    assert ids(store.recall("PHỞ")) == [pho.id]  # and the accents still find it
 
 
 def test_prefix_still_finds_unstemmed_inflections(store):

@@ -187,6 +187,23 @@ def test_v8_marks_the_links_v7_wrote_by_meaning(db_path):
     c.close()
 
 
+def test_v9_reindexes_notes_with_latin_diacritics_folded(db_path):
+    """Text indexed before v9 kept its accents ("phở"); v9 re-derives every FTS row, so
+    a search typed without them finds it."""
+    c = open_database(db_path, apply_migrations=False)
+    migrate(c, stop_before=9)
+    c.execute("INSERT INTO memories (content, tags, source, scope, created_at, updated_at)"
+              " VALUES ('The user had phở in Łódź', '[]', 'user', 'all', 1, 1)")
+    c.execute("DELETE FROM memories_fts")  # as v8's index text had it: accents kept
+    c.execute("INSERT INTO memories_fts(rowid, content) VALUES (1, 'The user had phở in Łódź')")
+    find = lambda q: c.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH ?",  # noqa: E731
+                               (q,)).fetchall()
+    assert find('"lodz"') == []
+    assert migrate(c) == SCHEMA_VERSION
+    assert find('"pho"') == [(1,)] and find('"lodz"') == [(1,)]
+    c.close()
+
+
 # -- refusing files -----------------------------------------------------------------
 
 

@@ -38,6 +38,7 @@ __all__ = [
     "cjk_grams",
     "contains_cjk",
     "content_key",
+    "fold_latin",
     "index_text",
     "is_cjk_char",
     "normalise_bm25",
@@ -138,10 +139,42 @@ def cjk_grams(word: str) -> list[str]:
     return grams
 
 
+_FOLD_LETTERS = str.maketrans({
+    "ł": "l", "Ł": "L", "ø": "o", "Ø": "O", "đ": "d", "Đ": "D", "ð": "d", "Ð": "D",
+    "ħ": "h", "Ħ": "H", "ı": "i", "ŧ": "t", "Ŧ": "T", "ß": "ss", "ẞ": "SS", "æ": "ae",
+    "Æ": "AE", "œ": "oe", "Œ": "OE", "þ": "th", "Þ": "Th"})
+"""Latin letters whose stroke or ligature no Unicode decomposition removes."""
+_LATIN_BASE_END = 0x0250  # Basic Latin .. Latin Extended-B: the bases of decomposed letters
+
+
+def fold_latin(text: str) -> str:
+    """``text`` with Latin letters stripped of their diacritics: every combining mark
+    that follows a Latin base letter after canonical decomposition (NFD) is dropped
+    (``phở`` → ``pho``, ``café`` and NFD ``cafe\u0301`` → ``cafe``), and ``ł ø đ ß æ œ þ``
+    become ``l o d ss ae oe th``. Marks of other scripts are kept: a Devanagari vowel sign
+    or a Cyrillic ``й`` is part of the word. ASCII text is returned as is. Applied to both
+    sides of keyword matching, it makes a search typed without accents find what was
+    written with them and the other way round (what ``unicode61 remove_diacritics 2``
+    does for FTS5, plus the letters it leaves alone)."""
+    if text.isascii():
+        return text
+    out: list[str] = []
+    latin = False
+    for ch in unicodedata.normalize("NFD", text.translate(_FOLD_LETTERS)):
+        if unicodedata.combining(ch):
+            if latin:
+                continue
+        else:
+            latin = ord(ch) < _LATIN_BASE_END and ch.isalpha()
+        out.append(ch)
+    return unicodedata.normalize("NFC", "".join(out))
+
+
 def index_text(text: str | None) -> str:
     """Return the text the FTS5 tables index for stored ``text`` (BC-03).
 
-    Shape: NFKC-normalised ``text`` in which every run of :data:`CJK_RANGES`
+    Shape: NFKC-normalised ``text``, Latin diacritics folded (:func:`fold_latin`), in
+    which every run of :data:`CJK_RANGES`
     characters is replaced by its overlapping bigrams, space-separated and padded with
     spaces (so glued Latin/digit runs become separate tokens). Text without such
     characters is returned NFKC-normalised and otherwise unchanged. ``None`` -> ``""``.
@@ -152,7 +185,7 @@ def index_text(text: str | None) -> str:
     """
     if not text:
         return ""
-    text = unicodedata.normalize("NFKC", text)
+    text = fold_latin(unicodedata.normalize("NFKC", text))
     if _CJK_CHAR_RE.search(text) is None:
         return text
     parts: list[str] = []
@@ -172,14 +205,16 @@ def query_terms(text: str) -> list[tuple[str, bool]]:
     """Tokenise user text the way :func:`index_text` + ``unicode61`` index it.
 
     Returns ``(term, is_cjk)`` pairs in first-occurrence order, without duplicates.
-    Text is NFKC-normalised and lower-cased; words are runs of Unicode letters/digits
+    Text is NFKC-normalised, lower-cased and Latin diacritics folded; words are runs of Unicode letters/digits
     (combining marks continue a word, ``_`` and all punctuation separate). A CJK term
     is a sub-run of CJK letters/digits. Nothing of FTS5 syntax survives: quotes,
     ``*``, ``-``, ``:``, ``^``, ``+`` and parentheses are separators.
     """
     if text.isascii():  # fast path, same result: ASCII letters/digits, nothing else
         return [(w, False) for w in dict.fromkeys(_ASCII_WORD_RE.findall(text.lower()))]
-    text = unicodedata.normalize("NFKC", text).lower()
+    text = fold_latin(unicodedata.normalize("NFKC", text).lower())
+    if text.isascii():  # "phở" asked as "phở" or "pho": the same terms
+        return [(w, False) for w in dict.fromkeys(_ASCII_WORD_RE.findall(text))]
     terms: list[tuple[str, bool]] = []
     seen: set[tuple[str, bool]] = set()
     word: list[str] = []

@@ -17,13 +17,14 @@ memory-block delimiters (``<memory>``, ``</memory>``) are broken the same way.
 from __future__ import annotations
 
 import re
+import unicodedata
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Protocol
 
 from .dates import day_note, relative_to_now, written_date
-from .fts import contains_cjk
+from .fts import contains_cjk, fold_latin
 from .instructions import INERT, inert, reads_as_instruction
 from .notes import Note
 from .profile import ProfileFact
@@ -161,12 +162,13 @@ def keyword_hits(keyword: str, message: str) -> bool:
     Anything that is not a letter or digit (spaces, punctuation, ``_``) is a boundary:
     ``ci`` hits "Run the CI pipeline" but not "disciple"; ``ai`` does not hit "Maine".
     A keyword containing characters of scripts written without spaces (``fts.CJK_RANGES``)
-    matches as a plain substring.
+    matches as a plain substring. Both sides are NFKC-normalised and Latin diacritics
+    folded (``fts.fold_latin``): ``café`` hits "cafe", "Café" and a decomposed "café".
     """
-    kw = keyword.strip().casefold()
+    kw = fold_latin(unicodedata.normalize("NFKC", keyword.strip()).casefold())
     if not kw or not message:
         return False
-    msg = message.casefold()
+    msg = fold_latin(unicodedata.normalize("NFKC", message).casefold())
     if contains_cjk(kw):
         return kw in msg
     return _keyword_re(kw).search(msg) is not None

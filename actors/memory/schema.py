@@ -291,7 +291,23 @@ bench/RESULTS.md "Cold path"). Links written under v7 with kind ``RELATES_TO`` a
 weight below 1 were links by meaning (their weight is the cosine; the other writers
 used 1.0), so they are marked so."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8)
+_V9 = """
+DELETE FROM memories_fts;
+INSERT INTO memories_fts(rowid, content) SELECT id, aa_index_text(content) FROM memories;
+DELETE FROM lessons_fts;
+INSERT INTO lessons_fts(rowid, activation, principle, tags)
+    SELECT id, aa_index_text(activation), aa_index_text(principle), aa_index_text(tags)
+    FROM lessons;
+DELETE FROM procedures_fts;
+INSERT INTO procedures_fts(rowid, activation, steps, tags)
+    SELECT id, aa_index_text(activation), aa_index_text(steps), aa_index_text(tags)
+    FROM procedures;
+"""
+"""v9: the FTS tables re-derived once the indexed text folds Latin diacritics
+(``fts.fold_latin``): "pho" finds "phở", "lodz" finds "Łódź", and the other way round.
+The same statements as :func:`rebuild_fts`, in the migration's transaction."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
 #: The newest schema version this code knows (``len(MIGRATIONS)``).
 SCHEMA_VERSION: int = len(MIGRATIONS)
 
