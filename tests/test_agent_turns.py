@@ -83,6 +83,32 @@ async def test_invalid_actions_end_with_max_steps(tmp_path):
     assert "This is your last step: answer the user now" in prompts[3]
 
 
+LOADING = '{"error": {"code": 503, "message": "Loading model", "type": "unavailable_error"}}'
+
+
+async def test_a_turn_waits_for_a_model_still_loading_and_says_so(tmp_path):
+    """llama-server answers 503 "Loading model" until its model is in memory: the turn
+    waits (one notice), then replies; past llm.startupTimeoutMs it ends with the code
+    llm_loading instead of a bare server error."""
+    rules = [{"grammar_contains": "reply", "status": 503, "response": LOADING, "times": 5},
+             {"grammar_contains": "reply", "response": '{"reply": "ready now"}'}]
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps({"llm": {"startupTimeoutMs": 4000}}))
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                frames = await turn(c, "hello there")
+                notices = [f for f in frames if f.get("step") == "notice"]
+                assert len(notices) == 1 and "still loading" in notices[0]["message"]
+                assert frames[-1]["reason"] == "reply"
+                assert [f["text"] for f in frames if f["type"] == "reply"] == ["ready now"]
+                fake.set_rules([{"grammar_contains": "reply", "status": 503,
+                                 "response": LOADING}])
+                frames = await turn(c, "and again")
+    assert frames[-1]["reason"] == "error" and frames[-1]["code"] == "llm_loading"
+
+
 async def test_busy_and_cancel(tmp_path):
     rules = [{"grammar_contains": "reply", "response": '{"reply": "slow"}', "delay_ms": 8000}]
     async with open_fake_llama(tmp_path, rules) as fake:

@@ -388,3 +388,12 @@ async def test_a_lone_surrogate_escape_costs_one_character_not_the_completion() 
         streamed = await client.complete("p", on_token=_noop_token)
     assert done.text == "SET city=Graz \ufffd\nNOTE The user rows."
     assert streamed.text == "SET city=Graz \ufffd\nNOTE ok"
+
+
+def test_only_a_llama_server_health_answer_is_healthy() -> None:
+    from runtime.services.llm import health_ok
+
+    assert health_ok(200, b'{"status":"ok"}') and health_ok(200, b'{"status": "ok"}')
+    assert not health_ok(200, b"<html><body>It works!</body></html>")
+    assert not health_ok(200, b'{"status":"loading"}') and not health_ok(200, b"[]")
+    assert not health_ok(503, b'{"error":{"code":503,"message":"Loading model"}}')

@@ -40,7 +40,8 @@ from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RemoteError, RuntimeFailure
 from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
 from runtime.services.config import ActorBoot
-from runtime.services.llm import LLMContextOverflow, LLMError
+from runtime.services.llm import (LLMContextOverflow, LLMError, LLMNotReady, LLMServerError,
+                                  LLMUnavailable)
 from runtime.services.metrics import Metrics, MetricsRequest
 
 from .messages import (
@@ -81,6 +82,13 @@ log = structlog.get_logger()
 T = TypeVar("T")
 OPENED_MAX = 10_000
 """Sessions opened by a hello but without a turn yet, remembered (oldest dropped first)."""
+NOT_READY_POLL_S = 1.0
+"""Seconds between tries while the LLM server loads its model or restarts; a turn waits
+up to ``llm.startupTimeoutMs`` for a model loading (HTTP 503), then ends with the code
+``llm_loading``."""
+UNREACHABLE_WAIT_S = 30.0
+"""Longest wait (s) for an LLM server that refuses connections: the embedded server
+restarts in seconds; a wrong URL should not hold every turn for minutes."""
 
 
 class AgentError(Exception):
@@ -495,11 +503,35 @@ class AgentActor:
         that offers no tool, and the last step, must reply: the reply's opening is
         put in the model's mouth (:data:`~actors.agent.prompt.REPLY_PREFILL`)."""
         must_reply = (n == last and last > 1) or not tools
-        return await self.llm.complete(
-            msg.session, self.prompt.prefix, tail, role="main",
-            grammar=(self.prompt.reply_grammar if must_reply else action_grammar(tools)),
-            n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
-            on_token=stream.on_token, prefill=REPLY_PREFILL if must_reply else None)
+        waited_since: float | None = None
+        while True:
+            try:
+                return await self.llm.complete(
+                    msg.session, self.prompt.prefix, tail, role="main",
+                    grammar=(self.prompt.reply_grammar if must_reply
+                             else action_grammar(tools)),
+                    n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
+                    on_token=stream.on_token, prefill=REPLY_PREFILL if must_reply else None)
+            except (LLMUnavailable, LLMServerError) as exc:
+                # The model still loading (503) or its server restarting (refused): wait
+                # for it, saying so once, instead of failing the turn at once.
+                if stream.pieces or (isinstance(exc, LLMServerError) and exc.status != 503):
+                    raise
+                now = trio.current_time()
+                limit = self.cfg.llm.startup_timeout_ms / 1000
+                if isinstance(exc, LLMUnavailable):  # a restart, not a wrong URL forever
+                    limit = min(limit, UNREACHABLE_WAIT_S)
+                if waited_since is None:
+                    waited_since = now
+                    log.info("agent.llm_not_ready", session=msg.session, error=str(exc))
+                    await self._emit(msg.session, "step", turn=msg.turn, step="notice",
+                                     message="the model is still loading (or its server is "
+                                             f"restarting); waiting up to {limit:.0f} s")
+                elif now - waited_since >= limit:
+                    raise LLMNotReady(f"the model was not ready within {limit:.0f} s "
+                                      f"(llm.startupTimeoutMs): {exc}", url=exc.url,
+                                      status=exc.status) from None
+                await trio.sleep(NOT_READY_POLL_S)
 
     async def _turn_body(self, msg: RunTurn, state: SessionState) -> tuple[str, str]:
         if self.llm is None:

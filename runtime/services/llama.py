@@ -44,6 +44,8 @@ import httpx
 import structlog
 import trio
 
+from .llm import health_ok
+
 log = structlog.get_logger()
 
 HEALTH_POLL_S = 0.25
@@ -369,7 +371,8 @@ async def _wait_healthy(proc: _Child, url: str, timeout_s: float, log_path: Path
         with trio.move_on_after(timeout_s):
             while proc.returncode is None:
                 try:
-                    if (await client.get(f"{url}/health")).status_code == 200:
+                    response = await client.get(f"{url}/health")
+                    if health_ok(response.status_code, response.content):
                         return
                 except httpx.HTTPError:
                     pass
@@ -399,6 +402,7 @@ async def _stop(proc: _Child) -> None:
 
 async def _healthy(client: httpx.AsyncClient, url: str) -> bool:
     try:
-        return (await client.get(f"{url}/health")).status_code == 200
+        response = await client.get(f"{url}/health")
     except httpx.HTTPError:
         return False
+    return health_ok(response.status_code, response.content)

@@ -46,8 +46,10 @@ import trio
 from runtime.kernel.unicode import repair_json_escapes
 
 __all__ = [
-    "DECODE_ERRORS", "STREAM_CAP_FACTOR", "decode_repaired", "error_detail", "sse_lines",
+    "DECODE_ERRORS", "STREAM_CAP_FACTOR", "decode_repaired", "error_detail", "health_ok",
+    "sse_lines",
     "LLMError", "LLMUnavailable", "LLMBadResponse", "LLMServerError", "LLMTimeout",
+    "LLMNotReady",
     "LLMContextOverflow", "LLMStreamIncomplete", "overflow_error",
     "Props", "Completion", "LlamaClient", "SlotPlan", "check_slot",
 ]
@@ -63,6 +65,19 @@ STREAM_CAP_FACTOR = 4
 absolute stream cap; the idle budget between events is ``timeout_s`` itself)."""
 
 DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
+
+
+def health_ok(status: int, body: bytes) -> bool:
+    """Whether a ``GET /health`` answer says a llama-server has its model loaded: HTTP
+    200 with the JSON ``{"status": "ok"}`` (llama.cpp's ``server.cpp``). Any other
+    program answering 200 on the port — an HTML page, a proxy's placeholder — is not."""
+    if status != 200:
+        return False
+    try:
+        data = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(data, dict) and data.get("status") == "ok"
 
 
 def decode_repaired(decoder: Any, data: bytes | str) -> Any:
@@ -115,6 +130,13 @@ class LLMBadResponse(LLMError):
 
 class LLMServerError(LLMError):
     """The server answered 5xx on every attempt."""
+
+
+class LLMNotReady(LLMError):
+    """The server was still loading its model (HTTP 503) or restarting (unreachable)
+    for longer than the caller would wait."""
+
+    code = "llm_loading"
 
 
 class LLMContextOverflow(LLMBadResponse):
@@ -510,7 +532,8 @@ class LlamaClient:
     # ----------------------------------------------------------------- endpoints
 
     async def health(self) -> bool:
-        """``GET /health``: True when the server answers 200 (model loaded), else False.
+        """``GET /health``: True when the server answers 200 ``{"status": "ok"}`` (model
+        loaded, :func:`health_ok`), else False.
 
         Never raises an :class:`LLMError` (one attempt, no retries, at most
         ``timeout_s``: False after that); cancellation still propagates.
@@ -522,7 +545,7 @@ class LlamaClient:
                                                   timeout=self._timeout)
             except httpx.HTTPError:
                 return False
-            return response.status_code == 200
+            return health_ok(response.status_code, response.content)
         return False
 
     async def props(self) -> Props:

@@ -40,6 +40,7 @@ from runtime.kernel._supervise import open_supervisor
 from runtime.kernel.actor import leaf_exception
 from runtime.kernel.errors import ActorCrashed, RestartIntensityExceeded
 from runtime.services.backends import api_key_for
+from runtime.services.llm import health_ok
 from runtime.services.config import ActorBoot, Config, ConfigError, config_to_builtins, load_config
 from runtime.services.llama import EmbeddedLLMError, run_llama_server
 from runtime.services.models import ModelError, resolve_model
@@ -314,7 +315,12 @@ async def probe_llm(cfg: Config) -> str:
         return "connection refused" if _refused(exc) else f"cannot connect: {exc}"[:120]
     except (httpx.HTTPError, ValueError) as exc:
         return f"{type(exc).__name__}: {exc}"[:120]
-    ok = response.status_code == 200 if cfg.llm.api == "llama-server" else response.status_code < 500
+    if cfg.llm.api != "llama-server":
+        ok = response.status_code < 500
+    elif response.status_code == 200 and not health_ok(200, response.content):
+        return f"{path} answered 200 but not as a llama-server (is another program on that port?)"
+    else:
+        ok = health_ok(response.status_code, response.content)
     return "ok" if ok else f"HTTP {response.status_code} from {path}"
 
 
