@@ -296,7 +296,7 @@ def run_op(
     ``notes.recall`` for ``memory.notes.recall`` by query (same keyword arguments,
     called with ``bump=False``; the memory actor passes hybrid recall). ``context``
     answers ``memory.context`` (the memory actor's, with its configured budgets);
-    without it the op is answered with the default budgets of seed 000 §8. ``files``:
+    without it the op is answered with the default budgets. ``files``:
     where ``memory.export``, ``memory.backup`` and ``memory.import`` may read and write
     (:class:`~actors.memory.files.FileRoom`); without one those ops are refused.
 

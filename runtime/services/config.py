@@ -357,7 +357,7 @@ class ServerConfig(_C):
     httpEnabled / httpPort: the OpenAI-compatible HTTP API (``runtime.shell.openai_api``) on
     the same host; httpPort null = port + 1. pingIntervalMs / pingTimeoutMs: every
     connection is pinged at this interval and closed when no pong comes within the
-    timeout (a half-open peer, FC2-11); pingIntervalMs 0 turns pings off.
+    timeout (a half-open peer); pingIntervalMs 0 turns pings off.
     allowRemote: a host that is not a loopback address is refused without it (the token
     would cross the network in clear). handshakeTimeoutMs: a connection that has not
     finished its websocket upgrade and ``hello`` (or an HTTP request that has not sent its
