@@ -217,6 +217,7 @@ class AgentActor:
         self.store = store
         self.llm = llm
         self.metrics = Metrics()
+        self.llm_served = False  # a completion came back since start (see _complete)
         # Persona, tool catalog and grammars for the tools memory.* leaves on (seed 000 §8).
         self.prompt = agent_prompt(enabled_tools(self.cfg.memory))
         self.turns: dict[str, _Turn] = {}
@@ -506,16 +507,20 @@ class AgentActor:
         waited_since: float | None = None
         while True:
             try:
-                return await self.llm.complete(
+                completion = await self.llm.complete(
                     msg.session, self.prompt.prefix, tail, role="main",
                     grammar=(self.prompt.reply_grammar if must_reply
                              else action_grammar(tools)),
                     n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
                     on_token=stream.on_token, prefill=REPLY_PREFILL if must_reply else None)
+                self.llm_served = True
+                return completion
             except (LLMUnavailable, LLMServerError) as exc:
-                # The model still loading (503) or its server restarting (refused): wait
-                # for it, saying so once, instead of failing the turn at once.
-                if stream.pieces or (isinstance(exc, LLMServerError) and exc.status != 503):
+                # The model still loading (503), or a server that has answered before
+                # restarting (refused): wait for it, saying so once, instead of failing
+                # the turn at once. A server never reached (a wrong URL) fails at once.
+                if stream.pieces or (isinstance(exc, LLMServerError) and exc.status != 503) \
+                        or (isinstance(exc, LLMUnavailable) and not self.llm_served):
                     raise
                 now = trio.current_time()
                 limit = self.cfg.llm.startup_timeout_ms / 1000
