@@ -18,7 +18,7 @@ import pytest
 import trio
 from trio_websocket import open_websocket_url
 
-from runtime.shell.listen_guard import host_allowed, is_loopback, origin_allowed
+from runtime.shell.listen_guard import AuthThrottle, host_allowed, is_loopback, origin_allowed
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -178,7 +178,8 @@ async def test_the_mcp_http_guard_applies_the_same_rules():
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"ok"})
 
-    guard = BearerGuard(app, "tok", "127.0.0.1", ["http://localhost:5173"])
+    throttle = AuthThrottle(delay_s=0.01)  # this process's own counters stay untouched
+    guard = BearerGuard(app, "tok", "127.0.0.1", ["http://localhost:5173"], throttle)
 
     async def status(**headers: str) -> int:
         sent: list[dict] = []
@@ -197,4 +198,4 @@ async def test_the_mcp_http_guard_applies_the_same_rules():
     assert await status(**{**ok, "Origin": "HTTP://LOCALHOST:5173"}) == 200
     assert await status(**{**ok, "Origin": "http://evil.example"}) == 403
     assert await status(Host="localhost", Authorization="Bearer nope") == 401
-    assert len(reached) == 2
+    assert len(reached) == 2 and throttle.failures == {"mcp": 1}

@@ -3,10 +3,10 @@
 A flooder sends :data:`FLOOD_FRAMES` memory writes and recalls as fast as its socket
 takes them — once while reading its answers, once never reading them — while a second,
 polite client pings, recalls and runs a turn. The polite client's requests never wait
-behind the flood (each is answered while the flood is still being worked through, well
-inside :data:`POLITE_BOUND_S`), the flooder that reads gets an answer for every frame
-it sent (a typed one: nothing is dropped silently), the flooder that never reads is
-dropped on its own, and the daemon shuts down cleanly afterwards.
+behind the flood (each is answered well inside :data:`POLITE_BOUND_S`), the flooder that
+reads gets an answer for every frame it sent (a typed one, ``busy`` past its in-flight
+limit: nothing is dropped silently), the flooder that never reads is dropped on its own,
+and the daemon shuts down cleanly afterwards.
 """
 
 from __future__ import annotations
@@ -107,8 +107,10 @@ async def test_a_flooding_client_affects_only_itself(tmp_path, reads):
                         await done.wait()
                     nursery.cancel_scope.cancel()
                 if reads:
-                    assert in_flood, "the flood ended before the polite client was served"
-                    assert len(answered) == FLOOD_FRAMES  # every frame got its answer
+                    # every frame got its answer: a result, or `busy` past its in-flight
+                    # limit (answered at once, so the flood may be over by now: in_flood
+                    # is no longer required)
+                    assert len(answered) == FLOOD_FRAMES, (len(answered), in_flood)
                 else:
                     assert closed, "the flooder that never reads was not dropped"
                 await polite.send({"type": "ping"})

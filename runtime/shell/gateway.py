@@ -16,9 +16,11 @@ frames) drained by its own task; a client that stops reading is dropped when its
 queue is full, never slowing the others. Each client may have at most
 ``server.clientInflight`` requests (turns, memory ops, metrics …) running at once;
 past that each further request is answered at once with a ``busy`` error (its ``id``
-echoed) and not run. The gateway never stops reading a client's frames: trio-websocket
-answers pings only while frames are read, so a client whose keepalive pings went
-unanswered while it waited on a slow store was closed by its own keepalive.
+echoed) and not run. The gateway keeps reading a client's frames while it waits on the
+store: trio-websocket answers pings only while frames are read, so a client whose
+keepalive pings went unanswered while it waited on a slow store was closed by its own
+keepalive. Only a client that does not read its answers (more than half its outbound
+queue full) has its frames left unread until the queue drains (TCP backpressure).
 A malformed frame gets one ``error`` to that client only and the connection stays open.
 """
 
@@ -111,6 +113,8 @@ class Client:
         self.session_saved = False  # the session has a turn (memory writes name it)
         self.channels: set[str] = set()
         self.send_ch, self.recv_ch = trio.open_memory_channel[bytes](queue_size)
+        self.queue_size = queue_size
+        self._drained: trio.Event | None = None  # set by pump once half the queue is free
         self.dropped = False
         self.close_reason = "too slow: outbound queue full"  # (when dropped)
         self.scope: trio.CancelScope | None = None  # the connection's; cancelled on drop
@@ -131,10 +135,25 @@ class Client:
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             self.dropped = True
 
+    def _backlog(self) -> int:
+        return self.send_ch.statistics().current_buffer_used
+
+    async def room(self) -> None:
+        """Wait while more than half of this client's outbound queue is full: a client
+        that sends faster than it reads its answers is slowed by not reading its frames
+        (backpressure on its own socket), instead of being answered ``busy`` until its
+        queue overflows and it is dropped. A client that reads is never held here, so
+        its pings are answered while its requests wait on a slow store."""
+        while self._backlog() > self.queue_size // 2 and not self.dropped:
+            self._drained = trio.Event()
+            await self._drained.wait()
+
     async def pump(self) -> None:
         """Drain the queue to the socket (one writer per connection)."""
         async for data in self.recv_ch:
             await self.ws.send_message(data.decode())
+            if self._drained is not None and self._backlog() <= self.queue_size // 2:
+                self._drained.set()
 
 
 class Gateway:
@@ -402,6 +421,7 @@ class Gateway:
 
     async def _serve_client(self, client: Client, nursery: trio.Nursery) -> None:
         while True:
+            await client.room()
             raw = await client.ws.get_message()
             try:
                 frame = decode_frame(raw)

@@ -65,7 +65,7 @@ from pydantic import Field, ValidationError
 
 from .client import ClientError
 from .daemon_link import DaemonLink
-from .listen_guard import THROTTLE, host_allowed, origin_allowed
+from .listen_guard import THROTTLE, AuthThrottle, host_allowed, origin_allowed
 
 log = structlog.get_logger()
 
@@ -246,11 +246,13 @@ class BearerGuard:
     pass through."""
 
     def __init__(self, app: Any, token: str, host: str = "127.0.0.1",
-                 allowed_origins: list[str] | None = None) -> None:
+                 allowed_origins: list[str] | None = None,
+                 throttle: AuthThrottle = THROTTLE) -> None:
         self.app = app
         self.expected = f"Bearer {token}".encode()
         self.host = host
         self.allowed_origins = list(allowed_origins or [])
+        self.throttle = throttle
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] == "http":
@@ -261,7 +263,7 @@ class BearerGuard:
             elif not origin_allowed(headers.get(b"origin"), self.allowed_origins):
                 refused = 403, b'{"error":"origin not allowed (server.allowedOrigins)"}'
             elif not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
-                await THROTTLE.failed("mcp")
+                await self.throttle.failed("mcp")
                 refused = 401, (b'{"error":"unauthorized: send Authorization: Bearer '
                                 b'<the daemon token>"}')
             if refused is not None:
