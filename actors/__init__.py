@@ -10,6 +10,10 @@ package's pure parts (rendering, tool schemas, errors).
 
 from __future__ import annotations
 
+from runtime.kernel.lean_imports import import_hiding as _import_hiding
+
+_import_hiding("httpx", ("httpx._main",))  # its CLI stays out (runtime.kernel.lean_imports)
+
 from runtime.kernel import ActorSpec
 
 __all__ = ["ACTOR_NAMES", "actor_spec"]

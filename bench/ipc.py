@@ -56,6 +56,7 @@ import msgspec
 import trio
 
 from bench._results import replace_section
+from bench.ipc_floor import reap
 from runtime.kernel.actor import ActorContext
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -282,16 +283,6 @@ async def measure(sizes: Sequence[int], iters: dict[int, int]) -> dict[str, dict
         for proc in (raw_proc, trio_proc):
             reap(proc)
     return out
-
-
-def reap(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
-    """Wait for an echo child whose socket was closed (it exits on EOF); kill it after
-    ``grace_s`` seconds."""
-    try:
-        proc.wait(grace_s)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
 
 
 # ---------------------------------------------------------------------- reporting

@@ -32,6 +32,7 @@ from runtime.kernel.messages import Request
 _CHILD = r"""
 import socket, sys, trio
 from runtime.kernel._channel import Channel
+
 async def main():
     ch = Channel.from_socket(socket.socket(fileno=int(sys.argv[1])))
     per_task = sys.argv[2] == "task"
@@ -50,6 +51,16 @@ async def main():
                 await ch.send_raw(raw)
 trio.run(main)
 """
+
+
+def reap(proc: subprocess.Popen, grace_s: float = 5.0) -> None:
+    """Wait for an echo child whose socket was closed (it exits on EOF); kill it after
+    ``grace_s`` seconds."""
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 async def ping_pong(mode: str, size: int, n_iter: int) -> list[int]:
@@ -77,7 +88,5 @@ async def ping_pong(mode: str, size: int, n_iter: int) -> list[int]:
                 times.append(time.perf_counter_ns() - t0)
     finally:
         await chan.aclose()
-        from bench.ipc import reap
-
         reap(proc)
     return times

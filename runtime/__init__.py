@@ -16,40 +16,8 @@ import-linter contracts in ``pyproject.toml``, run by ``tests/test_architecture.
   above. Its public surface is re-exported here (``from runtime import Supervisor``) and
   pinned by ``tests/test_codec.py::test_runtime_exports``.
 
-Importing this package first imports two libraries with optional extras hidden, so
-that a daemon process does not pay for them at start: ``structlog.dev`` imports
-``rich`` (when installed: the terminal UI's textual brings it) only to pretty-print
-exceptions in a console renderer that never shows a user anything, and ``httpx``
-imports its command-line tool (``httpx._main``: click, rich, pygments) whenever those
-happen to be installed. Together ~200 ms of CPU in each of the daemon's five processes
-at start, on 2 cores (``python -X importtime -c "import runtime.kernel._child"``;
-``bench.lifecycle``). Both stay importable afterwards (the TUI imports rich itself).
+Importing this package has no effect beyond importing the kernel.
 """
-
-import importlib as _importlib
-import sys as _sys
-
-
-def _import_hiding(name: str, hidden: tuple[str, ...]) -> None:
-    """Import ``name`` (unless already imported) while ``import`` of each module in
-    ``hidden`` raises ImportError (a ``None`` entry in ``sys.modules``), then unhide."""
-    if name in _sys.modules:
-        return
-    saved = {h: _sys.modules.get(h) for h in hidden if h in _sys.modules}
-    for h in hidden:
-        _sys.modules[h] = None  # type: ignore[assignment]
-    try:
-        _importlib.import_module(name)
-    finally:
-        for h in hidden:
-            if h in saved:
-                _sys.modules[h] = saved[h]  # type: ignore[assignment]
-            else:
-                del _sys.modules[h]
-
-
-_import_hiding("structlog", ("rich",))
-_import_hiding("httpx", ("httpx._main",))
 
 from .kernel import PROTOCOL_VERSION as PROTOCOL_VERSION
 from .kernel import ActorContext as ActorContext
@@ -58,6 +26,7 @@ from .kernel import ActorSpec as ActorSpec
 from .kernel import ActorTooSlow as ActorTooSlow
 from .kernel import ActorUnavailable as ActorUnavailable
 from .kernel import Channel as Channel
+from .kernel import ForkedProcess as ForkedProcess
 from .kernel import FrameTooLarge as FrameTooLarge
 from .kernel import Handler as Handler
 from .kernel import ProtocolViolation as ProtocolViolation
@@ -68,6 +37,10 @@ from .kernel import RuntimeFailure as RuntimeFailure
 from .kernel import Supervisor as Supervisor
 from .kernel import TransportClosed as TransportClosed
 from .kernel import __all__ as __all__
+from .kernel import configure_cli_logging as configure_cli_logging
+from .kernel import configure_logging as configure_logging
+from .kernel import fork_actors as fork_actors
 from .kernel import open_supervisor as open_supervisor
+from .kernel import reap_unadopted as reap_unadopted
 from .kernel import spawn_actor as spawn_actor
 from .kernel import stop_process as stop_process

@@ -88,9 +88,11 @@ def test_envelope_is_strict():
 
 KERNEL_SURFACE = [
     "PROTOCOL_VERSION", "ActorContext", "ActorCrashed", "ActorSpec", "ActorTooSlow",
-    "ActorUnavailable", "Channel", "FrameTooLarge", "Handler", "ProtocolViolation",
-    "RemoteError", "RestartIntensityExceeded", "RestartPolicy", "RuntimeFailure", "Supervisor",
-    "TransportClosed", "open_supervisor", "spawn_actor", "stop_process"]
+    "ActorUnavailable", "Channel", "ForkedProcess", "FrameTooLarge", "Handler",
+    "ProtocolViolation", "RemoteError", "RestartIntensityExceeded", "RestartPolicy",
+    "RuntimeFailure", "Supervisor", "TransportClosed", "configure_cli_logging",
+    "configure_logging", "fork_actors", "open_supervisor", "reap_unadopted", "spawn_actor",
+    "stop_process"]
 
 
 def test_runtime_exports():
@@ -119,9 +121,10 @@ def test_runtime_exports():
 
 
 def test_daemon_processes_do_not_import_optional_extras_at_start():
-    """``runtime/__init__`` imports structlog without rich and httpx without its CLI
-    (~100+ ms of CPU per process when rich / click / pygments are installed); an actor
-    process and the root import none of them, and rich stays importable afterwards."""
+    """Each floor imports structlog without rich and httpx without its CLI
+    (``runtime.kernel.lean_imports``; ~100+ ms of CPU per process when rich / click /
+    pygments are installed); an actor process and the root import none of them, and rich
+    stays importable afterwards."""
     import subprocess
     import sys
 

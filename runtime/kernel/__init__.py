@@ -3,12 +3,15 @@ msgspec-encoded envelopes (DESIGN §1). The bottom floor of the house.
 
 What it does: spawn an actor process (``spawn_actor``: a bootloader child that imports
 the module named in its :class:`ActorSpec` and serves its ``open_actor``) or fork it at
-start-up (``_fork``), frame and route envelopes over a socket pair (``Channel``,
+start-up (``fork_actors``), frame and route envelopes over a socket pair (``Channel``,
 ``_codec``), request/reply and cast between actors (``ActorContext``), supervise them
 with restart intensity and a cancellation ladder (``Supervisor``, ``open_supervisor``,
 ``stop_process``), and name its failures (``errors``: every one a ``RuntimeFailure``).
-It also configures each process's structured log (``_log``), since every process it
-starts needs one before its first line.
+It also configures each process's structured log (``configure_logging``,
+``configure_cli_logging``), since every process it starts needs one before its first line.
+Its ``_``-modules are its own: nothing outside the kernel imports them (an import-linter
+contract), and it names no actor (shutdown stops the first actor started last, so the
+daemon's store outlives its writers).
 
 What it may import: the standard library, trio, msgspec, structlog, setproctitle.
 Nothing of ``runtime.services``, ``actors`` or ``runtime.shell``: it knows no actor by
@@ -20,7 +23,16 @@ Public surface, deliberately short (each name is pinned by
 ``tests/test_codec.py::test_runtime_exports``); ``runtime`` re-exports it.
 """
 
-from ._channel import Channel as Channel
+from .lean_imports import import_hiding as _import_hiding
+
+_import_hiding("structlog", ("rich",))  # before any kernel module imports it (lean_imports)
+
+from ._channel import Channel as Channel  # noqa: E402
+from ._fork import ForkedProcess as ForkedProcess
+from ._fork import fork_actors as fork_actors
+from ._fork import reap_unadopted as reap_unadopted
+from ._log import configure as configure_logging
+from ._log import configure_cli as configure_cli_logging
 from ._spawn import ActorSpec as ActorSpec
 from ._spawn import spawn_actor as spawn_actor
 from ._spawn import stop_process as stop_process
@@ -48,6 +60,7 @@ __all__ = [
     "ActorTooSlow",
     "ActorUnavailable",
     "Channel",
+    "ForkedProcess",
     "FrameTooLarge",
     "Handler",
     "ProtocolViolation",
@@ -57,7 +70,11 @@ __all__ = [
     "RuntimeFailure",
     "Supervisor",
     "TransportClosed",
+    "configure_cli_logging",
+    "configure_logging",
+    "fork_actors",
     "open_supervisor",
+    "reap_unadopted",
     "spawn_actor",
     "stop_process",
 ]

@@ -321,16 +321,18 @@ class Supervisor:
                        budget_s: float = SHUTDOWN_BUDGET_S) -> None:
         """Stop actors phase by phase (each phase concurrently), via the ladder.
 
-        Default: every actor but ``memory`` first, then ``memory`` (it must outlive
-        its writers, then checkpoint and close). ``budget_s`` (seconds) is shared
+        Default: the actors started after the first one together, then the first one —
+        the reverse of the start order in two phases (OTP stops a supervisor's children
+        in reverse start order), so the actor the others depend on, started first (the
+        daemon's store), outlives them and closes cleanly; the kernel names no actor. ``budget_s`` (seconds) is shared
         equally by the phases; inside a phase 2/3 of it waits for an orderly exit and
-        the rest for SIGTERM before SIGKILL, so the whole shutdown stays within the
-        DESIGN §1 bound (3 s) even when an actor ignores every request.
+        the rest for SIGTERM before SIGKILL, so the whole shutdown stays within its
+        bound (3 s) even when an actor ignores every request.
         """
         self.stopping = True
         if phases is None:
-            rest = [n for n in self._order if n != "memory"]
-            phases = [rest, ["memory"]] if "memory" in self._slots else [rest]
+            first, rest = self._order[:1], list(self._order[1:])
+            phases = [p for p in (rest, first) if p]
         share = budget_s / max(1, len(phases))
         with trio.CancelScope(shield=True):
             for phase in phases:

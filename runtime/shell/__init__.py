@@ -17,3 +17,7 @@ May import every floor below: ``actors`` (their message types and, for the offli
 tools, the memory store itself), ``runtime.services`` and ``runtime.kernel``. Nothing
 imports the shell (import-linter contract in ``pyproject.toml``).
 """
+
+from runtime.kernel.lean_imports import import_hiding as _import_hiding
+
+_import_hiding("httpx", ("httpx._main",))  # its CLI stays out (runtime.kernel.lean_imports)

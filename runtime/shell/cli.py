@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 import trio
 
-from runtime.kernel._log import configure_cli
+from runtime.kernel import configure_cli_logging as configure_cli
 from runtime.services.config import Config, ConfigError, config_to_json, load_config
 from runtime.services.models import DEFAULT_MODEL
 

@@ -32,11 +32,9 @@ import msgspec
 import structlog
 import trio
 
-from actors import actor_spec
-from runtime.kernel import _log
-from runtime.kernel._fork import ForkedProcess, fork_actors, reap_unadopted
-from runtime.kernel._spawn import ActorSpec
-from runtime.kernel._supervise import open_supervisor
+from actors import ACTOR_NAMES, actor_spec
+from runtime.kernel import (ActorSpec, ForkedProcess, configure_logging, fork_actors,
+                            open_supervisor, reap_unadopted)
 from runtime.kernel.actor import leaf_exception
 from runtime.kernel.errors import ActorCrashed, RestartIntensityExceeded
 from runtime.services.backends import api_key_for
@@ -58,7 +56,6 @@ from .state import (
 
 log = structlog.get_logger()
 
-ACTOR_ORDER = ("memory", "agent", "reflection", "backfill")
 BACKGROUND = ("reflection", "backfill")
 """Actors whose work no reply waits for; they run at :data:`BACKGROUND_NICE`."""
 BACKGROUND_NICE = 10
@@ -129,7 +126,7 @@ def serve(opts: ServeOptions) -> int:
                                                       cfg.server.resolved_http_port()):
             return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host,
                                                     cfg.server.resolved_http_port(), http=True)))
-        _log.configure("root", log_dir=opts.state_dir / "logs",
+        configure_logging("root", log_dir=opts.state_dir / "logs",
                        level=opts.log_level or cfg.logging.level)
         forked = _fork_actors(opts, cfg, lock)
         try:
@@ -145,7 +142,7 @@ def serve(opts: ServeOptions) -> int:
 
 def _fork_actors(opts: ServeOptions, cfg: Config, lock: DaemonLock
                  ) -> dict[str, tuple[ForkedProcess, socket.socket]]:
-    """Fork the four actors before ``trio.run`` (:mod:`runtime.kernel._fork`: they start with
+    """Fork the four actors before ``trio.run`` (:func:`runtime.kernel.fork_actors`: they start with
     their modules already imported, DESIGN §12 ready ≤ 2 s). Only when ``llm.url`` is
     set: with the embedded LLM the actors' boot waits for llama-server, longer than a
     child waits for its boot, so they are spawned after it as before. Also spawned
@@ -169,7 +166,7 @@ def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(opts.state_dir), config=cfg,
                                             llm_url=llm_url))
     return [actor_spec(n, config=boot, nice=BACKGROUND_NICE if n in BACKGROUND else 0)
-            for n in ACTOR_ORDER]
+            for n in ACTOR_NAMES]  # the store first: it is stopped last
 
 
 
@@ -393,7 +390,7 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                 t_stop = time.monotonic()
                 gateway.accepting = False
                 listen.cancel_scope.cancel()  # 1. stop accepting connections
-            await sup.shutdown()  # 2-4. agent/reflection/backfill, then memory
+            await sup.shutdown()  # 2-4. agent/reflection/backfill, then memory (started first)
             await gateway.close_all()
             conns.cancel_scope.cancel()
     log.info("daemon.stopped", shutdown_ms=round((time.monotonic() - t_stop) * 1000))

@@ -39,6 +39,7 @@ import structlog
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
 
+from actors import ACTOR_NAMES
 from actors.agent.messages import (
     CancelTurn,
     DeleteSession,
@@ -56,7 +57,7 @@ from actors.reflection.messages import (
     ReflectionEvent,
     TickReport,
 )
-from runtime.kernel._supervise import Supervisor
+from runtime.kernel import Supervisor
 from runtime.kernel.actor import leaf_exception
 from runtime.kernel.errors import ActorCrashed, ActorUnavailable, RemoteError, RuntimeFailure
 from runtime.kernel.unicode import encode_repaired
@@ -566,7 +567,7 @@ class Gateway:
     async def metrics(self) -> dict[str, Any]:
         """Aggregate every running actor's metrics snapshot (DESIGN §11)."""
         snaps: dict[str, dict] = {}
-        for name in ("agent", "memory", "reflection", "backfill"):
+        for name in ACTOR_NAMES:
             try:
                 with trio.fail_after(5):
                     snaps[name] = await self.sup.request(name, MetricsRequest(), dict)
