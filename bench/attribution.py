@@ -23,7 +23,7 @@ from bench._results import machine_line, publish, utc_now
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
-SECTION = "## Attribution on the default model (FC2-04)"
+SECTION = "## Attribution on the default model"
 SAID = "My sister Anna just moved to Berlin, I'm staying in Lyon."
 
 

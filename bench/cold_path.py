@@ -1,5 +1,5 @@
 """The cold path on the default model: what fills lessons, procedures, links and votes,
-and what it costs the reply (issue 21).
+and what it costs the reply.
 
 Two fresh daemons (the embedded server with the default model unless ``--model`` /
 ``--llm-url``), the same pacing (say a turn, wait for its reflection, then
@@ -49,7 +49,7 @@ from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
 DATA = Path(__file__).resolve().parent / "data"
-SECTION = "## Cold path: links, votes, lessons (issue 21)"
+SECTION = "## Cold path: links, votes, lessons"
 CONFIGS = {
     "on": None,  # the default configuration: links by meaning, the consolidator
     "off": {"memory": {"voting": {"enabled": False},

@@ -1,4 +1,4 @@
-"""Which way of writing a note's date does the default model read best? (issue 24)
+"""Which way of writing a note's date does the default model read best?
 
 The format chosen for ``### recalled`` and ``### memory-index`` rows was measured here,
 on LoCoMo's temporal questions (see :mod:`bench.locomo_temporal` for the data, the
@@ -43,7 +43,7 @@ from bench.locomo_temporal import DATA, build_export, questions, score
 from runtime.services.llm import chat_prompt
 from tests.daemon import run_daemon
 
-SECTION = "## How a note's date is written: what the default model reads best (issue 24)"
+SECTION = "## How a note's date is written: what the default model reads best"
 _DEFAULT_LINE = render._note_line
 
 

@@ -42,7 +42,7 @@ from bench.locomo_temporal import MONTHS, NO_DATES
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
-SECTION = "## Deadlines and dates said days ago (issue 24)"
+SECTION = "## Deadlines and dates said days ago"
 DAY_MS = 86_400_000
 
 

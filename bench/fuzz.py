@@ -1,4 +1,4 @@
-"""The long fuzz run: the CI fuzz tests with many more examples and a fresh seed (issue 7).
+"""The long fuzz run: the CI fuzz tests with many more examples and a fresh seed.
 
 CI replays a fixed set of hostile inputs on every change (``tests/fuzzing.py``). This
 bench runs the very same tests — websocket frames, CLI arguments, model outputs and tool

@@ -1,4 +1,4 @@
-"""The cost of the daemon's other doors (issue 18): a recall through MCP (stdio and
+"""The cost of the daemon's other doors: a recall through MCP (stdio and
 Streamable HTTP) and a turn through the OpenAI-compatible API, beside the same work over
 the websocket, measured in the same run against the same daemon.
 

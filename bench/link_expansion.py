@@ -1,4 +1,4 @@
-"""What link expansion costs a reply (issue 21): the same memory with and without links,
+"""What link expansion costs a reply: the same memory with and without links,
 the same questions, each on its own llama-server, turns alternated so drift falls on both arms.
 
 Link expansion (``memory.links.maxExpanded``, anchor §3.6 step 3) is the only per-turn
@@ -56,7 +56,7 @@ from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
 DATA = Path(__file__).resolve().parent / "data"
-SECTION = "## Cold path: what link expansion costs a reply (issue 21)"
+SECTION = "## Cold path: what link expansion costs a reply"
 FROZEN = {"memory": {"reflection": {"enabled": False}}}  # turns leave memory unchanged
 
 

@@ -18,7 +18,7 @@ every acknowledged note is read back by id and every client's session must hold 
 turns: anything missing is a **lost write**.
 
 Baseline (same run): a single client running the same turns alone; the ratio is the
-daemon's own p50 at the level / the single client's. Pass (DESIGN §12): at 100 clients,
+daemon's own p50 at the level / the single client's. Pass: at 100 clients,
 0 errors and 0 lost writes. Where throughput stops growing with more clients is the
 saturation point; the busiest process there is named.
 

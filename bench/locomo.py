@@ -1,4 +1,4 @@
-"""Keyword and hybrid retrieval on LoCoMo dev: evidence recall of notes recall (DESIGN §12).
+"""Keyword and hybrid retrieval on LoCoMo dev: evidence recall of notes recall.
 
 Data: ``bench/data/locomo-dev.json`` (LoCoMo, Maharana et al., ACL 2024, CC BY-NC 4.0;
 see ``locomo10.NOTICE.md`` next to it): six long two-speaker conversations with

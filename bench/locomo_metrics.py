@@ -1,4 +1,4 @@
-"""Retrieval metrics beside LoCoMo evidence recall (issue 20): where missed turns lie, and
+"""Retrieval metrics beside LoCoMo evidence recall: where missed turns lie, and
 LongMemEval-style session-level figures.
 
 Pure functions over note ids; ``bench.locomo`` feeds them one question at a time.

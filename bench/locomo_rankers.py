@@ -1,4 +1,4 @@
-"""The hybrid rankers ``bench.locomo`` measures (issue 20): ``hybrid_recall`` with any
+"""The hybrid rankers ``bench.locomo`` measures: ``hybrid_recall`` with any
 local embedder and settings, and the alternatives measured beside it.
 
 * :func:`hybrid` -- ``actors.memory.hybrid.hybrid_recall`` exactly as the memory actor

@@ -64,7 +64,7 @@ from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
 DATA = Path(__file__).resolve().parent / "data" / "locomo-dev.json"
-SECTION = "## LoCoMo temporal questions: the notes' dates (issue 24)"
+SECTION = "## LoCoMo temporal questions: the notes' dates"
 _SESSION = re.compile(r"session_(\d+)")
 _STAMP = re.compile(r"(\d{1,2}):(\d{2})\s*([ap]m)\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})",
                     re.I)
@@ -271,7 +271,7 @@ def render(out: dict[str, Any], command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-RETRIEVAL_SECTION = "## LoCoMo retrieval by the time a question names (issue 24)"
+RETRIEVAL_SECTION = "## LoCoMo retrieval by the time a question names"
 _EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
 DAY_MS = 86_400_000
 

@@ -1,4 +1,4 @@
-"""Recall latency at 1,000 and 100,000 notes (DESIGN §12).
+"""Recall latency at 1,000 and 100,000 notes.
 
 Targets: recall at 1,000 notes p99 ≤ 5 ms (BM25); at 100,000 notes (raised cap)
 p95 ≤ 25 ms (BM25).

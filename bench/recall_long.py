@@ -1,4 +1,4 @@
-"""Keyword recall on long pasted messages and very common words (field case FC2-01).
+"""Keyword recall on long pasted messages and very common words.
 
 Auto-recall turns the user's message into an OR of terms, so its cost grows with the
 message's length and with how common its words are. Recall now ORs at most
@@ -38,7 +38,7 @@ from actors.memory.notes import MemoryStore
 from actors.memory.schema import open_database, write_txn
 from bench._results import machine_line, percentile, publish, utc_now
 
-SECTION = "## Recall on long messages and common words (FC2-01)"
+SECTION = "## Recall on long messages and common words"
 VERBS = "prefers likes wants uses enjoys keeps avoids needs plans visits".split()
 THINGS = ("tea coffee jazz hiking maps ferns bikes tennis chess sushi pasta rain snow "
           "trains boats novels poetry cameras gardens museums mountains rivers deserts "

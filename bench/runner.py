@@ -1,4 +1,4 @@
-"""``bench/run``: every benchmark, or the ones named, and one summary (issue 8).
+"""``bench/run``: every benchmark, or the ones named, and one summary.
 
 Each benchmark is its own module (``python -m bench.<name>``) that measures a target of
 DESIGN §12 against a baseline taken in the same run and prints — and with ``--write``

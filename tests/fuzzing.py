@@ -1,4 +1,4 @@
-"""Shared hypothesis settings of the fuzz tests (issue 7).
+"""Shared hypothesis settings of the fuzz tests.
 
 In CI every fuzz test replays the same inputs (``derandomize``: the seed comes from the
 test itself) with the example counts its module states, so ``docs/RELIABILITY.md`` can

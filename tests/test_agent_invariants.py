@@ -1,4 +1,4 @@
-"""Prompt invariants through a running daemon (issue 5): the stable prefix never changes,
+"""Prompt invariants through a running daemon: the stable prefix never changes,
 memory sections live only in the tail, the context is built once per turn whatever the
 number of steps, and a long conversation is cut while the memory sections survive."""
 

@@ -176,7 +176,7 @@ def test_strip_ephemeral_clears_every_ephemeral_field():
      "memory.notes.store"),
 ])
 async def test_a_switched_off_memory_channel_has_no_agent_tools(tmp_path, switch, off, kept):
-    """Seed 000 §8 (issue 24): with memory.notes.enabled / memory.profile.enabled false
+    """Seed 000 §8: with memory.notes.enabled / memory.profile.enabled false
     the channel's tools leave the catalog and the grammar (the prefix changes with the
     configuration only), a call by name is refused with a clear error, and the operator
     ops over the websocket still work (they are not agent tools)."""

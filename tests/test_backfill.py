@@ -179,7 +179,7 @@ class _FlakyEmbedder:
         self.ok_calls -= 1
         out = Embedded(normalise_rows(np.ones((len(texts), DIM), dtype=np.float32)))
         for i, text in enumerate(texts):
-            if text in self.refuse:  # a note the server cannot embed (BC-10)
+            if text in self.refuse:  # a note the server cannot embed
                 out.vectors[i] = 0.0
                 out.missing.append(i)
         return out

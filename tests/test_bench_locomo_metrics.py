@@ -1,4 +1,4 @@
-"""The retrieval metrics bench.locomo reports beside evidence recall (issue 20)."""
+"""The retrieval metrics bench.locomo reports beside evidence recall."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``bench/run`` (issue 8): lists every benchmark module, refuses unknown names, counts
+"""``bench/run``: lists every benchmark module, refuses unknown names, counts
 verdicts the way the sections state them, and runs a benchmark end to end in quick mode
 without touching ``bench/RESULTS.md``."""
 

@@ -1,4 +1,4 @@
-"""``--json`` on every ``memory`` command (issue 18): the op's result in the shapes of
+"""``--json`` on every ``memory`` command: the op's result in the shapes of
 docs/protocol.md on stdout, the same exit status as the text form."""
 
 from __future__ import annotations

@@ -98,7 +98,7 @@ async def test_real_llama_server_embeddings_attach_cut_long_notes_and_reindex(tm
     """The ``llama-server`` embedding provider against the real llama.cpp server started
     with ``--embeddings --pooling mean -b 64 -ub 64`` on the bundled SmolLM2 (576-d):
     the probe attaches it, a long note gets the server's real "increase the physical
-    batch size" HTTP 500 and is embedded from its head (BC-10), and ``memory reindex``
+    batch size" HTTP 500 and is embedded from its head, and ``memory reindex``
     embeds a stopped daemon's notes through it."""
     import json
     import socket
@@ -169,7 +169,7 @@ async def test_real_llama_server_embeddings_attach_cut_long_notes_and_reindex(tm
 
 
 async def test_a_sigkilled_embedded_llama_server_is_restarted_and_nothing_is_lost(tmp_path):
-    """SIGKILL of the embedded llama-server during a write load (issue 7): memory keeps
+    """SIGKILL of the embedded llama-server during a write load: memory keeps
     acknowledging writes, a turn during the outage ends with a typed reason instead of
     hanging, the server is started again on the same URL, turns work again, and every
     acknowledged note is there."""

@@ -1,4 +1,4 @@
-"""The embedded llama.cpp server's start-up (issue 16): which server, what reaches its
+"""The embedded llama.cpp server's start-up: which server, what reaches its
 command line, and what a user is told when it cannot start.
 
 Stand-in server binaries are small shell scripts that record their arguments and then

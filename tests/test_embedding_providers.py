@@ -3,7 +3,7 @@
 Tier 1: the response parser and the "too large" classifier on literal bodies.
 Tier 2: :func:`runtime.services.embeddings.providers.attach` against the scripted llama-server run as
 a real subprocess (``/embedding`` and ``/v1/embeddings``): attach only with the catalog's
-dimension, a clear reason otherwise, bearer tokens, inputs cut to fit (BC-10).
+dimension, a clear reason otherwise, bearer tokens, inputs cut to fit.
 Tier 3: the whole daemon with ``provider: "llama-server"``: notes are embedded by the
 backfill actor, recall goes hybrid through the server, a note too long for the server is
 stored and found by keyword, and the warning names ``-b``/``-ub``.
@@ -77,7 +77,7 @@ def test_wrong_shapes_are_named(payload, words):
 
 def test_null_components_read_as_nan_and_unfloatable_numbers_are_named():
     """llama-server writes a NaN component as ``null``: the row parses (NaN) and is then
-    reported missing, instead of failing the whole batch (issue 7)."""
+    reported missing, instead of failing the whole batch."""
     (row,) = parse_vectors({"embedding": [0.5, None]}, 1)
     assert row[0] == 0.5 and row[1] != row[1]
     with pytest.raises(ValueError, match="too large for a float"):

@@ -1,4 +1,4 @@
-"""Field cases, second round (issue 23): each case's expectations, through the store
+"""Field cases, second round: each case's expectations, through the store
 and through the real interfaces (websocket frames, the CLI, a scripted LLM server).
 
 FC2-03 -- what a turn forgot is not stored again by that turn's reflection, and a fact's
@@ -203,7 +203,7 @@ def test_a_negation_is_a_correction_never_a_duplicate(store, topic):
     new_text = CORRECTIONS[topic]
     found = near_match(store.conn, new_text, content_key(new_text), "all", None, 0.85)
     assert found is not None and found.id == old.id and found.corrects
-    # The same text but for case and a trailing full stop is still merged (BC-11).
+    # The same text but for case and a trailing full stop is still merged.
     variant = OLD[topic].lower() + "."
     same = near_match(store.conn, variant, content_key(variant), "all", None, 0.85)
     assert same is not None and same.id == old.id and not same.corrects
@@ -219,7 +219,7 @@ def test_corrections_are_stored_linked_ranked_first_and_marked(store):
     assert store.count() == 6
     edges = {(e.from_id, e.to_id, e.kind, e.origin) for e in links.list_all()}
     assert edges == {(new[t].id, old[t].id, "SUPERSEDES", "correction") for t in OLD}
-    # The case/punctuation variant merges into the original (BC-11) and adds no link.
+    # The case/punctuation variant merges into the original and adds no link.
     again = store.store("is allergic to penicillin and carries an epipen on every trip.",
                         tags=["health"])
     assert again.id == old["allergy"].id and links.count() == 3

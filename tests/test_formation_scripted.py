@@ -1,4 +1,4 @@
-"""Memory formation, kind by kind, with a scripted LLM (issue 17).
+"""Memory formation, kind by kind, with a scripted LLM.
 
 Each test runs a real daemon against :mod:`tests.fakes.llama_server`, whose reflection
 answer is scripted to be what a small model gets wrong (another person's name as the
@@ -188,7 +188,7 @@ async def test_ask_prints_what_memory_did(daemon):
 
 @rules(reflection("My thesis is due on 22 December.", "SET thesis_due=2026-12-22\n"))
 async def test_ask_says_why_a_proposal_in_other_words_was_dropped(daemon):
-    """Newcomer trial (issue 24): a fact the model rewrote ("2026-12-22" for "22
+    """Newcomer trial: a fact the model rewrote ("2026-12-22" for "22
     December") is dropped by grounding; ``ask`` says so instead of "nothing you stated
     about yourself"."""
     done = await trio.to_thread.run_sync(lambda: subprocess.run(

@@ -1,4 +1,4 @@
-"""``atomic-agent mcp`` (issue 18): the daemon's memory over MCP, driven by the official
+"""``atomic-agent mcp``: the daemon's memory over MCP, driven by the official
 SDK's own client over both transports (stdio: the server launched as a subprocess;
 Streamable HTTP on loopback with the daemon token), against a real daemon; a daemon
 that is not running is one clear tool error; bad arguments are tool errors that name

@@ -55,7 +55,7 @@ def op(conn, name, args=None, **stores):
     return run_op(ProfileStore(conn), MemoryStore(conn), name, args or {}, **stores)
 
 
-# -- lesson validation (anchor §2.7) -------------------------------------------------------
+# -- lesson validation -------------------------------------------------------
 
 
 def test_create_lesson_defaults_and_trimming(lessons):
@@ -209,7 +209,7 @@ def test_cjk_lessons_are_findable(lessons):
     assert [h.id for h in lessons.recall("生产环境")] == [les.id]
 
 
-# -- procedures (anchor §2.8) ------------------------------------------------------------
+# -- procedures ------------------------------------------------------------
 
 
 def test_create_procedure_and_read_back(procedures):
@@ -346,7 +346,7 @@ def test_tail_places_lessons_and_procedures_in_order():
     assert tail.index("### conversation") < tail.index("### lessons")
 
 
-# -- per-turn context (anchor §3.6) --------------------------------------------------------
+# -- per-turn context --------------------------------------------------------
 
 
 def test_context_recalls_lesson_and_procedure_pointers(conn, lessons, procedures):

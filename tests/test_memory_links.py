@@ -40,7 +40,7 @@ def recall_counts(conn) -> dict[int, int]:
     return dict(conn.execute("SELECT id, recall_count FROM memories").fetchall())
 
 
-# -- validation (anchor §2.6) ------------------------------------------------------------
+# -- validation ------------------------------------------------------------
 
 
 def test_add_and_upsert(notes, links):
@@ -147,7 +147,7 @@ def test_lists_order_remove_and_cascade(notes, links):
         links.list_outgoing(a, kinds=["NOPE"])
 
 
-# -- BFS expansion (anchor §2.6) ------------------------------------------------------------
+# -- BFS expansion ------------------------------------------------------------
 
 
 @pytest.fixture
@@ -211,7 +211,7 @@ def test_expand_isolated_note(notes, links):
     assert links.expand([a], depth=3) == []
 
 
-# -- the per-turn context (anchor §3.6) ------------------------------------------------------
+# -- the per-turn context ------------------------------------------------------
 
 
 def context(conn, links, message, **kw):

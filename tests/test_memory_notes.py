@@ -1,6 +1,6 @@
-"""MemoryStore: validation (anchor §2.2), eviction (seed 000 §4.5, utility order of anchor
-§2.2), dedup exact and near-identical (BC-11), BM25 recall with safe queries (anchor §2.1,
-BC-03, BC-04), FTS sync (BC-05), vector helpers. Ranking quality: test_memory_recall_quality.
+"""MemoryStore: validation, eviction (seed 000 §4.5, utility order of anchor
+§2.2), dedup exact and near-identical, BM25 recall with safe queries (anchor §2.1,
+BC-03, BC-04), FTS sync, vector helpers. Ranking quality: test_memory_recall_quality.
 
 Rules: each test opens its own migrated file under ``tmp_path``; ordering-sensitive
 writes pass ``now_ms`` explicitly; the hypothesis tests are derandomised and share one
@@ -272,7 +272,7 @@ def test_eviction_tie_breaks_by_id(conn, eviction):
     assert store.get(a.id) is None and store.get(b.id) is not None
 
 
-# -- dedup (BC-11) ----------------------------------------------------------------------------
+# -- dedup ----------------------------------------------------------------------------
 
 
 def test_near_identical_notes_merge(store):

@@ -1,4 +1,4 @@
-"""ProfileStore: validation (anchor §2.3), bi-temporal history, eviction (anchor §2.4).
+"""ProfileStore: validation, bi-temporal history, eviction.
 
 Rules: each test opens its own migrated file under ``tmp_path``; time is passed
 explicitly as ``now_ms`` wherever ordering matters (no clocks, no sleeps).

@@ -1,4 +1,4 @@
-"""``memory export`` / ``memory import`` (issue 18): a versioned JSON-lines file that
+"""``memory export`` / ``memory import``: a versioned JSON-lines file that
 carries facts with their history, notes with tags, scope and links, lessons and
 procedures; importing it into an empty state directory reproduces recall for a fixed
 query set; importing twice adds nothing; a bad file is one error and writes nothing."""

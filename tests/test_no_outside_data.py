@@ -1,4 +1,4 @@
-"""A clone carries what its tests and benchmarks read (issue 16): no tracked file refers
+"""A clone carries what its tests and benchmarks read: no tracked file refers
 to a ``shared/`` folder beside the repository, and the evaluation data is in it."""
 
 from __future__ import annotations

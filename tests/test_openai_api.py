@@ -1,4 +1,4 @@
-"""The OpenAI-compatible HTTP API (issue 18), driven by the official ``openai`` client
+"""The OpenAI-compatible HTTP API, driven by the official ``openai`` client
 against a real daemon: a chat completion is a normal turn with memory (the profile is
 in the prompt, the exchange lands in the chosen session, reflection runs after it),
 streamed and not; a wrong key, a browser origin and malformed requests are refused

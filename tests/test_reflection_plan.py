@@ -1,4 +1,4 @@
-"""The reflection's guards as pure functions (issue 17): clause stance, forgetting,
+"""The reflection's guards as pure functions: clause stance, forgetting,
 canonical keys, the write plan and the agent's write guard. Sentences are made up for
 these tests; none is a formation case's."""
 
@@ -128,7 +128,7 @@ def test_plan_maps_keys_guards_and_caps():
     p = plan("SET location=Oslo\nSET name=Ada\nSET sister_name=Ada\nSET job=nurse\n",
              "My sister Ada is a nurse. I live in Oslo.", {"city": "Bergen"})
     assert [(f.key, f.value) for f in p.facts] == [("city", "Oslo"), ("sister_name", "Ada")]
-    # name=Ada: the user never named themself Ada (FC2-04); job=nurse: the sister's.
+    # name=Ada: the user never named themself Ada; job=nurse: the sister's.
     assert sorted(d.reason for d in p.dropped) == ["third_person", "ungrounded_identity"]
 
 

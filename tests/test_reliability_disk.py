@@ -130,7 +130,7 @@ async def test_a_full_disk_fails_writes_with_a_typed_error_and_loses_nothing(tmp
                 # Reads, pings and the other client still work; no actor was restarted.
                 got = await other.memory("memory.notes.recall", {"query": "lighthouse restoration"})
                 assert got, "recall on a full disk"
-                # memory stats says what the disk refused last, and when (FC2-07).
+                # memory stats says what the disk refused last, and when.
                 last_error = (await other.memory("memory.stats"))["lastStorageError"]
                 assert last_error["code"] == "storage_full" and last_error["at"] > 0
                 await other.send({"type": "ping"})

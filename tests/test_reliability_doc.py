@@ -1,5 +1,5 @@
 """``docs/RELIABILITY.md`` stays true: every test its table names exists, and every
-count it states equals the constant it says it comes from (issue 7)."""
+count it states equals the constant it says it comes from."""
 
 from __future__ import annotations
 

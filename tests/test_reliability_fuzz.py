@@ -1,4 +1,4 @@
-"""Fuzzed websocket frames against the real daemon (issue 7), hypothesis-driven with a
+"""Fuzzed websocket frames against the real daemon, hypothesis-driven with a
 fixed seed (``derandomize``) so CI replays the same inputs.
 
 Each example boots a daemon (scripted llama-server), stores a canary note, then sends

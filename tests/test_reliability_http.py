@@ -1,4 +1,4 @@
-"""Fuzzed HTTP answers from the LLM and embedding servers (issue 7), hypothesis-driven
+"""Fuzzed HTTP answers from the LLM and embedding servers, hypothesis-driven
 with a fixed seed (``derandomize``, no shrinking) so CI replays the same inputs.
 
 One scripted llama-server (``tests/fakes/llama_server.py``) runs for the module; each
@@ -346,7 +346,7 @@ embedding_cases = st.sampled_from(sorted(_EMBEDDING_RULES)).flatmap(
 """(api, number of texts, fake-server rule)."""
 
 
-# -- explicit cases: the faults the fuzzing found (issue 7) -----------------------------
+# -- explicit cases: the faults the fuzzing found -----------------------------
 
 _SSE = "text/event-stream"
 _DRIP = {"drip_ms": 100, "drip_bytes": 1, "framing": "close"}

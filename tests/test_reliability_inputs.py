@@ -1,4 +1,4 @@
-"""Bad input, fuzzed (issue 7): command-line arguments, the model's actions and tool
+"""Bad input, fuzzed: command-line arguments, the model's actions and tool
 arguments, reflection completions. Hypothesis-driven with a fixed seed (``derandomize``)
 so CI replays the same inputs; no shrinking (a failure is reported as generated).
 

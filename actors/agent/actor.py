@@ -279,7 +279,7 @@ class AgentActor:
         """Run a SessionStore call on a worker thread under ``db_lock``. A disk that
         refuses it (full, read-only, I/O error) becomes AgentError with code
         ``storage_full`` / ``storage_readonly`` / ``storage_error`` for this request only,
-        never an actor crash (issue 7); other apsw errors propagate."""
+        never an actor crash; other apsw errors propagate."""
         async with self.db_lock:
             try:
                 return await trio.to_thread.run_sync(fn, *args)
@@ -305,7 +305,7 @@ class AgentActor:
             if state is not None:
                 return SessionInfo(session=state.id, created=False, turns=state.turns)
         # Not persisted until its first turn: a client that only reads memory, lists
-        # sessions or watches leaves nothing behind (issue 19).
+        # sessions or watches leaves nothing behind.
         state = SessionStore.new(msg.session, msg.working_dir)
         self.opened[state.id] = state.working_dir
         while len(self.opened) > OPENED_MAX:
@@ -581,7 +581,7 @@ class AgentActor:
                 stream = _ReplyStream(self, msg)
                 completion = await self._complete(msg, tail, n, last, stream, tools)
             except LLMContextOverflow as exc:
-                # The server counted more tokens than our estimate (FC2-14): once, the
+                # The server counted more tokens than our estimate: once, the
                 # same step again in the window it says it has, scaled by how far off
                 # the estimate was, with only the profile of memory; then the error.
                 window = _squeezed_window(exc, n_ctx, self.prompt.prefix + tail)

@@ -411,7 +411,7 @@ def clip_middle(line: str, budget: int) -> str:
     """``line`` cut to about ``budget`` estimated tokens by leaving out its middle: the
     first two thirds and the last third of what fits, joined by ``[… N characters not
     shown …]``. A pasted 6 KB log then still gets an answer about its start and end
-    instead of a prompt the server refuses (FC2-14); the session keeps it whole."""
+    instead of a prompt the server refuses; the session keeps it whole."""
     if estimate_tokens(line) <= budget:
         return line
     chars = max(40, int(budget * 3.6) - 40)  # (estimate_tokens counts ~3.6 chars a token)

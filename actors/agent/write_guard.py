@@ -1,4 +1,4 @@
-"""The agent's own memory writes pass the reflection's guards (issue 17).
+"""The agent's own memory writes pass the reflection's guards.
 
 A small model answering "What is the capital of Australia?" may call
 ``memory.notes.store`` with "The capital of Australia is Canberra", or remove a fact

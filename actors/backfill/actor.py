@@ -240,7 +240,7 @@ class BackfillActor:
     async def _write(self, todo: list[VectorTodo], link_new: bool = False) -> int:
         """Embed ``todo`` (purpose ``document``) and store it with ONE PutVectors.
 
-        Returns the rows written. A note the server could not embed (BC-10) is left
+        Returns the rows written. A note the server could not embed is left
         without a vector, logged ``backfill.skipped`` and counted. Raises
         EmbeddingUnavailable (model failed) or a RuntimeFailure / TooSlowError (memory
         side).

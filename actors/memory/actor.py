@@ -95,7 +95,7 @@ READ_BUSY_TIMEOUT_MS = 100
 writer path (whose timeout is ``schema.BUSY_TIMEOUT_MS``) instead of blocking the
 actor's event loop."""
 # The store's process-wide counts, in every metrics snapshot of this process: steps back
-# of the wall clock (FC2-09), recalls capped or cut short (FC2-01).
+# of the wall clock, recalls capped or cut short.
 count_process_wide(lambda: {"memory.clock_skew": CLOCK.skews,
                             **{f"memory.recall.limited{{reason={why}}}": n
                                for why, n in LIMITED.items()}})
@@ -223,9 +223,9 @@ class MemoryActor:
         # Hybrid recall's newest-vectors scan: new vectors are folded in (VectorCache.add).
         self.vector_cache = VectorCache()
         # What the agent's tool calls forgot, per (session, turn): that turn's reflection
-        # must not store it again (FC2-03). Oldest turn first; FORGOTTEN_TURNS at most.
+        # must not store it again. Oldest turn first; FORGOTTEN_TURNS at most.
         self.forgotten_in_turn: dict[tuple[str, str], list[str]] = {}
-        # The last write the disk refused, for memory.stats (FC2-07); None until one is.
+        # The last write the disk refused, for memory.stats; None until one is.
         self.last_storage_error: dict[str, Any] | None = None
         self._bumps: list[list[int]] = []
         self._flushing = False
@@ -242,7 +242,7 @@ class MemoryActor:
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` on the worker thread; a lock held past the busy timeout becomes
         DatabaseBusy (code ``database_busy``): a visible, retryable failure for this
-        request only, never a crash and never a silent drop (field case BC-06)."""
+        request only, never a crash and never a silent drop."""
         self.last_write = time.monotonic()
         try:
             return await trio.to_thread.run_sync(fn, *args, limiter=self._limiter)
@@ -570,7 +570,7 @@ class MemoryActor:
         log.warning("memory.unexpected_cast", src=src)
 
     def _build_context(self, s: StoreSet, msg: BuildContext) -> MemoryContext:
-        """The per-turn context with every ``memory.*`` switch applied (anchor §3.6):
+        """The per-turn context with every ``memory.*`` switch applied:
         a disabled channel passes 0 (recall k, index limit, maxExpanded, recallK).
         Recall counters are left to :meth:`_queue_bump`."""
         cfg = self.cfg
@@ -599,7 +599,7 @@ class MemoryActor:
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
         """Write every fact and note of one reflection in ONE transaction; invalid items
-        are skipped (and counted), never the whole result (seed 000 §5.4)."""
+        are skipped (and counted), never the whole result."""
         keys: list[str] = []
         ids: list[int] = []
         updated: list[str] = []
@@ -628,7 +628,7 @@ class MemoryActor:
                 try:
                     before = self.w.profiles.get(fact.key)
                     if before is not None and _same_fact(before, fact):
-                        skipped += 1  # near-identical fact already active (BC-11)
+                        skipped += 1  # near-identical fact already active
                         continue
                     after = self.w.profiles.set(fact.key, fact.value, pinned=fact.pinned,
                                               keywords=fact.keywords if not fact.pinned else None,
@@ -707,7 +707,7 @@ class MemoryActor:
 
     async def attach_embedder(self) -> None:
         """Attach the query embedder (background); once attached, warn once about the
-        vectors another model or dimension left behind (BC-08): they are not scored, the
+        vectors another model or dimension left behind: they are not scored, the
         backfill re-embeds the notes, ``memory reindex --prune`` deletes them."""
         await self.query_embedder.attach()
         emb = self.query_embedder

@@ -1,4 +1,4 @@
-"""The memory store's wall clock: Unix ms that never go backwards (field case FC2-09).
+"""The memory store's wall clock: Unix ms that never go backwards.
 
 Timestamps order things here: which note is the oldest (eviction), which fact version
 is the newest, when a note was recalled last. When the machine's clock steps back (an

@@ -10,7 +10,7 @@ cancellation); this module only reads and writes ``memory.sqlite`` for them:
 * :func:`apply_votes` -- move ``vote_score`` by ±1 per vote, clamped to ±``cap``; an
   audit row per applied vote (``votes``), none for a vote that hit the clamp.
 * :func:`bump_outcomes` -- a turn's end: success or failure of the lessons and
-  procedures it surfaced (anchor §7.1), once per id.
+  procedures it surfaced, once per id.
 * :func:`claim_clusters` -- the consolidator's candidates: connected components over
   links of live, unleased notes older than the cool-down; each member leased.
 * :func:`persist_distilled` -- a lesson (and procedure) from one claimed cluster, its
@@ -184,7 +184,7 @@ def similarity_links(conn: apsw.Connection, links: LinkStore, vectors: Any, *, m
                      ceiling: int) -> int:
     """Link each of ``new_ids`` to its ``per_note`` nearest other notes whose cosine is
     at least ``floor`` (``RELATES_TO``, weight = cosine), in one transaction: the links
-    a model is not needed for (issue 21). Scans the newest ``ceiling`` vectors of
+    a model is not needed for. Scans the newest ``ceiling`` vectors of
     ``model`` (``VectorStore.load``); a note without a vector is skipped. Returns the
     links written. ``floor`` 0.45 is measured for MiniLM on related / unrelated
     personal notes (docs/architecture.md, bench/RESULTS.md "Cold path")."""

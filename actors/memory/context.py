@@ -8,7 +8,7 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
   archived other than into a lesson (by hand, or because it stated a fact's old value)
   is left out;
 * ``index``    -- the most recently updated non-archived notes minus every recalled id, so
-  no note appears twice in one prompt (seed 000 §4.2);
+  no note appears twice in one prompt;
 * link expansion (anchor §2.6, §3.6 step 3; when a ``LinkStore`` and ``max_expanded``
   are given) -- BFS neighbours of the recalled notes appended to ``recalled`` after the
   BM25 hits, without duplicate ids; their ``recall_count`` is bumped too, so every
@@ -24,7 +24,7 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
 * ``before`` -- for the shown profile facts that replaced an earlier value, that value
   (``### profile`` shows it: "where did I live before?");
 * ``zone`` -- the user's time zone from the profile (``dates.user_zone``), in which the
-  tail's ``now:`` line and the notes' dates are written (issue 24);
+  tail's ``now:`` line and the notes' dates are written;
 * a question that names a time ("what did I say last week?", "on 24 October 2023",
   ``dates.time_window``) recalls the notes written then first (:func:`timed_recall`).
 
@@ -165,7 +165,7 @@ def build_context(
         profiles / notes: the stores of the actor's connection.
         user_message: the current user message (the gate input, and the recall query
             unless ``recall_text`` is given).
-        recall_text: the query rewriter's rewrite of ``user_message`` (seed 001): notes,
+        recall_text: the query rewriter's rewrite of ``user_message``: notes,
             lessons and procedures are recalled with it.
         recall: replaces ``notes.recall`` for the notes (same keyword arguments,
             ``bump=False``): the memory actor passes hybrid recall (DESIGN §8).
@@ -184,9 +184,9 @@ def build_context(
         procedures / procedures_k: procedure store and ``memory.procedures.recallK``
             (0 = off).
         score_blend: ``memory.voting.scoreBlend`` when voting is on: lessons and
-            procedures are reordered by votes and outcomes (anchor §7.2); None = BM25.
+            procedures are reordered by votes and outcomes; None = BM25.
         profile_vote_floor: when given (``-memory.voting.profileFilterThreshold``),
-            facts whose ``vote_score`` is at or below it are left out (anchor §7.4).
+            facts whose ``vote_score`` is at or below it are left out.
         session / session_facts_limit: the session id and ``memory.sessionFacts.limit``
             (0 = off): its newest facts not already in ``profile`` fill
             ``session_facts``.
@@ -335,7 +335,7 @@ def _topicless(query: str, window: TimeWindow) -> bool:
 
 def timed_recall(recall: Callable[..., list[Note]], notes: MemoryStore, query: str,
                  window: TimeWindow, *, k: int, working_dir: str | None) -> list[Note]:
-    """Recall for a question that names a time span (issue 24): of recall's best
+    """Recall for a question that names a time span: of recall's best
     ``max(TIMED_POOL, 8 k)`` notes (at most 50) those written inside ``window`` come
     first, best first, and recall's own best fill the rest of the ``k`` slots. A
     question about the time only ("what did I say last week?": no topic word, see
@@ -440,7 +440,7 @@ def render_context(
     was written, ``index_dates`` (``memory.index.showDates``; default: ``dates``) each
     index row's, in ``ctx.zone``; ``profile_dates`` (``memory.profile.showDates``)
     shows the earlier value of a fact that replaced one and the day a fact relative to
-    its day was said (issue 24); a day a fact or recalled note names is counted from
+    its day was said; a day a fact or recalled note names is counted from
     ``now_ms`` (default: the wall clock). Off by default here
     so a caller gets the anchor's exact line formats; the configuration turns them on.
 

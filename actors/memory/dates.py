@@ -79,7 +79,7 @@ def relative_to_now(text: str) -> bool:
     ("next Friday", "tomorrow", "in two weeks", "3 days ago", a bare weekday; and the
     commonest German, French and Spanish ones). ``### profile`` then shows the day the
     fact was written, so "my dentist appointment is next Friday" can still be placed a
-    week later (issue 24)."""
+    week later."""
     return bool(_RELATIVE.search(re.sub(r"_+", " ", text)))
 
 

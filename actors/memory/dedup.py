@@ -1,4 +1,4 @@
-"""Duplicate detection for notes on store (field case BC-11, anchor §2.2, seed 000 §10).
+"""Duplicate detection for notes on store.
 
 Two levels, both limited to active (non-archived) notes of the same scope and working
 dir:
@@ -9,7 +9,7 @@ dir:
   BM25 for the rarest words of the new text, the one with the highest token Jaccard
   similarity ``|A ∩ B| / |A ∪ B|``, if it reaches the threshold (default
   :data:`NEAR_THRESHOLD` = 0.85, as the anchor's production config). Tokens are the
-  lower-cased Unicode letter/digit words longer than 2 characters (anchor §2.2), and,
+  lower-cased Unicode letter/digit words longer than 2 characters, and,
   unlike the anchor, also shorter words with a digit (so "room 12" and "room 14" stay
   two notes), plus the character bigrams of CJK words (so unspaced scripts can be
   near-identical too). Texts with fewer than :data:`NEAR_MIN_TOKENS` (3) such tokens

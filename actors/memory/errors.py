@@ -145,7 +145,7 @@ class DatabaseBusy(MemoryFailure):
     """Another process held the write lock longer than the busy timeout (5000 ms).
 
     The request failed as a whole (its transaction rolled back) and may be retried;
-    the actor stays up and later writes work (field case BC-06).
+    the actor stays up and later writes work.
     """
 
     code = "database_busy"
@@ -214,7 +214,7 @@ class StorageFailure(MemoryFailure):
         words it for a failed read instead of a refused write."""
         # SQLite may roll back by itself on SQLITE_FULL; the rollback that follows then
         # fails ("cannot rollback - no transaction is active") with the FullError only
-        # as its context (FC2-07): look through the chain of causes.
+        # as its context: look through the chain of causes.
         seen: BaseException | None = exc
         for _ in range(4):
             if seen is None:

@@ -1,4 +1,4 @@
-"""Forgetting by conversation, on the memory side (issue 17): match and delete.
+"""Forgetting by conversation, on the memory side: match and delete.
 
 The reflection actor decides *what* the user asked to forget (``actors.reflection.forget``)
 and sends it inside :class:`~actors.memory.messages.ApplyReflection` as a

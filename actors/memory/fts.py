@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 #: Code-point ranges (inclusive) of scripts written without spaces between words,
-#: handled by bigram indexing (field case BC-03). Punctuation blocks such as
+#: handled by bigram indexing. Punctuation blocks such as
 #: U+3000..U+3004 (ideographic space, 、。) are deliberately left out.
 CJK_RANGES: tuple[tuple[int, int], ...] = (
     (0x0E00, 0x0EFF),  # Thai, Lao
@@ -171,7 +171,7 @@ def fold_latin(text: str) -> str:
 
 
 def index_text(text: str | None) -> str:
-    """Return the text the FTS5 tables index for stored ``text`` (BC-03).
+    """Return the text the FTS5 tables index for stored ``text``.
 
     Shape: NFKC-normalised ``text``, Latin diacritics folded (:func:`fold_latin`), in
     which every run of :data:`CJK_RANGES`
@@ -275,7 +275,7 @@ def quote_terms(
 
 
 def build_match_query(text: str, *, prefix: bool = True) -> str | None:
-    """Build a safe FTS5 MATCH expression from arbitrary user text (anchor §2.1).
+    """Build a safe FTS5 MATCH expression from arbitrary user text.
 
     Every word becomes a double-quoted string token, with ``*`` appended when
     ``prefix`` is true (the anchor's notes form; lessons/procedures use
@@ -299,7 +299,7 @@ def build_match_query(text: str, *, prefix: bool = True) -> str | None:
 
 
 def content_key(content: str) -> str:
-    """Return the dedup key of a note text (BC-11).
+    """Return the dedup key of a note text.
 
     NFKC, case-folded, whitespace runs collapsed to one space, trimmed, trailing
     punctuation (``.!?;,:`` and CJK equivalents) stripped.
@@ -313,7 +313,7 @@ def normalise_bm25(raw: Sequence[float]) -> list[float]:
 
     ``score = raw / best`` where ``best`` is the most negative value of the hit set, so
     the strongest hit scores exactly 1.0 and a more negative raw value never yields a
-    lower score (BC-04). Degenerate input (no negative value) scores 1.0 everywhere.
+    lower score. Degenerate input (no negative value) scores 1.0 everywhere.
     """
     if not raw:
         return []

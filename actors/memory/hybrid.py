@@ -5,7 +5,7 @@ Pure functions over numbers; the stores feed them:
 
 * :func:`cosine_scores` — the cosine of a query vector with each row of a matrix, computed
   under ``numpy.errstate(all="ignore")``; a zero or non-finite vector (query or row)
-  scores exactly 0.0, never NaN (BC-09). Rows of another dimension than the query are
+  scores exactly 0.0, never NaN. Rows of another dimension than the query are
   never passed in (``VectorStore.load`` keeps one model and one dimension; BC-08).
 * :func:`hybrid_rank` — the order DESIGN §8 fixes:
 

@@ -13,7 +13,7 @@ writes through and the read path the per-turn context uses.
   joined, ranked by ``bm25()``. Text with nothing indexable recalls ``[]``; hostile text
   never raises.
 * Deprecation is a status flip (``status='deprecated'``, ``deprecated_at``); nothing is
-  deleted, deprecated rows stay readable by id (anchor §1.10) but leave query recall
+  deleted, deprecated rows stay readable by id but leave query recall
   and the index.
 
 The helpers :func:`validate_activation`, :func:`validate_query`, :func:`clean_tags`,
@@ -78,7 +78,7 @@ _STRS = msgspec.json.Decoder(list[str])
 
 
 class LessonPointer(msgspec.Struct, rename="camel"):
-    """What ``### lessons`` shows of a lesson (anchor §3.5): never the principle.
+    """What ``### lessons`` shows of a lesson: never the principle.
 
     Attributes:
         id: lesson id.
@@ -380,7 +380,7 @@ class CountedTable:
 
 
 class LessonStore(CountedTable):
-    """Create, read, recall and deprecate lessons (anchor §2.7).
+    """Create, read, recall and deprecate lessons.
 
     Args:
         conn: a connection from ``schema.open_database`` (migrated to >= v3).
@@ -407,7 +407,7 @@ class LessonStore(CountedTable):
     ) -> Lesson:
         """Insert an active lesson with zero counters and return it.
 
-        Validation (anchor §2.7): activation 1..240 and principle 1..800 chars after
+        Validation: activation 1..240 and principle 1..800 chars after
         trimming (too long is an error, never cut); tags per :func:`clean_tags`
         (invalid/excess dropped silently); ``parent_ids`` a non-empty list of positive
         ints (de-duplicated); ``working_dir`` trimmed, blank -> None.

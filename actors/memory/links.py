@@ -9,7 +9,7 @@ edges. Kinds: ``RELATES_TO``, ``CAUSED_BY``, ``REFERENCES``, ``CONTRADICTS``,
 The per-turn context (``context.build_context``) uses :meth:`LinkStore.expand` to add
 the neighbours of the recalled notes to ``### recalled`` (anchor §3.6 step 3). Edges
 are written by the user (``memory.links.add``) and, later, by the link generator
-(anchor §7.3). Times are Unix milliseconds; writes go through ``schema.write_txn``.
+. Times are Unix milliseconds; writes go through ``schema.write_txn``.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def _row(row: Sequence) -> Link:
 
 
 class LinkStore:
-    """Add, list, remove and expand edges between notes (anchor §2.6).
+    """Add, list, remove and expand edges between notes.
 
     Args:
         conn: a connection from ``schema.open_database`` (migrated to >= v3).
@@ -177,7 +177,7 @@ class LinkStore:
         Ids must be positive ints and different (a self-loop is refused, field
         ``toId``); ``kind`` per :func:`validate_kind`; ``weight`` per
         :func:`clamp_weight` (default 1.0). An existing ``(from, to, kind)`` edge gets
-        the new weight and ``created_at`` (anchor §2.6), and ``origin`` (one of
+        the new weight and ``created_at``, and ``origin`` (one of
         :data:`LINK_ORIGINS`) unless it is ``manual`` already.
 
         Raises:

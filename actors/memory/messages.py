@@ -27,7 +27,7 @@ class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
 
 class BuildContext(_M):
     """Once per turn (DESIGN §2 step 3) → :class:`MemoryContext`. ``recall_query``: the
-    query rewriter's self-contained rewrite of ``user_message`` (seed 001), used for
+    query rewriter's self-contained rewrite of ``user_message``, used for
     recall only; the profile gate reads ``user_message``."""
 
     session: str
@@ -55,7 +55,7 @@ class OpResult(msgspec.Struct):
 
 
 class FactIn(msgspec.Struct):
-    """One reflection SET line, already parsed (seed 000 §5.3)."""
+    """One reflection SET line, already parsed."""
 
     key: str
     value: str
@@ -64,7 +64,7 @@ class FactIn(msgspec.Struct):
 
 
 class NoteIn(msgspec.Struct):
-    """One reflection NOTE line, already parsed (seed 000 §5.3)."""
+    """One reflection NOTE line, already parsed."""
 
     body: str
     tags: list[str] = msgspec.field(default_factory=list)
@@ -146,7 +146,7 @@ class Stats(_M):
 
 
 class ApplyLinks(_M):
-    """Link generator → memory (anchor §7.3): upsert these links (weight 1.0) in one
+    """Link generator → memory: upsert these links (weight 1.0) in one
     transaction → the number written (int)."""
 
     session: str
@@ -154,7 +154,7 @@ class ApplyLinks(_M):
 
 
 class ApplyVotes(_M):
-    """Vote runner → memory (anchor §7.4): apply these votes, clamped to ±``cap``, with
+    """Vote runner → memory: apply these votes, clamped to ±``cap``, with
     an audit row each → :class:`cold.VoteResult`."""
 
     session: str
@@ -164,7 +164,7 @@ class ApplyVotes(_M):
 
 
 class BumpOutcomes(_M):
-    """Agent → memory at a turn's end (anchor §7.1): success (reply/finish) or failure
+    """Agent → memory at a turn's end: success (reply/finish) or failure
     (error) of the lessons and procedures the turn surfaced → rows bumped (int)."""
 
     lesson_ids: list[int] = msgspec.field(default_factory=list)

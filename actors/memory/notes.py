@@ -1,9 +1,9 @@
 """MemoryStore: freeform notes with FTS5/BM25 recall (seed 000 §4, anchor §2.2).
 
 Notes live in ``memories``; ``memories_fts`` mirrors ``aa_index_text(content)`` through
-triggers, so the index can never go stale after an update or delete (BC-05). Recall
+triggers, so the index can never go stale after an update or delete. Recall
 (``recall`` module): a safe MATCH expression without stopwords, a BM25 pool, term
-coverage and same-session context; the strongest hit scores exactly 1.0 (BC-04).
+coverage and same-session context; the strongest hit scores exactly 1.0.
 
 Bounds (seed 000 §4.5, §9): at most ``max_entries`` rows (default 1000); after every
 insert the surplus is deleted in the same transaction, never the row just written, so
@@ -11,7 +11,7 @@ the cap holds after every commit. Eviction order: ``"utility"`` (default; anchor
 beats seed 000 §10) the least recalled first, ``recall_count, COALESCE(last_recalled_at,
 0), updated_at, id`` ascending; ``"fifo"`` the oldest ``(updated_at, id)`` first. A note
 equal to an active one after ``fts.content_key``, or near-identical to one
-(``dedup.near_match``: token Jaccard >= 0.85), merges into it (BC-11): same id,
+(``dedup.near_match``: token Jaccard >= 0.85), merges into it: same id,
 tags united, ``updated_at`` refreshed; unless it negates or retracts it (FC2-05,
 ``corrections``): then both are kept, the new one ``SUPERSEDES`` the old, and recall
 ranks a superseded note after the notes that are not.
@@ -128,7 +128,7 @@ def validate_tags(tags: object) -> list[str]:
     """Return tags trimmed and de-duplicated (first occurrence wins, case kept).
 
     ``None`` -> ``[]``; otherwise a list/tuple of at most 16 strings (counted before
-    de-duplication), each non-empty after trimming and at most 40 chars (anchor §2.2).
+    de-duplication), each non-empty after trimming and at most 40 chars.
 
     Raises:
         ValidationError: field ``tags``.
@@ -198,7 +198,7 @@ class MemoryStore:
         conn: a connection from ``schema.open_database`` (migrated).
         max_entries: hard row cap (``memory.notes.maxEntries``, default 1000).
         max_content_chars: per-note ceiling (``memory.notes.maxContentChars``, 4000).
-        dedup: merge identical and near-identical notes (BC-11); default on.
+        dedup: merge identical and near-identical notes; default on.
         near_threshold: token Jaccard in [0, 1] from which a note counts as
             near-identical (default 0.85); None merges exact duplicates only.
         eviction: ``"utility"`` (default: least recalled first) or ``"fifo"``
@@ -260,7 +260,7 @@ class MemoryStore:
         and ``turn_id`` record who wrote it and in which turn (:class:`Note`; a merge
         keeps the existing note's).
 
-        Validation (anchor §2.2): content trimmed, 1..max_content_chars chars; tags per
+        Validation: content trimmed, 1..max_content_chars chars; tags per
         :func:`validate_tags`; source ``agent|user``; scope ``all|project``; scope
         ``project`` needs a non-empty ``working_dir``; ``working_dir`` / ``session_id``
         trimmed, empty -> None.
@@ -397,7 +397,7 @@ class MemoryStore:
         Ranking (``recall.ranked_search``): BM25 of the best ``max(4k, 32)`` hits x
         the fraction of query terms a note holds, + half the score of each note of
         the same session up to two ids away. ``score`` = relevance / best: in [0, 1],
-        strongest 1.0 (BC-04). Archived notes are included; every hit matches a query term.
+        strongest 1.0. Archived notes are included; every hit matches a query term.
         A note superseded by another note (a correction, FC2-05) comes after the notes
         that are not (``corrections.newest_first``).
 
@@ -525,7 +525,7 @@ class MemoryStore:
         """Non-archived notes written (``created_at``, Unix ms) in ``[start_ms, end_ms)``,
         newest first, at most ``limit`` (clamped into [1, 200]); with ``working_dir``
         global notes plus that directory's. What "what did I say last week?" recalls
-        when no note of that week matches the question's words (issue 24)."""
+        when no note of that week matches the question's words."""
         limit = min(LIST_MAX, max(1, require_int(limit, "limit")))
         sql = (f"SELECT {_COLS} FROM memories m WHERE m.archived = 0"
                " AND m.created_at >= ? AND m.created_at < ?")

@@ -96,7 +96,7 @@ class ProcedureStep(msgspec.Struct, rename="camel"):
 
 
 ProcedurePointer = LessonPointer
-"""What ``### procedures`` shows of a procedure (anchor §3.5): never the steps. The same
+"""What ``### procedures`` shows of a procedure: never the steps. The same
 pointer shape as a lesson's (id, activation, tags, score), so one Struct serves both."""
 
 
@@ -176,7 +176,7 @@ def _step(item: object, n: int) -> ProcedureStep:
 
 
 def validate_steps(steps: object) -> list[ProcedureStep]:
-    """Validate 2..8 steps (anchor §2.8) and return them as :class:`ProcedureStep`.
+    """Validate 2..8 steps and return them as :class:`ProcedureStep`.
 
     Each entry is a ProcedureStep, a ``{"description", "toolHint"?}`` dict or a plain
     description string; descriptions are trimmed, 1..240 chars; a blank tool hint
@@ -196,7 +196,7 @@ def validate_steps(steps: object) -> list[ProcedureStep]:
 
 
 def format_steps(steps: Sequence[ProcedureStep]) -> str:
-    """Render steps as text, one per line: ``1. <description> [@toolhint]`` (anchor §7.5)."""
+    """Render steps as text, one per line: ``1. <description> [@toolhint]``."""
     return "\n".join(
         f"{i}. {s.description}" + (f" [@{s.tool_hint}]" if s.tool_hint else "")
         for i, s in enumerate(steps, 1)
@@ -253,7 +253,7 @@ def _row(row: Sequence, score: float | None = None) -> Procedure:
 
 
 class ProcedureStore(CountedTable):
-    """Create, read, recall and deprecate procedures (anchor §2.8).
+    """Create, read, recall and deprecate procedures.
 
     Args:
         conn: a connection from ``schema.open_database`` (migrated to >= v3).
@@ -281,7 +281,7 @@ class ProcedureStore(CountedTable):
     ) -> Procedure:
         """Insert an active procedure with zero counters and return it.
 
-        Validation (anchor §2.8): activation 1..240 chars after trimming; steps per
+        Validation: activation 1..240 chars after trimming; steps per
         :func:`validate_steps`; tags lower-cased, ``[a-z0-9][a-z0-9_\\-./]*``, at most
         64 chars, invalid or beyond 12 dropped silently; parent id lists of positive
         ints (may be empty, de-duplicated); source ``consolidator|manual``.
@@ -381,7 +381,7 @@ class ProcedureStore(CountedTable):
         """Deprecate every active procedure that lists ``lesson_id`` as a parent.
 
         SQL ``LIKE`` pre-filter on the JSON text, then an exact membership check
-        (anchor §2.8), in one transaction. Returns the ids flipped, ascending.
+       , in one transaction. Returns the ids flipped, ascending.
 
         Raises:
             ValidationError: fields ``id``, ``nowMs``.

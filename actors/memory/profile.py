@@ -47,13 +47,13 @@ PROFILE_KEY_MAX_LENGTH = 120
 PROFILE_VALUE_MAX_LENGTH = 2000
 PROFILE_MAX_KEYWORDS = 8
 PROFILE_KEYWORD_MAX_LENGTH = 40
-#: ``memory.profile.maxEntries`` default: cap on active unpinned facts (anchor §2.4).
+#: ``memory.profile.maxEntries`` default: cap on active unpinned facts.
 DEFAULT_MAX_UNPINNED = 500
 DEFAULT_PINNED_BUDGET_CHARS = 1500
 """Default ceiling (chars) on the rendered lines ``- key: value`` of all active pinned
 facts together: pinned facts reach every prompt, so one guard on the single write
 path every route shares (tool, websocket, reflection, offline CLI) keeps that block
-small (field case BC-16). 1500 chars ≈ 420 tokens, inside ``memory.profile.maxTokens``
+small. 1500 chars ≈ 420 tokens, inside ``memory.profile.maxTokens``
 512 (token estimate of anchor §3.1)."""
 
 _KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
@@ -131,7 +131,7 @@ def validate_key(key: object) -> str:
 def validate_value(value: object) -> str:
     """Validate a profile value; it is returned unchanged (never trimmed, never cut).
 
-    Rules (anchor §2.3): a string with at least one non-whitespace char, at most
+    Rules: a string with at least one non-whitespace char, at most
     :data:`PROFILE_VALUE_MAX_LENGTH` (2000) chars.
 
     Raises:
@@ -151,7 +151,7 @@ def validate_value(value: object) -> str:
 def validate_keywords(keywords: object) -> list[str]:
     """Validate gate keywords; return them trimmed, lower-cased and de-duplicated.
 
-    Rules (anchor §2.3): ``None`` -> ``[]``; otherwise a list/tuple of at most
+    Rules: ``None`` -> ``[]``; otherwise a list/tuple of at most
     :data:`PROFILE_MAX_KEYWORDS` (8) strings, each non-empty after trimming and at most
     :data:`PROFILE_KEYWORD_MAX_LENGTH` (40) chars.
 
@@ -182,7 +182,7 @@ _SQL_ACTIVE = f"SELECT {_COLS} FROM profile_facts WHERE key = ? AND superseded_b
 _SQL_BY_ID = f"SELECT {_COLS} FROM profile_facts WHERE id = ?"
 _SQL_LIST = f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL ORDER BY key"
 # Write order (ids only grow), not timestamps: a clock that stepped back must not put
-# the active value before the one it replaced (FC2-09).
+# the active value before the one it replaced.
 _SQL_HISTORY = f"SELECT {_COLS} FROM profile_facts WHERE key = ? ORDER BY id"
 _SQL_INSERT = (
     "INSERT INTO profile_facts (key, value, pinned, keywords, valid_from, superseded_by,"
@@ -427,7 +427,7 @@ class ProfileStore:
         forgetting stays forgetting). Versions that only re-wrote the same value (a pin
         or keyword change) are walked past, at most ``max_hops`` steps; facts without a
         different earlier value are left out. Used by ``### profile`` to answer "before"
-        questions (issue 24)."""
+        questions."""
         out: dict[int, ProfileFact] = {}
         for fact in facts:
             node: ProfileFact | None = fact

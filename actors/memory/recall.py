@@ -17,7 +17,7 @@ BM25 pool scores 56.1 %:
    English prefix is costly noise (``going`` -> ``go*``: go, good, goal, google;
    ``like*``: likely) that read a third of a 100k index; Porter leaves every other
    script alone, so those words keep the anchor's prefix (``ёжик`` finds ``ёжиков``).
-   CJK words become the phrase of their bigrams (BC-03). Terms are OR-joined.
+   CJK words become the phrase of their bigrams. Terms are OR-joined.
    56.1 % -> 60.2 %.
 2. **Pool**: ``ORDER BY bm25() LIMIT n`` on ``memories_fts`` (SQLite's top-n sorter;
    ``memories`` is joined for the n pooled rows only), with ``n`` =
@@ -46,7 +46,7 @@ BM25 pool scores 56.1 %:
    71.0 %; every dev conversation gained).
 
 Final scores are divided by the best one, so the strongest hit is exactly 1.0 and a
-higher relevance never gets a lower score (BC-04). Everything here is read-only.
+higher relevance never gets a lower score. Everything here is read-only.
 """
 
 from __future__ import annotations
@@ -124,7 +124,7 @@ COMMON_DF = 0.05
 MAX_QUERY_TERMS = 24
 """Terms one recall query ORs at most (FC2-01: 16-32 asked; the longest are kept)."""
 RECALL_BUDGET_MS = 150
-"""A keyword recall that runs longer is interrupted and returns nothing (FC2-01); the
+"""A keyword recall that runs longer is interrupted and returns nothing; the
 design's p95 target at 100,000 notes is 25 ms."""
 _PROGRESS_STEPS = 10_000  # SQLite VM steps between two looks at the clock
 LIMITED = {"terms": 0, "budget": 0}
@@ -364,7 +364,7 @@ def ranked_search(
 
     Scores are in [0, 1], the first is 1.0 (all 1.0 when every raw score is 0).
 
-    Bounded (field case FC2-01): a query of more than :data:`MAX_QUERY_TERMS` terms keeps
+    Bounded: a query of more than :data:`MAX_QUERY_TERMS` terms keeps
     its longest (rarest) ones (:func:`cap_terms`), and a search that runs past
     :data:`RECALL_BUDGET_MS` is interrupted (an SQLite progress handler) and returns
     ``[]``; both are logged and counted in :data:`LIMITED`.
@@ -393,7 +393,7 @@ def cap_terms(query: RecallQuery) -> RecallQuery:
     500-word message at 20,000 notes), and from :data:`COMMON_MIN_NOTES` notes on the
     kept words are split into rare and common by their real document frequency
     (step 2). A pasted log of 500 words otherwise ORs them all and pays for each one's
-    postings (FC2-01)."""
+    postings."""
     if len(query.parts) <= MAX_QUERY_TERMS:
         return query
     size = {p: (100 if len(t) != 1 else len(t[0])) for p, (t, _star) in

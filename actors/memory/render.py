@@ -48,9 +48,9 @@ __all__ = [
     "note_day",
 ]
 
-#: Marker written over the end of a clipped section (anchor §3.1).
+#: Marker written over the end of a clipped section.
 TRUNCATION_MARKER = "\n… [truncated]"
-#: Sentinel body of an empty profile (anchor §3.2).
+#: Sentinel body of an empty profile.
 NO_PROFILE = "(no profile)"
 _ZW = "\u200b"
 
@@ -68,7 +68,7 @@ _WS_RE = re.compile(r"\s+")
 
 
 def estimate_tokens(text: str) -> int:
-    """Estimate the tokens of ``text`` without a tokenizer (anchor §3.1).
+    """Estimate the tokens of ``text`` without a tokenizer.
 
     ``0`` for ``""``; otherwise ``max(ceil(chars / 3.6), ceil(words * 1.4))`` where
     ``words`` counts whitespace-separated pieces. Over-counts on purpose. Integer
@@ -82,7 +82,7 @@ def estimate_tokens(text: str) -> int:
 
 
 def truncate_to_tokens(text: str, max_tokens: int) -> str:
-    """Clip ``text`` to at most ``max_tokens`` estimated tokens (anchor §3.1).
+    """Clip ``text`` to at most ``max_tokens`` estimated tokens.
 
     ``max_tokens <= 0`` -> ``""``; fits -> unchanged; otherwise the longest prefix that
     fits *with* :data:`TRUNCATION_MARKER` (``"\\n… [truncated]"``) written over its end.
@@ -225,7 +225,7 @@ def render_profile(
     before: Mapping[int, ProfileFact] | None = None, zone: str | None = None,
     dates: bool = False, now_ms: int | None = None,
 ) -> str:
-    """Render the ``### profile`` body (anchor §3.2).
+    """Render the ``### profile`` body.
 
     One line ``- key: value`` per fact, pinned facts first, then contextual ones, key
     order inside each group; line breaks in values become literal `` \\n ``. With
@@ -324,7 +324,7 @@ def render_recalled(
     superseded: Mapping[int, int] | None = None, dates: bool = False,
     zone: str | None = None, now_ms: int | None = None,
 ) -> str:
-    """Render the ``### recalled`` body (anchor §3.3); ``""`` for no notes.
+    """Render the ``### recalled`` body; ``""`` for no notes.
 
     One line per note in the given (rank) order: ``- #<id>`` + `` [tag1, tag2]`` when
     tagged + `` (superseded by #<newer>)`` when ``superseded`` maps its id (a later
@@ -356,7 +356,7 @@ def render_index(
     superseded: Mapping[int, int] | None = None, dates: bool = False,
     zone: str | None = None,
 ) -> str:
-    """Render the ``### memory-index`` body (anchor §3.4); ``""`` for no notes.
+    """Render the ``### memory-index`` body; ``""`` for no notes.
 
     Notes re-sorted by id ascending; one line ``- #<id>[ [tags]][ (superseded by
     #<newer>)][ 8 May 2023:] <preview>`` (the date with ``dates``, as in
@@ -387,7 +387,7 @@ def _pointer_line(marker: str, row: PointerRow) -> str:
 
 
 def render_lessons(lessons: Sequence[PointerRow], *, max_tokens: int = 300) -> str:
-    """Render the ``### lessons`` body (anchor §3.5); ``""`` for no lessons.
+    """Render the ``### lessons`` body; ``""`` for no lessons.
 
     One line per lesson in the given (recall) order: ``*<id>`` + `` [a,b]`` when
     tagged (comma **without** space) + a space + the activation with every whitespace
@@ -400,7 +400,7 @@ def render_lessons(lessons: Sequence[PointerRow], *, max_tokens: int = 300) -> s
 
 
 def render_procedures(procedures: Sequence[PointerRow], *, max_tokens: int = 400) -> str:
-    """Render the ``### procedures`` body (anchor §3.5); ``""`` for no procedures.
+    """Render the ``### procedures`` body; ``""`` for no procedures.
 
     One pointer line per procedure in the given order: ``><id>`` + `` [a,b]`` when
     tagged + a space + the one-line activation. Never the steps. Neutralised like

@@ -14,7 +14,7 @@ Schema (seed 000 §2, DESIGN §4, anchor §1):
   (``superseded_by IS NULL``, enforced by a partial unique index).
 * v2 ``memories`` (freeform notes) and ``memories_fts``: an FTS5 table
   (``porter unicode61``) holding ``aa_index_text(content)`` keyed by the note id, kept
-  in sync by insert / delete / update-of-content triggers (BC-03, BC-05).
+  in sync by insert / delete / update-of-content triggers.
 * v3 ``memory_vectors``, ``memory_links``, ``lessons`` + ``lessons_fts``,
   ``procedures`` + ``procedures_fts``, ``votes``.
 * v4 ``idx_memories_utility``: the usefulness-aware eviction order.
@@ -253,7 +253,7 @@ ALTER TABLE profile_facts ADD COLUMN turn_id TEXT;
 ALTER TABLE memories ADD COLUMN origin TEXT;
 ALTER TABLE memories ADD COLUMN turn_id TEXT;
 """
-"""v6: provenance (issue 19). Who wrote a fact version or a note — ``reflection``, the
+"""v6: provenance. Who wrote a fact version or a note — ``reflection``, the
 agent's ``tool`` call, the ``user`` (CLI, TUI, MCP, …) or an ``import`` — and in which
 session and turn. Rows written before v6 have NULL (unknown)."""
 
@@ -282,7 +282,7 @@ ALTER TABLE memory_links ADD COLUMN origin TEXT NOT NULL DEFAULT 'manual'
     CHECK (origin IN ('manual', 'similarity', 'model', 'correction'));
 UPDATE memory_links SET origin = 'similarity' WHERE kind = 'RELATES_TO' AND weight < 1.0;
 """
-"""v8: where a link came from (issue 21): ``manual`` (``memory.links.add``: a person or a
+"""v8: where a link came from: ``manual`` (``memory.links.add``: a person or a
 client), ``similarity`` (links by meaning, written after a note is embedded), ``model``
 (the LLM link generator) or ``correction`` (the store: a note that negates a
 near-identical older one supersedes it, field case FC2-05). Only links by meaning are left out of the prompt's link
@@ -376,7 +376,7 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("PRAGMA recursive_triggers = ON")
         # Sorts and temporary indexes in memory, not in a temp file that a small /tmp
-        # partition could fill while the state directory has room (FC2-07).
+        # partition could fill while the state directory has room.
         conn.execute("PRAGMA temp_store = MEMORY")
         # Force the schema to be read now, so a truncated file fails here.
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
@@ -424,7 +424,7 @@ def write_txn(conn: apsw.Connection) -> Iterator[apsw.Connection]:
     Outside a transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any
     exception). Contention therefore happens at ``BEGIN``, where the busy timeout
     applies, instead of surfacing as an unretryable ``BusyError`` when a deferred read
-    transaction tries to upgrade (field case BC-07).
+    transaction tries to upgrade.
 
     Inside an already open transaction (``conn.in_transaction``): a savepoint via
     ``with conn:``, so a caller can group several store writes (one reflection result)
@@ -487,7 +487,7 @@ def fts_integrity_check(conn: apsw.Connection) -> list[str]:
     """Run FTS5's own ``integrity-check`` on every FTS table present.
 
     Returns the names of the tables that were checked. Raises ``apsw.CorruptError``
-    (not translated: this is a diagnostic) when an index is inconsistent (BC-05).
+    (not translated: this is a diagnostic) when an index is inconsistent.
     """
     checked: list[str] = []
     for table, _base, _cols, _version in FTS_TABLES:

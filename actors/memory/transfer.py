@@ -1,4 +1,4 @@
-"""Memory export and import: a versioned JSON-lines file (issue 18).
+"""Memory export and import: a versioned JSON-lines file.
 
 The file, one JSON object per line, ``type`` first:
 

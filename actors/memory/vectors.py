@@ -56,7 +56,7 @@ class LoadedVectors(msgspec.Struct, frozen=True):
     """What :meth:`VectorStore.load` scanned: ``ids`` and the matching ``rows``
     (``(len(ids), dim)`` float32), ``overflow`` = vectors of the model left out by the
     ceiling (DESIGN §8 "count the overflow"), ``stale`` = vectors of the model with
-    another dimension (BC-08), never scored."""
+    another dimension, never scored."""
 
     ids: list[int]
     rows: np.ndarray
@@ -184,7 +184,7 @@ class VectorStore:
                 self.conn.execute(_SQL_PUT_VECTOR, (note_id, model, dim, data, now, note_id))
                 if self.conn.changes():
                     written += 1
-                else:  # forgotten while it was being embedded (FC2-03): nothing written
+                else:  # forgotten while it was being embedded: nothing written
                     log.debug("memory.vector_for_missing_note", note=note_id)
         return written
 
@@ -266,7 +266,7 @@ class VectorStore:
 
     def others(self, model: str, dim: int) -> list[tuple[str, int, int]]:
         """``(model, dim, vectors)`` of every stored vector group other than ``model`` at
-        ``dim``: what a model switch left behind (BC-08), kept until
+        ``dim``: what a model switch left behind, kept until
         ``memory reindex --prune``."""
         return [(m, d, n) for m, d, n in self.conn.execute(
             "SELECT model, dim, count(*) FROM memory_vectors WHERE NOT (model = ? AND dim = ?)"

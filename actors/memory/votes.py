@@ -34,9 +34,9 @@ __all__ = [
     "TAIL_LIMIT_MAX",
 ]
 
-#: Targets a vote may name (anchor §1.9).
+#: Targets a vote may name.
 VOTE_KINDS: tuple[str, ...] = ("memory", "lesson", "profile", "procedure")
-#: ``memory.voting.eventLogMaxRows`` default (anchor §7.7).
+#: ``memory.voting.eventLogMaxRows`` default.
 DEFAULT_EVENT_LOG_MAX_ROWS = 50_000
 TAIL_LIMIT_DEFAULT, TAIL_LIMIT_MAX = 100, 1000
 

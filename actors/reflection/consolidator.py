@@ -1,4 +1,4 @@
-"""The consolidator: the cold path's periodic tick (anchor §7.6, issue 21).
+"""The consolidator: the cold path's periodic tick.
 
 Runs inside the reflection actor (its LLM client, its side-call slot, its nursery, so
 shutdown cancels it like a reflection). Every ``memory.consolidation.intervalMs``, and

@@ -1,4 +1,4 @@
-"""Forgetting and updating by conversation (issue 17): what the user asked to forget,
+"""Forgetting and updating by conversation: what the user asked to forget,
 and which ``FORGET`` lines of the model to believe.
 
 Two kinds of forgetting:

@@ -8,7 +8,7 @@ models: excluding ``<``, ``>``, ``[``, ``]`` and capping lengths took the 1.5B m
 and ``[pinned=false; …]`` markers, with grammar re-filtering of the 151k-token vocabulary
 costing up to 80 s). So this grammar is *strict*: no markers, no brackets, short values.
 The anchor's ``EVOLVE`` production is absent (this project writes facts, notes and
-forgets only); ``FORGET`` is this project's addition (issue 17).
+forgets only); ``FORGET`` is this project's addition.
 
 Productions (bounds are in characters unless stated otherwise)::
 

@@ -57,7 +57,7 @@ value) or a note body, with one reason each, in this order:
   is the user's choice, not an invention, once the item is grounded in the user's words
   ("great, book Luigi" → "Booked Trattoria Luigi");
 * ``assistant_only`` — an ``ungrounded_content`` item whose words the assistant's reply
-  holds: the model took it from what the assistant said (FC2-04).
+  holds: the model took it from what the assistant said.
 """
 
 from __future__ import annotations
@@ -301,7 +301,7 @@ class _Window:
         self.lower = user_message.lower()
         self.strong: list[str] = []  # capitalised mid-sentence, or after a naming lead
         self.weak: list[str] = []  # any other word
-        self.own: list[str] = []  # a name the user gives themself (FC2-04)
+        self.own: list[str] = []  # a name the user gives themself
         previous_own = False
         for m in _WORD_RE.finditer(user_message):
             word = m.group()

@@ -1,4 +1,4 @@
-"""Profile keys a small model writes, mapped to one key per meaning (issue 17).
+"""Profile keys a small model writes, mapped to one key per meaning.
 
 "Actually I moved to Berlin" must *supersede* the active ``city`` fact, keeping its
 history; a model that writes ``location=Berlin`` instead would leave two homes active.

@@ -1,4 +1,4 @@
-"""The link generator's prompt, grammar and parser (anchor §7.3, issue 21).
+"""The link generator's prompt, grammar and parser.
 
 After a turn, the notes the turn surfaced (its recalled notes, the allowlist) are shown
 to the model, which answers ``NONE`` or up to ``maxLinksPerCall`` lines

@@ -31,7 +31,7 @@ never truncated. A trailing ``[...]`` segment that mentions ``pinned=``, ``keywo
 ``[tags=x]``) stays in the value. Duplicate keys: the last line wins, the position of
 the first is kept.
 
-``NOTE body [tag1, tag2]`` (seed 000 §5.3) or ``NOTE body [tags=a,b]`` (anchor §4.5):
+``NOTE body [tag1, tag2]`` or ``NOTE body [tags=a,b]``:
 the optional trailing tags marker is removed; tags are
 lower-cased, must match ``[a-z0-9][a-z0-9_-]*``, ≤ 40 chars, de-duplicated, at most 8
 (invalid tags are dropped, not the note). An empty body drops the line; a body over 500
@@ -65,21 +65,21 @@ __all__ = [
 
 #: Profile key shape after normalisation (anchor §4.4 ``key``: 1..32 chars).
 KEY_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
-#: Longest accepted ``SET`` value, chars; longer values are rejected (anchor §4.4).
+#: Longest accepted ``SET`` value, chars; longer values are rejected.
 VALUE_MAX_CHARS = 200
-#: Longest stored ``NOTE`` body, chars; longer bodies are cut (anchor §4.5).
+#: Longest stored ``NOTE`` body, chars; longer bodies are cut.
 BODY_MAX_CHARS = 500
-#: Most keywords kept on a contextual fact (anchor §4.5).
+#: Most keywords kept on a contextual fact.
 MAX_KEYWORDS = 8
-#: Most tags kept on a note (anchor §4.5).
+#: Most tags kept on a note.
 MAX_TAGS = 8
-#: Longest keyword / tag, chars (anchor §4.5).
+#: Longest keyword / tag, chars.
 _ITEM_MAX_CHARS = 40
 #: Most ``FORGET`` targets kept from one completion.
 MAX_FORGETS = 4
 #: Longest ``FORGET`` target, chars.
 FORGET_MAX_CHARS = 80
-#: Longest ``supersedes=`` target, chars (anchor §4.5).
+#: Longest ``supersedes=`` target, chars.
 _SUPERSEDES_MAX_CHARS = 120
 
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")
@@ -121,7 +121,7 @@ def first_sentence(text: str) -> str:
 
 
 class ParsedFact(msgspec.Struct, frozen=True):
-    """One ``SET`` line: a profile fact for ``ProfileStore.set`` (seed 000 §3.1).
+    """One ``SET`` line: a profile fact for ``ProfileStore.set``.
 
     ``key``: 1..32 chars matching ``[a-z][a-z0-9_]{0,31}``. ``value``: 1..200 chars,
     marker removed. ``pinned``: True unless the marker says ``pinned=false``.
@@ -174,7 +174,7 @@ def normalize_key(raw: str) -> str | None:
     """Return the profile key for ``raw`` or None when it is not a valid key.
 
     Trims, lower-cases, turns spaces and hyphens into ``_`` and checks
-    ``[a-z][a-z0-9_]{0,31}`` (anchor §4.4). ``"Preferred Editor"`` → ``"preferred_editor"``.
+    ``[a-z][a-z0-9_]{0,31}``. ``"Preferred Editor"`` → ``"preferred_editor"``.
     """
     key = raw.strip().lower().replace(" ", "_").replace("-", "_")
     return key if KEY_RE.fullmatch(key) else None
@@ -317,7 +317,7 @@ def parse_reflection(
     ``maxNotesPerCall`` = 2; 0 disables the channel; negative values count as 0).
 
     Returns a :class:`ParsedReflection`; never raises on any text — each bad line is
-    dropped and counted, never the whole call (seed 000 §5.4).
+    dropped and counted, never the whole call.
     """
     text = _SURROGATE_RE.sub("", text).strip()
     if not text or text == "NONE":

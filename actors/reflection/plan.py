@@ -1,4 +1,4 @@
-"""From a parsed reflection to what is written: keys, guards and forgetting (issue 17).
+"""From a parsed reflection to what is written: keys, guards and forgetting.
 
 :func:`skip_reason` decides before any model call whether the user's message can hold
 anything to remember; :func:`plan_reflection` turns the model's parsed lines into one

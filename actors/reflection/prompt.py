@@ -46,9 +46,9 @@ __all__ = [
 
 #: Most facts listed under ``### known profile`` (anchor §4.3, ``listForPrompt``).
 KNOWN_PROFILE_MAX_FACTS = 40
-#: Clip for each known-profile value, in chars including the ellipsis (anchor §4.3).
+#: Clip for each known-profile value, in chars including the ellipsis.
 KNOWN_PROFILE_VALUE_CHARS = 80
-#: Clip for the USER and the ASSISTANT text, in chars including the ellipsis (anchor §4.3).
+#: Clip for the USER and the ASSISTANT text, in chars including the ellipsis.
 EXCHANGE_CLIP_CHARS = 1000
 #: Marker that ends a clipped text (one char, U+2026).
 ELLIPSIS = "\u2026"
@@ -168,7 +168,7 @@ def build_reflection_prompt(
 
     ``known_profile`` is a list of ``(key, value)`` pairs already chosen by the memory
     actor (active facts, most relevant first); only the first 40 non-empty keys are
-    listed, each value whitespace-collapsed and clipped to 80 chars (anchor §4.3). An
+    listed, each value whitespace-collapsed and clipped to 80 chars. An
     empty list omits the ``### known profile`` section.
 
     ``earlier`` (user messages already reflected on, context only) is listed under

@@ -1,4 +1,4 @@
-"""The vote runner's prompt, grammar and parser (anchor §7.4, issue 21).
+"""The vote runner's prompt, grammar and parser.
 
 One call after a turn: the model sees the user's message, the assistant's reply and
 the memory items the turn rendered (``memory``, ``lesson``, ``profile``,
@@ -18,7 +18,7 @@ from actors.memory.render import neutralise
 
 __all__ = ["MAX_VOTES", "VOTE_SYSTEM", "build_vote_prompt", "parse_votes", "vote_grammar"]
 
-#: Votes of one call at most (anchor §7.4).
+#: Votes of one call at most.
 MAX_VOTES = 8
 #: Chars of each item shown to the vote runner, and of the message and reply.
 PREVIEW_CHARS, EXCHANGE_CHARS = 160, 600

@@ -119,7 +119,7 @@ class EnvelopeCodec:
         buf = bytearray(HEADER_BYTES)
         try:
             self._enc.encode_into(env, buf, HEADER_BYTES)
-        except UnicodeEncodeError:  # a lone surrogate in, say, an error message (FC2-12)
+        except UnicodeEncodeError:  # a lone surrogate in, say, an error message
             buf = bytearray(HEADER_BYTES) + encode_repaired(self._enc.encode, env)
         size = len(buf) - HEADER_BYTES
         if size > max_frame:

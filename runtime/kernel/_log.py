@@ -1,4 +1,4 @@
-"""Per-process structlog set-up (DESIGN §11).
+"""Per-process structlog set-up.
 
 Every process (root and each actor) calls :func:`configure` once, before anything
 else: JSON lines tagged with ``actor`` and ``pid`` go to stderr (stdout of

@@ -1,4 +1,4 @@
-"""Lone surrogates at the process's boundaries (field case FC2-12).
+"""Lone surrogates at the process's boundaries.
 
 A Python ``str`` can hold code points U+D800..U+DFFF that no UTF-8 encoder accepts: a
 JSON ``\\ud83d`` escape from a client that cut a string in the middle of an emoji

@@ -59,7 +59,7 @@ __all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "Prefill",
 
 log = structlog.get_logger()
 REFUSED_FIELDS: dict[str, int] = {}
-"""Request fields OpenAI-compatible servers refused in this process, by field (FC2-15);
+"""Request fields OpenAI-compatible servers refused in this process, by field;
 every Metrics snapshot reports them as ``llm.field_refused{field}``."""
 count_process_wide(lambda: {f"llm.field_refused{{field={f}}}": n
                             for f, n in REFUSED_FIELDS.items()})

@@ -54,7 +54,7 @@ class ProfileConfig(_C):
     """A fact that replaced an earlier value shows it and since when: ``- home_city:
     Berlin (since 3 Nov 2026; before: Lyon)`` ("where did I live before?"); one whose
     value is relative to the day it was said shows that day: ``- dentist: next Friday
-    (said 2 Dec 2026)`` (issue 24)."""
+    (said 2 Dec 2026)``."""
 
 
 class SessionFactsConfig(_C):
@@ -396,7 +396,7 @@ class AgentConfig(_C):
 
 
 class LoggingConfig(_C):
-    """``logging``: level of the JSON log lines (DESIGN §11)."""
+    """``logging``: level of the JSON log lines."""
 
     level: Literal["debug", "info", "warning", "error"] = "info"
 

@@ -14,7 +14,7 @@ Error tree (every error is one line; third-party errors are translated here, onc
      ├── LLMServerError   5xx (after retries)
      └── LLMTimeout       no complete answer in time (the deadlines below)
 
-Retries (anchor §7.8): only transport failures and 5xx, up to ``retries`` (default 2)
+Retries: only transport failures and 5xx, up to ``retries`` (default 2)
 extra attempts with exponential backoff (``backoff_base_s`` × 2^attempt, ±20 % jitter);
 4xx, malformed bodies and our own timeouts are never retried, and a stream is retried
 only before its first byte.
@@ -54,7 +54,7 @@ __all__ = [
     "Props", "Completion", "LlamaClient", "SlotPlan", "check_slot",
 ]
 
-#: Sampling defaults sent with every completion (anchor §7.8).
+#: Sampling defaults sent with every completion.
 TOP_P = 0.95
 TOP_K = 40
 REPEAT_PENALTY = 1.1
@@ -140,7 +140,7 @@ class LLMNotReady(LLMError):
 
 
 class LLMContextOverflow(LLMBadResponse):
-    """The prompt does not fit the server's context (field case FC2-14), in whichever
+    """The prompt does not fit the server's context, in whichever
     shape the server said so: HTTP 400 ``exceed_context_size_error``, HTTP 500 "Context
     size has been exceeded.", or an ``error:`` event in a 200 stream. Never retried as
     transient. ``n_prompt_tokens`` / ``n_ctx``: the server's numbers when it gave them."""
@@ -156,7 +156,7 @@ class LLMContextOverflow(LLMBadResponse):
 
 class LLMStreamIncomplete(LLMBadResponse):
     """A stream ended (the connection closed, the server died) before its final chunk:
-    what arrived is a fragment, never a reply (FC2-14)."""
+    what arrived is a fragment, never a reply."""
 
     code = "llm_stream_incomplete"
 
@@ -426,11 +426,11 @@ class LlamaClient:
         stream_cap_s: float | None = None,
     ) -> None:
         if not 0 < timeout_s < math.inf:
-            raise ValueError(f"timeout_s must be finite and > 0 (BC-18), got {timeout_s}")
+            raise ValueError(f"timeout_s must be finite and > 0, got {timeout_s}")
         if stream_cap_s is None:
             stream_cap_s = STREAM_CAP_FACTOR * timeout_s
         if not 0 < stream_cap_s < math.inf:
-            raise ValueError(f"stream_cap_s must be finite and > 0 (BC-18), got {stream_cap_s}")
+            raise ValueError(f"stream_cap_s must be finite and > 0, got {stream_cap_s}")
         self.base_url = base_url.rstrip("/")
         self.label = label
         self.timeout_s = timeout_s
@@ -591,7 +591,7 @@ class LlamaClient:
         generate (≤ 0 is sent as -1, unlimited). ``id_slot``: slot to pin (sent as both
         ``id_slot`` and ``slot_id``; -1 lets the server choose; None omits both).
         ``temperature`` plus the fixed ``top_p`` 0.95, ``top_k`` 40, ``repeat_penalty``
-        1.1, ``repeat_last_n`` 256 and ``cache_prompt`` true (anchor §7.8). ``stop``:
+        1.1, ``repeat_last_n`` 256 and ``cache_prompt`` true. ``stop``:
         stop strings. ``on_token``: when given, the request streams (SSE) and each
         non-empty content piece is awaited through it in order.
 

@@ -1,4 +1,4 @@
-"""Counters and histograms kept per actor and aggregated by the root (DESIGN §11).
+"""Counters and histograms kept per actor and aggregated by the root.
 
 Names follow the seeds (``agent.memory.reflection`` with an ``outcome`` label,
 ``agent.memory.reflection.latency_ms`` …). A snapshot is plain data so it crosses
@@ -30,7 +30,7 @@ def count_process_wide(source: Callable[[], dict[str, int]]) -> None:
     PROCESS_COUNTERS.append(source)
 
 
-count_process_wide(lambda: {"text.repaired": unicode.repairs()})  # (FC2-12)
+count_process_wide(lambda: {"text.repaired": unicode.repairs()})  #
 
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000)
 """Upper bounds (ms) of latency histogram buckets; a last ``+Inf`` bucket is implied."""

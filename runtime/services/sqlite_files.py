@@ -1,4 +1,4 @@
-"""Opening SQLite files whose path is not valid UTF-8 (field case FC2-12).
+"""Opening SQLite files whose path is not valid UTF-8.
 
 apsw takes file names as ``str`` and hands SQLite their UTF-8 bytes, so a path with a
 byte that is not UTF-8 (Python holds it as a ``surrogateescape`` code point: ``caf\\udce9``

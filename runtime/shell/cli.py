@@ -1,4 +1,4 @@
-"""The ``atomic-agent`` command line (DESIGN §10).
+"""The ``atomic-agent`` command line.
 
 Memory inspection goes through the running daemon: ``memory profile|notes …``,
 ``memory lessons list|show ID``, ``memory procedures list|show ID``, ``memory links

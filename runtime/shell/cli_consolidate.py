@@ -1,4 +1,4 @@
-"""``atomic-agent memory consolidate``: run one consolidator tick now (issue 21).
+"""``atomic-agent memory consolidate``: run one consolidator tick now.
 
 The tick runs in the daemon (its LLM, its reflection actor); this command asks for it
 over the websocket (op ``memory.consolidate``), prints the progress frames

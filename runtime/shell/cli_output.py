@@ -17,7 +17,7 @@ EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
 
 def when(ms: int | None) -> str:
     """Unix milliseconds as local ``YYYY-MM-DD HH:MM ZONE`` ("-" for None): the zone
-    is named, since the prompt shows times in the profile's zone (issue 24)."""
+    is named, since the prompt shows times in the profile's zone."""
     if ms is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(ms / 1000)).strip()

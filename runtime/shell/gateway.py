@@ -565,7 +565,7 @@ class Gateway:
                      "data": msgspec.to_builtins(data)})
 
     async def metrics(self) -> dict[str, Any]:
-        """Aggregate every running actor's metrics snapshot (DESIGN §11)."""
+        """Aggregate every running actor's metrics snapshot."""
         snaps: dict[str, dict] = {}
         for name in ACTOR_NAMES:
             try:

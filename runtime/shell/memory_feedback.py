@@ -1,4 +1,4 @@
-"""What memory did after a turn, in one line for a person (issue 17).
+"""What memory did after a turn, in one line for a person.
 
 ``ask`` and ``chat`` subscribe to ``reflection`` frames; when the frame of their turn
 arrives, :func:`describe` turns it into one line — what was remembered (with the values,

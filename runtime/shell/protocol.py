@@ -133,7 +133,7 @@ def decode_frame(data: str | bytes) -> ClientFrame:
             frame = _decoder.decode(data)
         except msgspec.DecodeError:
             # A lone UTF-16 surrogate escape ("\ud83d" cut from an emoji): msgspec
-            # calls that "truncated". Replaced by U+FFFD and decoded again (FC2-12).
+            # calls that "truncated". Replaced by U+FFFD and decoded again.
             text = data if isinstance(data, str) else data.decode("utf-8", "replace")
             fixed = repair_json_escapes(text)
             if fixed == text:

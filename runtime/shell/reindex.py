@@ -7,7 +7,7 @@ same embedder, ``document`` purpose and writer (``VectorStore.put``, one transac
 batch) as the backfill actor — the configured provider (``local``, ``llama-server``,
 ``openai``), attached after the same probe — and shows its progress on stderr: a bar,
 done / total, notes per second and the time left. A note the embedding server cannot
-embed even cut to fit (BC-10) is left without a vector and reported (``skipped``). ``--prune`` then deletes
+embed even cut to fit is left without a vector and reported (``skipped``). ``--prune`` then deletes
 the vectors of every other model, but only once every note with content has one for the
 attached model (otherwise nothing is deleted and it says how many are missing). Old
 vectors are kept otherwise, so switching back needs no re-embed.

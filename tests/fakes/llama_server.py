@@ -23,7 +23,7 @@ Endpoints (shapes as llama-server answers them; DESIGN §7, anchor §7.8):
   "id_slot", "slot_id", "stop_type", "timings", ...}``, or with ``"stream": true`` SSE
   lines ``data: {"content": piece, "stop": false}`` and a final chunk with ``stop: true``.
   A request whose ``id_slot``/``slot_id`` is ≥ N (and not -1) is answered according to
-  ``--invalid-slot`` (BC-18): ``error`` (default, current llama-server) → HTTP 400
+  ``--invalid-slot``: ``error`` (default, current llama-server) → HTTP 400
   ``{"error": {"code": 400, "message": "Invalid slot id", "type": "invalid_request_error"}}``;
   ``hang`` (old servers) → never answered; ``wrap`` (PR 19207) → runs in ``id % N``.
 
@@ -69,7 +69,7 @@ llama-server started without ``--embeddings``, both endpoints answer HTTP 501):
 A vector is a hashed bag of the text's lowercase words (same words → same direction,
 unit length; an empty text gives all zeros). ``--embedding-max-chars M`` makes every
 input longer than M characters fail as llama-server does when the input's tokens do not
-fit one physical batch (BC-10): HTTP 500 ``{"error": {"code": 500, "message": "input (T
+fit one physical batch: HTTP 500 ``{"error": {"code": 500, "message": "input (T
 tokens) is too large to process. increase the physical batch size (current batch size:
 512)", "type": "server_error"}}`` with ``T = ceil(len · 512 / M)``. Rules with
 ``"embedding": true`` apply to embedding requests only (matched against the texts joined
@@ -518,7 +518,7 @@ def main(argv: list[str] | None = None) -> int:
                              "(0: answer 501 like a server without --embeddings)")
     parser.add_argument("--embedding-max-chars", type=int, default=0,
                         help="inputs longer than this fail with llama-server's HTTP 500 "
-                             "'increase the physical batch size' (BC-10); 0: no limit")
+                             "'increase the physical batch size'; 0: no limit")
     parser.add_argument("--ignore-stdin", action="store_true")
     args = parser.parse_args(argv)
 

@@ -1,6 +1,6 @@
 """The local embedder and the embedding model catalog (DESIGN §8, seed 001).
 
-Every embed call names its *purpose* (seed 001): ``document`` when a note is written
+Every embed call names its *purpose*: ``document`` when a note is written
 (the backfill and the writer), ``query`` for recall, ``similarity`` for the query
 rewriter's embedding gate. A model whose catalog entry carries task prompts
 (EmbeddingGemma-style) gets the matching prefix in front of each text; every other
@@ -126,7 +126,7 @@ CATALOG: dict[str, CatalogEntry] = {
         CatalogEntry("all-minilm-l6-v2-int8", 384, min_cosine=0.25),
         # EmbeddingGemma (seed 001 "EmbeddingGemma 2"): task prompts per purpose, 768-d.
         CatalogEntry("embeddinggemma-300m", 768, prefixes=GEMMA_PREFIXES),
-        # Server-hosted models seen in the anchor's catalog (anchor §5.1): no prefixes.
+        # Server-hosted models seen in the anchor's catalog: no prefixes.
         CatalogEntry("nomic-embed-text-v1.5", 768),
         CatalogEntry("bge-small-en-v1.5", 384),
         CatalogEntry("bge-m3", 1024),
@@ -152,7 +152,7 @@ def catalog_entry(model: str) -> CatalogEntry | None:
 def apply_prefix(entry: CatalogEntry, texts: list[str], purpose: str) -> list[str]:
     """Return ``texts`` with ``entry``'s prefix for ``purpose`` in front of each one.
 
-    Models without task prompts get the same strings back (seed 001).
+    Models without task prompts get the same strings back.
 
     Raises:
         ValueError: unknown purpose.
@@ -239,7 +239,7 @@ class InProcessEmbedder(abc.ABC):
         Args:
             texts: the strings (any length: wordllama does not truncate, MiniLM reads
                 the first 256 tokens).
-            purpose: ``"document" | "query" | "similarity"`` (seed 001); selects the
+            purpose: ``"document" | "query" | "similarity"``; selects the
                 catalog prefix (none for the local models).
 
         Returns:

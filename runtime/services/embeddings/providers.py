@@ -23,13 +23,13 @@ Returned rows are L2-normalised float32. A server row that is zero or not finite
 ``null`` component counts as NaN: llama-server's JSON writer turns NaN into ``null``;
 a number beyond float32 as infinite) is reported missing, never stored.
 
-**Hostile answers (issue 7).** Each HTTP request ends within ``timeout_s`` in all — a
+**Hostile answers.** Each HTTP request ends within ``timeout_s`` in all — a
 body dripped a byte at a time included — and counts as one failed try when it does not.
 A body that is not JSON, nested too deep, of the wrong shape, with a number no float
 holds, or with vectors of the wrong length raises ``EmbeddingUnavailable``; so does a
 probe whose vector is zero or not finite.
 
-**Inputs too large for the server (field case BC-10).** llama-server embeds a text only
+**Inputs too large for the server.** llama-server embeds a text only
 when all its tokens fit one physical batch (``-ub``, 512 by default) and otherwise answers
 HTTP 500 "input (812 tokens) is too large to process. increase the physical batch size";
 OpenAI answers 400 "maximum context length is N tokens, however you requested M". Such a
@@ -86,7 +86,7 @@ retries; a dead server costs at most this many requests per embed)."""
 RETRY_DELAY_S = 0.2
 """Pause (s) before the retry."""
 FIT_ATTEMPTS = 3
-"""Requests per text at most when the server says it is too large (BC-10)."""
+"""Requests per text at most when the server says it is too large."""
 FIT_MARGIN = 0.9
 """Cut to this share of the length the server's numbers say would fit (tokenizers differ
 from one text to another, so the cut leaves room)."""
@@ -136,7 +136,7 @@ class Embedded:
             all zero and must not be stored.
         missing: indexes of texts the server could not embed (too large after
             :data:`FIT_ATTEMPTS` requests, or a zero / non-finite row).
-        truncated: indexes of texts embedded from a shortened head (BC-10).
+        truncated: indexes of texts embedded from a shortened head.
     """
 
     vectors: np.ndarray
@@ -174,7 +174,7 @@ def configured_entry(cfg: EmbeddingsConfig) -> CatalogEntry:
 
 
 def too_large(status: int, message: str) -> tuple[int, int] | None:
-    """Whether an error answer says the input does not fit (BC-10).
+    """Whether an error answer says the input does not fit.
 
     Returns ``(tokens, limit)`` parsed from the message (0 where it gives none), or None
     when the error is of another kind. Source: llama.cpp ``server.cpp`` ("input (N
@@ -219,7 +219,7 @@ def parse_vectors(payload: Any, n: int) -> list[list[float]]:
     """The ``n`` vectors of an embedding response, in input order, as floats (``null``
     components as NaN).
 
-    Shapes accepted (anchor §5.1): ``{"embedding": [..]}`` or ``{"embedding": [[..]]}``
+    Shapes accepted: ``{"embedding": [..]}`` or ``{"embedding": [[..]]}``
     (one input); OpenAI ``{"data": [{"index", "embedding"}, ...]}``; a top-level list of
     ``{"index"?, "embedding"}`` (current llama-server). Raises ``ValueError`` naming what
     was wrong.
@@ -282,7 +282,7 @@ class ServerEmbedder:
         transport: an ``httpx`` transport (tests).
 
     Attributes: ``model``, ``dim``, ``entry``; ``local`` False; ``truncated`` and
-    ``skipped`` count texts cut to fit and texts left without a vector (BC-10).
+    ``skipped`` count texts cut to fit and texts left without a vector.
     """
 
     local = False
@@ -372,7 +372,7 @@ class ServerEmbedder:
                 result.vectors[i] = vec
 
     async def _fit(self, text: str) -> tuple[list[float] | None, bool]:
-        """One text, cut to fit when the server says it is too large (BC-10)."""
+        """One text, cut to fit when the server says it is too large."""
         current = text
         for _ in range(FIT_ATTEMPTS):
             try:
@@ -467,7 +467,7 @@ class ServerEmbedder:
 
 
 class _TooLarge(EmbeddingUnavailable):
-    """The server refused an input as too large (BC-10); an ``EmbeddingUnavailable``, so
+    """The server refused an input as too large; an ``EmbeddingUnavailable``, so
     where it is not fitted (the attach probe) it is one more reason not to attach."""
 
     def __init__(self, tokens: int, limit: int) -> None:

@@ -1,4 +1,4 @@
-"""Manage → Memory: the operator's browser over the daemon's memory (seed 000 §9.1).
+"""Manage → Memory: the operator's browser over the daemon's memory.
 
 Six channels — profile, notes, lessons, procedures, links, votes — each a table read
 with one ``memory`` op, with the seed's keys (``j``/``k``, Enter, ``r``, ``a``,
@@ -45,7 +45,7 @@ from .render import (
 )
 
 AUTO_REFRESH_S = 5.0
-"""Seconds between refreshes while auto-refresh (``a``) is on (seed 000 §9.1)."""
+"""Seconds between refreshes while auto-refresh (``a``) is on."""
 
 LIST_OPS = {"profile": ("memory.profile.list", {}),
             "lessons": ("memory.lessons.list", {"limit": 100}),

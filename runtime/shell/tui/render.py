@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 CHANNELS = ("profile", "notes", "lessons", "procedures", "links", "votes")
-"""The Manage → Memory channels, in the order of the ``1``–``6`` keys (seed 000 §9.1)."""
+"""The Manage → Memory channels, in the order of the ``1``–``6`` keys."""
 
 ARCHIVE_FILTERS = ("active", "archived", "all")
 """Values of ``memory.notes.list`` ``archived``, in the order ``f`` cycles them."""
@@ -37,7 +37,7 @@ EMPTY_HINTS = {
     "procedures": " — not distilled yet (no consolidator); memory import",
     "links": " — from memory.links.add (websocket) and imports",
 }
-"""What fills an empty channel, said in its status line (issue 19)."""
+"""What fills an empty channel, said in its status line."""
 
 
 def channel_status(channel: str, n: int, *, archive: str = "active", query: str = "",
