@@ -12,7 +12,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import TextIO, cast
 
 import structlog
 
@@ -69,7 +69,7 @@ def configure(actor: str, *, log_dir: str | Path | None = None, level: str = "in
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS.get(level, logging.INFO)),
         # One write per record (line and newline together): print() writes them apart, and
         # with unbuffered stderr (PYTHONUNBUFFERED) two actors' lines got joined.
-        logger_factory=structlog.WriteLoggerFactory(_Tee(*streams)),
+        logger_factory=structlog.WriteLoggerFactory(cast(TextIO, _Tee(*streams))),
         cache_logger_on_first_use=False,
     )
     structlog.contextvars.clear_contextvars()

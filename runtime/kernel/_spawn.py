@@ -25,7 +25,7 @@ import trio
 from ._channel import Channel
 from ._codec import DEFAULT_MAX_FRAME
 from .errors import ActorCrashed, ActorTooSlow, ProtocolViolation, TransportClosed
-from .messages import PROTOCOL_VERSION, Boot, Cancel, Error, Hello, Ready
+from .messages import PROTOCOL_VERSION, Boot, Cancel, Envelope, Error, Hello, Ready
 
 log = structlog.get_logger()
 
@@ -97,7 +97,8 @@ async def stop_process(
                 proc.kill()
             except ProcessLookupError:
                 pass
-        return await proc.wait()
+        code = await proc.wait()
+    return code
 
 
 def set_buffer_size(sock: socket.socket, size: int | None = None) -> None:
@@ -161,7 +162,7 @@ async def adopt_actor(spec: ActorSpec, proc: Any, sock: socket.socket, *,
 
 
 async def _handshake(spec: ActorSpec, proc: trio.Process, channel: Channel) -> None:
-    async def receive(deadline_s: float, stage: str):
+    async def receive(deadline_s: float, stage: str) -> Envelope:
         try:
             with trio.fail_after(deadline_s):
                 env = await channel.receive()

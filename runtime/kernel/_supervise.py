@@ -242,7 +242,9 @@ class Supervisor:
                 await self._forward(dest, Cancel(src=src, dest=dest, id=rid))
 
     # -------------------------------------------------------------- supervision
-    async def _supervise(self, name: str, *, task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def _supervise(self, name: str, *,
+                         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+                         ) -> None:
         slot = self._slots[name]
         started = False
         try:

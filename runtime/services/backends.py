@@ -278,7 +278,8 @@ class OpenAIBackend:
 
     def _decode(self, data: bytes | str, url: str) -> _OpenAIWire:
         try:
-            return decode_repaired(_openai_decoder, data)
+            wire: _OpenAIWire = decode_repaired(_openai_decoder, data)
+            return wire
         except DECODE_ERRORS as exc:
             raise LLMBadResponse(f"{self.label} {url} body is malformed: {exc}", url=url) from None
 

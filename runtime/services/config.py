@@ -494,10 +494,10 @@ def load_config(state_dir: Path) -> Config:
     return parse_config(data, source=str(path))
 
 
-def config_to_builtins(cfg: Config) -> dict:
+def config_to_builtins(cfg: Config) -> dict[str, Any]:
     """The configuration as JSON-ready data with secrets (``llm.apiKey``, each
     ``llm.fallbacks[].apiKey`` and ``memory.embeddings.apiKey``) masked as ``***``."""
-    data = msgspec.to_builtins(cfg)
+    data: dict[str, Any] = msgspec.to_builtins(cfg)
     for block in [data["llm"], *data["llm"].get("fallbacks", []),
                   data["memory"]["embeddings"]]:
         if block.get("apiKey"):

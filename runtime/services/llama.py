@@ -122,7 +122,8 @@ def free_port() -> int:
     """A currently free TCP port on 127.0.0.1."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _die_with_parent() -> None:  # pragma: no cover - runs in the child before exec
@@ -135,7 +136,7 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child before e
 class _Child:
     """A ``subprocess.Popen`` awaited through a Linux pidfd (trio-friendly, no thread)."""
 
-    def __init__(self, popen: subprocess.Popen) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
         self.popen = popen
         self.log_offset = 0
         self.pid = popen.pid
@@ -179,7 +180,7 @@ async def run_llama_server(
     server: str = "auto",
     server_args: list[str] | None = None,
     threads: int | None = None,
-    task_status=trio.TASK_STATUS_IGNORED,
+    task_status: trio.TaskStatus[tuple[str, str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a llama.cpp server until cancelled; ``task_status.started((url, desc))`` once
     healthy (``desc`` names the server that answered, e.g. the portable build).

@@ -73,6 +73,10 @@ def _verbosity(params: Any, value: str) -> None:
     params.verbosity = int(value)
 
 
+def _timeouts(params: Any, value: str) -> None:
+    params.timeout_read = params.timeout_write = int(value)
+
+
 FLAGS: dict[tuple[str, ...], tuple[Callable[[Any, Any], None], bool]] = {
     ("-m", "--model"): (_model, True),
     ("--host",): (_host, True),
@@ -91,8 +95,7 @@ FLAGS: dict[tuple[str, ...], tuple[Callable[[Any, Any], None], bool]] = {
     ("--chat-template",): (_set("chat_template"), True),
     ("--pooling",): (_pooling, True),
     ("-lv", "--verbosity", "--log-verbosity"): (_verbosity, True),
-    ("--timeout", "-to"): (lambda p, v: (setattr(p, "timeout_read", int(v)),
-                                         setattr(p, "timeout_write", int(v))), True),
+    ("--timeout", "-to"): (_timeouts, True),
     ("--no-repack", "-nr"): (_flag("no_extra_bufts", True), False),
     ("--repack",): (_flag("no_extra_bufts", False), False),
     ("--embedding", "--embeddings"): (_flag("embedding", True), False),

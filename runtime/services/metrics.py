@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import trio
@@ -52,7 +53,7 @@ class Metrics:
 
     def __init__(self) -> None:
         self.counters: dict[str, int] = {}
-        self.histograms: dict[str, dict] = {}
+        self.histograms: dict[str, dict[str, Any]] = {}
 
     def inc(self, name: str, labels: dict[str, str] | None = None, by: int = 1) -> None:
         """Add ``by`` to counter ``name{labels}``."""
@@ -67,7 +68,7 @@ class Metrics:
         h["sum"] += float(value)
         h["buckets"][bisect.bisect_left(LATENCY_BUCKETS_MS, value)] += 1
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """Plain-data copy; histogram buckets keyed by their upper bound (``inf`` last).
         Counters include the non-zero :data:`PROCESS_COUNTERS` of this process."""
         hist = {}
@@ -99,11 +100,11 @@ def live_tasks() -> int:
     return count
 
 
-def merge_snapshots(snaps: dict[str, dict]) -> dict:
+def merge_snapshots(snaps: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Aggregate per-actor snapshots ``{actor: snapshot}`` into one (sums), keeping the
     per-actor view under ``actors``."""
     counters: dict[str, int] = {}
-    hist: dict[str, dict] = {}
+    hist: dict[str, dict[str, Any]] = {}
     for snap in snaps.values():
         for k, v in snap.get("counters", {}).items():
             counters[k] = counters.get(k, 0) + v

@@ -145,16 +145,16 @@ def resolve_model(spec: str | None) -> ResolvedModel:
             raise ModelError(f"llm.model: no such file {spec}")
         raise ModelError(f"llm.model: unknown model {spec!r} (known: {', '.join(MODELS)}; "
                          f"or a path to a .gguf file)")
-    path = model_path(model)
-    if path is None or not path.is_file():
+    found = model_path(model)
+    if found is None or not found.is_file():
         raise ModelError(f"model {model.name} ({model.title}) is not installed: "
                          f"{_install_hint(model)}")
     if model.sha256:
-        verify(path, model.sha256, model.size)
-    return ResolvedModel(str(path), model.name, model.title)
+        verify(found, model.sha256, model.size)
+    return ResolvedModel(str(found), model.name, model.title)
 
 
-def _stamp(path: Path) -> dict:
+def _stamp(path: Path) -> dict[str, int]:
     st = path.stat()
     return {"size": st.st_size, "mtimeNs": st.st_mtime_ns}
 

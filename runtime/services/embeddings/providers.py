@@ -263,7 +263,8 @@ class LocalProvider:
 
     def embed_now(self, text: str, purpose: str) -> np.ndarray:
         """One vector on the caller's thread (recall's ~0.2 ms path), shape ``(dim,)``."""
-        return self.embedder.embed([text], purpose)[0]
+        vector: np.ndarray = self.embedder.embed([text], purpose)[0]
+        return vector
 
     async def aclose(self) -> None:
         """Nothing to release."""
