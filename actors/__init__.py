@@ -1,5 +1,5 @@
 """The actors: agent, memory, reflection and backfill, each a module ``actors.<name>.actor``
-with an ``open_actor`` the kernel serves in its own process (DESIGN §1).
+with an ``open_actor`` the kernel serves in its own process.
 
 This floor sits between the shell (which composes and serves them) and the services
 and kernel (which they use). May import ``runtime.services`` and ``runtime.kernel``;

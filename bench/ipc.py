@@ -408,7 +408,7 @@ def section(rows: Sequence[Row], command: str, iters: dict[int, int], ckpt_us: f
            "wake-up through epoll costs more than a blocking `recv`). Above it the "
            "runtime adds its envelope and framing (channel row), one scheduling step on "
            "the callee — its task per request, so that a `cancel` can stop one request "
-           "(DESIGN §1) — and one on the caller — the hand-off from the "
+           " — and one on the caller — the hand-off from the "
            "channel's reader task.\n" if steps else "")
         + (f"\n### Envelope layouts (msgspec), one hop in process\n\n{layouts}\n\n"
            "Each cell: encode the actor's message and the envelope, then decode both "

@@ -21,7 +21,7 @@ words, quoted and OR-joined, ``ORDER BY rank LIMIT K``; and the same with
 two ids, ``"D:11:26"`` is ``D11:26``); ids that name no turn are dropped and counted,
 and a question left without evidence is skipped and counted.
 
-``--hybrid`` adds ``hybrid_recall`` (DESIGN §8) with the local embedder (``--embedder``,
+``--hybrid`` adds ``hybrid_recall`` with the local embedder (``--embedder``,
 default ``memory.embeddings.model``; ``bench/locomo_rankers.py``): each conversation's
 notes are embedded (purpose ``document``) as the backfill would, each question (purpose
 ``query``), with the default ``memory.embeddings.vectorWeight``; with ``--ablation`` too
@@ -420,7 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="two conversations, no RESULTS.md")
     p.add_argument("--ablation", action="store_true", help="also measure each ranking step")
     p.add_argument("--hybrid", action="store_true",
-                   help="also measure hybrid recall with the local embedder (DESIGN §8)")
+                   help="also measure hybrid recall with the local embedder")
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--embedder", default=EMBEDDER_MODEL[0],
                    help="local embedding model of the hybrid rows (default: "

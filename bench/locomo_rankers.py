@@ -84,7 +84,7 @@ def _prepare(conn, model: str):
 
 def hybrid(weight: float = VECTOR_WEIGHT, pool_per_k: int = KEYWORD_POOL_PER_K,
            radius: int | None = None, model: str | None = None) -> Ranker:
-    """``hybrid_recall`` (DESIGN §8) as a ranker; ``radius``: the keyword leg's
+    """``hybrid_recall`` as a ranker; ``radius``: the keyword leg's
     ``recall.CONTEXT_RADIUS`` for this ranker; ``model``: default ``EMBEDDER_MODEL``."""
 
     def rank(conn, store: MemoryStore, question: str, k: int) -> list[int]:

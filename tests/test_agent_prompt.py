@@ -1,4 +1,4 @@
-"""The agent's prompt: stable prefix pinned by hash, tail order, action parsing (DESIGN §6).
+"""The agent's prompt: stable prefix pinned by hash, tail order, action parsing.
 
 Rules: pure functions only. If the prefix hash changes on purpose, update the
 constant in the same commit and say why (every deployed KV cache is invalidated).

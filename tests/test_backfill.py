@@ -1,4 +1,4 @@
-"""The local embedder and the backfill actor (DESIGN §8, seed 001).
+"""The local embedder and the backfill actor.
 
 Tier 1: the embedder in-process (offline load, shapes, purposes and prefixes, zero /
 non-finite vectors never give NaN, a semantic sanity check). Tier 2: real ``memory``

@@ -1,4 +1,4 @@
-"""The command line and start-up failures a user can hit (DESIGN §3, §4, §10).
+"""The command line and start-up failures a user can hit.
 
 Rules: every command runs as a real subprocess (``python -m runtime.shell.cli``) against a
 state dir under ``tmp_path``; assertions are on exit status and the one stderr line.

@@ -1,4 +1,4 @@
-"""Framing and envelopes (DESIGN §1), in-process over trio memory streams.
+"""Framing and envelopes, in-process over trio memory streams.
 
 Rules: no processes; ``trio.testing.memory_stream_pair`` stands in for the socketpair.
 """

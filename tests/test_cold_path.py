@@ -1,4 +1,4 @@
-"""The cold path (issue 21, anchor §7.3-§7.6): links, votes, the consolidator.
+"""The cold path: links, votes, the consolidator.
 
 Rules: the store-level functions (:mod:`actors.memory.cold`) and the parsers run on a
 real migrated ``memory.sqlite``; the daemon tests run a real ``atomic-agent serve`` with

@@ -1,4 +1,4 @@
-"""End to end through the websocket with a scripted llama-server (DESIGN §2, §9).
+"""End to end through the websocket with a scripted llama-server.
 
 Rules: the daemon is a real ``atomic-agent serve`` subprocess; the LLM is
 ``tests.fakes.llama_server`` (a real HTTP server with fixed completions) so the

@@ -1,4 +1,4 @@
-"""Server embedding providers (DESIGN §8, seed 001; anchor §5.1) and field case BC-10.
+"""Server embedding providers and field case BC-10.
 
 Tier 1: the response parser and the "too large" classifier on literal bodies.
 Tier 2: :func:`runtime.services.embeddings.providers.attach` against the scripted llama-server run as

@@ -288,7 +288,7 @@ def test_procedure_recall_deprecation_and_cascade(procedures):
     assert (procedures.count_active(), procedures.count_all()) == (1, 3)
 
 
-# -- rendering (anchor §3.5, DESIGN §5) ----------------------------------------------------
+# -- rendering ----------------------------------------------------
 
 
 def test_render_lessons_format():
@@ -390,7 +390,7 @@ def test_memory_context_decodes_without_new_fields():
     assert msgspec.msgpack.decode(msgspec.msgpack.encode(new), type=MemoryContext) == new
 
 
-# -- votes (anchor §1.9, §7.4) ---------------------------------------------------------------
+# -- votes ---------------------------------------------------------------
 
 
 def test_votes_fifo_cap(conn):
@@ -483,7 +483,7 @@ def test_votes_tail_op_respects_gate(conn):
     assert [v.target_id for v in data] == [1]
 
 
-# -- the command line and the daemon (DESIGN §9, §10) ------------------------------------------
+# -- the command line and the daemon ------------------------------------------
 # This one test runs real processes: the CLI (``python -m runtime.shell.cli``) on a stopped
 # daemon, then ``atomic-agent serve`` with the fake llama-server; both are reaped.
 

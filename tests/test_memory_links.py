@@ -1,5 +1,5 @@
 """Links between notes: validation, BFS expansion, the per-turn context and ops
-(anchor §1.6, §2.6, §3.3, §3.4, §3.6).
+.
 
 Rules: plain sync tests on the ``conn`` fixture (a migrated ``memory.sqlite`` under
 ``tmp_path``). Edge order depends on weight then ``created_at``, so tests that pin an

@@ -204,7 +204,7 @@ _OPS = st.lists(
 @settings(derandomize=True, max_examples=100, deadline=None)
 @given(st.sampled_from(["utility", "fifo"]), st.integers(1, 6), _OPS)
 def test_cap_and_index_hold_under_any_sequence(eviction, cap, ops):
-    """Property (seed 000 §4.5, §9; BC-05): after every store / forget / recall the row
+    """Property: after every store / forget / recall the row
     count is at most the cap, the row just stored is present, and memories_fts has
     exactly one row per note."""
     c = open_database(":memory:")

@@ -121,7 +121,7 @@ def shared_store(tmp_path_factory):
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(_ANY_TEXT)
 def test_any_unicode_text_is_a_safe_recall_query(shared_store, text):
-    """Property (DESIGN §4): any text -> no exception, results are stored notes with
+    """Property: any text -> no exception, results are stored notes with
     scores in [0, 1] (best first, first = 1.0); the MATCH string holds only quoted
     terms joined by OR."""
     store, stored = shared_store

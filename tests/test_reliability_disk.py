@@ -1,4 +1,4 @@
-"""A full disk and a read-only state directory, for real (issue 7, DESIGN §4).
+"""A full disk and a read-only state directory, for real.
 
 The state directory lives on a small ``tmpfs`` mounted for the test (the machine lets
 root mount one; where it does not, the tests are skipped with that reason):

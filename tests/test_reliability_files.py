@@ -1,4 +1,4 @@
-"""Corrupt and hostile state files through the real daemon (issue 7, DESIGN §4).
+"""Corrupt and hostile state files through the real daemon.
 
 Each case starts ``atomic-agent serve`` on a state directory prepared with one hostile
 file and checks the outcome a user can act on:

@@ -1,5 +1,5 @@
 """Stored memory cannot inject prompt sections, and info-level logs never carry what the
-user told the daemon (issue 7; DESIGN §5, §11).
+user told the daemon.
 
 Through the real daemon and a scripted llama-server: notes, a profile fact, a lesson-like
 note and the user's own message carry every injection form in :data:`INJECTIONS`; the

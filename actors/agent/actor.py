@@ -1,4 +1,4 @@
-"""The agent actor: sessions, the turn loop, the prompt, memory tools (DESIGN §2).
+"""The agent actor: sessions, the turn loop, the prompt, memory tools.
 
 One turn (``RunTurn``): abort the session's pending reflection → ``BuildContext``
 from the memory actor (once per turn, not per step) → up to ``agent.maxSteps``
@@ -115,7 +115,7 @@ class _Turn:
 
 
 def surfaced_items(mem: MemoryContext, sections: dict[str, str]) -> list[Surfaced]:
-    """The memory items a turn's prompt actually shows (anchor §7.4's allowlist): the
+    """The memory items a turn's prompt actually shows: the
     recalled notes, profile facts, lessons and procedures whose rows survived the
     section budgets (``- #id``, ``- key:``, ``*id``, ``>id`` in the rendered text)."""
     def lines(name: str) -> list[str]:
@@ -218,7 +218,7 @@ class AgentActor:
         self.llm = llm
         self.metrics = Metrics()
         self.llm_served = False  # a completion came back since start (see _complete)
-        # Persona, tool catalog and grammars for the tools memory.* leaves on (seed 000 §8).
+        # Persona, tool catalog and grammars for the tools memory.* leaves on.
         self.prompt = agent_prompt(enabled_tools(self.cfg.memory))
         self.turns: dict[str, _Turn] = {}
         self.opened: dict[str, str | None] = {}  # opened, no turn yet: id → working dir
@@ -624,7 +624,7 @@ class AgentActor:
         if spelled[0] in self.prompt.tools:  # "allergy_peanuts=yes" → "allergy=peanuts"
             name, args = spelled
         if name not in self.prompt.tools:
-            if name in TOOL_NAMES:  # switched off (seed 000 §8), not unknown
+            if name in TOOL_NAMES:  # switched off, not unknown
                 switch = ("memory.notes.enabled" if name.startswith("memory.notes.")
                           else "memory.profile.enabled" if name.startswith("memory.profile.")
                           else f"memory.{name.split('.')[1]}.enabled")

@@ -1,4 +1,4 @@
-"""Messages of the agent actor and the turn events it casts (DESIGN §2, §9)."""
+"""Messages of the agent actor and the turn events it casts."""
 
 from __future__ import annotations
 

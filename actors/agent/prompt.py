@@ -1,4 +1,4 @@
-"""The agent's prompt: a byte-stable prefix and a variable tail (DESIGN §6, seed 001).
+"""The agent's prompt: a byte-stable prefix and a variable tail.
 
 * :data:`STABLE_PREFIX` — persona explaining the memory protocol, the tool catalog,
   capabilities and the action format. Built once at import from constants and the

@@ -82,7 +82,7 @@ _STRIP = ".,!?;:\"'()[]{}«»“”‘’…-"
 
 
 def is_referential(message: str, history_turns: int) -> bool:
-    """The heuristic gate (anchor §6): False without history or text; else True when
+    """The heuristic gate: False without history or text; else True when
     the message has at most 5 words and no question word, or any word is a pronoun
     ("it", "that", "они", "eso" …), or it starts with a conjunction ("and", "but", "и" …)."""
     if history_turns <= 0 or not message.strip():
@@ -109,7 +109,7 @@ REWRITER_PREFIX = (
     "- Output exactly one line: <rewritten_query>...</rewritten_query>\n"
 )
 
-#: GBNF of the answer (anchor §6): the envelope around 1–400 chars without ``<`` or a
+#: GBNF of the answer: the envelope around 1–400 chars without ``<`` or a
 #: newline, optionally followed by one newline.
 REWRITER_GRAMMAR = (
     'root ::= "<rewritten_query>" body "</rewritten_query>" "\\n"?\n'

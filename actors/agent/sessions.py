@@ -1,9 +1,9 @@
-"""Sessions in ``sessions.sqlite``, owned by the agent actor (seed 000 §6, DESIGN §2).
+"""Sessions in ``sessions.sqlite``, owned by the agent actor.
 
 A :class:`SessionState` holds the transcript and per-session settings. Fields that
 are recomputed every turn (the recalled notes and memory-index of the current
 turn) are *ephemeral*: :func:`strip_ephemeral` empties them before a snapshot is
-written, so stale memory never leaks into a later turn or onto disk (seed 000 §6).
+written, so stale memory never leaks into a later turn or onto disk.
 
 Schema v1: ``sessions(id TEXT PRIMARY KEY, created_at, updated_at, state BLOB)``
 where ``state`` is the msgpack of the stripped SessionState. Migrations follow the
@@ -55,7 +55,7 @@ class Message(msgspec.Struct, array_like=True):
 class SessionState(msgspec.Struct, kw_only=True):
     """A session. ``recalled_notes``, ``memory_index`` and ``known_facts`` are ephemeral
     (ids of this turn's memory context: notes recalled, index rows, the profile facts of
-    ``### session-facts``), stripped before persistence (seed 000 §6-§7)."""
+    ``### session-facts``), stripped before persistence."""
 
     id: str
     created_at: int
@@ -72,7 +72,7 @@ EPHEMERAL_FIELDS = ("recalled_notes", "memory_index", "known_facts")
 
 
 def strip_ephemeral(state: SessionState) -> SessionState:
-    """A copy of ``state`` with every ephemeral field emptied (seed 000 §6)."""
+    """A copy of ``state`` with every ephemeral field emptied."""
     return msgspec.structs.replace(state, **{f: [] for f in EPHEMERAL_FIELDS})
 
 

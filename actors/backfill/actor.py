@@ -1,5 +1,5 @@
 """The backfill actor: embeds notes that lack a vector for the attached model
-(DESIGN §1, §8; seed 001).
+.
 
 Attach. With ``memory.embeddings.enabled`` false the state is ``disabled``: it serves
 (status, metrics) but never embeds, and says why in its log (``backfill.inactive``), in
@@ -26,14 +26,14 @@ keyword-only) and then serves two kinds of work, one embed at a time:
   notes/s), counted (``agent.memory.backfill.embedded``) and timed per batch
   (``agent.memory.backfill.batch_ms``).
 
-Failures end quietly (DESIGN §8): a model that stops answering or a memory actor
+Failures end quietly: a model that stops answering or a memory actor
 that is unavailable ends the pass with a warning (``backfill.model_failed``,
 ``backfill.memory_failed``); the next boot resumes, because the vectors written
 so far are committed and ``MissingVectors`` skips them.
 
 Shutdown: ``on_shutdown`` cancels the background task before the runtime fails the
 pending calls; a batch embed in progress finishes first (small batches: milliseconds),
-so the actor exits well within the 3 s shutdown budget (DESIGN §1, §12).
+so the actor exits well within the 3 s shutdown budget.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ T = TypeVar("T")
 log = structlog.get_logger()
 
 MEMORY = "memory"
-"""Routing name of the memory actor (DESIGN §1)."""
+"""Routing name of the memory actor."""
 REQUEST_TIMEOUT_S = 30.0
 """Bound (s) on one request to the memory actor; a busy writer answers in ms."""
 PROGRESS_EVERY_S = 1.0
@@ -304,7 +304,7 @@ class BackfillActor:
         """One backfill pass over every note lacking a vector, newest first.
 
         Returns the vectors written. Ends at the first empty batch, or quietly (a
-        warning) when the model or the memory actor fails (DESIGN §8).
+        warning) when the model or the memory actor fails.
         """
         done, outcome = 0, "done"
         t0 = last = time.perf_counter()

@@ -1,4 +1,4 @@
-"""Messages of the backfill actor (DESIGN §1, §8).
+"""Messages of the backfill actor.
 
 The backfill actor answers :class:`BackfillStatus` (→ :class:`BackfillStatusReply`)
 and the runtime-wide ``MetricsRequest``; it handles the memory actor's

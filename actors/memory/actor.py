@@ -1,4 +1,4 @@
-"""The memory actor: sole owner of ``memory.sqlite`` (DESIGN §1, §4).
+"""The memory actor: sole owner of ``memory.sqlite``.
 
 Holds two apsw connections to the file. Writes run in a worker thread behind a
 ``CapacityLimiter(1)`` (STYLE §2.3 option b) on the writer connection, so the trio loop
@@ -347,7 +347,7 @@ class MemoryActor:
     def _recall_for(self, s: StoreSet) -> Callable[..., list[Any]]:
         """Notes recall for auto-recall and ``memory.notes.recall``: hybrid once the query
         embedder is attached and ``vectorWeight`` > 0, keyword otherwise; any error from
-        the vector side falls back to keyword recall (DESIGN §8), counted in
+        the vector side falls back to keyword recall, counted in
         ``agent.memory.recall{mode}``."""
         emb, cfg = self.query_embedder, self.cfg.embeddings
 

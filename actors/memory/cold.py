@@ -1,4 +1,4 @@
-"""The memory side of the cold path (anchor §7.3-§7.6, issue 21): what the link
+"""The memory side of the cold path: what the link
 generator, the vote runner and the consolidator write, each call one transaction.
 
 The LLM calls themselves run in the reflection actor (its side-call slot, its

@@ -168,7 +168,7 @@ def build_context(
         recall_text: the query rewriter's rewrite of ``user_message``: notes,
             lessons and procedures are recalled with it.
         recall: replaces ``notes.recall`` for the notes (same keyword arguments,
-            ``bump=False``): the memory actor passes hybrid recall (DESIGN §8).
+            ``bump=False``): the memory actor passes hybrid recall.
         working_dir: the session's project directory; when given, recall and index
             show global notes plus that directory's notes.
         k: ``memory.recallInjection.k`` (default 3); ``k <= 0`` recalls nothing.

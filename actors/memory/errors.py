@@ -68,7 +68,7 @@ class MemoryFailure(Exception):
         self.message = message
 
     def to_dict(self) -> dict[str, str]:
-        """Return the wire shape ``{"code": ..., "message": ...}`` (DESIGN §9)."""
+        """Return the wire shape ``{"code": ..., "message": ...}``."""
         return {"code": self.code, "message": str(self)}
 
 
@@ -125,7 +125,7 @@ class DatabaseCorrupt(MemoryFailure):
     """The file is not an SQLite database, is truncated, or is malformed.
 
     Translated from ``apsw.NotADBError`` / ``apsw.CorruptError``. The memory actor must
-    never silently start empty on top of it (DESIGN §4): it moves the file aside and
+    never silently start empty on top of it: it moves the file aside and
     reports the event.
 
     Attributes:

@@ -8,7 +8,7 @@ agree:
   (see ``schema.register_functions``) and called by the sync triggers, so the FTS tables
   hold the *derived* text while the base tables keep the original.
 * :func:`build_match_query` turns any user text into an FTS5 MATCH expression that can
-  never carry FTS5 syntax (anchor §2.1, DESIGN §4).
+  never carry FTS5 syntax.
 
 Two small text helpers live here as well: :func:`content_key` (the normalised form used
 to detect duplicate notes, BC-11) and :func:`normalise_bm25` (BM25 to a 0..1 score,

@@ -26,7 +26,7 @@ Pure functions over numbers; the stores feed them:
   vectors (``VectorStore.load`` with the brute-force ceiling), the meaning-only candidates
   passed through the keyword query's filters (``MemoryStore.visible``), then
   :func:`hybrid_rank`. Errors from the vector side propagate: the caller falls back to
-  keyword recall (DESIGN §8).
+  keyword recall.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ __all__ = [
     "hybrid_recall",
 ]
 
-#: Meaning-only notes must be within this of the query's best cosine (DESIGN §8).
+#: Meaning-only notes must be within this of the query's best cosine.
 BEST_WINDOW = 0.15
 #: Default cosine floor of a catalog entry (seed 001 ``minCosine``).
 DEFAULT_MIN_COSINE = 0.35

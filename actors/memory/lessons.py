@@ -1,4 +1,4 @@
-"""LessonStore: distilled principles with keyword-only BM25 recall (anchor §1.8, §2.7, §7.1).
+"""LessonStore: distilled principles with keyword-only BM25 recall.
 
 A lesson is an *activation* (one sentence: when it applies) plus a *principle* (1–3
 sentences: what to do), tagged, with the ids of the notes it was distilled from. The

@@ -1,4 +1,4 @@
-"""LinkStore: typed, weighted edges between notes and BFS expansion (anchor §1.6, §2.6, §7.3).
+"""LinkStore: typed, weighted edges between notes and BFS expansion.
 
 Edges live in ``memory_links(from_id, to_id, kind, weight, created_at, origin)`` (schema v3; ``origin`` v8),
 primary key ``(from_id, to_id, kind)`` so one pair may carry several kinds; both ends

@@ -1,4 +1,4 @@
-"""Messages the memory actor understands, and the ones it sends (DESIGN §2, §9).
+"""Messages the memory actor understands, and the ones it sends.
 
 Bodies are msgspec Structs tagged by ``kind``; other actors and the gateway import
 these to talk to the memory actor. New fields always get defaults (msgspec schema

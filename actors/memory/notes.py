@@ -1,11 +1,11 @@
-"""MemoryStore: freeform notes with FTS5/BM25 recall (seed 000 §4, anchor §2.2).
+"""MemoryStore: freeform notes with FTS5/BM25 recall.
 
 Notes live in ``memories``; ``memories_fts`` mirrors ``aa_index_text(content)`` through
 triggers, so the index can never go stale after an update or delete. Recall
 (``recall`` module): a safe MATCH expression without stopwords, a BM25 pool, term
 coverage and same-session context; the strongest hit scores exactly 1.0.
 
-Bounds (seed 000 §4.5, §9): at most ``max_entries`` rows (default 1000); after every
+Bounds: at most ``max_entries`` rows (default 1000); after every
 insert the surplus is deleted in the same transaction, never the row just written, so
 the cap holds after every commit. Eviction order: ``"utility"`` (default; anchor §2.2,
 beats seed 000 §10) the least recalled first, ``recall_count, COALESCE(last_recalled_at,
@@ -192,7 +192,7 @@ def _row(row: Sequence, score: float | None = None) -> Note:
 
 
 class MemoryStore:
-    """CRUD, eviction and BM25 recall over ``memories`` (seed 000 §4, anchor §2.2).
+    """CRUD, eviction and BM25 recall over ``memories``.
 
     Args:
         conn: a connection from ``schema.open_database`` (migrated).

@@ -1,4 +1,4 @@
-"""ProcedureStore: advisory how-to templates with keyword recall (anchor §1.8, §2.8, §7.5).
+"""ProcedureStore: advisory how-to templates with keyword recall.
 
 A procedure is an *activation* (when it applies) plus 2–8 *steps*, each a description
 with an optional tool hint. Procedures are advice for the model only: the runtime never

@@ -1,4 +1,4 @@
-"""ProfileStore: short key/value facts with bi-temporal history (seed 000 §3, anchor §2.3).
+"""ProfileStore: short key/value facts with bi-temporal history.
 
 Every successful :meth:`ProfileStore.set` adds a row and supersedes the previous active
 row of that key, so ``history(key)`` shows every value the key ever had; at most one

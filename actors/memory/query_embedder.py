@@ -1,4 +1,4 @@
-"""The memory actor's query embedder (DESIGN §8): hybrid recall embeds each query
+"""The memory actor's query embedder: hybrid recall embeds each query
 (purpose ``query``) itself, so recall never waits for another actor.
 
 :class:`QueryEmbedder` attaches in the background after the actor starts, after
@@ -15,7 +15,7 @@ Recall itself is synchronous (it runs on the actor's read connection), so:
 * a server model is asked before the recall: :meth:`QueryEmbedder.prepare` awaits the
   HTTP embed (at most :data:`QUERY_TIMEOUT_S`, or ``timeoutMs`` when shorter) and keeps
   the vector for :meth:`QueryEmbedder.embed`; a failure or timeout leaves no vector, so
-  that recall falls back to keyword recall (DESIGN §8) instead of waiting, and for the
+  that recall falls back to keyword recall instead of waiting, and for the
   next ``COOLDOWN_S`` (30 s) recall does not ask the server at all (one warning).
 
 A server that cannot be attached at start (down, still loading) is probed again every

@@ -1,4 +1,4 @@
-"""Keyword recall over ``memories_fts``: query building and ranking (DESIGN §4, §12).
+"""Keyword recall over ``memories_fts``: query building and ranking.
 
 ``MemoryStore.recall`` (and so ``memory.notes.recall`` and the ``### recalled`` section)
 ranks notes in four steps, each measured on LoCoMo dev with ``python -m bench.locomo

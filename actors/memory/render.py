@@ -6,7 +6,7 @@ the defaults of seed 000 §8 (``### profile`` 512 tokens, ``### recalled`` 400,
 §7.7). The functions return section *bodies*; the prompt builder
 adds the ``### name`` heading and omits empty bodies.
 
-Security (DESIGN §5): stored memory is data, not instructions. Every rendered fact or
+Security: stored memory is data, not instructions. Every rendered fact or
 note is exactly one line starting with ``- ``: line breaks inside stored text are
 flattened, and inside the line every run of two or more ``#`` is broken with zero-width
 spaces (``#\\u200b#\\u200b#``) so it can never read as a ``### `` heading; chat-template
@@ -118,7 +118,7 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
 
 
 def neutralise(text: str) -> str:
-    """Break heading and role-marker syntax inside one rendered line (DESIGN §5).
+    """Break heading and role-marker syntax inside one rendered line.
 
     Runs of 2+ ``#`` get zero-width spaces between the hashes; ``<|``, ``|>``,
     ``<memory>``/``</memory>``, ``<system>``…, ``<start_of_turn>``, ``[INST]`` get one

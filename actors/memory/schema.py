@@ -8,7 +8,7 @@ half-applied step marked as done. A file newer than the code is refused
 (:class:`SchemaTooNew`), a file that is not a database is reported
 (:class:`DatabaseCorrupt`), never silently replaced.
 
-Schema (seed 000 §2, DESIGN §4, anchor §1):
+Schema:
 
 * v1 ``profile_facts``: bi-temporal profile history, one active row per key
   (``superseded_by IS NULL``, enforced by a partial unique index).
@@ -270,7 +270,7 @@ CREATE INDEX idx_memories_utility
 CREATE INDEX idx_memories_consolidated ON memories(consolidated_into)
     WHERE consolidated_into IS NOT NULL;
 """
-"""v7: the cold path (issue 21, anchor §1.8-§1.10, §7). ``vote_score`` on notes, lessons,
+"""v7: the cold path. ``vote_score`` on notes, lessons,
 procedures and profile facts (the vote runner's clamped sum, decayed per consolidator
 tick; the source of truth, ``votes`` is only the audit log); on notes the consolidator's
 ``consolidated_into`` (the lesson a note was archived into, never cleared) and

@@ -1,4 +1,4 @@
-"""The memory tools and read-only operations, by name (seed 000 §3.4, §4.3; DESIGN §9).
+"""The memory tools and read-only operations, by name.
 
 One table, :data:`OPS`, serves both callers: the agent's tool calls (the six tools
 ``memory.profile.set/remove/list``, ``memory.notes.store/recall/forget``) and the
@@ -131,7 +131,7 @@ class ImportArgs(_Args):
 
 
 class DistilledRecallArgs(_Args):
-    """``memory.lessons.recall`` / ``memory.procedures.recall`` (anchor §7.1, §7.5): one
+    """``memory.lessons.recall`` / ``memory.procedures.recall``: one
     by ``id`` (any status), or up to ``k`` (default 2, at most 10) active ones matching
     ``query``, with their principle or steps."""
 

@@ -1,4 +1,4 @@
-"""Note vectors keyed by (note, model) in ``memory_vectors`` (DESIGN §4, §8).
+"""Note vectors keyed by (note, model) in ``memory_vectors``.
 
 The backfill actor asks for notes without a vector of the attached model
 (:meth:`VectorStore.missing`, newest first) and writes what it embedded
@@ -201,7 +201,7 @@ class VectorStore:
 
     def load(self, model: str, dim: int, ceiling: int, also: Iterable[int] = (),
              cache: VectorCache | None = None) -> LoadedVectors:
-        """The vectors hybrid recall scans (DESIGN §8): every vector of ``model`` with
+        """The vectors hybrid recall scans: every vector of ``model`` with
         dimension ``dim`` up to ``ceiling`` (``memory.embeddings.bruteForceCeiling``);
         above it the newest ``ceiling`` plus those of ``also`` (the keyword hits). With
         ``cache``, the newest-``ceiling`` scan is reused until its generation changes.

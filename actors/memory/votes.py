@@ -1,4 +1,4 @@
-"""VoteStore: the vote audit log, FIFO-capped (anchor §1.9, §7.4).
+"""VoteStore: the vote audit log, FIFO-capped.
 
 Votes are up/down signals the vote runner (a later issue) casts on the items rendered
 in one turn: notes (``memory``), lessons, profile facts and procedures. This module is
@@ -80,7 +80,7 @@ def _row(row: Sequence) -> Vote:
 
 
 class VoteStore:
-    """Record votes and read the newest ones (anchor §1.9, §7.4).
+    """Record votes and read the newest ones.
 
     Args:
         conn: a connection from ``schema.open_database`` (migrated to >= v3).

@@ -29,7 +29,7 @@ writing in one transaction. The outcome
 logged with the seed's event names, and cast to the root as a ``reflection`` event.
 
 Then, under the same cancel scope (a newer turn of the session cancels them too), the
-turn's side calls on the same slot (anchor §7.3-§7.4): the link generator
+turn's side calls on the same slot: the link generator
 (``memory.links.autoGenerate``, :mod:`.linkgen`) and the vote runner
 (``memory.voting.enabled``, :mod:`.voting`), each on the items the turn surfaced
 (``Reflect.surfaced``) and within its own timeout. The actor also runs the periodic

@@ -18,7 +18,7 @@ template; the model continues after ``### output``)::
                                         (the completion starts here)
 
 The prefix never changes with the data, so llama-server's prompt cache on the reflection
-slot (DESIGN §7) reuses it across turns; only the tail is evaluated per call.
+slot reuses it across turns; only the tail is evaluated per call.
 
 Everything in the tail is *data*: whitespace collapsing turns every newline into a space,
 so user or assistant text can never start a line of its own (it cannot open a ``### ``

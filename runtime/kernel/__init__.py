@@ -1,5 +1,5 @@
 """The actor kernel: a library for running actors as separate trio processes that exchange
-msgspec-encoded envelopes (DESIGN §1). The bottom floor of the house.
+msgspec-encoded envelopes. The bottom floor of the house.
 
 What it does: spawn an actor process (``spawn_actor``: a bootloader child that imports
 the module named in its :class:`ActorSpec` and serves its ``open_actor``) or fork it at

@@ -1,4 +1,4 @@
-"""A message channel over one trio stream: framed envelopes, one send lock (DESIGN §1).
+"""A message channel over one trio stream: framed envelopes, one send lock.
 
 ``Channel`` is deliberately small: ``send`` serialises writers with a
 ``StrictFIFOLock`` so frames never interleave; ``receive`` is called by exactly one

@@ -1,4 +1,4 @@
-"""Framing: u32 big-endian length prefix + msgpack body (DESIGN §1).
+"""Framing: u32 big-endian length prefix + msgpack body.
 
 A frame is ``len(body).to_bytes(4, "big") + body``. Big-endian, as in msgspec's
 asyncio-kv example (tractor uses little-endian; either works, this one is pinned by

@@ -1,4 +1,4 @@
-"""Spawning an actor process, the handshake, and the cancellation ladder (DESIGN §1).
+"""Spawning an actor process, the handshake, and the cancellation ladder.
 
 ``spawn_actor`` makes a ``socketpair``, starts ``python -m runtime.kernel._child`` in a new
 process session with the child's end passed by ``pass_fds``, and runs the

@@ -1,6 +1,6 @@
 """The supervisor: starts the actors, routes envelopes, restarts crashed actors.
 
-Star topology (DESIGN §1): every child has one channel to the root; the root
+Star topology: every child has one channel to the root; the root
 routes ``Request``/``Reply``/``Error``/``Cast``/``Cancel`` by ``dest``. The root is
 itself an endpoint named ``"root"`` (the websocket gateway calls actors through
 :meth:`Supervisor.request`; casts addressed to ``"root"`` go to ``on_cast``).

@@ -1,4 +1,4 @@
-"""Child side of the kernel: the serve loop every actor process runs (DESIGN §1).
+"""Child side of the kernel: the serve loop every actor process runs.
 
 An actor module (``actors/<name>/actor.py``) exposes one function::
 

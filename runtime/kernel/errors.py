@@ -99,4 +99,4 @@ class RemoteError(RuntimeFailure):
 
 
 class RestartIntensityExceeded(RuntimeFailure):
-    """More restarts than the intensity limit allows inside its window (DESIGN §1)."""
+    """More restarts than the intensity limit allows inside its window."""

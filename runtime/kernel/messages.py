@@ -1,4 +1,4 @@
-"""The envelope: the only message type the runtime itself understands (DESIGN §1).
+"""The envelope: the only message type the runtime itself understands.
 
 Every frame on a root↔child channel carries exactly one :data:`Envelope`, a
 strict tagged union (``tag_field="t"``, unknown fields forbidden). The payload of

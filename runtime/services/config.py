@@ -1,4 +1,4 @@
-"""Typed configuration: ``<state>/config.json`` decoded into Structs (DESIGN §3).
+"""Typed configuration: ``<state>/config.json`` decoded into Structs.
 
 Every ``memory.*`` key of seed 000 §8 with its default, plus the later channels
 (seed 001 embeddings, rewriter, lessons, procedures, links, voting) and ``llm``, ``server``,
@@ -67,7 +67,7 @@ class SessionFactsConfig(_C):
 
 
 class ReflectionConfig(_C):
-    """memory.reflection.* (seed 000 §5.3, §8). timeoutMs in milliseconds.
+    """memory.reflection.*. timeoutMs in milliseconds.
 
     ``timeoutMs`` 60 000 (the seed's 10 000 was sized for a fast server): measured with
     the default Qwen2.5-Coder-1.5B on the portable server, 2 cores, a reflection lands
@@ -83,7 +83,7 @@ class ReflectionConfig(_C):
 
 
 class NotesConfig(_C):
-    """memory.notes.* (seed 000 §4, §8)."""
+    """memory.notes.*."""
 
     enabled: bool = True
     max_entries: Pos = 1000
@@ -98,7 +98,7 @@ class NotesConfig(_C):
 
 
 class RecallInjectionConfig(_C):
-    """memory.recallInjection.* (seed 000 §4.2, §8)."""
+    """memory.recallInjection.*."""
 
     enabled: bool = True
     k: Annotated[int, Meta(ge=1, le=50)] = 3
@@ -116,7 +116,7 @@ class RecallInjectionConfig(_C):
 
 
 class IndexConfig(_C):
-    """memory.index.* (seed 000 §4.2, §8)."""
+    """memory.index.*."""
 
     enabled: bool = True
     limit: Annotated[int, Meta(ge=1, le=200)] = 20
@@ -131,7 +131,7 @@ LOCAL_EMBEDDING_MODELS: tuple[str, ...] = ("wordllama-l2-supercat-256", "all-min
 
 
 class EmbeddingsConfig(_C):
-    """memory.embeddings.* (seed 001, DESIGN §8). Delays and timeouts in ms.
+    """memory.embeddings.*. Delays and timeouts in ms.
 
     ``provider``: ``local`` (in-process: ``model`` ``all-minilm-l6-v2-int8``, the default
     since issue 20 -- a sentence model: LoCoMo dev hybrid recall@10 73.8 % against
@@ -170,7 +170,7 @@ class EmbeddingsConfig(_C):
 
 
 class RewriterConfig(_C):
-    """memory.rewriter.* (seed 001; anchor §6)."""
+    """memory.rewriter.*."""
 
     enabled: bool = True
     timeout_ms: Ms = 10_000
@@ -178,7 +178,7 @@ class RewriterConfig(_C):
 
 
 class LessonsConfig(_C):
-    """memory.lessons.* (anchor §7.1, §7.7). ``maxEntries`` active lessons at most (the
+    """memory.lessons.*. ``maxEntries`` active lessons at most (the
     consolidator's overflow sweep deprecates the oldest); ``deprecationAgeMs``: an active
     lesson that never helped (success 0) is deprecated at this age."""
 
@@ -190,7 +190,7 @@ class LessonsConfig(_C):
 
 
 class ProceduresConfig(_C):
-    """memory.procedures.* (anchor §7.5, §7.7); the caps as for lessons (age: success
+    """memory.procedures.*; the caps as for lessons (age: success
     and use both 0)."""
 
     enabled: bool = True
@@ -201,7 +201,7 @@ class ProceduresConfig(_C):
 
 
 class LinksConfig(_C):
-    """memory.links.* (anchor §2.6, §7.3, §7.7). ``autoGenerate``: after reflection the
+    """memory.links.*. ``autoGenerate``: after reflection the
     link generator asks the model for links between the notes the turn surfaced (at
     least ``minCandidates``), at most ``maxLinksPerCall`` accepted, within
     ``generatorTimeoutMs``; off by default: the default 1.5B model answered NONE for 3 of
@@ -230,7 +230,7 @@ class LinksConfig(_C):
 
 
 class VotingConfig(_C):
-    """memory.voting.* (anchor §1.9, §7.4, §7.7). When enabled the vote runner asks the
+    """memory.voting.*. When enabled the vote runner asks the
     model, after each turn, which rendered items helped (``UPVOTE``) or misled
     (``DOWNVOTE``); a vote moves the item's ``vote_score`` by one, clamped to
     ±``maxVotePerItem``; every consolidator tick multiplies scores by ``signalDecay``.
@@ -251,7 +251,7 @@ class VotingConfig(_C):
 
 
 class ConsolidationConfig(_C):
-    """memory.consolidation.* (anchor §7.6, §7.7): the cold path's consolidator. Every
+    """memory.consolidation.*: the cold path's consolidator. Every
     ``intervalMs`` (and on ``atomic-agent memory consolidate``) it distils clusters of
     linked notes older than ``cooldownMs`` (at least ``minClusterSize`` members, at most
     ``maxClustersPerTick`` clusters, one LLM call each within ``distillTimeoutMs``) into
@@ -316,7 +316,7 @@ class BackendConfig(_C):
 
 
 class LLMConfig(_C):
-    """``llm``: where completions come from (DESIGN §7).
+    """``llm``: where completions come from.
 
     ``url`` None means the embedded default: a managed llama.cpp server child
     (:mod:`runtime.services.llama`) loading ``model`` — a name from :data:`runtime.services.models.MODELS`
@@ -388,7 +388,7 @@ class ServerConfig(_C):
 
 
 class AgentConfig(_C):
-    """``agent``: the turn loop (DESIGN §2)."""
+    """``agent``: the turn loop."""
 
     max_steps: Annotated[int, Meta(ge=1, le=64)] = 4
     conversation_max_tokens: NonNeg = 0

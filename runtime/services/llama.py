@@ -1,4 +1,4 @@
-"""The embedded default LLM: a managed llama.cpp server child (DESIGN §7).
+"""The embedded default LLM: a managed llama.cpp server child.
 
 With no ``llm.url`` configured, ``serve`` starts a real llama.cpp HTTP server on a free
 loopback port with the configured model (``llm.model``, :mod:`runtime.services.models`) and

@@ -345,7 +345,7 @@ def sse_lines(response: httpx.Response) -> AsyncIterator[str]:
 
 
 def check_slot(id_slot: int, total_slots: int) -> None:
-    """Refuse a slot id the server does not have (DESIGN §7, BC-18).
+    """Refuse a slot id the server does not have.
 
     ``-1`` (let the server choose) is always allowed. Raises ``ValueError`` when
     ``id_slot >= total_slots`` or ``id_slot < -1``.
@@ -357,7 +357,7 @@ def check_slot(id_slot: int, total_slots: int) -> None:
 
 
 class SlotPlan(msgspec.Struct, frozen=True):
-    """Which llama-server slot each kind of call uses (DESIGN §7, seed 000 §5.2).
+    """Which llama-server slot each kind of call uses.
 
     ``main`` is the agent's slot (0); ``reflection`` is 1 and ``rewriter`` is 2 when the
     server has that many slots, else ``-1`` (server picks, no cache reuse, main slot

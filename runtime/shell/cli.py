@@ -2,7 +2,7 @@
 
 Memory inspection goes through the running daemon: ``memory profile|notes …``,
 ``memory lessons list|show ID``, ``memory procedures list|show ID``, ``memory links
-list`` and ``memory stats`` send ``memory`` frames (DESIGN §9) and print the result.
+list`` and ``memory stats`` send ``memory`` frames and print the result.
 
 Every command has ``--help``; errors print one line to stderr and exit non-zero:
 1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running.

@@ -1,4 +1,4 @@
-"""A websocket client of the daemon, used by the CLI and the tests (DESIGN §9, §10).
+"""A websocket client of the daemon, used by the CLI and the tests.
 
 ``open_client`` finds the running daemon through ``<state>/daemon.json``, connects,
 sends ``hello`` with the token and yields a :class:`DaemonClient`. Errors are

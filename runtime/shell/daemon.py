@@ -1,4 +1,4 @@
-"""``atomic-agent serve``: the root process (DESIGN §1, §3, §10).
+"""``atomic-agent serve``: the root process.
 
 Start-up: state dir → lock (one daemon per state dir) → config → logging → token →
 LLM (the configured URL, or the embedded llama-server child) → the four actors

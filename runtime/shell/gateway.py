@@ -1,4 +1,4 @@
-"""The websocket gateway, served by the root process (DESIGN §9).
+"""The websocket gateway, served by the root process.
 
 Security: binds ``127.0.0.1`` by default (another host only with ``server.allowRemote``);
 the upgrade request's ``Host`` must name this machine (421 otherwise: DNS rebinding) and a

@@ -1,4 +1,4 @@
-"""The websocket protocol's client frames, validated by msgspec (DESIGN §9).
+"""The websocket protocol's client frames, validated by msgspec.
 
 Client → daemon frames are JSON text objects tagged by ``type``; each is a Struct
 below, unknown fields forbidden so a typo is answered instead of ignored. Daemon →

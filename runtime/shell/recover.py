@@ -1,4 +1,4 @@
-"""``atomic-agent memory recover [FILE]``: salvage a quarantined memory file (DESIGN §4).
+"""``atomic-agent memory recover [FILE]``: salvage a quarantined memory file.
 
 When the memory actor finds ``memory.sqlite`` corrupt it moves the file aside
 (``memory.sqlite.corrupt-<ms>``), starts fresh and says so; it never starts empty over

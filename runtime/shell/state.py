@@ -1,4 +1,4 @@
-"""The state directory: where everything that must survive a restart lives (DESIGN §3).
+"""The state directory: where everything that must survive a restart lives.
 
 Resolution: ``--state-dir``, else ``$ATOMIC_AGENT_STATE_DIR``, else the platform's
 user state dir (``~/.local/state/atomic-agent`` on Linux). Contents:

@@ -58,7 +58,7 @@ requests alike (script an SSE stream as text), shaped by these optional keys:
   that gap (ms) between pieces; ``stall_after_bytes`` N sends the status line, headers and
   the first N body bytes, then waits ``stall_ms`` (default 60 000) before closing.
 
-Embeddings (BC-10, DESIGN §8) — off unless ``--embedding-dim N`` is given (then, as a
+Embeddings — off unless ``--embedding-dim N`` is given (then, as a
 llama-server started without ``--embeddings``, both endpoints answer HTTP 501):
 
 * ``POST /embedding`` ``{"content": str | [str]}`` → ``[{"index": i, "embedding": [[…]]}]``

@@ -1,4 +1,4 @@
-"""The local embedder and the embedding model catalog (DESIGN §8, seed 001).
+"""The local embedder and the embedding model catalog.
 
 Every embed call names its *purpose*: ``document`` when a note is written
 (the backfill and the writer), ``query`` for recall, ``similarity`` for the query
@@ -205,7 +205,7 @@ def cosine(a: Any, b: Any) -> float:
 
 def to_blob(vector: np.ndarray) -> bytes:
     """One vector as little-endian float32 bytes (``dim * 4`` bytes), the
-    ``memory_vectors.vector`` format (DESIGN §4)."""
+    ``memory_vectors.vector`` format."""
     return np.asarray(vector, dtype="<f4").ravel().tobytes()
 
 
@@ -272,7 +272,7 @@ class InProcessEmbedder(abc.ABC):
 
 
 class LocalEmbedder(InProcessEmbedder):
-    """In-process embedder over wordllama's bundled ``l2_supercat`` model (DESIGN §8).
+    """In-process embedder over wordllama's bundled ``l2_supercat`` model.
 
     Attributes:
         model: ``"wordllama-l2-supercat-256"`` (the ``memory_vectors.model`` id).

@@ -1,4 +1,4 @@
-"""Embedding providers behind one async interface (DESIGN §8, seed 001, anchor §5.1).
+"""Embedding providers behind one async interface.
 
 ``memory.embeddings.provider`` picks one:
 
