@@ -1,4 +1,4 @@
-"""Server embedding providers and field case BC-10.
+"""Server embedding providers, and inputs over a server's physical batch.
 
 Tier 1: the response parser and the "too large" classifier on literal bodies.
 Tier 2: :func:`runtime.services.embeddings.providers.attach` against the scripted llama-server run as

@@ -1,6 +1,6 @@
-"""MemoryStore: validation, eviction (seed 000 §4.5, utility order of anchor
-§2.2), dedup exact and near-identical, BM25 recall with safe queries (anchor §2.1,
-BC-03, BC-04), FTS sync, vector helpers. Ranking quality: test_memory_recall_quality.
+"""MemoryStore: validation, eviction (the utility order), dedup exact and
+near-identical, BM25 recall with safe queries (scripts without spaces, scores in 0..1),
+FTS sync, vector helpers. Ranking quality: test_memory_recall_quality.
 
 Rules: each test opens its own migrated file under ``tmp_path``; ordering-sensitive
 writes pass ``now_ms`` explicitly; the hypothesis tests are derandomised and share one

@@ -1,4 +1,4 @@
-"""Rendering (anchor §3.1–§3.4, DESIGN §5) and the per-turn memory context.
+"""Rendering of the memory sections and the per-turn memory context.
 
 Rules: rendering tests build ``ProfileFact`` / ``Note`` values directly (no database);
 context tests open their own migrated file under ``tmp_path``. Budgets are checked with
