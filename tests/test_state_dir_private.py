@@ -102,11 +102,11 @@ def test_an_outside_reader_holds_the_wal_back_until_it_leaves(tmp_path):
     reader.execute("SELECT count(*) FROM sqlite_schema").fetchall()  # an old snapshot
     for _ in range(300):
         conn.execute("INSERT INTO filler VALUES (randomblob(8000))")
-    held = idle_checkpoint(conn)
+    held = idle_checkpoint(conn, 5000)
     assert held["frames"] > held["copied"]  # the reader holds the log back
     assert os.getpid() in {h["pid"] for h in holders(db, me=-1)}
     reader.execute("COMMIT")
-    done = idle_checkpoint(conn)
+    done = idle_checkpoint(conn, 5000)
     assert done["frames"] == done["copied"] and os.stat(f"{db}-wal").st_size == 0
     limit = conn.execute("PRAGMA journal_size_limit").fetchall()[0][0]
     assert limit == WAL_SIZE_LIMIT

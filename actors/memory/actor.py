@@ -82,7 +82,7 @@ from .procedures import ProcedureStep, ProcedureStore
 from .profile import ProfileFact, ProfileStore
 from .query_embedder import QueryEmbedder
 from .recall import LIMITED
-from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
+from .schema import BUSY_TIMEOUT_MS, SCHEMA_VERSION, open_database, user_version, write_txn
 from .tools import OPS, context_answer, run_op
 from .vectors import VectorCache, VectorStore
 from .votes import VoteStore
@@ -692,7 +692,7 @@ class MemoryActor:
             if time.monotonic() - self.last_write < IDLE_CHECKPOINT_S:
                 continue
             try:
-                result = await self._db(idle_checkpoint, self.conn)
+                result = await self._db(idle_checkpoint, self.conn, BUSY_TIMEOUT_MS)
             except (MemoryFailure, apsw.Error) as exc:
                 log.warning("memory.checkpoint_failed", error=str(exc))
                 continue
@@ -702,8 +702,7 @@ class MemoryActor:
             if held > 0 and not was_held:
                 log.warning("memory.wal_held_back", frames=held,
                             holders=wal_state(self.db_path, result)["heldBackBy"])
-            self.last_checkpoint = result
-            self.last_write = time.monotonic()  # until the next write, once per idle spell
+            self.last_checkpoint = result  # (_db restarted the idle clock: once a spell)
 
     async def attach_embedder(self) -> None:
         """Attach the query embedder (background); once attached, warn once about the

@@ -30,6 +30,8 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from runtime.services.private_files import replacing
+
 from .errors import ValidationError
 
 __all__ = ["EXPORTS_DIR", "MAX_IMPORT_BYTES", "FileRoom"]
@@ -140,21 +142,14 @@ class FileRoom:
 
     @contextlib.contextmanager
     def writing(self, target: Path) -> Iterator[Path]:
-        """A fresh private (0600) temporary file beside ``target``, renamed onto it when
-        the block ends without error, removed otherwise. OSError of the file system
-        becomes ValidationError naming ``target``."""
-        tmp = target.with_name(f".{target.name[:200]}.partial-{os.getpid()}-"
-                               f"{os.urandom(4).hex()}")
+        """:func:`runtime.services.private_files.replacing` for ``target``: a fresh
+        private temporary file beside it, renamed onto it when the block ends without
+        error. OSError of the file system becomes ValidationError naming ``target``."""
         try:
-            os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                             0o600))
-            yield tmp
-            os.replace(tmp, target)
+            with replacing(target) as tmp:
+                yield tmp
         except OSError as exc:
             raise _refuse(f"cannot write {target}: {exc.strerror or exc}") from None
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
 
     def read(self, name: str, limit: int = MAX_IMPORT_BYTES) -> tuple[Path, bytes]:
         """``(path, bytes)`` of the regular file ``name`` names, at most ``limit`` bytes.

@@ -151,6 +151,13 @@ def _flatten_value(value: str) -> str:
     return _OTHER_BREAK_RE.sub(" ", value)
 
 
+@lru_cache(maxsize=256)
+def _folded(text: str) -> str:
+    """``text`` as keywords are matched: NFKC, case-folded, Latin diacritics folded.
+    Cached: the gate folds the same message once per keyword of every unpinned fact."""
+    return fold_latin(unicodedata.normalize("NFKC", text).casefold())
+
+
 @lru_cache(maxsize=1024)
 def _keyword_re(keyword: str) -> re.Pattern[str]:
     return re.compile(r"(?<![^\W_])" + re.escape(keyword) + r"(?![^\W_])")
@@ -165,10 +172,10 @@ def keyword_hits(keyword: str, message: str) -> bool:
     matches as a plain substring. Both sides are NFKC-normalised and Latin diacritics
     folded (``fts.fold_latin``): ``café`` hits "cafe", "Café" and a decomposed "café".
     """
-    kw = fold_latin(unicodedata.normalize("NFKC", keyword.strip()).casefold())
+    kw = _folded(keyword.strip())
     if not kw or not message:
         return False
-    msg = fold_latin(unicodedata.normalize("NFKC", message).casefold())
+    msg = _folded(message)
     if contains_cjk(kw):
         return kw in msg
     return _keyword_re(kw).search(msg) is not None

@@ -33,11 +33,12 @@ IDLE_CHECKPOINT_S = 30.0
 """Seconds without a write before the memory actor checkpoints and truncates the WAL."""
 
 
-def idle_checkpoint(conn: apsw.Connection) -> dict[str, int]:
+def idle_checkpoint(conn: apsw.Connection, busy_timeout_ms: int) -> dict[str, int]:
     """Checkpoint without waiting: ``{"busy", "frames", "copied"}`` from ``PRAGMA
     wal_checkpoint(PASSIVE)``; when every frame was copied, the WAL is truncated to zero
-    (``TRUNCATE``, which then has nothing to wait for). ``frames - copied`` frames are held
-    back by a reader. Raises apsw errors of the database (the caller's to translate)."""
+    (``TRUNCATE``, tried without a busy wait; ``conn``'s ``busy_timeout_ms`` is put back
+    after). ``frames - copied`` frames are held back by a reader. Raises apsw errors of
+    the database (the caller's to translate)."""
     busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
     if frames > 0 and frames == copied and not busy:
         conn.setbusytimeout(0)
@@ -46,7 +47,7 @@ def idle_checkpoint(conn: apsw.Connection) -> dict[str, int]:
         except apsw.BusyError:
             pass
         finally:
-            conn.setbusytimeout(5000)
+            conn.setbusytimeout(busy_timeout_ms)
     return {"busy": int(busy), "frames": max(0, frames), "copied": max(0, copied)}
 
 

@@ -11,7 +11,6 @@ file in the folder is removed either way.
 from __future__ import annotations
 
 import contextlib
-import os
 import secrets
 import shutil
 from pathlib import Path
@@ -81,19 +80,16 @@ async def import_from(c: Any, file: str, state_dir: Path) -> dict[str, Any]:
         source, data = room.read(str(Path(file).expanduser().absolute()))
     except ValidationError as exc:
         raise _invalid(exc) from None
-    folder = state_dir / EXPORTS_DIR
+    folder = FileRoom(state_dir / EXPORTS_DIR)
     name = _fresh_name(".jsonl")
     try:
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        with open(os.open(folder / name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
-                          0o600), "wb") as out:
-            out.write(data)
-    except OSError as exc:
-        raise ClientError("invalid_argument", f"cannot copy {source} into {folder}: "
-                                              f"{exc.strerror or exc}") from None
+        with folder.writing(folder.target(name, overwrite=False)) as tmp:
+            tmp.write_bytes(data)
+    except ValidationError as exc:
+        raise _invalid(exc) from None
     try:
         result = await c.memory("memory.import", {"path": name})
     finally:
         with contextlib.suppress(OSError):
-            (folder / name).unlink()
+            (state_dir / EXPORTS_DIR / name).unlink()
     return {**result, "path": str(source)}

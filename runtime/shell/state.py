@@ -19,6 +19,8 @@ from pathlib import Path
 
 import platformdirs
 
+from runtime.services.private_files import replacing
+
 
 class StateError(Exception):
     """The state directory cannot be used; ``code`` says why."""
@@ -224,21 +226,12 @@ def _write_token(path: Path) -> str:
 
 
 def _write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to a fresh private (0600) file beside ``path`` (created with
-    ``O_EXCL | O_NOFOLLOW``: a planted link is never followed), then rename it onto
-    ``path``."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}-{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    """Write ``data`` whole to ``path``, private (0600), through a fresh temporary file
+    renamed into place (:func:`runtime.services.private_files.replacing`)."""
+    with replacing(path) as tmp, open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
 
 
 def write_daemon_info(state_dir: Path, info: dict) -> None:
