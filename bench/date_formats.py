@@ -34,10 +34,10 @@ import trio
 from actors.agent.now import now_line
 from actors.agent.prompt import REPLY_GRAMMAR, STABLE_PREFIX, TailInput, build_tail
 from actors.memory import render
-from actors.memory.context import build_context, render_context
-from actors.memory.notes import MemoryStore
-from actors.memory.profile import ProfileStore
-from actors.memory.schema import open_database
+from actors.store.context import build_context, render_context
+from actors.store.notes import MemoryStore
+from actors.store.profile import ProfileStore
+from actors.store.schema import open_database
 from bench._results import machine_line, publish, utc_now
 from bench.locomo_temporal import DATA, build_export, questions, score
 from runtime.services.llm import chat_prompt

@@ -23,7 +23,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from actors.memory.hybrid import KEYWORD_POOL_PER_K
+from actors.store.hybrid import KEYWORD_POOL_PER_K
 from bench import locomo
 from bench import locomo_rankers as rankers
 from bench._results import machine_line, percentile, publish, utc_now

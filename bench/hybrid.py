@@ -38,11 +38,11 @@ import numpy as np
 import trio
 
 from actors import actor_spec
-from actors.memory.hybrid import hybrid_recall
+from actors.store.hybrid import hybrid_recall
 from actors.memory.messages import Stats
-from actors.memory.notes import MemoryStore
-from actors.memory.schema import open_database
-from actors.memory.vectors import VectorCache, VectorStore
+from actors.store.notes import MemoryStore
+from actors.store.schema import open_database
+from actors.store.vectors import VectorCache, VectorStore
 from bench._results import machine_line, percentile, publish, utc_now
 from bench.locomo import DATA
 from bench.recall import NoteWriter, corpus, populate, time_actor_reads

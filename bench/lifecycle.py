@@ -47,8 +47,8 @@ from pathlib import Path
 
 import trio
 
-from actors.memory.actor import open_stores
-from actors.memory.schema import open_database, write_txn
+from actors.store.stores import open_stores
+from actors.store.schema import open_database, write_txn
 from bench._results import machine_line, percentile, publish, utc_now
 from bench.locomo import DATA
 from bench.recall import NoteWriter, corpus

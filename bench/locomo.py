@@ -54,16 +54,16 @@ from pathlib import Path
 from actors.memory import recall
 from bench import locomo_rankers as rankers
 from bench.locomo_metrics import SESSION_KS, miss_kinds, ndcg, session_metrics
-from actors.memory.fts import query_terms, quote_terms
-from actors.memory.hybrid import KEYWORD_POOL_PER_K
-from actors.memory.notes import _COLS, MemoryStore
-from actors.memory.recall import (
+from actors.store.fts import query_terms, quote_terms
+from actors.store.hybrid import KEYWORD_POOL_PER_K
+from actors.store.notes import _COLS, MemoryStore
+from actors.store.recall import (
     STOPWORDS,
     build_recall_query,
     compile_terms,
     ranked_search,
 )
-from actors.memory.schema import open_database
+from actors.store.schema import open_database
 from bench._results import machine_line, publish, utc_now
 
 SECTION = "## LoCoMo retrieval"
@@ -176,7 +176,7 @@ def _variant(query: str, coverage: bool, context: float, force_split: bool = Fal
 
 ABLATION_NOTE = (
     "The rows after `MemoryStore.recall` add one ranking step at a time over the same "
-    "BM25 pool (`actors/memory/recall.py`). Same-session context uses the order of the "
+    "BM25 pool (`actors/store/recall.py`). Same-session context uses the order of the "
     "turns (an answer follows the turn that names its topic, directly or one turn later); "
     "its weight 0.5 was chosen on this dev split (0.25–1.0 gave 66.8–68.7 % with ±1), and "
     "so was its radius ±2 (per conversation below); the four held-out conversations were "

@@ -1,7 +1,7 @@
 """The hybrid rankers ``bench.locomo`` measures: ``hybrid_recall`` with any
 local embedder and settings, and the alternatives measured beside it.
 
-* :func:`hybrid` -- ``actors.memory.hybrid.hybrid_recall`` exactly as the memory actor
+* :func:`hybrid` -- ``actors.store.hybrid.hybrid_recall`` exactly as the memory actor
   calls it, with a given local model (default: ``memory.embeddings.model``), keyword pool,
   vectorWeight and same-session radius. Each conversation's notes are embedded (purpose
   ``document``) on first use, as the backfill would, into the conversation's own
@@ -27,11 +27,11 @@ from collections.abc import Callable
 import numpy as np
 
 from actors.memory import recall
-from actors.memory.fts import index_text, query_terms
-from actors.memory.hybrid import KEYWORD_POOL_PER_K, cosine_scores, hybrid_recall
-from actors.memory.notes import K_MAX, MemoryStore
-from actors.memory.recall import STOPWORDS, doc_freqs
-from actors.memory.vectors import VectorCache, VectorStore
+from actors.store.fts import index_text, query_terms
+from actors.store.hybrid import KEYWORD_POOL_PER_K, cosine_scores, hybrid_recall
+from actors.store.notes import K_MAX, MemoryStore
+from actors.store.recall import STOPWORDS, doc_freqs
+from actors.store.vectors import VectorCache, VectorStore
 from runtime.services.config import EmbeddingsConfig
 from runtime.services.embeddings.embedder import to_blob
 from runtime.services.embeddings.providers import load_local

@@ -54,11 +54,11 @@ from typing import Any
 
 import trio
 
-from actors.memory.context import timed_recall
-from actors.memory.dates import time_window
-from actors.memory.notes import MemoryStore
-from actors.memory.render import estimate_tokens
-from actors.memory.schema import open_database
+from actors.store.context import timed_recall
+from actors.store.dates import time_window
+from actors.store.notes import MemoryStore
+from actors.store.render import estimate_tokens
+from actors.store.schema import open_database
 from bench._results import machine_line, publish, utc_now
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon

@@ -28,11 +28,11 @@ import trio
 
 from actors import actor_spec
 from actors.agent.sessions import Message, SessionStore
-from actors.memory.context import MemoryContext, build_context, render_context
+from actors.store.context import MemoryContext, build_context, render_context
 from actors.memory.messages import BuildContext
-from actors.memory.notes import MemoryStore
-from actors.memory.profile import ProfileStore
-from actors.memory.schema import open_database
+from actors.store.notes import MemoryStore
+from actors.store.profile import ProfileStore
+from actors.store.schema import open_database
 from bench._results import machine_line, percentile, publish, utc_now
 from runtime import open_supervisor
 from runtime.services.config import ActorBoot, Config

@@ -48,11 +48,11 @@ import msgspec
 import trio
 
 from actors import actor_spec
-from actors.memory.context import MemoryContext
+from actors.store.context import MemoryContext
 from actors.memory.messages import BuildContext, OpResult, ToolOp
-from actors.memory.notes import MemoryStore
-from actors.memory.recall import build_recall_query
-from actors.memory.schema import open_database
+from actors.store.notes import MemoryStore
+from actors.store.recall import build_recall_query
+from actors.store.schema import open_database
 from bench._results import machine_line, percentile, publish, utc_now
 from bench.locomo import CATEGORIES, DATA
 from runtime import open_supervisor
@@ -63,7 +63,7 @@ K = 5
 TARGET_P99_1K_MS = 5.0
 TARGET_P95_100K_MS = 25.0
 HOW = (
-    "How recall gets there (`actors/memory/recall.py`): the BM25 pool is `ORDER BY bm25() "
+    "How recall gets there (`actors/store/recall.py`): the BM25 pool is `ORDER BY bm25() "
     "LIMIT n` on `memories_fts` (SQLite's top-n sorter; FTS5's `ORDER BY rank` sorts every "
     "hit) and `memories` is joined for those n rows only; from 20,000 notes on, words held "
     "by more than 5 % of the notes only score the notes that the rarer words pooled (their "

@@ -32,10 +32,10 @@ import time
 from pathlib import Path
 
 from actors.memory import recall as recall_mod
-from actors.memory.context import recall_query
-from actors.memory.fts import content_key
-from actors.memory.notes import MemoryStore
-from actors.memory.schema import open_database, write_txn
+from actors.store.context import recall_query
+from actors.store.fts import content_key
+from actors.store.notes import MemoryStore
+from actors.store.schema import open_database, write_txn
 from bench._results import machine_line, percentile, publish, utc_now
 
 SECTION = "## Recall on long messages and common words"

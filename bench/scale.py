@@ -49,9 +49,9 @@ import msgspec
 import trio
 
 from actors import actor_spec
-from actors.memory.actor import open_or_quarantine, open_reader, open_stores
+from actors.store.stores import open_or_quarantine, open_reader, open_stores
 from actors.memory.messages import OpResult, ToolOp
-from actors.memory.schema import open_database
+from actors.store.schema import open_database
 from bench._results import ROOT, machine_line, percentile, publish, utc_now
 from bench.locomo import DATA
 from bench.recall import NoteWriter, corpus, populate, run_local

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from actors.memory.clock import CLOCK
-from actors.memory.recall import LIMITED
-from actors.memory.schema import open_database
+from actors.store.clock import CLOCK
+from actors.store.recall import LIMITED
+from actors.store.schema import open_database
 from runtime.kernel import unicode
 from runtime.services.backends import REFUSED_FIELDS
 
@@ -75,7 +75,7 @@ def pid_alive(pid: int) -> bool:
 @pytest.fixture(autouse=True)
 def fresh_process_state():
     """What the daemon keeps once per process starts afresh for each test: the store's
-    wall clock (``actors.memory.clock.CLOCK``: stamps a test wrote far in the future
+    wall clock (``actors.store.clock.CLOCK``: stamps a test wrote far in the future
     never hold another test's time back or forward) and the process-wide counters
     (``unicode.repairs``, ``recall.LIMITED``, ``backends.REFUSED_FIELDS``) that every
     Metrics snapshot reports."""

@@ -23,7 +23,7 @@ from actors.agent.prompt import (
     parse_action,
     partial_reply,
 )
-from actors.memory.tools import TOOL_NAMES
+from actors.memory.ops import TOOL_NAMES
 
 PREFIX_SHA256 = "ecd661f623653259bf5311843241bc2fc31cb63b002fa921b628a530f5e23e21"
 
@@ -108,7 +108,7 @@ def test_the_prefix_and_grammar_follow_the_enabled_tools_only():
         STABLE_PREFIX,
         agent_prompt,
     )
-    from actors.memory.tools import TOOL_NAMES
+    from actors.memory.ops import TOOL_NAMES
 
     full = agent_prompt()
     assert (full.prefix, full.action_grammar, full.tools) == (STABLE_PREFIX, ACTION_GRAMMAR,

@@ -255,7 +255,7 @@ async def test_session_facts_and_dated_memory_reach_the_tail_and_are_never_saved
     a recalled note carries the day it was written; neither is saved with the session."""
     from datetime import date, timedelta
 
-    from actors.memory.dates import written_date
+    from actors.store.dates import written_date
 
     due = date.today() + timedelta(days=30)
     said = f"{due.day} {due.strftime('%B %Y')}"
@@ -296,7 +296,7 @@ async def test_what_did_i_say_last_week_recalls_last_weeks_notes_with_their_date
     with their dates), shown with the day they were written."""
     from datetime import datetime, timedelta
 
-    from actors.memory.dates import written_date
+    from actors.store.dates import written_date
 
     now = datetime.now().astimezone()
     monday = (now - timedelta(days=now.weekday() + 7)).replace(hour=12, minute=0)

@@ -23,8 +23,8 @@ import trio
 from actors import actor_spec
 from actors.backfill.messages import BackfillStatus
 from actors.memory.messages import OpResult, Stats, ToolOp
-from actors.memory.notes import MemoryStore
-from actors.memory.schema import open_database, write_txn
+from actors.store.notes import MemoryStore
+from actors.store.schema import open_database, write_txn
 from runtime import ActorSpec, open_supervisor
 from runtime.services.config import ActorBoot, Config, parse_config
 from runtime.services.embeddings.embedder import (

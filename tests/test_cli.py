@@ -90,7 +90,7 @@ async def test_second_daemon_on_the_same_state_dir_is_refused(tmp_path):
             r = cli("memory", "notes", "list", "--state-dir", str(state))
             assert "a note from the CLI" in r.stdout
             r = cli("memory", "notes", "recall", "note", "--state-dir", str(state))
-            from actors.memory.dates import written_date  # the day, as the prompt shows it
+            from actors.store.dates import written_date  # the day, as the prompt shows it
             today = written_date(int(time.time() * 1000))
             assert r.stdout.startswith(f"#1 [cli] {today} (score 1.00) a note from the CLI")
             r = cli("memory", "notes", "forget", "99", "--state-dir", str(state))
@@ -149,9 +149,9 @@ def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path
     """DESIGN §8 ``memory reindex [--prune]`` on a stopped daemon's file."""
     import json as _json
 
-    from actors.memory.notes import MemoryStore
-    from actors.memory.schema import open_database
-    from actors.memory.vectors import VectorStore
+    from actors.store.notes import MemoryStore
+    from actors.store.schema import open_database
+    from actors.store.vectors import VectorStore
 
     state = tmp_path / "state"
     state.mkdir()

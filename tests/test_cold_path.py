@@ -1,6 +1,6 @@
 """The cold path: links, votes, the consolidator.
 
-Rules: the store-level functions (:mod:`actors.memory.cold`) and the parsers run on a
+Rules: the store-level functions (:mod:`actors.store.cold`) and the parsers run on a
 real migrated ``memory.sqlite``; the daemon tests run a real ``atomic-agent serve`` with
 a scripted llama-server (real HTTP) and the real CLI, so the distill, link and vote
 calls the daemon makes can be inspected.
@@ -17,15 +17,15 @@ import pytest
 import trio
 
 from actors.memory import cold
-from actors.memory.cold import Cluster, VoteIn
-from actors.memory.context import build_context
-from actors.memory.lessons import LessonStore
-from actors.memory.links import LinkStore
-from actors.memory.notes import MemoryStore
-from actors.memory.procedures import ProcedureStep, ProcedureStore
-from actors.memory.profile import ProfileStore
-from actors.memory.schema import open_database
-from actors.memory.votes import VoteStore
+from actors.store.cold import Cluster, VoteIn
+from actors.store.context import build_context
+from actors.store.lessons import LessonStore
+from actors.store.links import LinkStore
+from actors.store.notes import MemoryStore
+from actors.store.procedures import ProcedureStep, ProcedureStore
+from actors.store.profile import ProfileStore
+from actors.store.schema import open_database
+from actors.store.votes import VoteStore
 from actors.reflection.distill import DistillError, distill_grammar, parse_distill
 from actors.reflection.linkgen import link_grammar, parse_links
 from actors.reflection.voting import parse_votes, vote_grammar
@@ -392,7 +392,7 @@ def test_side_call_prompts_neutralise_stored_text():
 def test_similarity_links_join_a_new_note_to_its_nearest_notes(conn):
     import numpy as np
 
-    from actors.memory.vectors import VectorStore
+    from actors.store.vectors import VectorStore
 
     ids = _notes(conn, ["a", "b", "c", "d"])
     vecs = {ids[0]: [1, 0, 0], ids[1]: [0.9, 0.1, 0], ids[2]: [0, 1, 0], ids[3]: [0.8, 0, 0.2]}

@@ -108,8 +108,8 @@ async def test_real_llama_server_embeddings_attach_cut_long_notes_and_reindex(tm
     import httpx
     import numpy as np
 
-    from actors.memory.notes import MemoryStore
-    from actors.memory.schema import open_database
+    from actors.store.notes import MemoryStore
+    from actors.store.schema import open_database
     from runtime.services.config import parse_config
     from runtime.services.embeddings.providers import attach
     from tests.daemon import REPO

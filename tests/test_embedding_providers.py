@@ -237,7 +237,7 @@ async def test_a_server_started_late_is_attached_and_a_dead_one_costs_one_failur
     paying the failure on every turn."""
     import socket
 
-    from actors.memory.query_embedder import QueryEmbedder
+    from actors.store.query_embedder import QueryEmbedder
     from runtime.services.embeddings import providers
 
     monkeypatch.setattr(providers, "ATTACH_RETRY_S", 0.2)

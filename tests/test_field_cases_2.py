@@ -26,16 +26,16 @@ import pytest
 import trio
 
 from actors.memory import cold
-from actors.memory.clock import CLOCK, WallClock
-from actors.memory.context import build_context, render_context
-from actors.memory.corrections import polarity
-from actors.memory.dedup import near_match
-from actors.memory.forgetting import restates
-from actors.memory.fts import content_key
-from actors.memory.links import LinkStore
-from actors.memory.notes import MemoryStore
-from actors.memory.profile import ProfileStore
-from actors.memory.schema import open_database
+from actors.store.clock import CLOCK, WallClock
+from actors.store.context import build_context, render_context
+from actors.store.corrections import polarity
+from actors.store.dedup import near_match
+from actors.store.forgetting import restates
+from actors.store.fts import content_key
+from actors.store.links import LinkStore
+from actors.store.notes import MemoryStore
+from actors.store.profile import ProfileStore
+from actors.store.schema import open_database
 from actors.reflection.parser import parse_reflection
 from actors.reflection.plan import plan_reflection
 from runtime.kernel import unicode
@@ -635,7 +635,7 @@ def test_a_full_disk_is_named_even_when_sqlite_rolled_back_by_itself(tmp_path):
     The database opens with temp_store = MEMORY (a small /tmp cannot fill up)."""
     import apsw
 
-    from actors.memory.errors import StorageFailure
+    from actors.store.errors import StorageFailure
 
     conn = open_database(str(tmp_path / "memory.sqlite"))
     assert conn.execute("PRAGMA temp_store").fetchone()[0] == 2  # MEMORY

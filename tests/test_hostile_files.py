@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import trio
 
-from actors.memory.errors import ValidationError
-from actors.memory.files import FileRoom
+from actors.store.errors import ValidationError
+from actors.store.files import FileRoom
 from runtime.shell.client import ClientError, open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
@@ -153,7 +153,7 @@ def _camel(name: str) -> str:
 
 def poison_frames() -> list[tuple[str, dict]]:
     """Every op with each of its arguments set to hostile values of every JSON kind."""
-    from actors.memory.tools import OPS
+    from actors.memory.ops import OPS
 
     values = ["\x00", "a\x00b", "x" * 10_000, "\ud800", "..", " \u200b" * 10, "",
               -1, 0, 2**62, 1.5e308, True, None, [], [[["deep"]]], {"a": {"b": 1}}]

@@ -10,7 +10,7 @@ import sys
 import apsw
 import trio
 
-from actors.memory.schema import open_database
+from actors.store.schema import open_database
 from runtime.shell.client import ClientError, open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama

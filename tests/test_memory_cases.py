@@ -17,16 +17,18 @@ import trio
 
 from actors import actor_spec
 from actors.memory.messages import ApplyReflection, ApplyResult, FactIn, NoteIn, OpResult, ToolOp
-from actors.memory.profile import ProfileStore
-from actors.memory.render import render_profile
-from actors.memory.schema import open_database
-from actors.memory.tools import OPS, run_op
+from actors.store.profile import ProfileStore
+from actors.store.render import render_profile
+from actors.store.schema import open_database
+from actors.memory.ops import OPS
+from actors.memory.router import run_op
+from actors.store.stores import StoreSet
 from runtime import ActorSpec, RemoteError, open_supervisor
 from runtime.services.config import ActorBoot, Config
 
 HOLD_LOCK = """
 import sys, time
-from actors.memory.schema import open_database
+from actors.store.schema import open_database
 c = open_database(sys.argv[1])
 c.execute("BEGIN IMMEDIATE")
 c.execute("INSERT INTO memories(content, content_key, tags, source, scope, created_at, updated_at)"
@@ -114,7 +116,7 @@ async def test_bc16_pinned_budget_holds_on_every_write_path(tmp_path):
     assert not fact.pinned and fact.warning and "pinnedBudgetChars=200" in fact.warning
     assert fact.keywords == ["pet"]
     assert pinned_chars(conn) <= 200
-    data, _ = run_op(store, __import__("actors.memory.notes", fromlist=["MemoryStore"]).MemoryStore(conn),
+    data, _ = run_op(StoreSet.of(store, __import__("actors.store.notes", fromlist=["MemoryStore"]).MemoryStore(conn)),
                      "memory.profile.set", {"key": "pet2", "value": LONG})
     assert data.pinned is False and data.warning
     assert pinned_chars(conn) <= 200
@@ -144,22 +146,21 @@ async def test_bc16_pinned_budget_holds_on_every_write_path(tmp_path):
 
 
 def test_archive_op_hides_from_index_keeps_recall_and_filters_lists(conn):
-    from actors.memory.profile import ProfileStore
-    from actors.memory.tools import run_op
+    from actors.store.profile import ProfileStore
 
-    profiles, notes = ProfileStore(conn), __import__('actors.memory.notes', fromlist=['MemoryStore']).MemoryStore(conn)
+    profiles, notes = ProfileStore(conn), __import__('actors.store.notes', fromlist=['MemoryStore']).MemoryStore(conn)
     a = notes.store("archived note about gardening")
     b = notes.store("active note about gardening")
-    data, change = run_op(profiles, notes, "memory.notes.archive", {"id": a.id})
+    data, change = run_op(StoreSet.of(profiles, notes), "memory.notes.archive", {"id": a.id})
     assert data.archived is True and change == {"ids": [a.id]}
     assert [n.id for n in notes.list_index(20)] == [b.id]
     assert {n.id for n in notes.recall("gardening")} == {a.id, b.id}
-    assert [n.id for n in run_op(profiles, notes, "memory.notes.list", {"archived": "archived"})[0]] == [a.id]
-    assert len(run_op(profiles, notes, "memory.notes.list", {"archived": "all"})[0]) == 2
-    restored, _ = run_op(profiles, notes, "memory.notes.archive", {"id": a.id, "archived": False})
+    assert [n.id for n in run_op(StoreSet.of(profiles, notes), "memory.notes.list", {"archived": "archived"})[0]] == [a.id]
+    assert len(run_op(StoreSet.of(profiles, notes), "memory.notes.list", {"archived": "all"})[0]) == 2
+    restored, _ = run_op(StoreSet.of(profiles, notes), "memory.notes.archive", {"id": a.id, "archived": False})
     assert restored.archived is False
     with pytest.raises(Exception) as info:
-        run_op(profiles, notes, "memory.notes.archive", {"id": 999})
+        run_op(StoreSet.of(profiles, notes), "memory.notes.archive", {"id": 999})
     assert getattr(info.value, "code", "") == "not_found"
 
 
@@ -178,7 +179,7 @@ async def test_memory_actor_counts_and_times_its_requests(tmp_path):
 async def test_reads_are_not_queued_behind_a_write_waiting_for_the_lock(tmp_path):
     # Reads run on the actor's read connection: while a write waits for another
     # process's lock, recall, list and BuildContext still answer at once.
-    from actors.memory.context import MemoryContext
+    from actors.store.context import MemoryContext
     from actors.memory.messages import BuildContext
 
     async with open_supervisor(memory_spec(tmp_path)) as sup:

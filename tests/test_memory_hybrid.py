@@ -1,4 +1,4 @@
-"""Hybrid recall's ranking (``actors/memory/hybrid.py``; DESIGN §8; BC-08, BC-09)."""
+"""Hybrid recall's ranking (``actors/store/hybrid.py``; DESIGN §8; BC-08, BC-09)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.memory.hybrid import Ranked, cosine_scores, hybrid_rank
+from actors.store.hybrid import Ranked, cosine_scores, hybrid_rank
 
 
 def test_bc09_vector_math_is_finite_and_controlled():
@@ -80,8 +80,8 @@ def test_rank_invariants(keyword, cosines, k, w):
 
 
 def test_load_keeps_one_model_and_dimension_and_counts_the_rest(conn):
-    from actors.memory.notes import MemoryStore
-    from actors.memory.vectors import VectorStore
+    from actors.store.notes import MemoryStore
+    from actors.store.vectors import VectorStore
 
     notes, vectors = MemoryStore(conn), VectorStore(conn)
     ids = [notes.store(t).id for t in ("Likes oat flat whites", "Cycles to work",
@@ -132,7 +132,7 @@ async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_clean
                                                    args={"query": query}), OpResult)).data
         by_tag = (await sup.request("memory", ToolOp(op="memory.notes.recall", args={
             "query": query, "tags": ["nope"]}), OpResult)).data
-        from actors.memory.context import MemoryContext
+        from actors.store.context import MemoryContext
         from actors.memory.messages import BuildContext
 
         ctx = await sup.request("memory", BuildContext(session="s", user_message=query),
@@ -152,7 +152,7 @@ async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_clean
 
 def test_vector_side_errors_fall_back_to_keyword_recall(conn, monkeypatch):
     from actors.memory import actor as memory_actor
-    from actors.memory.query_embedder import QueryEmbedder
+    from actors.store.query_embedder import QueryEmbedder
     from runtime.services.config import Config
 
     stores = memory_actor.open_stores(conn, Config().memory)
@@ -177,8 +177,8 @@ def test_vector_side_errors_fall_back_to_keyword_recall(conn, monkeypatch):
 
 
 def test_vector_cache_serves_until_its_generation_changes(conn):
-    from actors.memory.notes import MemoryStore
-    from actors.memory.vectors import VectorCache, VectorStore
+    from actors.store.notes import MemoryStore
+    from actors.store.vectors import VectorCache, VectorStore
 
     notes, vectors, cache = MemoryStore(conn), VectorStore(conn), VectorCache()
     a = notes.store("alpha").id
@@ -196,8 +196,8 @@ def test_new_vectors_join_the_cached_scan_without_a_reload(conn):
     """``VectorCache.add`` (what the memory actor does on PutVectors): newer vectors are
     folded into the cached newest-``ceiling`` scan exactly as a reload would give them;
     a re-embed or an older note is refused (the actor then drops the cache)."""
-    from actors.memory.notes import MemoryStore
-    from actors.memory.vectors import VectorCache, VectorStore
+    from actors.store.notes import MemoryStore
+    from actors.store.vectors import VectorCache, VectorStore
 
     notes, vectors, cache = MemoryStore(conn), VectorStore(conn), VectorCache()
     ids = [notes.store(f"note {i}").id for i in range(4)]
@@ -222,9 +222,9 @@ def test_a_note_deleted_after_the_vectors_were_cached_is_never_recalled(conn):
     """Hybrid recall reads every candidate back through the notes table, so a deleted
     note whose vector is still in a cached scan is not returned (the memory actor also
     drops the cache after a write that deleted notes: ``MemoryStore.deletions``)."""
-    from actors.memory.hybrid import hybrid_recall
-    from actors.memory.notes import MemoryStore
-    from actors.memory.vectors import VectorCache, VectorStore
+    from actors.store.hybrid import hybrid_recall
+    from actors.store.notes import MemoryStore
+    from actors.store.vectors import VectorCache, VectorStore
 
     notes, vectors, cache = MemoryStore(conn), VectorStore(conn), VectorCache()
     keep = notes.store("the weather in spring").id
@@ -244,7 +244,7 @@ def test_a_note_deleted_after_the_vectors_were_cached_is_never_recalled(conn):
 
 
 def test_the_store_counts_its_deletions_for_the_actors_vector_cache(conn):
-    from actors.memory.notes import MemoryStore
+    from actors.store.notes import MemoryStore
 
     notes = MemoryStore(conn, max_entries=2)
     notes.store("one note about apples")
@@ -265,9 +265,9 @@ async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path
 
     from actors import actor_spec
     from actors.memory.messages import Stats
-    from actors.memory.notes import MemoryStore
-    from actors.memory.schema import open_database
-    from actors.memory.vectors import VectorStore
+    from actors.store.notes import MemoryStore
+    from actors.store.schema import open_database
+    from actors.store.vectors import VectorStore
     from runtime import open_supervisor
     from runtime.services.config import ActorBoot, parse_config
 
@@ -295,10 +295,10 @@ def test_the_blend_reaches_keyword_hits_below_the_keyword_top_k(conn):
     that keyword recall puts just below the k slots but that the query's vector points
     at takes a slot (hybrid.KEYWORD_POOL_PER_K); with only the keyword top k blended,
     recall@k could never differ from keyword recall's (LoCoMo dev, bench.locomo)."""
-    from actors.memory.errors import ValidationError
-    from actors.memory.hybrid import hybrid_recall
-    from actors.memory.notes import MemoryStore
-    from actors.memory.vectors import VectorStore
+    from actors.store.errors import ValidationError
+    from actors.store.hybrid import hybrid_recall
+    from actors.store.notes import MemoryStore
+    from actors.store.vectors import VectorStore
 
     notes, vectors = MemoryStore(conn), VectorStore(conn)
     strong = notes.store("dance dance dance tonight").id

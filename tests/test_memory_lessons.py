@@ -9,17 +9,19 @@ through ``tools.run_op`` exactly as the memory actor calls it.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.agent.prompt import TailInput, build_tail
-from actors.memory.context import MemoryContext, build_context, render_context
-from actors.memory.errors import NotFound, ValidationError
-from actors.memory.lessons import Lesson, LessonPointer, LessonStore, clean_tags
-from actors.memory.notes import MemoryStore
-from actors.memory.procedures import (
+from actors.store.context import MemoryContext, build_context, render_context
+from actors.store.errors import NotFound, ValidationError
+from actors.store.lessons import Lesson, LessonPointer, LessonStore, clean_tags
+from actors.store.notes import MemoryStore
+from actors.store.procedures import (
     Procedure,
     ProcedurePointer,
     ProcedureStep,
@@ -27,15 +29,17 @@ from actors.memory.procedures import (
     format_steps,
     validate_steps,
 )
-from actors.memory.profile import ProfileStore
-from actors.memory.render import (
+from actors.store.profile import ProfileStore
+from actors.store.render import (
     TRUNCATION_MARKER,
     estimate_tokens,
     render_lessons,
     render_procedures,
 )
-from actors.memory.tools import OPS, TOOL_NAMES, run_op
-from actors.memory.votes import VoteStore
+from actors.memory.ops import OPS, TOOL_NAMES
+from actors.memory.router import run_op
+from actors.store.stores import StoreSet
+from actors.store.votes import VoteStore
 from runtime.services.config import Config, ConfigError, parse_config
 
 STEPS = ["Run the test suite", {"description": "Publish the wheel", "toolHint": "twine"}]
@@ -52,7 +56,8 @@ def procedures(conn):
 
 
 def op(conn, name, args=None, **stores):
-    return run_op(ProfileStore(conn), MemoryStore(conn), name, args or {}, **stores)
+    return run_op(replace(StoreSet.of(ProfileStore(conn), MemoryStore(conn)), **stores), name,
+                  args or {})
 
 
 # -- lesson validation -------------------------------------------------------
@@ -499,8 +504,8 @@ def _cli(*args: str):
 
 
 async def test_cli_and_daemon_serve_lessons_procedures_links(tmp_path):
-    from actors.memory.links import LinkStore
-    from actors.memory.schema import open_database
+    from actors.store.links import LinkStore
+    from actors.store.schema import open_database
     from runtime.shell.client import open_client
     from tests.daemon import run_daemon
     from tests.fakes.llama_server import open_fake_llama

@@ -13,13 +13,14 @@ import math
 import msgspec
 import pytest
 
-from actors.memory.context import build_context, render_context
-from actors.memory.errors import NotFound, ValidationError
-from actors.memory.links import LINK_KINDS, Link, LinkStore, clamp_weight
-from actors.memory.notes import MemoryStore
-from actors.memory.profile import ProfileStore
-from actors.memory.tools import run_op
-from actors.memory.render import estimate_tokens
+from actors.store.context import build_context, render_context
+from actors.store.errors import NotFound, ValidationError
+from actors.store.links import LINK_KINDS, Link, LinkStore, clamp_weight
+from actors.store.notes import MemoryStore
+from actors.store.profile import ProfileStore
+from actors.memory.router import OpCall, run_op
+from actors.store.stores import StoreSet
+from actors.store.render import estimate_tokens
 
 
 @pytest.fixture
@@ -328,7 +329,8 @@ def test_context_expansion_failure_keeps_base_hits(conn, notes, links):
 
 
 def op(conn, name, args=None):
-    return run_op(ProfileStore(conn), MemoryStore(conn), name, args or {}, source="user")
+    return run_op(StoreSet.of(ProfileStore(conn), MemoryStore(conn)), name, args or {},
+                  OpCall(source="user"))
 
 
 def test_links_add_and_list_ops(conn, notes):

@@ -18,11 +18,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.memory.errors import ValidationError
-from actors.memory.fts import build_match_query, content_key, index_text, normalise_bm25
-from actors.memory.notes import MemoryStore, Note
-from actors.memory.schema import fts_integrity_check, open_database
-from actors.memory.vectors import VectorStore
+from actors.store.errors import ValidationError
+from actors.store.fts import build_match_query, content_key, index_text, normalise_bm25
+from actors.store.notes import MemoryStore, Note
+from actors.store.schema import fts_integrity_check, open_database
+from actors.store.vectors import VectorStore
 
 
 @pytest.fixture
@@ -680,7 +680,7 @@ _CJK_ALPHABET = list("我喜欢喝咖啡妹住在里昂部署版本后再测试�
 @given(st.text(alphabet=st.sampled_from(_CJK_ALPHABET), min_size=2, max_size=40), st.data())
 def test_any_cjk_word_inside_a_note_is_findable(text, data):
     """BC-03 as a property: every 2+ char CJK substring of a stored note finds it."""
-    from actors.memory.fts import is_cjk_char
+    from actors.store.fts import is_cjk_char
 
     spans = [
         (i, j)

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from actors.memory.errors import ValidationError
-from actors.memory.profile import (
+from actors.store.errors import ValidationError
+from actors.store.profile import (
     PROFILE_KEY_MAX_LENGTH,
     PROFILE_VALUE_MAX_LENGTH,
     ProfileFact,
     ProfileStore,
 )
-from actors.memory.schema import write_txn
+from actors.store.schema import write_txn
 
 
 

@@ -1,4 +1,4 @@
-"""Recall ranking (actors/memory/recall.py, DESIGN §4, §12): the query builder
+"""Recall ranking (actors/store/recall.py, DESIGN §4, §12): the query builder
 (stopwords, prefix rule, safety), BM25 pool + coverage + same-session context, filters
 with pool widening, the Python matcher against FTS5 itself, and a LoCoMo regression
 guard.
@@ -19,15 +19,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.memory.notes import MemoryStore
-from actors.memory.recall import (
+from actors.store.notes import MemoryStore
+from actors.store.recall import (
     POOL_MIN,
     STOPWORDS,
     build_recall_query,
     matches_text,
     register_recall_functions,
 )
-from actors.memory.schema import open_database
+from actors.store.schema import open_database
 
 
 @pytest.fixture
@@ -260,7 +260,7 @@ def test_locomo_recall_beats_the_stopword_baseline():
 def test_ascii_fast_path_of_query_terms_is_exact(text):
     """``fts.query_terms`` takes a regex shortcut for ASCII text; an em dash (a
     separator) appended forces the general path, which must give the same words."""
-    from actors.memory.fts import query_terms
+    from actors.store.fts import query_terms
 
     assert query_terms(text) == query_terms(text + "\u2014")
 

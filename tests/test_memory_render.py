@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.memory.context import MemoryContext, build_context, recall_query, render_context
-from actors.memory.notes import MemoryStore, Note
-from actors.memory.profile import ProfileFact, ProfileStore
-from actors.memory.render import (
+from actors.store.context import MemoryContext, build_context, recall_query, render_context
+from actors.store.notes import MemoryStore, Note
+from actors.store.profile import ProfileFact, ProfileStore
+from actors.store.render import (
     NO_PROFILE,
     TRUNCATION_MARKER,
     clip_preview,
@@ -27,7 +27,7 @@ from actors.memory.render import (
     render_recalled,
     truncate_to_tokens,
 )
-from actors.memory.schema import open_database
+from actors.store.schema import open_database
 
 
 def fact(key, value, *, pinned=True, keywords=(), fid=1):

@@ -14,16 +14,16 @@ import os
 import apsw
 import pytest
 
-from actors.memory.errors import (
+from actors.store.errors import (
     DatabaseCorrupt,
     MemoryFailure,
     NotFound,
     SchemaTooNew,
     ValidationError,
 )
-from actors.memory.notes import MemoryStore
-from actors.memory.profile import ProfileStore
-from actors.memory.schema import (
+from actors.store.notes import MemoryStore
+from actors.store.profile import ProfileStore
+from actors.store.schema import (
     APPLICATION_ID,
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -34,7 +34,7 @@ from actors.memory.schema import (
     user_version,
     write_txn,
 )
-from actors.memory.vectors import VectorStore
+from actors.store.vectors import VectorStore
 
 
 @pytest.fixture
@@ -410,8 +410,8 @@ def test_rebuild_fts_reindexes_everything(conn):
 
 _STRESS_WRITER = """
 import sys
-from actors.memory.profile import ProfileStore
-from actors.memory.schema import open_database, write_txn
+from actors.store.profile import ProfileStore
+from actors.store.schema import open_database, write_txn
 
 path, tag = sys.argv[1], sys.argv[2]
 conn = open_database(path)

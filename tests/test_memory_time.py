@@ -13,12 +13,12 @@ from datetime import datetime, timezone
 import msgspec
 import pytest
 
-from actors.memory.context import build_context, render_configured, render_context
-from actors.memory.dates import written_date
-from actors.memory.notes import MemoryStore, Note
-from actors.memory.profile import ProfileStore
-from actors.memory.render import estimate_tokens, render_index, render_recalled
-from actors.memory.schema import open_database
+from actors.store.context import build_context, render_configured, render_context
+from actors.store.dates import written_date
+from actors.store.notes import MemoryStore, Note
+from actors.store.profile import ProfileStore
+from actors.store.render import estimate_tokens, render_index, render_recalled
+from actors.store.schema import open_database
 from runtime.services.config import Config
 
 
@@ -173,7 +173,7 @@ def test_a_time_zone_fact_the_machine_does_not_know_is_stored_with_a_warning(sto
     ("what happened last month", (2026, 11, 1), (2026, 12, 1), "last month"),
 ])
 def test_the_time_a_question_names_is_read_as_a_span(text, first, last, words):
-    from actors.memory.dates import time_window
+    from actors.store.dates import time_window
 
     window = time_window(text, NOW, "UTC")
     assert window is not None and window.words == words
@@ -183,13 +183,13 @@ def test_the_time_a_question_names_is_read_as_a_span(text, first, last, words):
 @pytest.mark.parametrize("text", ["May I ask you something?", "When is my dentist?",
                                   "I like 2023 better", "march on", ""])
 def test_a_question_without_a_time_names_no_span(text):
-    from actors.memory.dates import time_window
+    from actors.store.dates import time_window
 
     assert time_window(text, NOW, "UTC") is None
 
 
 def test_a_question_that_names_a_time_recalls_what_was_written_then(stores):
-    from actors.memory.context import build_context
+    from actors.store.context import build_context
 
     profiles, notes = stores
     notes.store("Dinner was pasta with the neighbours", now_ms=ms(2023, 10, 2, 19))
@@ -211,7 +211,7 @@ def test_a_question_that_names_a_time_recalls_what_was_written_then(stores):
 
 
 def test_what_did_i_say_last_week_recalls_last_weeks_notes_newest_first(stores):
-    from actors.memory.context import build_context
+    from actors.store.context import build_context
 
     profiles, notes = stores
     notes.store("The user says the week was long", now_ms=ms(2026, 10, 1, 9))  # word match

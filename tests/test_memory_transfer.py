@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from actors.memory.lessons import LessonStore
-from actors.memory.procedures import ProcedureStore
-from actors.memory.schema import open_database
+from actors.store.lessons import LessonStore
+from actors.store.procedures import ProcedureStore
+from actors.store.schema import open_database
 from runtime.shell.client import open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama

@@ -10,16 +10,17 @@ import pytest
 from actors.agent.offer import offered_tools
 from actors.agent.prompt import (CARE_HEAD, FOCUS_HEAD, NOT_STORED, SAME_DAY_HEAD, TailInput,
                                  build_tail)
-from actors.agent.write_guard import refusal, spelled_call
-from actors.memory.focus import care_items, render_focus, same_day, unknown_people
-from actors.memory.instructions import INERT, reads_as_instruction
-from actors.memory.notes import Note
-from actors.memory.profile import ProfileFact
-from actors.memory.render import render_index, render_profile, render_recalled
-from actors.memory.standing import reply_rules, standing_preferences
-from actors.memory.tools import TOOL_NAMES
+from actors.policy.write_guard import refusal, spelled_call
+from actors.store.focus import care_items, render_focus, same_day, unknown_people
+from actors.policy.instructions import INERT, reads_as_instruction
+from actors.store.notes import Note
+from actors.store.profile import ProfileFact
+from actors.store.render import render_index, render_profile, render_recalled
+from actors.policy.standing import reply_rules, standing_preferences
+from actors.memory.ops import TOOL_NAMES
 from actors.reflection.parser import parse_reflection
-from actors.reflection.plan import plan_reflection, skip_reason
+from actors.policy.skip import skip_reason
+from actors.reflection.plan import plan_reflection
 from actors.reflection.prompt import build_reflection_prompt
 
 
@@ -186,7 +187,7 @@ def test_the_respond_section_repeats_the_focus_and_the_rules_next_to_the_questio
     assert render_focus(profile, [], fact_lines={"medication": "medication: lithium (since "
                                                  "2019)"}, said=said) == "the user's city: Ghent"
     assert render_focus(profile[:1], [], said=said) == ""
-    from actors.memory.context import MemoryContext, render_context
+    from actors.store.context import MemoryContext, render_context
 
     sections = render_context(MemoryContext(profile=profile, recalled=[], index=[]),
                               focus_items=5, message="Can I take ibuprofen for my headache?")
@@ -236,10 +237,11 @@ def test_a_tool_called_once_is_not_offered_again_in_the_turn():
 # ---------------------------------------------------------------- stale notes
 
 def test_a_changed_fact_archives_the_notes_that_state_its_old_value(tmp_path):
-    from actors.memory.schema import open_database
-    from actors.memory.notes import MemoryStore
-    from actors.memory.profile import ProfileStore
-    from actors.memory.tools import run_op
+    from actors.store.schema import open_database
+    from actors.store.notes import MemoryStore
+    from actors.store.profile import ProfileStore
+    from actors.memory.router import run_op
+    from actors.store.stores import StoreSet
 
     conn = open_database(str(tmp_path / "memory.sqlite"))
     notes, profiles = MemoryStore(conn), ProfileStore(conn)
@@ -247,8 +249,8 @@ def test_a_changed_fact_archives_the_notes_that_state_its_old_value(tmp_path):
     sister = notes.store("The user's sister lives in Tampere.")
     moved = notes.store("The user moved from Tampere to Oulu.")
     other = notes.store("The user likes sauna evenings.")
-    run_op(profiles, notes, "memory.profile.set", {"key": "city", "value": "Tampere"})
-    _fact, change = run_op(profiles, notes, "memory.profile.set", {"key": "city", "value": "Oulu"})
+    run_op(StoreSet.of(profiles, notes), "memory.profile.set", {"key": "city", "value": "Tampere"})
+    _fact, change = run_op(StoreSet.of(profiles, notes), "memory.profile.set", {"key": "city", "value": "Oulu"})
     assert change["ids"] == [old.id]
     assert notes.get(old.id).archived  # archived, never deleted
     for kept in (sister, moved, other):
@@ -257,10 +259,10 @@ def test_a_changed_fact_archives_the_notes_that_state_its_old_value(tmp_path):
 
 
 def test_forgetting_a_topic_takes_the_facts_its_turn_wrote_beside_the_note(tmp_path):
-    from actors.memory.forgetting import apply_forget
-    from actors.memory.notes import MemoryStore
-    from actors.memory.profile import ProfileStore
-    from actors.memory.schema import open_database, write_txn
+    from actors.store.forgetting import apply_forget
+    from actors.store.notes import MemoryStore
+    from actors.store.profile import ProfileStore
+    from actors.store.schema import open_database, write_txn
 
     conn = open_database(str(tmp_path / "memory.sqlite"))
     notes, profiles = MemoryStore(conn), ProfileStore(conn)
@@ -315,7 +317,7 @@ def test_notes_are_written_in_the_third_person():
 
 
 def test_the_focus_line_carries_the_days_the_prompt_counted():
-    from actors.memory.context import MemoryContext, render_context
+    from actors.store.context import MemoryContext, render_context
 
     now = 1_796_000_000_000  # 2026-11-29
     ctx = MemoryContext(profile=[fact("thesis_due", "December 20")], recalled=[], index=[])
@@ -377,10 +379,10 @@ def test_long_invented_values_and_same_turn_fan_facts_are_not_kept(tmp_path):
                     "SET project=app for tracking bird sightings\n")
     assert [f.key for f in plan.facts] == ["project"]
 
-    from actors.memory.forgetting import apply_forget
-    from actors.memory.notes import MemoryStore
-    from actors.memory.profile import ProfileStore
-    from actors.memory.schema import open_database, write_txn
+    from actors.store.forgetting import apply_forget
+    from actors.store.notes import MemoryStore
+    from actors.store.profile import ProfileStore
+    from actors.store.schema import open_database, write_txn
 
     conn = open_database(str(tmp_path / "memory.sqlite"))
     notes, profiles = MemoryStore(conn), ProfileStore(conn)

@@ -259,7 +259,7 @@ async def test_shutdown_aborts_in_flight_reflections_and_writes_nothing(tmp_path
             t0 = trio.current_time()
         assert trio.current_time() - t0 < 3.0  # DESIGN §12: shutdown ≤ 3 s
         await trio.sleep(4.5)  # the completions would have arrived by now
-    conn = __import__("actors.memory.schema", fromlist=["open_database"]).open_database(
+    conn = __import__("actors.store.schema", fromlist=["open_database"]).open_database(
         str(tmp_path / "memory.sqlite"))
     assert conn.execute("SELECT count(*) FROM profile_facts").fetchall() == [(0,)]
 

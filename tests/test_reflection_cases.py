@@ -5,9 +5,9 @@ the real reflection actor parses and grounds it, the real memory actor writes it
 
 from __future__ import annotations
 
-from actors.memory.context import MemoryContext
+from actors.store.context import MemoryContext
 from actors.memory.messages import BuildContext, OpResult, ToolOp
-from actors.memory.schema import open_database
+from actors.store.schema import open_database
 from actors.reflection.messages import Reflect
 from runtime import open_supervisor
 from tests.fakes.llama_server import open_fake_llama

@@ -1,5 +1,5 @@
 """Grounding: the trivial-window skip and the filter of what reflection may write
-(``actors/reflection/grounding.py``; anchor §4.2, §4.6 step 1; issue 4 "Grounding")."""
+(``actors/policy/grounding.py``; anchor §4.2, §4.6 step 1; issue 4 "Grounding")."""
 
 from __future__ import annotations
 
@@ -7,8 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.reflection.grounding import filter_ungrounded, is_trivial_window, name_matches
-from actors.reflection.parser import ParsedFact, ParsedNote
+from actors.reflection.prompt import EXAMPLE_VALUES
+from actors.policy.grounding import filter_ungrounded, is_trivial_window, name_matches
+from actors.policy.candidates import ParsedFact, ParsedNote
 
 
 @pytest.mark.parametrize("text", [
@@ -51,7 +52,8 @@ def N(body: str) -> ParsedNote:
 def reason_for(user: str, item: ParsedFact | ParsedNote) -> str | None:
     """The reason ``item`` is dropped for ``user``'s message (None: it is kept)."""
     is_fact = isinstance(item, ParsedFact)
-    out = filter_ungrounded([item] if is_fact else [], [] if is_fact else [item], user)
+    out = filter_ungrounded([item] if is_fact else [], [] if is_fact else [item], user,
+                            examples=EXAMPLE_VALUES)
     kept = out.facts if is_fact else out.notes
     assert len(kept) + len(out.dropped) == 1
     return out.dropped[0].reason if out.dropped else None

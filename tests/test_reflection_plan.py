@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import pytest
 
-from actors.agent.write_guard import refusal
-from actors.reflection.forget import dropped_values, forget_intent, request_targets, target_words
-from actors.reflection.keys import canonical_key, group_words
+from actors.policy.write_guard import refusal
+from actors.policy.forget import dropped_values, forget_intent, request_targets, target_words
+from actors.policy.keys import canonical_key, group_words
 from actors.reflection.parser import parse_reflection
-from actors.reflection.plan import plan_reflection, skip_reason
-from actors.reflection.stance import about_user, clauses, is_question_only, judge
-from actors.memory.forgetting import matches
+from actors.policy.skip import skip_reason
+from actors.reflection.plan import plan_reflection
+from actors.policy.stance import about_user, clauses, is_question_only, judge
+from actors.store.forgetting import matches
 
 
 def why(key, text, message):

@@ -28,7 +28,7 @@ import apsw
 import trio
 
 from actors.agent.sessions import SessionStore
-from actors.memory.schema import fts_integrity_check
+from actors.store.schema import fts_integrity_check
 from runtime.shell.client import ClientError, open_client
 from tests.conftest import actor_name, descendants, pid_alive
 from tests.daemon import run_daemon

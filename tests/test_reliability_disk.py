@@ -27,7 +27,7 @@ import apsw
 import pytest
 import trio
 
-from actors.memory.schema import fts_integrity_check
+from actors.store.schema import fts_integrity_check
 from runtime.shell.client import ClientError, open_client
 from tests.conftest import actor_name, descendants
 from tests.daemon import REPO, run_daemon

@@ -24,8 +24,8 @@ import apsw
 import pytest
 import trio
 
-from actors.memory.notes import MemoryStore
-from actors.memory.schema import open_database
+from actors.store.notes import MemoryStore
+from actors.store.schema import open_database
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
@@ -163,7 +163,7 @@ async def test_memory_recover_salvages_a_quarantined_file_without_duplicates(tmp
     """DESIGN §4: a corrupt memory file is moved aside, and ``memory recover`` brings back
     what is still readable: notes (merged, never duplicated on a second run) and facts
     whose keys the live memory lacks (a fact written since is newer and kept)."""
-    from actors.memory.profile import ProfileStore
+    from actors.store.profile import ProfileStore
 
     state = tmp_path / "state"
     state.mkdir()

@@ -57,8 +57,8 @@ from actors.agent.prompt import (
     partial_reply,
 )
 from actors.agent.sessions import SessionStore
-from actors.memory.tools import OPS, TOOL_NAMES
-from actors.reflection.grounding import filter_ungrounded
+from actors.memory.ops import OPS, TOOL_NAMES
+from actors.policy.grounding import filter_ungrounded
 from actors.reflection.parser import (
     BODY_MAX_CHARS,
     KEY_RE,

@@ -14,8 +14,8 @@ from pathlib import Path
 import apsw
 import pytest
 
-from actors.memory.schema import open_database
-from actors.memory.wal import WAL_SIZE_LIMIT, holders, idle_checkpoint
+from actors.store.schema import open_database
+from actors.store.wal import WAL_SIZE_LIMIT, holders, idle_checkpoint
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 

@@ -18,7 +18,7 @@ pytest.importorskip("textual")
 from textual.widgets import Input
 
 from actors.agent.prompt import RESPOND
-from actors.memory.notes import MemoryStore
+from actors.store.notes import MemoryStore
 from runtime.shell.tui.dialogs import ConfirmScreen, DetailScreen, EditFactScreen, HelpScreen
 from tests.tui_support import (
     SIZE,
@@ -316,8 +316,10 @@ def test_rows_fit_and_keep_brackets():
 
 
 def test_notes_search_op_is_keyword_only_and_counts_no_recall(conn):
-    from actors.memory.profile import ProfileStore
-    from actors.memory.tools import OPS, TOOL_NAMES, run_op
+    from actors.store.profile import ProfileStore
+    from actors.memory.ops import OPS, TOOL_NAMES
+    from actors.memory.router import OpCall, run_op
+    from actors.store.stores import StoreSet
 
     notes = MemoryStore(conn)
     a = notes.store("Deploys need the checklist", tags=["ops"]).id
@@ -329,16 +331,16 @@ def test_notes_search_op_is_keyword_only_and_counts_no_recall(conn):
         raise AssertionError("the vector side must not be asked")
 
     profiles = ProfileStore(conn)
-    hits, change = run_op(profiles, notes, "memory.notes.search", {"query": "deploy"},
-                          recall=hybrid)
+    hits, change = run_op(StoreSet.of(profiles, notes), "memory.notes.search", {"query": "deploy"},
+                          OpCall(recall=hybrid))
     assert {n.id for n in hits} == {a, b} and change == {}
     assert hits[0].score == 1.0
-    tagged, _ = run_op(profiles, notes, "memory.notes.search", {"query": "deploy",
+    tagged, _ = run_op(StoreSet.of(profiles, notes), "memory.notes.search", {"query": "deploy",
                                                                "tags": ["ops"], "k": 1})
     assert [n.id for n in tagged] == [a]
     counts = conn.execute("SELECT SUM(recall_count) FROM memories").fetchone()[0]
     assert counts == 0
-    assert run_op(profiles, notes, "memory.notes.search", {"query": "???"})[0] == []
+    assert run_op(StoreSet.of(profiles, notes), "memory.notes.search", {"query": "???"})[0] == []
     assert not OPS["memory.notes.search"].writes and "memory.notes.search" not in TOOL_NAMES
 
 

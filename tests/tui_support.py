@@ -26,13 +26,13 @@ import pytest
 import trio
 from textual.widgets import DataTable, Input
 
-from actors.memory.lessons import LessonStore
-from actors.memory.links import LinkStore
-from actors.memory.notes import MemoryStore
-from actors.memory.procedures import ProcedureStore
-from actors.memory.profile import ProfileStore
-from actors.memory.schema import open_database
-from actors.memory.votes import VoteStore
+from actors.store.lessons import LessonStore
+from actors.store.links import LinkStore
+from actors.store.notes import MemoryStore
+from actors.store.procedures import ProcedureStore
+from actors.store.profile import ProfileStore
+from actors.store.schema import open_database
+from actors.store.votes import VoteStore
 from runtime.shell.client import open_client
 from runtime.shell.tui import AtomicTUI
 from runtime.shell.tui.browser import MemoryScreen

@@ -30,12 +30,13 @@ import structlog
 import trio
 
 from actors.backfill.messages import Similarity, SimilarityReply
-from actors.memory.context import MemoryContext, render_configured
-from actors.memory.errors import StorageFailure
 from actors.memory.messages import BuildContext, BumpOutcomes, OpResult, ToolOp
-from actors.memory.render import estimate_tokens
-from actors.memory.tools import TOOL_NAMES
+from actors.memory.ops import TOOL_NAMES
+from actors.policy.write_guard import refusal, spelled_call
 from actors.reflection.messages import EARLIER_MAX, AbortPending, Reflect, Surfaced
+from actors.store.context import MemoryContext, render_configured
+from actors.store.errors import StorageFailure
+from actors.store.render import estimate_tokens
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RemoteError, RuntimeFailure
 from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
@@ -56,6 +57,8 @@ from .messages import (
     TurnEvent,
     TurnResult,
 )
+from .now import now_line
+from .offer import offered_tools
 from .prompt import (
     CLIP_MARKER,
     LAST_STEP_NOTICE,
@@ -72,11 +75,8 @@ from .prompt import (
     parse_action,
     partial_reply,
 )
-from .now import now_line
 from .rewriter import Rewriter
 from .sessions import Message, SessionState, SessionStore, valid_session_id
-from .offer import offered_tools
-from .write_guard import refusal, spelled_call
 
 log = structlog.get_logger()
 T = TypeVar("T")

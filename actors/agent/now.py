@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
-from actors.memory.dates import TIMEZONE_KEYS, resolve_zone, user_zone
+from actors.store.dates import TIMEZONE_KEYS, resolve_zone, user_zone
 
 __all__ = ["TIMEZONE_KEYS", "now_line", "user_zone"]
 

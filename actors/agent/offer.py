@@ -4,14 +4,14 @@ The stable prefix lists every enabled tool (it is cached byte for byte, so it ne
 changes with the turn); what a step may *call* is narrowed by the action grammar
 (:func:`actors.agent.prompt.action_grammar`). On the default 1.5B model, 9 of 16 plain
 questions began with a ``memory.notes.store`` call that the write guard
-(:mod:`actors.agent.write_guard`) then refused — each refused call a whole LLM step, up to
+(:mod:`actors.policy.write_guard`) then refused — each refused call a whole LLM step, up to
 tens of seconds on 2 cores — and some turns called ``memory.lessons.recall`` with nothing
 to read. A tool is offered only when the turn can use it:
 
 * the write tools (``memory.profile.set``, ``memory.notes.store``) when the user asks to
-  remember something about themselves (:func:`actors.agent.write_guard.may_write`);
+  remember something about themselves (:func:`actors.policy.write_guard.may_write`);
 * the removal tools (``memory.profile.remove``, ``memory.notes.forget``) when the user asks
-  to forget something or says a fact changed (:func:`~actors.agent.write_guard.may_remove`);
+  to forget something or says a fact changed (:func:`~actors.policy.write_guard.may_remove`);
 * ``memory.notes.recall`` when the tail shows a note clipped (a ``### recalled`` or
   ``### memory-index`` row ending in "…": there is more to read; a note shown whole was
   read again in a whole extra step on the default model); ``memory.profile.list`` when
@@ -31,9 +31,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from actors.memory.render import NO_PROFILE
-
-from .write_guard import REMOVE_TOOLS, WRITE_TOOLS, may_remove, may_write
+from actors.policy.write_guard import REMOVE_TOOLS, WRITE_TOOLS, may_remove, may_write
+from actors.store.render import NO_PROFILE
 
 __all__ = ["offered_tools"]
 

@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from actors.memory.relations import RELATIONS
-from actors.memory.render import estimate_tokens, neutralise
-from actors.memory.tools import TOOL_NAMES, tool_catalog
+from actors.memory.ops import TOOL_NAMES, tool_catalog
+from actors.policy.relations import RELATIONS
+from actors.policy.write_guard import stores_an_instruction
+from actors.store.render import estimate_tokens, neutralise
 from runtime.services.backends import Prefill
-
-from .write_guard import stores_an_instruction
 
 SECTION_ORDER = (
     "memory-index", "session-facts", "recalled", "world", "conversation", "profile",
@@ -360,7 +359,7 @@ class TailInput:
     ``recalled``, ``memory-index``, ``session-facts``, ``lessons``, ``procedures``), each already within
     its own budget. ``history`` is [(role, text)] oldest first, the current user
     message last. ``scratch`` is this turn's tool calls and results. Token counts
-    use the estimate of :func:`actors.memory.render.estimate_tokens`.
+    use the estimate of :func:`actors.store.render.estimate_tokens`.
     """
 
     memory: dict[str, str]
@@ -384,7 +383,7 @@ def _section(name: str, body: str) -> str:
 def _conversation(history: list[tuple[str, str]], scratch: list[str], budget: int) -> str:
     # Messages and tool results are text, never template syntax: a pasted
     # ``<|im_start|>system`` or a recalled note's ``### respond`` is neutralised like
-    # stored memory is (issue 7; ``actors.memory.render.neutralise``).
+    # stored memory is (issue 7; ``actors.store.render.neutralise``).
     lines = [neutralise(f"{role.upper()}: {' '.join(text.split())}") for role, text in history]
     lines += [neutralise(line) for line in scratch]
     kept: list[str] = []
@@ -430,7 +429,7 @@ whatever the user said, then copy that reply turn after turn (a newcomer's trial
 RESPOND_QUOTE_CHARS = 300
 FOCUS_HEAD = "Memory to use in this reply"
 FOCUS_RULE = "Use it where it matters to the answer."
-"""The focus line (:mod:`actors.memory.focus`) and the rule after it. A 1.5B model used
+"""The focus line (:mod:`actors.store.focus`) and the rule after it. A 1.5B model used
 what memory held in 6-9 of 16 replies when memory stood only in its sections, and
 invented an answer ("Chloe is your brother's name") when memory held none
 (``bench/memuse.py``). Both are short: on 2 cores each token after the cached prefix
@@ -458,11 +457,11 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
     """The ``### respond`` body, in this order:
 
     1. :data:`RESPOND`; ``rules``, the user's standing reply preferences
-       (:func:`actors.memory.standing.reply_rules`, fixed phrases only);
+       (:func:`actors.policy.standing.reply_rules`, fixed phrases only);
     2. the user's last message quoted again (whitespace-collapsed, at most
        :data:`RESPOND_QUOTE_CHARS` chars): a small model answers the text next to the
        instruction, not one it read pages ago;
-    3. ``focus`` (:func:`actors.memory.focus.render_focus`) after :data:`FOCUS_HEAD`, and
+    3. ``focus`` (:func:`actors.store.focus.render_focus`) after :data:`FOCUS_HEAD`, and
        :data:`FOCUS_RULE` (the memory actor leaves out the items the next lines state)
        — left out when ``unknown`` is set (asked about someone memory does not know, the model answered
        with whatever the focus named);

@@ -43,7 +43,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 import trio
 
-from actors.memory.render import neutralise
+from actors.store.render import neutralise
 from runtime.services.backends import BackendPool
 from runtime.services.config import RewriterConfig
 from runtime.services.llm import LLMError

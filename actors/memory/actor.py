@@ -22,12 +22,9 @@ stops the actor with ``SchemaTooNew`` (the daemon refuses to start, data untouch
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, TypeVar
 
 import apsw
@@ -35,25 +32,30 @@ import msgspec
 import structlog
 import trio
 
+from actors.store import cold
+from actors.store.clock import CLOCK
+from actors.store.context import MemoryContext, build_context, recall_query, render_configured
+from actors.store.corrections import newest_first
+from actors.store.errors import (DatabaseBusy, MemoryFailure, OpFailed, StorageFailure,
+                                 ValidationError, now_ms)
+from actors.store.errors import ValidationError as _Invalid
+from actors.store.files import EXPORTS_DIR, FileRoom
+from actors.store.forgetting import apply_forget, restates
+from actors.store.fts import content_key
+from actors.store.hybrid import hybrid_recall
+from actors.store.procedures import ProcedureStep
+from actors.store.profile import ProfileFact
+from actors.store.query_embedder import QueryEmbedder
+from actors.store.recall import LIMITED
+from actors.store.schema import BUSY_TIMEOUT_MS, user_version, write_txn
+from actors.store.staleness import archive_stale
+from actors.store.stores import StoreSet, file_stats, open_or_quarantine, open_reader, open_stores
+from actors.store.vectors import VectorCache
+from actors.store.wal import IDLE_CHECKPOINT_S, idle_checkpoint, wal_state
 from runtime.kernel.actor import ActorContext
-from runtime.services.config import ActorBoot, MemoryConfig
+from runtime.services.config import ActorBoot
 from runtime.services.metrics import Metrics, MetricsRequest, count_process_wide
 
-from . import cold
-from .clock import CLOCK
-from .context import MemoryContext, build_context, recall_query, render_configured
-from .corrections import newest_first
-from .errors import (DatabaseBusy, DatabaseCorrupt, MemoryFailure, OpFailed, StorageFailure,
-                     ValidationError, now_ms)
-from .errors import ValidationError as _Invalid
-from .files import EXPORTS_DIR, FileRoom
-from .forgetting import apply_forget, restates
-from .staleness import archive_stale
-from .wal import IDLE_CHECKPOINT_S, idle_checkpoint, wal_state
-from .fts import content_key
-from .hybrid import hybrid_recall
-from .lessons import LessonStore
-from .links import LinkStore
 from .messages import (
     ApplyLinks,
     ApplyReflection,
@@ -77,23 +79,12 @@ from .messages import (
     ToolOp,
     VectorTodo,
 )
-from .notes import MemoryStore
-from .procedures import ProcedureStep, ProcedureStore
-from .profile import ProfileFact, ProfileStore
-from .query_embedder import QueryEmbedder
-from .recall import LIMITED
-from .schema import BUSY_TIMEOUT_MS, SCHEMA_VERSION, open_database, user_version, write_txn
-from .tools import OPS, context_answer, run_op
-from .vectors import VectorCache, VectorStore
-from .votes import VoteStore
+from .ops import OPS
+from .router import OpCall, context_answer, run_op
 
 T = TypeVar("T")
 log = structlog.get_logger()
 
-READ_BUSY_TIMEOUT_MS = 100
-"""Busy timeout (ms) of the read connection: past it a read is retried on the
-writer path (whose timeout is ``schema.BUSY_TIMEOUT_MS``) instead of blocking the
-actor's event loop."""
 # The store's process-wide counts, in every metrics snapshot of this process: steps back
 # of the wall clock, recalls capped or cut short.
 count_process_wide(lambda: {"memory.clock_skew": CLOCK.skews,
@@ -101,101 +92,6 @@ count_process_wide(lambda: {"memory.clock_skew": CLOCK.skews,
                                for why, n in LIMITED.items()}})
 FORGOTTEN_TURNS = 64
 """Turns whose forgotten texts are kept (in memory) for their reflection to check."""
-
-
-def open_or_quarantine(path: Path) -> tuple[apsw.Connection, str | None]:
-    """Open the database; a corrupt file is moved aside first.
-
-    Besides what :func:`open_database` always detects (not a database, unreadable
-    schema), ``check=True`` runs ``PRAGMA quick_check`` before any migration (≈10 ms per
-    MB; the default cap of 1,000 notes keeps the file at a few MB), so a file with a bad
-    page is quarantined — and can be salvaged with ``memory recover`` — instead of
-    failing request by request.
-
-    Returns (connection, quarantined path or None). SchemaTooNew propagates.
-    """
-    try:
-        return open_database(str(path), check=True), None
-    except DatabaseCorrupt as exc:
-        moved = path.with_name(f"{path.name}.corrupt-{int(time.time() * 1000)}")
-        os.replace(path, moved)
-        for suffix in ("-wal", "-shm"):
-            side = path.with_name(path.name + suffix)
-            if side.exists():
-                os.replace(side, moved.with_name(moved.name + suffix))
-        log.error("memory.quarantined", path=str(path), moved_to=str(moved), error=str(exc))
-        return open_database(str(path)), str(moved)
-
-
-@dataclass(frozen=True)
-class StoreSet:
-    """Every store over one connection, built with the ``memory.*`` config."""
-
-    conn: apsw.Connection
-    profiles: ProfileStore
-    notes: MemoryStore
-    votes: VoteStore
-    lessons: LessonStore
-    procedures: ProcedureStore
-    links: LinkStore
-    vectors: VectorStore
-
-
-def open_stores(conn: apsw.Connection, m: MemoryConfig) -> StoreSet:
-    """The stores of ``conn`` with every cap and policy from ``memory.*`` config: the
-    one place the actor (writer and read connection) and the offline CLI build them."""
-    return StoreSet(
-        conn=conn,
-        profiles=ProfileStore(conn, max_unpinned=m.profile.max_entries,
-                              pinned_budget_chars=m.profile.pinned_budget_chars),
-        notes=MemoryStore(conn, max_entries=m.notes.max_entries,
-                          max_content_chars=m.notes.max_content_chars,
-                          near_threshold=(m.notes.dedup_threshold
-                                          if m.notes.dedup_threshold < 1 else None),
-                          eviction=m.notes.eviction),
-        votes=VoteStore(conn, enabled=m.voting.enabled, max_rows=m.voting.event_log_max_rows),
-        lessons=LessonStore(conn),
-        procedures=ProcedureStore(conn),
-        links=LinkStore(conn),
-        vectors=VectorStore(conn),
-    )
-
-
-def file_stats(s: StoreSet, m: MemoryConfig) -> dict[str, Any]:
-    """What ``memory.stats`` reports of the file itself (counts, schema, the embedding
-    model's vectors), the same with or without a daemon: the memory actor adds the
-    query embedder's state, the quarantine and the last storage error; the offline CLI
-    adds ``offline: true``."""
-    one = lambda sql: s.conn.execute(sql).fetchall()[0][0]  # noqa: E731
-    model = m.embeddings.model
-    return {
-        "schemaVersion": user_version(s.conn),
-        "supportedSchemaVersion": SCHEMA_VERSION,
-        "profileFacts": one("SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL"),
-        "profileHistoryRows": one("SELECT count(*) FROM profile_facts"),
-        "notes": s.notes.count(),
-        "notesCap": m.notes.max_entries,
-        "embeddings": {
-            "enabled": m.embeddings.enabled,
-            "provider": m.embeddings.provider,
-            "model": model,
-            "vectors": s.vectors.count(model),
-            "otherModelVectors": s.vectors.count_other_models(model),
-        },
-        "lessons": {"active": s.lessons.count_active(), "total": s.lessons.count_all()},
-        "procedures": {"active": s.procedures.count_active(),
-                       "total": s.procedures.count_all()},
-        "links": s.links.count(),
-        "votes": {"enabled": s.votes.enabled, "events": s.votes.count()},
-    }
-
-
-def open_reader(path: Path) -> apsw.Connection:
-    """A second connection to the (already migrated) file for reads on the trio
-    thread; busy timeout :data:`READ_BUSY_TIMEOUT_MS`."""
-    conn = open_database(str(path), apply_migrations=False)
-    conn.setbusytimeout(READ_BUSY_TIMEOUT_MS)
-    return conn
 
 
 def _same_fact(active: ProfileFact, incoming: FactIn) -> bool:
@@ -312,12 +208,11 @@ class MemoryActor:
                 self.w.notes.bump_recall(ids)
 
     def _run_op(self, s: StoreSet, msg: ToolOp, defer_bump: bool = False) -> tuple[Any, dict]:
-        return run_op(s.profiles, s.notes, msg.op, msg.args, source=msg.source,
-                      session=msg.session, turn=msg.turn, default_k=self.cfg.notes.recall_default_k,
-                      lessons=s.lessons, procedures=s.procedures, links=s.links,
-                      votes=s.votes, defer_bump=defer_bump, recall=self._recall_for(s),
-                      context=lambda a: self._context_answer(s, msg.session, a),
-                      files=self.files)
+        return run_op(s, msg.op, msg.args, OpCall(
+            source=msg.source, session=msg.session, turn=msg.turn,
+            default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
+            recall=self._recall_for(s), context=lambda a: self._context_answer(s, msg.session, a),
+            files=self.files))
 
     def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[Any, dict, list[str]]:
         """:meth:`_run_op` for a write, plus the text it forgot when it deleted a note or

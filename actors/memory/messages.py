@@ -11,14 +11,9 @@ from typing import Any
 
 import msgspec
 
-from .cold import Cluster, LinkIn, SweepResult, VoteIn, VoteResult
-from .context import MemoryContext
-from .lessons import Lesson, LessonPointer
-from .links import Link
-from .notes import Note
-from .procedures import Procedure, ProcedurePointer, ProcedureStep
-from .profile import ProfileFact
-from .votes import Vote
+from actors.store.records import (Cluster, Lesson, LessonPointer, Link, LinkIn, MemoryContext, Note,
+                                  Procedure, ProcedurePointer, ProcedureStep, ProfileFact,
+                                  SweepResult, Vote, VoteIn, VoteResult)
 
 
 class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
@@ -71,7 +66,7 @@ class NoteIn(msgspec.Struct):
 
 
 class ForgetIn(msgspec.Struct):
-    """What one reflection forgets (issue 17, :mod:`actors.memory.forgetting`):
+    """What one reflection forgets (issue 17, :mod:`actors.store.forgetting`):
     ``retire_keys`` (active fact retired, history kept), ``purge_keys`` (every version
     deleted) and ``targets`` (word lists: every fact and note holding all of a list's
     words is deleted)."""
@@ -99,7 +94,7 @@ class ApplyResult(msgspec.Struct):
     ``replaced_pinned``: the keys among ``updated_keys`` whose replaced value was pinned
     (the user should see that, and can undo it from the history);
     ``archived_note_ids``: notes archived because they stated a replaced value
-    (:mod:`actors.memory.staleness`)."""
+    (:mod:`actors.store.staleness`)."""
 
     fact_keys: list[str]
     note_ids: list[int]

@@ -11,7 +11,7 @@ slow) is tried again after :data:`RETRY_DELAYS_S`, then carried the same way;
 messages (``Reflect.earlier``) are shown to the model as context only.
 
 Each run: skip the call when the user's messages hold nothing to remember
-(``plan.skip_reason``: small talk and one-off instructions ``trivial``, questions
+(``actors.policy.skip.skip_reason``: small talk and one-off instructions ``trivial``, questions
 ``question``, nothing about the user ``impersonal``; outcome ``none``) → read the known profile from the memory actor → build the micro-prompt →
 LLM call on the reflection slot (slot 1 when the server has ≥ 2 slots, else -1;
 seed 000 §5.2) with the GBNF grammar inside ``move_on_after(timeoutMs)`` (outcome
@@ -56,6 +56,7 @@ from actors.memory.messages import (
     ToolOp,
     VoteResult,
 )
+from actors.policy.skip import skip_reason
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RuntimeFailure
 from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
@@ -76,7 +77,7 @@ from .messages import (
     ReflectionMsg,
 )
 from .parser import parse_reflection
-from .plan import plan_reflection, skip_reason
+from .plan import plan_reflection
 from .prompt import REFLECTION_PREFIX, build_reflection_prompt
 from .voting import VOTE_SYSTEM, build_vote_prompt, parse_votes, vote_grammar
 

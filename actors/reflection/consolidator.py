@@ -6,7 +6,7 @@ on :class:`~actors.reflection.messages.Consolidate` (``atomic-agent memory
 consolidate``), one tick:
 
 1. ``ClaimClusters`` → clusters of linked notes older than the cool-down, each member
-   leased (``memory`` actor, :mod:`actors.memory.cold`).
+   leased (``memory`` actor, :mod:`actors.store.cold`).
 2. Per cluster, serially: one distill call (:mod:`.distill`) within
    ``distillTimeoutMs``; a lesson → ``PersistDistilled`` (lesson, procedure, parents
    archived, one transaction); the abstain sentinel, a parse error, a timeout or an LLM

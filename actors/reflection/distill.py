@@ -26,10 +26,10 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from actors.memory.lessons import ACTIVATION_MAX_CHARS, PRINCIPLE_MAX_CHARS
 from actors.memory.messages import DistilledIn
-from actors.memory.procedures import STEP_MAX_CHARS, TOOL_HINT_MAX_CHARS
-from actors.memory.render import neutralise
+from actors.store.lessons import ACTIVATION_MAX_CHARS, PRINCIPLE_MAX_CHARS
+from actors.store.procedures import STEP_MAX_CHARS, TOOL_HINT_MAX_CHARS
+from actors.store.render import neutralise
 
 __all__ = ["ABSTAIN", "DISTILL_SYSTEM", "DistillError", "build_distill_prompt",
            "distill_grammar", "parse_distill", "N_PREDICT"]

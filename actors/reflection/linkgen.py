@@ -20,9 +20,9 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
-from actors.memory.cold import LinkIn
-from actors.memory.links import LINK_KINDS
-from actors.memory.render import neutralise
+from actors.store.cold import LinkIn
+from actors.store.links import LINK_KINDS
+from actors.store.render import neutralise
 
 __all__ = ["LINK_SYSTEM", "build_link_prompt", "link_grammar", "parse_links",
            "PREVIEW_CHARS"]

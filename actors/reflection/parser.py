@@ -49,6 +49,8 @@ from typing import Literal
 
 import msgspec
 
+from actors.policy.candidates import ParsedFact, ParsedNote
+
 __all__ = [
     "ParsedFact",
     "ParsedNote",
@@ -118,31 +120,6 @@ def first_sentence(text: str) -> str:
                 continue
         return text[:m.start() + (1 if m.group("end") else 0)].strip()
     return text.strip()
-
-
-class ParsedFact(msgspec.Struct, frozen=True):
-    """One ``SET`` line: a profile fact for ``ProfileStore.set``.
-
-    ``key``: 1..32 chars matching ``[a-z][a-z0-9_]{0,31}``. ``value``: 1..200 chars,
-    marker removed. ``pinned``: True unless the marker says ``pinned=false``.
-    ``keywords``: 0..8 lower-case keywords (≤ 40 chars each), always empty when pinned.
-    ``supersedes`` / ``valid_from``: the anchor's bi-temporal marker clauses —
-    ``supersedes`` a valid key or None, ``valid_from`` only ever ``"now"`` or None.
-    """
-
-    key: str
-    value: str
-    pinned: bool = True
-    keywords: list[str] = []
-    supersedes: str | None = None
-    valid_from: str | None = None
-
-
-class ParsedNote(msgspec.Struct, frozen=True):
-    """One ``NOTE`` line: ``body`` 1..500 chars, ``tags`` 0..8 lower-case tags."""
-
-    body: str
-    tags: list[str] = []
 
 
 class ParsedReflection(msgspec.Struct, frozen=True):

@@ -31,8 +31,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from actors.memory.instructions import INERT, reads_as_instruction
-from actors.memory.render import neutralise
+from actors.policy.instructions import INERT, reads_as_instruction
+from actors.store.render import neutralise
 
 __all__ = [
     "REFLECTION_PREFIX",
@@ -59,7 +59,7 @@ ELLIPSIS = "\u2026"
 #: daydreams stored as facts, questions stored as notes, updates and "forget that"
 #: ignored. The examples use concrete values because small models follow a worked
 #: example far better than a rule; a copied example value is not in the user's words,
-#: so the grounding filter (:mod:`actors.reflection.grounding`) drops it.
+#: so the grounding filter (:mod:`actors.policy.grounding`) drops it.
 REFLECTION_PREFIX: str = (
     "You keep a long-term memory about the USER. Read the exchange and write down only "
     "what is worth remembering about the user in later conversations.\n"
@@ -117,6 +117,12 @@ REFLECTION_PREFIX: str = (
     "Now the real exchange.\n"
     "\n"
 )
+
+EXAMPLE_VALUES: frozenset[str] = frozenset(
+    v.lower() for v in re.findall(r"^SET [a-z_]+=(.+)$", REFLECTION_PREFIX, re.M))
+"""Lower-cased values of :data:`REFLECTION_PREFIX`'s own ``SET`` examples: a small model
+copies them ("city=Nairobi"); the grounding guard believes one only when the user wrote
+it (:func:`actors.policy.grounding.filter_ungrounded`'s ``examples``)."""
 
 _WS_RE = re.compile(r"\s+")
 _SURROGATE_RE = re.compile("[\ud800-\udfff]")

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from actors.memory.cold import VoteIn
-from actors.memory.render import neutralise
+from actors.store.cold import VoteIn
+from actors.store.render import neutralise
 
 __all__ = ["MAX_VOTES", "VOTE_SYSTEM", "build_vote_prompt", "parse_votes", "vote_grammar"]
 

@@ -108,11 +108,11 @@ class RecallInjectionConfig(_C):
     """Each line carries the day its note was written (``- #12 8 May 2023: …``, issue 24)."""
     time_windows: bool = True
     """A message that names a time ("last week", "on 24 October 2023") recalls the notes
-    written then first (``actors.memory.context.timed_recall``, issue 24)."""
+    written then first (``actors.store.context.timed_recall``, issue 24)."""
     focus_items: Annotated[int, Meta(ge=0, le=12)] = 5
     """How many of the items most likely to change the answer (health and diet first,
     then the best recalled notes, then the shown profile) ``### respond`` repeats next to
-    the question (``actors.memory.focus``); 0 turns the line off."""
+    the question (``actors.store.focus``); 0 turns the line off."""
 
 
 class IndexConfig(_C):

@@ -5,7 +5,7 @@
 and renames it onto the target when the block ends without error (removed otherwise). A
 reader never sees a half-written file, and nobody else can read it meanwhile. Used for the
 token and ``daemon.json`` (``runtime/shell/state.py``) and for exports and backups
-(``actors/memory/files.py``).
+(``actors/store/files.py``).
 """
 
 from __future__ import annotations

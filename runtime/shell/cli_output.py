@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from actors.memory.dates import written_date
+from actors.store.dates import written_date
 
 from .client import DaemonClient
 

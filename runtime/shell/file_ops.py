@@ -1,7 +1,7 @@
 """The CLI's side of ``memory export``, ``backup`` and ``import`` with a daemon running.
 
 The daemon reads and writes files only in its exports folder (``<state>/exports/``,
-:mod:`actors.memory.files`); the CLI, running as its user, moves files between there and
+:mod:`actors.store.files`); the CLI, running as its user, moves files between there and
 the path the user named: it asks the daemon to write a fresh file there and moves it to
 the user's path (refusing an existing file without ``--overwrite``, and the state
 directory's own files always), or copies the file to import there first. Its temporary
@@ -16,8 +16,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from actors.memory.errors import ValidationError
-from actors.memory.files import EXPORTS_DIR, FileRoom
+from actors.store.errors import ValidationError
+from actors.store.files import EXPORTS_DIR, FileRoom
 
 from .client import ClientError
 
@@ -72,7 +72,7 @@ async def export_to(c: Any, op: str, file: str, overwrite: bool, state_dir: Path
 
 async def import_from(c: Any, file: str, state_dir: Path) -> dict[str, Any]:
     """``memory.import`` of the user's ``file``: read here (a regular file of at most
-    :data:`~actors.memory.files.MAX_IMPORT_BYTES`), copied into the daemon's exports
+    :data:`~actors.store.files.MAX_IMPORT_BYTES`), copied into the daemon's exports
     folder (0600), imported, removed. Returns the op's data with ``path`` = ``file``.
     Raises ClientError (``invalid_argument``)."""
     room = FileRoom(None, private=state_dir)

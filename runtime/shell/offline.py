@@ -2,7 +2,7 @@
 
 ``atomic-agent memory …`` talks to the running daemon when there is one. When there
 is none, :class:`OfflineMemory` opens ``<state>/memory.sqlite`` itself and runs the
-very same operation table (``actors.memory.tools.run_op``) with the configured caps,
+very same operation table (``actors.memory.router.run_op``) with the configured caps,
 so results have the same shapes. It is safe next to a daemon that starts meanwhile:
 WAL, a 5 s busy timeout and ``BEGIN IMMEDIATE`` writes (field cases BC-06/BC-07).
 A file that is corrupt or from a newer schema is reported, never modified.
@@ -16,11 +16,11 @@ from typing import Any
 import apsw
 import msgspec
 
-from actors.memory.actor import file_stats, open_stores
-from actors.memory.errors import MemoryFailure, StorageFailure
-from actors.memory.files import FileRoom
-from actors.memory.schema import open_database
-from actors.memory.tools import run_op
+from actors.store.stores import file_stats, open_stores
+from actors.store.errors import MemoryFailure, StorageFailure
+from actors.store.files import FileRoom
+from actors.store.schema import open_database
+from actors.memory.router import OpCall, run_op
 from runtime.services.config import Config
 
 from .client import ClientError
@@ -81,15 +81,14 @@ class OfflineMemory:
         conn = self._open()
         m = self.cfg.memory
         stores = open_stores(conn, m)
-        notes = stores.notes
         try:
             if op == "memory.stats":  # (the attach state of embeddings needs a daemon)
                 return {"offline": True, **file_stats(stores, m)}
             # The user's own process: files go where the user says, never onto the
             # state directory's own (the live database, its WAL, the token).
-            data, _change = run_op(stores.profiles, notes, op, args or {}, source="user",
-                                   default_k=m.notes.recall_default_k, votes=stores.votes,
-                                   files=FileRoom(None, private=self.path.parent))
+            data, _change = run_op(stores, op, args or {}, OpCall(
+                source="user", default_k=m.notes.recall_default_k,
+                files=FileRoom(None, private=self.path.parent)))
         except MemoryFailure as exc:
             raise ClientError(exc.code, str(exc)) from None
         except apsw.Error as exc:

@@ -32,9 +32,9 @@ from typing import Any, TextIO
 
 import apsw
 
-from actors.memory.actor import open_stores
-from actors.memory.errors import MemoryFailure
-from actors.memory.schema import open_database, write_txn
+from actors.store.stores import open_stores
+from actors.store.errors import MemoryFailure
+from actors.store.schema import open_database, write_txn
 from runtime.services.config import Config
 from runtime.services.sqlite_files import connect
 

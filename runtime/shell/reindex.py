@@ -23,9 +23,9 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from actors.memory.errors import MemoryFailure
-from actors.memory.schema import open_database, write_txn
-from actors.memory.vectors import VectorStore
+from actors.store.errors import MemoryFailure
+from actors.store.schema import open_database, write_txn
+from actors.store.vectors import VectorStore
 from runtime.services.config import Config
 from runtime.services.embeddings.embedder import EmbeddingUnavailable
 from runtime.services.embeddings.providers import attach

@@ -42,6 +42,7 @@ import structlog
 from .lessons import LessonStore, encode_json
 from .links import LinkStore
 from .procedures import ProcedureStep, ProcedureStore
+from .records import Cluster, LinkIn, SweepResult, VoteIn, VoteResult
 from .schema import write_txn
 from .votes import VOTE_KINDS, VoteStore
 
@@ -66,54 +67,9 @@ _TABLE = {"memory": "memories", "lesson": "lessons", "profile": "profile_facts",
           "procedure": "procedures"}
 
 
-class LinkIn(msgspec.Struct, array_like=True):
-    """One generated link: ``from_id`` → ``to_id`` of ``kind``."""
-
-    from_id: int
-    to_id: int
-    kind: str = "RELATES_TO"
-
-
-class VoteIn(msgspec.Struct, array_like=True):
-    """One vote: ``kind`` in :data:`votes.VOTE_KINDS`, target id, direction ±1."""
-
-    kind: str
-    target_id: int
-    direction: int
-
-
-class VoteResult(msgspec.Struct):
-    """What :func:`apply_votes` did: votes applied, votes that hit the clamp, votes on
-    targets that no longer exist."""
-
-    applied: int = 0
-    clamp_hits: int = 0
-    missing: int = 0
-
-
-class Cluster(msgspec.Struct):
-    """A claimed cluster: member ``ids`` (≤ :data:`MAX_CLUSTER_NOTES`), their
-    ``previews`` (same order), the shared ``tags`` of the members, the lease stamp
-    ``claimed_at`` (Unix ms) that :func:`persist_distilled` / :func:`release_leases`
-    check, and the members' common ``working_dir`` (None when they differ)."""
-
-    ids: list[int]
-    previews: list[str]
-    claimed_at: int
-    tags: list[str] = msgspec.field(default_factory=list)
-    working_dir: str | None = None
-
-
 class ClusterChanged(Exception):
     """A claimed cluster changed before it was persisted (a member forgotten, archived
     or leased by someone else); nothing was written."""
-
-
-class SweepResult(msgspec.Struct):
-    """One tick's sweeps: deprecations by ``"<lesson|procedure>:<reason>"``."""
-
-    deprecated: dict[str, int] = msgspec.field(default_factory=dict)
-    decayed: bool = False
 
 
 # -- links and votes -----------------------------------------------------------------

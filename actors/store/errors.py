@@ -102,7 +102,7 @@ class NotFound(MemoryFailure):
 class SchemaTooNew(MemoryFailure):
     """The database file was written by a newer atomic-agent than this one.
 
-    Raised by :func:`actors.memory.schema.migrate` when ``PRAGMA user_version`` of the
+    Raised by :func:`actors.store.schema.migrate` when ``PRAGMA user_version`` of the
     file is above ``SCHEMA_VERSION``; the file is left untouched (no downgrade).
 
     Attributes:

@@ -6,7 +6,7 @@ outside reader (a backup tool, a ``sqlite3`` shell left open, a dashboard) made 
 grow by 100 MB in 30 s, and the file never shrank afterwards. Two bounds:
 
 * ``PRAGMA journal_size_limit`` (:data:`WAL_SIZE_LIMIT`, set by
-  :func:`actors.memory.schema.open_database`): whenever the log starts over, the file is
+  :func:`actors.store.schema.open_database`): whenever the log starts over, the file is
   cut back to this size;
 * :func:`idle_checkpoint`: the memory actor calls it when no write came for
   :data:`IDLE_CHECKPOINT_S`: a passive checkpoint (never waits on readers), then, when

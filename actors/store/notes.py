@@ -41,6 +41,7 @@ from .errors import (
 from .errors import now_ms as _now
 from .fts import content_key
 from .recall import build_recall_query, ranked_search, register_recall_functions
+from .records import Note
 from .schema import write_txn
 
 __all__ = [
@@ -69,40 +70,6 @@ SCOPES = ("all", "project")
 ARCHIVED_FILTERS = ("active", "archived", "all")
 
 _TAGS_DECODER = msgspec.json.Decoder(list[str])
-
-
-class Note(msgspec.Struct, rename="camel"):
-    """One note as returned by the store (wire keys camelCase, DESIGN §9).
-
-    Attributes:
-        id: positive row id.
-        content: trimmed text, 1..max_content_chars chars.
-        tags: tags in insertion order (case kept), at most 16 of at most 40 chars.
-        source: ``"agent"`` or ``"user"``.
-        scope: ``"all"`` (global) or ``"project"`` (tied to ``working_dir``).
-        working_dir: the project directory, or None.
-        created_at / updated_at: Unix ms.
-        score: recall relevance in [0, 1], strongest hit 1.0; None outside recall.
-        archived: True once the note was archived (still readable by id).
-    """
-
-    id: int
-    content: str
-    tags: list[str]
-    source: str
-    scope: str
-    working_dir: str | None
-    created_at: int
-    updated_at: int
-    score: float | None = None
-    archived: bool = False
-    origin: str | None = None
-    """Who wrote it: ``reflection``, ``tool`` (the agent's call), ``user`` (CLI, TUI,
-    MCP, the websocket) or ``import``; None when unknown (before schema v6)."""
-    session_id: str | None = None
-    turn_id: str | None = None
-    recall_count: int = 0
-    last_recalled_at: int | None = None
 
 
 def validate_content(content: object, max_chars: int = MAX_CONTENT_CHARS) -> str:

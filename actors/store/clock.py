@@ -28,7 +28,7 @@ import structlog
 
 __all__ = ["CLOCK", "SKEW_WARN_MS", "WallClock"]
 
-log = structlog.get_logger("actors.memory.clock")
+log = structlog.get_logger("actors.store.clock")
 
 SKEW_WARN_MS = 1000
 """A wall clock this far behind the floor is a step back worth a warning (ms)."""

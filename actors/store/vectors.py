@@ -23,7 +23,7 @@ from .schema import write_txn
 
 __all__ = ["VECTOR_BATCH_MAX", "LoadedVectors", "VectorCache", "VectorStore"]
 
-log = structlog.get_logger("actors.memory.vectors")
+log = structlog.get_logger("actors.store.vectors")
 
 #: Upper bound of one ``missing`` batch (rows).
 VECTOR_BATCH_MAX = 10_000

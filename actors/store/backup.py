@@ -5,7 +5,7 @@
 one consistent snapshot even while the memory actor keeps writing) into a private
 temporary file beside the target, checks that the copy opens, then renames it into place —
 a failed or interrupted backup never leaves a half-written file under the target's name.
-Where the target may be is the :class:`~actors.memory.files.FileRoom`'s to say.
+Where the target may be is the :class:`~actors.store.files.FileRoom`'s to say.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ __all__ = ["backup_database"]
 def backup_database(conn: apsw.Connection, target: str, room: FileRoom, *,
                     overwrite: bool = False) -> dict:
     """Copy ``conn``'s main database to the file ``target`` names in ``room``
-    (:class:`~actors.memory.files.FileRoom`); return ``{"path": str, "bytes": int,
+    (:class:`~actors.store.files.FileRoom`); return ``{"path": str, "bytes": int,
     "pages": int}``.
 
     Raises ValidationError (field ``path``): a name the room refuses, a folder that does

@@ -34,6 +34,7 @@ import structlog
 from .errors import ValidationError, optional_text, require_int, require_positive_id
 from .errors import now_ms as _now
 from .fts import build_match_query, normalise_bm25
+from .records import Lesson, LessonPointer
 from .schema import write_txn
 
 __all__ = [
@@ -60,7 +61,7 @@ __all__ = [
     "encode_json",
 ]
 
-log = structlog.get_logger("actors.memory.lessons")
+log = structlog.get_logger("actors.store.lessons")
 
 #: Limits of anchor §2.7.
 ACTIVATION_MAX_CHARS = 240
@@ -75,58 +76,6 @@ STATUSES = ("active", "deprecated")
 _TAG_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _INTS = msgspec.json.Decoder(list[int])
 _STRS = msgspec.json.Decoder(list[str])
-
-
-class LessonPointer(msgspec.Struct, rename="camel"):
-    """What ``### lessons`` shows of a lesson: never the principle.
-
-    Attributes:
-        id: lesson id.
-        activation: the one-sentence "when this applies" text.
-        tags: lower-cased tags, at most 12.
-        score: BM25 relevance in [0, 1] within the recall hit set (strongest 1.0).
-    """
-
-    id: int
-    activation: str
-    tags: list[str]
-    score: float | None = None
-
-
-class Lesson(msgspec.Struct, rename="camel"):
-    """One lesson row (wire keys camelCase, e.g. ``successCount``, ``parentIds``).
-
-    Attributes:
-        id: positive row id.
-        activation: trimmed, 1..240 chars.
-        principle: trimmed, 1..800 chars.
-        tags: lower-cased, ``[a-z0-9][a-z0-9_-]*``, at most 12 of at most 40 chars.
-        status: ``"active"`` or ``"deprecated"``.
-        success_count / failure_count: outcome counters of turns that surfaced it.
-        parent_ids: ids of the notes it was distilled from (soft pointers).
-        working_dir: project directory or None (global).
-        created_at / updated_at / deprecated_at: Unix ms (``deprecated_at`` None while
-            active).
-        score: BM25 relevance in [0, 1] on query recall, else None.
-    """
-
-    id: int
-    activation: str
-    principle: str
-    tags: list[str]
-    status: str
-    success_count: int
-    failure_count: int
-    parent_ids: list[int]
-    working_dir: str | None
-    created_at: int
-    updated_at: int
-    deprecated_at: int | None = None
-    score: float | None = None
-
-    def pointer(self) -> LessonPointer:
-        """Project to the ``### lessons`` row (id, activation, tags, score)."""
-        return LessonPointer(self.id, self.activation, list(self.tags), self.score)
 
 
 # -- shared validation helpers (also used by procedures.py) -------------------------------

@@ -68,8 +68,7 @@ from collections.abc import Sequence
 
 import msgspec
 
-from .parser import ParsedFact, ParsedNote
-from .prompt import REFLECTION_PREFIX
+from .candidates import ParsedFact, ParsedNote
 
 __all__ = ["Dropped", "Grounded", "filter_ungrounded", "is_trivial_window", "name_matches"]
 
@@ -115,10 +114,6 @@ _TOOLS_WORD = re.compile(r"\b(tools?|инструмент\w*)\b", re.I)
 _AVOID_WORD = re.compile(r"\b(no|not|don't|dont|avoid\w*|without|never|без|не)\b", re.I)
 
 _PLACEHOLDER_RE = re.compile(r"<[^<>\s]{1,40}>")
-#: Values of the prompt's own examples: a copied one is only believed when the user
-#: wrote it (it is then also ``ungrounded_content``; this names the cause).
-_EXAMPLE_VALUES = frozenset(v.lower() for v in re.findall(r"^SET [a-z_]+=(.+)$", REFLECTION_PREFIX,
-                                                          re.M))
 _PERSONA_RES = (
     re.compile(r"\byou\s+are\s+(?:my|a|an|the|your)\b[^.;!?\n]{0,40}?\b"
                r"(?:assistant|ai|agent|bot|chatbot)\b", re.I),
@@ -508,11 +503,11 @@ def _invented(text: str, window: _Window) -> bool:
 
 
 def _reason(key: str | None, text: str, window: _Window, one_off: set[str],
-            tool_restricted: bool) -> str | None:
+            tool_restricted: bool, examples: frozenset[str]) -> str | None:
     if _PLACEHOLDER_RE.search(text) or key == "key" or text.strip().lower() in (
             "value", "body", "key=value"):
         return "example_copy"
-    if text.strip().lower() in _EXAMPLE_VALUES and text.strip().lower() not in window.lower:
+    if text.strip().lower() in examples and text.strip().lower() not in window.lower:
         return "example_copy"
     if _persona(key, text, window):
         return "assistant_persona"
@@ -532,8 +527,13 @@ def _reason(key: str | None, text: str, window: _Window, one_off: set[str],
 
 
 def filter_ungrounded(facts: Sequence[ParsedFact], notes: Sequence[ParsedNote],
-                      user_message: str, assistant_reply: str = "") -> Grounded:
+                      user_message: str, assistant_reply: str = "",
+                      examples: frozenset[str] = frozenset()) -> Grounded:
     """Keep the facts and notes grounded in ``user_message`` (module docstring).
+
+    ``examples``: lower-cased values of the writer's prompt examples (the reflection
+    prompt's ``SET`` lines); a copied one is believed only when the user wrote it, and is
+    dropped as ``example_copy`` (naming the cause) otherwise.
 
     Only the user's own words ground anything: the assistant's reply never vouches for
     a fact about the user. An item dropped as ``ungrounded_content`` whose words the
@@ -550,7 +550,7 @@ def filter_ungrounded(facts: Sequence[ParsedFact], notes: Sequence[ParsedNote],
     both = _Window(f"{user_message}\n{assistant_reply}") if reply is not None else None
 
     def why(key: str | None, text: str) -> str | None:
-        reason = _reason(key, text, window, one_off, tool_restricted)
+        reason = _reason(key, text, window, one_off, tool_restricted, examples)
         if reason == "invented_detail" and both is not None and not _invented(text, both):
             return None  # the user picked what the assistant named ("book Luigi" → Trattoria Luigi)
         if reason == "ungrounded_content" and reply is not None and not reply.unsplittable \

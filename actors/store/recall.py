@@ -131,7 +131,7 @@ LIMITED = {"terms": 0, "budget": 0}
 """Recalls limited in this process: term lists capped, searches over the budget."""
 
 _IDS = msgspec.json.Encoder()
-log = structlog.get_logger("actors.memory.recall")
+log = structlog.get_logger("actors.store.recall")
 
 
 class _Tokenizer:

@@ -1,6 +1,6 @@
 """Forgetting by conversation, on the memory side: match and delete.
 
-The reflection actor decides *what* the user asked to forget (``actors.reflection.forget``)
+The reflection actor decides *what* the user asked to forget (``actors.policy.forget``)
 and sends it inside :class:`~actors.memory.messages.ApplyReflection` as a
 :class:`~actors.memory.messages.ForgetIn`; this module finds and removes it, inside the
 same write transaction as the rest of the reflection:
@@ -24,34 +24,14 @@ Nothing else is touched: an entry must hold every word of a target, or be such a
 
 from __future__ import annotations
 
-import re
-
 import apsw
 import msgspec
+
+from actors.policy.forget import WORD_RE, matches
 
 from .cold import drop_derived
 
 __all__ = ["WORD_RE", "Forgotten", "apply_forget", "matches", "restates"]
-
-WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
-"""A word, with inner hyphens and apostrophes (``falcon-2``, ``user's``)."""
-
-
-def _forms(word: str) -> set[str]:
-    if len(word) > 3 and word.endswith("s"):
-        return {word, word[:-1]}
-    return {word, word + "s"}
-
-
-def matches(words: list[str], text: str) -> bool:
-    """Whether ``text`` (a fact as ``"key value"``, ``_`` read as a space, or a note)
-    holds every one of ``words`` as a whole word, case-insensitively, a plural ``s``
-    either way. An empty ``words`` matches nothing."""
-    if not words:
-        return False
-    have = {w.lower().replace("’", "'").removesuffix("'s")
-            for w in WORD_RE.findall(text.replace("_", " "))}
-    return all(_forms(w.lower()) & have for w in words)
 
 
 def _distinctive(text: str) -> set[str]:

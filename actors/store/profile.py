@@ -27,6 +27,7 @@ import msgspec
 from .dates import TIMEZONE_KEYS, resolve_zone
 from .errors import ValidationError, blank, require_positive_id, string_list
 from .errors import now_ms as _now
+from .records import ProfileFact
 from .schema import write_txn
 
 __all__ = [
@@ -58,48 +59,6 @@ small. 1500 chars ≈ 420 tokens, inside ``memory.profile.maxTokens``
 
 _KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _KEYWORDS_DECODER = msgspec.json.Decoder(list[str])
-
-
-class ProfileFact(msgspec.Struct, rename="camel"):
-    """One profile row.
-
-    Attributes:
-        id: row id (every version of a key has its own id).
-        key: lower-cased key, charset ``[a-z0-9][a-z0-9_.-]*``, at most 120 chars.
-        value: the value exactly as written (not trimmed), 1..2000 chars.
-        pinned: True -> always rendered; False -> rendered only on a keyword hit.
-        keywords: lower-cased gate keywords (empty for pinned facts), at most 8.
-        updated_at: last change of this row, Unix ms (for a superseded row: when it
-            was superseded).
-        valid_from: when this value became current, Unix ms.
-        superseded_by: ``None`` while active; the id of the row that replaced it; its
-            own id when the fact was removed or evicted without a successor.
-
-    Encoded with camelCase keys (``updatedAt``, ``validFrom``, ``supersededBy``), the
-    wire shape of DESIGN §9.
-    """
-
-    id: int
-    key: str
-    value: str
-    pinned: bool
-    keywords: list[str]
-    updated_at: int
-    valid_from: int
-    superseded_by: int | None = None
-    source: str | None = None
-    """Who wrote this version: ``reflection``, ``tool`` (the agent's call), ``user``
-    (CLI, TUI, MCP, the websocket) or ``import``; None when unknown (before schema v6)."""
-    session_id: str | None = None
-    turn_id: str | None = None
-    warning: str | None = None
-    """Set on the fact returned by a write that could not be honoured as asked (a pin
-    over ``memory.profile.pinnedBudgetChars`` was stored unpinned); never stored."""
-
-    @property
-    def active(self) -> bool:
-        """True when this row is the current value of its key."""
-        return self.superseded_by is None
 
 
 def validate_key(key: object) -> str:

@@ -19,10 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import apsw
-import msgspec
 
 from .errors import ValidationError, optional_text, require_int, require_positive_id
 from .errors import now_ms as _now
+from .records import Vote
 from .schema import write_txn
 
 __all__ = [
@@ -39,28 +39,6 @@ VOTE_KINDS: tuple[str, ...] = ("memory", "lesson", "profile", "procedure")
 #: ``memory.voting.eventLogMaxRows`` default.
 DEFAULT_EVENT_LOG_MAX_ROWS = 50_000
 TAIL_LIMIT_DEFAULT, TAIL_LIMIT_MAX = 100, 1000
-
-
-class Vote(msgspec.Struct, rename="camel"):
-    """One audit row (wire keys ``targetId``, ``sessionId``, ``turnIndex``, ``createdAt``).
-
-    Attributes:
-        id: row id (increasing; FIFO order).
-        kind: one of :data:`VOTE_KINDS`.
-        target_id: id of the voted item (soft pointer).
-        direction: +1 (up) or -1 (down).
-        session_id: the session the vote came from, or None.
-        turn_index: the turn number in that session, or None.
-        created_at: Unix ms.
-    """
-
-    id: int
-    kind: str
-    target_id: int
-    direction: int
-    session_id: str | None
-    turn_index: int | None
-    created_at: int
 
 
 _COLS = "id, kind, target_id, direction, session_id, turn_index, created_at"

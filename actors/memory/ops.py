@@ -1,14 +1,16 @@
-"""The memory tools and read-only operations, by name.
+"""The memory operations by name: each op's argument Struct, what it does, whether the
+agent may call it as a tool, and whether it writes.
 
-One table, :data:`OPS`, serves both callers: the agent's tool calls (the six tools
-``memory.profile.set/remove/list``, ``memory.notes.store/recall/forget``) and the
-gateway's ``memory`` frames (the tools plus read-only operations and the user-only
-``memory.links.add``). Lessons, procedures, links and votes are served by their stores
-(anchor §2.6–§2.8, §1.9); none of them is an agent tool, so the tool catalog (and the
-stable prompt prefix built from it) does not change. Each op has an
-argument Struct; ``args`` from a model or a client are converted with msgspec and
-unknown or mistyped fields become :class:`ValidationError` (code
-``invalid_argument``) that names the field, so the model can retry.
+One table, :data:`OPS`, serves every caller: the agent's tool calls (the tools
+``memory.profile.set/remove/list``, ``memory.notes.store/recall/forget``,
+``memory.lessons.recall``, ``memory.procedures.recall``), the websocket gateway's
+``memory`` frames, the MCP server, the OpenAI-compatible API and the offline CLI. The
+memory actor answers each op with the handler of the same name
+(:data:`actors.memory.tools.HANDLERS`). ``args`` from a model or a client are converted
+with msgspec (:func:`decode_args`); unknown or mistyped fields become
+:class:`~actors.store.errors.ValidationError` (code ``invalid_argument``) naming the
+field, so a model can retry. This module reads no store: a process that only talks to
+memory (the agent, the gateway) validates and describes ops without opening SQLite.
 """
 
 from __future__ import annotations
@@ -16,22 +18,11 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 import msgspec
 
-from .backup import backup_database
-from .files import FileRoom
-from .transfer import export_memory, import_memory
-from .context import MemoryContext, build_context, context_text, render_context
-from .errors import NotFound, ValidationError
-from .lessons import LessonStore
-from .links import LinkStore
-from .staleness import archive_stale
-from .notes import MemoryStore, Note
-from .procedures import ProcedureStore
-from .profile import ProfileStore
-from .votes import VoteStore
+from actors.store.errors import ValidationError
 
 
 class _Args(msgspec.Struct, forbid_unknown_fields=True, rename="camel", kw_only=True):
@@ -270,168 +261,6 @@ def _field_names(cls: type) -> tuple[tuple[str, str], ...]:
     return tuple((f.name, f.encode_name) for f in msgspec.structs.fields(cls))
 
 
-def run_op(
-    profiles: ProfileStore,
-    notes: MemoryStore,
-    op: str,
-    args: Any,
-    *,
-    source: str = "agent",
-    session: str | None = None,
-    turn: str | None = None,
-    default_k: int = 5,
-    lessons: LessonStore | None = None,
-    procedures: ProcedureStore | None = None,
-    links: LinkStore | None = None,
-    votes: VoteStore | None = None,
-    defer_bump: bool = False,
-    recall: Callable[..., list[Note]] | None = None,
-    context: Callable[[ContextArgs], Any] | None = None,
-    files: FileRoom | None = None,
-) -> tuple[Any, dict[str, list]]:
-    """Run one op; return (result data, change) where change lists written
-    ``keys``/``ids`` (empty for reads). With ``defer_bump``, ``memory.notes.recall``
-    by query writes nothing and lists the hits' ids under ``change["bump"]`` for the
-    caller to bump later (``MemoryStore.bump_recall``). ``recall`` replaces
-    ``notes.recall`` for ``memory.notes.recall`` by query (same keyword arguments,
-    called with ``bump=False``; the memory actor passes hybrid recall). ``context``
-    answers ``memory.context`` (the memory actor's, with its configured budgets);
-    without it the op is answered with the default budgets. ``files``:
-    where ``memory.export``, ``memory.backup`` and ``memory.import`` may read and write
-    (:class:`~actors.memory.files.FileRoom`); without one those ops are refused.
-
-    Shapes per DESIGN §9: a note / a fact / a list / ``{"removed": bool}``; lessons,
-    procedures, links and votes as their Structs (camelCase keys). The lesson,
-    procedure, link and vote stores default to stores on ``notes.conn`` (votes then
-    disabled, so ``memory.votes.tail`` answers ``[]``). ``memory.links.add`` reports
-    both note ids as changed.
-
-    Errors: ValidationError (code invalid_argument); NotFound (code not_found) for
-    ``memory.lessons.get`` / ``memory.procedures.get`` of an unknown id and for a link
-    to a missing note.
-    """
-    a = decode_args(op, args)
-    conn = notes.conn
-    lessons = lessons if lessons is not None else LessonStore(conn)
-    procedures = procedures if procedures is not None else ProcedureStore(conn)
-    links = links if links is not None else LinkStore(conn)
-    votes = votes if votes is not None else VoteStore(conn)
-    match a:
-        case ProfileSetArgs():
-            before = profiles.get(a.key)
-            fact = profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords,
-                                source=_origin(source), session_id=session, turn_id=turn)
-            stale = (archive_stale(notes, before.value, fact.value)
-                     if before is not None and before.id != fact.id else [])
-            return fact, {"keys": [fact.key], **({"ids": stale} if stale else {})}
-        case KeyArgs() if op == "memory.profile.remove":
-            removed = profiles.remove(a.key)
-            return {"removed": removed}, {"keys": [a.key] if removed else []}
-        case KeyArgs() if op == "memory.profile.purge":
-            versions = profiles.purge(a.key)
-            return ({"removed": versions > 0, "versions": versions},
-                    {"keys": [a.key] if versions else []})
-        case KeyArgs():
-            return profiles.history(a.key), {}
-        case NoArgs():
-            return profiles.list(), {}
-        case NotesStoreArgs():
-            note = notes.store(a.content, tags=a.tags, source=source, scope=a.scope,
-                               working_dir=a.working_dir, session_id=session,
-                               origin=_origin(source), turn_id=turn)
-            return note, {"ids": [note.id]}
-        case NotesRecallArgs():
-            if a.id is not None:
-                note = notes.get(a.id)
-                return ([note] if note is not None else []), {}
-            if a.query is None:
-                raise ValidationError("query", "give either query or id")
-            hits = (recall or notes.recall)(a.query, k=a.k or default_k, scope=a.scope,
-                                            working_dir=a.working_dir, tags=a.tags,
-                                            bump=False)
-            if not defer_bump and hits:
-                notes.bump_recall([n.id for n in hits])
-            return hits, ({"bump": [n.id for n in hits]} if defer_bump else {})
-        case NotesSearchArgs():
-            return notes.recall(a.query, k=a.k or default_k, scope="all", tags=a.tags,
-                                bump=False), {}
-        case ArchiveArgs():
-            found = notes.set_archived(a.id, a.archived)
-            if not found:
-                raise NotFound(f"no note #{a.id}")
-            return notes.get(a.id), {"ids": [a.id]}
-        case IdArgs() if op == "memory.notes.forget":
-            removed = notes.forget(a.id)
-            return {"removed": removed}, {"ids": [a.id] if removed else []}
-        case IdArgs() if op == "memory.lessons.get":
-            lesson = lessons.get(a.id)
-            if lesson is None:
-                raise NotFound(f"no lesson #{a.id}")
-            return lesson, {}
-        case IdArgs() if op == "memory.procedures.get":
-            procedure = procedures.get(a.id)
-            if procedure is None:
-                raise NotFound(f"no procedure #{a.id}")
-            return procedure, {}
-        case DistilledRecallArgs():
-            store = lessons if op == "memory.lessons.recall" else procedures
-            if store is None:
-                raise ValidationError("op", "lessons and procedures are not available")
-            if a.id is not None:
-                row = store.get(a.id)
-                return ([row] if row is not None else []), {}
-            if a.query is None:
-                raise ValidationError("query", "give either query or id")
-            return store.recall(a.query, k=a.k or 2), {}
-        case NotesListArgs():
-            return notes.list(a.limit, a.archived), {}
-        case LimitArgs() if op == "memory.lessons.list":
-            return lessons.list_index(a.limit), {}
-        case LimitArgs() if op == "memory.procedures.list":
-            return procedures.list_index(a.limit), {}
-        case LimitArgs() if op == "memory.votes.tail":
-            return votes.tail(a.limit), {}
-        case LinksListArgs():
-            return links.list_all(a.limit, note_id=a.id), {}
-        case LinksAddArgs():
-            link = links.add(a.from_id, a.to_id, a.kind, a.weight)
-            return link, {"ids": [link.from_id, link.to_id]}
-        case BackupArgs() | ExportArgs() | ImportArgs() if files is None:
-            raise ValidationError("op", f"{op} needs a folder for its files (the daemon's "
-                                        "exports folder, or the CLI's own)")
-        case BackupArgs():
-            return backup_database(conn, a.path, files, overwrite=a.overwrite), {}
-        case ExportArgs():
-            return export_memory(conn, a.path, files, overwrite=a.overwrite), {}
-        case ImportArgs():
-            result = import_memory(notes, a.path, files)
-            return result, {"keys": ["*"] if result["added"]["factVersions"] else [],
-                            "ids": result["noteIds"]}
-        case ContextArgs():
-            if context is not None:
-                return context(a), {}
-            ctx = build_context(profiles, notes, a.message, working_dir=a.working_dir,
-                                links=links, lessons=lessons, procedures=procedures,
-                                bump=False)
-            return context_answer(ctx, render_context(ctx)), {}
-    raise ValidationError("op", f"unhandled memory operation {op!r}")
-
-
-def context_answer(ctx: MemoryContext, sections: dict[str, str]) -> dict[str, Any]:
-    """The ``memory.context`` result: ``text`` (the sections as the prompt tail shows
-    them, "" when memory adds nothing), ``sections`` (name → body) and the items behind
-    them (``profile`` facts, ``recalled`` notes, ``index`` notes, ``lessons`` and
-    ``procedures`` pointers)."""
-    return {"text": context_text(sections), "sections": sections, "profile": ctx.profile,
-            "recalled": ctx.recalled, "index": ctx.index, "lessons": ctx.lessons,
-            "procedures": ctx.procedures}
-
-
-def _origin(source: str) -> str:
-    """The provenance of an op's write: the agent's ``tool`` call, else the ``user``."""
-    return "tool" if source == "agent" else "user"
-
-
 def tool_catalog() -> list[tuple[str, str, dict[str, Any]]]:
     """(name, description, JSON schema of args) for each agent tool, in a fixed order
     (the stable prompt prefix renders it, so the order must never depend on state)."""
@@ -441,6 +270,3 @@ def tool_catalog() -> list[tuple[str, str, dict[str, Any]]]:
         schema = msgspec.json.schema(spec.args)
         out.append((name, spec.description, schema))
     return out
-
-
-ToolRunner = Callable[..., tuple[Any, dict[str, list]]]

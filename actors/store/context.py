@@ -41,19 +41,20 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import apsw
-import msgspec
 import structlog
+
+from actors.policy.standing import reply_rules
 
 from .corrections import superseded_by
 from .dates import TimeWindow, time_window, user_zone
 from .focus import care_items, render_focus, same_day, unknown_people
-from .standing import reply_rules
 from .lessons import LessonPointer, LessonStore
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
 from .procedures import ProcedurePointer, ProcedureStore
-from .profile import ProfileFact, ProfileStore
+from .profile import ProfileStore
 from .recall import build_recall_query
+from .records import MemoryContext
 from .render import (
     estimate_tokens,
     note_day,
@@ -69,48 +70,9 @@ from .render import (
 __all__ = ["MemoryContext", "build_context", "recall_query", "render_context",
            "render_configured", "context_text", "timed_recall"]
 
-log = structlog.get_logger("actors.memory.context")
+log = structlog.get_logger("actors.store.context")
 _INDEX_ID = re.compile(r"^- #(\d+)", re.M)
 T = TypeVar("T")
-
-
-class MemoryContext(msgspec.Struct):
-    """Memory slice for one turn.
-
-    Attributes:
-        profile: gated active profile facts (key order; the renderer orders pinned first).
-        recalled: BM25 hits, best first, each with ``score`` in [0, 1]; then the
-            link-expanded neighbours in BFS order (``score`` None). Ids are unique.
-        index: pointer rows, ``updated_at`` descending, disjoint from the hits by id
-            (a neighbour may be an index row too: :func:`render_context` shows it once).
-        lessons: up to ``memory.lessons.recallK`` lesson pointers, best first.
-        procedures: up to ``memory.procedures.recallK`` procedure pointers, best first.
-        expanded: how many of ``recalled``'s last entries are link-expanded neighbours
-            (:func:`render_context` takes their tokens from the index budget).
-        superseded: ``{note id: newer note id}`` for the recalled and index notes a
-            later note corrects (``corrections.superseded_by``, FC2-05); rendered as
-            ``(superseded by #N)``.
-        session_facts: active facts written in this session, oldest first, at most
-            ``memory.sessionFacts.limit``, none of them in ``profile``.
-        before: ``{profile fact id: the version it replaced}`` for the facts of
-            ``profile`` that have one (``ProfileStore.predecessors``).
-        zone: the user's time zone name from the profile (``timezone``/``time_zone``/
-            ``tz``, any fact, gated or not), None when the profile names none.
-
-    Fields added after the first release have defaults (msgspec schema evolution), so
-    an older peer decodes a newer context and vice versa.
-    """
-
-    profile: list[ProfileFact]
-    recalled: list[Note]
-    index: list[Note]
-    lessons: list[LessonPointer] = msgspec.field(default_factory=list)
-    procedures: list[ProcedurePointer] = msgspec.field(default_factory=list)
-    expanded: int = 0
-    superseded: dict[int, int] = msgspec.field(default_factory=dict)
-    session_facts: list[ProfileFact] = msgspec.field(default_factory=list)
-    before: dict[int, ProfileFact] = msgspec.field(default_factory=dict)
-    zone: str | None = None
 
 
 def recall_query(user_message: str | None) -> str:
@@ -446,7 +408,7 @@ def render_context(
 
     ``focus_items`` (``memory.recallInjection.focusItems``; 0, the default here, = off)
     adds ``"focus"``: the few items most likely to change the answer, which the agent
-    repeats in ``### respond`` next to the question (:mod:`actors.memory.focus`).
+    repeats in ``### respond`` next to the question (:mod:`actors.store.focus`).
     With ``message`` (the user's), ``"care"`` lists the health and diet items shown when
     the message is about food, medicine, exercise or travel, ``"same-day"`` lists what memory has on a day the
     message names and ``"unknown"`` the people it asks about that memory does not mention

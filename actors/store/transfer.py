@@ -46,9 +46,9 @@ from typing import Any, Literal
 import apsw
 import msgspec
 
-from .files import FileRoom
 from .dedup import near_match
 from .errors import ValidationError, optional_text
+from .files import FileRoom
 from .fts import content_key
 from .notes import MemoryStore, validate_content, validate_tags
 from .profile import validate_key, validate_value
@@ -161,7 +161,7 @@ def _now() -> int:
 def export_memory(conn: apsw.Connection, path: str, room: FileRoom, *,
                   overwrite: bool = False) -> dict:
     """Write every fact (with history), note, link, lesson and procedure of ``conn`` to
-    the file ``path`` names in ``room`` (:class:`~actors.memory.files.FileRoom`) as the
+    the file ``path`` names in ``room`` (:class:`~actors.store.files.FileRoom`) as the
     JSON-lines file of the module docstring, through a private temporary file renamed
     into place. Returns ``{"path", "bytes", "counts": {"facts", "factVersions",
     "notes", "links", "lessons", "procedures"}}``.

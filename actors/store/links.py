@@ -22,6 +22,7 @@ import msgspec
 
 from .errors import NotFound, ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
+from .records import Link
 from .schema import write_txn
 
 __all__ = [
@@ -52,29 +53,6 @@ EXPAND_DEPTH_MIN, EXPAND_DEPTH_MAX = 1, 3
 EXPAND_MAX_DEFAULT = 50
 EXPAND_MAX_CEILING = 1000
 LIST_LIMIT_DEFAULT, LIST_LIMIT_MAX = 500, 1000
-
-
-class Link(msgspec.Struct, rename="camel"):
-    """One edge (wire keys ``fromId``, ``toId``, ``kind``, ``weight``, ``createdAt``,
-    ``origin``).
-
-    Attributes:
-        from_id / to_id: note ids (distinct, both existing when written).
-        kind: one of :data:`LINK_KINDS`.
-        weight: in [0, 1].
-        created_at: Unix ms of the last upsert.
-        origin: who wrote it, one of :data:`LINK_ORIGINS`: ``manual`` (the
-            ``memory.links.add`` op), ``similarity`` (links by meaning), ``model`` (the
-            LLM link generator), ``correction`` (a note that negates an older one). A manual upsert makes an edge manual; another writer
-            never takes that back.
-    """
-
-    from_id: int
-    to_id: int
-    kind: str
-    weight: float
-    created_at: int
-    origin: str = "manual"
 
 
 def validate_kind(kind: object, field: str = "kind") -> str:

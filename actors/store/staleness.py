@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import re
 
-from .forgetting import WORD_RE, matches
+from actors.policy.forget import WORD_RE, matches
+
 from .notes import MemoryStore
 
 __all__ = ["archive_stale", "value_words"]

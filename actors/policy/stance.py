@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from actors.memory.relations import RELATIONS
+from actors.policy.relations import RELATIONS
 
 from .grounding import PERSIST
 

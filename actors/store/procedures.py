@@ -12,7 +12,7 @@ executes them. The consolidator creates them later (same call as a lesson, ancho
   (``"description"``, ``"toolHint"``) or ``null`` would become searchable words that
   match every row. The wire / Struct shape is the anchor's ``{description, toolHint}``;
   a stored array of such objects is read as well.
-* Recall, deprecation and listing follow :mod:`actors.memory.lessons` (exact-token BM25,
+* Recall, deprecation and listing follow :mod:`actors.store.lessons` (exact-token BM25,
   active only by default, deprecated rows readable by id). Index order is
   ``updated_at DESC, id DESC`` (the anchor's leading ``vote_score`` key arrives with the
   voting columns, anchor §7.4).
@@ -35,7 +35,6 @@ from .errors import now_ms as _now
 from .lessons import (
     INDEX_LIMIT_DEFAULT,
     CountedTable,
-    LessonPointer,
     INDEX_LIMIT_MAX,
     MAX_TAGS,
     RECALL_K_DEFAULT,
@@ -50,6 +49,7 @@ from .lessons import (
     validate_query,
     vote_rerank,
 )
+from .records import Procedure, ProcedurePointer, ProcedureStep
 from .schema import write_txn
 
 __all__ = [
@@ -67,7 +67,7 @@ __all__ = [
     "format_steps",
 ]
 
-log = structlog.get_logger("actors.memory.procedures")
+log = structlog.get_logger("actors.store.procedures")
 
 #: Limits of anchor §2.8.
 STEP_MAX_CHARS = 240
@@ -81,62 +81,6 @@ _TAG_RE = re.compile(r"[a-z0-9][a-z0-9_\-./]*")
 _INTS = msgspec.json.Decoder(list[int])
 _STRS = msgspec.json.Decoder(list[str])
 _ANY_LIST = msgspec.json.Decoder(list[Any])
-
-
-class ProcedureStep(msgspec.Struct, rename="camel"):
-    """One step: ``{"description": str, "toolHint": str | null}``.
-
-    Attributes:
-        description: trimmed, 1..240 chars.
-        tool_hint: None or 1..64 chars matching ``[A-Za-z0-9][A-Za-z0-9_\\-./]*``.
-    """
-
-    description: str
-    tool_hint: str | None = None
-
-
-ProcedurePointer = LessonPointer
-"""What ``### procedures`` shows of a procedure: never the steps. The same
-pointer shape as a lesson's (id, activation, tags, score), so one Struct serves both."""
-
-
-class Procedure(msgspec.Struct, rename="camel"):
-    """One procedure row (wire keys camelCase: ``parentLessonIds``, ``useCount`` ...).
-
-    Attributes:
-        id: positive row id.
-        activation: trimmed, 1..240 chars.
-        steps: 2..8 :class:`ProcedureStep`.
-        tags: lower-cased, ``[a-z0-9][a-z0-9_\\-./]*``, at most 12 of at most 64 chars.
-        status: ``"active"`` or ``"deprecated"``.
-        success_count / failure_count / use_count: counters.
-        parent_lesson_ids / parent_memory_ids: soft pointers (lists of ids).
-        source: ``"consolidator"`` or ``"manual"``.
-        working_dir: project directory or None.
-        created_at / updated_at / deprecated_at: Unix ms.
-        score: BM25 relevance in [0, 1] on query recall, else None.
-    """
-
-    id: int
-    activation: str
-    steps: list[ProcedureStep]
-    tags: list[str]
-    status: str
-    success_count: int
-    failure_count: int
-    use_count: int
-    parent_lesson_ids: list[int]
-    parent_memory_ids: list[int]
-    source: str
-    working_dir: str | None
-    created_at: int
-    updated_at: int
-    deprecated_at: int | None = None
-    score: float | None = None
-
-    def pointer(self) -> ProcedurePointer:
-        """Project to the ``### procedures`` row (id, activation, tags, score)."""
-        return ProcedurePointer(self.id, self.activation, list(self.tags), self.score)
 
 
 def _step(item: object, n: int) -> ProcedureStep:

@@ -26,8 +26,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from .instructions import reads_as_instruction
-from .relations import RELATIONS
+from actors.policy.instructions import reads_as_instruction
+from actors.policy.relations import RELATIONS
+
 from .notes import Note
 from .profile import ProfileFact
 from .render import clip_preview, neutralise

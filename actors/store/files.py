@@ -13,7 +13,7 @@ touch the disk:
   user says, but never onto the state directory's own files (the live database, its WAL,
   the token), and only regular files.
 
-Every check raises :class:`~actors.memory.errors.ValidationError` (field ``path``, the
+Every check raises :class:`~actors.store.errors.ValidationError` (field ``path``, the
 ``invalid_argument`` reply), never a bare ``ValueError``/``OSError``: a NUL byte or a
 300-character name used to crash the memory actor, and six such frames made the
 supervisor give up. Writes go through a temporary file created with ``O_EXCL`` beside the

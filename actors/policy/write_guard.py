@@ -3,7 +3,7 @@
 A small model answering "What is the capital of Australia?" may call
 ``memory.notes.store`` with "The capital of Australia is Canberra", or remove a fact
 nobody asked it to forget. :func:`refusal` applies to the agent's write tools what
-reflection applies to its own output (:mod:`actors.reflection.plan`): no write unless
+reflection applies to its own output (:mod:`actors.reflection.plan`, through this package's guards): no write unless
 the user asked to remember something (:data:`EXPLICIT`; otherwise reflection extracts
 facts after the turn, with its canonical keys and supersede), no write from a question, small talk, a one-off instruction or a message about nobody; no fact or note
 the user's words do not ground, none about another person stored as the user's, no
@@ -17,13 +17,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from actors.reflection.forget import CHANGE, forget_intent
-from actors.reflection.grounding import filter_ungrounded
-from actors.reflection.parser import ParsedFact, ParsedNote
-from actors.reflection.keys import holds_value, spell_out
-from actors.reflection.plan import (from_instruction, instruction_sentences, sentence_with,
-                                   skip_reason)
-from actors.reflection.stance import clauses, judge
+from .candidates import ParsedFact, ParsedNote
+from .forget import CHANGE, forget_intent
+from .grounding import filter_ungrounded
+from .instructions import from_instruction, instruction_sentences, sentence_with
+from .keys import holds_value, spell_out
+from .skip import skip_reason
+from .stance import clauses, judge
 
 __all__ = ["EXPLICIT", "WRITE_TOOLS", "REMOVE_TOOLS", "may_remove", "may_write", "refusal",
            "stores_an_instruction"]
@@ -79,7 +79,7 @@ def spelled_call(tool: str, args: dict[str, Any], user_message: str
                  ) -> tuple[str, dict[str, Any]]:
     """The call to run for a ``memory.profile.set`` whose key holds its value
     (``{"key": "allergy_peanuts", "value": "yes"}``): the fact spelled out in the user's
-    words (``allergy=peanuts``, :func:`actors.reflection.keys.spell_out`), else a
+    words (``allergy=peanuts``, :func:`actors.policy.keys.spell_out`), else a
     ``memory.notes.store`` of the user's sentence ("The user said: My partner Sam is
     vegetarian."), the same the reflection keeps. Any other call, or one whose sentence
     cannot be found, is returned unchanged. Pure; never raises."""

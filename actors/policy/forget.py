@@ -24,7 +24,27 @@ from __future__ import annotations
 
 import re
 
-from actors.memory.forgetting import WORD_RE, matches
+
+WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
+"""A word, with inner hyphens and apostrophes (``falcon-2``, ``user's``)."""
+
+
+def _forms(word: str) -> set[str]:
+    if len(word) > 3 and word.endswith("s"):
+        return {word, word[:-1]}
+    return {word, word + "s"}
+
+
+def matches(words: list[str], text: str) -> bool:
+    """Whether ``text`` (a fact as ``"key value"``, ``_`` read as a space, or a note)
+    holds every one of ``words`` as a whole word, case-insensitively, a plural ``s``
+    either way. An empty ``words`` matches nothing."""
+    if not words:
+        return False
+    have = {w.lower().replace("’", "'").removesuffix("'s")
+            for w in WORD_RE.findall(text.replace("_", " "))}
+    return all(_forms(w.lower()) & have for w in words)
+
 
 __all__ = ["CHANGE", "dropped_values", "forget_intent", "matches", "request_targets",
            "target_words"]

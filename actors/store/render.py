@@ -23,9 +23,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Protocol
 
+from actors.policy.instructions import INERT, inert, reads_as_instruction
+
 from .dates import day_note, relative_to_now, written_date
 from .fts import contains_cjk, fold_latin
-from .instructions import INERT, inert, reads_as_instruction
 from .notes import Note
 from .profile import ProfileFact
 

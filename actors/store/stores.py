@@ -1,0 +1,144 @@
+"""Every store over one SQLite file, opened the one way the actor, the offline CLI, the
+recovery tool and the benchmarks share.
+
+:func:`open_or_quarantine` opens (or quarantines a corrupt file and starts afresh),
+:func:`open_stores` builds each store with the caps and policies of ``memory.*`` config,
+:func:`open_reader` gives the second, read-only connection, and :func:`file_stats` is
+what ``memory stats`` reports of the file itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import apsw
+import structlog
+
+from runtime.services.config import MemoryConfig
+
+from .errors import DatabaseCorrupt
+from .lessons import LessonStore
+from .links import LinkStore
+from .notes import MemoryStore
+from .procedures import ProcedureStore
+from .profile import ProfileStore
+from .schema import SCHEMA_VERSION, open_database, user_version
+from .vectors import VectorStore
+from .votes import VoteStore
+
+log = structlog.get_logger()
+
+
+READ_BUSY_TIMEOUT_MS = 100
+"""Busy timeout (ms) of the read connection: past it a read is retried on the
+writer path (whose timeout is ``schema.BUSY_TIMEOUT_MS``) instead of blocking the
+actor's event loop."""
+
+
+def open_or_quarantine(path: Path) -> tuple[apsw.Connection, str | None]:
+    """Open the database; a corrupt file is moved aside first.
+
+    Besides what :func:`open_database` always detects (not a database, unreadable
+    schema), ``check=True`` runs ``PRAGMA quick_check`` before any migration (≈10 ms per
+    MB; the default cap of 1,000 notes keeps the file at a few MB), so a file with a bad
+    page is quarantined — and can be salvaged with ``memory recover`` — instead of
+    failing request by request.
+
+    Returns (connection, quarantined path or None). SchemaTooNew propagates.
+    """
+    try:
+        return open_database(str(path), check=True), None
+    except DatabaseCorrupt as exc:
+        moved = path.with_name(f"{path.name}.corrupt-{int(time.time() * 1000)}")
+        os.replace(path, moved)
+        for suffix in ("-wal", "-shm"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                os.replace(side, moved.with_name(moved.name + suffix))
+        log.error("memory.quarantined", path=str(path), moved_to=str(moved), error=str(exc))
+        return open_database(str(path)), str(moved)
+
+
+@dataclass(frozen=True)
+class StoreSet:
+    """Every store over one connection, built with the ``memory.*`` config."""
+
+    conn: apsw.Connection
+    profiles: ProfileStore
+    notes: MemoryStore
+    votes: VoteStore
+    lessons: LessonStore
+    procedures: ProcedureStore
+    links: LinkStore
+    vectors: VectorStore
+
+    @classmethod
+    def of(cls, profiles: ProfileStore, notes: MemoryStore) -> StoreSet:
+        """The given profile and note stores with the other stores on ``notes.conn`` at
+        their defaults (votes disabled: ``memory.votes.tail`` answers ``[]``), for a
+        caller that built those two with its own caps."""
+        conn = notes.conn
+        return cls(conn=conn, profiles=profiles, notes=notes, votes=VoteStore(conn),
+                   lessons=LessonStore(conn), procedures=ProcedureStore(conn),
+                   links=LinkStore(conn), vectors=VectorStore(conn))
+
+
+def open_stores(conn: apsw.Connection, m: MemoryConfig) -> StoreSet:
+    """The stores of ``conn`` with every cap and policy from ``memory.*`` config: the
+    one place the actor (writer and read connection) and the offline CLI build them."""
+    return StoreSet(
+        conn=conn,
+        profiles=ProfileStore(conn, max_unpinned=m.profile.max_entries,
+                              pinned_budget_chars=m.profile.pinned_budget_chars),
+        notes=MemoryStore(conn, max_entries=m.notes.max_entries,
+                          max_content_chars=m.notes.max_content_chars,
+                          near_threshold=(m.notes.dedup_threshold
+                                          if m.notes.dedup_threshold < 1 else None),
+                          eviction=m.notes.eviction),
+        votes=VoteStore(conn, enabled=m.voting.enabled, max_rows=m.voting.event_log_max_rows),
+        lessons=LessonStore(conn),
+        procedures=ProcedureStore(conn),
+        links=LinkStore(conn),
+        vectors=VectorStore(conn),
+    )
+
+
+def file_stats(s: StoreSet, m: MemoryConfig) -> dict[str, Any]:
+    """What ``memory.stats`` reports of the file itself (counts, schema, the embedding
+    model's vectors), the same with or without a daemon: the memory actor adds the
+    query embedder's state, the quarantine and the last storage error; the offline CLI
+    adds ``offline: true``."""
+    one = lambda sql: s.conn.execute(sql).fetchall()[0][0]  # noqa: E731
+    model = m.embeddings.model
+    return {
+        "schemaVersion": user_version(s.conn),
+        "supportedSchemaVersion": SCHEMA_VERSION,
+        "profileFacts": one("SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL"),
+        "profileHistoryRows": one("SELECT count(*) FROM profile_facts"),
+        "notes": s.notes.count(),
+        "notesCap": m.notes.max_entries,
+        "embeddings": {
+            "enabled": m.embeddings.enabled,
+            "provider": m.embeddings.provider,
+            "model": model,
+            "vectors": s.vectors.count(model),
+            "otherModelVectors": s.vectors.count_other_models(model),
+        },
+        "lessons": {"active": s.lessons.count_active(), "total": s.lessons.count_all()},
+        "procedures": {"active": s.procedures.count_active(),
+                       "total": s.procedures.count_all()},
+        "links": s.links.count(),
+        "votes": {"enabled": s.votes.enabled, "events": s.votes.count()},
+    }
+
+
+def open_reader(path: Path) -> apsw.Connection:
+    """A second connection to the (already migrated) file for reads on the trio
+    thread; busy timeout :data:`READ_BUSY_TIMEOUT_MS`."""
+    conn = open_database(str(path), apply_migrations=False)
+    conn.setbusytimeout(READ_BUSY_TIMEOUT_MS)
+    return conn
