@@ -33,11 +33,12 @@ import trio
 
 from actors.agent.now import now_line
 from actors.agent.prompt import REPLY_GRAMMAR, STABLE_PREFIX, TailInput, build_tail
-from actors.memory import render
-from actors.store.context import build_context, render_context
+from actors.store import render
+from actors.store.context import RecallPlan, RenderBudget, build_context, render_context
 from actors.store.notes import MemoryStore
 from actors.store.profile import ProfileStore
 from actors.store.schema import open_database
+from actors.store.stores import StoreSet
 from bench._results import machine_line, publish, utc_now
 from bench.locomo_temporal import DATA, build_export, questions, score
 from runtime.services.llm import chat_prompt
@@ -93,13 +94,13 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             async with httpx.AsyncClient(timeout=600) as http:
                 for i, q in enumerate(qs):
                     profiles, notes = by_conv[q["sample"]]
-                    ctx = build_context(profiles, notes, q["question"], working_dir=None, k=3,
-                                        index_limit=20, bump=False)
+                    ctx = build_context(StoreSet.of(profiles, notes), q["question"],
+                                        RecallPlan(k=3, index_limit=20), bump=False)
                     for name, (line, recalled_dates, index_dates) in VARIANTS.items():
                         render._note_line = line
                         try:
-                            sections = render_context(ctx, dates=recalled_dates,
-                                                      index_dates=index_dates)
+                            sections = render_context(ctx, RenderBudget(dates=recalled_dates,
+                                                                        index_dates=index_dates))
                         finally:
                             render._note_line = _DEFAULT_LINE
                         tail = build_tail(TailInput(

@@ -51,9 +51,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 
-from actors.memory import recall
-from bench import locomo_rankers as rankers
-from bench.locomo_metrics import SESSION_KS, miss_kinds, ndcg, session_metrics
+from actors.store import recall
 from actors.store.fts import query_terms, quote_terms
 from actors.store.hybrid import KEYWORD_POOL_PER_K
 from actors.store.notes import _COLS, MemoryStore
@@ -64,7 +62,9 @@ from actors.store.recall import (
     ranked_search,
 )
 from actors.store.schema import open_database
+from bench import locomo_rankers as rankers
 from bench._results import machine_line, publish, utc_now
+from bench.locomo_metrics import SESSION_KS, miss_kinds, ndcg, session_metrics
 
 SECTION = "## LoCoMo retrieval"
 DATA = Path(__file__).resolve().parent / "data" / "locomo-dev.json"

@@ -26,7 +26,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from actors.memory import recall
+from actors.store import recall
 from actors.store.fts import index_text, query_terms
 from actors.store.hybrid import KEYWORD_POOL_PER_K, cosine_scores, hybrid_recall
 from actors.store.notes import K_MAX, MemoryStore

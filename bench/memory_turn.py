@@ -28,11 +28,12 @@ import trio
 
 from actors import actor_spec
 from actors.agent.sessions import Message, SessionStore
-from actors.store.context import MemoryContext, build_context, render_context
 from actors.memory.messages import BuildContext
+from actors.store.context import MemoryContext, build_context, render_context
 from actors.store.notes import MemoryStore
 from actors.store.profile import ProfileStore
 from actors.store.schema import open_database
+from actors.store.stores import StoreSet
 from bench._results import machine_line, percentile, publish, utc_now
 from runtime import open_supervisor
 from runtime.services.config import ActorBoot, Config
@@ -80,7 +81,7 @@ def run_in_process(db: Path, sessions: SessionStore, queries: list[str], turns: 
     for i in range(turns):
         q = queries[i % len(queries)]
         t0 = time.perf_counter()
-        render(build_context(profiles, notes, q, working_dir=None))
+        render(build_context(StoreSet.of(profiles, notes), q))
         persist(sessions, state, q)
         out.append((time.perf_counter() - t0) * 1000)
     conn.close()
@@ -106,7 +107,8 @@ async def run_daemon(state_dir: Path, sessions: SessionStore, queries: list[str]
 
 def main(argv: list[str] | None = None) -> int:
     """Run both variants interleaved in one process; print and record the table."""
-    p = argparse.ArgumentParser(prog="python -m bench.memory_turn", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.memory_turn",
+                                description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="200 turns, no RESULTS.md write")
     p.add_argument("--notes", type=int, default=1000)
     p.add_argument("--turns", type=int, default=None)

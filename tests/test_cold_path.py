@@ -16,19 +16,20 @@ import time
 import pytest
 import trio
 
-from actors.memory import cold
+from actors.reflection.distill import DistillError, distill_grammar, parse_distill
+from actors.reflection.linkgen import link_grammar, parse_links
+from actors.reflection.voting import parse_votes, vote_grammar
+from actors.store import cold
 from actors.store.cold import Cluster, VoteIn
-from actors.store.context import build_context
+from actors.store.context import RecallPlan, build_context
 from actors.store.lessons import LessonStore
 from actors.store.links import LinkStore
 from actors.store.notes import MemoryStore
 from actors.store.procedures import ProcedureStep, ProcedureStore
 from actors.store.profile import ProfileStore
 from actors.store.schema import open_database
+from actors.store.stores import StoreSet
 from actors.store.votes import VoteStore
-from actors.reflection.distill import DistillError, distill_grammar, parse_distill
-from actors.reflection.linkgen import link_grammar, parse_links
-from actors.reflection.voting import parse_votes, vote_grammar
 from tests.daemon import REPO
 
 DAY = 86_400_000
@@ -131,9 +132,9 @@ def test_downvoted_profile_fact_leaves_the_prompt_and_downvoted_note_is_evicted_
     votes = VoteStore(conn, enabled=True)
     cold.apply_votes(conn, votes, [VoteIn("profile", fact.id, -1)] * 3
                      + [VoteIn("memory", lose, -1)], cap=50)
-    ctx = build_context(profiles, notes, "hello", working_dir=None, profile_vote_floor=-3)
+    ctx = build_context(StoreSet.of(profiles, notes), "hello", RecallPlan(profile_vote_floor=-3))
     assert ctx.profile == []
-    assert build_context(profiles, notes, "hello", working_dir=None).profile[0].key == "city"
+    assert build_context(StoreSet.of(profiles, notes), "hello").profile[0].key == "city"
     notes.store("a third note")
     assert notes.get(lose) is None and notes.get(keep) is not None
 

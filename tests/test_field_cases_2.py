@@ -25,7 +25,9 @@ import msgspec
 import pytest
 import trio
 
-from actors.memory import cold
+from actors.reflection.parser import parse_reflection
+from actors.reflection.plan import plan_reflection
+from actors.store import cold
 from actors.store.clock import CLOCK, WallClock
 from actors.store.context import build_context, render_context
 from actors.store.corrections import polarity
@@ -36,8 +38,7 @@ from actors.store.links import LinkStore
 from actors.store.notes import MemoryStore
 from actors.store.profile import ProfileStore
 from actors.store.schema import open_database
-from actors.reflection.parser import parse_reflection
-from actors.reflection.plan import plan_reflection
+from actors.store.stores import StoreSet
 from runtime.kernel import unicode
 from runtime.services.config import ActorBoot, Config
 from runtime.shell.client import ClientError, open_client
@@ -94,7 +95,8 @@ def test_the_cases_windows():
     assert reasons(a) == {"name": "ungrounded_identity", "home_city": "third_person"}
     b1 = plan("My name is Sam and my son is Leo.", "SET name=Leo\n")
     assert b1.facts == [] and reasons(b1)["name"] == "ungrounded_identity"
-    b2 = plan("My name is Sam and my son is Leo.", "SET name=Sam\nNOTE Son is called Leo [family]\n")
+    b2 = plan("My name is Sam and my son is Leo.",
+              "SET name=Sam\nNOTE Son is called Leo [family]\n")
     assert [(f.key, f.value) for f in b2.facts] == [("name", "Sam")]
     assert [n.body for n in b2.notes] == ["Son is called Leo"]
     reply = "Trattoria Luigi on Rue Mercière is good, and their tiramisu is famous."
@@ -229,8 +231,7 @@ def test_corrections_are_stored_linked_ranked_first_and_marked(store):
     assert [n.id for n in store.recall("Acme data engineer", bump=False)][0] == new["work"].id
     # The prompt never shows the two as equally current: with its correction shown, the
     # old statement is left out; shown without it, it is marked.
-    ctx = build_context(ProfileStore(store.conn), store, "penicillin", working_dir=None,
-                        links=links)
+    ctx = build_context(StoreSet.of(ProfileStore(store.conn), store, links=links), "penicillin")
     bodies = render_context(ctx)
     assert bodies["recalled"].splitlines() == [
         f"- #{new['allergy'].id} [health] {CORRECTIONS['allergy']}"]
@@ -784,7 +785,7 @@ async def test_a_client_that_reconnects_reads_the_reply_of_the_turn_it_left(tmp_
 
 
 def test_a_pasted_log_ors_a_bounded_number_of_terms_and_rare_words_still_count(store):
-    from actors.memory import recall
+    from actors.store import recall
 
     for i in range(30):
         store.store(f"User prefers tea number {i} at the station")
@@ -802,7 +803,7 @@ def test_a_pasted_log_ors_a_bounded_number_of_terms_and_rare_words_still_count(s
 
 
 def test_a_search_over_its_time_budget_is_cut_short_and_counted(store, monkeypatch):
-    from actors.memory import recall
+    from actors.store import recall
 
     for i in range(50):
         store.store(f"note {i} about the garden and its tomatoes")

@@ -152,10 +152,11 @@ async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_clean
 
 def test_vector_side_errors_fall_back_to_keyword_recall(conn, monkeypatch):
     from actors.memory import actor as memory_actor
+    from actors.store.stores import open_stores
     from actors.store.query_embedder import QueryEmbedder
     from runtime.services.config import Config
 
-    stores = memory_actor.open_stores(conn, Config().memory)
+    stores = open_stores(conn, Config().memory)
     stores.notes.store("I prefer pytest for unit work")
 
     class Broken(QueryEmbedder):

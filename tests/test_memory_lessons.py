@@ -17,7 +17,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from actors.agent.prompt import TailInput, build_tail
-from actors.store.context import MemoryContext, build_context, render_context
+from actors.memory.ops import OPS, TOOL_NAMES
+from actors.memory.router import run_op
+from actors.store.context import (MemoryContext, RecallPlan, RenderBudget, build_context,
+                                  render_context)
 from actors.store.errors import NotFound, ValidationError
 from actors.store.lessons import Lesson, LessonPointer, LessonStore, clean_tags
 from actors.store.notes import MemoryStore
@@ -36,8 +39,6 @@ from actors.store.render import (
     render_lessons,
     render_procedures,
 )
-from actors.memory.ops import OPS, TOOL_NAMES
-from actors.memory.router import run_op
 from actors.store.stores import StoreSet
 from actors.store.votes import VoteStore
 from runtime.services.config import Config, ConfigError, parse_config
@@ -203,7 +204,8 @@ def test_hostile_queries_never_raise(lessons, procedures, query):
     assert isinstance(procedures.recall(query), list)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=200))
 def test_any_text_is_a_safe_query(lessons, text):
     assert isinstance(lessons.recall(text), list)
@@ -221,7 +223,8 @@ def test_create_procedure_and_read_back(procedures):
     proc = procedures.create(" When releasing ", STEPS, tags=["Release/X", "bad tag", "a.b"],
                              parent_lesson_ids=[2, 2], parent_memory_ids=[5], now_ms=7)
     assert proc.activation == "When releasing"
-    assert proc.steps == [ProcedureStep("Run the test suite"), ProcedureStep("Publish the wheel", "twine")]
+    assert proc.steps == [ProcedureStep("Run the test suite"), ProcedureStep("Publish the wheel",
+                                                                             "twine")]
     assert proc.tags == ["release/x", "a.b"]
     assert (proc.parent_lesson_ids, proc.parent_memory_ids) == ([2], [5])
     assert proc.source == "consolidator" and proc.use_count == 0 and proc.status == "active"
@@ -358,9 +361,9 @@ def test_context_recalls_lesson_and_procedure_pointers(conn, lessons, procedures
     les = lessons.create("When deploying to staging", "Run baseline", parent_ids=[1])
     proc = procedures.create("When deploying a release", STEPS, tags=["release"])
     lessons.create("When cooking pasta", "Salt", parent_ids=[1])
-    ctx = build_context(ProfileStore(conn), MemoryStore(conn), "deploying to staging?",
-                        working_dir=None, lessons=lessons, lessons_k=2,
-                        procedures=procedures, procedures_k=2)
+    both = StoreSet.of(ProfileStore(conn), MemoryStore(conn), lessons=lessons,
+                       procedures=procedures)
+    ctx = build_context(both, "deploying to staging?", RecallPlan(lessons_k=2, procedures_k=2))
     assert [x.id for x in ctx.lessons] == [les.id]
     assert all(isinstance(x, LessonPointer) for x in ctx.lessons)
     assert [x.id for x in ctx.procedures] == [proc.id]
@@ -369,11 +372,10 @@ def test_context_recalls_lesson_and_procedure_pointers(conn, lessons, procedures
     assert bodies["procedures"] == f">{proc.id} [release] When deploying a release"
     assert list(bodies) == ["lessons", "procedures"]
     # Disabled channels (k = 0) and zero budgets give nothing.
-    off = build_context(ProfileStore(conn), MemoryStore(conn), "deploying", working_dir=None,
-                        lessons=lessons, lessons_k=0, procedures=procedures, procedures_k=0)
+    off = build_context(both, "deploying", RecallPlan(lessons_k=0, procedures_k=0))
     assert off.lessons == [] and off.procedures == []
-    assert "lessons" not in render_context(ctx, lessons_max_tokens=0)
-    assert "procedures" not in render_context(ctx, procedures_max_tokens=0)
+    assert "lessons" not in render_context(ctx, RenderBudget(lessons_max_tokens=0))
+    assert "procedures" not in render_context(ctx, RenderBudget(procedures_max_tokens=0))
 
 
 def test_context_lesson_failure_degrades_to_empty(conn):
@@ -381,8 +383,8 @@ def test_context_lesson_failure_degrades_to_empty(conn):
         def recall(self, *a, **kw):
             raise RuntimeError("boom")
 
-    ctx = build_context(ProfileStore(conn), MemoryStore(conn), "deploying", working_dir=None,
-                        lessons=Broken(conn), lessons_k=2)
+    ctx = build_context(StoreSet.of(ProfileStore(conn), MemoryStore(conn), lessons=Broken(conn)),
+                        "deploying", RecallPlan(lessons_k=2))
     assert ctx.lessons == []
 
 

@@ -13,14 +13,15 @@ import math
 import msgspec
 import pytest
 
-from actors.store.context import build_context, render_context
+from actors.memory.router import OpCall, run_op
+from actors.store.context import RecallPlan, RenderBudget, TurnScope, build_context, render_context
 from actors.store.errors import NotFound, ValidationError
 from actors.store.links import LINK_KINDS, Link, LinkStore, clamp_weight
 from actors.store.notes import MemoryStore
 from actors.store.profile import ProfileStore
-from actors.memory.router import OpCall, run_op
-from actors.store.stores import StoreSet
 from actors.store.render import estimate_tokens
+from actors.store.stores import StoreSet
+from runtime.services.config import MemoryConfig
 
 
 @pytest.fixture
@@ -215,9 +216,9 @@ def test_expand_isolated_note(notes, links):
 # -- the per-turn context ------------------------------------------------------
 
 
-def context(conn, links, message, **kw):
-    kw.setdefault("working_dir", None)
-    return build_context(ProfileStore(conn), MemoryStore(conn), message, links=links, **kw)
+def context(conn, links, message, working_dir=None, **plan):
+    return build_context(StoreSet.of(ProfileStore(conn), MemoryStore(conn), links=links), message,
+                         RecallPlan(**plan), TurnScope(working_dir=working_dir))
 
 
 def test_context_appends_neighbours_once_without_duplicates(conn, notes, links):
@@ -244,10 +245,10 @@ def test_context_appends_neighbours_once_without_duplicates(conn, notes, links):
     bodies = render_context(ctx)
     assert len(bodies["recalled"].splitlines()) == 2
     assert f"- #{near} backups at midnight" in bodies["memory-index"].splitlines()
-    assert bodies["memory-index"] == render_context(
-        context(conn, links, "staging", max_expanded=0))["memory-index"]
+    assert bodies["memory-index"] == render_context(context(conn, links, "staging",
+                                                            max_expanded=0))["memory-index"]
     # With the index off, the neighbour is shown in ### recalled.
-    body = render_context(ctx, index_max_tokens=0)["recalled"]
+    body = render_context(ctx, RenderBudget(index_max_tokens=0))["recalled"]
     assert body.splitlines()[2] == f"- #{near} backups at midnight"
 
 
@@ -300,7 +301,8 @@ def test_context_links_disabled_or_no_hits(conn, notes, links):
     near = notes.store("beta").id
     links.add(hit, near)
     assert [n.id for n in context(conn, links, "alpha", max_expanded=0).recalled] == [hit]
-    assert [n.id for n in context(conn, None, "alpha", max_expanded=12).recalled] == [hit]
+    plan = RecallPlan.from_config(msgspec.convert({"links": {"enabled": False}}, MemoryConfig))
+    assert plan.max_expanded == 0  # links switched off in config expand nothing
     assert context(conn, links, "zzz", max_expanded=12).recalled == []
 
 

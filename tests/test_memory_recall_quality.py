@@ -268,7 +268,7 @@ def test_ascii_fast_path_of_query_terms_is_exact(text):
 def test_common_term_split_adds_exactly_fts5_bm25(conn, monkeypatch):
     """On large indexes common words only score the notes the rare words pooled; their
     share is computed in Python and must equal what FTS5's bm25() gives them."""
-    from actors.memory import recall
+    from actors.store import recall
 
     store = MemoryStore(conn, dedup=False)
     words = ["alpha", "bravo", "common", "shared", "zulu", "yankee", "xray"]

@@ -11,7 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.store.context import MemoryContext, build_context, recall_query, render_context
+from actors.store.context import (MemoryContext, RecallPlan, TurnScope, build_context,
+                                  recall_query, render_context)
 from actors.store.notes import MemoryStore, Note
 from actors.store.profile import ProfileFact, ProfileStore
 from actors.store.render import (
@@ -28,6 +29,7 @@ from actors.store.render import (
     truncate_to_tokens,
 )
 from actors.store.schema import open_database
+from actors.store.stores import StoreSet
 
 
 def fact(key, value, *, pinned=True, keywords=(), fid=1):
@@ -278,13 +280,13 @@ def test_context_dedups_recalled_from_index(stores):
     others = [notes.store(f"unrelated note {i}", now_ms=10 + i) for i in range(5)]
     profiles.set("name", "Alex")
     profiles.set("diet", "vegan", pinned=False, keywords=["food"])
-    ctx = build_context(profiles, notes, "Where does my sister live? Lyon?", working_dir=None)
+    ctx = build_context(StoreSet.of(profiles, notes), "Where does my sister live? Lyon?")
     assert isinstance(ctx, MemoryContext)
     assert [n.id for n in ctx.recalled] == [lyon.id]
     assert lyon.id not in {n.id for n in ctx.index}
     assert {n.id for n in ctx.index} == {n.id for n in others}
     assert [f.key for f in ctx.profile] == ["name"]
-    ctx = build_context(profiles, notes, "food ideas", working_dir=None, index_limit=2)
+    ctx = build_context(StoreSet.of(profiles, notes), "food ideas", RecallPlan(index_limit=2))
     assert {f.key for f in ctx.profile} == {"name", "diet"}
     assert len(ctx.index) == 2
 
@@ -292,14 +294,15 @@ def test_context_dedups_recalled_from_index(stores):
 def test_context_bumps_once_and_survives_recall_errors(stores, monkeypatch):
     profiles, notes, conn = stores
     a = notes.store("coffee order oat flat white")
-    build_context(profiles, notes, "coffee", working_dir=None)
-    assert conn.execute("SELECT recall_count FROM memories WHERE id = ?", (a.id,)).fetchall() == [(1,)]
+    build_context(StoreSet.of(profiles, notes), "coffee")
+    assert conn.execute("SELECT recall_count FROM memories WHERE id = ?",
+                        (a.id,)).fetchall() == [(1,)]
 
     def boom(*_args, **_kwargs):
         raise RuntimeError("fts exploded")
 
     monkeypatch.setattr(notes, "recall", boom)
-    ctx = build_context(profiles, notes, "coffee", working_dir=None)
+    ctx = build_context(StoreSet.of(profiles, notes), "coffee")
     assert ctx.recalled == [] and [n.id for n in ctx.index] == [a.id]
 
 
@@ -307,11 +310,11 @@ def test_context_long_and_hostile_messages(stores):
     profiles, notes, _ = stores
     a = notes.store("Lyon hospital nurse")
     long_msg = "Lyon " + "blah " * 300
-    ctx = build_context(profiles, notes, long_msg, working_dir=None)
+    ctx = build_context(StoreSet.of(profiles, notes), long_msg)
     assert [n.id for n in ctx.recalled] == [a.id]
     assert len(recall_query(long_msg)) <= 500
     for msg in ["", "   ", '"NEAR(" AND ***', "🙂"]:
-        ctx = build_context(profiles, notes, msg, working_dir=None)
+        ctx = build_context(StoreSet.of(profiles, notes), msg)
         assert ctx.recalled == [] and [n.id for n in ctx.index] == [a.id]
 
 
@@ -320,21 +323,22 @@ def test_context_working_dir_and_disabled_sections(stores):
     g = notes.store("deploy with make")
     p = notes.store("deploy with pnpm", scope="project", working_dir="/p")
     q = notes.store("deploy with cargo", scope="project", working_dir="/q")
-    ctx = build_context(profiles, notes, "deploy", working_dir="/p", k=5)
+    ctx = build_context(StoreSet.of(profiles, notes), "deploy", RecallPlan(k=5),
+                        TurnScope(working_dir="/p"))
     assert {n.id for n in ctx.recalled} == {g.id, p.id}
     assert q.id not in {n.id for n in ctx.index}
-    ctx = build_context(profiles, notes, "deploy", working_dir=None, k=0, index_limit=0)
+    ctx = build_context(StoreSet.of(profiles, notes), "deploy", RecallPlan(k=0, index_limit=0))
     assert ctx.recalled == [] and ctx.index == []
 
 
 def test_render_context_sections(stores):
     profiles, notes, _ = stores
-    empty = build_context(profiles, notes, "anything", working_dir=None)
+    empty = build_context(StoreSet.of(profiles, notes), "anything")
     assert render_context(empty) == {}
     lyon = notes.store("Sister lives in Lyon\n### respond", tags=["family"])
     other = notes.store("Bought new running shoes")
     profiles.set("name", "Alex")
-    sections = render_context(build_context(profiles, notes, "Lyon", working_dir=None))
+    sections = render_context(build_context(StoreSet.of(profiles, notes), "Lyon"))
     assert list(sections) == ["memory-index", "recalled", "profile"]
     assert sections["recalled"].startswith(f"- #{lyon.id} [family] Sister lives in Lyon #")
     assert "##" not in sections["recalled"]

@@ -13,12 +13,13 @@ from datetime import datetime, timezone
 import msgspec
 import pytest
 
-from actors.store.context import build_context, render_configured, render_context
+from actors.store.context import RecallPlan, RenderBudget, TurnScope, build_context, render_context
 from actors.store.dates import written_date
 from actors.store.notes import MemoryStore, Note
 from actors.store.profile import ProfileStore
 from actors.store.render import estimate_tokens, render_index, render_recalled
 from actors.store.schema import open_database
+from actors.store.stores import StoreSet
 from runtime.services.config import Config
 
 
@@ -80,9 +81,9 @@ def test_a_fact_that_replaced_another_shows_its_earlier_value_and_since_when(sto
     profiles.set("pet", "Rex", pinned=True, now_ms=ms(2026, 1, 1))
     profiles.remove("pet", now_ms=ms(2026, 2, 1))
     profiles.set("pet", "Milo", pinned=True, now_ms=ms(2026, 3, 1))  # forgotten stays so
-    ctx = build_context(profiles, notes, "where did I live before?", working_dir=None,
-                        profile_history=True)
-    body = render_context(ctx, profile_dates=True)["profile"]
+    ctx = build_context(StoreSet.of(profiles, notes), "where did I live before?",
+                        RecallPlan(profile_history=True))
+    body = render_context(ctx, RenderBudget(profile_dates=True))["profile"]
     # a re-write of the same value is walked past: Lyon is still the value before
     assert "- home_city: Berlin (since 3 Nov 2026; before: Lyon)" in body.splitlines()
     assert "- pet: Milo" in body.splitlines()
@@ -96,30 +97,32 @@ def test_session_facts_are_this_sessions_newest_facts_not_shown_in_the_profile(s
                      session_id="s1", now_ms=ms(2026, 12, 1, 10, i))
     profiles.set("employer", "Acme", pinned=False, keywords=["work"], session_id="s2")
     profiles.set("name", "Dana", pinned=True, session_id="s1")  # in ### profile already
-    ctx = build_context(profiles, notes, "what is my dog called?", working_dir=None,
-                        session="s1", session_facts_limit=4)
+    ctx = build_context(StoreSet.of(profiles, notes), "what is my dog called?",
+                        RecallPlan(session_facts_limit=4), TurnScope(session="s1"))
     assert [f.key for f in ctx.session_facts] == ["thesis_due", "car", "gym"]  # dog: gated in
     assert [f.key for f in ctx.profile] == ["dog_name", "name"]
     body = render_context(ctx)["session-facts"]
     assert body.splitlines() == ["- thesis_due: value 2", "- car: value 3", "- gym: value 4"]
-    assert build_context(profiles, notes, "hi", working_dir=None, session="s3",
-                         session_facts_limit=8).session_facts == []
-    assert render_context(ctx, session_facts_max_tokens=0).get("session-facts") is None
+    assert build_context(StoreSet.of(profiles, notes), "hi", RecallPlan(session_facts_limit=8),
+                         TurnScope(session="s3")).session_facts == []
+    assert render_context(ctx,
+                          RenderBudget(session_facts_max_tokens=0)).get("session-facts") is None
 
 
 def test_the_configuration_turns_each_part_on_and_off(stores):
     profiles, notes = stores
     notes.store("Caroline went to the support group yesterday", now_ms=ms(2023, 5, 8, 13))
     profiles.set("timezone", "Asia/Tokyo", pinned=True, session_id="s1")
-    ctx = build_context(profiles, notes, "support group", working_dir=None, session="s1",
-                        session_facts_limit=8)
+    ctx = build_context(StoreSet.of(profiles, notes), "support group",
+                        RecallPlan(session_facts_limit=8), TurnScope(session="s1"))
     assert ctx.zone == "Asia/Tokyo"
-    on = render_configured(ctx, Config().memory)
+    on = render_context(ctx, RenderBudget.from_config(Config().memory))
     assert on["recalled"] == (
         "- #1 8 May 2023: Caroline went to the support group yesterday (7 May 2023)")
     off = msgspec.convert({"recallInjection": {"showDates": False},
                            "index": {"showDates": False}}, Config().memory.__class__)
-    assert render_configured(ctx, off)["recalled"].startswith("- #1 Caroline")
+    assert render_context(ctx,
+                          RenderBudget.from_config(off))["recalled"].startswith("- #1 Caroline")
 
 
 def test_a_fact_that_names_a_day_says_how_far_it_is_read_from_when_it_was_said(stores):
@@ -132,8 +135,9 @@ def test_a_fact_that_names_a_day_says_how_far_it_is_read_from_when_it_was_said(s
     profiles.set("passport_expires_in", "three weeks", pinned=True, now_ms=ms(2026, 11, 27, 9))
     profiles.set("thesis_due", "March 14th", pinned=True, now_ms=ms(2026, 12, 2, 9))
     profiles.set("city", "Lyon", pinned=True, now_ms=ms(2026, 12, 2, 9))
-    ctx = build_context(profiles, notes, "when is the dentist?", working_dir=None)
-    assert render_context(ctx, profile_dates=True, now_ms=NOW)["profile"].splitlines() == [
+    ctx = build_context(StoreSet.of(profiles, notes), "when is the dentist?")
+    assert render_context(ctx, RenderBudget(profile_dates=True),
+                          now_ms=NOW)["profile"].splitlines() == [
         "- city: Lyon",
         "- dentist_appointment: next_friday (said 26 Nov 2026: 27 Nov 2026, 5 days ago)",
         "- passport_expires_in: three weeks (said 27 Nov 2026: 18 Dec 2026, in 16 days)",
@@ -196,17 +200,19 @@ def test_a_question_that_names_a_time_recalls_what_was_written_then(stores):
     sushi = notes.store("We had sushi for dinner tonight", now_ms=ms(2023, 10, 24, 20))
     for day in range(3, 20):  # newer dinners that match the words better
         notes.store(f"Dinner dinner dinner number {day}", now_ms=ms(2023, 11, day, 19))
-    plain = build_context(profiles, notes, "What did I eat for dinner on 24 October 2023?",
-                          working_dir=None, k=3, index_limit=0)
-    timed = build_context(profiles, notes, "What did I eat for dinner on 24 October 2023?",
-                          working_dir=None, k=3, index_limit=0, time_windows=True, now_ms=NOW)
+    plain = build_context(StoreSet.of(profiles, notes),
+                          "What did I eat for dinner on 24 October 2023?",
+                          RecallPlan(k=3, index_limit=0))
+    timed = build_context(StoreSet.of(profiles, notes),
+                          "What did I eat for dinner on 24 October 2023?",
+                          RecallPlan(k=3, index_limit=0, time_windows=True), TurnScope(now_ms=NOW))
     assert sushi.id not in [n.id for n in plain.recalled]
     assert timed.recalled[0].id == sushi.id and len(timed.recalled) == 3
     # a span with nothing written in it (a future deadline) changes nothing
-    future = build_context(profiles, notes, "What is due for dinner on 14 March 2027?",
-                           working_dir=None, k=3, index_limit=0, time_windows=True, now_ms=NOW)
-    again = build_context(profiles, notes, "What is due for dinner on 14 March 2027?",
-                          working_dir=None, k=3, index_limit=0)
+    future = build_context(StoreSet.of(profiles, notes), "What is due for dinner on 14 March 2027?",
+                           RecallPlan(k=3, index_limit=0, time_windows=True), TurnScope(now_ms=NOW))
+    again = build_context(StoreSet.of(profiles, notes), "What is due for dinner on 14 March 2027?",
+                          RecallPlan(k=3, index_limit=0))
     assert [n.id for n in future.recalled] == [n.id for n in again.recalled]
 
 
@@ -218,6 +224,6 @@ def test_what_did_i_say_last_week_recalls_last_weeks_notes_newest_first(stores):
     monday = notes.store("Booked the car for its service", now_ms=ms(2026, 11, 23, 9))
     friday = notes.store("The heating in the flat is broken", now_ms=ms(2026, 11, 27, 9))
     notes.store("Bought a new kettle", now_ms=ms(2026, 12, 1, 9))  # this week
-    ctx = build_context(profiles, notes, "what did I say last week?", working_dir=None, k=3,
-                        index_limit=0, time_windows=True, now_ms=NOW)
+    ctx = build_context(StoreSet.of(profiles, notes), "what did I say last week?",
+                        RecallPlan(k=3, index_limit=0, time_windows=True), TurnScope(now_ms=NOW))
     assert [n.id for n in ctx.recalled][:2] == [friday.id, monday.id]

@@ -10,18 +10,18 @@ import pytest
 from actors.agent.offer import offered_tools
 from actors.agent.prompt import (CARE_HEAD, FOCUS_HEAD, NOT_STORED, SAME_DAY_HEAD, TailInput,
                                  build_tail)
-from actors.policy.write_guard import refusal, spelled_call
-from actors.store.focus import care_items, render_focus, same_day, unknown_people
+from actors.memory.ops import TOOL_NAMES
 from actors.policy.instructions import INERT, reads_as_instruction
+from actors.policy.skip import skip_reason
+from actors.policy.standing import reply_rules, standing_preferences
+from actors.policy.write_guard import refusal, spelled_call
+from actors.reflection.parser import parse_reflection
+from actors.reflection.plan import plan_reflection
+from actors.reflection.prompt import build_reflection_prompt
+from actors.store.focus import care_items, render_focus, same_day, unknown_people
 from actors.store.notes import Note
 from actors.store.profile import ProfileFact
 from actors.store.render import render_index, render_profile, render_recalled
-from actors.policy.standing import reply_rules, standing_preferences
-from actors.memory.ops import TOOL_NAMES
-from actors.reflection.parser import parse_reflection
-from actors.policy.skip import skip_reason
-from actors.reflection.plan import plan_reflection
-from actors.reflection.prompt import build_reflection_prompt
 
 
 def fact(key: str, value: str, id_: int = 1) -> ProfileFact:
@@ -187,10 +187,11 @@ def test_the_respond_section_repeats_the_focus_and_the_rules_next_to_the_questio
     assert render_focus(profile, [], fact_lines={"medication": "medication: lithium (since "
                                                  "2019)"}, said=said) == "the user's city: Ghent"
     assert render_focus(profile[:1], [], said=said) == ""
-    from actors.store.context import MemoryContext, render_context
+    from actors.store.context import MemoryContext, RenderBudget, render_context
 
     sections = render_context(MemoryContext(profile=profile, recalled=[], index=[]),
-                              focus_items=5, message="Can I take ibuprofen for my headache?")
+                              RenderBudget(focus_items=5),
+                              message="Can I take ibuprofen for my headache?")
     assert sections["care"] == "the user's medication: lithium"
     assert sections["focus"] == "the user's city: Ghent"
     assert respond.index("Can I take ibuprofen?") < respond.index(FOCUS_HEAD)
@@ -250,7 +251,8 @@ def test_a_changed_fact_archives_the_notes_that_state_its_old_value(tmp_path):
     moved = notes.store("The user moved from Tampere to Oulu.")
     other = notes.store("The user likes sauna evenings.")
     run_op(StoreSet.of(profiles, notes), "memory.profile.set", {"key": "city", "value": "Tampere"})
-    _fact, change = run_op(StoreSet.of(profiles, notes), "memory.profile.set", {"key": "city", "value": "Oulu"})
+    _fact, change = run_op(StoreSet.of(profiles, notes), "memory.profile.set",
+                           {"key": "city", "value": "Oulu"})
     assert change["ids"] == [old.id]
     assert notes.get(old.id).archived  # archived, never deleted
     for kept in (sister, moved, other):
@@ -317,11 +319,11 @@ def test_notes_are_written_in_the_third_person():
 
 
 def test_the_focus_line_carries_the_days_the_prompt_counted():
-    from actors.store.context import MemoryContext, render_context
+    from actors.store.context import MemoryContext, RenderBudget, render_context
 
     now = 1_796_000_000_000  # 2026-11-29
     ctx = MemoryContext(profile=[fact("thesis_due", "December 20")], recalled=[], index=[])
-    sections = render_context(ctx, profile_dates=True, now_ms=now, focus_items=5,
+    sections = render_context(ctx, RenderBudget(profile_dates=True, focus_items=5), now_ms=now,
                               message="How long until my thesis is due?")
     assert "(20 Dec 2026, in 20 days)" in sections["profile"]
     assert sections["focus"] == "the user's thesis due: December 20 (20 Dec 2026, in 20 days)"

@@ -34,7 +34,8 @@ from actors.memory.messages import BuildContext, BumpOutcomes, OpResult, ToolOp
 from actors.memory.ops import TOOL_NAMES
 from actors.policy.write_guard import refusal, spelled_call
 from actors.reflection.messages import EARLIER_MAX, AbortPending, Reflect, Surfaced
-from actors.store.context import MemoryContext, render_configured
+from actors.store.context import MemoryContext, render_context
+from actors.store.plans import RenderBudget
 from actors.store.errors import StorageFailure
 from actors.store.render import estimate_tokens
 from runtime.kernel.actor import ActorContext
@@ -214,6 +215,7 @@ class AgentActor:
         self.ctx = ctx
         self.boot = boot
         self.cfg = boot.config
+        self.render_budget = RenderBudget.from_config(boot.config.memory)
         self.store = store
         self.llm = llm
         self.metrics = Metrics()
@@ -480,7 +482,7 @@ class AgentActor:
         state.recalled_notes = [n.id for n in mem.recalled]
         state.memory_index = [n.id for n in mem.index]
         state.known_facts = [f.id for f in mem.session_facts]
-        sections = render_configured(mem, self.cfg.memory, message=msg.text)
+        sections = render_context(mem, self.render_budget, message=msg.text)
         if turn is not None:
             turn.surfaced = surfaced_items(mem, sections)
         elapsed = (time.monotonic() - t0) * 1000

@@ -34,7 +34,8 @@ import trio
 
 from actors.store import cold
 from actors.store.clock import CLOCK
-from actors.store.context import MemoryContext, build_context, recall_query, render_configured
+from actors.store.context import MemoryContext, build_context, recall_query, render_context
+from actors.store.plans import RecallPlan, RenderBudget, TurnScope
 from actors.store.corrections import newest_first
 from actors.store.errors import (DatabaseBusy, MemoryFailure, OpFailed, StorageFailure,
                                  ValidationError, now_ms)
@@ -111,6 +112,8 @@ class MemoryActor:
                  reader: apsw.Connection, quarantined: str | None) -> None:
         self.ctx = ctx
         self.cfg = boot.config.memory
+        self.recall_plan = RecallPlan.from_config(self.cfg)
+        self.render_budget = RenderBudget.from_config(self.cfg)
         self.conn = conn
         self.quarantined = quarantined
         self.w = open_stores(conn, self.cfg)
@@ -237,7 +240,7 @@ class MemoryActor:
         budget of ``memory.*`` applied, no recall counter bumped."""
         ctx = self._build_context(s, BuildContext(session=session or "", user_message=a.message,
                                                   working_dir=a.working_dir))
-        return context_answer(ctx, render_configured(ctx, self.cfg, message=a.message))
+        return context_answer(ctx, render_context(ctx, self.render_budget, message=a.message))
 
     def _recall_for(self, s: StoreSet) -> Callable[..., list[Any]]:
         """Notes recall for auto-recall and ``memory.notes.recall``: hybrid once the query
@@ -465,32 +468,12 @@ class MemoryActor:
         log.warning("memory.unexpected_cast", src=src)
 
     def _build_context(self, s: StoreSet, msg: BuildContext) -> MemoryContext:
-        """The per-turn context with every ``memory.*`` switch applied:
-        a disabled channel passes 0 (recall k, index limit, maxExpanded, recallK).
+        """The per-turn context with the plan of ``memory.*`` (:attr:`recall_plan`).
         Recall counters are left to :meth:`_queue_bump`."""
-        cfg = self.cfg
-        rc, links = cfg.recall_injection, cfg.links
-        return build_context(
-            s.profiles, s.notes, msg.user_message, working_dir=msg.working_dir,
-            k=rc.k if rc.enabled else 0,
-            index_limit=cfg.index.limit if cfg.index.enabled else 0,
-            gate=cfg.profile.contextual_keyword_gate,
-            links=s.links, expansion_depth=links.expansion_depth,
-            max_expanded=links.max_expanded if links.enabled else 0,
-            skip_link_origins=() if links.expand_by_meaning else ("similarity",),
-            lessons=s.lessons,
-            lessons_k=cfg.lessons.recall_k if cfg.lessons.enabled else 0,
-            procedures=s.procedures,
-            procedures_k=cfg.procedures.recall_k if cfg.procedures.enabled else 0,
-            bump=False, recall_text=msg.recall_query, recall=self._recall_for(s),
-            score_blend=cfg.voting.score_blend if cfg.voting.enabled else None,
-            profile_vote_floor=(-cfg.voting.profile_filter_threshold
-                                if cfg.voting.enabled else None),
-            session=msg.session,
-            session_facts_limit=(cfg.session_facts.limit
-                                 if cfg.session_facts.enabled and cfg.profile.enabled else 0),
-            profile_history=cfg.profile.show_dates and cfg.profile.enabled,
-            time_windows=rc.time_windows)
+        return build_context(s, msg.user_message, self.recall_plan,
+                             TurnScope(session=msg.session, working_dir=msg.working_dir,
+                                       recall_text=msg.recall_query),
+                             recall=self._recall_for(s), bump=False)
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
         """Write every fact and note of one reflection in ONE transaction; invalid items

@@ -18,6 +18,7 @@ from actors.store.context import MemoryContext, build_context, context_text, ren
 from actors.store.errors import NotFound, ValidationError
 from actors.store.files import FileRoom
 from actors.store.notes import Note
+from actors.store.plans import RecallPlan, TurnScope
 from actors.store.staleness import archive_stale
 from actors.store.stores import StoreSet
 from actors.store.transfer import export_memory, import_memory
@@ -196,8 +197,8 @@ def _import(a: ImportArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
 def _context(a: ContextArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
     if c.context is not None:
         return c.context(a), {}
-    ctx = build_context(s.profiles, s.notes, a.message, working_dir=a.working_dir,
-                        links=s.links, lessons=s.lessons, procedures=s.procedures, bump=False)
+    ctx = build_context(s, a.message, RecallPlan(), TurnScope(working_dir=a.working_dir),
+                        bump=False)
     return context_answer(ctx, render_context(ctx)), {}
 
 

@@ -48,11 +48,11 @@ from actors.policy.standing import reply_rules
 from .corrections import superseded_by
 from .dates import TimeWindow, time_window, user_zone
 from .focus import care_items, render_focus, same_day, unknown_people
-from .lessons import LessonPointer, LessonStore
+from .lessons import LessonPointer
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
-from .procedures import ProcedurePointer, ProcedureStore
-from .profile import ProfileStore
+from .plans import RecallPlan, RenderBudget, TurnScope
+from .procedures import ProcedurePointer
 from .recall import build_recall_query
 from .records import MemoryContext
 from .render import (
@@ -66,9 +66,10 @@ from .render import (
     render_recalled,
     render_session_facts,
 )
+from .stores import StoreSet
 
-__all__ = ["MemoryContext", "build_context", "recall_query", "render_context",
-           "render_configured", "context_text", "timed_recall"]
+__all__ = ["MemoryContext", "RecallPlan", "RenderBudget", "TurnScope", "build_context",
+           "context_text", "recall_query", "render_context", "timed_recall"]
 
 log = structlog.get_logger("actors.store.context")
 _INDEX_ID = re.compile(r"^- #(\d+)", re.M)
@@ -94,71 +95,34 @@ def recall_query(user_message: str | None) -> str:
 
 
 def build_context(
-    profiles: ProfileStore,
-    notes: MemoryStore,
+    stores: StoreSet,
     user_message: str,
+    plan: RecallPlan = RecallPlan(),
+    scope: TurnScope = TurnScope(),
     *,
-    working_dir: str | None,
-    k: int = 3,
-    index_limit: int = 20,
-    gate: bool = True,
-    links: LinkStore | None = None,
-    expansion_depth: int = 1,
-    max_expanded: int = 0,
-    skip_link_origins: tuple[str, ...] = (),
-    lessons: LessonStore | None = None,
-    lessons_k: int = 0,
-    procedures: ProcedureStore | None = None,
-    procedures_k: int = 0,
-    bump: bool = True,
-    recall_text: str | None = None,
     recall: Callable[..., list[Note]] | None = None,
-    score_blend: float | None = None,
-    profile_vote_floor: float | None = None,
-    session: str | None = None,
-    session_facts_limit: int = 0,
-    profile_history: bool = False,
-    time_windows: bool = False,
-    now_ms: int | None = None,
+    bump: bool = True,
 ) -> MemoryContext:
     """Build the :class:`MemoryContext` for one turn.
 
     Args:
-        profiles / notes: the stores of the actor's connection.
+        stores: the stores of one connection (profile, notes, links, lessons, procedures).
         user_message: the current user message (the gate input, and the recall query
-            unless ``recall_text`` is given).
-        recall_text: the query rewriter's rewrite of ``user_message``: notes,
-            lessons and procedures are recalled with it.
+            unless ``scope.recall_text`` is given).
+        plan: what to fetch (:class:`~actors.store.plans.RecallPlan`, built once from
+            ``memory.*`` config: a disabled channel is 0 there). Link expansion goes
+            ``plan.expansion_depth`` hops in both directions, at most
+            ``plan.max_expanded`` notes, not over links whose origin is in
+            ``plan.skip_link_origins``. With ``plan.time_windows``, a query that names a
+            time span (read relative to ``scope.now_ms``, in the profile's time zone)
+            recalls through :func:`timed_recall`.
+        scope: this turn's session, working directory, rewritten query and clock
+            (:class:`~actors.store.plans.TurnScope`).
         recall: replaces ``notes.recall`` for the notes (same keyword arguments,
             ``bump=False``): the memory actor passes hybrid recall.
-        working_dir: the session's project directory; when given, recall and index
-            show global notes plus that directory's notes.
-        k: ``memory.recallInjection.k`` (default 3); ``k <= 0`` recalls nothing.
-        index_limit: ``memory.index.limit`` (default 20); ``<= 0`` gives no index.
-        gate: ``memory.profile.contextualKeywordGate`` (default on).
-        links: the link store; with ``max_expanded > 0`` (``memory.links.maxExpanded``,
-            0 = links disabled) the recalled notes are expanded over links in both
-            directions, ``expansion_depth`` hops (``memory.links.expansionDepth``,
-            clamped into [1, 3]), not over links whose origin is in
-            ``skip_link_origins`` (the memory actor passes ``("similarity",)`` unless
-            ``memory.links.expandByMeaning``).
-        lessons / lessons_k: lesson store and ``memory.lessons.recallK`` (0 = off).
-        procedures / procedures_k: procedure store and ``memory.procedures.recallK``
-            (0 = off).
-        score_blend: ``memory.voting.scoreBlend`` when voting is on: lessons and
-            procedures are reordered by votes and outcomes; None = BM25.
-        profile_vote_floor: when given (``-memory.voting.profileFilterThreshold``),
-            facts whose ``vote_score`` is at or below it are left out.
-        session / session_facts_limit: the session id and ``memory.sessionFacts.limit``
-            (0 = off): its newest facts not already in ``profile`` fill
-            ``session_facts``.
-        profile_history: ``memory.profile.showDates``: fill ``before``.
-        time_windows / now_ms: ``memory.recallInjection.timeWindows``: a query that names
-            a time span (read relative to ``now_ms``, default the wall clock, in the
-            profile's time zone) recalls through :func:`timed_recall`.
 
     ``recall_count`` is bumped exactly once per surfaced note (BM25 hit or expanded
-    neighbour; anchor §3.6 invariant), in one transaction at the end; with
+    neighbour), in one transaction at the end; with
     ``bump=False`` nothing is written and the caller bumps ``[n.id for n in
     result.recalled]`` itself (the memory actor does it after replying, off the turn's
     path). A failed bump is logged (``memory.context.bump_failed``), never raised. Expanded neighbours that are missing, already
@@ -167,34 +131,39 @@ def build_context(
     (``memory.context.recall_failed`` / ``memory.context.part_failed``) and give empty
     results; profile and index errors propagate.
     """
+    profiles, notes, links = stores.profiles, stores.notes, stores.links
+    lessons, procedures = stores.lessons, stores.procedures
+    working_dir, session = scope.working_dir, scope.session
+    k, lessons_k, procedures_k = plan.k, plan.lessons_k, plan.procedures_k
+    score_blend, profile_vote_floor = plan.score_blend, plan.profile_vote_floor
     facts = profiles.list()
     if profile_vote_floor is not None and facts:
         hidden = {r[0] for r in profiles.conn.execute(
             "SELECT id FROM profile_facts WHERE superseded_by IS NULL AND vote_score <= ?",
             (profile_vote_floor,))}
         facts = [f for f in facts if f.id not in hidden]
-    profile = gate_profile(facts, user_message, gate=gate)
+    profile = gate_profile(facts, user_message, gate=plan.gate)
     shown_facts = {f.id for f in profile}
     before = (_safe_map(lambda: profiles.predecessors(profile), "profile_history")
-              if profile_history and profile else {})
+              if plan.profile_history and profile else {})
     session_rows = (_safe("session_facts", lambda: [
-        f for f in profiles.session_facts(session or "", session_facts_limit)
-        if f.id not in shown_facts]) if session_facts_limit > 0 and session else [])
+        f for f in profiles.session_facts(session or "", plan.session_facts_limit)
+        if f.id not in shown_facts]) if plan.session_facts_limit > 0 and session else [])
 
     zone = user_zone(facts)
-    query = recall_query(recall_text or user_message)
+    query = recall_query(scope.recall_text or user_message)
     recalled: list[Note] = []
     if k > 0:
         try:
-            window = (time_window(query, int(time.time() * 1000) if now_ms is None else now_ms,
-                                  zone) if time_windows else None)
+            now = int(time.time() * 1000) if scope.now_ms is None else scope.now_ms
+            window = time_window(query, now, zone) if plan.time_windows else None
             if window is not None:
                 recalled = timed_recall(recall or notes.recall, notes, query, window, k=k,
                                         working_dir=working_dir)
             else:
                 recalled = (recall or notes.recall)(query, k=k, working_dir=working_dir,
                                                     bump=False)
-        except Exception as exc:  # seed 000 §11: recall failure -> empty ### recalled
+        except Exception as exc:  # noqa: BLE001 - a failed recall leaves ### recalled empty
             log.warning(
                 "memory.context.recall_failed",
                 error_type=type(exc).__name__,
@@ -206,25 +175,25 @@ def build_context(
         recalled = _without_set_aside(notes, recalled)
 
     neighbours: list[Note] = []
-    if links is not None and max_expanded > 0 and recalled:
-        neighbours = _expand(notes, links, recalled, working_dir, expansion_depth,
-                             max_expanded, skip_link_origins)
+    if plan.max_expanded > 0 and recalled:
+        neighbours = _expand(notes, links, recalled, working_dir, plan.expansion_depth,
+                             plan.max_expanded, plan.skip_link_origins)
         recalled = recalled + neighbours
 
     lesson_rows: list[LessonPointer] = []
-    if lessons is not None and lessons_k > 0 and query:
+    if lessons_k > 0 and query:
         lesson_rows = _safe("lessons", lambda: [
             row.pointer() for row in lessons.recall(query, k=lessons_k, working_dir=working_dir,
                                                    score_blend=score_blend)])
     procedure_rows: list[ProcedurePointer] = []
-    if procedures is not None and procedures_k > 0 and query:
+    if procedures_k > 0 and query:
         procedure_rows = _safe("procedures", lambda: [
             row.pointer()
             for row in procedures.recall(query, k=procedures_k, working_dir=working_dir,
                                          score_blend=score_blend)])
 
     index: list[Note] = []
-    if index_limit > 0:
+    if plan.index_limit > 0:
         # Only the hits leave the index: what expansion adds must not change it, so the
         # index stays the same from one turn to the next and the LLM server's prompt
         # cache keeps covering it (render_context shows a neighbour only when the index
@@ -232,9 +201,9 @@ def build_context(
         seen = {n.id for n in recalled[:len(recalled) - len(neighbours)]}
         index = [
             n
-            for n in notes.list_index(index_limit, exclude_ids=seen, working_dir=working_dir)
+            for n in notes.list_index(plan.index_limit, exclude_ids=seen, working_dir=working_dir)
             if n.id not in seen
-        ][:index_limit]
+        ][:plan.index_limit]
 
     if bump and recalled:
         try:
@@ -369,54 +338,37 @@ def _expand(notes: MemoryStore, links: LinkStore, base: list[Note], working_dir:
 
 def render_context(
     ctx: MemoryContext,
+    budget: RenderBudget = RenderBudget(),
     *,
-    profile_max_tokens: int = 512,
-    recall_preview_chars: int = 160,
-    recall_max_tokens: int = 400,
-    index_preview_chars: int = 60,
-    index_max_tokens: int = 300,
-    lessons_max_tokens: int = 300,
-    procedures_max_tokens: int = 400,
-    session_facts_max_tokens: int = 200,
-    dates: bool = False,
-    index_dates: bool | None = None,
-    profile_dates: bool = False,
-    now_ms: int | None = None,
-    focus_items: int = 0,
     message: str = "",
+    now_ms: int | None = None,
 ) -> dict[str, str]:
     """Render a context into prompt-tail section bodies, keyed by section name.
 
     Keys are ``"memory-index"``, ``"session-facts"``, ``"recalled"``, ``"profile"``,
-    ``"lessons"`` and ``"procedures"`` (the ``### `` heading names of seed 000 §7 /
-    DESIGN §6); a section whose body is empty is left out (DESIGN §6: empty
-    optional sections are omitted). Defaults are the budgets of seed 000 §8
-    (``memory.profile.maxTokens`` 512, ``memory.recallInjection.previewChars`` 160 /
-    ``maxTokens`` 400, ``memory.index.previewChars`` 60 / ``maxTokens`` 300) and anchor
-    §7.7 (``memory.lessons.maxTokens`` 300, ``memory.procedures.maxTokens`` 400), in
-    tokens as estimated by ``render.estimate_tokens`` and chars; a budget of 0 drops
-    the section. Insertion order follows the prompt order of DESIGN §6
-    (memory-index, session-facts, recalled, profile, lessons, procedures).
+    ``"lessons"`` and ``"procedures"`` (the ``### `` headings of the prompt's tail,
+    docs/architecture.md §5), in the tail's order; a section whose body is empty is left
+    out. ``budget`` (:class:`~actors.store.plans.RenderBudget`, built once from
+    ``memory.*`` config) gives each section's budget in tokens as estimated by
+    ``render.estimate_tokens`` and its preview lengths; a budget of 0 drops the section.
+    Its defaults write no dates and no focus line, the plain line formats.
 
-    ``dates`` (``memory.recallInjection.showDates``) writes the day each recalled note
-    was written, ``index_dates`` (``memory.index.showDates``; default: ``dates``) each
-    index row's, in ``ctx.zone``; ``profile_dates`` (``memory.profile.showDates``)
-    shows the earlier value of a fact that replaced one and the day a fact relative to
-    its day was said; a day a fact or recalled note names is counted from
-    ``now_ms`` (default: the wall clock). Off by default here
-    so a caller gets the anchor's exact line formats; the configuration turns them on.
+    With ``budget.dates`` each recalled note shows the day it was written,
+    ``budget.index_dates`` (default: ``dates``) each index row's, in ``ctx.zone``;
+    ``budget.profile_dates`` shows the earlier value of a fact that replaced one and the
+    day a fact relative to its day was said; a day a fact or recalled note names is
+    counted from ``now_ms`` (default: the wall clock).
 
-    ``focus_items`` (``memory.recallInjection.focusItems``; 0, the default here, = off)
-    adds ``"focus"``: the few items most likely to change the answer, which the agent
-    repeats in ``### respond`` next to the question (:mod:`actors.store.focus`).
-    With ``message`` (the user's), ``"care"`` lists the health and diet items shown when
-    the message is about food, medicine, exercise or travel, ``"same-day"`` lists what memory has on a day the
-    message names and ``"unknown"`` the people it asks about that memory does not mention
+    ``budget.focus_items`` (0 = off) adds ``"focus"``: the few items most likely to
+    change the answer, which the agent repeats in ``### respond`` next to the question
+    (:mod:`actors.store.focus`). With ``message`` (the user's), ``"care"`` lists the
+    health and diet items shown when the message is about food, medicine, exercise or
+    travel, ``"same-day"`` lists what memory has on a day the message names and
+    ``"unknown"`` the people it asks about that memory does not mention
     (:func:`.focus.care_items`, :func:`.focus.same_day`, :func:`.focus.unknown_people`;
-    all with ``focus_items``).
-    ``"reply-rules"`` states the user's standing reply preferences from the shown
-    profile ("Answer in Italian. Use metric units.", :func:`.standing.reply_rules`),
-    which ``### respond`` states too.
+    all with ``focus_items``). ``"reply-rules"`` states the user's standing reply
+    preferences from the shown profile ("Answer in Italian. Use metric units.",
+    :func:`actors.policy.standing.reply_rules`), which ``### respond`` states too.
 
     Link-expanded neighbours (``ctx.expanded``) are shown in ``### recalled`` after the
     hits, except those the index already shows (each note once per prompt), and the
@@ -424,14 +376,19 @@ def render_context(
     lengthen the tail. The index, the tail's first section, then changes only at its end
     (its newest rows give way), never in its middle, so the LLM server's prompt cache
     keeps covering it from turn to turn. A neighbour's line still costs the first reply
-    token (each tail token after the first difference is prefilled; issue 21,
+    token (each tail token after the first difference is prefilled;
     ``bench/link_expansion.py``): that is why links by meaning are not expanded by
     default (``memory.links.expandByMeaning``).
     """
+    b = budget
+    profile_max_tokens, focus_items, dates = b.profile_max_tokens, b.focus_items, b.dates
+    recall_preview_chars, recall_max_tokens = b.recall_preview_chars, b.recall_max_tokens
+    index_preview_chars, index_max_tokens = b.index_preview_chars, b.index_max_tokens
+    profile_dates = b.profile_dates
     hits = ctx.recalled[:len(ctx.recalled) - ctx.expanded]
     marks = ctx.superseded
     zone = ctx.zone
-    index_dates = dates if index_dates is None else index_dates
+    index_dates = dates if b.index_dates is None else b.index_dates
     index = render_index(ctx.index, preview_chars=index_preview_chars,
                          max_tokens=index_max_tokens, superseded=marks, dates=index_dates,
                          zone=zone)
@@ -456,12 +413,12 @@ def render_context(
     bodies = {
         "memory-index": index,
         "session-facts": render_session_facts(ctx.session_facts,
-                                              max_tokens=session_facts_max_tokens, zone=zone,
+                                              max_tokens=b.session_facts_max_tokens, zone=zone,
                                               dates=profile_dates, now_ms=now_ms),
         "recalled": recalled,
         "profile": profile_body,
-        "lessons": render_lessons(ctx.lessons, max_tokens=lessons_max_tokens),
-        "procedures": render_procedures(ctx.procedures, max_tokens=procedures_max_tokens),
+        "lessons": render_lessons(ctx.lessons, max_tokens=b.lessons_max_tokens),
+        "procedures": render_procedures(ctx.procedures, max_tokens=b.procedures_max_tokens),
         "reply-rules": " ".join(reply_rules((f.key, f.value) for f in ctx.profile))
         if profile_max_tokens > 0 else "",
     }
@@ -477,26 +434,6 @@ def render_context(
                                    fact_lines=fact_lines, said=said, note_days={
                                        n.id: note_day(n, dates, zone, now_ms) for n in hits})
     return {name: body for name, body in bodies.items() if body}
-
-
-def render_configured(ctx: MemoryContext, m: object, *, message: str = "") -> dict[str, str]:
-    """:func:`render_context` with the budgets of ``m``, a ``runtime.services.config.MemoryConfig``
-    (``memory.*``): a disabled profile, lessons or procedures channel renders nothing.
-    The agent renders each turn's context with it, and ``memory.context`` answers with
-    it, so both show the same sections. ``message``: the user's message (the focus line
-    reads the days and people it asks about)."""
-    return render_context(
-        ctx, profile_max_tokens=m.profile.max_tokens if m.profile.enabled else 0,
-        session_facts_max_tokens=(m.session_facts.max_tokens
-                                  if m.profile.enabled and m.session_facts.enabled else 0),
-        dates=m.recall_injection.show_dates, index_dates=m.index.show_dates,
-        profile_dates=m.profile.show_dates,
-        recall_preview_chars=m.recall_injection.preview_chars,
-        recall_max_tokens=m.recall_injection.max_tokens,
-        index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,
-        lessons_max_tokens=m.lessons.max_tokens if m.lessons.enabled else 0,
-        procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0,
-        focus_items=m.recall_injection.focus_items, message=message)
 
 
 def context_text(sections: dict[str, str]) -> str:

@@ -77,14 +77,19 @@ class StoreSet:
     vectors: VectorStore
 
     @classmethod
-    def of(cls, profiles: ProfileStore, notes: MemoryStore) -> StoreSet:
-        """The given profile and note stores with the other stores on ``notes.conn`` at
-        their defaults (votes disabled: ``memory.votes.tail`` answers ``[]``), for a
-        caller that built those two with its own caps."""
+    def of(cls, profiles: ProfileStore, notes: MemoryStore, *, links: LinkStore | None = None,
+           lessons: LessonStore | None = None, procedures: ProcedureStore | None = None,
+           votes: VoteStore | None = None) -> StoreSet:
+        """The given profile and note stores (and any other given store) with the rest on
+        ``notes.conn`` at their defaults (votes disabled: ``memory.votes.tail`` answers
+        ``[]``), for a caller that built some stores with its own caps."""
         conn = notes.conn
-        return cls(conn=conn, profiles=profiles, notes=notes, votes=VoteStore(conn),
-                   lessons=LessonStore(conn), procedures=ProcedureStore(conn),
-                   links=LinkStore(conn), vectors=VectorStore(conn))
+        return cls(conn=conn, profiles=profiles, notes=notes,
+                   votes=votes if votes is not None else VoteStore(conn),
+                   lessons=lessons if lessons is not None else LessonStore(conn),
+                   procedures=procedures if procedures is not None else ProcedureStore(conn),
+                   links=links if links is not None else LinkStore(conn),
+                   vectors=VectorStore(conn))
 
 
 def open_stores(conn: apsw.Connection, m: MemoryConfig) -> StoreSet:
