@@ -54,9 +54,16 @@ from .messages import (
     ListSessions,
     OpenSession,
     RunTurn,
+    ReplyDelta,
+    ReplyText,
     SessionInfo,
+    Step,
     TurnEvent,
+    TurnFinished,
+    TurnFrame,
     TurnResult,
+    TurnStarted,
+    TurnTimings,
 )
 from .now import now_line
 from .offer import offered_tools
@@ -202,8 +209,8 @@ class _ReplyStream:
         else:  # prose: parse_action takes text without any JSON object as the reply
             text = joined.split("{", 1)[0].rstrip()  # trailing space waits for more
         if text is not None and len(text) > len(self.sent):
-            await self.agent._emit(self.msg.session, "reply.delta", turn=self.msg.turn,
-                                   text=text[len(self.sent):])
+            await self.agent._emit(self.msg.session, ReplyDelta(turn=self.msg.turn,
+                                                                text=text[len(self.sent):]))
             self.sent = text
 
 
@@ -315,9 +322,11 @@ class AgentActor:
         return SessionInfo(session=state.id, created=True)
 
     # ---------------------------------------------------------------------- turns
-    async def _emit(self, session: str, type_: str, **data: Any) -> None:
+    async def _emit(self, session: str, frame: TurnFrame) -> None:
+        """Cast ``frame`` to the root for ``session``'s clients; a root that cannot take
+        it (shutting down) loses it, the turn goes on."""
         try:
-            await self.ctx.cast("root", TurnEvent(session=session, type=type_, data=data))
+            await self.ctx.cast("root", TurnEvent(session=session, frame=frame))
         except RuntimeFailure:
             pass
 
@@ -349,7 +358,7 @@ class AgentActor:
         failure: dict[str, Any] = {}  # turn.finished's code (and token numbers) on error
         try:
             await self.ctx.cast("reflection", AbortPending(session=msg.session))
-            await self._emit(msg.session, "turn.started", turn=msg.turn)
+            await self._emit(msg.session, TurnStarted(turn=msg.turn))
             with turn.scope:
                 reason, reply = await self._turn_body(msg, state)
             if turn.scope.cancelled_caught:
@@ -359,11 +368,11 @@ class AgentActor:
             code = getattr(exc, "code", None) if isinstance(exc, LLMError) else None
             log.warning("agent.turn_error", session=msg.session, error=str(exc), code=code)
             self.metrics.inc("agent.turn_errors", {"code": code or type(exc).__name__})
-            failure = {"code": code} if code else {}
+            failure = {"code": code or None}
             if isinstance(exc, LLMContextOverflow):
-                failure.update(nPromptTokens=exc.n_prompt_tokens, nCtx=exc.n_ctx)
-            await self._emit(msg.session, "step", turn=msg.turn, step="error",
-                             message=str(exc)[:1000], **failure)
+                failure.update(n_prompt_tokens=exc.n_prompt_tokens, n_ctx=exc.n_ctx)
+            await self._emit(msg.session, Step(turn=msg.turn, step="error",
+                                               message=str(exc)[:1000], **failure))
         finally:
             with trio.CancelScope(shield=True):
                 # Persist first, announce after: a client that saw turn.finished can
@@ -387,18 +396,19 @@ class AgentActor:
                 if unsaved:
                     log.error("agent.session_save_failed", session=msg.session, error=unsaved)
                     reason = "error"
-                    await self._emit(msg.session, "step", turn=msg.turn, step="error",
-                                     message=f"the exchange was not saved: {unsaved}"[:1000])
+                    await self._emit(msg.session, Step(
+                        turn=msg.turn, step="error",
+                        message=f"the exchange was not saved: {unsaved}"[:1000]))
                 if reply:
-                    await self._emit(msg.session, "reply", turn=msg.turn, text=reply)
-                await self._emit(msg.session, "turn.finished", turn=msg.turn, reason=reason,
-                                 **(failure if reason == "error" else {}),
-                                 timings={"totalMs": round((time.monotonic() - t0) * 1000, 2),
-                                          "contextMs": round(turn.context_ms, 2),
-                                          "llmMs": round(turn.llm_ms, 2),
-                                          "promptMs": round(turn.prompt_ms, 2),
-                                          "prefillTokens": turn.prefill_tokens,
-                                          "steps": turn.steps})
+                    await self._emit(msg.session, ReplyText(turn=msg.turn, text=reply))
+                await self._emit(msg.session, TurnFinished(
+                    turn=msg.turn, reason=reason, **(failure if reason == "error" else {}),
+                    timings=TurnTimings(total_ms=round((time.monotonic() - t0) * 1000, 2),
+                                        context_ms=round(turn.context_ms, 2),
+                                        llm_ms=round(turn.llm_ms, 2),
+                                        prompt_ms=round(turn.prompt_ms, 2),
+                                        prefill_tokens=turn.prefill_tokens,
+                                        steps=turn.steps)))
                 self.turns.pop(msg.session, None)
         latency = (time.monotonic() - t0) * 1000
         self.metrics.inc("agent.turns", {"reason": reason})
@@ -462,7 +472,7 @@ class AgentActor:
                                  (time.monotonic() - t0) * 1000)
         if query == msg.text:
             return None
-        await self._emit(msg.session, "step", turn=msg.turn, step="rewrite", query=query)
+        await self._emit(msg.session, Step(turn=msg.turn, step="rewrite", query=query))
         return query
 
     async def _memory_context(self, msg: RunTurn, state: SessionState) -> dict[str, str]:
@@ -531,9 +541,10 @@ class AgentActor:
                 if waited_since is None:
                     waited_since = now
                     log.info("agent.llm_not_ready", session=msg.session, error=str(exc))
-                    await self._emit(msg.session, "step", turn=msg.turn, step="notice",
-                                     message="the model is still loading (or its server is "
-                                             f"restarting); waiting up to {limit:.0f} s")
+                    await self._emit(msg.session, Step(
+                        turn=msg.turn, step="notice",
+                        message="the model is still loading (or its server is restarting); "
+                                f"waiting up to {limit:.0f} s"))
                 elif now - waited_since >= limit:
                     raise LLMNotReady(f"the model was not ready within {limit:.0f} s "
                                       f"(llm.startupTimeoutMs): {exc}", url=exc.url,
@@ -567,12 +578,13 @@ class AgentActor:
 
             tail = tail_for(n_ctx, memory)
             if n == 1 and CLIP_MARKER in tail and CLIP_MARKER not in msg.text:
-                await self._emit(msg.session, "step", turn=msg.turn, step="notice",
-                                 message="your message is longer than the model's context "
-                                         "holds: its middle was left out of the prompt (the "
-                                         "conversation keeps it whole)")
+                await self._emit(msg.session, Step(
+                    turn=msg.turn, step="notice",
+                    message="your message is longer than the model's context holds: its "
+                            "middle was left out of the prompt (the conversation keeps it "
+                            "whole)"))
             if msg.debug:
-                await self._emit(msg.session, "step", turn=msg.turn, step="prompt", n=n, tail=tail)
+                await self._emit(msg.session, Step(turn=msg.turn, step="prompt", n=n, tail=tail))
             log.debug("agent.prompt_tail", session=msg.session, step=n, tail=tail)
             step.notice = ""
             turn = self.turns[msg.session]
@@ -600,15 +612,16 @@ class AgentActor:
                 case Reply(text=text) if text.strip():
                     return "reply", text.strip()
                 case Finish(text=text):
-                    await self._emit(msg.session, "step", turn=msg.turn, step="finish", n=n, text=text)
+                    await self._emit(msg.session, Step(turn=msg.turn, step="finish", n=n,
+                                                       text=text))
                     return "finish", ""
                 case ToolCall(name=name, args=args):
                     called.append(name)
-                    await self._emit(msg.session, "step", turn=msg.turn, step="tool", n=n,
-                                     tool=name, args=args)
+                    await self._emit(msg.session, Step(turn=msg.turn, step="tool", n=n,
+                                                       tool=name, args=args))
                     result = await self._call_tool(msg, name, args)
-                    await self._emit(msg.session, "step", turn=msg.turn, step="tool.result", n=n,
-                                     tool=name, summary=result)
+                    await self._emit(msg.session, Step(turn=msg.turn, step="tool.result", n=n,
+                                                       tool=name, summary=result))
                     step.scratch.append(f"TOOL {name} {json.dumps(args, ensure_ascii=False)}"
                                         f" -> {result}")
                 case Reply():
@@ -616,8 +629,8 @@ class AgentActor:
                 case Invalid(reason=why):
                     step.notice = (f"Your last output was not a valid action ({why}). "
                                    'Answer with one JSON object such as {"reply": "..."}.')
-                    await self._emit(msg.session, "step", turn=msg.turn, step="invalid", n=n,
-                                     reason=why)
+                    await self._emit(msg.session, Step(turn=msg.turn, step="invalid", n=n,
+                                                       reason=why))
         return "max_steps", ""
 
     async def _call_tool(self, msg: RunTurn, name: str, args: dict[str, Any]) -> str:

@@ -67,11 +67,94 @@ class GetSession(_M):
 AgentMsg = OpenSession | RunTurn | CancelTurn | ListSessions | DeleteSession | GetSession
 
 
+class _TurnFrame(msgspec.Struct, tag_field="type", rename="camel", kw_only=True,
+                 omit_defaults=True):
+    """Base of the turn's client frames: the agent casts them inside :class:`TurnEvent`
+    and the gateway sends them as they are to the clients attached to the session (wire
+    keys camelCase; a field left at its default is not sent)."""
+
+    turn: str
+
+
+class TurnStarted(_TurnFrame, tag="turn.started"):
+    """The turn began."""
+
+
+class ReplyDelta(_TurnFrame, tag="reply.delta"):
+    """The next piece of the reply as the model writes it."""
+
+    text: str
+
+
+class ReplyText(_TurnFrame, tag="reply"):
+    """The whole reply, once, before ``turn.finished`` (a client that dropped deltas
+    still gets all of it)."""
+
+    text: str
+
+
+class Step(_TurnFrame, tag="step"):
+    """One step of the turn, by ``step``:
+
+    * ``rewrite`` — the query memory was recalled with (``query``);
+    * ``prompt`` (with ``debug``) — step ``n``'s prompt tail (``tail``);
+    * ``tool`` / ``tool.result`` — step ``n`` called ``tool`` with ``args`` / its result
+      (``summary``);
+    * ``finish`` — step ``n`` ended the turn without a reply (``text``);
+    * ``invalid`` — step ``n``'s output was no valid action (``reason``);
+    * ``notice`` — something the user should know (``message``: the model is loading,
+      the message was clipped);
+    * ``error`` — the turn failed (``message``; ``code``; on a context overflow the
+      server's ``n_prompt_tokens`` and ``n_ctx``).
+    """
+
+    step: str
+    n: int | None = None
+    message: str | None = None
+    code: str | None = None
+    n_prompt_tokens: int | None = None
+    n_ctx: int | None = None
+    query: str | None = None
+    tail: str | None = None
+    text: str | None = None
+    tool: str | None = None
+    args: dict[str, Any] | None = None
+    summary: str | None = None
+    reason: str | None = None
+
+
+class TurnTimings(msgspec.Struct, rename="camel"):
+    """Where a turn's time went (ms) and how much the model read."""
+
+    total_ms: float
+    context_ms: float
+    llm_ms: float
+    prompt_ms: float
+    prefill_tokens: int
+    steps: int
+
+
+class TurnFinished(_TurnFrame, tag="turn.finished"):
+    """The turn ended: ``reason`` is ``reply``, ``finish``, ``max_steps``, ``cancelled``,
+    ``error`` or ``shutdown``; a failed turn names its ``code`` (and on a context
+    overflow ``n_prompt_tokens`` / ``n_ctx``); ``message`` when the daemon, not the
+    agent, ended it (the agent process died); ``timings`` when the agent ran it."""
+
+    reason: str
+    code: str | None = None
+    n_prompt_tokens: int | None = None
+    n_ctx: int | None = None
+    message: str | None = None
+    timings: TurnTimings | None = None
+
+
+TurnFrame = TurnStarted | ReplyDelta | ReplyText | Step | TurnFinished
+"""Every frame a turn sends its session's clients."""
+
+
 class TurnEvent(msgspec.Struct, tag="turn.event", tag_field="kind", kw_only=True):
-    """Cast to the root for the clients attached to ``session``. ``type`` is the
-    client-facing frame type (``turn.started``, ``step``, ``reply.delta``, ``reply``,
-    ``turn.finished``); ``data`` its other fields."""
+    """Cast to the root: ``frame`` for the clients attached to ``session`` (and for the
+    OpenAI-compatible API's request waiting on the turn)."""
 
     session: str
-    type: str
-    data: dict[str, Any]
+    frame: TurnFrame

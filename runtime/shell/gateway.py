@@ -28,13 +28,13 @@ from __future__ import annotations
 
 import hmac
 import itertools
-import json
 import secrets
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 import structlog
 import trio
 from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
@@ -48,6 +48,7 @@ from actors.agent.messages import (
     OpenSession,
     RunTurn,
     TurnEvent,
+    TurnFinished,
     TurnResult,
 )
 from actors.memory.messages import MemoryChanged, OpResult, Stats, ToolOp
@@ -66,6 +67,10 @@ from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_
 
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 from .openai_api import TurnEvents
+from .outbound import (ActorRestarting, CancelResult, ConsolidationFrame, ErrorFrame,
+                       MemoryChangedFrame, MemoryResult, MetricsResult, OutboundFrame, Pong,
+                       ReflectionFrame, SessionDeleted, SessionResult, SessionsResult,
+                       ShuttingDown, Subscribed, Welcome)
 from .protocol import (
     CHANNELS,
     PROTOCOL_VERSION,
@@ -121,7 +126,7 @@ class Client:
         self.scope: trio.CancelScope | None = None  # the connection's; cancelled on drop
         self.peer: str | None = None  # its address while it has not said hello yet
 
-    def push(self, frame: dict[str, Any]) -> None:
+    def push(self, frame: OutboundFrame) -> None:
         """Queue a frame without blocking; a full queue drops this client (slow consumer)."""
         if self.dropped:
             return
@@ -191,37 +196,34 @@ class Gateway:
             log.warning("gateway.unknown_cast", src=src)
             return
         match event:
-            case TurnEvent(session=session, type=type_, data=data):
-                if type_ == "turn.finished":
-                    self.finished_turns.add(data.get("turn", ""))
-                self._to_session(session, {"type": type_, **data})
-                self.turn_events.put({"type": type_, **data})
+            case TurnEvent(session=session, frame=frame):
+                if isinstance(frame, TurnFinished):
+                    self.finished_turns.add(frame.turn)
+                self._to_session(session, frame)
+                self.turn_events.put(frame)
             case MemoryChanged():
-                frame = {"type": "memory.changed", "op": event.op, "keys": event.keys,
-                         "ids": event.ids, "session": event.session}
-                if event.replaced:  # (only when a write replaced an active value)
-                    frame.update(replaced=event.replaced, replacedPinned=event.replaced_pinned)
-                self._to_channel("memory", frame)
+                replaced = bool(event.replaced)  # (named only when a write replaced a value)
+                self._to_channel("memory", MemoryChangedFrame(
+                    op=event.op, keys=event.keys, ids=event.ids, session=event.session,
+                    replaced=event.replaced if replaced else UNSET,
+                    replaced_pinned=event.replaced_pinned if replaced else UNSET))
             case ConsolidationEvent():
-                frame = {"type": "memory.consolidation", "stage": event.stage,
-                         "clusters": event.clusters}
-                if event.stage == "cluster":
-                    frame.update(index=event.index, result=event.result,
-                                 lessonId=event.lesson_id)
-                if event.report is not None:
-                    frame["report"] = msgspec.to_builtins(event.report)
-                self._to_channel("memory", frame)
+                cluster = event.stage == "cluster"
+                self._to_channel("memory", ConsolidationFrame(
+                    stage=event.stage, clusters=event.clusters,
+                    index=event.index if cluster else UNSET,
+                    result=event.result if cluster else UNSET,
+                    lesson_id=event.lesson_id if cluster else UNSET,
+                    report=event.report if event.report is not None else UNSET))
             case ReflectionEvent():
-                self._to_channel("reflection", {
-                    "type": "reflection", "session": event.session, "turn": event.turn,
-                    "outcome": event.outcome, "latencyMs": event.latency_ms,
-                    "factKeys": event.fact_keys, "noteIds": event.note_ids,
-                    "reason": event.reason, "updatedKeys": event.updated_keys,
-                    "forgottenKeys": event.forgotten_keys,
-                    "forgottenNoteIds": event.forgotten_note_ids,
-                    "timeoutMs": event.timeout_ms})
+                self._to_channel("reflection", ReflectionFrame(
+                    session=event.session, turn=event.turn, outcome=event.outcome,
+                    latency_ms=event.latency_ms, fact_keys=event.fact_keys,
+                    note_ids=event.note_ids, reason=event.reason,
+                    updated_keys=event.updated_keys, forgotten_keys=event.forgotten_keys,
+                    forgotten_note_ids=event.forgotten_note_ids, timeout_ms=event.timeout_ms))
 
-    def _to_session(self, session: str, frame: dict[str, Any]) -> None:
+    def _to_session(self, session: str, frame: OutboundFrame) -> None:
         for c in list(self.clients):
             if c.session == session:
                 c.push(frame)
@@ -229,12 +231,11 @@ class Gateway:
     def actor_crashed(self, crash: ActorCrashed) -> None:
         """Tell ``actors`` subscribers that an actor died and is being restarted
         (``actor.restarting``: its name, exit code and the exception it reported)."""
-        self._to_channel("actors", {"type": "actor.restarting", "actor": crash.name,
-                                    "exitCode": crash.exitcode,
-                                    "error": crash.remote_type or None,
-                                    "restarts": self.sup.restart_count + 1})
+        self._to_channel("actors", ActorRestarting(
+            actor=crash.name, exit_code=crash.exitcode, error=crash.remote_type or None,
+            restarts=self.sup.restart_count + 1))
 
-    def _to_channel(self, channel: str, frame: dict[str, Any]) -> None:
+    def _to_channel(self, channel: str, frame: OutboundFrame) -> None:
         for c in list(self.clients):
             if channel in c.channels:
                 c.push(frame)
@@ -406,8 +407,8 @@ class Gateway:
                 return False
             client.session = info["session"]
             client.session_saved = not info["created"]
-            client.push({"type": "welcome", "session": client.session, "version": PROTOCOL_VERSION,
-                         "created": info["created"]})
+            client.push(Welcome(session=client.session, version=PROTOCOL_VERSION,
+                                created=info["created"]))
             return True
         ROOT_METRICS.inc("gateway.closed", {"reason": "hello_timeout"})
         await self._refuse(client, "hello_required", "no hello within "
@@ -416,8 +417,8 @@ class Gateway:
         return False
 
     async def _refuse(self, client: Client, code: str, message: str) -> None:
-        await client.ws.send_message(json.dumps({"type": "error", "code": code,
-                                                 "message": message, "id": None}))
+        await client.ws.send_message(encode_repaired(
+            _json.encode, ErrorFrame(code=code, message=message, id=None)).decode())
         await client.ws.aclose(code=1008, reason=code)
 
     async def _serve_client(self, client: Client, nursery: trio.Nursery) -> None:
@@ -427,13 +428,12 @@ class Gateway:
             try:
                 frame = decode_frame(raw)
             except BadFrame as exc:
-                client.push({"type": "error", "code": "bad_frame", "message": exc.message,
-                             "id": exc.id})
+                client.push(ErrorFrame(code="bad_frame", message=exc.message, id=exc.id))
                 continue
             match frame:
                 case Hello():
-                    client.push({"type": "error", "code": "bad_frame",
-                                 "message": "already said hello", "id": None})
+                    client.push(ErrorFrame(code="bad_frame", message="already said hello",
+                                           id=None))
                 case Say():
                     # Turns run in the daemon-lifetime nursery: a client that disconnects
                     # mid-turn does not cancel it (the reply is persisted, reflection runs).
@@ -442,41 +442,40 @@ class Gateway:
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               CancelTurn(session=client.session), dict),
-                                      "cancel.result", slots=client.control, rid=rid)
+                                      CancelResult, slots=client.control, rid=rid)
                 case MemoryFrame():
                     await self._spawn(nursery, client, self._memory, client, frame,
                                       rid=frame.id)
                 case Subscribe(channels=channels, id=rid):
                     bad = [c for c in channels if c not in CHANNELS]
                     if bad:
-                        client.push({"type": "error", "code": "invalid_argument",
-                                     "message": f"unknown channel(s) {bad}; known: {list(CHANNELS)}",
-                                     "id": rid})
+                        client.push(ErrorFrame(
+                            code="invalid_argument", id=rid,
+                            message=f"unknown channel(s) {bad}; known: {list(CHANNELS)}"))
                     else:
                         client.channels.update(channels)
-                        client.push({"type": "subscribed", "id": rid,
-                                     "channels": sorted(client.channels)})
+                        client.push(Subscribed(id=rid, channels=sorted(client.channels)))
                 case MetricsFrame():
                     await self._spawn(nursery, client, self._metrics, client)
                 case SessionsFrame(limit=limit, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               ListSessions(limit=limit), list),
-                                      "sessions.result", rid=rid)
+                                      SessionsResult, rid=rid)
                 case SessionGetFrame(session=session, messages=count, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               GetSession(session=session, messages=count),
-                                              dict), "session.result", rid=rid)
+                                              dict), SessionResult, rid=rid)
                 case SessionDeleteFrame(session=session, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               DeleteSession(session=session), dict),
-                                      "session.deleted", rid=rid)
+                                      SessionDeleted, rid=rid)
                 case Ping():
-                    client.push({"type": "pong"})
+                    client.push(Pong())
                 case Shutdown():
-                    client.push({"type": "shutting_down"})
+                    client.push(ShuttingDown())
                     self.request_shutdown()
 
     @staticmethod
@@ -491,10 +490,10 @@ class Gateway:
             sem.acquire_nowait()
         except trio.WouldBlock:
             ROOT_METRICS.inc("gateway.refused", {"reason": "inflight"})
-            client.push({"type": "error", "code": "busy", "id": rid,
-                         "message": "too many requests in flight on this connection (the "
-                                    "limit is server.clientInflight); wait for an answer, "
-                                    "then send it again"})
+            client.push(ErrorFrame(code="busy", id=rid,
+                                   message="too many requests in flight on this connection "
+                                           "(the limit is server.clientInflight); wait for "
+                                           "an answer, then send it again"))
             return
 
         async def run() -> None:
@@ -506,16 +505,17 @@ class Gateway:
         nursery.start_soon(run)
 
     async def _call(self, client: Client, rid: Any, call: Callable[[], Awaitable[Any]],
-                    frame_type: str) -> None:
+                    answer: type[CancelResult | SessionsResult | SessionResult | SessionDeleted]
+                    ) -> None:
         try:
             data = await call()
         except RemoteError as exc:
-            client.push({"type": "error", "code": exc.code, "message": exc.message, "id": rid})
+            client.push(ErrorFrame(code=exc.code, message=exc.message, id=rid))
             return
         except RuntimeFailure as exc:
-            client.push({"type": "error", "code": "unavailable", "message": str(exc), "id": rid})
+            client.push(ErrorFrame(code="unavailable", message=str(exc), id=rid))
             return
-        client.push({"type": frame_type, "id": rid, "data": msgspec.to_builtins(data)})
+        client.push(answer(id=rid, data=data))
 
     async def _say(self, client: Client, frame: Say) -> None:
         turn = f"t-{secrets.token_hex(5)}"  # unique across daemon runs (sessions outlive them)
@@ -526,12 +526,12 @@ class Gateway:
                                                     debug=frame.debug), TurnResult)
             client.session_saved = True
         except RemoteError as exc:
-            client.push({"type": "error", "code": exc.code, "message": exc.message, "id": None})
+            client.push(ErrorFrame(code=exc.code, message=exc.message, id=None))
         except (ActorUnavailable, RuntimeFailure) as exc:
             if turn not in self.finished_turns:
                 reason = "shutdown" if self.sup.stopping else "error"
-                self._to_session(session, {"type": "turn.finished", "turn": turn, "reason": reason,
-                                           "message": str(exc)})
+                self._to_session(session, TurnFinished(turn=turn, reason=reason,
+                                                       message=str(exc)))
         finally:
             self.finished_turns.discard(turn)
 
@@ -554,15 +554,14 @@ class Gateway:
                     session=client.session if client.session_saved else None),
                     OpResult)).data
         except RemoteError as exc:
-            client.push({"type": "memory.result", "id": frame.id, "ok": False,
-                         "error": {"code": exc.code, "message": exc.message}})
+            client.push(MemoryResult(id=frame.id, ok=False,
+                                     error={"code": exc.code, "message": exc.message}))
             return
         except RuntimeFailure as exc:
-            client.push({"type": "memory.result", "id": frame.id, "ok": False,
-                         "error": {"code": "unavailable", "message": str(exc)}})
+            client.push(MemoryResult(id=frame.id, ok=False,
+                                     error={"code": "unavailable", "message": str(exc)}))
             return
-        client.push({"type": "memory.result", "id": frame.id, "ok": True,
-                     "data": msgspec.to_builtins(data)})
+        client.push(MemoryResult(id=frame.id, ok=True, data=data))
 
     async def metrics(self) -> dict[str, Any]:
         """Aggregate every running actor's metrics snapshot."""
@@ -583,7 +582,7 @@ class Gateway:
         return out
 
     async def _metrics(self, client: Client) -> None:
-        client.push({"type": "metrics.result", **(await self.metrics())})
+        client.push(MetricsResult(**await self.metrics()))
 
     async def close_all(self) -> None:
         """Flush (bounded) and close every client connection (end of shutdown).

@@ -41,7 +41,8 @@ import msgspec
 import structlog
 import trio
 
-from actors.agent.messages import OpenSession, RunTurn, TurnResult
+from actors.agent.messages import (OpenSession, ReplyDelta, ReplyText, RunTurn, Step, TurnFinished,
+                                   TurnFrame, TurnResult)
 from actors.agent.sessions import valid_session_id
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 
@@ -96,10 +97,10 @@ class TurnEvents:
     requests waiting for them; the gateway calls :meth:`put` for every turn event."""
 
     def __init__(self) -> None:
-        self.waiting: dict[str, trio.MemorySendChannel[dict[str, Any]]] = {}
+        self.waiting: dict[str, trio.MemorySendChannel[TurnFrame]] = {}
 
-    def open(self, turn: str) -> trio.MemoryReceiveChannel[dict[str, Any]]:
-        send, recv = trio.open_memory_channel[dict[str, Any]](EVENT_BUFFER)
+    def open(self, turn: str) -> trio.MemoryReceiveChannel[TurnFrame]:
+        send, recv = trio.open_memory_channel[TurnFrame](EVENT_BUFFER)
         self.waiting[turn] = send
         return recv
 
@@ -108,18 +109,18 @@ class TurnEvents:
         if send is not None:
             send.close()
 
-    def put(self, frame: dict[str, Any]) -> None:
-        """Deliver one event frame (``type``, ``turn``, …) without blocking. When a
-        request's buffer is full a ``reply.delta`` is dropped (the final ``reply`` event
-        carries the whole text); any other event that does not fit is logged."""
-        send = self.waiting.get(frame.get("turn", ""))
+    def put(self, frame: TurnFrame) -> None:
+        """Deliver one turn frame without blocking. When a request's buffer is full a
+        ``reply.delta`` is dropped (the final ``reply`` frame carries the whole text); any
+        other frame that does not fit is logged."""
+        send = self.waiting.get(frame.turn)
         if send is None:
             return
         try:
             send.send_nowait(frame)
         except trio.WouldBlock:
-            if frame["type"] != "reply.delta":
-                log.warning("openai_api.events_overflow", turn=frame.get("turn"))
+            if not isinstance(frame, ReplyDelta):
+                log.warning("openai_api.events_overflow", turn=frame.turn)
         except (trio.ClosedResourceError, trio.BrokenResourceError):
             pass
 
@@ -290,7 +291,7 @@ class OpenAIApi:
         finally:
             self.events.close(turn)
 
-    async def _stream(self, send: Send, events: trio.MemoryReceiveChannel[dict[str, Any]],
+    async def _stream(self, send: Send, events: trio.MemoryReceiveChannel[TurnFrame],
                       completion_id: str, extra: list[tuple[bytes, bytes]]) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), *extra]})
@@ -306,23 +307,23 @@ class OpenAIApi:
         sent = ""
         error: str | None = None
         async for frame in events:
-            match frame["type"]:
-                case "reply.delta":
-                    sent += frame["text"]
-                    await chunk({"content": frame["text"]})
-                case "reply":  # the whole reply: send what deltas did not (dropped, or none)
-                    if frame["text"].startswith(sent) and len(frame["text"]) > len(sent):
-                        await chunk({"content": frame["text"][len(sent):]})
-                        sent = frame["text"]
-                case "step" if frame.get("step") == "error":
-                    error = frame.get("message") or "the turn failed"
-                case "turn.finished":
-                    if frame["reason"] == "error" and not sent:
-                        await _sse(send, {"error": {"message": error or frame.get(
-                            "message", "the turn failed"), "type": "server_error",
-                            "code": "turn_failed"}})
+            match frame:
+                case ReplyDelta(text=text):
+                    sent += text
+                    await chunk({"content": text})
+                case ReplyText(text=text):  # the whole reply: send what deltas did not
+                    if text.startswith(sent) and len(text) > len(sent):
+                        await chunk({"content": text[len(sent):]})
+                        sent = text
+                case Step(step="error", message=message):
+                    error = message or "the turn failed"
+                case TurnFinished(reason=reason, message=message):
+                    if reason == "error" and not sent:
+                        await _sse(send, {"error": {
+                            "message": error or message or "the turn failed",
+                            "type": "server_error", "code": "turn_failed"}})
                     else:
-                        await chunk({}, _finish(frame["reason"]))
+                        await chunk({}, _finish(reason))
                     break
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n",
                     "more_body": False})
@@ -350,7 +351,7 @@ def _last_user_text(messages: list[ChatMessage]) -> str:
     return content
 
 
-async def _next_event(events: trio.MemoryReceiveChannel[dict[str, Any]]
+async def _next_event(events: trio.MemoryReceiveChannel[TurnFrame]
                       ) -> dict[str, Any] | None:
     """The turn's first event (``turn.started``), or None when the turn was refused
     (the RunTurn request failed before any event and closed the channel). Events are
@@ -361,25 +362,25 @@ async def _next_event(events: trio.MemoryReceiveChannel[dict[str, Any]]
         return None
 
 
-async def _collect(events: trio.MemoryReceiveChannel[dict[str, Any]]
+async def _collect(events: trio.MemoryReceiveChannel[TurnFrame]
                    ) -> tuple[str, str, str | None]:
     """(reply, finish reason, error message) once the turn finishes."""
     deltas: list[str] = []
     reply: str | None = None
     error: str | None = None
     async for frame in events:
-        match frame["type"]:
-            case "reply.delta":
-                deltas.append(frame["text"])
-            case "reply":
-                reply = frame["text"]
-            case "step" if frame.get("step") == "error":
-                error = frame.get("message") or "the turn failed"
-            case "turn.finished":
-                if frame["reason"] == "error" and error is None:
-                    error = frame.get("message") or "the turn failed"
-                return (reply if reply is not None else "".join(deltas), frame["reason"],
-                        error if frame["reason"] in ("error", "shutdown", "cancelled") else None)
+        match frame:
+            case ReplyDelta(text=text):
+                deltas.append(text)
+            case ReplyText(text=text):
+                reply = text
+            case Step(step="error", message=message):
+                error = message or "the turn failed"
+            case TurnFinished(reason=reason, message=message):
+                if reason == "error" and error is None:
+                    error = message or "the turn failed"
+                return (reply if reply is not None else "".join(deltas), reason,
+                        error if reason in ("error", "shutdown", "cancelled") else None)
     return "".join(deltas), "error", "the turn's events stopped"
 
 
