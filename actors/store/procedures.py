@@ -2,20 +2,19 @@
 
 A procedure is an *activation* (when it applies) plus 2–8 *steps*, each a description
 with an optional tool hint. Procedures are advice for the model only: the runtime never
-executes them. The consolidator creates them later (same call as a lesson, anchor
-§7.6); ``source='manual'`` marks operator-made ones.
+executes them. The consolidator creates them (in the same call as a lesson);
+``source='manual'`` marks operator-made ones.
 
 * Table ``procedures`` and FTS5 ``procedures_fts`` (``activation``, ``steps``, ``tags``)
   exist since schema v3; triggers index ``aa_index_text`` of each column.
 * ``steps`` is stored as a JSON array of arrays, ``[["description"], ["description",
   "toolHint"]]``: the FTS trigger indexes the column text verbatim, so object keys
   (``"description"``, ``"toolHint"``) or ``null`` would become searchable words that
-  match every row. The wire / Struct shape is the anchor's ``{description, toolHint}``;
-  a stored array of such objects is read as well.
-* Recall, deprecation and listing follow :mod:`actors.store.lessons` (exact-token BM25,
-  active only by default, deprecated rows readable by id). Index order is
-  ``updated_at DESC, id DESC`` (the anchor's leading ``vote_score`` key arrives with the
-  voting columns, anchor §7.4).
+  match every row. The wire / Struct shape is ``{description, toolHint}``; a stored
+  array of such objects is read as well.
+* Recall, deprecation, listing and counters are :class:`~.distilled.DistilledStore`'s
+  (exact-token BM25, active only by default, deprecated rows readable by id). Index
+  order is ``updated_at DESC, id DESC``.
 
 Times are Unix milliseconds; every write goes through ``schema.write_txn``.
 """
@@ -26,29 +25,22 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-import apsw
 import msgspec
 import structlog
 
-from .errors import ValidationError, optional_text, require_int, require_positive_id
-from .errors import now_ms as _now
-from .lessons import (
-    INDEX_LIMIT_DEFAULT,
-    CountedTable,
-    INDEX_LIMIT_MAX,
+from .distilled import (
+    INT_LIST,
     MAX_TAGS,
-    RECALL_K_DEFAULT,
-    RECALL_K_MAX,
-    RERANK_POOL,
+    STR_LIST,
+    DistilledStore,
     clean_tags,
     decode_json_list,
     encode_json,
-    fts_recall_rows,
     validate_activation,
     validate_id_list,
-    validate_query,
-    vote_rerank,
 )
+from .errors import ValidationError, optional_text, require_positive_id
+from .errors import now_ms as _now
 from .records import Procedure, ProcedurePointer, ProcedureStep
 from .schema import write_txn
 
@@ -69,7 +61,6 @@ __all__ = [
 
 log = structlog.get_logger("actors.store.procedures")
 
-#: Limits of anchor §2.8.
 STEP_MAX_CHARS = 240
 TOOL_HINT_MAX_CHARS = 64
 MIN_STEPS, MAX_STEPS = 2, 8
@@ -78,8 +69,6 @@ SOURCES = ("consolidator", "manual")
 
 _TOOL_HINT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-./]*")
 _TAG_RE = re.compile(r"[a-z0-9][a-z0-9_\-./]*")
-_INTS = msgspec.json.Decoder(list[int])
-_STRS = msgspec.json.Decoder(list[str])
 _ANY_LIST = msgspec.json.Decoder(list[Any])
 
 
@@ -164,23 +153,9 @@ def _decode_steps(raw: str | None) -> list[ProcedureStep]:
     return out
 
 
-_COLS = (
-    "t.id, t.activation, t.steps, t.tags, t.status, t.success_count, t.failure_count,"
-    " t.use_count, t.parent_lesson_ids, t.parent_memory_ids, t.source, t.working_dir,"
-    " t.created_at, t.updated_at, t.deprecated_at"
-)
-_SQL_GET = f"SELECT {_COLS} FROM procedures t WHERE t.id = ?"
 _SQL_INSERT = (
     "INSERT INTO procedures (activation, steps, tags, parent_lesson_ids, parent_memory_ids,"
     " source, working_dir, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
-)
-_SQL_INDEX = (
-    f"SELECT {_COLS} FROM procedures t WHERE t.status = 'active'"
-    " ORDER BY t.updated_at DESC, t.id DESC LIMIT ?"
-)
-_SQL_DEPRECATE = (
-    "UPDATE procedures SET status = 'deprecated', deprecated_at = ?, updated_at = ?"
-    " WHERE id = ? AND status = 'active'"
 )
 _SQL_BY_PARENT = (
     "SELECT id, parent_lesson_ids FROM procedures WHERE status = 'active'"
@@ -188,28 +163,34 @@ _SQL_BY_PARENT = (
 )
 
 
-def _row(row: Sequence, score: float | None = None) -> Procedure:
-    return Procedure(
-        row[0], row[1], _decode_steps(row[2]), decode_json_list(row[3], _STRS), row[4],
-        row[5], row[6], row[7], decode_json_list(row[8], _INTS),
-        decode_json_list(row[9], _INTS), row[10], row[11], row[12], row[13], row[14], score,
-    )
+class ProcedureStore(DistilledStore[Procedure]):
+    """The ``procedures`` table: create, read, deprecate (also by parent lesson) and
+    :meth:`bump_use` here; recall (``k`` default 2, ``memory.procedures.recallK``), the
+    index, the other counters and counts from :class:`DistilledStore`.
 
-
-class ProcedureStore(CountedTable):
-    """Create, read, recall and deprecate procedures.
-
-    Args:
-        conn: a connection from ``schema.open_database`` (migrated to >= v3).
-
-    Methods raise :class:`ValidationError` for bad input; query text never raises.
+    ``ProcedureStore(conn)`` takes a connection from ``schema.open_database`` (migrated
+    to >= v3). Methods raise :class:`ValidationError` for bad input; query text never
+    raises.
     """
 
     TABLE = "procedures"
+    COLS = (
+        "t.id, t.activation, t.steps, t.tags, t.status, t.success_count, t.failure_count,"
+        " t.use_count, t.parent_lesson_ids, t.parent_memory_ids, t.source, t.working_dir,"
+        " t.created_at, t.updated_at, t.deprecated_at"
+    )
     COUNTERS = ("success", "failure", "use")
+    DEPRECATED_EVENT = "memory.procedure_deprecated"
+    LOG = log
 
-    def __init__(self, conn: apsw.Connection) -> None:
-        self.conn = conn
+    @staticmethod
+    def _row(row: Sequence, score: float | None = None) -> Procedure:
+        return Procedure(
+            row[0], row[1], _decode_steps(row[2]), decode_json_list(row[3], STR_LIST),
+            row[4], row[5], row[6], row[7], decode_json_list(row[8], INT_LIST),
+            decode_json_list(row[9], INT_LIST), row[10], row[11], row[12], row[13], row[14],
+            score,
+        )
 
     def create(
         self,
@@ -245,12 +226,9 @@ class ProcedureStore(CountedTable):
             raise ValidationError("source", "must be 'consolidator' or 'manual'")
         working_dir = optional_text(working_dir, "workingDir")
         now = _now(now_ms)
-        with write_txn(self.conn):
-            self.conn.execute(_SQL_INSERT, (
-                activation, _encode_steps(step_list), encode_json(tag_list),
-                encode_json(lessons), encode_json(memories), source, working_dir, now, now))
-            proc_id = self.conn.last_insert_rowid()
-            return _row(self.conn.execute(_SQL_GET, (proc_id,)).fetchall()[0])
+        return self._insert(_SQL_INSERT, (
+            activation, _encode_steps(step_list), encode_json(tag_list),
+            encode_json(lessons), encode_json(memories), source, working_dir, now, now))
 
     def get(self, procedure_id: int) -> Procedure | None:
         """Return the procedure with this id, any status, or None.
@@ -258,50 +236,7 @@ class ProcedureStore(CountedTable):
         Raises:
             ValidationError: field ``id``.
         """
-        rows = self.conn.execute(_SQL_GET, (require_positive_id(procedure_id),)).fetchall()
-        return _row(rows[0]) if rows else None
-
-    def recall(
-        self,
-        query: str,
-        *,
-        k: int = RECALL_K_DEFAULT,
-        include_deprecated: bool = False,
-        working_dir: str | None = None,
-        score_blend: float | None = None,
-    ) -> list[Procedure]:
-        """Return up to ``k`` procedures matching ``query`` by BM25, best first.
-
-        Same rules as ``LessonStore.recall``: query at most 500 chars, exact quoted
-        tokens OR-joined, nothing indexable -> ``[]``; ``k`` clamped into [1, 10]
-        (default 2, ``memory.procedures.recallK``); active only unless
-        ``include_deprecated``; ``working_dir`` keeps global rows and that directory's;
-        ``score_blend`` reorders a ``k × 3`` pool by votes and outcomes
-        (``lessons.vote_rerank``, anchor §7.2).
-
-        Raises:
-            ValidationError: fields ``query``, ``k``, ``workingDir``.
-        """
-        query = validate_query(query)
-        k = min(RECALL_K_MAX, max(1, require_int(k, "k")))
-        working_dir = optional_text(working_dir, "workingDir")
-        pool = k if score_blend is None else k * RERANK_POOL
-        hits = fts_recall_rows(self.conn, table="procedures", cols=_COLS, query=query, k=pool,
-                               include_deprecated=bool(include_deprecated),
-                               working_dir=working_dir)
-        if score_blend is not None:
-            hits = vote_rerank(self.conn, "procedures", hits, k, score_blend)
-        return [_row(r, s) for r, s in hits]
-
-    def list_index(self, limit: int = INDEX_LIMIT_DEFAULT) -> list[Procedure]:
-        """Return active procedures, ``updated_at DESC, id DESC``; ``limit`` clamped
-        into [1, 100] (default 20).
-
-        Raises:
-            ValidationError: field ``limit``.
-        """
-        limit = min(INDEX_LIMIT_MAX, max(1, require_int(limit, "limit")))
-        return [_row(r) for r in self.conn.execute(_SQL_INDEX, (limit,))]
+        return self._get(procedure_id)
 
     def mark_deprecated(self, procedure_id: int, reason: str = "manual", *,
                         now_ms: int | None = None) -> bool:
@@ -311,21 +246,15 @@ class ProcedureStore(CountedTable):
         Raises:
             ValidationError: fields ``id``, ``nowMs``.
         """
-        procedure_id = require_positive_id(procedure_id)
-        now = _now(now_ms)
-        with write_txn(self.conn):
-            self.conn.execute(_SQL_DEPRECATE, (now, now, procedure_id))
-            flipped = self.conn.changes() > 0
-        if flipped:
-            log.info("memory.procedure_deprecated", id=procedure_id, reason=str(reason))
-        return flipped
+        return self._deprecate(procedure_id, reason, now_ms)
 
     def deprecate_by_parent_lesson(self, lesson_id: int, reason: str = "parent_deprecated",
                                    *, now_ms: int | None = None) -> list[int]:
         """Deprecate every active procedure that lists ``lesson_id`` as a parent.
 
-        SQL ``LIKE`` pre-filter on the JSON text, then an exact membership check
-       , in one transaction. Returns the ids flipped, ascending.
+        SQL ``LIKE`` pre-filter on the JSON text, then an exact membership check, in one
+        transaction; ``reason`` is logged, not stored. Returns the ids flipped,
+        ascending.
 
         Raises:
             ValidationError: fields ``id``, ``nowMs``.
@@ -336,14 +265,19 @@ class ProcedureStore(CountedTable):
         with write_txn(self.conn):
             rows = self.conn.execute(_SQL_BY_PARENT, (f"%{lesson_id}%",)).fetchall()
             for proc_id, raw in rows:
-                if lesson_id in decode_json_list(raw, _INTS):
-                    self.conn.execute(_SQL_DEPRECATE, (now, now, proc_id))
+                if lesson_id in decode_json_list(raw, INT_LIST):
+                    self.conn.execute(self._sql_deprecate, (now, now, proc_id))
                     if self.conn.changes() > 0:
                         flipped.append(proc_id)
         for proc_id in flipped:
-            log.info("memory.procedure_deprecated", id=proc_id, reason=str(reason))
+            log.info(self.DEPRECATED_EVENT, id=proc_id, reason=str(reason))
         return flipped
 
     def bump_use(self, procedure_id: int, *, now_ms: int | None = None) -> bool:
-        """Add 1 to ``use_count``; True if the procedure exists."""
+        """Add 1 to ``use_count`` (and refresh ``updated_at``); True if the procedure
+        exists.
+
+        Raises:
+            ValidationError: fields ``id``, ``nowMs``.
+        """
         return self._bump("use", procedure_id, now_ms)
