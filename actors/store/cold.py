@@ -39,7 +39,8 @@ import msgspec
 import numpy as np
 import structlog
 
-from .lessons import LessonStore, encode_json
+from .columns import encode_json
+from .lessons import LessonStore
 from .links import LinkStore
 from .procedures import ProcedureStep, ProcedureStore
 from .records import Cluster, LinkIn, SweepResult, VoteIn, VoteResult

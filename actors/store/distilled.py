@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Generic, TypeVar
 import apsw
 import msgspec
 
+from .columns import encode_json
 from .errors import ValidationError, optional_text, require_int, require_positive_id
 from .errors import now_ms as _now
 from .fts import build_match_query, normalise_bm25
@@ -157,21 +158,6 @@ def _clamp(value: object, field: str, lo: int, hi: int) -> int:
 
 
 # -- JSON columns -------------------------------------------------------------------------
-
-
-def decode_json_list(raw: str | None, decoder: msgspec.json.Decoder) -> list:
-    """Decode a JSON array column; ``[]`` for NULL, empty or malformed text."""
-    if not raw:
-        return []
-    try:
-        return decoder.decode(raw)
-    except msgspec.DecodeError:
-        return []
-
-
-def encode_json(value: object) -> str:
-    """Encode a value as compact JSON text (for the JSON columns)."""
-    return msgspec.json.encode(value).decode()
 
 
 # -- recall -------------------------------------------------------------------------------

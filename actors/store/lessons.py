@@ -22,6 +22,7 @@ from collections.abc import Sequence
 
 import structlog
 
+from .columns import decode_json_list, encode_json
 from .distilled import (
     ACTIVATION_MAX_CHARS,
     INDEX_LIMIT_DEFAULT,
@@ -31,20 +32,16 @@ from .distilled import (
     MAX_TAGS,
     RECALL_K_DEFAULT,
     RECALL_K_MAX,
-    RERANK_POOL,
     STATUSES,
     STR_LIST,
     TAG_MAX_CHARS,
     DistilledStore,
     bounded_text,
     clean_tags,
-    decode_json_list,
-    encode_json,
     fts_recall_rows,
     validate_activation,
     validate_id_list,
     validate_query,
-    vote_rerank,
 )
 from .errors import now_ms as _now
 from .errors import optional_text

@@ -28,6 +28,7 @@ import apsw
 import msgspec
 
 from .cold import drop_derived
+from .columns import decode_json_list, encode_json
 from .corrections import link_correction, newest_first
 from .dedup import NEAR_THRESHOLD, near_match
 from .errors import (
@@ -104,16 +105,7 @@ def validate_tags(tags: object) -> list[str]:
 
 
 def _decode_tags(raw: str | None) -> list[str]:
-    if not raw:
-        return []
-    try:
-        return _TAGS_DECODER.decode(raw)
-    except msgspec.DecodeError:
-        return []
-
-
-def _encode_json(value: object) -> str:
-    return msgspec.json.encode(value).decode()
+    return decode_json_list(raw, _TAGS_DECODER)
 
 
 _COLS = (
@@ -264,11 +256,11 @@ class MemoryStore:
             if found is not None and not found.corrects:
                 merged = _decode_tags(found.tags)
                 merged += [t for t in tags if t not in merged][: MAX_TAGS - len(merged)]
-                conn.execute(_SQL_MERGE, (_encode_json(merged), now, found.id))
+                conn.execute(_SQL_MERGE, (encode_json(merged), now, found.id))
                 return self._get(found.id)
             conn.execute(
                 _SQL_INSERT,
-                (content, key, _encode_json(tags), source, scope, working_dir, session_id, now,
+                (content, key, encode_json(tags), source, scope, working_dir, session_id, now,
                  now, origin, turn_id),
             )
             note_id = conn.last_insert_rowid()
@@ -332,7 +324,7 @@ class MemoryStore:
             return 0
         now = _now(now_ms)
         with write_txn(self.conn):
-            self.conn.execute(_SQL_BUMP, (now, _encode_json(sorted(set(id_list)))))
+            self.conn.execute(_SQL_BUMP, (now, encode_json(sorted(set(id_list)))))
             return self.conn.changes()
 
     # -- reads ----------------------------------------------------------------------
@@ -413,7 +405,7 @@ class MemoryStore:
             args.append(working_dir)
         if required:
             where += _SQL_TAGS_ALL
-            args.append(_encode_json(required))
+            args.append(encode_json(required))
         return where, args
 
     def visible(self, ids: Iterable[int], *, scope: str | None = None,
@@ -432,7 +424,7 @@ class MemoryStore:
         where, args = filters
         sql = (f"SELECT {_COLS} FROM memories m WHERE m.id IN (SELECT value FROM json_each(?))"
                f"{where}")
-        return {r[0]: _row(r) for r in self.conn.execute(sql, (_encode_json(wanted), *args))}
+        return {r[0]: _row(r) for r in self.conn.execute(sql, (encode_json(wanted), *args))}
 
     def get(self, note_id: int) -> Note | None:
         """Return the note with this id (archived included) or None.
@@ -479,7 +471,7 @@ class MemoryStore:
         args: list[object] = []
         if excluded:
             sql += " AND m.id NOT IN (SELECT value FROM json_each(?))"
-            args.append(_encode_json(excluded))
+            args.append(encode_json(excluded))
         if working_dir is not None:
             sql += _SQL_SCOPE_VISIBLE
             args.append(working_dir)

@@ -28,14 +28,13 @@ from typing import Any
 import msgspec
 import structlog
 
+from .columns import decode_json_list, encode_json
 from .distilled import (
     INT_LIST,
     MAX_TAGS,
     STR_LIST,
     DistilledStore,
     clean_tags,
-    decode_json_list,
-    encode_json,
     validate_activation,
     validate_id_list,
 )

@@ -24,6 +24,7 @@ from collections.abc import Iterable
 import apsw
 import msgspec
 
+from .columns import decode_json_list
 from .dates import TIMEZONE_KEYS, resolve_zone
 from .errors import ValidationError, blank, require_positive_id, string_list
 from .errors import now_ms as _now
@@ -127,12 +128,7 @@ def validate_keywords(keywords: object) -> list[str]:
 
 
 def _decode_keywords(raw: str | None) -> list[str]:
-    if not raw:
-        return []
-    try:
-        return _KEYWORDS_DECODER.decode(raw)
-    except msgspec.DecodeError:
-        return []
+    return decode_json_list(raw, _KEYWORDS_DECODER)
 
 
 _COLS = ("id, key, value, pinned, keywords, updated_at, valid_from, superseded_by, source,"
