@@ -28,30 +28,12 @@ from runtime.services.config import Config, ConfigError, config_to_json, load_co
 from runtime.services.models import DEFAULT_MODEL
 
 from . import cli_turns
-from .cli_output import (
-    EXIT_FAILED,
-    EXIT_NOT_RUNNING,
-    EXIT_USAGE,
-    counts_text,
-    pointer,
-    print_fact,
-    print_history,
-    print_lesson,
-    print_note,
-    print_note_detail,
-    print_procedure,
-    turns_text,
-    when,
-)
+from .cli_output import EXIT_FAILED, EXIT_NOT_RUNNING, EXIT_USAGE, counts_text, turns_text, when
+from .cli_memory import add_memory_parser, command_for
+from .cli_memory import state_arg as _state_arg
 from .cli_turns import ask, chat_loop
 from .client import ClientError, DaemonClient, open_client
 from .state import read_daemon_info, resolve_state_dir
-
-
-def _state_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state-dir", metavar="DIR",
-                   help="state directory (default: $ATOMIC_AGENT_STATE_DIR, else "
-                        "~/.local/state/atomic-agent)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -177,143 +159,10 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--session", default="mcp",
                     help="session the MCP server's notes are filed under (default: mcp)")
 
-    m = sub.add_parser(
-        "memory", help="inspect and edit memory",
-        description="Read and change what the daemon remembers: profile facts (with their "
-                    "history), notes, lessons, procedures and links; stats, backup, export "
-                    "and import; reindex and recover (daemon stopped). Through the running "
-                    "daemon, or straight on the state directory's files when none runs. "
-                    "Every command that runs one memory op takes --json.")
-    msub = m.add_subparsers(dest="memory_command", required=True, metavar="WHAT")
-    prof = msub.add_parser("profile", help="profile facts")
-    psub = prof.add_subparsers(dest="action", required=True, metavar="ACTION")
-    _state_arg(psub.add_parser("list", help="list active facts"))
-    ps = psub.add_parser("set", help="set a fact")
-    _state_arg(ps)
-    ps.add_argument("key", help="snake_case name, e.g. home_city")
-    ps.add_argument("value", help="the fact's value (quote it)")
-    ps.add_argument("--contextual", metavar="KEYWORDS",
-                    help="comma-separated keywords: show the fact only when one is mentioned")
-    pr = psub.add_parser("remove", help="remove a fact (history kept; --purge deletes it too)")
-    _state_arg(pr)
-    pr.add_argument("key", help="the fact's key (memory profile list shows them)")
-    pr.add_argument("--purge", action="store_true",
-                    help="also delete every earlier version (the history), for good")
-    ph = psub.add_parser("history", help="every version of a fact")
-    _state_arg(ph)
-    ph.add_argument("key", help="the fact's key")
-
-    notes = msub.add_parser("notes", help="freeform notes")
-    nsub = notes.add_subparsers(dest="action", required=True, metavar="ACTION")
-    nl = nsub.add_parser("list", help="newest notes")
-    _state_arg(nl)
-    nl.add_argument("--limit", type=int, default=50, help="how many (default 50)")
-    nl.add_argument("--archived", choices=["active", "archived", "all"], default="active",
-                    help="which notes: active (default), archived or all")
-    nsh = nsub.add_parser("show", help="one note by id")
-    _state_arg(nsh)
-    nsh.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
-    nst = nsub.add_parser("store", help="store a note")
-    _state_arg(nst)
-    nst.add_argument("content", help="the note's text (quote it)")
-    nst.add_argument("--tags", help="comma-separated tags")
-    nr = nsub.add_parser("recall", help="search notes")
-    _state_arg(nr)
-    nr.add_argument("query", help="what to look for (words or a sentence)")
-    nr.add_argument("-k", type=int, default=5, help="how many notes (default 5)")
-    nf = nsub.add_parser("forget", help="delete a note")
-    _state_arg(nf)
-    nf.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
-    na = nsub.add_parser("archive", help="archive a note: it leaves the memory index but "
-                         "stays recallable (--restore undoes it)")
-    _state_arg(na)
-    na.add_argument("id", type=_row_id, help="the note's id (N or #N, as listings show it)")
-    na.add_argument("--restore", action="store_true", help="bring an archived note back")
-    _state_arg(msub.add_parser("stats", help="counts, schema, embedding status"))
-    bk = msub.add_parser(
-        "backup", help="a consistent copy of memory.sqlite, also while the daemon runs",
-        description="Copy the memory database to FILE with SQLite's online backup: one "
-                    "consistent snapshot, taken by the running daemon (or directly when none "
-                    "runs). The copy is a plain SQLite file; put it back as memory.sqlite "
-                    "with the daemon stopped to restore it.")
-    _state_arg(bk)
-    bk.add_argument("file", help="where to write the copy")
-    bk.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
-    ex = msub.add_parser(
-        "export", help="write all memory to a JSON-lines file (or stdout)",
-        description="Write every profile fact with its history, every note (tags, scope, "
-                    "links), lesson and procedure as versioned JSON lines (docs/protocol.md, "
-                    "'Memory export format'); no vectors. Without FILE the export goes to "
-                    "stdout. Read by `memory import` here or on another machine.")
-    _state_arg(ex)
-    ex.add_argument("file", nargs="?", help="where to write it (default, or -: stdout)")
-    ex.add_argument("--overwrite", action="store_true", help="replace FILE if it exists")
-    im = msub.add_parser(
-        "import", help="add the memory of an export file (idempotent)",
-        description="Import a `memory export` file: notes already stored (the same or a "
-                    "near-identical text), fact versions already in a fact's history, and "
-                    "lessons, procedures and links already present are skipped, so "
-                    "importing the same file twice adds nothing. The whole file is checked "
-                    "first; a bad line is one error and nothing is written.")
-    _state_arg(im)
-    im.add_argument("file", help="the export file")
-    cx = msub.add_parser(
-        "context", help="what a turn on MESSAGE would get from memory",
-        description="Print the memory sections a turn on MESSAGE would put in the prompt "
-                    "(profile, recalled notes, memory index, lessons, procedures), with the "
-                    "configured budgets. Nothing is written (no recall counters).")
-    _state_arg(cx)
-    cx.add_argument("message", help="a user message (quote it)")
-    ri = msub.add_parser("reindex", help="embed every note missing a vector of the configured "
-                         "embedding model, with progress (daemon stopped)",
-                         description="Embed, newest first, every note with no vector for the "
-                         "attached embedding model (after a model switch, or when embeddings "
-                         "were turned on over existing notes). Needs the daemon stopped: a "
-                         "running daemon's backfill does this in the background.")
-    _state_arg(ri)
-    ri.add_argument("--prune", action="store_true",
-                    help="then delete other models' vectors, once every note has one")
-    ri.add_argument("--batch", type=int, default=64, help="notes per transaction (1-1024)")
-    rc = msub.add_parser("recover", help="salvage notes and facts from a quarantined memory "
-                         "file (daemon stopped)",
-                         description="When memory.sqlite is found corrupt the daemon moves it "
-                         "aside (memory.sqlite.corrupt-<ms>) and starts fresh. This reads what "
-                         "is still readable in that file (the newest one by default) and adds "
-                         "its notes, and the facts whose keys the live memory lacks, through "
-                         "the normal stores (duplicates merge). Needs the daemon stopped.")
-    _state_arg(rc)
-    rc.add_argument("file", nargs="?", type=Path,
-                    help="the damaged file (default: the newest memory.sqlite.corrupt-*)")
-
-    for what, noun in (("lessons", "lesson"), ("procedures", "procedure")):
-        grp = msub.add_parser(what, help=f"{what} (read-only)")
-        gsub = grp.add_subparsers(dest="action", required=True, metavar="ACTION")
-        gl = gsub.add_parser("list", help=f"active {what}, newest first")
-        _state_arg(gl)
-        gl.add_argument("--limit", type=int, default=20, help="at most this many (1-100)")
-        gs = gsub.add_parser("show", help=f"one {noun} by id, any status")
-        _state_arg(gs)
-        gs.add_argument("id", type=_row_id, help=f"the {noun}'s id (N, or as listed)")
-
     from .cli_consolidate import add_parser as add_consolidate
 
-    add_consolidate(msub, _state_arg)
-
-    links = msub.add_parser("links", help="edges between notes")
-    lsub = links.add_subparsers(dest="action", required=True, metavar="ACTION")
-    ll = lsub.add_parser("list", help="edges, newest first")
-    _state_arg(ll)
-    ll.add_argument("--limit", type=int, default=100, help="at most this many (1-1000)")
-    ll.add_argument("--note", type=int, metavar="ID", help="only edges of this note")
-    la = lsub.add_parser("add", help="link two notes (the consolidator distils linked notes)")
-    _state_arg(la)
-    la.add_argument("from_id", type=_row_id, help="the first note's id")
-    la.add_argument("to_id", type=_row_id, help="the second note's id")
-    la.add_argument("--kind", default="RELATES_TO",
-                    choices=["RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS",
-                             "DUPLICATES", "SUPERSEDES"], help="the edge's kind (default RELATES_TO)")
-
-    _add_json_flags(msub)
+    add_memory_parser(sub, {"reindex": _add_reindex, "recover": _add_recover,
+                            "consolidate": lambda msub: add_consolidate(msub, _state_arg)})
 
     cfg = sub.add_parser(
         "config", help="show, read and change the configuration (config.json)",
@@ -359,14 +208,32 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _row_id(text: str) -> int:
-    """argparse type: an id as typed or as listings print it (``7``, ``#7``, ``*7``,
-    ``>7``)."""
-    try:
-        return int(text.strip().lstrip("#*>"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an id: {text!r} (a number, e.g. 7 or #7)"
-                                         ) from None
+def _add_reindex(msub: Any) -> None:
+    """``memory reindex``."""
+    ri = msub.add_parser("reindex", help="embed every note missing a vector of the configured "
+                         "embedding model, with progress (daemon stopped)",
+                         description="Embed, newest first, every note with no vector for the "
+                         "attached embedding model (after a model switch, or when embeddings "
+                         "were turned on over existing notes). Needs the daemon stopped: a "
+                         "running daemon's backfill does this in the background.")
+    _state_arg(ri)
+    ri.add_argument("--prune", action="store_true",
+                    help="then delete other models' vectors, once every note has one")
+    ri.add_argument("--batch", type=int, default=64, help="notes per transaction (1-1024)")
+
+
+def _add_recover(msub: Any) -> None:
+    """``memory recover``."""
+    rc = msub.add_parser("recover", help="salvage notes and facts from a quarantined memory "
+                         "file (daemon stopped)",
+                         description="When memory.sqlite is found corrupt the daemon moves it "
+                         "aside (memory.sqlite.corrupt-<ms>) and starts fresh. This reads what "
+                         "is still readable in that file (the newest one by default) and adds "
+                         "its notes, and the facts whose keys the live memory lacks, through "
+                         "the normal stores (duplicates merge). Needs the daemon stopped.")
+    _state_arg(rc)
+    rc.add_argument("file", nargs="?", type=Path,
+                    help="the damaged file (default: the newest memory.sqlite.corrupt-*)")
 
 
 def _bounded_int(low: int, high: int, what: str):
@@ -398,157 +265,35 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-JSON_EXEMPT = ("reindex", "recover")
-"""``memory`` commands that are not one memory op (they print their own JSON summary)."""
-
-
-def _add_json_flags(msub: argparse._SubParsersAction) -> None:
-    """``--json`` on every ``memory`` command that is one memory op."""
-    for name, parser in msub.choices.items():
-        if name in JSON_EXEMPT:
-            continue
-        nested = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
-        leaves = list(nested[0].choices.values()) if nested else [parser]
-        for leaf in leaves:
-            leaf.add_argument("--json", action="store_true",
-                              help="print the op's result as JSON (docs/protocol.md shapes)")
-
-
-def _memory_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    """The memory op and its arguments for a ``memory`` command (see docs/protocol.md)."""
-    what, action = args.memory_command, getattr(args, "action", None)
-    if what == "stats":
-        return "memory.stats", {}
-    if what == "backup":
-        return "memory.backup", {"path": str(Path(args.file).resolve()),
-                                 "overwrite": args.overwrite}
-    if what == "export":
-        return "memory.export", {"path": str(Path(args.file).resolve()),
-                                 "overwrite": args.overwrite}
-    if what == "import":
-        return "memory.import", {"path": str(Path(args.file).resolve())}
-    if what == "context":
-        return "memory.context", {"message": args.message}
-    if what == "profile":
-        if action == "list":
-            return "memory.profile.list", {}
-        if action == "set":
-            kws = [k.strip() for k in args.contextual.split(",")] if args.contextual else None
-            return "memory.profile.set", {"key": args.key, "value": args.value,
-                                          "pinned": kws is None, "keywords": kws}
-        if action == "remove" and args.purge:
-            return "memory.profile.purge", {"key": args.key}
-        return f"memory.profile.{action}", {"key": args.key}
-    if what == "notes":
-        if action == "list":
-            return "memory.notes.list", {"limit": args.limit, "archived": args.archived}
-        if action == "show":
-            return "memory.notes.recall", {"id": args.id}
-        if action == "store":
-            tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-            return "memory.notes.store", {"content": args.content, "tags": tags}
-        if action == "recall":
-            return "memory.notes.recall", {"query": args.query, "k": args.k}
-        if action == "archive":
-            return "memory.notes.archive", {"id": args.id, "archived": not args.restore}
-        return "memory.notes.forget", {"id": args.id}
-    if what in ("lessons", "procedures"):
-        if action == "list":
-            return f"memory.{what}.list", {"limit": args.limit}
-        return f"memory.{what}.get", {"id": args.id}
-    if action == "add":
-        return "memory.links.add", {"fromId": args.from_id, "toId": args.to_id,
-                                    "kind": args.kind}
-    query: dict[str, Any] = {"limit": args.limit}
-    if args.note is not None:
-        query["id"] = args.note
-    return "memory.links.list", query
-
-
 async def _memory_cmd(c: DaemonClient, args: argparse.Namespace,
                       state_dir: Path | None = None) -> int:
-    """Run one ``memory`` command: its op (:func:`_memory_request`), then the result as
-    text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist.
+    """Run one ``memory`` command of the table (:mod:`.cli_memory`): its op, then the result
+    as text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist.
     ``state_dir``: set with a daemon running, whose export, backup and import use files
     in its exports folder only (:mod:`.file_ops` moves them to and from the user's path)."""
     from .file_ops import export_to, import_from
 
-    what, action = args.memory_command, getattr(args, "action", None)
+    what = args.memory_command
     if what == "export" and args.file in (None, "-"):
         return await _export_to_stdout(c, state_dir)
-    op, payload = _memory_request(args)
+    command = command_for(args)
+    op, payload = command.request(args)
     if state_dir is not None and what in ("backup", "export"):
         data = await export_to(c, op, args.file, args.overwrite, state_dir)
     elif state_dir is not None and what == "import":
         data = await import_from(c, args.file, state_dir)
     else:
         data = await c.memory(op, payload)
-    missing = (isinstance(data, dict) and data.get("removed") is False) or (
-        what == "notes" and action == "show" and not data)
-    if getattr(args, "json", False):
+    if args.json:
         print(json.dumps(data, ensure_ascii=False))
+    missing = command.missing(args, data)
     if missing:
-        name = f"active fact {args.key!r}" if what == "profile" else f"note #{args.id}"
-        if op == "memory.profile.purge":
-            name = f"fact {args.key!r} (nothing to purge)"
-        print(f"atomic-agent: no {name}", file=sys.stderr)
+        print(f"atomic-agent: no {missing}", file=sys.stderr)
         return EXIT_FAILED
-    if getattr(args, "json", False):
-        return 0
-    if what == "stats":
-        print(json.dumps(data, indent=2))
-    elif what == "backup":
-        print(f"backed up memory to {data['path']} ({data['bytes']:,} bytes)")
-    elif what == "export":
-        print(f"exported {counts_text(data['counts'])} to {data['path']} "
-              f"({data['bytes']:,} bytes)")
-    elif what == "import":
-        print(f"imported from {data['path']}: added {counts_text(data['added'])}; already there: "
-              f"{counts_text(data['skipped'])}")
-    elif what == "context":
-        print(data["text"] or "(memory has nothing for this message)")
-    elif what == "profile" and action in ("list", "history"):
-        if action == "list":
-            for f in data:
-                print_fact(f)
-        else:
-            print_history(data)
-        if not data:
-            print("(no profile facts)" if action == "list" else f"(no history for {args.key!r})")
-    elif what == "profile" and action == "set":
-        print_fact(data)
-    elif what == "profile" and action == "remove":
-        print(f"purged {data['versions']} version(s) of {args.key!r}" if "versions" in data
-              else "removed")
-    elif what == "notes" and action in ("list", "recall"):
-        for n in data:
-            print_note(n)
-        if not data:
-            print("(no notes)" if action == "list" else "(no matching notes)")
-    elif what == "notes" and action == "show":
-        await print_note_detail(c, data[0])
-    elif what == "notes" and action == "store":
-        print_note(data)
-    elif what == "notes" and action == "forget":
-        print("forgotten")
-    elif what == "notes" and action == "archive":
-        print(f"#{data['id']} " + ("archived (out of the index, still recallable)"
-                                   if data["archived"] else "restored"))
-    elif what in ("lessons", "procedures") and action == "list":
-        for row in data:
-            print(pointer("*" if what == "lessons" else ">", row))
-        if not data:
-            print(f"(no {what})")
-    elif what in ("lessons", "procedures") and action == "show":
-        (print_lesson if what == "lessons" else print_procedure)(data)
-    elif what == "links" and action == "add":
-        print(f"linked #{data['fromId']} -{data['kind']}-> #{data['toId']}")
-    elif what == "links":
-        for e in data:
-            print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g}, "
-                  f"{e.get('origin', 'manual')})")
-        if not data:
-            print("(no links)")
+    if not args.json:
+        shown = command.show(c, args, data)
+        if shown is not None:
+            await shown
     return 0
 
 

@@ -39,6 +39,8 @@ def add_parser(msub: Any, state_arg: Any) -> None:
     state_arg(p)
     p.add_argument("--ignore-cooldown", action="store_true",
                    help="also consider notes younger than memory.consolidation.cooldownMs")
+    p.add_argument("--json", action="store_true",
+                   help="print the op's result as JSON (docs/protocol.md shapes)")
 
 
 def report_text(report: dict[str, Any]) -> str:
