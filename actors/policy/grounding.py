@@ -82,7 +82,8 @@ _GREETINGS = frozenset(entries("probe"))
 PERSIST = compile_rules("persist")
 """A request to keep something, or a rule for later (:mod:`.lexicon` rule ``persist``):
 makes a message worth reflecting on."""
-_PERSONAL = compile_rules("first_person", "first_person_object", "first_person_possessive")
+_PERSONAL = compile_rules("first_person", "first_person_object", "first_person_possessive",
+                          "first_person_verbs")
 _ECHO_RE = re.compile(
     r"^(?:reply|respond|answer|say|print|output|write|type|return|echo)"
     r"(?:\s+(?:with|back))?(?:\s+(?:exactly|only|just|literally))?\s*:?\s*"

@@ -58,9 +58,13 @@ Rules, and where each is read:
 ``first_person``       the user as the subject: I, we, je, ich … — ``stance``
                        (clause subject, ``about_user``, requests), ``grounding``
                        (trivial windows), ``reflection.plan`` (first-person notes)
+``first_person_verbs``  a verb that says "I" by itself where the pronoun is left out
+                       (soy, vivo, sono, moro, живу …) — the same guards
 ``first_person_object``  me, us, moi, mich, меня … — the same guards
 ``first_person_possessive``  my, our, mon, mein, мой … — the same guards; after it a
                        relation word makes the clause someone else's
+``articles``           an article before a possessive ("il mio", "o meu") —
+                       ``stance`` (clause subject)
 ``third_person``       he, she, they, il, er, он … — ``stance`` (clause subject)
 ``third_person_verbs`` verbs after a capitalised name that make it the clause's
                        subject ("Tomas lives …") — ``stance``
@@ -278,7 +282,7 @@ deine vergiss lösche aus deinem gedächtnis dass mag magst""".split()),
                  do not drive | broke up with | divorced | replaced | retired from |
                  lost my"""),
         "fr": _w("vendu | quitté | arrêté | abandonné"),
-        "de": _w("verkauft | gekündigt | aufgegeben"),
+        "de": _w("verkauft | verkaufte | gekündigt | kündigte | aufgegeben"),
         "es": _w("vendí | dejé"),
         "it": _w("venduto | lasciato | smesso"),
         "pt": _w("vendi | deixei | larguei"),
@@ -363,6 +367,15 @@ deine vergiss lösche aus deinem gedächtnis dass mag magst""".split()),
         "pt": _w("eu | nós"),
         "ru": _w("я | мы"),
     },
+    "first_person_verbs": {
+        "en": _w("i am | i'm"),
+        "fr": _w("suis"),
+        "de": _w("bin"),
+        "es": _w("soy | estoy | tengo | vivo | trabajo | estudio | prefiero | quiero | necesito"),
+        "it": _w("sono | sto | ho | vivo | abito | lavoro | preferisco | voglio"),
+        "pt": _w("sou | estou | tenho | moro | vivo | trabalho | estudo | prefiro | quero"),
+        "ru": _w("живу | работаю | учусь | люблю | предпочитаю | хочу"),
+    },
     "first_person_object": {
         "en": _w("me | us"),
         "fr": _w("moi | me | m'* | nous"),
@@ -381,6 +394,15 @@ deine vergiss lösche aus deinem gedächtnis dass mag magst""".split()),
         "it": _w("mio | mia | miei | mie | nostro | nostra | nostri | nostre"),
         "pt": _w("meu | minha | meus | minhas | nosso | nossa | nossos | nossas"),
         "ru": _w("мой | моя | моё | мое | мои | моего | моей | наш | наша | наши"),
+    },
+    "articles": {
+        "en": _w("the | a | an"),
+        "fr": _w("le | la | les"),
+        "de": _w("der | die | das"),
+        "es": _w("el | la | los | las"),
+        "it": _w("il | lo | la | gli | le"),
+        "pt": _w("o | a | os | as"),
+        "ru": _w("этот | эта | эти"),
     },
     "third_person": {
         "en": _w("he | she | they | he's | she's | they're | his | her | their | it's"),
@@ -451,12 +473,12 @@ cão""".split()),
     "user_naming": {
         "en": _w("""user's name is | user name is | user is named | user is called |
                  user goes by | user's names is | call the user"""),
-        "fr": _w("l'utilisateur s'appelle | le nom de l'utilisateur est"),
+        "fr": _w("le nom de l'utilisateur est | le prénom de l'utilisateur est"),
         "de": _w("der nutzer heißt | der benutzer heißt | name des nutzers ist"),
         "es": _w("el usuario se llama | el nombre del usuario es"),
         "it": _w("l'utente si chiama | il nome dell'utente è"),
         "pt": _w("o usuário se chama | o nome do usuário é"),
-        "ru": _w("имя пользователя | пользователя зовут"),
+        "ru": _w("имя пользователя"),
     },
     "naming_phrase": {
         "en": _w("name is | call them | call him | call her | goes by | is named | is called"),
@@ -584,7 +606,7 @@ rewrite fix convert calculate compute name plan pick""".split()),
         "de": _w("ich frage mich | ich möchte wissen"),
         "es": _w("me pregunto | quiero saber"),
         "it": _w("mi chiedo | vorrei sapere"),
-        "pt": _w("me pergunto | quero saber"),
+        "pt": _w("me pergunto | eu me pergunto | quero saber"),
         "ru": _w("интересно | хочу знать"),
     },
 }

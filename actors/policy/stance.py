@@ -63,8 +63,9 @@ _CLAUSE_RE = re.compile(
     rf"\s*[,;:—–]\s+|\s+{lexicon_pattern('conjunctions')}\s+", re.I)
 
 _POSSESSIVE_1P = word_set("first_person_possessive")
-_SUBJECT_USER = word_set("first_person", "first_person_object")
+_SUBJECT_USER = word_set("first_person", "first_person_object", "first_person_verbs")
 _SUBJECT_OTHER = word_set("third_person")
+_ARTICLES = word_set("articles")
 _VERBS_3P = word_set("third_person_verbs")
 
 _NEGATION = compile_rules("negation", "negative_stance")
@@ -120,6 +121,8 @@ def _subject(words: list[str], raw: str) -> str | None:
     if not words:
         return None
     first = words[0]
+    if len(words) > 1 and words[1] in _POSSESSIVE_1P and first in _ARTICLES:
+        first, words = words[1], words[1:]  # an article first: "il mio", "o meu"
     if first in _POSSESSIVE_1P:
         nxt = [w for w in words[1:4] if w not in ("little", "big", "older", "younger",
                                                   "new", "old", "best", "dear", "new")]
@@ -242,7 +245,8 @@ def judge(key: str | None, text: str, parts: list[Clause], user_message: str) ->
 
 
 _GREETING_WORDS = word_set("greeting_words", split=True)
-_FIRST_PERSON = compile_rules("first_person", "first_person_object", "first_person_possessive")
+_FIRST_PERSON = compile_rules("first_person", "first_person_object", "first_person_possessive",
+                              "first_person_verbs")
 
 
 def is_greeting(clause: Clause) -> bool:
@@ -269,7 +273,7 @@ _OPENERS = tuple(sorted((tuple(_words(e)) for e in entries("request_openers")), 
                         reverse=True))
 _NOT_A_REQUEST = re.compile(  # "call me Robin", "je m'appelle Camille": a name
     rf"^(?:{lexicon_pattern('request_openers')}\s+)?{lexicon_pattern('self_naming')}", re.I)
-_USER_AS_SUBJECT = word_set("first_person", "first_person_possessive")
+_USER_AS_SUBJECT = word_set("first_person", "first_person_possessive", "first_person_verbs")
 _WONDERING = compile_rules("wondering")
 
 
