@@ -17,12 +17,18 @@ Two kinds of forgetting:
 
 :func:`target_words` turns any target (the user's phrase or a model's ``FORGET`` text)
 into its distinctive words; a target naming a known profile key (``phone_number``) is
-that key. Pure, no I/O; never raises for any ``str``.
+that key. The words each step reads are :mod:`.lexicon`'s (rules ``forget_verbs``,
+``delete_verbs``, ``memory_words``, ``stop_remembering``, ``dont_forget``, ``change``,
+``let_go``, ``forget_filler``), in every language of the lexicon. Pure, no I/O; never
+raises for any ``str``.
 """
 
 from __future__ import annotations
 
 import re
+
+from .lexicon import compile_rules, entries
+from .lexicon import pattern as lexicon_pattern
 
 
 WORD_RE = re.compile(r"[^\W_]+(?:[-'’][^\W_]+)*")
@@ -50,46 +56,21 @@ __all__ = ["CHANGE", "dropped_values", "forget_intent", "matches", "request_targ
            "target_words"]
 
 
-_NEG_FORGET = re.compile(r"\b(?:don't|do not|never|not|won't|didn't|dont)\s+forget\b|"
-                         r"\bforgot\b|\bforgetting\b|\bforgettable\b", re.I)
-_FORGET_VERB = re.compile(
-    r"\b(?:forget|unlearn|vergiss|vergessen|oublie|oubliez|olvida|olvídate|olvidate|"
-    r"dimentica|esquece|esqueça|забудь|забудьте)\b", re.I)
-_DELETE_VERB = re.compile(
-    r"\b(?:delete|remove|erase|wipe|purge|scrub|clear|drop|lösche|löschen|entferne|"
-    r"efface|supprime|borra|elimina|cancella|apaga|удали|удалите|сотри)\b", re.I)
-_MEMORY_WORD = re.compile(
-    r"\b(?:memory|memories|memorized|remember\w*|profile|fact|facts|note|notes|record|"
-    r"records|gedächtnis|erinnerung|mémoire|memoria|memória|памяти|память)\b", re.I)
-_STOP_REMEMBERING = re.compile(
-    r"\b(?:stop|no longer|don't|do not)\s+(?:remembering|remember|keeping|storing|knowing)\b",
-    re.I)
+_NEG_FORGET = compile_rules("dont_forget")
+_FORGET_VERB = compile_rules("forget_verbs")
+_DELETE_VERB = compile_rules("delete_verbs")
+_MEMORY_WORD = compile_rules("memory_words")
+_STOP_REMEMBERING = compile_rules("stop_remembering")
 
-CHANGE = re.compile(
-    r"\b(?:actually|now|no longer|not anymore|anymore|any more|moved|move|sold|switched|"
-    r"changed|quit|left|stopped|gave up|used to|former|ex|instead|new|no more|divorced|"
-    r"retired|replaced|umgezogen|jetzt|nicht mehr|maintenant|ahora|ya no|adesso|agora|"
-    r"теперь|больше не|переехал|переехала)\b", re.I)
-"""Words that say a known fact changed; a model ``FORGET key`` retires only with one."""
+CHANGE = compile_rules("change")
+"""Words that say a known fact changed (:mod:`.lexicon` rule ``change``); a model
+``FORGET key`` retires only with one."""
 
-_FILLER = frozenset("""please pls kindly just also now then that this those these the a an
-about everything anything all what which i i'm i’m i've me my mine myself you your yours
-we our us it its is are was were be been am do does did have has had can could would
-should will shall from of in on at to for with and or but that's said told say tell
-mentioned mention wrote write know knowing known like likes liked love loves loved prefer
-prefers preferred enjoy enjoys use uses used fan big really very much thing things stuff
-part bit info information data detail details entry entries memory memories profile fact
-facts note notes record records tool tools please forget delete remove erase wipe purge
-scrub clear drop unlearn remembering remember keeping storing stored store saved save
-again anymore any more there here fully completely entirely permanently right away
-bitte das die der den dem mein meine meinen meinem mir mich ich du dein deine vergiss
-lösche aus deinem gedächtnis s'il te plaît vous mon ma mes de la le les oublie efface
-supprime por favor mi mis tu de la el olvida borra per favore il lo mio mia dimentica
-cancella meu minha esquece apaga пожалуйста мой моя моё мое мои мне меня что это про
-о об забудь удали из памяти сотри dass mag magst where when how who why whom whose
-que qui quoi ce donde dónde dove onde где как кто into onto around without by up out off
-under through after before since until fond keen obsessed crazy interested huge crazy
-listening listen listened watching watch playing play eating eat drinking drink""".split())
+_FILLER = frozenset(w for w in entries(
+    "forget_filler", "forget_verbs", "delete_verbs", "memory_words", "first_person",
+    "first_person_object", "first_person_possessive") if "*" not in w and " " not in w)
+"""Words of a forget request that name nothing: the lexicon's fillers, its forget and
+delete verbs and the user's first-person words."""
 
 
 def forget_intent(user_message: str) -> bool:
@@ -133,13 +114,7 @@ def request_targets(user_message: str) -> list[list[str]]:
     return out
 
 
-_LET_GO = re.compile(
-    r"\b(?:sold|quit|left|dropped|ditched|stopped(?:\s+\w+ing)?|gave\s+up(?:\s+on)?|"
-    r"got\s+rid\s+of|switched\s+(?:away\s+)?from|moved\s+(?:away\s+)?(?:from|out\s+of)|"
-    r"no\s+longer(?:\s+\w+){0,2}|don't\s+(?:have|own|use|drive)|do\s+not\s+(?:have|own|use|drive)|"
-    r"broke\s+up\s+with|divorced|replaced|retired\s+from|lost\s+my|"
-    r"verkauft|gekündigt|vendu|quitté|vendí|dejé|venduto|lasciato|vendi|deixei|продал|продала|"
-    r"бросил|бросила|уволился|уволилась)\s+((?:\S+\s+){0,3}\S+)", re.I)
+_LET_GO = re.compile(lexicon_pattern("let_go") + r"\s+((?:\S+\s+){0,3}\S+)", re.I)
 
 
 def dropped_values(user_message: str, known: dict[str, str]) -> list[str]:

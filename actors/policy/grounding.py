@@ -3,9 +3,7 @@
 Pure functions, no I/O; the reflection actor logs what they decide (counts and reasons,
 never the values: names are personal data).
 
-Sources: ``reference/anchor-behaviour.md`` §4.2 (pre-call skip of trivial windows) and
-§4.6 step 1 (``filterUngroundedReflection``); seed 000 §5 ("only durable facts the user
-stated"). Models — small ones especially — invent names, describe themselves as the
+Only durable facts the user stated are kept. Models — small ones especially — invent names, describe themselves as the
 user, copy the prompt's examples and store one-off instructions as preferences; the
 prompt asks them not to, and this module makes sure.
 
@@ -13,8 +11,9 @@ prompt asks them not to, and this module makes sure.
 pings, thanks, "reply exactly PONG", "don't use tools", "no explanation"), so the LLM is
 not called at all. Clauses are split on ``. ! ? ;``, newlines and ", "; leading fillers
 (please, just, now, kindly) are dropped, and "ok"/"okay" too when a command follows. Any
-persistence marker (remember, always, never, from now on, next time, …) or personal
-marker (I, my, me, we, our, я, меня, мой, …) makes the window non-trivial, and so does a
+persistence marker (remember, always, never, from now on, next time, …: :mod:`.lexicon`
+rule ``persist``) or personal marker (I, my, me, we, our, je, ich, я, …: the lexicon's
+first-person rules) makes the window non-trivial, and so does a
 bare confirmation ("yes", "ok", "ok thanks": it may answer "shall I remember that?").
 An empty message is trivial. Style rules are not echoes: "reply only in YAML", "answer
 only briefly".
@@ -34,8 +33,9 @@ value) or a note body, with one reason each, in this order:
   …) or a naming phrase ("my name is X", "call me X", "the user's name is X", "меня зовут
   X") whose name words are not found among the user's words; for the user's own name
   (the key, or a phrase naming the user) only where the user names themself with it
-  ("my name is", "I'm", "call me", "this is", "… here,"; field case FC2-04: "my sister
-  Anna", "tell Anna", "we met Anna" never make the user Anna). Matching is fuzzy
+  ("my name is", "I'm", "call me", "this is", "je m'appelle", "меня зовут", "… here,":
+  the lexicon's rules ``self_naming`` and ``self_intro``; "my sister Anna", "tell Anna",
+  "we met Anna" never make the user Anna). Matching is fuzzy
   (Cyrillic transliterated, x→ks, j→y, w→v, ph→f, ia→ya, doubled letters collapsed; edit
   distance 1 up to 5 letters, 2 beyond, same first letter, both ≥ 3 letters); a word the
   user wrote lower-case or only at the start of a sentence vouches for a name of at most
@@ -69,6 +69,8 @@ from collections.abc import Sequence
 import msgspec
 
 from .candidates import ParsedFact, ParsedNote
+from .lexicon import compile_rules, entries
+from .lexicon import pattern as lexicon_pattern
 
 __all__ = ["Dropped", "Grounded", "filter_ungrounded", "is_trivial_window", "name_matches"]
 
@@ -76,20 +78,12 @@ _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _CLAUSE_SPLIT_RE = re.compile(r"[.!?;\n]+|,\s+")
 _FILLERS = {"please", "pls", "just", "now", "kindly", "then", "so"}
 _CONFIRM = {"ok", "okay"}
-_GREETINGS = {
-    "hi", "hello", "hey", "yo", "ping", "pong", "test", "testing", "thanks", "thank you",
-    "thx", "ty", "good morning", "good evening", "good night", "good afternoon", "bye",
-    "привет", "здравствуй", "здравствуйте", "спасибо", "пока", "тест",
-}
-PERSIST = re.compile(
-    r"\b(remember|memorize|memorise|always|never|default|from now on|next time|in future|"
-    r"in the future|going forward|every time|from here on|keep in mind|note that|"
-    r"don't forget|do not forget|merk dir|souviens|recuerda|ricorda|lembre|"
-    r"запомни|всегда|никогда|отныне|впредь|по умолчанию)\b", re.I)
-"""A request to keep something (several languages): makes a message worth reflecting on."""
-_PERSONAL = re.compile(
-    r"\b(i|i'm|i’m|im|my|me|mine|myself|we|our|us|я|меня|мой|моя|моё|мое|мои|мне|мы|наш|"
-    r"наша)\b", re.I)
+_GREETINGS = frozenset(entries("probe"))
+PERSIST = compile_rules("persist")
+"""A request to keep something, or a rule for later (:mod:`.lexicon` rule ``persist``):
+makes a message worth reflecting on."""
+_PERSONAL = compile_rules("first_person", "first_person_object", "first_person_possessive",
+                          "first_person_verbs")
 _ECHO_RE = re.compile(
     r"^(?:reply|respond|answer|say|print|output|write|type|return|echo)"
     r"(?:\s+(?:with|back))?(?:\s+(?:exactly|only|just|literally))?\s*:?\s*"
@@ -128,23 +122,14 @@ _PERSONA_KEY_RE = re.compile(r"^(?:assistant|ai|bot|chatbot|model)(?:_|$)")
 _NAME_KEY_RE = re.compile(
     r"^(?:user_|my_|preferred_|first_|last_|full_|given_|family_|middle_|nick_|display_|"
     r"real_)?(?:name|nickname|surname|username|alias|nick)$")
-_NAMING_PHRASE_RE = re.compile(
-    r"(?:\bmy\s+name\s+is|\bname\s+is|\bcall\s+(?:me|the\s+user|them|him|her)|"
-    r"\bgoes\s+by|\bis\s+(?:named|called)|меня\s+зовут|зови\s+меня|"
-    r"имя\s+пользователя\s*:?)\s+(?P<name>[^\W\d_][\w'’-]*(?:\s+[A-ZА-ЯЁ][\w'’-]*)?)", re.I)
-_NAMING_LEADS = re.compile(
-    r"(?:\bmy\s+name\s+is|\bname's|\bcall\s+me|\bi\s*(?:am|'m|’m)|\bim|\bthis\s+is|"
-    r"\bit's|меня\s+зовут|зови\s+меня|\bя|"
-    # German, French, Spanish, Italian, Portuguese self-introductions
-    r"\bich\s+hei(?:ß|ss)e|\bmein\s+name\s+ist|\bich\s+bin|\bje\s+m['’]appelle|"
-    r"\bmon\s+(?:nom|prénom)\s+est|\bmoi\s+c['’]est|\bje\s+suis|\bme\s+llamo|"
-    r"\bmi\s+nombre\s+es|\bsoy|\bmi\s+chiamo|\bil\s+mio\s+nome\s+è|\bme\s+chamo|"
-    r"\bmeu\s+nome\s+é|\bsou)\s+$", re.I)
+_NAMING_PHRASE_RE = re.compile(  # a phrase naming someone in a stored item
+    rf"{lexicon_pattern('self_naming', 'user_naming', 'naming_phrase')}(?:\s*:)?\s+"
+    r"(?P<name>[^\W\d_][\w'’-]*(?:\s+[A-ZА-ЯЁ][\w'’-]*)?)", re.I)
+_NAMING_LEADS = re.compile(  # the user's words right before their own name
+    rf"{lexicon_pattern('self_naming', 'self_intro')}\s+$", re.I)
 _SELF_INTRO_RE = re.compile(r"[^\W\d_][\w'’-]*\s+here\b", re.I)  # "Anna here, …"
 _SELF_NAMING_RE = re.compile(  # a naming phrase whose subject is the user, ending here
-    r"(?:\buser(?:['’]s)?\s+(?:name\s+is|is\s+(?:named|called)|goes\s+by)|\bmy\s+name\s+is|"
-    r"\bcall\s+(?:me|the\s+user)|меня\s+зовут|зови\s+меня|имя\s+пользователя\s*:?)\s*$",
-    re.I)
+    rf"{lexicon_pattern('self_naming', 'user_naming')}(?:\s*:)?\s*$", re.I)
 _NAME_STOP = {"the", "user", "is", "a", "an", "and", "de", "van", "von", "da", "di", "le",
               "la", "der", "den", "mr", "mrs", "ms", "dr", "name"}
 _STOPWORDS = {
@@ -206,7 +191,7 @@ def _is_command(clause: str) -> bool:
 
 def is_trivial_window(user_message: str) -> bool:
     """True when ``user_message`` holds nothing worth a reflection call (module
-    docstring; anchor §4.2). Never raises for any ``str``."""
+    docstring). Never raises for any ``str``."""
     text = user_message.strip()
     if not text:
         return True
@@ -340,8 +325,8 @@ def _name_words(text: str) -> list[str]:
 def _identity(key: str | None, value: str, window: _Window) -> bool | None:
     """None when the item names nobody, else whether every name word is vouched for:
     the user's own name (a name-like key, or a phrase naming the user: "the user's
-    name is X", "call me X") only by the user naming themself with it (field case
-    FC2-04: "my sister Anna" never makes the user Anna), anyone else's by the user
+    name is X", "call me X") only by the user naming themself with it ("my sister
+    Anna" never makes the user Anna), anyone else's by the user
     having written it."""
     names: list[str] = []
     own: list[str] = []
@@ -537,8 +522,7 @@ def filter_ungrounded(facts: Sequence[ParsedFact], notes: Sequence[ParsedNote],
 
     Only the user's own words ground anything: the assistant's reply never vouches for
     a fact about the user. An item dropped as ``ungrounded_content`` whose words the
-    ``assistant_reply`` holds is dropped as ``assistant_only`` instead (field case
-    FC2-04: "Trattoria Luigi" suggested by the assistant is not the user's favourite).
+    ``assistant_reply`` holds is dropped as ``assistant_only`` instead ("Trattoria Luigi" suggested by the assistant is not the user's favourite).
     Pure; never raises for any ``str``.
     """
     window = _Window(user_message)

@@ -1,4 +1,4 @@
-"""Who and how the user's message speaks, clause by clause: the guards of issue 17.
+"""Who and how the user's message speaks, clause by clause.
 
 A small model reads "My brother Tomas lives in Prague" and writes ``SET city=Prague``;
 reads "I don't drink coffee" and writes ``SET drink=coffee``; reads "if I ever moved to
@@ -35,8 +35,12 @@ Biscuit") is ``third_person`` too.
 the user first ("I live in Oslo, any tips?" is not) and nothing asks to remember: the
 reflection call is skipped (outcome ``none``, reason ``question``).
 
-Word lists cover English first and the common forms of German, French, Spanish,
-Italian, Portuguese and Russian. Pure functions, no I/O; never raise for any ``str``.
+Every word list is :mod:`.lexicon`'s (rules ``conjunctions``, ``first_person*``,
+``third_person*``, ``relations``, ``negation``, ``negative_stance``, ``hypothetical``,
+``wish``, ``hypothetical_open``, ``daydream``, ``intent``, ``comparison``, ``self_naming``,
+``self_intro``, ``naming_lead``, ``greeting_words``, ``commitment``, ``dates``,
+``request_verbs``, ``request_openers``, ``wondering``), in every language of the lexicon:
+English, French, German, Spanish, Italian, Portuguese and Russian. Pure functions, no I/O; never raise for any ``str``.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ from dataclasses import dataclass
 from actors.policy.relations import RELATIONS
 
 from .grounding import PERSIST
+from .lexicon import compile_rules, entries, word_set
+from .lexicon import pattern as lexicon_pattern
 
 __all__ = ["Clause", "IDENTITY_KEYS", "about_user", "clauses", "is_greeting", "is_question_only",
            "judge"]
@@ -54,33 +60,28 @@ __all__ = ["Clause", "IDENTITY_KEYS", "about_user", "clauses", "is_greeting", "i
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _SENTENCE_RE = re.compile(r"(?<=[.!?…])\s+|\n+")
 _CLAUSE_RE = re.compile(
-    r"\s*[,;:—–]\s+|\s+(?:and|but|so|because|while|although|though|whereas|und|aber|"
-    r"et|mais|y|pero|e|ma|mas|и|а|но)\s+", re.I)
+    rf"\s*[,;:—–]\s+|\s+{lexicon_pattern('conjunctions')}\s+", re.I)
 
-_POSSESSIVE_1P = frozenset("""my our mein meine meinen meinem meiner unser unsere mon ma mes
-notre nos mi mis nuestro nuestra mio mia miei mie nostro nostra meu minha meus minhas nosso
-nossa мой моя моё мое мои наш наша наши""".split())
-_SUBJECT_USER = frozenset("""i i'm i’m im i've i’ve i'd i’d i'll me we we're we’re we've us
-ich wir je j'ai nous yo nosotros io noi eu nós я мы меня мне""".split())
-_SUBJECT_OTHER = frozenset("""he she they he's she's they're he’s she’s they’re his her their
-it's er sie il elle ils elles él ella ellos ellas lui lei loro ele ela eles elas он она они
-его её ее их""".split())
-_VERBS_3P = re.compile(
-    r"^(?:is|was|has|lives|lived|works|worked|likes|loves|owns|turns|studies|plays|"
-    r"goes|went|moved|got|became|teaches|runs|said|says|'s|’s)$", re.I)
+_POSSESSIVE_1P = word_set("first_person_possessive")
+_SUBJECT_USER = word_set("first_person", "first_person_object", "first_person_verbs")
+_SUBJECT_OTHER = word_set("third_person")
+_ARTICLES = word_set("articles")
+_VERBS_3P = word_set("third_person_verbs")
 
-_NEGATION = re.compile(
-    r"\b(?:not|no|never|none|nothing|neither|nor|without|hate|hates|hated|dislike|dislikes|"
-    r"can't stand|cannot stand|avoid|avoids|nicht|kein|keine|keinen|nie|niemals|ne|pas|"
-    r"jamais|nunca|nada|non|mai|não|nao|не|нет|никогда|ни)\b|n['’]t\b", re.I)
-_HYPOTHETICAL = re.compile(
-    r"\b(?:if|would(?!\s+(?:like|love|prefer))|might|maybe|perhaps|someday|some day|"
-    r"one day|daydream\w*|dream(?:s|ing)?\s+(?:of|about)|wish(?:es)?|hypothetical(?:ly)?|"
-    r"imagine|suppose|wenn|falls|vielleicht|würde|si|quizás|quizas|tal vez|se|forse|talvez|"
-    r"если|бы|может быть|мечтаю)\b|['’]d\s+(?!like|love|prefer)", re.I)
+_NEGATION = compile_rules("negation", "negative_stance")
+_WISH = compile_rules("wish")
+_HYPOTHETICAL_WORD = compile_rules("hypothetical")
 _HYPOTHETICAL_SENTENCE = re.compile(
-    r"^\s*(?:if|imagine|suppose|hypothetically|wenn|falls|si|se|если)\b|"
-    r"\b(?:daydream\w*|just a dream|hypothetical(?:ly)?|in theory)\b", re.I)
+    rf"^\s*{lexicon_pattern('hypothetical_open')}|{lexicon_pattern('daydream')}", re.I)
+_INTENT = compile_rules("intent")
+
+
+def _hypothetical(text: str) -> bool:
+    """A hypothetical marker outside a wish ("if", "would", "бы" — not "I'd like", "я бы
+    хотел")."""
+    return bool(_HYPOTHETICAL_WORD.search(_WISH.sub(" ", text)))
+
+
 _STOP = frozenset("""the a an and or but of to in on at for with by from is are was were be
 been being has have had do does did that this these those it its as about user users
 user's their they them he she his her who which what when where there than then also very
@@ -96,13 +97,8 @@ dob gender nationality email phone phone_number""".split())
 
 _NAME_KEYS = frozenset("""name first_name last_name full_name user_name preferred_name
 nickname surname my_name""".split())
-_USER_NAMING_LEAD = re.compile(
-    r"(?:\bmy\s+name\s+is|\bmy\s+name['’]s|\bcall\s+me|\bi\s*(?:am|['’]m)(?:\s+called|"
-    r"\s+named)?|\bim|\bthis\s+is|ich\s+heiße|ich\s+bin|je\s+m['’]appelle|je\s+suis|"
-    r"me\s+llamo|soy|mi\s+chiamo|sono|me\s+chamo|sou|меня\s+зовут|я)\s+$", re.I)
-_NAMED_BEFORE = re.compile(
-    r"(?:\b(?:named|called|name is|name's|names are|heißt|s'appelle|se llama|si chiama|"
-    r"se chama|зовут)\s+$)", re.I)
+_USER_NAMING_LEAD = re.compile(rf"{lexicon_pattern('self_naming', 'self_intro')}\s+$", re.I)
+_NAMED_BEFORE = re.compile(rf"{lexicon_pattern('naming_lead')}\s+$", re.I)
 
 
 @dataclass(frozen=True)
@@ -125,6 +121,8 @@ def _subject(words: list[str], raw: str) -> str | None:
     if not words:
         return None
     first = words[0]
+    if len(words) > 1 and words[1] in _POSSESSIVE_1P and first in _ARTICLES:
+        first, words = words[1], words[1:]  # an article first: "il mio", "o meu"
     if first in _POSSESSIVE_1P:
         nxt = [w for w in words[1:4] if w not in ("little", "big", "older", "younger",
                                                   "new", "old", "best", "dear", "new")]
@@ -137,7 +135,7 @@ def _subject(words: list[str], raw: str) -> str | None:
         return "other"
     tokens = raw.split()
     if len(tokens) >= 2 and tokens[0][:1].isupper() and first not in _STOP \
-            and _VERBS_3P.match(tokens[1].strip(",.")):
+            and tokens[1].strip(",.") in _VERBS_3P:
         return "other"  # "Tomas lives in Prague", "Ana is a nurse"
     return None
 
@@ -161,7 +159,7 @@ def clauses(user_message: str) -> list[Clause]:
             subject = own or subject
             out.append(Clause(text=part, words=tuple(words), subject=subject,
                               negated=bool(_NEGATION.search(part)),
-                              hypothetical=hypo_sentence or bool(_HYPOTHETICAL.search(part)),
+                              hypothetical=hypo_sentence or _hypothetical(part),
                               question=question))
     return out
 
@@ -196,11 +194,7 @@ def _name_after_relation(value: str, user_message: str) -> bool:
     return True
 
 
-_COMPARISON = re.compile(
-    r"\b(?:ahead\s+of|behind|than|compared\s+(?:to|with)|unlike|similar\s+to|same\s+as|"
-    r"different\s+from|just\s+like|like\s+in|vs\.?|versus|rather\s+than|"
-    r"instead\s+of|im\s+vergleich\s+zu|plutôt\s+que|comparé\s+à|comparado\s+con|"
-    r"rispetto\s+a|чем|в\s+отличие\s+от)\b", re.I)
+_COMPARISON = compile_rules("comparison")
 
 
 def _compared(clause: Clause, words: list[str]) -> bool:
@@ -242,22 +236,17 @@ def judge(key: str | None, text: str, parts: list[Clause], user_message: str) ->
     item = text if key is None else f"{key.replace('_', ' ')} {text}"
     if all(c.negated for c in support) and not _NEGATION.search(item):
         return "negated"
-    if all(c.hypothetical for c in support) and not _HYPOTHETICAL.search(item) and not re.search(
-            r"\b(?:plan|plans|planning|dream|dreams|wants? to|hopes?|considering)\b", item, re.I):
+    if all(c.hypothetical for c in support) and not _hypothetical(item) \
+            and not _INTENT.search(item):
         return "hypothetical"
     if all(c.question for c in support):
         return "question"
     return None
 
 
-_GREETING_WORDS = frozenset("""hi hello hey heya hiya there yo good morning evening afternoon
-night day thanks thank you cheers bye goodbye ok okay lol haha hallo salut hola ciao oi
-привет здравствуйте спасибо пока""".split())
-_FIRST_PERSON = re.compile(
-    r"\b(?:i|i'm|i’m|im|i've|i’ve|i'd|i’d|i'll|me|my|mine|myself|we|we're|our|ours|us|ich|"
-    r"mich|mir|mein|meine|meinen|wir|unser|unsere|je|j'|moi|mon|ma|mes|nous|notre|yo|mi|mis|"
-    r"me|nosotros|nuestro|io|mio|mia|miei|noi|nostro|eu|meu|minha|nós|nosso|я|меня|мне|мой|"
-    r"моя|моё|мое|мои|мы|нас|наш|наша)\b", re.I)
+_GREETING_WORDS = word_set("greeting_words", split=True)
+_FIRST_PERSON = compile_rules("first_person", "first_person_object", "first_person_possessive",
+                              "first_person_verbs")
 
 
 def is_greeting(clause: Clause) -> bool:
@@ -266,14 +255,8 @@ def is_greeting(clause: Clause) -> bool:
                                       for w in clause.words)
 
 
-_COMMITMENT = re.compile(
-    r"\b(?:due|deadline|appointment|meeting|exam|interview|flight|booked|reservation|"
-    r"expires?|renewal|check-?up|surgery|court|hearing|fällig|termin|échéance|rendez-vous|"
-    r"plazo|cita|scadenza|appuntamento|срок|встреча)\b", re.I)
-_DAY = re.compile(
-    r"\b(?:\d{1,4}|jan\w*|feb\w*|mar\w*|apr\w*|may|jun\w*|jul\w*|aug\w*|sep\w*|oct\w*|"
-    r"nov\w*|dec\w*|monday|tuesday|wednesday|thursday|friday|saturday|sunday|today|"
-    r"tonight|tomorrow|next\s+\w+|this\s+(?:week|month|weekend|\w+day))\b", re.I)
+_COMMITMENT = compile_rules("commitment")
+_DAY = re.compile(rf"\b\d{{1,4}}\b|{lexicon_pattern('dates')}", re.I)
 
 
 def about_user(user_message: str) -> bool:
@@ -285,12 +268,25 @@ def about_user(user_message: str) -> bool:
                 or (_COMMITMENT.search(user_message) and _DAY.search(user_message)))
 
 
-_REQUEST_VERBS = frozenset("""tell give write show explain list make create draft compose
-generate describe summarise summarize translate suggest recommend find help teach send
-sing play read rewrite fix convert calculate compute name plan pick""".split())
-_NOT_A_REQUEST = re.compile(r"^(?:please\s+)?call\s+me\b", re.I)  # "call me Robin": a name
-_USER_AS_SUBJECT = frozenset({"i", "i'm", "i’m", "im", "i've", "i’ve", "i'd", "i’d", "i'll",
-                              "my", "mine", "myself", "we", "we're", "our", "ours"})
+_REQUEST_VERBS = word_set("request_verbs")
+_OPENERS = tuple(sorted((tuple(_words(e)) for e in entries("request_openers")), key=len,
+                        reverse=True))
+_NOT_A_REQUEST = re.compile(  # "call me Robin", "je m'appelle Camille": a name
+    rf"^(?:{lexicon_pattern('request_openers')}\s+)?{lexicon_pattern('self_naming')}", re.I)
+_USER_AS_SUBJECT = word_set("first_person", "first_person_possessive", "first_person_verbs")
+_WONDERING = compile_rules("wondering")
+
+
+def _without_openers(words: list[str]) -> list[str]:
+    """``words`` without leading openers ("please", "can you", "s'il te plaît")."""
+    again = True
+    while again and words:
+        again = False
+        for opener in _OPENERS:
+            if tuple(words[:len(opener)]) == opener:
+                words, again = words[len(opener):], True
+                break
+    return words
 
 
 def is_request_only(user_message: str) -> bool:
@@ -303,11 +299,7 @@ def is_request_only(user_message: str) -> bool:
     if not parts or PERSIST.search(user_message):
         return False
     for c in parts:
-        words = list(c.words)
-        while words and words[0] in ("please", "pls", "now", "ok", "okay", "so"):
-            words = words[1:]
-        if words[:2] in (["can", "you"], ["could", "you"], ["would", "you"], ["will", "you"]):
-            words = words[2:]
+        words = _without_openers(list(c.words))
         if not words or words[0] not in _REQUEST_VERBS or _NOT_A_REQUEST.match(c.text):
             return False
         if any(w in _USER_AS_SUBJECT for w in words):
@@ -326,7 +318,7 @@ def is_question_only(user_message: str) -> bool:
             return False
     for c in parts[:-1]:
         # "I live in Oslo, any tips?": a first-person statement before the question.
-        if c.words and c.words[0] in _SUBJECT_USER | {"my", "our"} and not re.match(
-                r"^(?:i|we)\s+(?:wonder|was wondering|want to know|need to know)", c.text, re.I):
+        if c.words and (c.words[0] in _SUBJECT_USER or c.words[0] in _POSSESSIVE_1P) \
+                and not _WONDERING.match(c.text):
             return False
     return True

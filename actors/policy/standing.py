@@ -17,7 +17,8 @@ in English. So:
   stored text never reaches the prompt as an instruction of its own.
 
 A preference is *standing* when its sentence says so (always, from now on, by default,
-in future, every time, I prefer, …; several languages) or speaks of replies in general
+in future, every time, I prefer, …: :mod:`.lexicon` rule ``standing``, in every language of
+the lexicon) or speaks of replies in general
 ("keep your answers short", "use metric units"). Pure; never raises for any ``str``.
 """
 
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+
+from .lexicon import compile_rules
 
 __all__ = ["LANGUAGE_KEYS", "LANGUAGES", "reply_rules", "standing_preferences"]
 
@@ -69,14 +72,8 @@ _LENGTHS = {"short": "short", "brief": "short", "concise": "short", "shorter": "
             "succinct": "short", "detailed": "detailed", "long": "detailed",
             "thorough": "detailed", "in-depth": "detailed"}
 
-_STANDING = re.compile(
-    r"\b(?:always|from now on|from here on|going forward|in (?:the )?future|by default|"
-    r"every time|each time|all the time|in general|generally|i prefer|i'd prefer|"
-    r"i would prefer|i'd like you to|i would like you to|i want you to|please always|"
-    r"remember|keep in mind|immer|ab jetzt|von nun an|künftig|toujours|désormais|"
-    r"dorénavant|à partir de maintenant|siempre|de ahora en adelante|a partir de ahora|"
-    r"sempre|d'ora in poi|da ora in poi|de agora em diante|всегда|отныне|впредь|"
-    r"с этого момента)\b", re.I)
+_STANDING = compile_rules("standing")
+_NEGATORS = compile_rules("negators")
 _REPLY_VERB = (r"(?:answer|reply|respond|talk|speak|write|chat|communicate|antworte|"
                r"schreib|sprich|réponds|repondez|répondez|écris|parle|responde|contesta|"
                r"escribe|háblame|hablame|rispondi|rispondimi|scrivi|parla|responda|escreva|"
@@ -105,8 +102,7 @@ def standing_preferences(user_message: str) -> list[tuple[str, str]]:
     out: dict[str, str] = {}
     for sentence in _SENTENCES.split(user_message):
         standing = bool(_STANDING.search(sentence))
-        negated = re.search(r"\b(?:don't|do not|never|not|nicht|pas|no|non|не)\b",
-                            sentence, re.I)
+        negated = _NEGATORS.search(sentence)
         if standing and not negated:
             m = _LANGUAGE_RE.search(sentence) or _LANGUAGE_RU_RE.search(sentence)
             if m and m.group("lang").lower() in LANGUAGES:

@@ -14,7 +14,6 @@ to the model as the tool's result, so it can answer instead.
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from .candidates import ParsedFact, ParsedNote
@@ -22,19 +21,16 @@ from .forget import CHANGE, forget_intent
 from .grounding import filter_ungrounded
 from .instructions import from_instruction, instruction_sentences, sentence_with
 from .keys import holds_value, spell_out
+from .lexicon import compile_rules
 from .skip import skip_reason
 from .stance import clauses, judge
 
 __all__ = ["EXPLICIT", "WRITE_TOOLS", "REMOVE_TOOLS", "may_remove", "may_write", "refusal",
            "stores_an_instruction"]
 
-EXPLICIT = re.compile(
-    r"\b(?:remember|memori[sz]e|keep in mind|note (?:that|down|this)|make a note|take a note|"
-    r"don't forget|do not forget|save (?:this|that|it)|store (?:this|that|it)|write (?:this|that|it) "
-    r"down|add (?:this |that |it )?to (?:your )?memory|for future reference|from now on|"
-    r"запомни|запиши|merk dir|merke dir|souviens-toi|retiens|recuerda|apunta|ricorda|"
-    r"lembre|lembra)\b", re.I)
-"""A request to remember: only then may the agent write memory itself; everything
+EXPLICIT = compile_rules("remember")
+"""A request to remember (:mod:`.lexicon` rule ``remember``, every language of the
+lexicon): only then may the agent write memory itself; everything
 else is reflection's job (with its canonical keys, supersede and guards)."""
 
 WRITE_TOOLS = frozenset({"memory.profile.set", "memory.notes.store"})

@@ -50,6 +50,8 @@ from actors.policy.forget import (CHANGE, dropped_values, forget_intent, matches
 from actors.policy.grounding import Dropped, filter_ungrounded
 from actors.policy.instructions import (from_instruction, instruction_sentences,
                                         reads_as_instruction, sentence_with, value_words)
+from actors.policy.lexicon import entries
+from actors.policy.lexicon import pattern as lexicon_pattern
 from actors.policy.keys import (FLAG_VALUES, GROUPS, canonical_key, group_words, holds_value,
                                 spell_out)
 from actors.policy.stance import IDENTITY_KEYS, clauses, judge
@@ -124,7 +126,9 @@ _YOU_FORMS = (("you're ", "is "), ("you’re ", "is "), ("you are ", "is "), ("y
               ("you don't ", "does not "), ("you do not ", "does not "),
               ("you didn't ", "did not "), ("you can't ", "cannot "), ("you can ", "can "),
               ("you will ", "will "), ("you'll ", "will "), ("you would ", "would "))
-_FIRST_PLURAL = re.compile(r"^(?:i|i'm|i’m|i've|i’ve|my|we|we're|we’re|we've|our|us)\b", re.I)
+_FIRST_PLURAL = re.compile(  # a note in the user's own first person, any lexicon language
+    "^" + lexicon_pattern("first_person", "first_person_object", "first_person_possessive"),
+    re.I)
 
 
 def _third_person_verb(verb: str) -> str:
@@ -166,7 +170,12 @@ def _third_person(note: NoteIn, user_message: str) -> NoteIn | None:
     return note
 
 
-_NEGATED_KEY = re.compile(r"^(?:no|not|dont|do_not|never|non|avoids?|doesnt|does_not)_")
+_NEGATED_KEY = re.compile("^(?:" + "|".join(sorted({
+    re.sub(r"['’]", "", w).replace(" ", "_") for w in entries("negation", "negative_stance")
+    if "*" not in w and re.fullmatch(r"[a-z' ]+", w)}, key=len, reverse=True)) + ")_")
+"""A key that starts with a negating word (``no_``, ``dont_``, ``do_not_``, ``never_``,
+``avoids_``, ``kein_`` …: the lexicon's ``negation`` and ``negative_stance`` words as a
+key writes them)."""
 GROUPED = frozenset(k for group in GROUPS for k in group)
 TRUE_VALUES = FLAG_VALUES
 
@@ -277,7 +286,7 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
         if d.reason not in ("third_person", "ungrounded_identity", "invented_detail",
                             "negated_key", "key_holds_value") \
                 or d.key is None:
-            continue  # (someone else's name the user wrote: "my son Leo", FC2-04)
+            continue  # (someone else's name the user wrote: "my son Leo")
         value = next((f.value for f in facts if f.key == d.key), "")
         if d.reason == "negated_key":  # what the key says: "no_drink_coffee" → drink coffee
             value = _NEGATED_KEY.sub("", d.key).replace("_", " ")

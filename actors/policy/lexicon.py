@@ -1,0 +1,678 @@
+"""Every word and phrase list the memory guards read, per language, in one place.
+
+Languages (:data:`LANGUAGES`): English ``en``, French ``fr``, German ``de``, Spanish
+``es``, Italian ``it``, Portuguese ``pt``, Russian ``ru``. Every rule of :data:`RULES`
+has an entry for every one of them, so adding a language is one edit here: give each
+rule its words, and every guard that reads the rule knows the language.
+
+Shape: a rule is ``{language: (entry, …)}``; an entry is a word or a phrase, lower
+case, read case-insensitively, in this notation:
+
+* a space matches any run of white space (``"from now on"``);
+* an apostrophe matches ``'`` and ``’`` (``"don't"``, ``"j'*"``);
+* ``*`` at the start or the end matches any letters there (``"remember*"`` is
+  remembering, remembered …; ``"*n't"`` is don't, isn't …);
+* everything else is literal. A regex built from entries (:func:`pattern`) puts a word
+  boundary on each side that starts or ends with a letter, so ``"no"`` never matches
+  inside "note"; the guards compile them once, at import.
+
+Rules, and where each is read:
+
+=====================  ==========================================================
+``remember``           a request to remember — ``write_guard.EXPLICIT`` (only then
+                       may the agent write memory itself)
+``persist``            a request to keep something, or a rule for later (always,
+                       never, from now on …) — ``grounding.PERSIST``: a window is not
+                       trivial, a message is about the user, is not a bare question
+                       or request
+``standing``           a reply preference that stands (always, by default, I prefer
+                       …) — ``standing.standing_preferences``
+``negators``           the particles that turn such a preference into a prohibition
+                       — ``standing.standing_preferences``
+``forget_verbs``       "forget" — ``forget.forget_intent`` / ``request_targets``
+``delete_verbs``       "delete", with a memory word — ``forget.forget_intent``
+``memory_words``       memory, profile, fact … — ``forget.forget_intent``
+``stop_remembering``   "stop remembering …" — ``forget.forget_intent``
+``dont_forget``        "don't forget", "I forgot": never a forget request —
+                       ``forget.forget_intent``
+``forget_filler``      words of a forget request that name nothing (please, that,
+                       the …) — ``forget.target_words``
+``change``             something changed (actually, now, no longer, moved …) —
+                       ``forget.CHANGE``: a model ``FORGET`` may retire a fact, the
+                       agent may remove one (``write_guard.may_remove``)
+``let_go``             "I sold / quit / no longer …" before what was let go —
+                       ``forget.dropped_values``
+``negation``           every negating word — ``stance`` (``negated``) and the
+                       negated-key prefixes of ``reflection.plan``
+``negative_stance``    hate, dislike, avoid … — ``stance`` (``negated``), the
+                       negated-key prefixes of ``reflection.plan``
+``hypothetical``       if, maybe, would, someday … — ``stance`` (``hypothetical``)
+``wish``               "I'd like", "me gustaría": a wish is no hypothetical, though it
+                       holds a conditional — ``stance``
+``hypothetical_open``  a sentence starting with one of these is a hypothetical as a
+                       whole (if, imagine, suppose …) — ``stance``
+``daydream``           a sentence holding one of these is (daydream, in theory …) —
+                       ``stance``
+``intent``             an item that states a plan or a hope carries the hypothetical
+                       stance itself — ``stance.judge``
+``first_person``       the user as the subject: I, we, je, ich … — ``stance``
+                       (clause subject, ``about_user``, requests), ``grounding``
+                       (trivial windows), ``reflection.plan`` (first-person notes)
+``first_person_verbs``  a verb that says "I" by itself where the pronoun is left out
+                       (soy, vivo, sono, moro, живу …) — the same guards
+``first_person_object``  me, us, moi, mich, меня … — the same guards
+``first_person_possessive``  my, our, mon, mein, мой … — the same guards; after it a
+                       relation word makes the clause someone else's
+``articles``           an article before a possessive ("il mio", "o meu") —
+                       ``stance`` (clause subject)
+``third_person``       he, she, they, il, er, он … — ``stance`` (clause subject)
+``third_person_verbs`` verbs after a capitalised name that make it the clause's
+                       subject ("Tomas lives …") — ``stance``
+``relations``          mother, partner, dog … — ``relations.RELATIONS``
+``self_naming``        the user says what they are called (my name is, call me, je
+                       m'appelle, me llamo, меня зовут …) — ``grounding`` (own name),
+                       ``stance`` (not someone else's), ``stance`` requests ("call me
+                       Robin" asks nothing)
+``self_intro``         the user introduces themself before a name (I'm, this is, je
+                       suis, soy, я …) — ``grounding``, ``stance``
+``user_naming``        a stored item naming the user (the user's name is …) —
+                       ``grounding``
+``naming_phrase``      a stored item naming anyone (name is, is called, s'appelle,
+                       heißt …) — ``grounding``
+``naming_lead``        the user's words right before someone else's name (named,
+                       called, se llama …) — ``stance``
+``probe``              greetings, pings and thanks making a whole clause — ``grounding``
+                       (trivial windows)
+``greeting_words``     words of a greeting clause — ``stance`` (ignored beside a
+                       question or a request)
+``conjunctions``       words that start a new clause — ``stance``
+``comparison``         ahead of, than, rather than … — ``stance`` (``comparison``)
+``commitment``         deadline, appointment … — ``stance.about_user``
+``dates``              days and months — ``stance.about_user``
+``request_verbs``      imperatives asking the assistant for something (tell, write
+                       …), as the first word of a clause — ``stance.is_request_only``
+``request_openers``    please, can you … before such a verb — ``stance``
+``wondering``          "I wonder" before a question states nothing — ``stance``
+
+Pure data and a few pure builders; imports nothing of the policy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["LANGUAGES", "RULES", "WordSet", "compile_rules", "entries", "pattern",
+           "word_set"]
+
+LANGUAGES: tuple[str, ...] = ("en", "fr", "de", "es", "it", "pt", "ru")
+"""The languages every rule covers."""
+
+
+def _w(text: str) -> tuple[str, ...]:
+    """Entries separated by ``|`` (phrases keep their spaces)."""
+    return tuple(e.strip() for e in text.replace("\n", " ").split("|") if e.strip())
+
+
+def _combine(firsts: str, seconds: str) -> tuple[str, ...]:
+    return tuple(f"{a} {b}" for a in _w(firsts) for b in _w(seconds))
+
+
+RULES: dict[str, dict[str, tuple[str, ...]]] = {
+    "remember": {
+        "en": _w("""remember | memorise | memorize | keep in mind | note that | note down |
+                 note this | make a note | take a note | don't forget | do not forget |
+                 for future reference | from now on""")
+        + _combine("save | store", "this | that | it")
+        + _combine("write", "this down | that down | it down")
+        + _combine("add | add this | add that | add it", "to memory | to your memory"),
+        "fr": _w("""souviens-toi | souvenez-vous | retiens | retenez | rappelle-toi |
+                 n'oublie pas | n'oubliez pas | mémorise | mémorisez | garde en mémoire |
+                 garde ça en tête | note bien | enregistre ça"""),
+        "de": _w("""merk dir | merke dir | merken sie sich | vergiss nicht |
+                 nicht vergessen | speichere das | speicher das | notier dir | behalte"""),
+        "es": _w("""recuerda | recuérdalo | recuerde | no olvides | no te olvides | apunta |
+                 anota | memoriza | ten en cuenta | guarda esto"""),
+        "it": _w("""ricorda | ricordati | ricordalo | non dimenticare | annota | memorizza |
+                 tieni a mente | tieni presente | salva questo"""),
+        "pt": _w("""lembre | lembra | não esqueça | não se esqueça | anote | memorize |
+                 memoriza | guarde isso | tenha em mente"""),
+        "ru": _w("""запомни | запомните | запиши | запишите | не забудь | не забудьте |
+                 учти | имей в виду"""),
+    },
+    "persist": {
+        "en": _w("""remember | memorize | memorise | always | never | default | from now on |
+                 next time | in future | in the future | going forward | every time |
+                 from here on | keep in mind | note that | don't forget | do not forget"""),
+        "fr": _w("""souviens | retiens | toujours | jamais | par défaut | désormais |
+                 dorénavant | à partir de maintenant | la prochaine fois | à l'avenir |
+                 n'oublie pas"""),
+        "de": _w("""merk dir | merke dir | immer | niemals | standardmäßig | ab jetzt |
+                 von nun an | nächstes mal | künftig | in zukunft | vergiss nicht"""),
+        "es": _w("""recuerda | siempre | nunca | por defecto | de ahora en adelante |
+                 a partir de ahora | la próxima vez | en el futuro | no olvides"""),
+        "it": _w("""ricorda | sempre | di default | da ora in poi | d'ora in poi |
+                 la prossima volta | in futuro | non dimenticare"""),
+        "pt": _w("""lembre | lembra | sempre | nunca | por padrão | de agora em diante |
+                 a partir de agora | da próxima vez | no futuro | não esqueça"""),
+        "ru": _w("""запомни | всегда | никогда | отныне | впредь | по умолчанию |
+                 в следующий раз | в будущем | не забудь"""),
+    },
+    "standing": {
+        "en": _w("""always | from now on | from here on | going forward | in future |
+                 in the future | by default | every time | each time | all the time |
+                 in general | generally | i prefer | i'd prefer | i would prefer |
+                 i'd like you to | i would like you to | i want you to | please always |
+                 remember | keep in mind"""),
+        "fr": _w("""toujours | désormais | dorénavant | à partir de maintenant |
+                 par défaut | je préfère"""),
+        "de": _w("immer | ab jetzt | von nun an | künftig | standardmäßig | ich bevorzuge"),
+        "es": _w("""siempre | de ahora en adelante | a partir de ahora | por defecto |
+                 prefiero"""),
+        "it": _w("sempre | d'ora in poi | da ora in poi | di default | preferisco"),
+        "pt": _w("sempre | de agora em diante | a partir de agora | por padrão | prefiro"),
+        "ru": _w("всегда | отныне | впредь | с этого момента | по умолчанию | я предпочитаю"),
+    },
+    "negators": {
+        "en": _w("don't | do not | never | not | no"),
+        "fr": _w("pas | non | jamais"),
+        "de": _w("nicht | nie | kein | keine"),
+        "es": _w("no | nunca"),
+        "it": _w("non | mai"),
+        "pt": _w("não | nao | nunca"),
+        "ru": _w("не | никогда"),
+    },
+    "forget_verbs": {
+        "en": _w("forget | unlearn"),
+        "fr": _w("oublie | oubliez"),
+        "de": _w("vergiss | vergessen"),
+        "es": _w("olvida | olvídate | olvidate"),
+        "it": _w("dimentica | dimenticate"),
+        "pt": _w("esquece | esqueça"),
+        "ru": _w("забудь | забудьте"),
+    },
+    "delete_verbs": {
+        "en": _w("delete | remove | erase | wipe | purge | scrub | clear | drop"),
+        "fr": _w("efface | effacez | supprime | supprimez"),
+        "de": _w("lösche | löschen | entferne"),
+        "es": _w("borra | elimina"),
+        "it": _w("cancella | elimina"),
+        "pt": _w("apaga | apague | remova | exclua"),
+        "ru": _w("удали | удалите | сотри"),
+    },
+    "memory_words": {
+        "en": _w("""memory | memories | memorized | remember* | profile | fact | facts | note |
+                 notes | record | records"""),
+        "fr": _w("mémoire"),
+        "de": _w("gedächtnis | erinnerung | speicher"),
+        "es": _w("memoria"),
+        "it": _w("memoria"),
+        "pt": _w("memória"),
+        "ru": _w("памяти | память"),
+    },
+    "stop_remembering": {
+        "en": _combine("stop | no longer | don't | do not",
+                       "remembering | remember | keeping | storing | knowing"),
+        "fr": _w("ne retiens plus | arrête de retenir | arrête de mémoriser"),
+        "de": _w("merk dir das nicht | nicht mehr merken | hör auf dir"),
+        "es": _w("deja de recordar | no recuerdes | ya no recuerdes"),
+        "it": _w("smetti di ricordare | non ricordare più"),
+        "pt": _w("pare de lembrar | deixe de lembrar | não lembre mais"),
+        "ru": _w("не запоминай | перестань запоминать | больше не помни"),
+    },
+    "dont_forget": {
+        "en": _combine("don't | do not | never | not | won't | didn't | dont", "forget")
+        + _w("forgot | forgetting | forgettable"),
+        "fr": _w("""n'oublie pas | n'oubliez pas | n'oublie jamais | sans oublier |
+                 ai oublié | avais oublié"""),
+        "de": _w("""vergiss nicht | nicht vergessen | vergiss nie | nie vergessen |
+                 habe vergessen | hab vergessen | vergaß"""),
+        "es": _w("no olvides | no te olvides | nunca olvides | olvidé | se me olvidó"),
+        "it": _w("non dimenticare | non dimenticarti | ho dimenticato | dimenticavo"),
+        "pt": _w("não esqueça | não se esqueça | não esqueças | nunca esqueça | esqueci"),
+        "ru": _w("не забудь | не забывай | не забудьте | забыл | забыла"),
+    },
+    "forget_filler": {
+        "en": tuple("""please pls kindly just also now then that this those these the a an
+about everything anything all what which i i'm i’m i've me my mine myself you your yours
+we our us it its is are was were be been am do does did have has had can could would
+should will shall from of in on at to for with and or but that's said told say tell
+mentioned mention wrote write know knowing known like likes liked love loves loved prefer
+prefers preferred enjoy enjoys use uses used fan big really very much thing things stuff
+part bit info information data detail details entry entries memory memories profile fact
+facts note notes record records tool tools forget delete remove erase wipe purge
+scrub clear drop unlearn remembering remember keeping storing stored store saved save
+again anymore any more there here fully completely entirely permanently right away
+where when how who why whom whose into onto around without by up out off
+under through after before since until fond keen obsessed crazy interested huge
+listening listen listened watching watch playing play eating eat drinking drink""".split()),
+        "fr": tuple("""s'il te plaît vous mon ma mes de la le les oublie efface supprime que
+qui quoi ce""".split()),
+        "de": tuple("""bitte das die der den dem mein meine meinen meinem mir mich ich du dein
+deine vergiss lösche aus deinem gedächtnis dass mag magst""".split()),
+        "es": tuple("por favor mi mis tu de la el olvida borra donde dónde".split()),
+        "it": tuple("per favore il lo mio mia dimentica cancella dove".split()),
+        "pt": tuple("meu minha esquece apaga onde".split()),
+        "ru": tuple("""пожалуйста мой моя моё мое мои мне меня что это про о об забудь удали
+из памяти сотри где как кто""".split()),
+    },
+    "change": {
+        "en": _w("""actually | now | no longer | not anymore | anymore | any more | moved |
+                 move | sold | switched | changed | quit | left | stopped | gave up |
+                 used to | former | ex | instead | new | no more | divorced | retired |
+                 replaced"""),
+        "fr": _w("""maintenant | en fait | désormais | ne plus | n'ai plus | ne suis plus |
+                 déménagé | vendu | changé | arrêté | au lieu de"""),
+        "de": _w("""umgezogen | jetzt | nicht mehr | inzwischen | verkauft | gewechselt |
+                 aufgehört | stattdessen"""),
+        "es": _w("""ahora | ya no | me mudé | vendí | cambié | dejé | en realidad |
+                 en vez de"""),
+        "it": _w("""adesso | non più | trasferito | trasferita | venduto | cambiato | smesso |
+                 invece"""),
+        "pt": _w("agora | não mais | já não | mudei | vendi | troquei | parei | em vez de"),
+        "ru": _w("""теперь | больше не | переехал | переехала | продал | продала | сменил |
+                 сменила | уже не | вместо"""),
+    },
+    "let_go": {
+        "en": _w("""sold | quit | left | dropped | ditched | stopped | stopped *ing | gave up |
+                 gave up on | got rid of | switched from | switched away from |
+                 moved from | moved away from | moved out of | moved away out of |
+                 no longer | no longer * | no longer * * | don't have | don't own |
+                 don't use | don't drive | do not have | do not own | do not use |
+                 do not drive | broke up with | divorced | replaced | retired from |
+                 lost my"""),
+        "fr": _w("vendu | quitté | arrêté | abandonné"),
+        "de": _w("verkauft | verkaufte | gekündigt | kündigte | aufgegeben"),
+        "es": _w("vendí | dejé"),
+        "it": _w("venduto | lasciato | smesso"),
+        "pt": _w("vendi | deixei | larguei"),
+        "ru": _w("продал | продала | бросил | бросила | уволился | уволилась"),
+    },
+    "negation": {
+        "en": _w("""not | no | never | none | nothing | neither | nor | without | don't |
+                 doesn't | didn't | do not | does not | did not | *n't"""),
+        "fr": _w("ne | pas | jamais | non | rien | sans"),
+        "de": _w("nicht | kein | keine | keinen | nie | niemals | nichts | ohne"),
+        "es": _w("no | nunca | nada | ni | jamás | sin"),
+        "it": _w("non | mai | niente | senza"),
+        "pt": _w("não | nao | nunca | nada | nem | sem"),
+        "ru": _w("не | нет | никогда | ни | без"),
+    },
+    "negative_stance": {
+        "en": _w("""hate | hates | hated | dislike | dislikes | can't stand | cannot stand |
+                 avoid | avoids"""),
+        "fr": _w("déteste | évite"),
+        "de": _w("hasse | vermeide"),
+        "es": _w("odio | detesto | evito"),
+        "it": _w("odio | detesto | evito"),
+        "pt": _w("odeio | detesto | evito"),
+        "ru": _w("ненавижу | терпеть не могу | избегаю"),
+    },
+    "hypothetical": {
+        "en": _w("""if | would | 'd | might | maybe | perhaps | someday | some day | one day |
+                 daydream* | wish | wishes | hypothetical | hypothetically | imagine |
+                 suppose""")
+        + _combine("dream | dreams | dreaming", "of | about"),
+        "fr": _w("si | peut-être | un jour | imagine | supposons | rêve de"),
+        "de": _w("wenn | falls | vielleicht | würde | eines tages | träume von"),
+        "es": _w("si | quizás | quizas | tal vez | algún día | ojalá | sueño con"),
+        "it": _w("se | forse | magari | un giorno | sogno di"),
+        "pt": _w("se | talvez | um dia | quem sabe | sonho com"),
+        "ru": _w("если | бы | может быть | мечтаю | когда-нибудь"),
+    },
+    "wish": {
+        "en": _combine("would | 'd", "like* | love* | prefer*"),
+        "fr": _w("j'aimerais | je voudrais | je préférerais"),
+        "de": _w("würde gern | würde gerne | würde lieber | hätte gern | hätte gerne"),
+        "es": _w("me gustaría | quisiera | preferiría"),
+        "it": _w("vorrei | mi piacerebbe | preferirei"),
+        "pt": _w("gostaria | queria | preferiria"),
+        "ru": _w("я бы хотел | я бы хотела | хотелось бы | я бы предпочёл"),
+    },
+    "hypothetical_open": {
+        "en": _w("if | imagine | suppose | hypothetically"),
+        "fr": _w("si | imagine | imaginons | supposons"),
+        "de": _w("wenn | falls | stell dir vor"),
+        "es": _w("si | imagina | supongamos"),
+        "it": _w("se | immagina | supponiamo"),
+        "pt": _w("se | imagine | suponha"),
+        "ru": _w("если | представь | допустим"),
+    },
+    "daydream": {
+        "en": _w("daydream* | just a dream | hypothetical | hypothetically | in theory"),
+        "fr": _w("en théorie | juste un rêve | rêverie"),
+        "de": _w("theoretisch | nur ein traum | tagtraum*"),
+        "es": _w("en teoría | solo un sueño"),
+        "it": _w("in teoria | solo un sogno"),
+        "pt": _w("em teoria | só um sonho"),
+        "ru": _w("теоретически | в теории | просто мечта"),
+    },
+    "intent": {
+        "en": _w("plan | plans | planning | dream | dreams | want to | wants to | hope | hopes | "
+                 "considering"),
+        "fr": _w("prévoit | projette | espère | envisage | rêve"),
+        "de": _w("plant | hofft | möchte | träumt"),
+        "es": _w("planea | espera | quiere | sueña"),
+        "it": _w("pianifica | spera | vuole | sogna"),
+        "pt": _w("planeja | espera | quer | sonha"),
+        "ru": _w("планирует | надеется | хочет | мечтает"),
+    },
+    "first_person": {
+        "en": _w("""i | i'm | im | i've | i'd | i'll | we | we're | we've | we'd | we'll |
+                 myself | ourselves"""),
+        "fr": _w("je | j'*"),
+        "de": _w("ich | wir"),
+        "es": _w("yo | nosotros | nosotras"),
+        "it": _w("io | noi"),
+        "pt": _w("eu | nós"),
+        "ru": _w("я | мы"),
+    },
+    "first_person_verbs": {
+        "en": _w("i am | i'm"),
+        "fr": _w("suis"),
+        "de": _w("bin"),
+        "es": _w("soy | estoy | tengo | vivo | trabajo | estudio | prefiero | quiero | necesito"),
+        "it": _w("sono | sto | ho | vivo | abito | lavoro | preferisco | voglio"),
+        "pt": _w("sou | estou | tenho | moro | vivo | trabalho | estudo | prefiro | quero"),
+        "ru": _w("живу | работаю | учусь | люблю | предпочитаю | хочу"),
+    },
+    "first_person_object": {
+        "en": _w("me | us"),
+        "fr": _w("moi | me | m'* | nous"),
+        "de": _w("mich | mir | uns"),
+        "es": _w("me | mí | nos | conmigo"),
+        "it": _w("mi | me"),
+        "pt": _w("me | mim | nos | comigo"),
+        "ru": _w("меня | мне | нас | нам | мной"),
+    },
+    "first_person_possessive": {
+        "en": _w("my | our | mine | ours"),
+        "fr": _w("mon | ma | mes | notre | nos"),
+        "de": _w("""mein | meine | meinen | meinem | meiner | meines | unser | unsere |
+                 unseren | unserem | unserer"""),
+        "es": _w("mi | mis | nuestro | nuestra | nuestros | nuestras"),
+        "it": _w("mio | mia | miei | mie | nostro | nostra | nostri | nostre"),
+        "pt": _w("meu | minha | meus | minhas | nosso | nossa | nossos | nossas"),
+        "ru": _w("мой | моя | моё | мое | мои | моего | моей | наш | наша | наши"),
+    },
+    "articles": {
+        "en": _w("the | a | an"),
+        "fr": _w("le | la | les"),
+        "de": _w("der | die | das"),
+        "es": _w("el | la | los | las"),
+        "it": _w("il | lo | la | gli | le"),
+        "pt": _w("o | a | os | as"),
+        "ru": _w("этот | эта | эти"),
+    },
+    "third_person": {
+        "en": _w("he | she | they | he's | she's | they're | his | her | their | it's"),
+        "fr": _w("il | elle | ils | elles"),
+        "de": _w("er | sie"),
+        "es": _w("él | ella | ellos | ellas"),
+        "it": _w("lui | lei | loro"),
+        "pt": _w("ele | ela | eles | elas"),
+        "ru": _w("он | она | они | его | её | ее | их"),
+    },
+    "third_person_verbs": {
+        "en": _w("""is | was | has | lives | lived | works | worked | likes | loves | owns |
+                 turns | studies | plays | goes | went | moved | got | became | teaches |
+                 runs | said | says | 's"""),
+        "fr": _w("habite | vit | travaille | étudie"),
+        "de": _w("wohnt | arbeitet | lebt | studiert"),
+        "es": _w("vive | trabaja | estudia"),
+        "it": _w("vive | abita | lavora | studia"),
+        "pt": _w("mora | vive | trabalha | estuda"),
+        "ru": _w("живёт | живет | работает | учится"),
+    },
+    "relations": {
+        "en": tuple("""brother brothers sister sisters mother mom mum mommy mummy mama father
+dad daddy papa parents parent wife husband partner spouse boyfriend girlfriend fiance fiancé
+fiancee fiancée son sons daughter daughters kid kids child children baby babies toddler twin
+twins friend friends buddy bestie boss manager colleague colleagues coworker coworkers
+co-worker teammate teammates neighbour neighbor neighbours neighbors roommate flatmate
+housemate cousin cousins uncle aunt auntie nephew niece grandma grandmother granny grandpa
+grandfather grandson granddaughter grandparents grandkids stepmother stepfather stepson
+stepdaughter in-laws mother-in-law father-in-law sister-in-law brother-in-law ex
+cat cats dog dogs puppy kitten pet pets parrot bird horse rabbit bunny hamster guinea pig
+fish turtle tortoise snake lizard retriever terrier spaniel labrador poodle shepherd
+doctor dentist therapist teacher student students client clients customer tenant
+landlord""".split()),
+        "fr": tuple("""frère sœur soeur mère père femme mari fils fille enfant enfants ami
+amie chat chien copain copine""".split()),
+        "de": tuple("""bruder schwester mutter vater mama papa frau mann ehemann ehefrau sohn
+tochter kind kinder freund freundin chef chefin kollege kollegin katze hund""".split()),
+        "es": tuple("""hermano hermana madre padre esposa esposo marido hijo hija amigo amiga
+novio novia gato perro""".split()),
+        "it": tuple("""fratello sorella madre padre moglie marito figlio figlia amico amica
+gatto cane""".split()),
+        "pt": tuple("""irmão irmã mãe pai esposa marido filho filha amigo amiga gato cachorro
+cão""".split()),
+        "ru": tuple("""брат сестра мама мать папа отец жена муж сын дочь дочка ребёнок ребенок
+дети друг подруга начальник коллега кот кошка собака пёс пес""".split()),
+    },
+    "self_naming": {
+        "en": _w("""my name is | my name's | call me | i am called | i'm called |
+                 i am named | i'm named"""),
+        "fr": _w("""je m'appelle | mon nom est | mon prénom est | moi c'est | appelle-moi |
+                 appelez-moi"""),
+        "de": _w("ich heiße | ich heisse | mein name ist | nenn mich | nennen sie mich"),
+        "es": _w("me llamo | mi nombre es | llámame | llamame"),
+        "it": _w("mi chiamo | il mio nome è | chiamami"),
+        "pt": _w("me chamo | meu nome é | o meu nome é | me chame | chama-me"),
+        "ru": _w("меня зовут | зови меня | зовите меня | моё имя | мое имя"),
+    },
+    "self_intro": {
+        "en": _w("i am | i'm | im | this is | it's | name's"),
+        "fr": _w("je suis | c'est"),
+        "de": _w("ich bin"),
+        "es": _w("soy"),
+        "it": _w("sono"),
+        "pt": _w("sou"),
+        "ru": _w("я | это"),
+    },
+    "user_naming": {
+        "en": _w("""user's name is | user name is | user is named | user is called |
+                 user goes by | user's names is | call the user"""),
+        "fr": _w("le nom de l'utilisateur est | le prénom de l'utilisateur est"),
+        "de": _w("der nutzer heißt | der benutzer heißt | name des nutzers ist"),
+        "es": _w("el usuario se llama | el nombre del usuario es"),
+        "it": _w("l'utente si chiama | il nome dell'utente è"),
+        "pt": _w("o usuário se chama | o nome do usuário é"),
+        "ru": _w("имя пользователя"),
+    },
+    "naming_phrase": {
+        "en": _w("name is | call them | call him | call her | goes by | is named | is called"),
+        "fr": _w("s'appelle | se nomme"),
+        "de": _w("heißt | heisst"),
+        "es": _w("se llama"),
+        "it": _w("si chiama"),
+        "pt": _w("se chama"),
+        "ru": _w("зовут"),
+    },
+    "naming_lead": {
+        "en": _w("named | called | name is | name's | names are"),
+        "fr": _w("s'appelle | nommé | nommée"),
+        "de": _w("heißt | namens"),
+        "es": _w("se llama | llamado | llamada"),
+        "it": _w("si chiama | chiamato | chiamata"),
+        "pt": _w("se chama | chamado | chamada"),
+        "ru": _w("зовут | по имени | по кличке"),
+    },
+    "probe": {
+        "en": _w("""hi | hello | hey | yo | ping | pong | test | testing | thanks | thank you |
+                 thx | ty | good morning | good evening | good night | good afternoon | bye"""),
+        "fr": _w("salut | bonjour | bonsoir | merci | au revoir | coucou"),
+        "de": _w("hallo | guten morgen | guten tag | guten abend | danke | tschüss"),
+        "es": _w("hola | buenos días | buenas noches | buenas tardes | gracias | adiós"),
+        "it": _w("ciao | buongiorno | buonasera | grazie | arrivederci"),
+        "pt": _w("oi | olá | bom dia | boa noite | boa tarde | obrigado | obrigada | tchau"),
+        "ru": _w("привет | здравствуй | здравствуйте | спасибо | пока | тест"),
+    },
+    "greeting_words": {
+        "en": tuple("""hi hello hey heya hiya there yo good morning evening afternoon night day
+thanks thank you cheers bye goodbye ok okay lol haha""".split()),
+        "fr": tuple("salut bonjour bonsoir merci coucou".split()),
+        "de": tuple("hallo guten morgen tag abend danke".split()),
+        "es": tuple("hola buenos buenas días noches tardes gracias".split()),
+        "it": tuple("ciao buongiorno buonasera grazie".split()),
+        "pt": tuple("oi olá bom boa dia noite tarde obrigado obrigada".split()),
+        "ru": tuple("привет здравствуйте спасибо пока".split()),
+    },
+    "conjunctions": {
+        "en": _w("and | but | so | because | while | although | though | whereas"),
+        "fr": _w("et | mais"),
+        "de": _w("und | aber"),
+        "es": _w("y | pero"),
+        "it": _w("e | ma"),
+        "pt": _w("e | mas"),
+        "ru": _w("и | а | но"),
+    },
+    "comparison": {
+        "en": _w("""ahead of | behind | than | compared to | compared with | unlike |
+                 similar to | same as | different from | just like | like in | vs | vs. |
+                 versus | rather than | instead of"""),
+        "fr": _w("plutôt que | comparé à | par rapport à | contrairement à"),
+        "de": _w("im vergleich zu | verglichen mit | anders als"),
+        "es": _w("comparado con | a diferencia de | en lugar de"),
+        "it": _w("rispetto a | a differenza di | invece di"),
+        "pt": _w("comparado com | comparado a | ao contrário de"),
+        "ru": _w("чем | в отличие от | по сравнению с"),
+    },
+    "commitment": {
+        "en": _w("""due | deadline | appointment | meeting | exam | interview | flight | booked |
+                 reservation | expire | expires | renewal | check-up | checkup | surgery |
+                 court | hearing"""),
+        "fr": _w("échéance | rendez-vous | examen | réunion | vol"),
+        "de": _w("fällig | termin | prüfung | frist | flug"),
+        "es": _w("plazo | cita | examen | reunión | vuelo"),
+        "it": _w("scadenza | appuntamento | esame | riunione | volo"),
+        "pt": _w("prazo | consulta | exame | reunião | voo"),
+        "ru": _w("срок | встреча | экзамен | приём | рейс"),
+    },
+    "dates": {
+        "en": _w("""jan* | feb* | mar* | apr* | may | jun* | jul* | aug* | sep* | oct* | nov* |
+                 dec* | monday | tuesday | wednesday | thursday | friday | saturday | sunday |
+                 today | tonight | tomorrow | next * | this week | this month | this weekend |
+                 this *day"""),
+        "fr": _w("""lundi | mardi | mercredi | jeudi | vendredi | samedi | dimanche |
+                 aujourd'hui | demain | janvier | février | avril | juin | juillet | août |
+                 septembre | octobre | novembre | décembre"""),
+        "de": _w("""montag | dienstag | mittwoch | donnerstag | freitag | samstag | sonntag |
+                 heute | morgen | januar | februar | märz | mai | juni | juli | august |
+                 september | oktober | november | dezember"""),
+        "es": _w("""lunes | martes | miércoles | jueves | viernes | sábado | domingo | hoy |
+                 mañana | enero | febrero | marzo | abril | mayo | junio | julio | agosto |
+                 septiembre | octubre | noviembre | diciembre"""),
+        "it": _w("""lunedì | martedì | mercoledì | giovedì | venerdì | sabato | domenica | oggi |
+                 domani | gennaio | febbraio | marzo | aprile | maggio | giugno | luglio |
+                 agosto | settembre | ottobre | novembre | dicembre"""),
+        "pt": _w("""segunda | terça | quarta | quinta | sexta | sábado | domingo | hoje | amanhã |
+                 janeiro | fevereiro | março | abril | maio | junho | julho | agosto |
+                 setembro | outubro | novembro | dezembro"""),
+        "ru": _w("""понедельник* | вторник* | среда | среду | четверг* | пятниц* | суббот* |
+                 воскресень* | сегодня | завтра | январ* | феврал* | март* | апрел* | май | мая |
+                 июн* | июл* | август* | сентябр* | октябр* | ноябр* | декабр*"""),
+    },
+    "request_verbs": {
+        "en": tuple("""tell give write show explain list make create draft compose generate
+describe summarise summarize translate suggest recommend find help teach send sing play read
+rewrite fix convert calculate compute name plan pick""".split()),
+        "fr": _w("""raconte* | écris* | donne* | montre* | explique* | traduis* | résume* |
+                 propose* | aide* | dis | fais | calcule*"""),
+        "de": _w("""erzähl | erzähle | schreib | schreibe | gib | zeig | zeige | erkläre |
+                 übersetze | fasse | hilf | nenne | berechne"""),
+        "es": _w("""cuéntame | cuenta | escribe* | dame | dime | muéstrame | explica* |
+                 traduce* | resume* | sugiere* | ayúdame | calcula*"""),
+        "it": _w("""racconta* | scrivi* | dammi | dimmi | mostra* | spiega* | traduci* |
+                 riassumi | suggerisci* | aiutami | calcola*"""),
+        "pt": _w("""conta | conte* | escreve* | escreva* | dá | dê | diga* | mostra* |
+                 explica* | traduz* | resume* | sugere* | ajuda* | calcula*"""),
+        "ru": _w("""расскажи | напиши | дай | покажи | объясни | переведи | перечисли | помоги |
+                 придумай | посчитай"""),
+    },
+    "request_openers": {
+        "en": _w("please | pls | now | ok | okay | so | can you | could you | would you | "
+                 "will you"),
+        "fr": _w("s'il te plaît | s'il vous plaît | stp | peux-tu | pourrais-tu"),
+        "de": _w("bitte | kannst du | könntest du"),
+        "es": _w("por favor | puedes | podrías"),
+        "it": _w("per favore | puoi | potresti"),
+        "pt": _w("por favor | podes | pode | poderia"),
+        "ru": _w("пожалуйста | можешь | можете"),
+    },
+    "wondering": {
+        "en": _combine("i | we", "wonder | was wondering | want to know | need to know"),
+        "fr": _w("je me demande | je voudrais savoir"),
+        "de": _w("ich frage mich | ich möchte wissen"),
+        "es": _w("me pregunto | quiero saber"),
+        "it": _w("mi chiedo | vorrei sapere"),
+        "pt": _w("me pergunto | eu me pergunto | quero saber"),
+        "ru": _w("интересно | хочу знать"),
+    },
+}
+"""Each rule's entries per language (module docstring: the notation and the readers)."""
+
+
+def entries(*rules: str, languages: Iterable[str] = LANGUAGES) -> tuple[str, ...]:
+    """The entries of ``rules`` in every language (or those of ``languages``), lower
+    case, de-duplicated, in order."""
+    seen: dict[str, None] = {}
+    for rule in rules:
+        for lang in languages:
+            for e in RULES[rule][lang]:
+                seen.setdefault(e.lower().replace("’", "'"), None)
+    return tuple(seen)
+
+
+def _entry_re(entry: str) -> str:
+    core = entry.strip("*")
+    out = [r"\w*" if entry.startswith("*") else ("(?<!\\w)" if core[:1].isalnum() else "")]
+    for ch in core:
+        if ch == " ":
+            out.append(r"\s+")
+        elif ch in "'’":
+            out.append("['’]")
+        elif ch == "*":
+            out.append(r"\w+")  # "next *": one word there
+        else:
+            out.append(re.escape(ch))
+    if entry.endswith(" *"):  # "next *": one more word
+        out.append(r"\w+(?!\w)")
+    else:
+        out.append(r"\w*" if entry.endswith("*") else ("(?!\\w)" if core[-1:].isalnum() else ""))
+    return "".join(out)
+
+
+def pattern(*rules: str) -> str:
+    """One regex alternation (a group) of the entries of ``rules``, longest first, each
+    bounded as a word where it starts or ends with a letter."""
+    return "(?:" + "|".join(_entry_re(e) for e in sorted(entries(*rules), key=len,
+                                                           reverse=True)) + ")"
+
+
+def compile_rules(*rules: str) -> re.Pattern[str]:
+    """:func:`pattern` compiled, case-insensitive."""
+    return re.compile(pattern(*rules), re.I)
+
+
+class WordSet:
+    """Single words of some rules, for a word already split off and lower-cased (``’``
+    read as ``'``): ``word in ws``. An entry ``"j'*"`` holds every word it starts;
+    phrases count only with ``split=True`` (their words then count one by one)."""
+
+    def __init__(self, *rules: str, split: bool = False) -> None:
+        words = [w for e in entries(*rules) for w in (e.split() if split else [e])
+                 if " " not in w]
+        self.exact = frozenset(w for w in words if "*" not in w)
+        self.prefixes = tuple(w[:-1] for w in words if w.endswith("*") and w.count("*") == 1)
+
+    def __contains__(self, word: object) -> bool:
+        if not isinstance(word, str):
+            return False
+        w = word.lower().replace("’", "'")
+        return w in self.exact or bool(self.prefixes) and w.startswith(self.prefixes)
+
+
+def word_set(*rules: str, split: bool = False) -> WordSet:
+    """A :class:`WordSet` of ``rules``."""
+    return WordSet(*rules, split=split)
