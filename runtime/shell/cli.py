@@ -37,7 +37,8 @@ from .state import read_daemon_info, resolve_state_dir
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every subcommand."""
+    """The argument parser with every subcommand (one ``_add_<command>`` each; the memory
+    sub-commands are a table, :mod:`.cli_memory`)."""
     p = argparse.ArgumentParser(
         prog="atomic-agent",
         description="A local agent daemon whose memory survives sessions and restarts.")
@@ -47,7 +48,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="state directory, for any command (default: $ATOMIC_AGENT_STATE_DIR, "
                         "else ~/.local/state/atomic-agent)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_add_serve, _add_ask, _add_models, _add_chat, _add_tui, _add_sessions,
+                _add_mcp, _add_memory, _add_config, _add_metrics, _add_stop):
+        add(sub)  # each command's parser, in --help order
+    return p
 
+
+def _add_serve(sub: Any) -> None:
+    """``atomic-agent serve``."""
     s = sub.add_parser("serve", help="run the daemon (prints one JSON ready line)",
                        description="Run the daemon in the foreground. With no llm.url configured "
                                    "it starts the embedded llama.cpp server (llm.server: the "
@@ -66,6 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="level of the JSON log lines in <state>/logs (default: "
                         "logging.level, info)")
 
+
+def _add_ask(sub: Any) -> None:
+    """``atomic-agent ask``."""
     a = sub.add_parser("ask", help="one turn: send TEXT, print the reply",
                        description="Send one message to the running daemon and print the reply.")
     _state_arg(a)
@@ -80,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--timeout", type=_positive_seconds, default=300.0,
                    help="seconds to wait (default 300)")
 
+
+def _add_models(sub: Any) -> None:
+    """``atomic-agent models``."""
     m = sub.add_parser(
         "models", help="list the embedded models, or install one",
         description="The models the embedded llama.cpp server can load (llm.model, serve "
@@ -90,6 +104,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="list (default) or install NAME")
     m.add_argument("name", nargs="?", help="model to install")
 
+
+def _add_chat(sub: Any) -> None:
+    """``atomic-agent chat``."""
     c = sub.add_parser(
         "chat", help="interactive chat with the running daemon",
         description="Chat with the running daemon, one turn per line; the reply streams as "
@@ -100,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(c)
     c.add_argument("--session", help="session id to continue (created if new)")
 
+
+def _add_tui(sub: Any) -> None:
+    """``atomic-agent tui``."""
     t = sub.add_parser(
         "tui", help="terminal UI: chat and watch memory form; Manage → Memory browser",
         description="A full-screen terminal UI on the running daemon (over its websocket, with "
@@ -116,6 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(t)
     t.add_argument("--session", help="session id to continue (created if new)")
 
+
+def _add_sessions(sub: Any) -> None:
+    """``atomic-agent sessions``."""
     ss = sub.add_parser(
         "sessions", help="list, show or delete conversations",
         description="Sessions are the daemon's conversations (ask/chat --session ID continues "
@@ -139,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     sd.add_argument("id", help="the session id")
     sd.add_argument("--json", action="store_true", help="print the result as JSON")
 
+
+def _add_mcp(sub: Any) -> None:
+    """``atomic-agent mcp``."""
     mc = sub.add_parser(
         "mcp", help="serve the daemon's memory to MCP clients (Claude, Cursor, editors)",
         description="A Model Context Protocol server for the running daemon's memory. By "
@@ -159,11 +185,17 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--session", default="mcp",
                     help="session the MCP server's notes are filed under (default: mcp)")
 
+
+def _add_memory(sub: Any) -> None:
+    """``atomic-agent memory``."""
     from .cli_consolidate import add_parser as add_consolidate
 
     add_memory_parser(sub, {"reindex": _add_reindex, "recover": _add_recover,
                             "consolidate": lambda msub: add_consolidate(msub, _state_arg)})
 
+
+def _add_config(sub: Any) -> None:
+    """``atomic-agent config``."""
     cfg = sub.add_parser(
         "config", help="show, read and change the configuration (config.json)",
         description="The configuration lives in <state>/config.json; every key has a "
@@ -184,6 +216,9 @@ def build_parser() -> argparse.ArgumentParser:
     _state_arg(cu)
     cu.add_argument("key", help="a dotted key")
 
+
+def _add_metrics(sub: Any) -> None:
+    """``atomic-agent metrics``."""
     mt = sub.add_parser(
         "metrics", help="what the daemon did since it started (turns, reflections, …)",
         description="A summary of the running daemon's metrics: turns by outcome, "
@@ -193,6 +228,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "root's and each actor's.")
     _state_arg(mt)
     mt.add_argument("--json", action="store_true", help="print the whole metrics as JSON")
+
+
+def _add_stop(sub: Any) -> None:
+    """``atomic-agent stop``."""
     st = sub.add_parser(
         "stop", help="shut the running daemon down and wait until it has exited",
         description="Ask the daemon of this state directory to shut down in order (running "
@@ -205,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="how long to wait for the daemon to exit (default 60)")
     st.add_argument("--no-wait", action="store_true",
                     help="return as soon as the daemon has accepted the request")
-    return p
+
 
 
 def _add_reindex(msub: Any) -> None:
