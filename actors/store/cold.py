@@ -199,7 +199,8 @@ def _components(nodes: set[int], edges: Iterable[tuple[int, int]]) -> list[list[
 
 def claim_clusters(conn: apsw.Connection, *, now_ms: int, cooldown_ms: int, min_size: int,
                    max_clusters: int, require_shared_tag: bool, lease_ms: int) -> list[Cluster]:
-    """Find and lease up to ``max_clusters`` clusters (the first steps of a tick).
+    """Find and lease up to ``max_clusters`` clusters (step 1 of a consolidator tick,
+    docs/architecture.md §4).
 
     Candidates: notes not archived, not consolidated, created at or before
     ``now_ms - cooldown_ms``, and not leased (no lease, or one older than ``lease_ms``;
