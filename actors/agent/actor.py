@@ -377,7 +377,7 @@ class AgentActor:
             with trio.CancelScope(shield=True):
                 # Persist first, announce after: a client that saw turn.finished can
                 # rely on the exchange being in sessions.sqlite, whatever crashes next
-                # (issue 7: nothing acknowledged is ever lost). Shielded, so it completes
+                # (nothing acknowledged is ever lost). Shielded, so it completes
                 # even if the caller gave up; the 5 s bound covers waiting for the
                 # database lock (a save already running in its thread is not interrupted).
                 state.messages.append(Message("user", msg.text, _now()))
@@ -431,7 +431,7 @@ class AgentActor:
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 
     async def _bump_outcomes(self, turn: _Turn, reason: str) -> None:
-        """Anchor §7.1: each lesson and procedure the turn surfaced gets one success
+        """Each lesson and procedure the turn surfaced gets one success
         (``reply`` / ``finish``) or one failure (``error``); ``cancelled`` and
         ``max_steps`` bump nothing. Off the reply's path; a failure is only logged."""
         lessons = [x.id for x in turn.surfaced if x.kind == "lesson"]
@@ -461,7 +461,7 @@ class AgentActor:
 
     async def _recall_query(self, msg: RunTurn, state: SessionState) -> str | None:
         """The rewriter's recall query for this turn, or None to recall with the raw
-        message (seed 001; ``rewriter`` module). Counted in
+        message (``rewriter`` module). Counted in
         ``agent.memory.rewriter{outcome}``; a rewrite is shown as a ``rewrite`` step."""
         history = [(m.role, m.text) for m in state.messages]
         t0 = time.monotonic()

@@ -1,4 +1,4 @@
-"""The tail's sense of time (issue 24, item 3): a ``now:`` line in ``### world``.
+"""The tail's sense of time: a ``now:`` line in ``### world``.
 
 "My thesis is due March 14th" can only become "your thesis is due in 9 days" when the
 model knows today's date. :func:`now_line` renders the current date and time in the

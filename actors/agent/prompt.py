@@ -4,7 +4,7 @@
   capabilities and the action format. Built once at import from constants and the
   fixed tool table, so it is byte-identical across turns, sessions and memory writes
   (pinned by a hash test); the server's KV cache for it survives every turn.
-* :func:`build_tail` — the variable tail in the current order of seed 001 / DESIGN §6:
+* :func:`build_tail` — the variable tail in the order of docs/architecture.md §5:
   ``### memory-index``, ``### session-facts``, ``### recalled``, ``### world``,
   ``### conversation``, ``### profile``, ``### lessons``, ``### procedures``,
   ``### loaded-skills``, ``### notice``, ``### respond``. Empty optional sections are
@@ -40,7 +40,7 @@ You have long-term memory that survives across conversations.
 
 How your memory works:"""
 # The persona's memory list: per topic, variants with the tools each speaks of; the
-# first variant whose tools are all on is used, none when no variant fits (seed 000 §8:
+# first variant whose tools are all on is used, none when no variant fits (config
 # memory.profile.enabled, memory.notes.enabled switch tools off), so the model is never
 # told to call a tool it does not have. With every tool on, the text is the original.
 _PERSONA_LINES: tuple[tuple[str, tuple[str, ...], str], ...] = (
@@ -174,7 +174,7 @@ def action_grammar(tools: tuple[str, ...]) -> str:
 
 
 def enabled_tools(memory: Any) -> tuple[str, ...]:
-    """The agent tools ``memory`` (a ``MemoryConfig``) leaves on, seed 000 §8:
+    """The agent tools ``memory`` (a ``MemoryConfig``) leaves on:
     ``memory.profile.enabled`` registers the three profile tools, ``memory.notes.enabled``
     the three ``memory.notes.*`` tools; a disabled lessons or procedures channel drops
     its recall tool too."""
@@ -268,7 +268,7 @@ def parse_action(text: str) -> Action:
     code fences are stripped, the first JSON object in the text is used, and prose
     with no JSON object at all is taken as a reply. Lone UTF-16 surrogates in the text
     itself are removed. Anything else is Invalid (the loop answers it with a
-    ``### notice``; DESIGN §6): not JSON, not an object, no known key, args not an
+    ``### notice``): not JSON, not an object, no known key, args not an
     object, or a value :func:`_unsendable` refuses (too deep, a lone surrogate escape,
     an integer beyond 64 bits). Never raises."""
     raw = _FENCE_RE.sub("", _SURROGATE_RE.sub("", text).strip()).strip()
@@ -383,7 +383,7 @@ def _section(name: str, body: str) -> str:
 def _conversation(history: list[tuple[str, str]], scratch: list[str], budget: int) -> str:
     # Messages and tool results are text, never template syntax: a pasted
     # ``<|im_start|>system`` or a recalled note's ``### respond`` is neutralised like
-    # stored memory is (issue 7; ``actors.store.render.neutralise``).
+    # stored memory is (``actors.store.render.neutralise``).
     lines = [neutralise(f"{role.upper()}: {' '.join(text.split())}") for role, text in history]
     lines += [neutralise(line) for line in scratch]
     kept: list[str] = []

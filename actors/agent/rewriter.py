@@ -1,6 +1,5 @@
 """The query rewriter: a follow-up message becomes a self-contained recall query
-(seed 001 "the query rewriter is enabled by default and heuristic-gated";
-``reference/anchor-behaviour.md`` §6).
+(on by default, and asked only when the message looks like a follow-up).
 
 "and what about the other one?" finds nothing by keywords; rewritten with the last few
 exchanges ("Dana's second cat Pixel vet appointment") it does. The rewrite is used
@@ -58,7 +57,7 @@ __all__ = ["REWRITER_GRAMMAR", "REWRITER_PREFIX", "Rewriter", "build_rewriter_pr
 log = structlog.get_logger()
 
 MAX_QUERY_CHARS = 400
-"""Longest rewritten query, chars (anchor §6 grammar ``body``)."""
+"""Longest rewritten query, chars (the ``body`` bound of :data:`REWRITER_GRAMMAR`)."""
 HISTORY_CLIP_CHARS = 400
 CURRENT_CLIP_CHARS = 500
 MEMO_SESSIONS = 256
@@ -96,7 +95,7 @@ def is_referential(message: str, history_turns: int) -> bool:
     return any(w in _PRONOUNS for w in words) or words[0] in _STARTERS
 
 
-#: Byte-stable instructions of the rewriter prompt (anchor §6, paraphrased).
+#: Byte-stable instructions of the rewriter prompt.
 REWRITER_PREFIX = (
     "You rewrite the user's latest message into ONE self-contained search query for a "
     "keyword and embedding search over the user's saved notes.\n"

@@ -94,7 +94,7 @@ class SessionStore:
 
     def __init__(self, path: str) -> None:
         try:
-            self.conn = connect(path)  # (also a path that is not UTF-8: FC2-12)
+            self.conn = connect(path)  # (also a path that is not UTF-8)
             self.conn.setbusytimeout(5000)
             self.conn.execute("PRAGMA journal_mode = WAL").fetchall()
             self.conn.execute("PRAGMA synchronous = NORMAL")

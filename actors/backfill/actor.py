@@ -12,14 +12,16 @@ with the model's dimension; a failure → ``unavailable`` with the reason, recal
 keyword-only) and then serves two kinds of work, one embed at a time:
 
 * **New notes.** The memory actor casts ``NotesWritten(ids)`` after a note is stored
-  (DESIGN §2 step 7). Those ids are fetched (``memory.notes.recall {id}``), embedded
+  (docs/architecture.md §4, step 15). Those ids are fetched
+  (``memory.notes.recall {id}``), embedded
   with purpose ``document`` and written with one ``PutVectors``. New notes go first.
 * **Backfill pass** (unless ``memory.embeddings.backfill`` is false): loop
   ``MissingVectors(model, limit=backfillBatchSize, below=cursor)`` — newest first, the
   cursor the smallest id of the previous batch — → embed the batch (purpose
   ``document``) → one ``PutVectors`` per batch (one transaction on the memory side, so an
   aborted run leaves only whole batches) → until a batch comes back empty. A note the
-  server cannot embed even cut to fit (BC-10, :mod:`runtime.services.embeddings.providers`) is
+  server cannot embed even cut to fit (a note over the model's input limit,
+  :mod:`runtime.services.embeddings.providers`) is
   stored without a vector and counted (``agent.memory.backfill.skipped``); the cursor
   moves past it, so the pass never loops and the next boot retries it. Progress is logged (``backfill.started``,
   ``backfill.progress`` at most once a second, ``backfill.done`` with count and

@@ -3,7 +3,7 @@
 The backfill actor answers :class:`BackfillStatus` (→ :class:`BackfillStatusReply`)
 and the runtime-wide ``MetricsRequest``; it handles the memory actor's
 ``NotesWritten`` cast (``actors.memory.messages``). Bodies are msgspec Structs tagged
-by ``kind`` with lower-case tags, like every actor's (STYLE §2.1); new fields always
+by ``kind`` with lower-case tags, like every actor's; new fields always
 get defaults so an older peer keeps decoding newer messages.
 """
 
@@ -22,7 +22,7 @@ BackfillState = Literal["disabled", "idle", "running", "unavailable"]
 """``disabled``: embeddings off in the config; ``idle``: attached, nothing to do (or
 waiting for the start delay); ``running``: a backfill pass is embedding notes;
 ``unavailable``: embeddings are on but the embedder cannot be attached (the reason
-says why; recall stays keyword-only, DESIGN §8)."""
+says why; recall stays keyword-only)."""
 
 
 class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
@@ -55,8 +55,8 @@ class BackfillStatusReply(msgspec.Struct, kw_only=True):
 
 
 class Similarity(_M):
-    """Cosine of two texts embedded with purpose ``similarity`` (seed 001: the query
-    rewriter's check) → :class:`SimilarityReply`."""
+    """Cosine of two texts embedded with purpose ``similarity`` (the query
+    rewriter's drift check) → :class:`SimilarityReply`."""
 
     a: str
     b: str
@@ -64,7 +64,7 @@ class Similarity(_M):
 
 class SimilarityReply(msgspec.Struct, kw_only=True):
     """``cosine`` None when no embedder is attached (disabled, not loaded yet, failed);
-    ``min_cosine``: the attached model's catalog floor (DESIGN §8, default 0.35)."""
+    ``min_cosine``: the attached model's catalog floor (default 0.35)."""
 
     cosine: float | None = None
     min_cosine: float = 0.35

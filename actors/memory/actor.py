@@ -1,7 +1,7 @@
 """The memory actor: sole owner of ``memory.sqlite``.
 
 Holds two apsw connections to the file. Writes run in a worker thread behind a
-``CapacityLimiter(1)`` (STYLE §2.3 option b) on the writer connection, so the trio loop
+``CapacityLimiter(1)`` (one writer, in a thread) on the writer connection, so the trio loop
 keeps routing while a write waits for the lock and writes are serialised; one request
 message = one write transaction. Reads (``BuildContext`` and every op whose
 ``OpSpec.writes`` is false) run on the trio thread against a second, read connection:
@@ -12,7 +12,7 @@ what a read surfaced are bumped after the reply, in the background, in one write
 transaction per batch (FIFO behind the limiter, so before any later write). After a
 committed write it casts ``MemoryChanged`` to the root (clients subscribed to
 ``memory``) and, for new notes, ``NotesWritten`` to the backfill actor, which embeds
-them off the request path (DESIGN §2 step 7).
+them off the request path (docs/architecture.md §4, step 15).
 
 A corrupt or unreadable file is never silently replaced: it is moved aside to
 ``memory.sqlite.corrupt-<unix ms>`` and a fresh file is started; the event is logged
@@ -98,7 +98,7 @@ FORGOTTEN_TURNS = 64
 def _same_fact(active: ProfileFact, incoming: FactIn) -> bool:
     """Whether a reflected fact only restates the active one: the same value up to case,
     whitespace and trailing punctuation (``fts.content_key``), the same pinning, and no
-    new keywords (BC-11: "an identical or near-identical fact is not written twice")."""
+    new keywords (an identical or near-identical fact is not written twice)."""
     return (content_key(active.value) == content_key(incoming.value)
             and active.pinned == incoming.pinned
             and (incoming.pinned or not incoming.keywords
@@ -267,7 +267,7 @@ class MemoryActor:
                     cache=self.vector_cache)
             except ValidationError:
                 raise  # the caller's arguments, not the vector side
-            except Exception as exc:  # noqa: BLE001 - DESIGN §8: fall back on any vector error
+            except Exception as exc:  # noqa: BLE001 - keyword recall on any vector error
                 self.metrics.inc("agent.memory.recall", {"mode": "fallback"})
                 log.warning("memory.hybrid_failed", error_type=type(exc).__name__,
                             error=str(exc)[:200])
@@ -335,7 +335,7 @@ class MemoryActor:
                     data, change, gone = await self._db(self._run_write_op, self.w, msg)
                 finally:  # a note write adds no vector; only a deletion stales the cache
                     self._drop_cache_if_deleted(before)
-                if gone and msg.session and msg.turn:  # (FC2-03: not stored again)
+                if gone and msg.session and msg.turn:  # (not stored again by reflection)
                     self.forgotten_in_turn[(msg.session, msg.turn)] = (
                         self.forgotten_in_turn.get((msg.session, msg.turn), []) + gone)
                     while len(self.forgotten_in_turn) > FORGOTTEN_TURNS:
@@ -600,7 +600,7 @@ class MemoryActor:
 
     def close(self) -> None:
         """Apply pending recall bumps, close the read connection, checkpoint the WAL
-        into the main file and close (shutdown, DESIGN §1)."""
+        into the main file and close (shutdown, docs/architecture.md §3)."""
         if self._bumps:
             try:
                 self._apply_bumps(self._bumps)

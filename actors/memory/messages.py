@@ -21,7 +21,8 @@ class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
 
 
 class BuildContext(_M):
-    """Once per turn (DESIGN §2 step 3) → :class:`MemoryContext`. ``recall_query``: the
+    """Once per turn (docs/architecture.md §4, step 4) → :class:`MemoryContext`.
+    ``recall_query``: the
     query rewriter's self-contained rewrite of ``user_message``, used for
     recall only; the profile gate reads ``user_message``."""
 
@@ -32,8 +33,9 @@ class BuildContext(_M):
 
 
 class ToolOp(_M):
-    """A memory tool or read-only operation by name (DESIGN §9 ``memory`` frames,
-    seed 000 §3.4/§4.3 tools) → :class:`OpResult`. ``args`` are validated against
+    """A memory tool or read-only operation by name (the ``memory`` frames of
+    docs/protocol.md, and the agent's memory tools) → :class:`OpResult`. ``args`` are
+    validated against
     the op's own Struct; errors come back as ``invalid_argument``."""
 
     op: str
@@ -66,7 +68,7 @@ class NoteIn(msgspec.Struct):
 
 
 class ForgetIn(msgspec.Struct):
-    """What one reflection forgets (issue 17, :mod:`actors.store.forgetting`):
+    """What one reflection forgets (:mod:`actors.store.forgetting`):
     ``retire_keys`` (active fact retired, history kept), ``purge_keys`` (every version
     deleted) and ``targets`` (word lists: every fact and note holding all of a list's
     words is deleted)."""
@@ -77,7 +79,8 @@ class ForgetIn(msgspec.Struct):
 
 
 class ApplyReflection(_M):
-    """The whole result of one reflection, written in ONE transaction (DESIGN §2 step 6):
+    """The whole result of one reflection, written in ONE transaction
+    (docs/architecture.md §4, step 12):
     the forgetting first, then the facts and notes."""
 
     session: str
@@ -243,8 +246,8 @@ class MemoryChanged(msgspec.Struct, tag="memory.changed", tag_field="kind"):
 
 
 class NotesWritten(msgspec.Struct, tag="notes.written", tag_field="kind"):
-    """Cast to the backfill actor: embed these notes (purpose ``document``, DESIGN §2
-    step 7) off the request path."""
+    """Cast to the backfill actor: embed these notes (purpose ``document``,
+    docs/architecture.md §4, step 15) off the request path."""
 
     ids: list[int]
 

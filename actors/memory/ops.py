@@ -61,7 +61,7 @@ class NotesRecallArgs(_Args):
 
 
 class NotesSearchArgs(_Args):
-    """``memory.notes.search``: keyword-only (BM25) search for operators (seed 001: the
+    """``memory.notes.search``: keyword-only (BM25) search for operators (the
     TUI's search never uses vectors); reads only, bumps no recall counter."""
 
     query: str

@@ -17,7 +17,7 @@ class ParsedFact(msgspec.Struct, frozen=True):
     ``key``: 1..32 chars matching ``[a-z][a-z0-9_]{0,31}``. ``value``: 1..200 chars,
     marker removed. ``pinned``: True unless the marker says ``pinned=false``.
     ``keywords``: 0..8 lower-case keywords (≤ 40 chars each), always empty when pinned.
-    ``supersedes`` / ``valid_from``: the anchor's bi-temporal marker clauses —
+    ``supersedes`` / ``valid_from``: the bi-temporal marker clauses —
     ``supersedes`` a valid key or None, ``valid_from`` only ever ``"now"`` or None.
     """
 

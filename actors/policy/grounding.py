@@ -393,7 +393,7 @@ def _grounded_words(words: list[str], window: _Window) -> bool:
 
 
 NOTE_GROUNDED_SHARE = 0.5
-"""Share of a note's content words the user's message must hold (issue 17: a small
+"""Share of a note's content words the user's message must hold (a small
 model's note that pastes the prompt's examples after the user's words — "The user works
 in Turin. The user's sister Zoe is a pilot in Oslo" — shares one word, not half)."""
 

@@ -1,4 +1,5 @@
-"""The reflection actor: end-of-turn memory formation (seed 000 §5, DESIGN §2 step 6).
+"""The reflection actor: end-of-turn memory formation (docs/architecture.md §4,
+steps 10-14).
 
 Fire-and-forget: the agent casts ``Reflect`` after the reply is out; nothing waits
 on it. One reflection is in flight per session: a new ``Reflect`` or an
@@ -13,8 +14,8 @@ messages (``Reflect.earlier``) are shown to the model as context only.
 Each run: skip the call when the user's messages hold nothing to remember
 (``actors.policy.skip.skip_reason``: small talk and one-off instructions ``trivial``, questions
 ``question``, nothing about the user ``impersonal``; outcome ``none``) → read the known profile from the memory actor → build the micro-prompt →
-LLM call on the reflection slot (slot 1 when the server has ≥ 2 slots, else -1;
-seed 000 §5.2) with the GBNF grammar inside ``move_on_after(timeoutMs)`` (outcome
+LLM call on the reflection slot (slot 1 when the server has ≥ 2 slots, else -1)
+with the GBNF grammar inside ``move_on_after(timeoutMs)`` (outcome
 ``timeout``, nothing written) → parse (invalid lines dropped and counted) → ``plan.plan_reflection``: canonical keys,
 the grounding filter (invented names, the assistant's self-description, copied
 examples, one-off instructions, content the user never wrote), the stance guards
@@ -26,7 +27,7 @@ keys and reasons, never values — then the per-call caps ``maxFactsPerCall`` /
 writing in one transaction. The outcome
 ``ok | none | failed | aborted | timeout`` is counted
 (``agent.memory.reflection{outcome}``), timed (``agent.memory.reflection.latency_ms``),
-logged with the seed's event names, and cast to the root as a ``reflection`` event.
+logged (``reflection.*`` events), and cast to the root as a ``reflection`` event.
 
 Then, under the same cancel scope (a newer turn of the session cancels them too), the
 turn's side calls on the same slot: the link generator
@@ -85,7 +86,7 @@ log = structlog.get_logger()
 
 FAILURE_STREAK_WARN = 3
 """Consecutive failed/timeout outcomes in one session before one operator warning
-(anchor §4.1, health tracker)."""
+(the health tracker)."""
 MAX_TRACKED_SESSIONS = 1024
 """Sessions whose failure streak is remembered at most (the longest-quiet are forgotten
 first), so the health tracker stays bounded however many sessions come and go."""
@@ -101,7 +102,7 @@ actor restarting (~1 s), the LLM server answering 5xx, unreachable or too slow. 
 the last, the exchanges are carried into the session's next reflection."""
 PARSE_MAX_ITEMS = 6
 """Items parsed before grounding (the grammar's six lines); the per-call caps apply to
-what survives the grounding filter (anchor §4.6 order)."""
+what survives the grounding filter (guards first, then caps)."""
 
 
 def transient(exc: BaseException) -> bool:
@@ -245,8 +246,8 @@ class ReflectionActor:
                 self.running.pop(msg.session, None)
 
     async def _side_calls(self, msg: Reflect) -> None:
-        """The link generator then the vote runner on what the turn surfaced (anchor
-        §7.3-§7.4), each on the side-call slot within its timeout; outcomes ``ok |
+        """The link generator then the vote runner on what the turn surfaced, each on
+        the side-call slot within its timeout; outcomes ``ok |
         none | timeout | failed`` counted (``skipped``: too few items, no call, not
         counted) in
         ``agent.memory.link_generator{outcome}`` / ``agent.memory.vote_runner{outcome}``."""
@@ -416,7 +417,7 @@ class ReflectionActor:
                                  "memory.reflection.timeoutMs or set memory.reflection.enabled=false")
         elif outcome != "aborted":
             # Forget a healthy session: one entry per session ever seen would grow with
-            # the daemon's lifetime (found by bench/soak, issue 7).
+            # the daemon's lifetime (found by bench/soak).
             self.streaks.pop(msg.session, None)
             self.warned.discard(msg.session)
         try:

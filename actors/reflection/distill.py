@@ -1,4 +1,5 @@
-"""The consolidator's distill call: prompt, grammar and parser (anchor §7.6 steps 4-5).
+"""The consolidator's distill call: prompt, grammar and parser
+(docs/architecture.md §4, "The consolidator", step 2).
 
 One call per claimed cluster of related notes. The answer is one ``LESSON`` line and,
 when procedures are enabled, an optional ``PROCEDURE`` line::
@@ -12,7 +13,7 @@ activation ``(no consensus)`` with principle ``(no durable advice)`` -- means th
 hold nothing durable in common: :func:`parse_distill` returns ``None`` and the cluster
 stays as it is for a later tick.
 
-Parser rules (anchor §7.6 step 5): the first line starting with ``LESSON``;
+Parser rules: the first line starting with ``LESSON``;
 activation and principle required, non-empty, within 240 / 800 chars, else
 :class:`DistillError` (the cluster counts as failed); tags lenient (``_`` allowed, ≤ 40
 chars, ≤ 12). The procedure half: steps split on ``;``, a tool hint after the last

@@ -1,14 +1,12 @@
 """GBNF grammar that constrains the reflection completion (llama.cpp grammar syntax).
 
-Sources: seed 000 §5.3 (output is ``NONE`` or a bounded list of ``SET`` / ``NOTE``
-lines), ``reference/anchor-behaviour.md`` §4.4 (the anchor's grammar, production by
-production) and ``reference/bundled-models.md`` §(a) (measured on the bundled small
-models: excluding ``<``, ``>``, ``[``, ``]`` and capping lengths took the 1.5B model from
-22 to 29 of 30 facts and halved the latency; free text let them spam placeholder copies
-and ``[pinned=false; …]`` markers, with grammar re-filtering of the 151k-token vocabulary
-costing up to 80 s). So this grammar is *strict*: no markers, no brackets, short values.
-The anchor's ``EVOLVE`` production is absent (this project writes facts, notes and
-forgets only); ``FORGET`` is this project's addition.
+The output is ``NONE`` or a bounded list of ``SET`` / ``NOTE`` / ``FORGET`` lines.
+Measured on the bundled small models, excluding ``<``, ``>``, ``[``, ``]`` and capping
+lengths took the 1.5B model from 22 to 29 of 30 facts and halved the latency; free text
+let them spam placeholder copies and ``[pinned=false; …]`` markers, with grammar
+re-filtering of the 151k-token vocabulary costing up to 80 s. So this grammar is
+*strict*: no markers, no brackets, short values.
+There is no ``EVOLVE`` production: reflection writes facts, notes and forgets only.
 
 Productions (bounds are in characters unless stated otherwise)::
 
@@ -46,15 +44,15 @@ __all__ = [
     "MAX_ENTRIES",
 ]
 
-#: Longest profile key the grammar admits (chars). Anchor §4.4 ``key``.
+#: Longest profile key the grammar admits (chars).
 KEY_MAX_CHARS = 32
-#: Longest ``SET`` value the grammar admits (chars); bundled-models §(a) "strict".
+#: Longest ``SET`` value the grammar admits (chars); short, as measured above.
 VALUE_MAX_CHARS = 60
-#: Longest ``NOTE`` body the grammar admits (chars); bundled-models §(a) "strict".
+#: Longest ``NOTE`` body the grammar admits (chars); short, as measured above.
 BODY_MAX_CHARS = 120
 #: Longest ``FORGET`` target the grammar admits (chars).
 TARGET_MAX_CHARS = 60
-#: Most ``SET``/``NOTE``/``FORGET`` lines in one completion. Anchor §4.4 ``entries``.
+#: Most ``SET``/``NOTE``/``FORGET`` lines in one completion.
 MAX_ENTRIES = 6
 
 #: The GBNF text sent as ``grammar`` in the reflection ``POST /completion`` body.

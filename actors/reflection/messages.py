@@ -1,4 +1,4 @@
-"""Messages of the reflection actor (DESIGN §2 steps 2, 5, 6)."""
+"""Messages of the reflection actor (docs/architecture.md §4, steps 3, 10-14)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class Reflect(_M):
     """Cast by the agent after a turn: extract durable memory from this exchange.
     ``earlier``: the session's previous user messages (oldest first, at most
     :data:`EARLIER_MAX`), shown to the model as context only: "She is a nurse" needs
-    "My sister is called Ana" before it (anchor §4.7 segmentation). ``surfaced``: the
+    "My sister is called Ana" before it. ``surfaced``: the
     memory items the turn rendered, for the link generator (its notes) and the vote
     runner (all of them); ``turn_index`` the session's turn number (vote audit)."""
 
@@ -53,7 +53,8 @@ class Consolidate(_M):
 
 
 class TickReport(msgspec.Struct, kw_only=True, rename="camel"):
-    """One consolidator tick (anchor §7.6 step 8): ``outcome`` ``ok`` (a lesson was
+    """One consolidator tick (docs/architecture.md §4, "The consolidator"):
+    ``outcome`` ``ok`` (a lesson was
     made) | ``none`` | ``failed`` (every cluster failed) | ``busy`` (a tick was already
     running) | ``off`` (consolidation, lessons or the LLM not available: ``reason``);
     ``clusters`` claimed; ``lessons`` / ``procedures`` ids created; ``abstained``,

@@ -1,8 +1,7 @@
 """Parse a reflection completion into profile facts and notes. Pure, never raises.
 
-Sources: ``reference/anchor-behaviour.md`` §4.5 (parser rules) and §8 items 36–39 (edge
-cases pinned by the original tests); seed 000 §5.3–§5.4 (``SET``/``NOTE`` channels, per-call
-caps, "invalid lines are logged and skipped, never failing the whole call").
+``SET`` lines give profile facts and ``NOTE`` lines notes, each with a per-call cap;
+invalid lines are logged and skipped, never failing the whole call.
 
 The grammar (:mod:`actors.reflection.grammar`) is a request, not a contract: servers
 without grammar support, or OpenAI-compatible backends, send prose, code fences, bullets
@@ -19,7 +18,7 @@ Line handling, in order:
    A leading bullet (``- ``, ``* ``, ``• ``) and wrapping single backticks are removed.
 3. ``SET `` lines become :class:`ParsedFact`, ``NOTE `` lines :class:`ParsedNote`,
    ``FORGET `` lines a target in ``forgets`` (1..80 chars, trimmed, de-duplicated, at
-   most 4; issue 17); anything else is prose and only counted in ``ignored_lines``.
+   most 4); anything else is prose and only counted in ``ignored_lines``.
    A value, body or target keeps only its first sentence (:func:`first_sentence`: small
    models run on, append a stray `` NONE`` or paste the next line into the text).
 
@@ -37,7 +36,7 @@ lower-cased, must match ``[a-z0-9][a-z0-9_-]*``, ≤ 40 chars, de-duplicated, at
 (invalid tags are dropped, not the note). An empty body drops the line; a body over 500
 chars is cut to 500. Notes are not de-duplicated.
 
-Caps (seed 000 §5.3 ``maxFactsPerCall`` 3 / ``maxNotesPerCall`` 2): facts after the
+Caps (``memory.reflection.maxFactsPerCall`` 3 / ``maxNotesPerCall`` 2): facts after the
 first ``max_facts`` (after de-duplication) and notes after the first ``max_notes`` are
 dropped and counted in ``dropped_over_cap``; ``max_notes=0`` disables notes.
 """
@@ -65,7 +64,7 @@ __all__ = [
     "MAX_FORGETS",
 ]
 
-#: Profile key shape after normalisation (anchor §4.4 ``key``: 1..32 chars).
+#: Profile key shape after normalisation (1..32 chars, as the grammar's ``key``).
 KEY_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 #: Longest accepted ``SET`` value, chars; longer values are rejected.
 VALUE_MAX_CHARS = 200
@@ -92,7 +91,7 @@ _MARKER_NAME_RE = re.compile(r"\b(?:pinned|keywords|valid_from|supersedes)\s*=",
 _PINNED_RE = re.compile(r"\bpinned\s*=\s*([^\s,;\]]*)", re.I)
 _KEYWORDS_AFTER_RE = re.compile(r"\bkeywords\s*=(.*)$", re.I | re.S)
 _TAGS_MARKER_RE = re.compile(r"\s*\[\s*tags\s*=([^\[\]]*)\]\s*$", re.I)
-#: Seed 000 §5.3's own form, ``NOTE body [tag1, tag2]``: a trailing bracket holding only
+#: The plain tag form, ``NOTE body [tag1, tag2]``: a trailing bracket holding only
 #: tag-shaped words (each with a letter) separated by commas (no ``=``).
 _TAG_ITEM = r"[A-Za-z0-9][\w-]*"
 _TAG_LIST_RE = re.compile(  # each item needs a letter: "[2]" is a footnote, not a tag
@@ -108,7 +107,7 @@ approx dept univ""".split())
 
 
 def first_sentence(text: str) -> str:
-    """``text`` up to the end of its first sentence (bundled-models §(a): small models
+    """``text`` up to the end of its first sentence (small models
     run on past the item — "The user prefers pytest. This is stored as …"), without a
     trailing ``NONE``; trimmed. "Dr. Smith" and "J. Smith" do not end a sentence."""
     text = _TRAILING_NONE_RE.sub("", text.strip())
@@ -201,7 +200,7 @@ def _parse_marker(marker: str) -> tuple[bool, list[str], str | None, str | None]
     supersedes: str | None = None
     valid_from: str | None = None
     if ";" not in marker and _KEYWORDS_AFTER_RE.search(marker):
-        # Comma form: "[pinned=false, keywords=deploy]" (anchor §4.5 fallback).
+        # Comma form: "[pinned=false, keywords=deploy]" (a fallback).
         m = _PINNED_RE.search(marker)
         if m:
             pinned = m.group(1).strip().lower() != "false"
@@ -290,7 +289,7 @@ def parse_reflection(
     (the reflection actor lets its guards pick the first one that survives: a small
     model's later lines are its least reliable). ``text``: the raw completion, any
     ``str``. ``max_facts`` / ``max_notes``: per-call
-    caps (seed 000 §8 ``memory.reflection.maxFactsPerCall`` = 3,
+    caps (``memory.reflection.maxFactsPerCall`` = 3,
     ``maxNotesPerCall`` = 2; 0 disables the channel; negative values count as 0).
 
     Returns a :class:`ParsedReflection`; never raises on any text — each bad line is

@@ -1,8 +1,7 @@
 """The reflection micro-prompt: a byte-stable prefix plus a small variable tail.
 
-Sources: seed 000 §5.3 (what reflection produces), §9 point 5 ("skip trivia", output
-``NONE`` when nothing is worth remembering) and ``reference/anchor-behaviour.md`` §4.3
-(the default prefix's rules and the tail layout).
+Reflection produces ``SET`` / ``NOTE`` / ``FORGET`` lines, skips trivia and outputs
+``NONE`` when nothing is worth remembering.
 
 Layout of the text sent to a raw ``POST /completion`` endpoint (plain text, no chat
 template; the model continues after ``### output``)::
@@ -44,7 +43,7 @@ __all__ = [
     "clip_text",
 ]
 
-#: Most facts listed under ``### known profile`` (anchor §4.3, ``listForPrompt``).
+#: Most facts listed under ``### known profile`` (the rest are left out).
 KNOWN_PROFILE_MAX_FACTS = 40
 #: Clip for each known-profile value, in chars including the ellipsis.
 KNOWN_PROFILE_VALUE_CHARS = 80
@@ -53,9 +52,9 @@ EXCHANGE_CLIP_CHARS = 1000
 #: Marker that ends a clipped text (one char, U+2026).
 ELLIPSIS = "\u2026"
 
-#: Byte-stable prefix of the reflection prompt. Sources: anchor §4.3 (the default
-#: prefix's rules), seed 000 §5.3 (line syntax) and issue 17's field report of what a
-#: small model gets wrong: other people's facts stored as the user's, negations and
+#: Byte-stable prefix of the reflection prompt. It states the line syntax and the
+#: rules, and answers what a small model gets wrong in the field: other people's
+#: facts stored as the user's, negations and
 #: daydreams stored as facts, questions stored as notes, updates and "forget that"
 #: ignored. The examples use concrete values because small models follow a worked
 #: example far better than a rule; a copied example value is not in the user's words,
@@ -134,7 +133,7 @@ def clip_text(text: str, max_chars: int) -> str:
     Runs of whitespace (including newlines and CR) become one space, the ends are
     trimmed, and lone surrogates are removed. A text longer than ``max_chars`` keeps its
     first ``max_chars - 1`` chars followed by :data:`ELLIPSIS`, so the result is never
-    longer than ``max_chars`` (anchor §4.3 "clipped to N chars with …").
+    longer than ``max_chars``.
 
     Raises ``ValueError`` when ``max_chars`` < 1.
     """

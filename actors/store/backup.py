@@ -1,4 +1,4 @@
-"""A consistent copy of the memory database while the daemon runs (issue 18, backup).
+"""A consistent copy of the memory database while the daemon runs (the ``memory.backup`` op).
 
 :func:`backup_database` copies the whole database with SQLite's online backup API
 (``apsw.Connection.backup``: page by page, under the source connection, so the copy is

@@ -61,7 +61,7 @@ __all__ = [
 MAX_CLUSTER_NOTES = 12
 #: Notes a cluster preview carries per member (chars) in the distill prompt.
 PREVIEW_CHARS = 300
-#: Deprecations of one tick, all sweeps together (anchor §7.6 step 7).
+#: Deprecations of one tick, all sweeps together (the sweep step of a tick).
 DEPRECATIONS_PER_TICK = 100
 
 _TABLE = {"memory": "memories", "lesson": "lessons", "profile": "profile_facts",
@@ -95,7 +95,7 @@ def apply_votes(conn: apsw.Connection, votes: VoteStore, items: Sequence[VoteIn]
                 cap: int, session: str | None = None, turn_index: int | None = None,
                 now_ms: int | None = None) -> VoteResult:
     """Apply each vote: ``vote_score`` moves by ``direction`` and is clamped to
-    ``[-cap, cap]`` (anchor §7.4: one unit per vote). A vote on a score already at the
+    ``[-cap, cap]`` (one unit per vote). A vote on a score already at the
     clamp in its direction changes nothing and counts as a clamp hit (no audit row);
     a vote on a missing target counts as missing. Unknown kinds raise ValueError."""
     result = VoteResult()
@@ -125,8 +125,8 @@ def apply_votes(conn: apsw.Connection, votes: VoteStore, items: Sequence[VoteIn]
 def bump_outcomes(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStore,
                   lesson_ids: Iterable[int], procedure_ids: Iterable[int], *,
                   success: bool) -> int:
-    """Bump success (or failure) of each surfaced lesson and procedure once (anchor
-    §7.1); an id that no longer exists is skipped. Returns rows bumped."""
+    """Bump success (or failure) of each surfaced lesson and procedure once;
+    an id that no longer exists is skipped. Returns rows bumped."""
     bumped = 0
     with write_txn(conn):
         for store, ids in ((lessons, lesson_ids), (procedures, procedure_ids)):
@@ -199,12 +199,13 @@ def _components(nodes: set[int], edges: Iterable[tuple[int, int]]) -> list[list[
 
 def claim_clusters(conn: apsw.Connection, *, now_ms: int, cooldown_ms: int, min_size: int,
                    max_clusters: int, require_shared_tag: bool, lease_ms: int) -> list[Cluster]:
-    """Find and lease up to ``max_clusters`` clusters (anchor §7.6 steps 1-3).
+    """Find and lease up to ``max_clusters`` clusters (step 1 of a consolidator tick,
+    docs/architecture.md §4).
 
     Candidates: notes not archived, not consolidated, created at or before
     ``now_ms - cooldown_ms``, and not leased (no lease, or one older than ``lease_ms``;
     a lease from the future, written before the clock stepped back, is held: another
-    tick never takes a cluster a running one holds, FC2-09).
+    tick never takes a cluster a running one holds, even after a clock step).
     Clusters: connected components over links (both directions) among candidates, of
     at least ``min_size``; with ``require_shared_tag`` trimmed to the members sharing
     the component's most common tag (dropped when that leaves fewer than
@@ -271,10 +272,10 @@ def persist_distilled(conn: apsw.Connection, lessons: LessonStore, procedures: P
                       procedure_activation: str | None = None,
                       now_ms: int | None = None) -> tuple[int, int | None]:
     """Create the lesson (and procedure) of one claimed cluster and archive its
-    parents into the lesson, all in ONE transaction (anchor §7.6 step 6).
+    parents into the lesson, all in ONE transaction.
 
     Returns ``(lesson_id, procedure_id or None)``. A procedure that fails validation
-    is dropped (logged) and the lesson kept, as the anchor does.
+    is dropped (logged) and the lesson kept.
 
     Raises:
         ClusterChanged: a member no longer exists, is archived or consolidated, or
@@ -303,7 +304,7 @@ def persist_distilled(conn: apsw.Connection, lessons: LessonStore, procedures: P
                         parent_lesson_ids=[lesson.id], parent_memory_ids=ids,
                         working_dir=cluster.working_dir, now_ms=now_ms)
                     procedure_id = proc.id
-            except Exception as exc:  # noqa: BLE001 - anchor: procedure errors keep the lesson
+            except Exception as exc:  # noqa: BLE001 - procedure errors keep the lesson
                 log.info("memory.procedure_dropped", lesson=lesson.id, error=str(exc)[:200])
         return lesson.id, procedure_id
 
@@ -315,7 +316,7 @@ def sweep(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStor
           now_ms: int, decay: float | None, lesson_max: int, lesson_age_ms: int,
           procedure_max: int, procedure_age_ms: int,
           cap: int = DEPRECATIONS_PER_TICK) -> SweepResult:
-    """One tick's decay and deprecation sweeps, in one transaction (anchor §7.6 step 7).
+    """One tick's decay and deprecation sweeps, in one transaction.
 
     ``decay`` (in (0, 1], None = voting off) multiplies every non-zero ``vote_score``
     (notes, lessons, procedures, profile facts), one statement per table. Lessons:

@@ -1,6 +1,6 @@
 """Per-turn memory context: the read path that feeds the prompt tail.
 
-Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6):
+Built once per turn (the BuildContext step of docs/architecture.md §4):
 
 * ``profile``  -- active facts through the contextual keyword gate (``render.gate_profile``);
 * ``recalled`` -- top-``k`` notes by BM25 against the user message, recall counters bumped
@@ -9,16 +9,16 @@ Built once per turn (seed 000 §4.2, §6 step 2; DESIGN §2 step 3; anchor §3.6
   is left out;
 * ``index``    -- the most recently updated non-archived notes minus every recalled id, so
   no note appears twice in one prompt;
-* link expansion (anchor §2.6, §3.6 step 3; when a ``LinkStore`` and ``max_expanded``
+* link expansion (when a ``LinkStore`` and ``max_expanded``
   are given) -- BFS neighbours of the recalled notes appended to ``recalled`` after the
   BM25 hits, without duplicate ids; their ``recall_count`` is bumped too, so every
   surfaced note is bumped exactly once per turn; the tokens they add are taken from the
   index's budget when rendered, so links never lengthen the prompt's tail; the index
   leaves out only the hits, and a neighbour the index shows is not repeated;
-* ``lessons`` / ``procedures`` -- keyword recall on the same query (anchor §3.6 step 5),
+* ``lessons`` / ``procedures`` -- keyword recall on the same query,
   projected to pointer rows; any failure degrades to ``[]``;
 * ``session_facts`` -- the active profile facts written in this session, the newest
-  ``memory.sessionFacts.limit`` (seed 000 §7: ``SessionState.knownFacts``, last 8), minus
+  ``memory.sessionFacts.limit`` (default 8: the session's known facts), minus
   those ``### profile`` shows; rebuilt from the store every turn, never saved with the
   session;
 * ``before`` -- for the shown profile facts that replaced an earlier value, that value
@@ -300,7 +300,7 @@ def _safe(what: str, fn: Callable[[], list[T]]) -> list[T]:
     """Run a fire-safe read of the context: any exception is logged, ``[]`` returned."""
     try:
         return fn()
-    except Exception as exc:  # anchor §3.6: each part fire-safe (errors -> [])
+    except Exception as exc:  # each part fire-safe (errors -> [])
         log.warning("memory.context.part_failed", part=what, error_type=type(exc).__name__,
                     error=str(exc))
         return []
@@ -314,7 +314,7 @@ def _visible(note: Note, working_dir: str | None) -> bool:
 
 def _expand(notes: MemoryStore, links: LinkStore, base: list[Note], working_dir: str | None,
             depth: int, cap: int, skip_origins: tuple[str, ...] = ()) -> list[Note]:
-    """Hydrate the BFS neighbours of ``base`` (anchor §3.6 step 3); fire-safe
+    """Hydrate the BFS neighbours of ``base``; fire-safe
     (errors -> ``[]``). The caller bumps their recall counters."""
 
     def run() -> list[Note]:

@@ -1,5 +1,5 @@
-"""Corrections: a note that negates or retracts a near-identical older note (field case
-FC2-05, the boundary of BC-11's near-duplicate merge).
+"""Corrections: a note that negates or retracts a near-identical older note (the
+boundary of the near-duplicate merge, ``dedup``).
 
 Word-overlap similarity cannot tell "Is allergic to penicillin …" from "Is not allergic
 to penicillin …" (token Jaccard 0.875 when short words are dropped), so a merge on

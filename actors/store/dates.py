@@ -1,4 +1,4 @@
-"""When a memory was written, in the user's time zone (issue 24, item 3).
+"""When a memory was written, in the user's time zone (the tail's time awareness).
 
 "Where did I live before?", "what did I say last week?" and "when did Caroline go to the
 support group?" need the date each memory was written next to it. This module renders
@@ -301,7 +301,7 @@ def day_note(text: str, said_ms: int | None, now_ms: int, zone: str | None = Non
     """``"18 Dec 2026, in 16 days"``: the day ``text`` names (:func:`named_day`) and how
     far it is from the day of ``now_ms``, both in ``zone``; ``""`` when it names none. The
     default model cannot count days ("3 days left" for 23 in ``bench.deadlines``), so the
-    prompt says it (issue 24: "your thesis is due in 9 days"). Never raises."""
+    prompt says it ("your thesis is due in 9 days"). Never raises."""
     day = named_day(text, said_ms, zone)
     if day is None:
         return ""

@@ -8,14 +8,14 @@ dir:
 * **near-identical**: among the top :data:`NEAR_CANDIDATES` (5) notes of that scope by
   BM25 for the rarest words of the new text, the one with the highest token Jaccard
   similarity ``|A ∩ B| / |A ∪ B|``, if it reaches the threshold (default
-  :data:`NEAR_THRESHOLD` = 0.85, as the anchor's production config). Tokens are the
+  :data:`NEAR_THRESHOLD` = 0.85). Tokens are the
   lower-cased Unicode letter/digit words longer than 2 characters, and,
-  unlike the anchor, also shorter words with a digit (so "room 12" and "room 14" stay
+  also shorter words with a digit (so "room 12" and "room 14" stay
   two notes), plus the character bigrams of CJK words (so unspaced scripts can be
   near-identical too). Texts with fewer than :data:`NEAR_MIN_TOKENS` (3) such tokens
   only merge when exactly equal: on one or two tokens Jaccard cannot tell "note a" from
-  "note b". Unlike the anchor, the incoming tags need not be a subset of the
-  candidate's: the merge unites them (BC-11 expects ``{home, plants}``).
+  "note b". The incoming tags need not be a subset of the candidate's: the
+  merge unites them (``{home}`` merged with ``{plants}`` gives ``{home, plants}``).
 
 Cost per ``store`` (bench/recall.py corpus, 2-core machine): ~0.4 ms exact only, ~2 ms
 with near-identical detection at 1,000 notes, ~12 ms at 100,000 notes.
@@ -23,7 +23,7 @@ with near-identical detection at 1,000 notes, ~12 ms at 100,000 notes.
 The caller (``MemoryStore.store``) merges into the returned note: same id, tags united,
 ``updated_at`` refreshed, ``recall_count`` + 1. A near-identical text whose negation
 cues differ (:func:`corrections.polarity`: "Is not allergic …" against "Is allergic
-…", field case FC2-05) is never merged: :func:`near_match` reports it as corrected,
+…", a correction) is never merged: :func:`near_match` reports it as corrected,
 and the store keeps both, the new one superseding the old.
 """
 
@@ -48,9 +48,9 @@ __all__ = [
 ]
 
 
-#: Default Jaccard threshold for a near-identical merge (anchor: dedup on at 0.85).
+#: Default Jaccard threshold for a near-identical merge.
 NEAR_THRESHOLD = 0.85
-#: How many BM25 candidates are compared (anchor §2.2: top 5).
+#: How many BM25 candidates are compared (the top 5).
 NEAR_CANDIDATES = 5
 #: Both texts need at least this many Jaccard tokens for a near-identical merge.
 NEAR_MIN_TOKENS = 3
@@ -142,7 +142,7 @@ def near_match(
     Exact duplicates (same ``key``) first. Then, with a ``threshold``, the candidate
     with the highest Jaccard score at or above it among those of the same polarity (a
     duplicate); failing that, the best one of another polarity (a correction: "Is not
-    allergic to …" against "Is allergic to …", field case FC2-05).
+    allergic to …" against "Is allergic to …").
 
     Args:
         conn: the store's connection (inside its write transaction).

@@ -2,7 +2,7 @@
 
 Every failure the memory stores raise on purpose derives from :class:`MemoryFailure`
 and carries a stable, machine-readable ``code`` (the ``error.code`` of a websocket
-``memory.result`` answer, DESIGN §9). Third-party errors (apsw) are translated once,
+``memory.result`` answer, docs/protocol.md §6). Third-party errors (apsw) are translated once,
 at the storage boundary (``schema.open_database`` / ``schema.migrate``), never leaked
 as ``apsw.*`` types to callers that only know this module::
 
@@ -73,7 +73,7 @@ class MemoryFailure(Exception):
 
 
 class ValidationError(MemoryFailure):
-    """Caller input broke a documented limit (anchor §2.2 notes, §2.3 profile).
+    """Caller input broke a documented limit (the limits of notes.py and profile.py).
 
     Attributes:
         field: the offending argument (``content``, ``tags``, ``query``, ``id``,
@@ -182,8 +182,8 @@ class StorageFailure(MemoryFailure):
     ``apsw.IOError`` (``SQLITE_IOERR``: EROFS, EIO …, ``storage_error``) by
     :meth:`from_apsw`. SQLite rolled the transaction back, so nothing of the request
     was stored and everything stored before is intact; the actor stays up, reads keep
-    working, and the same request succeeds once space is freed (issue 7, "a full
-    disk"). Never raised for a damaged file (that is :class:`DatabaseCorrupt`).
+    working, and the same request succeeds once space is freed (a full disk must not stop
+    the daemon). Never raised for a damaged file (that is :class:`DatabaseCorrupt`).
 
     Attributes:
         detail: SQLite's own error text.
@@ -233,7 +233,8 @@ class StorageFailure(MemoryFailure):
 
 def now_ms(value: object = None) -> int:
     """Return ``value`` as a Unix-ms timestamp, or for ``None`` the store's current time
-    (``clock.CLOCK``: the wall clock, never going backwards, FC2-09).
+    (``clock.CLOCK``: the wall clock, never going backwards, even when the system
+    clock steps back).
 
     Raises:
         ValidationError: field ``nowMs`` when ``value`` is not an int (bools refused).
@@ -254,15 +255,16 @@ def require_int(value: object, field: str) -> int:
 
 def require_positive_id(value: object, field: str = "id") -> int:
     """Return ``value`` if it is an int >= 1 (bools refused), else raise
-    ValidationError(field) -- anchor §2.2: ``get(0)`` / ``remove(-1)`` are errors."""
+    ValidationError(field) -- ``get(0)`` / ``remove(-1)`` are errors, never no-ops."""
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise ValidationError(field, "must be a positive integer")
     return value
 
 
 def optional_text(value: object, field: str) -> str | None:
-    """Return ``value`` trimmed, ``None`` for ``None`` or blank text (anchor §2.2
-    ``workingDir`` / ``sessionId`` rule); a non-string raises ValidationError(field)."""
+    """Return ``value`` trimmed, ``None`` for ``None`` or blank text (the
+    ``workingDir`` / ``sessionId`` rule: blank means absent); a non-string raises
+    ValidationError(field)."""
     if value is None:
         return None
     if not isinstance(value, str):

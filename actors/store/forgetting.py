@@ -42,7 +42,7 @@ def _distinctive(text: str) -> set[str]:
 def restates(item: str, forgotten: list[str]) -> bool:
     """Whether ``item`` (a note, or a fact as ``"key value"``) restates one of the
     ``forgotten`` texts: it holds at least half of that text's words of 3+ letters or
-    digits, and at least two of them (or its only one). Field case FC2-03: after "forget
+    digits, and at least two of them (or its only one). So after "forget
     my address" deleted "Lives at 12 Rue Victor Hugo, Lyon", the same turn's reflection
     must not store "User asked to forget their address, 12 Rue Victor Hugo"."""
     have = _distinctive(item)

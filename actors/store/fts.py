@@ -11,10 +11,9 @@ agree:
   never carry FTS5 syntax.
 
 Two small text helpers live here as well: :func:`content_key` (the normalised form used
-to detect duplicate notes, BC-11) and :func:`normalise_bm25` (BM25 to a 0..1 score,
-BC-04).
+to detect duplicate notes) and :func:`normalise_bm25` (BM25 to a 0..1 score).
 
-Scripts written without spaces (field case BC-03: Han, Hiragana, Katakana, Hangul, Thai,
+Scripts written without spaces (Han, Hiragana, Katakana, Hangul, Thai,
 Lao, Khmer, Myanmar, Bopomofo) are the reason for the derived text. ``porter unicode61``
 would keep a whole Chinese sentence as one token, so ``咖啡`` could never find
 ``我喜欢喝咖啡``. Instead every run of such characters is indexed as overlapping
@@ -23,7 +22,7 @@ runs glued to it are split off (``部署v2版本`` indexes ``v2`` as its own tok
 word in those scripts becomes the phrase of its bigrams (``喝咖啡`` ->
 ``"喝咖 咖啡"``), a single character becomes a prefix term. Space-delimited scripts are
 left to ``unicode61`` untouched (apart from NFKC normalisation), so Porter stemming and
-prefix matching behave as in the anchor ("cat" finds "cats", "ёжик" finds "ёжиков").
+prefix matching behave as usual ("cat" finds "cats", "ёжик" finds "ёжиков").
 """
 
 from __future__ import annotations
@@ -94,7 +93,7 @@ def is_cjk_char(ch: str) -> bool:
 def contains_cjk(text: str) -> bool:
     """Return True when ``text`` contains at least one character of
     :data:`CJK_RANGES` (used by the profile keyword gate: such keywords match as
-    substrings, anchor §3.2 / seed 000 §3.1)."""
+    substrings: they have no spaces to split on)."""
     return _CJK_CHAR_RE.search(text) is not None
 
 
@@ -278,7 +277,7 @@ def build_match_query(text: str, *, prefix: bool = True) -> str | None:
     """Build a safe FTS5 MATCH expression from arbitrary user text.
 
     Every word becomes a double-quoted string token, with ``*`` appended when
-    ``prefix`` is true (the anchor's notes form; lessons/procedures use
+    ``prefix`` is true (the notes form; lessons/procedures use
     ``prefix=False``), and the terms are joined with ``OR`` (lenient: any term may
     match, BM25 ranks). A CJK word of two or more characters becomes the quoted phrase
     of its bigrams (no ``*``); a single CJK character is a (prefix) term. Operators

@@ -1,13 +1,13 @@
 """Hybrid recall's ranking: BM25 hits blended with cosine, meaning-only notes in the
-slots left (DESIGN §8, seed 001 "hybrid recall", field cases BC-08 and BC-09).
+slots left; vectors of another dimension or all zeros never break the order.
 
 Pure functions over numbers; the stores feed them:
 
 * :func:`cosine_scores` — the cosine of a query vector with each row of a matrix, computed
   under ``numpy.errstate(all="ignore")``; a zero or non-finite vector (query or row)
   scores exactly 0.0, never NaN. Rows of another dimension than the query are
-  never passed in (``VectorStore.load`` keeps one model and one dimension; BC-08).
-* :func:`hybrid_rank` — the order DESIGN §8 fixes:
+  never passed in (``VectorStore.load`` keeps one model and one dimension).
+* :func:`hybrid_rank` — the order:
 
   1. keyword hits (BM25 normalised within the hit set, strongest 1.0) are ranked among
      themselves by ``(1 − w) · bm25 + w · cosine`` (cosine 0 when the note has no vector)
@@ -18,8 +18,7 @@ Pure functions over numbers; the stores feed them:
   3. ``w = 0`` (``memory.embeddings.vectorWeight``) gives the keyword order and no
      meaning-only notes.
 
-  An all-zero query vector gives every note cosine 0, so the order is the BM25 order
-  (BC-09 second query).
+  An all-zero query vector gives every note cosine 0, so the order is the BM25 order.
 * :func:`hybrid_recall` — the whole read: the keyword leg (``MemoryStore.recall``, its
   best :data:`KEYWORD_POOL_PER_K` × k hits, so the blend can lift a hit from below the
   keyword top k into it), the query embedded (purpose ``query``), the attached model's
@@ -52,7 +51,7 @@ __all__ = [
 
 #: Meaning-only notes must be within this of the query's best cosine.
 BEST_WINDOW = 0.15
-#: Default cosine floor of a catalog entry (seed 001 ``minCosine``).
+#: Default cosine floor of a catalog entry (its ``minCosine``).
 DEFAULT_MIN_COSINE = 0.35
 #: The keyword hits that are blended with cosine: the best ``KEYWORD_POOL_PER_K * k`` of
 #: keyword recall (at most ``notes.K_MAX``), ranked among themselves, cut to k. With only
@@ -62,7 +61,7 @@ DEFAULT_MIN_COSINE = 0.35
 #: 0.001) +0.6; wordllama x2 +1.2, x5 +0.9 (``python -m bench.locomo --hybrid
 #: --ablation``, bench/RESULTS.md "LoCoMo retrieval"). x3 and x5 beat keyword recall on
 #: each half of the dev split alone; x3 because x5's deeper keyword leg costs every
-#: recall time for 0.3 points, with p99 near DESIGN §12's 10 ms (``bench.hybrid``).
+#: recall time for 0.3 points, with p99 near the 10 ms target of a recall (``bench.hybrid``).
 KEYWORD_POOL_PER_K = 3
 
 
@@ -112,7 +111,7 @@ def hybrid_rank(
     best_window: float = BEST_WINDOW,
     best: float | None = None,
 ) -> list[Ranked]:
-    """Rank per DESIGN §8 (module docstring).
+    """Rank keyword hits and meaning-only notes (the order of the module docstring).
 
     Args:
         keyword: ``(note id, normalised BM25 in [0, 1])`` of the keyword hits.
@@ -143,7 +142,7 @@ def hybrid_rank(
 class HybridResult(msgspec.Struct, frozen=True):
     """:func:`hybrid_recall`'s notes (best first; ``score`` = blend or cosine) and what
     the vector scan left out: ``overflow`` (over the ceiling), ``stale`` (another
-    dimension of the model, BC-08)."""
+    dimension of the model)."""
 
     notes: list[Note]
     overflow: int = 0
@@ -167,7 +166,7 @@ def hybrid_recall(
     cache: VectorCache | None = None,
     pool_per_k: int = KEYWORD_POOL_PER_K,
 ) -> HybridResult:
-    """Hybrid recall of up to ``k`` notes for ``query`` (module docstring; DESIGN §8).
+    """Hybrid recall of up to ``k`` notes for ``query`` (module docstring).
 
     ``embed_query(text)`` returns the query's vector (purpose ``query``) of ``model``.
     ``pool_per_k``: how many keyword hits per slot are blended (``bench.locomo``

@@ -7,7 +7,7 @@ edges. Kinds: ``RELATES_TO``, ``CAUSED_BY``, ``REFERENCES``, ``CONTRADICTS``,
 ``DUPLICATES``, ``SUPERSEDES``.
 
 The per-turn context (``context.build_context``) uses :meth:`LinkStore.expand` to add
-the neighbours of the recalled notes to ``### recalled`` (anchor §3.6 step 3). Edges
+the neighbours of the recalled notes to ``### recalled`` (docs/architecture.md §4). Edges
 are written by the user (``memory.links.add``) and, later, by the link generator
 . Times are Unix milliseconds; writes go through ``schema.write_txn``.
 """
@@ -41,7 +41,7 @@ __all__ = [
     "clamp_weight",
 ]
 
-#: The six edge kinds of anchor §1.6.
+#: The six edge kinds.
 LINK_KINDS: tuple[str, ...] = (
     "RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS", "DUPLICATES", "SUPERSEDES",
 )
@@ -271,7 +271,7 @@ class LinkStore:
     ) -> list[int]:
         """Breadth-first neighbours of ``seed_ids`` over edges in both directions.
 
-        Anchor §2.6: ``depth`` clamped into [1, 3] (default 1); ``max_expanded``
+        ``depth`` clamped into [1, 3] (default 1); ``max_expanded``
         clamped into [1, 1000] (default 50; ``memory.links.maxExpanded`` is 12). Each
         node of a hop visits its outgoing edges first, then its incoming ones, each
         in :meth:`list_outgoing` / :meth:`list_incoming` order; a node is emitted the

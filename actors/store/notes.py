@@ -7,12 +7,12 @@ coverage and same-session context; the strongest hit scores exactly 1.0.
 
 Bounds: at most ``max_entries`` rows (default 1000); after every
 insert the surplus is deleted in the same transaction, never the row just written, so
-the cap holds after every commit. Eviction order: ``"utility"`` (default; anchor §2.2,
-beats seed 000 §10) the least recalled first, ``recall_count, COALESCE(last_recalled_at,
+the cap holds after every commit. Eviction order: ``"utility"`` (default; keeps more
+recall than FIFO) the least recalled first, ``recall_count, COALESCE(last_recalled_at,
 0), updated_at, id`` ascending; ``"fifo"`` the oldest ``(updated_at, id)`` first. A note
 equal to an active one after ``fts.content_key``, or near-identical to one
 (``dedup.near_match``: token Jaccard >= 0.85), merges into it: same id,
-tags united, ``updated_at`` refreshed; unless it negates or retracts it (FC2-05,
+tags united, ``updated_at`` refreshed; unless it negates or retracts it (a correction,
 ``corrections``): then both are kept, the new one ``SUPERSEDES`` the old, and recall
 ranks a superseded note after the notes that are not.
 
@@ -58,7 +58,7 @@ __all__ = [
     "validate_tags",
 ]
 
-#: Limits of seed 000 §4 / §8 and anchor §2.2.
+#: Limits of notes and of the requests over them.
 MAX_CONTENT_CHARS = 4000
 MAX_TAGS = 16
 MAX_TAG_CHARS = 40
@@ -75,7 +75,7 @@ _TAGS_DECODER = msgspec.json.Decoder(list[str])
 
 def validate_content(content: object, max_chars: int = MAX_CONTENT_CHARS) -> str:
     """Return ``content`` trimmed; it must be non-empty and at most ``max_chars``
-    chars after trimming (never truncated; anchor §2.2).
+    chars after trimming (never truncated).
 
     Raises:
         ValidationError: field ``content``.
@@ -231,7 +231,7 @@ class MemoryStore:
         and evict the surplus above ``max_entries`` in the store's eviction order
         (never the new row). A near-identical text that negates or retracts the note it
         matches ("Is not allergic …", "No longer works …") is inserted, never merged,
-        and ``SUPERSEDES`` it (link origin ``correction``, field case FC2-05).
+        and ``SUPERSEDES`` it (link origin ``correction``).
 
         Raises:
             ValidationError: fields ``content``, ``tags``, ``source``, ``scope``,
@@ -264,7 +264,7 @@ class MemoryStore:
                  now, origin, turn_id),
             )
             note_id = conn.last_insert_rowid()
-            if found is not None:  # FC2-05: a correction is linked to what it corrects
+            if found is not None:  # a correction is linked to what it corrects
                 link_correction(conn, note_id, found.id, now)
             self._evict(note_id)
             return self._get(note_id)
@@ -357,7 +357,7 @@ class MemoryStore:
         the fraction of query terms a note holds, + half the score of each note of
         the same session up to two ids away. ``score`` = relevance / best: in [0, 1],
         strongest 1.0. Archived notes are included; every hit matches a query term.
-        A note superseded by another note (a correction, FC2-05) comes after the notes
+        A note superseded by another note (a correction) comes after the notes
         that are not (``corrections.newest_first``).
 
         Raises:

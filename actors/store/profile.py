@@ -4,11 +4,11 @@ Every successful :meth:`ProfileStore.set` adds a row and supersedes the previous
 row of that key, so ``history(key)`` shows every value the key ever had; at most one
 row per key is active (``superseded_by IS NULL``, a partial unique index). Removing a
 fact retires its active row (``superseded_by`` = its own id) instead of deleting it, so
-history is kept (BC-12: a value never disappears without a trace).
+history is kept (a value never disappears without a trace).
 
 Pinned facts are rendered into every prompt; unpinned (contextual) facts only when one
 of their keywords hits the user message (``render.gate_profile``). Active unpinned facts
-are capped (``max_unpinned``, anchor §2.4, default 500); the oldest are retired first,
+are capped (``max_unpinned``, default 500); the oldest are retired first,
 never the row just written; pinned facts are never counted or evicted.
 
 All writes go through ``schema.write_txn``: ``BEGIN IMMEDIATE`` on their own, a
@@ -44,7 +44,7 @@ __all__ = [
     "validate_keywords",
 ]
 
-#: Limits of anchor §2.3.
+#: Limits of a profile fact: key and value chars.
 PROFILE_KEY_MAX_LENGTH = 120
 PROFILE_VALUE_MAX_LENGTH = 2000
 PROFILE_MAX_KEYWORDS = 8
@@ -56,7 +56,7 @@ DEFAULT_PINNED_BUDGET_CHARS = 1500
 facts together: pinned facts reach every prompt, so one guard on the single write
 path every route shares (tool, websocket, reflection, offline CLI) keeps that block
 small. 1500 chars ≈ 420 tokens, inside ``memory.profile.maxTokens``
-512 (token estimate of anchor §3.1)."""
+512 (``render.estimate_tokens``)."""
 
 _KEY_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _KEYWORDS_DECODER = msgspec.json.Decoder(list[str])
@@ -65,7 +65,7 @@ _KEYWORDS_DECODER = msgspec.json.Decoder(list[str])
 def validate_key(key: object) -> str:
     """Validate a profile key and return its canonical (trimmed, lower-cased) form.
 
-    Rules (anchor §2.3; case folding from field case BC-12): a string, trimmed,
+    Rules (keys are case-folded, so ``City`` and ``city`` are one fact): a string, trimmed,
     non-empty, at most :data:`PROFILE_KEY_MAX_LENGTH` (120) chars, first char
     ``[A-Za-z0-9]``, the rest ``[A-Za-z0-9_.-]``.
 
@@ -178,7 +178,8 @@ def _keywords_from_key(key: str) -> list[str]:
 
 
 class ProfileStore:
-    """CRUD over ``profile_facts`` (seed 000 §3, anchor §2.3–§2.4).
+    """CRUD over ``profile_facts`` (validated keys and values, a capped count of
+    unpinned facts).
 
     Args:
         conn: a connection from ``schema.open_database`` (migrated).
@@ -221,16 +222,16 @@ class ProfileStore:
             key: see :func:`validate_key` (stored lower-cased).
             value: see :func:`validate_value` (stored verbatim).
             pinned: ``True``/``False`` sets it; ``None`` keeps the current fact's
-                setting, or pins a new key (seed default: pinned).
+                setting, or pins a new key (default: pinned).
             keywords: gate keywords, kept only when the fact ends up unpinned
                 (validated then, see :func:`validate_keywords`); ``None`` keeps the
-                current unpinned fact's keywords (BC-12: omitted options are kept).
+                current unpinned fact's keywords (omitted options are kept).
             now_ms: write time, Unix ms (default: now).
             source / session_id / turn_id: provenance of the new version
                 (:class:`ProfileFact`).
 
         Writing exactly the active value with the same options is a no-op that returns
-        the active fact (BC-11: no second row). Otherwise, in one transaction: the
+        the active fact (no second row). Otherwise, in one transaction: the
         previous active row is superseded by the new one (``supersedes`` /
         ``superseded_by`` link both ways), then the unpinned cap is enforced.
 
@@ -338,7 +339,7 @@ class ProfileStore:
 
     def purge(self, key: str) -> int:
         """Delete every version of ``key``, the history included (a person's "forget it
-        for good", FC2-03); returns how many rows went.
+        for good"); returns how many rows went.
 
         Raises:
             ValidationError: field ``key``.
@@ -401,8 +402,8 @@ class ProfileStore:
 
     def session_facts(self, session: str, limit: int = 8) -> list[ProfileFact]:
         """The active facts last written in ``session`` (provenance ``session_id``), the
-        ``limit`` most recent, oldest first: seed 000 §7's ``SessionState.knownFacts
-        (last 8)``. Empty for an empty ``session`` or ``limit <= 0``."""
+        ``limit`` most recent, oldest first: the session's known facts
+        (the last 8). Empty for an empty ``session`` or ``limit <= 0``."""
         if not session or limit <= 0:
             return []
         rows = self.conn.execute(

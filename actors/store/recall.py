@@ -3,7 +3,7 @@
 ``MemoryStore.recall`` (and so ``memory.notes.recall`` and the ``### recalled`` section)
 ranks notes in four steps, each measured on LoCoMo dev with ``python -m bench.locomo
 --ablation`` (evidence recall@10, categories 1-4, one note per dialog turn; figures in
-``bench/RESULTS.md``). The anchor's query (every word, prefix ``*``) over the same
+``bench/RESULTS.md``). A plain query (every word, prefix ``*``) over the same
 BM25 pool scores 56.1 %:
 
 1. **Query** (:func:`build_recall_query`): the words of the user text (``fts.query_terms``:
@@ -16,7 +16,7 @@ BM25 pool scores 56.1 %:
    already joins English inflections (``camping``/``camped`` -> ``camp``), and an
    English prefix is costly noise (``going`` -> ``go*``: go, good, goal, google;
    ``like*``: likely) that read a third of a 100k index; Porter leaves every other
-   script alone, so those words keep the anchor's prefix (``ёжик`` finds ``ёжиков``).
+   script alone, so those words keep the prefix (``ёжик`` finds ``ёжиков``).
    CJK words become the phrase of their bigrams. Terms are OR-joined.
    56.1 % -> 60.2 %.
 2. **Pool**: ``ORDER BY bm25() LIMIT n`` on ``memories_fts`` (SQLite's top-n sorter;
@@ -106,7 +106,7 @@ STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
 #: Non-ASCII words of at least this many characters are prefix terms (``"word"*``);
 #: all others must match a whole (Porter-stemmed) token.
 PREFIX_MIN_CHARS = 4
-#: The BM25 pool is ``max(POOL_PER_K * k, POOL_MIN)`` rows (anchor §2.2 fetches k*4).
+#: The BM25 pool is ``max(POOL_PER_K * k, POOL_MIN)`` rows (k*4, at least 32).
 POOL_PER_K = 4
 POOL_MIN = 32
 #: Share of a same-session neighbour's score a matching note inherits (step 4).
@@ -122,7 +122,8 @@ CONTEXT_RADIUS = 2
 COMMON_MIN_NOTES = 20_000
 COMMON_DF = 0.05
 MAX_QUERY_TERMS = 24
-"""Terms one recall query ORs at most (FC2-01: 16-32 asked; the longest are kept)."""
+"""Terms one recall query ORs at most (a long paste must not OR hundreds of terms; the
+longest are kept)."""
 RECALL_BUDGET_MS = 150
 """A keyword recall that runs longer is interrupted and returns nothing; the
 design's p95 target at 100,000 notes is 25 ms."""
@@ -426,7 +427,7 @@ def _ranked(
         plans = [(" OR ".join(rare), common)]
     else:  # only common terms: the notes holding all of them, else every hit; their
         # BM25 is ~0 everywhere (IDF of a word most notes hold), so the newest such notes
-        # are pooled (rowid order, no score for every hit: "user" at 100k notes, FC2-01)
+        # are pooled (rowid order, no score for every hit: "user" at 100k notes stays fast)
         plans = [(" AND ".join(query.parts), {}), (query.match, {})]
     order = "rowid DESC" if common and not rare else "raw"
     for n, (match, split) in enumerate(plans):

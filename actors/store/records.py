@@ -12,7 +12,7 @@ import msgspec
 
 
 class Note(msgspec.Struct, rename="camel"):
-    """One note as returned by the store (wire keys camelCase, DESIGN §9).
+    """One note as returned by the store (wire keys camelCase, docs/protocol.md §5).
 
     Attributes:
         id: positive row id.
@@ -61,7 +61,7 @@ class ProfileFact(msgspec.Struct, rename="camel"):
             own id when the fact was removed or evicted without a successor.
 
     Encoded with camelCase keys (``updatedAt``, ``validFrom``, ``supersededBy``), the
-    wire shape of DESIGN §9.
+    wire shape of docs/protocol.md §5.
     """
 
     id: int

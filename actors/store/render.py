@@ -1,9 +1,9 @@
-"""Rendering of memory into prompt-tail section bodies (seed 000 §3–§4, §7–§9).
+"""Rendering of memory into prompt-tail section bodies (docs/architecture.md §5).
 
-Formats, preview clipping and the token estimate follow anchor §3.1–§3.4; budgets are
-the defaults of seed 000 §8 (``### profile`` 512 tokens, ``### recalled`` 400,
-``### memory-index`` 300; ``### lessons`` 300 and ``### procedures`` 400 from anchor
-§7.7). The functions return section *bodies*; the prompt builder
+Formats, preview clipping and the token estimate are this module's functions; the
+default budgets are ``### profile`` 512 tokens, ``### recalled`` 400,
+``### memory-index`` 300, ``### lessons`` 300 and ``### procedures`` 400
+(``memory.*.maxTokens``). The functions return section *bodies*; the prompt builder
 adds the ``### name`` heading and omits empty bodies.
 
 Security: stored memory is data, not instructions. Every rendered fact or
@@ -137,7 +137,7 @@ def _one_line(text: str) -> str:
 def clip_preview(text: str, preview_chars: int) -> str:
     """Clip to ``preview_chars``: longer text keeps ``preview_chars - 1`` chars plus
     ``…`` (total exactly ``preview_chars``); ``preview_chars <= 1`` hard-slices
-    (anchor §2.2 ``listIndex`` rule)."""
+    (no room for the ``…``)."""
     if len(text) <= preview_chars:
         return text
     if preview_chars <= 1:
@@ -147,7 +147,7 @@ def clip_preview(text: str, preview_chars: int) -> str:
 
 def _flatten_value(value: str) -> str:
     """Profile value on one line: CRLF/LF -> `` \\n ``, lone CR -> `` \\r `` (literal
-    backslash sequences, anchor §3.2); other line separators -> space."""
+    backslash sequences, so the fact stays one line); other line separators -> space."""
     value = value.replace("\r\n", " \\n ").replace("\n", " \\n ").replace("\r", " \\r ")
     return _OTHER_BREAK_RE.sub(" ", value)
 
@@ -185,7 +185,7 @@ def keyword_hits(keyword: str, message: str) -> bool:
 def gate_profile(
     facts: Iterable[ProfileFact], user_message: str | None, *, gate: bool = True
 ) -> list[ProfileFact]:
-    """Select the facts for ``### profile`` (seed 000 §3.2, anchor §3.2 step 3).
+    """Select the facts for ``### profile`` (the contextual keyword gate).
 
     Pinned facts always pass; an unpinned fact passes only when one of its keywords
     hits ``user_message`` (:func:`keyword_hits`); no message -> no contextual fact.
@@ -237,7 +237,7 @@ def render_profile(
 
     One line ``- key: value`` per fact, pinned facts first, then contextual ones, key
     order inside each group; line breaks in values become literal `` \\n ``. With
-    ``dates`` (``memory.profile.showDates``; issue 24), in ``zone``, ``now_ms`` (default
+    ``dates`` (``memory.profile.showDates``), in ``zone``, ``now_ms`` (default
     the wall clock) being today:
 
     * a fact that replaced an earlier value of its key (``before`` maps the fact's id to
@@ -284,7 +284,7 @@ def render_profile(
 def render_session_facts(facts: Sequence[ProfileFact], *, max_tokens: int = 200,
                          zone: str | None = None, dates: bool = False,
                          now_ms: int | None = None) -> str:
-    """Render the ``### session-facts`` body (seed 000 §7: the session's known facts, last
+    """Render the ``### session-facts`` body (the session's known facts, the last
     8); ``""`` for none.
 
     One line ``- key: value`` per fact in the given order (the order they were written
@@ -336,8 +336,8 @@ def render_recalled(
 
     One line per note in the given (rank) order: ``- #<id>`` + `` [tag1, tag2]`` when
     tagged + `` (superseded by #<newer>)`` when ``superseded`` maps its id (a later
-    note corrects it, FC2-05) + with ``dates``, `` 8 May 2023:`` -- the day the note
-    was written, in ``zone`` (``dates.written_date``; issue 24) -- + a space + the
+    note negates or retracts it) + with ``dates``, `` 8 May 2023:`` -- the day the note
+    was written, in ``zone`` (``dates.written_date``) -- + a space + the
     preview: the whole content with whitespace runs collapsed, clipped by
     :func:`clip_preview` to ``preview_chars`` (default 160) + with ``dates``, when the
     text names a day, `` (7 May 2023)`` or `` (18 Dec 2026, in 16 days)`` -- read from
@@ -413,7 +413,7 @@ def render_procedures(procedures: Sequence[PointerRow], *, max_tokens: int = 400
     One pointer line per procedure in the given order: ``><id>`` + `` [a,b]`` when
     tagged + a space + the one-line activation. Never the steps. Neutralised like
     :func:`render_lessons`; clipped at ``max_tokens`` (``memory.procedures.maxTokens``,
-    400). (The anchor's ``vote_score DESC`` order applies once votes are scored; until
+    400). (A ``vote_score DESC`` order would apply once votes are scored; until
     then the recall order is kept.)
     """
     lines = [_pointer_line(">", row) for row in procedures]

@@ -1,6 +1,6 @@
 """memory.sqlite: connection setup, versioned migrations, write transactions.
 
-Only the memory actor opens this file for writing (DESIGN §4, STYLE §2.3). The schema is
+Only the memory actor opens this file for writing (one writer per file). The schema is
 reached through an ordered tuple of SQL scripts, :data:`MIGRATIONS`; the script at
 position ``i`` produces version ``i + 1``. The version lives in ``PRAGMA user_version``
 and is bumped inside the same transaction as its step, so a crash can never leave a
@@ -55,7 +55,8 @@ __all__ = [
 
 #: ``PRAGMA application_id`` stamped by v1 ("AAG1"), so tools can tell the file apart.
 APPLICATION_ID = 0x41414731
-#: Busy timeout of every connection, in ms (field case BC-06: several seconds).
+#: Busy timeout of every connection, in ms (several seconds, so concurrent
+#: writers wait instead of failing with SQLITE_BUSY).
 BUSY_TIMEOUT_MS = 5000
 
 _V1 = f"""
@@ -222,7 +223,7 @@ _V4 = """
 CREATE INDEX idx_memories_utility
     ON memories(recall_count, COALESCE(last_recalled_at, 0), updated_at, id);
 """
-"""v4: the usefulness-aware eviction order of ``MemoryStore`` (seed 000 §10 beaten):
+"""v4: the usefulness-aware eviction order of ``MemoryStore`` (it keeps more recall than FIFO):
 without it a full 100k-note store scans the table on every insert (34 ms → 0.75 ms)."""
 
 _V5 = """
@@ -285,7 +286,7 @@ UPDATE memory_links SET origin = 'similarity' WHERE kind = 'RELATES_TO' AND weig
 """v8: where a link came from: ``manual`` (``memory.links.add``: a person or a
 client), ``similarity`` (links by meaning, written after a note is embedded), ``model``
 (the LLM link generator) or ``correction`` (the store: a note that negates a
-near-identical older one supersedes it, field case FC2-05). Only links by meaning are left out of the prompt's link
+near-identical older one supersedes it). Only links by meaning are left out of the prompt's link
 expansion by default (they add no recall and cost the first reply token:
 bench/RESULTS.md "Cold path"). Links written under v7 with kind ``RELATES_TO`` and a
 weight below 1 were links by meaning (their weight is the cosine; the other writers
@@ -349,7 +350,7 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
                   ) -> apsw.Connection:
     """Open (or create) the memory database at ``path`` and return the connection.
 
-    Connection settings (DESIGN §4, field cases BC-06/BC-07): ``journal_mode=WAL``,
+    Connection settings (WAL so readers never block the writer): ``journal_mode=WAL``,
     ``synchronous=NORMAL``, ``journal_size_limit`` :data:`.wal.WAL_SIZE_LIMIT`, busy timeout :data:`BUSY_TIMEOUT_MS` (5000 ms),
     ``foreign_keys=ON`` (vector/link cascades), ``recursive_triggers=ON`` (so that
     ``INSERT OR REPLACE`` fires the FTS delete trigger), and the ``aa_index_text`` SQL
@@ -365,7 +366,7 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
             and the file left untouched for the caller to move aside.
         SchemaTooNew: the file's ``user_version`` is above :data:`SCHEMA_VERSION`.
     """
-    conn = connect(path)  # (also a path that is not UTF-8: FC2-12)
+    conn = connect(path)  # (also a path that is not UTF-8)
     try:
         conn.setbusytimeout(BUSY_TIMEOUT_MS)
         register_functions(conn)
@@ -406,7 +407,7 @@ _STAMPED = (("memories", "updated_at"), ("memories", "last_recalled_at"),
 
 def newest_stamp(conn: apsw.Connection) -> int | None:
     """The newest Unix-ms timestamp stored in a migrated database (None when empty):
-    the floor of the store's clock (``clock.CLOCK``, FC2-09)."""
+    the floor of the store's clock (``clock.CLOCK``, which never goes backwards)."""
     sql = " UNION ALL ".join(f"SELECT max({col}) FROM {table}" for table, col in _STAMPED)
     stamps = [r[0] for r in conn.execute(sql) if r[0] is not None]
     return max(stamps) if stamps else None

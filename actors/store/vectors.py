@@ -55,7 +55,7 @@ _IDS = msgspec.json.Encoder()
 class LoadedVectors(msgspec.Struct, frozen=True):
     """What :meth:`VectorStore.load` scanned: ``ids`` and the matching ``rows``
     (``(len(ids), dim)`` float32), ``overflow`` = vectors of the model left out by the
-    ceiling (DESIGN §8 "count the overflow"), ``stale`` = vectors of the model with
+    ceiling (counted, never silently dropped), ``stale`` = vectors of the model with
     another dimension, never scored."""
 
     ids: list[int]

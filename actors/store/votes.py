@@ -1,8 +1,8 @@
 """VoteStore: the vote audit log, FIFO-capped.
 
-Votes are up/down signals the vote runner (a later issue) casts on the items rendered
+Votes are up/down signals the vote runner casts on the items rendered
 in one turn: notes (``memory``), lessons, profile facts and procedures. This module is
-only the audit table ``votes`` (schema v3; the anchor calls it ``vote_events``) and its
+only the audit table ``votes`` (schema v3) and its
 tail; the ``vote_score`` columns and their effects come with the runner.
 
 * Gated by ``memory.voting.enabled`` (default **off**): a disabled store records
@@ -127,7 +127,7 @@ class VoteStore:
 
     def tail(self, limit: int = TAIL_LIMIT_DEFAULT) -> list[Vote]:
         """Return the newest votes first; ``limit`` clamped into [1, 1000] (default
-        100). ``[]`` when voting is disabled (anchor §9.1 of seed 000: the audit tail
+        100). ``[]`` when voting is disabled (the audit tail
         is shown only when ``memory.voting.enabled``).
 
         Raises:
