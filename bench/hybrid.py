@@ -38,7 +38,7 @@ import numpy as np
 import trio
 
 from actors import actor_spec
-from actors.store.hybrid import hybrid_recall
+from actors.store.hybrid import VectorSide, hybrid_recall
 from actors.memory.messages import Stats
 from actors.store.notes import MemoryStore
 from actors.store.schema import open_database
@@ -79,11 +79,11 @@ def run_recall(path: Path, questions: list[str], n: int) -> dict[str, list[float
         t0 = time.perf_counter()
         notes.recall(q, k=5, bump=False)
         t1 = time.perf_counter()
-        hybrid_recall(notes, vectors, lambda _t: qv, q, model="bench-768", k=5,
-                      vector_weight=0.5, ceiling=2000)
+        hybrid_recall(notes, VectorSide(vectors, lambda _t: qv, "bench-768", 0.5, 2000), q,
+                      k=5)
         t2 = time.perf_counter()
-        hybrid_recall(notes, vectors, lambda _t: qv, q, model="bench-768", k=5,
-                      vector_weight=0.5, ceiling=2000, cache=cache)
+        hybrid_recall(notes, VectorSide(vectors, lambda _t: qv, "bench-768", 0.5, 2000,
+                                        cache=cache), q, k=5)
         t3 = time.perf_counter()
         if i >= n // 10:
             out["keyword"].append((t1 - t0) * 1000)

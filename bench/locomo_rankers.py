@@ -28,7 +28,7 @@ import numpy as np
 
 from actors.store import recall
 from actors.store.fts import index_text, query_terms
-from actors.store.hybrid import KEYWORD_POOL_PER_K, cosine_scores, hybrid_recall
+from actors.store.hybrid import KEYWORD_POOL_PER_K, VectorSide, cosine_scores, hybrid_recall
 from actors.store.notes import K_MAX, MemoryStore
 from actors.store.recall import STOPWORDS, doc_freqs
 from actors.store.vectors import VectorCache, VectorStore
@@ -92,11 +92,9 @@ def hybrid(weight: float = VECTOR_WEIGHT, pool_per_k: int = KEYWORD_POOL_PER_K,
         saved = recall.CONTEXT_RADIUS
         recall.CONTEXT_RADIUS = saved if radius is None else radius
         try:
-            result = hybrid_recall(store, VectorStore(conn),
-                                   lambda t: embedder.embed([t], "query")[0], question,
-                                   model=embedder.model, k=k, vector_weight=weight,
-                                   ceiling=2000, min_cosine=embedder.entry.min_cosine,
-                                   cache=cache, pool_per_k=pool_per_k)
+            side = VectorSide(VectorStore(conn), lambda t: embedder.embed([t], "query")[0],
+                              embedder.model, weight, 2000, embedder.entry.min_cosine, cache)
+            result = hybrid_recall(store, side, question, k=k, pool_per_k=pool_per_k)
         finally:
             recall.CONTEXT_RADIUS = saved
         return [n.id for n in result.notes]

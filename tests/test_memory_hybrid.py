@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.store.hybrid import Ranked, cosine_scores, hybrid_rank
+from actors.store.hybrid import Ranked, VectorSide, cosine_scores, hybrid_rank
 
 
 def test_bc09_vector_math_is_finite_and_controlled():
@@ -234,9 +234,9 @@ def test_a_note_deleted_after_the_vectors_were_cached_is_never_recalled(conn):
     vectors.put("M", 2, [(keep, near), (gone, near)])
 
     def run() -> list[int]:
-        return [n.id for n in hybrid_recall(
-            notes, vectors, lambda _t: np.array([1.0, 0.0]), "holiday plans", model="M",
-            k=5, vector_weight=0.5, ceiling=100, cache=cache).notes]
+        side = VectorSide(vectors, lambda _t: np.array([1.0, 0.0]), "M", 0.5, 100,
+                          cache=cache)
+        return [n.id for n in hybrid_recall(notes, side, "holiday plans", k=5).notes]
 
     assert sorted(run()) == sorted([keep, gone])  # both found by meaning alone
     assert notes.forget(gone)
@@ -312,13 +312,14 @@ def test_the_blend_reaches_keyword_hits_below_the_keyword_top_k(conn):
     keyword = [n.id for n in notes.recall("dance", k=3, bump=False)]
     assert keyword == [strong, middle, weak]
 
-    def run(**kw):
-        return [n.id for n in hybrid_recall(notes, vectors, lambda _t: np.array([1.0, 0.0]),
-                                            "dance", model="M", k=2, ceiling=100, **kw).notes]
+    def side(weight: float) -> VectorSide:
+        return VectorSide(vectors, lambda _t: np.array([1.0, 0.0]), "M", weight, 100)
 
-    assert run(vector_weight=0.5) == [weak, strong]  # lifted from keyword rank 3
-    assert run(vector_weight=0.5, pool_per_k=1) == [strong, middle]  # top k only: reordered
-    assert run(vector_weight=0.0) == keyword[:2]  # weight 0: keyword recall exactly
+    def run(weight: float, **kw):
+        return [n.id for n in hybrid_recall(notes, side(weight), "dance", k=2, **kw).notes]
+
+    assert run(0.5) == [weak, strong]  # lifted from keyword rank 3
+    assert run(0.5, pool_per_k=1) == [strong, middle]  # top k only: reordered
+    assert run(0.0) == keyword[:2]  # weight 0: keyword recall exactly
     with pytest.raises(ValidationError):  # k is checked before the pool is sized
-        hybrid_recall(notes, vectors, lambda _t: np.array([1.0, 0.0]), "dance", model="M",
-                      k="2", vector_weight=0.5, ceiling=100)
+        hybrid_recall(notes, side(0.5), "dance", k="2")

@@ -43,7 +43,7 @@ from actors.store.errors import ValidationError as _Invalid
 from actors.store.files import EXPORTS_DIR, FileRoom
 from actors.store.forgetting import apply_forget, restates
 from actors.store.fts import content_key
-from actors.store.hybrid import hybrid_recall
+from actors.store.hybrid import VectorSide, hybrid_recall
 from actors.store.procedures import ProcedureStep
 from actors.store.profile import ProfileFact
 from actors.store.query_embedder import QueryEmbedder
@@ -258,13 +258,12 @@ class MemoryActor:
                 self.metrics.inc("agent.memory.recall", {"mode": "fallback"})
                 return s.notes.recall(query, bump=False, **kw)
             try:
+                side = VectorSide(s.vectors, emb.embed, emb.model, cfg.vector_weight,
+                                  cfg.brute_force_ceiling, emb.min_cosine, self.vector_cache)
                 result = hybrid_recall(
-                    s.notes, s.vectors, emb.embed, query, model=emb.model,
-                    k=kw.get("k", self.cfg.notes.recall_default_k),
-                    vector_weight=cfg.vector_weight, ceiling=cfg.brute_force_ceiling,
-                    min_cosine=emb.min_cosine, scope=kw.get("scope"),
-                    working_dir=kw.get("working_dir"), tags=kw.get("tags"),
-                    cache=self.vector_cache)
+                    s.notes, side, query, k=kw.get("k", self.cfg.notes.recall_default_k),
+                    scope=kw.get("scope"), working_dir=kw.get("working_dir"),
+                    tags=kw.get("tags"))
             except ValidationError:
                 raise  # the caller's arguments, not the vector side
             except Exception as exc:  # noqa: BLE001 - keyword recall on any vector error

@@ -31,6 +31,7 @@ Pure functions over numbers; the stores feed them:
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 import msgspec
 import numpy as np
@@ -44,6 +45,7 @@ __all__ = [
     "DEFAULT_MIN_COSINE",
     "KEYWORD_POOL_PER_K",
     "Ranked",
+    "VectorSide",
     "cosine_scores",
     "hybrid_rank",
     "hybrid_recall",
@@ -149,31 +151,52 @@ class HybridResult(msgspec.Struct, frozen=True):
     stale: int = 0
 
 
+@dataclass(frozen=True)
+class VectorSide:
+    """The vector side of :func:`hybrid_recall`: where the vectors are and how they count.
+
+    Attributes:
+        vectors: the store of note vectors.
+        embed_query: ``text -> vector`` of ``model`` for a query (purpose ``query``).
+        model: the attached embedding model's name (only its vectors are read).
+        vector_weight: ``w`` of the blend (``memory.embeddings.vectorWeight``); 0 gives
+            keyword recall exactly.
+        ceiling: at most this many vectors are scanned (``bruteForceCeiling``); the rest
+            are counted as ``overflow``.
+        min_cosine: the model's cosine floor for notes found by meaning alone.
+        cache: the memory actor's cache of the newest vectors, or None.
+    """
+
+    vectors: VectorStore
+    embed_query: Callable[[str], np.ndarray]
+    model: str
+    vector_weight: float
+    ceiling: int
+    min_cosine: float = DEFAULT_MIN_COSINE
+    cache: VectorCache | None = None
+
+
 def hybrid_recall(
     notes: MemoryStore,
-    vectors: VectorStore,
-    embed_query: Callable[[str], np.ndarray],
+    side: VectorSide,
     query: str,
     *,
-    model: str,
     k: int,
-    vector_weight: float,
-    ceiling: int,
-    min_cosine: float = DEFAULT_MIN_COSINE,
     scope: str | None = None,
     working_dir: str | None = None,
     tags: list[str] | None = None,
-    cache: VectorCache | None = None,
     pool_per_k: int = KEYWORD_POOL_PER_K,
 ) -> HybridResult:
-    """Hybrid recall of up to ``k`` notes for ``query`` (module docstring).
+    """Hybrid recall of up to ``k`` notes for ``query`` (module docstring) with the
+    vectors of ``side``; ``scope``, ``working_dir`` and ``tags`` filter as
+    ``MemoryStore.recall`` does.
 
-    ``embed_query(text)`` returns the query's vector (purpose ``query``) of ``model``.
     ``pool_per_k``: how many keyword hits per slot are blended (``bench.locomo``
     measures it). Nothing is bumped: the caller bumps the returned ids. Raises
     ``ValidationError`` for bad arguments (as ``MemoryStore.recall``) and whatever the
     vector side raises.
     """
+    vector_weight, min_cosine = side.vector_weight, side.min_cosine
     if vector_weight <= 0:  # keyword recall exactly
         return HybridResult(notes=notes.recall(query, k=k, scope=scope,
                                                working_dir=working_dir, tags=tags, bump=False))
@@ -184,9 +207,9 @@ def hybrid_recall(
     pool = min(K_MAX, max(k, pool_per_k * k))
     keyword = notes.recall(query, k=pool, scope=scope, working_dir=working_dir, tags=tags,
                            bump=False)
-    qvec = np.asarray(embed_query(query.strip()), dtype=np.float32).ravel()
-    loaded = vectors.load(model, qvec.shape[0], ceiling, also=[n.id for n in keyword],
-                          cache=cache)
+    qvec = np.asarray(side.embed_query(query.strip()), dtype=np.float32).ravel()
+    loaded = side.vectors.load(side.model, qvec.shape[0], side.ceiling,
+                               also=[n.id for n in keyword], cache=side.cache)
     scores = cosine_scores(qvec, loaded.rows, loaded.norms)
     best = float(scores.max()) if scores.size else 0.0
     floor = max(min_cosine, best - BEST_WINDOW)
