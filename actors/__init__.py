@@ -3,9 +3,11 @@ with an ``open_actor`` the kernel serves in its own process.
 
 This floor sits between the shell (which composes and serves them) and the services
 and kernel (which they use). May import ``runtime.services`` and ``runtime.kernel``;
-never ``runtime.shell`` (import-linter contract in ``pyproject.toml``). Actors import
-each other's ``messages`` to talk, and the agent and reflection reuse the memory
-package's pure parts (rendering, tool schemas, errors).
+never ``runtime.shell`` (import-linter contract in ``pyproject.toml``). Beside the
+actors sit two libraries they share: the memory store (:mod:`actors.store`) and, below
+it, the memory policy (:mod:`actors.policy`). Actors talk through each other's
+``messages`` and memory's op table (:mod:`actors.memory.ops`) only; another import
+between two actors is refused by a contract.
 """
 
 from __future__ import annotations
