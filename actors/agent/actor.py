@@ -515,6 +515,7 @@ class AgentActor:
         the action grammar offers ``tools`` only (:mod:`actors.agent.offer`). A step
         that offers no tool, and the last step, must reply: the reply's opening is
         put in the model's mouth (:data:`~actors.agent.prompt.REPLY_PREFILL`)."""
+        assert self.llm is not None  # _turn_body refuses a turn without one
         must_reply = (n == last and last > 1) or not tools
         waited_since: float | None = None
         while True:

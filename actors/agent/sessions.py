@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from typing import cast
 
 import apsw
 import msgspec
@@ -108,7 +109,7 @@ class SessionStore:
         self._dec = msgspec.msgpack.Decoder(SessionState)
 
     def _migrate(self) -> None:
-        version = self.conn.execute("PRAGMA user_version").fetchall()[0][0]
+        version = cast(int, self.conn.execute("PRAGMA user_version").fetchall()[0][0])
         if version > SCHEMA_VERSION:
             raise SessionsError("schema_too_new",
                                 f"sessions.sqlite has schema {version}, newer than the supported "
@@ -120,7 +121,8 @@ class SessionStore:
 
     def get(self, session_id: str) -> SessionState | None:
         """The stored session or None."""
-        rows = self.conn.execute("SELECT state FROM sessions WHERE id = ?", (session_id,)).fetchall()
+        rows = cast(list[tuple[bytes]], self.conn.execute(
+            "SELECT state FROM sessions WHERE id = ?", (session_id,)).fetchall())
         return self._dec.decode(rows[0][0]) if rows else None
 
     def create(self, session_id: str | None = None, working_dir: str | None = None) -> SessionState:
@@ -173,7 +175,8 @@ class SessionStore:
         """Delete a session; True if it existed."""
         with self.conn:
             self.conn.execute("DELETE FROM sessions WHERE id = ?", (session_id,))
-            return self.conn.changes() > 0
+            deleted = self.conn.changes() > 0
+        return deleted
 
     def close(self) -> None:
         """Checkpoint and close."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import apsw
 import msgspec
@@ -359,14 +359,14 @@ class MemoryActor:
                                       msg.below)
                 return [VectorTodo(id=i, content=c) for i, c in rows]
             case PutVectors():
-                rows = list(zip(msg.ids, msg.vectors))
+                pairs = list(zip(msg.ids, msg.vectors))
                 written: int | None = None
                 try:
-                    written = await self._db(self.w.vectors.put, msg.model, msg.dim, rows)
+                    written = await self._db(self.w.vectors.put, msg.model, msg.dim, pairs)
                     return written
                 finally:  # new vectors join the cached scan, or the cache is dropped
-                    if (written != len(rows)  # failed, or skipped ids of deleted notes
-                            or not self.vector_cache.add(msg.model, msg.dim, rows)):
+                    if (written != len(pairs)  # failed, or skipped ids of deleted notes
+                            or not self.vector_cache.add(msg.model, msg.dim, pairs)):
                         self.vector_cache.generation += 1
                     if written and msg.link_new:
                         await self._link_similar(msg)
@@ -458,7 +458,8 @@ class MemoryActor:
         timed in ``agent.memory.query_embed_ms``; nothing to do for the local model or
         when hybrid recall is off."""
         emb = self.query_embedder
-        if emb.attached and self.cfg.embeddings.vector_weight > 0 and not emb.embedder.local:
+        if (emb.embedder is not None and self.cfg.embeddings.vector_weight > 0
+                and not emb.embedder.local):
             t0 = time.monotonic()
             await emb.prepare(text)
             self.metrics.observe("agent.memory.query_embed_ms", (time.monotonic() - t0) * 1000)
@@ -495,7 +496,8 @@ class MemoryActor:
                 stale += archive_stale(self.w.notes, retiring.get(key, ""), "")
             # AUTOINCREMENT ids only grow: a returned id at or below this one is an
             # existing note that the store merged the incoming one into (dedup).
-            newest = self.conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]
+            newest = cast(int, self.conn.execute(
+                "SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0])
             for fact in msg.facts:
                 if forgotten and restates(f"{fact.key.replace('_', ' ')} {fact.value}",
                                           forgotten):
@@ -574,8 +576,8 @@ class MemoryActor:
                 log.warning("memory.checkpoint_failed", error=str(exc))
                 continue
             held = result["frames"] - result["copied"]
-            was_held = bool(self.last_checkpoint) and (
-                self.last_checkpoint["frames"] > self.last_checkpoint["copied"])
+            was_held = bool(self.last_checkpoint and (
+                self.last_checkpoint["frames"] > self.last_checkpoint["copied"]))
             if held > 0 and not was_held:
                 log.warning("memory.wal_held_back", frames=held,
                             holders=wal_state(self.db_path, result)["heldBackBy"])

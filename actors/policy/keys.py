@@ -113,7 +113,7 @@ def spell_out(key: str, value: str, user_message: str,
             break
     else:
         return None
-    said = {}
+    said: dict[str, str] = {}
     for word in re.findall(r"[^\W_]+(?:['’][^\W_]+)?", user_message):
         said.setdefault(word.lower()[:5], word)
     if not rest or any(w[:5] not in said for w in rest):

@@ -276,9 +276,9 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             kept_notes.append(NoteIn(body=n.body, tags=list(n.tags)))
     kept_notes = [n for n in (_third_person(n, user_message) for n in kept_notes)
                   if n and not reads_as_instruction(n.body)]
-    for f in _fragments(kept_facts, kept_notes):
-        kept_facts.remove(f)
-        dropped.append(Dropped(item="fact", reason="fragment", key=f.key))
+    for frag in _fragments(kept_facts, kept_notes):
+        kept_facts.remove(frag)
+        dropped.append(Dropped(item="fact", reason="fragment", key=frag.key))
     # What was said about someone else is kept as a note in the user's own words when
     # the model offered it only as the user's fact ("a dog named Biscuit" → name=Biscuit),
     # and so is a fact the model embellished ("expires in June" → "June 30, 2024").

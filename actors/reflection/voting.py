@@ -70,7 +70,7 @@ def parse_votes(text: str, allow: Iterable[tuple[str, int]]) -> tuple[list[VoteI
             continue
         m = _LINE.fullmatch(line)
         item = (m[2], int(m[3])) if m else None
-        if item is None or item not in allowed or item in seen:
+        if m is None or item is None or item not in allowed or item in seen:
             dropped += 1
             continue
         if len(out) >= MAX_VOTES:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import msgspec
@@ -104,8 +104,8 @@ def apply_votes(conn: apsw.Connection, votes: VoteStore, items: Sequence[VoteIn]
             if vote.kind not in VOTE_KINDS or vote.direction not in (1, -1):
                 raise ValueError(f"bad vote {vote!r}")
             table = _TABLE[vote.kind]
-            rows = conn.execute(f"SELECT vote_score FROM {table} WHERE id = ?",
-                                (vote.target_id,)).fetchall()
+            rows = cast(list[tuple[float]], conn.execute(
+                f"SELECT vote_score FROM {table} WHERE id = ?", (vote.target_id,)).fetchall())
             if not rows:
                 result.missing += 1
                 continue
@@ -214,16 +214,16 @@ def claim_clusters(conn: apsw.Connection, *, now_ms: int, cooldown_ms: int, min_
     cluster is leased (``consolidating_at = now_ms``) in the same transaction.
     """
     with write_txn(conn):
-        rows = conn.execute(
+        rows = cast(list[tuple[int, str, str | None, str | None, int]], conn.execute(
             "SELECT id, content, tags, working_dir, recall_count FROM memories"
             " WHERE archived = 0 AND consolidated_into IS NULL AND created_at <= ?"
             " AND (consolidating_at IS NULL OR consolidating_at < ?)",
-            (now_ms - cooldown_ms, now_ms - lease_ms)).fetchall()
+            (now_ms - cooldown_ms, now_ms - lease_ms)).fetchall())
         notes = {r[0]: r for r in rows}
         if len(notes) < min_size:
             return []
-        edges = conn.execute(
-            "SELECT from_id, to_id FROM memory_links WHERE from_id <> to_id").fetchall()
+        edges = cast(list[tuple[int, int]], conn.execute(
+            "SELECT from_id, to_id FROM memory_links WHERE from_id <> to_id").fetchall())
         clusters: list[Cluster] = []
         comps = [c for c in _components(set(notes), edges) if len(c) >= min_size]
         comps.sort(key=lambda c: (-len(c), c[0]))
@@ -284,10 +284,10 @@ def persist_distilled(conn: apsw.Connection, lessons: LessonStore, procedures: P
     """
     ids = list(cluster.ids)
     with write_txn(conn):
-        live = conn.execute(
+        live = cast(int, conn.execute(
             "SELECT count(*) FROM memories WHERE id IN (SELECT value FROM json_each(?))"
             " AND archived = 0 AND consolidated_into IS NULL AND consolidating_at = ?",
-            (encode_json(ids), cluster.claimed_at)).fetchall()[0][0]
+            (encode_json(ids), cluster.claimed_at)).fetchall()[0][0])
         if live != len(ids):
             raise ClusterChanged(f"{len(ids) - live} of {len(ids)} notes changed since the claim")
         lesson = lessons.create(activation, principle, parent_ids=ids, tags=tags,
@@ -339,7 +339,7 @@ def sweep(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStor
         if left <= 0:
             return
         store = lessons if kind == "lesson" else procedures
-        for (row_id,) in conn.execute(sql, (*args, left)).fetchall():
+        for (row_id,) in cast(list[tuple[int]], conn.execute(sql, (*args, left)).fetchall()):
             if left > 0 and store.mark_deprecated(row_id, reason, now_ms=now_ms):
                 left -= 1
                 count(f"{kind}:{reason}", 1)

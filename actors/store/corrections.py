@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from typing import Protocol
+from typing import cast
 
 import apsw
 import msgspec
+
+from .records import Note
 
 __all__ = ["CORRECTION_ORIGIN", "link_correction", "newest_first", "polarity", "superseded_by"]
 
@@ -92,14 +94,10 @@ def superseded_by(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, int]:
         "SELECT to_id, max(from_id) FROM memory_links WHERE kind = 'SUPERSEDES'"
         " AND to_id IN (SELECT value FROM json_each(?)) GROUP BY to_id",
         (msgspec.json.encode(wanted).decode(),)).fetchall()
-    return {int(old): int(new) for old, new in rows}
+    return {int(old): int(new) for old, new in cast(list[tuple[int, int]], rows)}
 
 
-class _HasId(Protocol):
-    id: int
-
-
-def newest_first(conn: apsw.Connection, notes: Sequence[_HasId]) -> list:
+def newest_first(conn: apsw.Connection, notes: Sequence[Note]) -> list[Note]:
     """``notes`` in the same order, except that each note superseded by another note
     comes after every note that is not (stable; a no-op without supersede links). A
     moved note's ``score`` (when it has one) is lowered to just below the last current
@@ -108,7 +106,7 @@ def newest_first(conn: apsw.Connection, notes: Sequence[_HasId]) -> list:
     if not gone:
         return list(notes)
     current = [n for n in notes if n.id not in gone]
-    floor = min((n.score for n in current if getattr(n, "score", None) is not None),
+    floor = min((n.score for n in current if n.score is not None),
                 default=None)
     moved = []
     for n in notes:

@@ -29,7 +29,7 @@ and the store keeps both, the new one superseding the old.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import apsw
 
@@ -152,7 +152,8 @@ def near_match(
     """
     rows = conn.execute(_SQL_EXACT, (key, scope, working_dir)).fetchall()
     if rows:
-        return NearMatch(rows[0][0], rows[0][1])
+        note_id, text = cast(tuple[int, str], rows[0][:2])
+        return NearMatch(note_id, text)
     if threshold is None:
         return None
     tokens = jaccard_tokens(content)

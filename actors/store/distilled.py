@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any, ClassVar, Generic, TypeVar
+from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import apsw
 import msgspec
@@ -198,7 +198,7 @@ def fts_recall_rows(
     sql += " ORDER BY raw, t.id LIMIT ?"
     args.append(k)
     rows = conn.execute(sql, tuple(args)).fetchall()
-    scores = normalise_bm25([r[-1] for r in rows])
+    scores = normalise_bm25([cast(float, r[-1]) for r in rows])
     return [(r[:-1], s) for r, s in zip(rows, scores)]
 
 
@@ -370,8 +370,8 @@ class DistilledStore(Generic[RowT]):
     def count_active(self) -> int:
         """Return the number of active rows."""
         sql = f"SELECT count(*) FROM {self.TABLE} WHERE status = 'active'"
-        return self.conn.execute(sql).fetchall()[0][0]
+        return cast(int, self.conn.execute(sql).fetchall()[0][0])
 
     def count_all(self) -> int:
         """Return the number of rows of any status."""
-        return self.conn.execute(f"SELECT count(*) FROM {self.TABLE}").fetchall()[0][0]
+        return cast(int, self.conn.execute(f"SELECT count(*) FROM {self.TABLE}").fetchall()[0][0])

@@ -24,6 +24,8 @@ Nothing else is touched: an entry must hold every word of a target, or be such a
 
 from __future__ import annotations
 
+from typing import cast
+
 import apsw
 import msgspec
 
@@ -89,9 +91,9 @@ def _same_turn_facts(conn: apsw.Connection, note_id: int, content: str) -> list[
     if not row or row[0][0] is None or row[0][1] is None:
         return []
     stems = _stems(content)
-    facts = conn.execute(
+    facts = cast(list[tuple[str, str]], conn.execute(
         "SELECT key, value FROM profile_facts WHERE superseded_by IS NULL AND session_id = ? "
-        "AND turn_id = ?", row[0]).fetchall()
+        "AND turn_id = ?", row[0]).fetchall())
     return [key for key, value in facts if _stems(f"{key} {value}") & stems]
 
 
@@ -110,9 +112,9 @@ def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: l
     for words in targets:
         if not words:
             continue
-        rows = conn.execute(
+        rows = cast(list[tuple[str, str]], conn.execute(
             "SELECT DISTINCT key, value FROM profile_facts WHERE lower(key || ' ' || value) "
-            "LIKE ? ESCAPE '\\'", (_like(max(words, key=len).rstrip("s")),)).fetchall()
+            "LIKE ? ESCAPE '\\'", (_like(max(words, key=len).rstrip("s")),)).fetchall())
         for key, value in rows:
             if matches(words, f"{key} {value}") and key not in purge:
                 purge.append(key)
@@ -125,10 +127,10 @@ def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: l
     for words in targets:
         if not words:
             continue
-        rows = conn.execute(
+        id_rows = cast(list[tuple[int, str]], conn.execute(
             "SELECT id, content FROM memories WHERE lower(content) LIKE ? ESCAPE '\\'",
-            (_like(max(words, key=len).rstrip("s")),)).fetchall()
-        for note_id, content in rows:
+            (_like(max(words, key=len).rstrip("s")),)).fetchall())
+        for note_id, content in id_rows:
             if note_id not in out.note_ids and matches(words, content):
                 for key in _same_turn_facts(conn, note_id, content):
                     conn.execute("DELETE FROM profile_facts WHERE key = ?", (key,))

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 import apsw
 import msgspec
@@ -258,7 +259,7 @@ class LinkStore:
 
     def count(self) -> int:
         """Return the number of edges."""
-        return self.conn.execute("SELECT count(*) FROM memory_links").fetchall()[0][0]
+        return cast(int, self.conn.execute("SELECT count(*) FROM memory_links").fetchall()[0][0])
 
     def expand(
         self,

@@ -22,7 +22,9 @@ inside a caller's transaction). Times are Unix milliseconds.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 import apsw
 import msgspec
@@ -146,8 +148,8 @@ _SQL_NEWEST = " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
 _SQL_ARCHIVED = {"active": " WHERE m.archived = 0", "archived": " WHERE m.archived = 1", "all": ""}
 def _row(row: Sequence, score: float | None = None) -> Note:
     """Map a ``_COLS`` row (plus optional score) to a Note."""
-    return Note(row[0], row[1], _decode_tags(row[2]), *row[3:8], score, bool(row[8]),
-                *row[9:14])
+    return Note(row[0], row[1], _decode_tags(row[2]), row[3], row[4], row[5], row[6], row[7],
+                score, bool(row[8]), row[9], row[10], row[11], row[12], row[13])
 
 
 class MemoryStore:
@@ -456,7 +458,7 @@ class MemoryStore:
         *,
         exclude_ids: Iterable[int] = (),
         working_dir: str | None = None,
-    ) -> list[Note]:
+    ) -> builtins.list[Note]:
         """Return the most recently updated non-archived notes (``### memory-index``).
 
         Order ``updated_at DESC, id DESC`` (the renderer re-sorts by id); ``limit``
@@ -480,7 +482,7 @@ class MemoryStore:
         return [_row(r) for r in self.conn.execute(sql, tuple(args))]
 
     def written_between(self, start_ms: int, end_ms: int, *, limit: int = 3,
-                        working_dir: str | None = None) -> list[Note]:
+                        working_dir: str | None = None) -> builtins.list[Note]:
         """Non-archived notes written (``created_at``, Unix ms) in ``[start_ms, end_ms)``,
         newest first, at most ``limit`` (clamped into [1, 200]); with ``working_dir``
         global notes plus that directory's. What "what did I say last week?" recalls
@@ -498,4 +500,4 @@ class MemoryStore:
 
     def count(self) -> int:
         """Return the number of stored notes (archived included)."""
-        return self.conn.execute("SELECT count(*) FROM memories").fetchall()[0][0]
+        return cast(int, self.conn.execute("SELECT count(*) FROM memories").fetchall()[0][0])

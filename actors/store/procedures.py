@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 import structlog
@@ -73,6 +73,7 @@ _ANY_LIST = msgspec.json.Decoder(list[Any])
 
 def _step(item: object, n: int) -> ProcedureStep:
     field = f"steps[{n}]"
+    desc: object
     if isinstance(item, ProcedureStep):
         desc, hint = item.description, item.tool_hint
     elif isinstance(item, str):
@@ -262,7 +263,8 @@ class ProcedureStore(DistilledStore[Procedure]):
         now = _now(now_ms)
         flipped: list[int] = []
         with write_txn(self.conn):
-            rows = self.conn.execute(_SQL_BY_PARENT, (f"%{lesson_id}%",)).fetchall()
+            rows = cast(list[tuple[int, str | None]],
+                        self.conn.execute(_SQL_BY_PARENT, (f"%{lesson_id}%",)).fetchall())
             for proc_id, raw in rows:
                 if lesson_id in decode_json_list(raw, INT_LIST):
                     self.conn.execute(self._sql_deprecate, (now, now, proc_id))

@@ -18,8 +18,10 @@ transaction). Times are Unix milliseconds.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Iterable
+from typing import cast
 
 import apsw
 import msgspec
@@ -307,16 +309,16 @@ class ProfileStore:
 
     def _over_pin_budget(self, key: str, value: str) -> bool:
         """Would pinning ``key = value`` push the pinned lines over the budget?"""
-        others = self.conn.execute(
+        others = cast(int, self.conn.execute(
             "SELECT coalesce(sum(length(key) + length(value) + 4), 0) FROM profile_facts "
-            "WHERE superseded_by IS NULL AND pinned = 1 AND key <> ?", (key,)).fetchall()[0][0]
+            "WHERE superseded_by IS NULL AND pinned = 1 AND key <> ?", (key,)).fetchall()[0][0])
         return others + len(key) + len(value) + 4 > self.pinned_budget_chars
 
     def _evict(self, keep_id: int, now: int) -> int:
         """Retire the oldest active unpinned facts above the cap, never ``keep_id``."""
-        count = self.conn.execute(
+        count = cast(int, self.conn.execute(
             "SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL AND pinned = 0"
-        ).fetchall()[0][0]
+        ).fetchall()[0][0])
         excess = count - self.max_unpinned
         if excess <= 0:
             return 0
@@ -365,7 +367,7 @@ class ProfileStore:
         """Return every active fact, ``key`` ascending."""
         return [_row(r) for r in self.conn.execute(_SQL_LIST)]
 
-    def history(self, key: str) -> list[ProfileFact]:
+    def history(self, key: str) -> builtins.list[ProfileFact]:
         """Return every version of ``key``, oldest first (``valid_from, id``).
 
         The active version, if any, is last. Empty list for an unknown key.
@@ -386,21 +388,21 @@ class ProfileStore:
         questions."""
         out: dict[int, ProfileFact] = {}
         for fact in facts:
-            node: ProfileFact | None = fact
+            node = fact
             for _ in range(max_hops):
                 rows = self.conn.execute(
                     f"SELECT {_COLS} FROM profile_facts WHERE id = (SELECT supersedes FROM"
                     " profile_facts WHERE id = ?) AND superseded_by = ?",
                     (node.id, node.id)).fetchall()
-                node = _row(rows[0]) if rows else None
-                if node is None:
+                if not rows:
                     break
+                node = _row(rows[0])
                 if node.value != fact.value:
                     out[fact.id] = node
                     break
         return out
 
-    def session_facts(self, session: str, limit: int = 8) -> list[ProfileFact]:
+    def session_facts(self, session: str, limit: int = 8) -> builtins.list[ProfileFact]:
         """The active facts last written in ``session`` (provenance ``session_id``), the
         ``limit`` most recent, oldest first: the session's known facts
         (the last 8). Empty for an empty ``session`` or ``limit <= 0``."""
@@ -413,6 +415,6 @@ class ProfileStore:
 
     def count_unpinned(self) -> int:
         """Return the number of active unpinned facts (the quantity the cap bounds)."""
-        return self.conn.execute(
+        return cast(int, self.conn.execute(
             "SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL AND pinned = 0"
-        ).fetchall()[0][0]
+        ).fetchall()[0][0])

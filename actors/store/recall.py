@@ -56,7 +56,7 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 import apsw
 import msgspec
@@ -152,7 +152,8 @@ class _Tokenizer:
             if self._tok is None:
                 self._conn = apsw.Connection(":memory:")
                 self._tok = self._conn.fts5_tokenizer("porter", ["unicode61"])
-            return self._tok(text.encode("utf-8"), mode, None,
+            # apsw stub: the result type does not narrow to list[str] without offsets/colocated
+            return self._tok(text.encode("utf-8"), mode, None,  # type: ignore[return-value]
                              include_offsets=False, include_colocated=False)
 
 
@@ -246,7 +247,8 @@ def _coverage(api: apsw.FTS5ExtensionApi, *_args: object) -> float:
     n = api.phrase_count
     if n <= 1:
         return float(n)
-    return (n - list(map(api.phrase_columns, range(n))).count(())) / n
+    # apsw stub: phrase_columns is typed tuple[int] (one column), not tuple[int, ...]
+    return (n - list(map(api.phrase_columns, range(n))).count(())) / n  # type: ignore[arg-type]
 
 
 def _corpus(api: apsw.FTS5ExtensionApi, *_args: object) -> str:
@@ -309,8 +311,8 @@ def _common_terms(conn: apsw.Connection, query: RecallQuery) -> dict[str, int]:
     """Index terms of ``query`` held by more than :data:`COMMON_DF` of the notes, with
     their document frequency; ``{}`` below :data:`COMMON_MIN_NOTES` notes (estimated
     from the id range, an upper bound) or when the split would not help."""
-    lo, hi = conn.execute(_SQL_ID_RANGE).fetchall()[0]
-    if lo is None or hi - lo + 1 < COMMON_MIN_NOTES:
+    lo, hi = cast(tuple[int | None, int | None], conn.execute(_SQL_ID_RANGE).fetchall()[0])
+    if lo is None or hi is None or hi - lo + 1 < COMMON_MIN_NOTES:
         return {}
     singles = [t[0] for t, star in query.phrases if len(t) == 1 and not star]
     df = doc_freqs(conn, singles)
@@ -422,7 +424,7 @@ def _ranked(
     rare = [p for p, (t, star) in zip(query.parts, query.phrases)
             if star or len(t) != 1 or t[0] not in common]
     if not common:
-        plans = [(query.match, {})]
+        plans: list[tuple[str, dict[str, int]]] = [(query.match, {})]
     elif rare:
         plans = [(" OR ".join(rare), common)]
     else:  # only common terms: the notes holding all of them, else every hit; their
@@ -435,7 +437,8 @@ def _ranked(
         sql = _SQL_POOL.format(cols=cols, where=where, order=order,
                                corpus="aa_corpus(memories_fts)" if split else "''")
         while True:
-            pool = conn.execute(sql, (match, limit, *args)).fetchall()
+            pool = cast(list[tuple[int, float, float, str, *tuple[Any, ...]]],
+                        conn.execute(sql, (match, limit, *args)).fetchall())
             kept = sorted((r for r in pool if r[4] is not None), key=lambda r: (r[1], r[0]))
             if len(kept) >= want or len(pool) < limit:
                 break

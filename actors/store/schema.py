@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from typing import cast
 
 import apsw
 
@@ -339,7 +340,8 @@ def register_functions(conn: apsw.Connection) -> None:
     """
     conn.create_scalar_function(
         "aa_index_text",
-        _sql_index_text,
+        # apsw types every scalar function as variadic; this one is registered for 1 argument
+        _sql_index_text,  # type: ignore[arg-type]  # apsw stub: variadic scalar functions
         1,
         deterministic=True,
         flags=apsw.SQLITE_INNOCUOUS,
@@ -382,7 +384,7 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
         # Force the schema to be read now, so a truncated file fails here.
         conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()
         if check:
-            problems = [r[0] for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
+            problems = [cast(str, r[0]) for r in conn.execute("PRAGMA quick_check(5)").fetchall()]
             if problems != ["ok"]:
                 raise apsw.CorruptError("; ".join(problems)[:500])
         if apply_migrations:
@@ -415,7 +417,7 @@ def newest_stamp(conn: apsw.Connection) -> int | None:
 
 def user_version(conn: apsw.Connection) -> int:
     """Return ``PRAGMA user_version`` (the schema version; 0 for a new file)."""
-    return int(conn.execute("PRAGMA user_version").fetchall()[0][0])
+    return cast(int, conn.execute("PRAGMA user_version").fetchall()[0][0])
 
 
 @contextlib.contextmanager

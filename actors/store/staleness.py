@@ -21,6 +21,7 @@ Runs inside the caller's transaction; pure SQL over ``memories`` plus
 from __future__ import annotations
 
 import re
+from typing import cast
 
 from actors.policy.forget import WORD_RE, matches
 
@@ -62,10 +63,10 @@ def archive_stale(notes: MemoryStore, old_value: str, new_value: str, *,
         return []
     # A cheap pre-filter: LIKE on the rarest-looking (longest) word, then exact matching.
     probe = max(old, key=len)
-    rows = notes.conn.execute(
+    rows = cast(list[tuple[int, str]], notes.conn.execute(
         "SELECT id, content FROM memories WHERE archived = 0 AND id <= ? "
         "AND content LIKE ? ORDER BY id DESC LIMIT ?",
-        (2**63 - 1 if max_id is None else max_id, f"%{probe}%", _MAX_SCAN)).fetchall()
+        (2**63 - 1 if max_id is None else max_id, f"%{probe}%", _MAX_SCAN)).fetchall())
     out = []
     for note_id, content in rows:
         if matches(old, content) and not (new and matches(new, content)) \

@@ -41,7 +41,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import apsw
 import msgspec
@@ -194,7 +194,7 @@ def _records(conn: apsw.Connection, counts: dict[str, int]):
         " ORDER BY key, valid_from, id").fetchall()
     by_key: dict[str, list[tuple]] = {}
     for row in rows:
-        by_key.setdefault(row[0], []).append(row)
+        by_key.setdefault(cast(str, row[0]), []).append(row)
     for key, versions in by_key.items():
         counts["facts"] += 1
         counts["factVersions"] += len(versions)
@@ -287,7 +287,8 @@ def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> dict:
     note_ids: dict[int, int] = {}
     lesson_ids: dict[int, int] = {}
     with write_txn(conn):
-        newest = conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]
+        newest = cast(int, conn.execute(
+            "SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0])
         for rec in records:
             if isinstance(rec, NoteRec):
                 _import_note(conn, notes, rec, note_ids, added, skipped)
@@ -391,8 +392,9 @@ def _import_link(conn: apsw.Connection, rec: LinkRec, note_ids: dict[int, int],
 
 def _import_lesson(conn: apsw.Connection, rec: LessonRec, note_ids: dict[int, int],
                    lesson_ids: dict[int, int], added: dict, skipped: dict) -> None:
-    same = conn.execute("SELECT id FROM lessons WHERE activation = ? AND principle = ?",
-                        (rec.activation, rec.principle)).fetchall()
+    same = cast(list[tuple[int]], conn.execute(
+        "SELECT id FROM lessons WHERE activation = ? AND principle = ?",
+        (rec.activation, rec.principle)).fetchall())
     if same:
         lesson_ids[rec.id] = same[0][0]
         skipped["lessons"] += 1

@@ -11,6 +11,7 @@ the ``dim`` it is given.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import cast
 
 import apsw
 import msgspec
@@ -191,7 +192,7 @@ class VectorStore:
     def count(self, model: str) -> int:
         """Return how many vectors of ``model`` are stored."""
         sql = "SELECT count(*) FROM memory_vectors WHERE model = ?"
-        return self.conn.execute(sql, (self._model(model),)).fetchall()[0][0]
+        return cast(int, self.conn.execute(sql, (self._model(model),)).fetchall()[0][0])
 
     @staticmethod
     def _model(model: object) -> str:
@@ -214,21 +215,22 @@ class VectorStore:
         ceiling = require_positive_id(ceiling, "ceiling")
         newest = cache.get((model, dim, ceiling)) if cache is not None else None
         if newest is None:
-            total = self.conn.execute(
+            total = cast(int, self.conn.execute(
                 "SELECT count(*) FROM memory_vectors WHERE model = ? AND dim = ?",
-                (model, dim)).fetchall()[0][0]
-            stale = self.conn.execute(
+                (model, dim)).fetchall()[0][0])
+            stale = cast(int, self.conn.execute(
                 "SELECT count(*) FROM memory_vectors WHERE model = ? AND dim <> ?",
-                (model, dim)).fetchall()[0][0]
-            newest = _loaded(self.conn.execute(_SQL_NEWEST, (model, dim, ceiling)).fetchall(),
+                (model, dim)).fetchall()[0][0])
+            newest = _loaded(cast(list[tuple[int, bytes]], self.conn.execute(
+                _SQL_NEWEST, (model, dim, ceiling)).fetchall()),
                              dim, overflow=max(0, total - ceiling), stale=stale)
             if cache is not None:
                 cache.put((model, dim, ceiling), newest)
         wanted = [i for i in also if i not in newest.index]
         if not newest.overflow or not wanted:
             return newest  # the common case: the cached scan as it is, no copy
-        extra = self.conn.execute(
-            _SQL_BY_IDS, (model, dim, _IDS.encode(wanted).decode())).fetchall()
+        extra = cast(list[tuple[int, bytes]], self.conn.execute(
+            _SQL_BY_IDS, (model, dim, _IDS.encode(wanted).decode())).fetchall())
         both = _loaded(extra, dim, overflow=newest.overflow, stale=newest.stale)
         if not both.ids:
             return newest
@@ -257,12 +259,12 @@ class VectorStore:
         :meth:`missing` would still hand out)."""
         sql = ("SELECT count(*) FROM memories m WHERE m.content <> '' AND NOT EXISTS ("
                " SELECT 1 FROM memory_vectors v WHERE v.note_id = m.id AND v.model = ?)")
-        return self.conn.execute(sql, (self._model(model),)).fetchall()[0][0]
+        return cast(int, self.conn.execute(sql, (self._model(model),)).fetchall()[0][0])
 
     def count_other_models(self, model: str) -> int:
         """How many stored vectors belong to models other than ``model``."""
         sql = "SELECT count(*) FROM memory_vectors WHERE model <> ?"
-        return self.conn.execute(sql, (self._model(model),)).fetchall()[0][0]
+        return cast(int, self.conn.execute(sql, (self._model(model),)).fetchall()[0][0])
 
     def others(self, model: str, dim: int) -> list[tuple[str, int, int]]:
         """``(model, dim, vectors)`` of every stored vector group other than ``model`` at

@@ -17,6 +17,7 @@ Times are Unix milliseconds; writes go through ``schema.write_txn``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import apsw
 
@@ -140,4 +141,4 @@ class VoteStore:
 
     def count(self) -> int:
         """Return the number of audit rows stored (whether or not enabled)."""
-        return self.conn.execute("SELECT count(*) FROM votes").fetchall()[0][0]
+        return cast(int, self.conn.execute("SELECT count(*) FROM votes").fetchall()[0][0])

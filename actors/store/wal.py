@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 
@@ -39,11 +39,14 @@ def idle_checkpoint(conn: apsw.Connection, busy_timeout_ms: int) -> dict[str, in
     (``TRUNCATE``, tried without a busy wait; ``conn``'s ``busy_timeout_ms`` is put back
     after). ``frames - copied`` frames are held back by a reader. Raises apsw errors of
     the database (the caller's to translate)."""
-    busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0]
+    busy, frames, copied = cast(tuple[int, int, int],
+                                conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()[0])
     if frames > 0 and frames == copied and not busy:
         conn.setbusytimeout(0)
         try:
-            busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0]
+            busy, frames, copied = cast(
+                tuple[int, int, int],
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()[0])
         except apsw.BusyError:
             pass
         finally:

@@ -656,9 +656,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return trio.run(_client_command, args, state_dir)
     except (ClientError, BaseExceptionGroup) as raised:
-        exc = _client_error_in(raised)  # a nursery (chat's watcher) wraps it in a group
-        print(f"atomic-agent: {exc}", file=sys.stderr)
-        code = EXIT_NOT_RUNNING if exc.code == "not_running" else EXIT_FAILED
+        err = _client_error_in(raised)  # a nursery (chat's watcher) wraps it in a group
+        print(f"atomic-agent: {err}", file=sys.stderr)
+        code = EXIT_NOT_RUNNING if err.code == "not_running" else EXIT_FAILED
         if cli_turns.stdin_abandoned:
             sys.stdout.flush()
             sys.stderr.flush()

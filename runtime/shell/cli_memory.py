@@ -74,7 +74,7 @@ class MemoryCommand:
     help: str
     request: Request
     show: Printer
-    arguments: Callable[[argparse.ArgumentParser], None] = lambda p: None
+    arguments: Callable[[argparse.ArgumentParser], object] = lambda p: None
     description: str | None = None
     missing: Callable[[argparse.Namespace, Any], str | None] = lambda args, data: None
 
@@ -110,19 +110,19 @@ def _removed(what: Callable[[argparse.Namespace], str]
         "removed") is False else None
 
 
-def _args(*adders: Callable[[argparse.ArgumentParser], None]
-          ) -> Callable[[argparse.ArgumentParser], None]:
+def _args(*adders: Callable[[argparse.ArgumentParser], object]
+          ) -> Callable[[argparse.ArgumentParser], object]:
     def add(p: argparse.ArgumentParser) -> None:
         for adder in adders:
             adder(p)
     return add
 
 
-def _positional(name: str, help: str, **kw: Any) -> Callable[[argparse.ArgumentParser], None]:
+def _positional(name: str, help: str, **kw: Any) -> Callable[[argparse.ArgumentParser], object]:
     return lambda p: p.add_argument(name, help=help, **kw)
 
 
-def _option(*names: str, **kw: Any) -> Callable[[argparse.ArgumentParser], None]:
+def _option(*names: str, **kw: Any) -> Callable[[argparse.ArgumentParser], object]:
     return lambda p: p.add_argument(*names, **kw)
 
 

@@ -422,6 +422,7 @@ class Gateway:
         await client.ws.aclose(code=1008, reason=code)
 
     async def _serve_client(self, client: Client, nursery: trio.Nursery) -> None:
+        assert client.session is not None  # set by the hello
         while True:
             await client.room()
             raw = await client.ws.get_message()
@@ -437,6 +438,7 @@ class Gateway:
                 case Say():
                     # Turns run in the daemon-lifetime nursery: a client that disconnects
                     # mid-turn does not cancel it (the reply is persisted, reflection runs).
+                    assert self.turn_nursery is not None  # set by serve()
                     await self._spawn(self.turn_nursery, client, self._say, client, frame)
                 case CancelFrame(id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
@@ -538,7 +540,7 @@ class Gateway:
     async def _memory(self, client: Client, frame: MemoryFrame) -> None:
         try:
             if frame.op == "memory.stats":
-                data = await self.sup.request("memory", Stats(), dict)
+                data: Any = await self.sup.request("memory", Stats(), dict)
             elif frame.op == "memory.consolidate":
                 ignore = frame.args.get("ignoreCooldown", False)
                 if not isinstance(ignore, bool) or set(frame.args) - {"ignoreCooldown"}:

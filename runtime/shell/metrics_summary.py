@@ -61,7 +61,7 @@ def summarize(metrics: dict[str, Any]) -> str:
         lines.append(f"  skipped without asking the model: {_parts(skipped, REFLECTION_SKIPS)}")
     if dropped:
         lines.append(f"  proposals dropped by the guards: {_parts(dropped)}")
-    if not reflections and sum(turns.values()):
+    if not reflections and sum(turns.values()) != 0:
         lines.append("  (no reflection yet: memory.reflection.enabled, or still running)")
     tools = _by_label(counters, "agent.tool_calls")
     refused = _by_label(counters, "agent.tool_refused")

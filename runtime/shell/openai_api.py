@@ -352,7 +352,7 @@ def _last_user_text(messages: list[ChatMessage]) -> str:
 
 
 async def _next_event(events: trio.MemoryReceiveChannel[TurnFrame]
-                      ) -> dict[str, Any] | None:
+                      ) -> TurnFrame | None:
     """The turn's first event (``turn.started``), or None when the turn was refused
     (the RunTurn request failed before any event and closed the channel). Events are
     cast before the agent answers RunTurn, on the same connection, so none is lost."""
@@ -431,5 +431,6 @@ async def serve_api(app: OpenAIApi, host: str, port: int,
     config.errorlog = None
     config.graceful_timeout = 1.0
     async with trio.open_nursery() as nursery:
-        binds = await nursery.start(partial(serve, app, config))
+        # hypercorn types an app by its TypedDict scopes and events; this one reads dicts
+        binds = await nursery.start(partial(serve, app, config))  # type: ignore[arg-type]
         task_status.started(int(binds[0].rsplit(":", 1)[1]))

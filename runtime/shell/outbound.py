@@ -37,7 +37,7 @@ class Welcome(_Out, tag="welcome"):
     version, and whether the session was created now."""
 
     session: str
-    version: int
+    version: str
     created: bool
 
 

@@ -28,7 +28,7 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 import apsw
 
@@ -68,7 +68,8 @@ def _rows(conn: apsw.Connection, table: str, columns: str, where: str = "") -> t
     except apsw.Error:
         failed += 1
     try:
-        top = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchall()
+        top = cast(list[tuple[int]], conn.execute(
+            "SELECT seq FROM sqlite_sequence WHERE name = ?", (table,)).fetchall())
         last = int(top[0][0]) if top else max(rows, default=0) + 1000
     except apsw.Error:
         last = max(rows, default=0) + 1000
@@ -152,7 +153,8 @@ def _write(state_dir: Path, cfg: Config, notes: list[tuple[Any, ...]],
     counts = {"notesAdded": 0, "notesAlreadyThere": 0, "notesInvalid": 0,
               "factsAdded": 0, "factsKeptNewer": 0, "factsInvalid": 0}
     try:
-        newest = conn.execute("SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0]
+        newest = cast(int, conn.execute(
+            "SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0])
         with write_txn(conn):
             for _id, content, tags, source, scope, wd, session, created in notes:
                 if conn.execute("SELECT 1 FROM memories WHERE content = ? LIMIT 1",

@@ -50,7 +50,7 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import msgspec
@@ -249,7 +249,7 @@ class LocalProvider:
     Attributes: ``model``, ``dim``, ``entry`` as the embedder's; ``local`` True.
     """
 
-    local = True
+    local: Literal[True] = True
 
     def __init__(self, embedder: Any) -> None:
         self.embedder = embedder
@@ -286,7 +286,7 @@ class ServerEmbedder:
     ``skipped`` count texts cut to fit and texts left without a vector.
     """
 
-    local = False
+    local: Literal[False] = False
 
     def __init__(self, api: str, url: str, entry: CatalogEntry, *, api_key: str | None = None,
                  timeout_s: float = 10.0, transport: httpx.AsyncBaseTransport | None = None

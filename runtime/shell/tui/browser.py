@@ -20,6 +20,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Static
@@ -218,7 +219,7 @@ class MemoryScreen(Screen):
         table = self.query_one(DataTable)
         keep = None
         if table.row_count and 0 <= table.cursor_row < table.row_count:
-            keep = table.coordinate_to_cell_key((table.cursor_row, 0)).row_key.value
+            keep = table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value
         table.clear(columns=True)
         table.add_columns(*COLUMNS[channel])
         width = max(self.size.width, 40)

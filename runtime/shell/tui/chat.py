@@ -162,6 +162,7 @@ class ChatScreen(Screen):
         kind = frame.get("type")
         turn = frame.get("turn")
         if kind == "turn.started":
+            assert turn is not None  # a turn.started frame names its turn
             self.waiting, self.turn = False, turn
             self.turns[turn] = TurnMemory()
             for old in list(self.turns)[:-MAX_TURNS]:
@@ -185,7 +186,8 @@ class ChatScreen(Screen):
                 self.add_line(f"(turn ended: {reason}{': ' + why if why else ''})", "error")
             elif isinstance(ms, (int, float)):
                 self.add_line(f"({reason} in {ms:.0f} ms)", "info")
-        elif kind == "reflection" and frame.get("session") == self.tui.bridge.session:
+        elif (kind == "reflection" and turn is not None
+              and frame.get("session") == self.tui.bridge.session):
             mem = self.turns.get(turn)
             if mem is not None and mem.reflection is None:
                 mem.reflection = frame
@@ -216,6 +218,7 @@ class ChatScreen(Screen):
             if mem is not None and frame.get("n") == 1:
                 parsed = parse_tail(frame.get("tail", ""))
                 parsed.reflection, parsed.wrote = mem.reflection, mem.wrote
+                assert turn is not None  # mem was found under it
                 self.turns[turn] = parsed
                 self._show_panel(turn)
         elif step == "tool":

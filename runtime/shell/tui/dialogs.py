@@ -134,6 +134,7 @@ class DetailScreen(ModalScreen[None]):
         """Edges and notes within ``depth`` hops of the note (BFS over the daemon)."""
         edges: dict[tuple, dict] = {}
         notes: dict[int, dict] = {}
+        assert self.note_id is not None
         frontier, seen = [self.note_id], {self.note_id}
         for _ in range(depth):
             nxt = []
