@@ -244,12 +244,12 @@ class VectorStore:
                 ids=ids, rows=np.concatenate([newest.rows, both.rows]),
                 overflow=newest.overflow, stale=newest.stale,
                 index={**newest.index, **{i: n + j for j, i in enumerate(both.ids)}},
-                norms=np.concatenate([newest.norms, both.norms]))  # type: ignore[list-item]
+                norms=np.concatenate([newest.norms, both.norms]))
         ids = sorted([*newest.ids, *both.ids], reverse=True)
         rows = np.concatenate([newest.rows, both.rows])
         where = {i: j for j, i in enumerate([*newest.ids, *both.ids])}
         order = [where[i] for i in ids]
-        norms = np.concatenate([newest.norms, both.norms])[order]  # type: ignore[list-item]
+        norms = np.concatenate([newest.norms, both.norms])[order]
         return LoadedVectors(ids=ids, rows=rows[order], overflow=newest.overflow,
                              stale=newest.stale, index={i: j for j, i in enumerate(ids)},
                              norms=norms)
