@@ -246,7 +246,6 @@ def _add_stop(sub: Any) -> None:
                     help="return as soon as the daemon has accepted the request")
 
 
-
 def _add_reindex(msub: Any) -> None:
     """``memory reindex``."""
     ri = msub.add_parser("reindex", help="embed every note missing a vector of the configured "
