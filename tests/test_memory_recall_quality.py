@@ -1,4 +1,4 @@
-"""Recall ranking (actors/store/recall.py, DESIGN §4, §12): the query builder
+"""Recall ranking (actors/store/recall.py): the query builder
 (stopwords, prefix rule, safety), BM25 pool + coverage + same-session context, filters
 with pool widening, the Python matcher against FTS5 itself, and a LoCoMo regression
 guard.
@@ -202,7 +202,7 @@ def test_context_needs_the_same_session(store):
 
 
 def test_scores_normalised_best_first(store):
-    """BC-04 through the full ranking."""
+    """Normalised BM25 scores, best first, through the full ranking."""
     n1 = store.store("My sister works as a nurse at the hospital in Lyon")
     n2 = store.store("We visited Lyon once")
     store.store("Bought new running shoes")
@@ -268,7 +268,7 @@ def test_ascii_fast_path_of_query_terms_is_exact(text):
 def test_common_term_split_adds_exactly_fts5_bm25(conn, monkeypatch):
     """On large indexes common words only score the notes the rare words pooled; their
     share is computed in Python and must equal what FTS5's bm25() gives them."""
-    from actors.memory import recall
+    from actors.store import recall
 
     store = MemoryStore(conn, dedup=False)
     words = ["alpha", "bravo", "common", "shared", "zulu", "yankee", "xray"]
