@@ -9,7 +9,7 @@ line included) after its real stable prefix, and sent to the embedded llama-serv
 one daemon on the default model with the reply-only grammar (one step, no tools, so
 only the format differs):
 
-* ``none`` -- no dates (the rows as before issue 24);
+* ``none`` -- no dates (the rows as they were before dates);
 * ``colon`` -- ``- #17 [tag] 22 Dec 2022: text`` in both sections (the default);
 * ``colon-recalled-only`` -- the same in ``### recalled`` only;
 * ``paren`` -- ``- #17 [tag] (22 Dec 2022) text``;
@@ -33,7 +33,7 @@ import trio
 
 from actors.agent.now import now_line
 from actors.agent.prompt import REPLY_GRAMMAR, STABLE_PREFIX, TailInput, build_tail
-from actors.memory import render
+from actors.store import render
 from actors.store.context import build_context, render_context
 from actors.store.notes import MemoryStore
 from actors.store.profile import ProfileStore

@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{p50 / base:.2f}× | {p50 - base:+.2f} |")
     command = " ".join(["python -m bench.integrations", *(argv if argv is not None
                                                            else sys.argv[1:])])
-    text = (f"{SECTION}\n\nIssue 18: the added latency of a recall through MCP and of a turn "
+    text = (f"{SECTION}\n\nThe added latency of a recall through MCP and of a turn "
             "through the OpenAI-compatible API, beside the same work over the websocket, same "
             "run, same daemon (reported, no target).\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from actors.memory import recall as recall_mod
+from actors.store import recall as recall_mod
 from actors.store.context import recall_query
 from actors.store.fts import content_key
 from actors.store.notes import MemoryStore
