@@ -16,7 +16,7 @@ A real daemon (default config) with memory seeded like an established user (1,00
    LLM answering at once, so the difference is the HTTP API's own cost.
 
 Each row: calls, p50 and p95 in ms, the p50 ratio to its websocket baseline, and the added
-p50 in ms. Reported (no target): the issue asks for the figures.
+p50 in ms. Reported, with no target.
 
 Usage: ``python -m bench.integrations [--quick] [--no-write]``.
 """
