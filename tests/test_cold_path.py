@@ -16,7 +16,7 @@ import time
 import pytest
 import trio
 
-from actors.memory import cold
+from actors.store import cold
 from actors.store.cold import Cluster, VoteIn
 from actors.store.context import build_context
 from actors.store.lessons import LessonStore
