@@ -1,1 +1,2 @@
-"""Benchmarks for the numbers of DESIGN §12; figures go to ``bench/RESULTS.md``."""
+"""Benchmarks for the performance targets (docs/architecture.md §10); figures go to
+``bench/RESULTS.md``."""

@@ -1,4 +1,5 @@
-"""Attribution on the real default model (field case FC2-04, model level).
+"""Attribution on the real default model (the "whose name" field case of
+docs/RELIABILITY.md, model level).
 
 Window A of the case, said ``--runs`` times (a new session each, the profile reset to a
 pinned ``home_city=Lyon``) to a daemon on the embedded default model:

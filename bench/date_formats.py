@@ -9,7 +9,7 @@ line included) after its real stable prefix, and sent to the embedded llama-serv
 one daemon on the default model with the reply-only grammar (one step, no tools, so
 only the format differs):
 
-* ``none`` -- no dates (the rows as before issue 24);
+* ``none`` -- no dates (the rows as they were before dates);
 * ``colon`` -- ``- #17 [tag] 22 Dec 2022: text`` in both sections (the default);
 * ``colon-recalled-only`` -- the same in ``### recalled`` only;
 * ``paren`` -- ``- #17 [tag] (22 Dec 2022) text``;

@@ -1,5 +1,4 @@
-"""Deadlines and dates said days ago, through formation and recall on the default model
-(issue 24, item 3).
+"""Deadlines and dates said days ago, through formation and recall on the default model.
 
 Each case is a formation-style conversation: the user says something dated in one
 session ("My passport expires in three weeks."), the reflection forms memory from it as

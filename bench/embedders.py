@@ -1,5 +1,5 @@
 """The local embedders side by side: wordllama (256-d static token table) and
-all-MiniLM-L6-v2 int8 ONNX (384-d transformer, the default since issue 20), measured in
+all-MiniLM-L6-v2 int8 ONNX (384-d transformer, the default), measured in
 the same run.
 
 Per model, in this process (2 cores): load time; query latency (one text, purpose

@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr, flush=True)
     command = " ".join(["python -m bench.fuzz", f"--scale {args.scale}", f"--seed {seed}",
                         *([f"--only {args.only}"] if args.only else [])])
-    text = (f"{SECTION}\n\nIssue 7: the CI fuzz tests with {args.scale}× the examples and a "
+    text = (f"{SECTION}\n\nThe CI fuzz tests with {args.scale}× the examples and a "
             "fresh seed (CI replays a fixed seed). Each input must get a typed answer, the "
             "daemon must keep serving others and lose nothing.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}` "

@@ -1,5 +1,6 @@
-"""Hybrid recall and backfill speed (DESIGN §12: recall at 1,000 notes p99 ≤ 10 ms hybrid
-with 2,000 vectors of 768-d; backfill with the local embedder ≥ 200 notes/s).
+"""Hybrid recall and backfill speed (targets, docs/architecture.md §10: recall at 1,000
+notes p99 ≤ 10 ms hybrid with 2,000 vectors of 768-d; backfill with the local embedder
+≥ 200 notes/s).
 
 1. **Hybrid recall, in process**: 1,000 notes (the LoCoMo-trained Markov text of
    ``bench.recall``) and 2,000 stored vectors of 768-d (one per note for the scanned
@@ -260,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     ok = (p99 <= TARGET_HYBRID_P99_MS and worst <= TARGET_HYBRID_P99_MS
           and min(rate, minilm_rate) >= TARGET_BACKFILL_PER_S)
     command = " ".join(["python -m bench.hybrid", *(argv if argv is not None else sys.argv[1:])])
-    text = (f"{SECTION}\n\nDESIGN §12: hybrid recall at 1,000 notes p99 ≤ "
+    text = (f"{SECTION}\n\nTarget: hybrid recall at 1,000 notes p99 ≤ "
             f"{TARGET_HYBRID_P99_MS:g} ms (2,000 vectors of 768-d); backfill ≥ "
             f"{TARGET_BACKFILL_PER_S:g} notes/s with the local embedder.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"

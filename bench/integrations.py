@@ -16,7 +16,7 @@ A real daemon (default config) with memory seeded like an established user (1,00
    LLM answering at once, so the difference is the HTTP API's own cost.
 
 Each row: calls, p50 and p95 in ms, the p50 ratio to its websocket baseline, and the added
-p50 in ms. Reported (no target): the issue asks for the figures.
+p50 in ms. Reported, with no target.
 
 Usage: ``python -m bench.integrations [--quick] [--no-write]``.
 """
@@ -161,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"{p50 / base:.2f}× | {p50 - base:+.2f} |")
     command = " ".join(["python -m bench.integrations", *(argv if argv is not None
                                                            else sys.argv[1:])])
-    text = (f"{SECTION}\n\nIssue 18: the added latency of a recall through MCP and of a turn "
+    text = (f"{SECTION}\n\nThe added latency of a recall through MCP and of a turn "
             "through the OpenAI-compatible API, beside the same work over the websocket, same "
             "run, same daemon (reported, no target).\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"

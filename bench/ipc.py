@@ -1,5 +1,5 @@
-"""IPC round-trip benchmark (DESIGN §12: "IPC request/reply through the root: p50 ≤ 3×
-a raw socketpair echo of the same bytes").
+"""IPC round-trip benchmark (target, docs/architecture.md §10: IPC request/reply through
+the root, p50 ≤ 3× a raw socketpair echo of the same bytes).
 
 Run from the repository root::
 
@@ -17,7 +17,7 @@ Three measurements per payload size (default 100 B, 1 KiB, 10 KiB, 100 KiB, 1 Mi
    each way).
 3. **actor → root → actor** — actor ``a`` times ``ctx.request("b", Echo(payload))``
    itself: request/reply *through the root* between two actors (two hops each way:
-   a → root → b → root → a). This is the path DESIGN §12 names.
+   a → root → b → root → a). This is the path the target names.
 
 A fourth, diagnostic figure — **trio echo**, the same raw echo with trio streams on
 both sides and no envelope — separates the event loop's own cost from the runtime's
@@ -63,9 +63,9 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "RESULTS.md"
 SECTION = "## IPC round trip"
 TARGET_RATIO = 3.0
-"""DESIGN §12: runtime p50 ≤ 3 × raw socketpair echo p50."""
+"""Target: runtime p50 ≤ 3 × raw socketpair echo p50."""
 DEFAULT_SIZES = (100, 1024, 10 * 1024, 100 * 1024, 1024 * 1024)
-"""Payload sizes (bytes): 100 B to 1 MiB, as issue 8 asks."""
+"""Payload sizes (bytes): 100 B to 1 MiB."""
 FULL_ITERS = {100: 3000, 1024: 3000, 10 * 1024: 2000, 100 * 1024: 1000, 1024 * 1024: 200}
 QUICK_ITERS = {100: 300, 1024: 300, 10 * 1024: 300, 100 * 1024: 100, 1024 * 1024: 30}
 
@@ -388,7 +388,7 @@ def section(rows: Sequence[Row], command: str, iters: dict[int, int], ckpt_us: f
     counts = ", ".join(f"{human_size(s)}: {n}" for s, n in iters.items())
     return (
         f"{SECTION}\n\n"
-        f"DESIGN §12: IPC request/reply through the root, p50 ≤ {TARGET_RATIO:g}× a raw "
+        f"Target: IPC request/reply through the root, p50 ≤ {TARGET_RATIO:g}× a raw "
         "socketpair echo of the same bytes.\n\n"
         f"- Machine: {machine}\n"
         f"- Date: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}\n"
@@ -399,7 +399,7 @@ def section(rows: Sequence[Row], command: str, iters: dict[int, int], ckpt_us: f
         "(blocking sockets both sides, the runtime's socket buffer size). `root → actor`: "
         "`Supervisor.request` to an actor that returns the payload (one hop each way). `actor → root → actor`: an actor "
         "timing `ctx.request` to a second actor through the root (two hops each way), "
-        "the path DESIGN §12 names. Both compared with the same one-hop raw echo. "
+        "the path the target names. Both compared with the same one-hop raw echo. "
         "`trio echo` (diagnostic, not the target's baseline): the same raw echo with trio "
         "streams on both sides and no envelope, i.e. the floor of any trio transport.\n"
         + (f"\n### Where a small round trip's time goes\n\n{steps}\n\n"

@@ -8,7 +8,7 @@ send/receive fast paths) with no supervisor and no actor loop:
   the transport alone, to set beside the plain trio echo;
 * **channel, task per request** — the child answers from a new task in a cancel scope
   per frame, as the actor loop does (each request must be cancellable on its own,
-  DESIGN §1): what that one scheduling step adds.
+  docs/architecture.md §2): what that one scheduling step adds.
 
 The rest, up to ``root → actor``, is the caller's side: ``Supervisor.request`` parks on
 an event that the channel's reader task sets (another scheduling step).

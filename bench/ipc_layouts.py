@@ -1,4 +1,4 @@
-"""Envelope layouts compared (issue 8: "msgspec struct layouts compared"), for ``bench/ipc.py``.
+"""msgspec Struct layouts of the envelope compared, for ``bench/ipc.py``.
 
 The runtime's envelope (``runtime/kernel/messages.py``) is a tagged ``msgspec.Struct`` with
 ``array_like=True`` whose payload is ``msgspec.Raw`` — two-stage decoding: the root

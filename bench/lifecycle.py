@@ -1,5 +1,5 @@
-"""Startup, shutdown and store throughput of ``atomic-agent serve`` (DESIGN §12
-"``serve`` ready (without the embedded LLM) ≤ 2 s; shutdown ≤ 3 s").
+"""Startup, shutdown and store throughput of ``atomic-agent serve`` (targets,
+docs/architecture.md §10: ``serve`` ready (without the embedded LLM) ≤ 2 s; shutdown ≤ 3 s).
 
 A state dir is seeded offline with ``--notes`` notes (default 1,000, the default note
 cap) through ``MemoryStore`` with the default config: Markov-chain text from the LoCoMo
@@ -11,7 +11,7 @@ llama-server (``tests/fakes/llama_server.py``, started once), so no embedded LLM
 
 1. **Ready**, ``--reps`` × 3 starts (default 10 × 3; ``--quick`` 3 × 3): from spawning
    the process to its JSON ready line on stdout, and to the moment a websocket client
-   holds its ``welcome`` (connect + ``hello``) — the DESIGN §12 figure. The daemon's own
+   holds its ``welcome`` (connect + ``hello``) — the target's figure. The daemon's own
    ``startupMs`` (measured inside ``trio.run``: token, actors, gateway) is shown beside.
    Baseline, interleaved start by start: a bare interpreter that imports the stack,
    ``python -c "import trio, msgspec, apsw"``, so the ratio shows what is ours.
@@ -20,7 +20,7 @@ llama-server (``tests/fakes/llama_server.py``, started once), so no embedded LLM
    connected, or SIGTERM after it disconnected, to the process's exit (status 0). In
    order: stop accepting → agent, reflection, backfill stopped → memory checkpoints and
    closes → clients closed → exit.
-3. **Store throughput** (no DESIGN §12 target: informational): ``--store-notes``
+3. **Store throughput** (no target: informational): ``--store-notes``
    distinct notes (default 1,000; ``--quick`` 200), each a ``memory.notes.store`` frame,
    from one client one after another, then from 8 clients at once (the notes split
    between them), each on a fresh daemon; notes per second and the client's latency per
@@ -59,9 +59,9 @@ from tests.fakes.llama_server import open_fake_llama
 
 SECTION = "## Startup, shutdown and store throughput"
 TARGET_READY_S = 2.0
-"""DESIGN §12: ``serve`` ready (without the embedded LLM) ≤ 2 s."""
+"""Target: ``serve`` ready (without the embedded LLM) ≤ 2 s."""
 TARGET_SHUTDOWN_S = 3.0
-"""DESIGN §12: shutdown ≤ 3 s."""
+"""Target: shutdown ≤ 3 s."""
 CONCURRENT_CLIENTS = 8
 WARMUP_NOTES = 20
 BASELINE_CODE = "import trio, msgspec, apsw"
@@ -263,7 +263,7 @@ def _s(xs: list[float]) -> tuple[float, float]:
 
 
 def render(res: dict, args: argparse.Namespace, command: str) -> tuple[str, bool]:
-    """The RESULTS.md section and whether both DESIGN §12 targets passed."""
+    """The RESULTS.md section and whether both targets passed."""
     runs = res["runs"]
     starts = [r for how in STOPS for r in runs[how]]
     b50, bmax = _s(res["base"])
@@ -324,7 +324,7 @@ def render(res: dict, args: argparse.Namespace, command: str) -> tuple[str, bool
                 "paths" if res["seeded"] >= cap else f"below the default cap of {cap:,} notes")
     ready_p50, ready_max = _s([r["welcome_s"] for r in starts])
     stops = [r["stop_s"] for r in starts]
-    text = (f"{SECTION}\n\nDESIGN §12: `serve` ready (without the embedded LLM) ≤ "
+    text = (f"{SECTION}\n\nTarget: `serve` ready (without the embedded LLM) ≤ "
             f"{TARGET_READY_S:g} s; shutdown ≤ {TARGET_SHUTDOWN_S:g} s. Store throughput "
             "has no target there: it is reported, not judged.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
@@ -350,7 +350,7 @@ def render(res: dict, args: argparse.Namespace, command: str) -> tuple[str, bool
 
 def main(argv: list[str] | None = None) -> int:
     """Measure, print the section and (unless ``--quick``/``--no-write``) record it;
-    exit 1 when a DESIGN §12 target is missed."""
+    exit 1 when a target is missed."""
     p = argparse.ArgumentParser(prog="python -m bench.lifecycle",
                                 description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="3 × 3 starts, 200 stored notes, no write")

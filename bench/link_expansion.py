@@ -1,11 +1,11 @@
 """What link expansion costs a reply: the same memory with and without links,
 the same questions, each on its own llama-server, turns alternated so drift falls on both arms.
 
-Link expansion (``memory.links.maxExpanded``, anchor §3.6 step 3) is the only per-turn
+Link expansion (``memory.links.maxExpanded``; docs/architecture.md §4, step 4) is the only per-turn
 work the cold path adds in the default configuration: the consolidator is periodic
 (hours), the link generator and the vote runner are off, links by meaning are written
-by the backfill actor after a note is embedded. So the reply-latency bar of issue 21
-(cold path on ≤ 1.05 × off) is decided here: a recalled note's linked neighbours are
+by the backfill actor after a note is embedded. So the cold path's reply-latency bar
+(on ≤ 1.05 × off) is decided here: a recalled note's linked neighbours are
 added to ``### recalled`` and make the prompt's tail longer, and every tail token is
 prefilled before the first reply token (the stable prefix is cached by the server).
 
@@ -28,7 +28,7 @@ whole turn, and their on/off ratios.
 With the default configuration the expansion follows only links written by
 ``memory.links.add`` and the link generator, and the store has none: the "on" arm then
 shows what links by meaning cost a turn when they are not expanded (they should cost
-nothing). ``--expand-by-meaning`` measures what expanding them costs (the anchor's
+nothing). ``--expand-by-meaning`` measures what expanding them costs (the earlier
 behaviour, and this project's default before the measurement).
 
 Usage: ``python -m bench.link_expansion [--questions N] [--repeats R] [--notes N]

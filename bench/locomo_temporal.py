@@ -1,5 +1,5 @@
-"""LoCoMo's temporal questions answered by the daemon, with and without the notes' dates
-(issue 24, item 3). Run as ``python -m bench.locomo --temporal`` or directly.
+"""LoCoMo's temporal questions answered by the daemon, with and without the notes' dates.
+Run as ``python -m bench.locomo --temporal`` or directly.
 
 A fifth of LoCoMo's questions ask *when* ("When did Caroline go to the LGBTQ support
 group?" -- "7 May 2023"). Their evidence is a dialog turn whose own words say only

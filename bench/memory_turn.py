@@ -1,4 +1,5 @@
-"""Memory work per turn: context + render + persist (DESIGN §12: p99 ≤ 15 ms).
+"""Memory work per turn: context + render + persist (target, docs/architecture.md §10:
+p99 ≤ 15 ms).
 
 What one turn costs the memory side, measured on a real ``memory.sqlite`` with
 ``--notes`` notes (default 1,000, the default cap) and 20 profile facts:
@@ -135,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     verdict = (f"p99 through the actor {rows[1][3]:.2f} ms vs target ≤ {TARGET_P99_MS:g} ms: "
                f"{'PASS' if ok else 'FAIL'}; p50 ratio actor / in-process {ratio:.2f}×.")
     command = " ".join(["python -m bench.memory_turn", *(argv if argv is not None else sys.argv[1:])])
-    text = (f"{SECTION}\n\nDESIGN §12: memory work per turn (context + render + persist) "
+    text = (f"{SECTION}\n\nTarget: memory work per turn (context + render + persist) "
             f"p99 ≤ {TARGET_P99_MS:g} ms.\n\n- Machine: {machine_line()}\n- Date: {utc_now()}\n"
             f"- Command: `{command.strip()}`\n- {args.notes} notes, 20 profile facts, {turns} turns "
             "each way\n\n" + "\n".join(table) + f"\n\n{verdict}\n")

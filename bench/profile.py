@@ -1,5 +1,5 @@
-"""Sampling profiles of the daemon's processes during a benchmark (issue 8: "profile it
-with py-spy … and write the finding").
+"""Sampling profiles of the daemon's processes during a benchmark (py-spy), and
+where their time went.
 
 :func:`profiling` runs one ``py-spy record --nonblocking`` per process (root and each
 actor) for as long as its block runs — py-spy samples from outside, without pausing the

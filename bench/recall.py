@@ -75,8 +75,8 @@ HOW = (
     "thread (no worker-thread hop) and bumps recall counters after the reply: p99 6.93 → "
     "5.86 ms. What is left of the floor is the Python/trio envelope path itself (a lookup "
     "by id spends 0.07 ms in SQLite of its ~1 ms round trip; cProfile of the actor: four "
-    "scheduler passes, socket send/recv and msgpack per request), which issue 8's IPC work "
-    "owns.")
+    "scheduler passes, socket send/recv and msgpack per request), which is the IPC round "
+    "trip's cost (\"IPC round trip\" above).")
 _SQL_RAW = "SELECT rowid FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT ?"
 _SQL_INSERT = (
     "INSERT INTO memories (content, content_key, tags, source, scope, session_id,"
@@ -161,7 +161,7 @@ def run_local(path: Path, notes: int, questions: list[str], n: int) -> dict[str,
 async def run_daemon(state_dir: Path, questions: list[str], n: int) -> dict[str, list[float]]:
     """Time the recall tool and ``BuildContext`` through a real memory actor; ms."""
     cfg = Config()
-    cfg.memory.embeddings.enabled = False  # the BM25 figure of DESIGN §12 (hybrid: issue 6)
+    cfg.memory.embeddings.enabled = False  # the BM25 target (hybrid: bench/hybrid.py)
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state_dir), config=cfg))
     async with open_supervisor([actor_spec("memory", config=boot)]) as sup:
         return await time_actor_reads(sup, questions, n)
@@ -252,7 +252,7 @@ def main(argv: list[str] | None = None) -> int:
                f"{'PASS' if p95_big <= TARGET_P95_100K_MS else 'FAIL'} "
                "(in process, with the bump).")
     command = " ".join(["python -m bench.recall", *(argv if argv is not None else sys.argv[1:])])
-    text = (f"{SECTION}\n\nDESIGN §12: recall at 1,000 notes p99 ≤ {TARGET_P99_1K_MS:g} ms (BM25); "
+    text = (f"{SECTION}\n\nTarget: recall at 1,000 notes p99 ≤ {TARGET_P99_1K_MS:g} ms (BM25); "
             f"at 100,000 notes (raised cap) p95 ≤ {TARGET_P95_100K_MS:g} ms.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"
             "- Notes: Markov-chain text from the LoCoMo dev turns, 6–45 words, 20 per session; "

@@ -1,5 +1,5 @@
-"""Reflection never delays the reply (DESIGN §12: reply latency with reflection on / off
-≤ 1.05 at p50 under load, with a scripted LLM of fixed latency).
+"""Reflection never delays the reply (target, docs/architecture.md §10: reply latency with
+reflection on / off ≤ 1.05 at p50 under load, with a scripted LLM of fixed latency).
 
 **Scripted part.** A real daemon (``atomic-agent serve``, every actor a real process)
 talks to the scripted llama-server (``tests/fakes/llama_server.py``) that answers every
@@ -287,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
     write = args.write if args.write is not None else not args.quick
     command = " ".join(["python -m bench.reflection",
                         *(argv if argv is not None else sys.argv[1:])]).strip()
-    text = (f"{SECTION}\n\nDESIGN §12: reply latency with reflection on / off ≤ "
+    text = (f"{SECTION}\n\nTarget: reply latency with reflection on / off ≤ "
             f"{TARGET_RATIO} (p50) under load, scripted LLM of fixed latency.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
             f"- {args.sessions} concurrent websocket sessions × {args.turns} turns, "

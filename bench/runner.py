@@ -1,8 +1,8 @@
 """``bench/run``: every benchmark, or the ones named, and one summary.
 
 Each benchmark is its own module (``python -m bench.<name>``) that measures a target of
-DESIGN §12 against a baseline taken in the same run and prints — and with ``--write``
-records — its section of ``bench/RESULTS.md`` (machine, date, command, table with the
+docs/architecture.md §10 against a baseline taken in the same run and prints — and with
+``--write`` records — its section of ``bench/RESULTS.md`` (machine, date, command, table with the
 baseline, the ratio, the target and pass/fail). This runner runs them one after another
 in fresh processes (each owns its trio run and its daemons), then writes the summary at
 the top of ``bench/RESULTS.md``: the machine, the date, the command, and one row per

@@ -1,7 +1,6 @@
 """Scale: how recall, store and startup cost grow from 1,000 to 100,000 notes, with the
-note cap raised (issue "how recall, store and startup cost grow from 1k to 100k notes (a
-table and a PNG plot in ``bench/``)"; DESIGN §12: at 100,000 notes (raised cap) BM25
-recall p95 ≤ 25 ms).
+note cap raised: a table and a PNG plot in ``bench/`` (target, docs/architecture.md §10:
+at 100,000 notes BM25 recall p95 ≤ 25 ms).
 
 One ``memory.sqlite`` grows through the sizes (default 1k, 3k, 10k, 30k, 100k;
 ``--quick`` 1k, 3k, 10k). Notes and queries are those of ``bench.recall``: Markov-chain
@@ -64,7 +63,7 @@ SIZES = (1_000, 3_000, 10_000, 30_000, 100_000)
 QUICK_SIZES = (1_000, 3_000, 10_000)
 TARGET_SIZE = 100_000
 TARGET_P95_MS = 25.0
-"""DESIGN §12: BM25 recall at 100,000 notes (raised cap) p95 ≤ 25 ms."""
+"""Target: BM25 recall at 100,000 notes (raised cap) p95 ≤ 25 ms."""
 NOTES_CAP = 1_000_000
 """``memory.notes.maxEntries`` for the run: above every size, so nothing is evicted."""
 PLOT = ROOT / "bench" / "scale.png"
@@ -181,7 +180,7 @@ COSTS = (
 
 
 def render(rows: list[dict], command: str) -> tuple[str, bool | None]:
-    """The RESULTS.md section and the DESIGN §12 verdict at 100,000 notes (None when
+    """The RESULTS.md section and the target's verdict at 100,000 notes (None when
     that size was not measured)."""
     first = rows[0]
 
@@ -207,7 +206,7 @@ def render(rows: list[dict], command: str) -> tuple[str, bool | None]:
     ok: bool | None = None
     if at is None:
         verdict = (f"{TARGET_SIZE:,} notes were not measured in this run (largest: "
-                   f"{rows[-1]['size']:,}), so the DESIGN §12 target is not judged here.")
+                   f"{rows[-1]['size']:,}), so the target is not judged here.")
     else:
         p95 = percentile(at["bump"], 95)
         ok = p95 <= TARGET_P95_MS
@@ -217,7 +216,7 @@ def render(rows: list[dict], command: str) -> tuple[str, bool | None]:
     growth = rows[-1]["size"] / first["size"]
     text = (f"{SECTION}\n\nHow recall, store and startup cost grow from {first['size']:,} to "
             f"{rows[-1]['size']:,} notes ({growth:g}× the notes), the note cap raised "
-            f"(`memory.notes.maxEntries` = {NOTES_CAP:,}). DESIGN §12: at {TARGET_SIZE:,} notes "
+            f"(`memory.notes.maxEntries` = {NOTES_CAP:,}). Target: at {TARGET_SIZE:,} notes "
             f"BM25 recall p95 ≤ {TARGET_P95_MS:g} ms.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
             f"- Notes: `bench.recall`'s Markov text from the LoCoMo dev turns, 20 per session, "

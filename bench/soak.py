@@ -1,4 +1,4 @@
-"""Soak: many clients for a long time, looking for leaks (issue 7 "bench/soak").
+"""Soak: many clients for a long time, looking for leaks.
 
 A real daemon (``atomic-agent serve``, default config: reflection, backfill with the local
 embedder, hybrid recall on) and the scripted llama-server (``--latency-ms``, default 50)
@@ -204,7 +204,7 @@ def render(result: dict, args: argparse.Namespace, command: str) -> tuple[str, b
     ok = not why
     c = result["counts"]
     errors = ", ".join(f"{k} {v}" for k, v in result["errors"].items()) or "0"
-    text = (f"{SECTION}\n\nIssue 7: {args.clients} clients for {args.minutes:g} min with "
+    text = (f"{SECTION}\n\n{args.clients} clients for {args.minutes:g} min with "
             "reflection and backfill on: flat memory per process, no growing descriptors "
             "or threads, 0 errors. Pass: in the second half (steady state) RSS grows "
             f"≤ {RSS_LATE_GROWTH_LIMIT * 100:g} % and fds / threads stay within {FD_SLACK} of the "

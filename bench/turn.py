@@ -1,5 +1,5 @@
-"""Whole turns through the daemon against a scripted LLM of fixed latency (issue 5
-"bench/turn"; DESIGN §12 memory work per turn p99 ≤ 15 ms).
+"""Whole turns through the daemon against a scripted LLM of fixed latency (target,
+docs/architecture.md §10: memory work per turn p99 ≤ 15 ms).
 
 A real daemon (``atomic-agent serve``, default config: reflection, backfill and hybrid
 recall on) with memory seeded like an established user (1,000 notes, 40 facts:
@@ -16,9 +16,9 @@ completions) and ``totalMs``; the client also times ``say`` → ``turn.finished`
 2. **20 sessions at once** (``--sessions``), ``--turns`` / 10 turns each, no pause:
    turns per second, latency percentiles, errors, and each process's CPU.
 
-The session is saved before ``turn.finished`` is sent (an acknowledged turn is never lost,
-issue 7), so ``totalMs`` includes persisting; ``python -m bench.memory_turn`` measures
-context + render + persist on their own.
+The session is saved before ``turn.finished`` is sent (an acknowledged turn is never lost),
+so ``totalMs`` includes persisting; ``python -m bench.memory_turn`` measures context +
+render + persist on their own.
 
 Usage: ``python -m bench.turn [--quick] [--no-write]``.
 """
@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     cpu_line = ", ".join(f"{k} {v / max(len(many), 1) * 1000:.1f}" for k, v in cpu.most_common())
     passed = ctx99 <= TARGET_CONTEXT_P99_MS and not res["errors"]
     command = " ".join(["python -m bench.turn", *(argv if argv is not None else sys.argv[1:])])
-    text = (f"{SECTION}\n\nDESIGN §12: memory work per turn p99 ≤ {TARGET_CONTEXT_P99_MS:g} ms; "
+    text = (f"{SECTION}\n\nTarget: memory work per turn p99 ≤ {TARGET_CONTEXT_P99_MS:g} ms; "
             "the rest of a turn is the daemon's own cost beside the LLM's.\n\n"
             f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command.strip()}`\n"
             "- Default config (reflection, rewriter, backfill and hybrid recall on), memory "

@@ -88,7 +88,7 @@ def test_partial_reply_streams_decoded_text():
 
 
 def test_the_respond_section_quotes_the_users_last_message():
-    """Issue 17 newcomer trial: a small model answered "How can I assist you today?" to
+    """A newcomer's trial: a small model answered "How can I assist you today?" to
     everything until the instruction sat next to the message it answers."""
     from actors.agent.prompt import RESPOND, respond_text
 

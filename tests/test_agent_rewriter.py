@@ -1,5 +1,5 @@
-"""The query rewriter (``actors/agent/rewriter.py``; seed 001, anchor §6): the gate, the
-prompt and parser, and a daemon whose follow-up question recalls by the rewrite."""
+"""The query rewriter (``actors/agent/rewriter.py``; docs/architecture.md §4, step 4): the
+gate, the prompt and parser, and a daemon whose follow-up question recalls by the rewrite."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ def test_strip_ephemeral_clears_every_ephemeral_field():
      "memory.notes.store"),
 ])
 async def test_a_switched_off_memory_channel_has_no_agent_tools(tmp_path, switch, off, kept):
-    """Seed 000 §8: with memory.notes.enabled / memory.profile.enabled false
+    """With memory.notes.enabled / memory.profile.enabled false
     the channel's tools leave the catalog and the grammar (the prefix changes with the
     configuration only), a call by name is refused with a clear error, and the operator
     ops over the websocket still work (they are not agent tools)."""
@@ -230,7 +230,7 @@ def test_the_now_line_uses_the_users_zone_else_the_machines():
 
 
 async def test_the_tail_carries_the_current_date_in_the_users_time_zone(tmp_path):
-    """Issue 24, item 3: ``### world`` says what time it is for the user (the profile's
+    """``### world`` says what time it is for the user (the profile's
     ``timezone``), and the stable prefix stays the same."""
     async with open_fake_llama(tmp_path, []) as fake:
         async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
@@ -250,7 +250,7 @@ async def test_the_tail_carries_the_current_date_in_the_users_time_zone(tmp_path
 
 
 async def test_session_facts_and_dated_memory_reach_the_tail_and_are_never_saved(tmp_path):
-    """Issue 24, items 2 and 3: a fact the agent wrote in this session is in the next
+    """A fact the agent wrote in this session is in the next
     turn's ``### session-facts`` although the keyword gate keeps it out of ``### profile``;
     a recalled note carries the day it was written; neither is saved with the session."""
     from datetime import date, timedelta
@@ -292,7 +292,7 @@ async def test_session_facts_and_dated_memory_reach_the_tail_and_are_never_saved
 
 
 async def test_what_did_i_say_last_week_recalls_last_weeks_notes_with_their_dates(tmp_path):
-    """Issue 24: a question about a time recalls the notes written then (imported here
+    """A question about a time recalls the notes written then (imported here
     with their dates), shown with the day they were written."""
     from datetime import datetime, timedelta
 

@@ -1,4 +1,4 @@
-"""LLM backends (``runtime/services/backends.py``; issue 5 "Backends"): llama-server native and
+"""LLM backends (``runtime/services/backends.py``): llama-server native and
 OpenAI-compatible against scripted servers, the ordered pool with a sticky fallback per
 session, and a whole daemon on an OpenAI-compatible server without grammar support."""
 

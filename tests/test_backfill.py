@@ -232,7 +232,7 @@ async def test_model_that_stops_answering_ends_the_pass_quietly():
 
 
 async def test_a_note_the_server_cannot_embed_is_skipped_and_the_pass_still_ends():
-    """BC-10: one note refused even cut to fit; the pass writes the others, never asks
+    """A note the embedding server refuses even cut to fit: the pass writes the others, never asks
     for the refused one twice, and the next pass retries it."""
     from actors.backfill.actor import BackfillActor
 
@@ -401,7 +401,7 @@ async def test_inactive_backfill_writes_nothing(tmp_path, embeddings, state, rea
 
 
 async def test_similarity_requests_answer_once_the_embedder_is_attached(tmp_path):
-    """The query rewriter's check (seed 001 ``similarity`` purpose) through the actor."""
+    """The query rewriter's check (the ``similarity`` embed purpose) through the actor."""
     from actors.backfill.messages import Similarity, SimilarityReply
 
     cfg = make_config()

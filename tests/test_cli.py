@@ -149,7 +149,7 @@ async def test_memory_commands_work_on_a_stopped_daemon_and_the_daemon_sees_it(t
 
 
 def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path):
-    """DESIGN §8 ``memory reindex [--prune]`` on a stopped daemon's file."""
+    """``memory reindex [--prune]`` on a stopped daemon's file."""
     import json as _json
 
     from actors.store.notes import MemoryStore

@@ -1,4 +1,4 @@
-"""``atomic-agent chat`` (issue 19, item 2), through a real daemon and a real subprocess:
+"""``atomic-agent chat``, through a real daemon and a real subprocess:
 ``/`` lines are commands (help, memory, sessions, switching) and never reach the model;
 a daemon that stops under an open chat ends it with one line, not a traceback."""
 

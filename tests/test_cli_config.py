@@ -1,4 +1,4 @@
-"""``atomic-agent config show|get|set|unset`` (issue 19, item 6): edit config.json by key,
+"""``atomic-agent config show|get|set|unset``: edit config.json by key,
 checked before it is written; an unknown key names the nearest ones; ``show`` while a
 daemon runs prints what that daemon uses (its ``--llm-url`` included)."""
 

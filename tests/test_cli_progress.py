@@ -1,4 +1,4 @@
-"""Waiting is not silent (issue 19, item 5): ``ask`` prints the reply as it is generated,
+"""Waiting is not silent: ``ask`` prints the reply as it is generated,
 and on a terminal (a real pty) a status line says the model is working, then that memory
 is reflecting, until the ``memory: …`` line; piped output stays exactly the reply."""
 

@@ -1,4 +1,4 @@
-"""Sessions from the CLI (issue 19, items 1 and 3), through a real daemon: reading memory,
+"""Sessions from the CLI, through a real daemon: reading memory,
 metrics or the session list leaves no session behind; empty sessions left by older
 versions are pruned at start; ``sessions list|show|delete`` manage conversations; a
 mistyped ``--session`` is said plainly."""

@@ -1,4 +1,4 @@
-"""Issue 19, item 8: every argument explains itself in ``--help``; ``metrics`` says in
+"""Every argument explains itself in ``--help``; ``metrics`` says in
 words what the daemon did (reflection outcomes and skip reasons included); each actor
 process shows its own name in ``ps``; README's command reference names every command."""
 

@@ -242,7 +242,7 @@ def _need_default_model() -> None:
 
 
 async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp_path):
-    """Issue 17: on the default install (default model, no configuration) the README's
+    """On the default install (default model, no configuration) the README's
     first sentence forms memory — name, city and test runner — and ``ask`` says so."""
     _need_default_model()
     import subprocess
@@ -271,7 +271,7 @@ async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp
 
 
 async def test_openai_api_and_mcp_on_the_default_model(tmp_path):
-    """Issue 18 on the default install: a program using the official ``openai`` client
+    """The integrations on the default install: a program using the official ``openai`` client
     tells the daemon a fact, reflection stores it, an MCP client (official SDK, stdio)
     sees it in ``memory_context``, and the next chat completion answers from memory."""
     _need_default_model()
@@ -309,7 +309,7 @@ async def test_openai_api_and_mcp_on_the_default_model(tmp_path):
 
 
 async def test_cold_path_on_the_default_model(tmp_path):
-    """Issue 21 on the default install: notes stored through the daemon are linked by
+    """The cold path on the default install: notes stored through the daemon are linked by
     meaning, a turn's vote runner (turned on: it is off by default) runs on the real
     server with its per-call grammar, and
     ``memory consolidate`` distils the linked cluster into a lesson (with the
@@ -360,7 +360,7 @@ async def test_cold_path_on_the_default_model(tmp_path):
 
 
 async def test_where_did_i_live_before_on_the_default_model(tmp_path):
-    """Issue 24 on the default install: a fact that replaced another shows its earlier
+    """Memory and time on the default install: a fact that replaced another shows its earlier
     value (``### profile``: "since …; before: Lyon"), and the default model answers a
     "before" question from it in a new session."""
     _need_default_model()
@@ -380,7 +380,7 @@ async def test_where_did_i_live_before_on_the_default_model(tmp_path):
 
 
 async def test_your_thesis_is_due_in_nine_days_on_the_default_model(tmp_path):
-    """Issue 24's example on the default install: a deadline the user gave becomes "in 9
+    """On the default install, a deadline the user gave becomes "in 9
     days" (the prompt counts the days; the model only reads them)."""
     _need_default_model()
     from datetime import date, timedelta

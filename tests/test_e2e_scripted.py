@@ -77,7 +77,7 @@ async def test_memory_survives_a_daemon_restart(tmp_path):
         assert "- test_runner: pytest" in profile_section  # contextual: "test" was said
         recalled = tail.split("### recalled\n", 1)[1].split("\n\n", 1)[0]
         assert "The user prefers pytest for testing." in recalled and "[reflection, testing]" in recalled
-        # prompt order of DESIGN §6: recalled before conversation before profile
+        # prompt order (docs/architecture.md §5): recalled before conversation before profile
         assert tail.index("### recalled") < tail.index("### conversation") < tail.index("### profile")
 
 
@@ -252,9 +252,9 @@ async def test_a_client_that_never_reads_is_dropped_and_others_are_unaffected(tm
 
 
 async def test_a_new_turn_aborts_only_its_own_sessions_reflection(tmp_path):
-    """Issue 4 scheduling through the agent: session A's second turn aborts A's slow
+    """Reflection scheduling through the agent: session A's second turn aborts A's slow
     reflection (outcome ``aborted``, nothing written by it); session B's reflection is
-    untouched. Issue 17: the aborted exchange is carried into A's next reflection, so
+    untouched. The aborted exchange is carried into A's next reflection, so
     what it said still lands."""
     rules = [{"match": "USER: slow", "grammar_contains": "NOTE", "delay_ms": 4000,
               "response": "SET city=Lisbon\n"},
@@ -289,7 +289,7 @@ async def test_a_new_turn_aborts_only_its_own_sessions_reflection(tmp_path):
 
 
 async def test_an_actor_restart_is_announced_to_actors_subscribers(tmp_path):
-    """Issue 24: a crashed actor is restarted, and clients subscribed to ``actors`` get
+    """A crashed actor is restarted, and clients subscribed to ``actors`` get
     ``actor.restarting`` (its name, exit code) while the daemon keeps serving."""
     import os
     import signal

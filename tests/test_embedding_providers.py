@@ -186,8 +186,9 @@ async def test_openai_provider_batches_sends_the_key_and_checks_dim(tmp_path, mo
     assert fake.openai_requests() == []  # chat/completions requests are counted apart
 
 
-async def test_bc10_a_long_note_is_cut_to_fit_with_one_warning_naming_ub(tmp_path, capsys):
-    """BC-10: HTTP 500 "increase the physical batch size" for inputs over 1,500 chars."""
+async def test_a_long_note_is_cut_to_fit_with_one_warning_naming_ub(tmp_path, capsys):
+    """A note longer than the server's batch: HTTP 500 "increase the physical batch size"
+    for inputs over 1,500 chars."""
     long_note = "Packing list for the Iceland trip: " + ", ".join(
         f"item {i} wool socks and a rain shell" for i in range(90))
     assert len(long_note) > 3000
@@ -213,7 +214,7 @@ async def test_bc10_a_long_note_is_cut_to_fit_with_one_warning_naming_ub(tmp_pat
     assert "-b and -ub" in logged and "limit=512" in logged
 
 
-async def test_bc10_a_note_that_never_fits_is_missing_after_bounded_requests(tmp_path):
+async def test_a_note_that_never_fits_is_missing_after_bounded_requests(tmp_path):
     rules = [{"embedding": True, "match": "UNEMBEDDABLE", "status": 500,
               "response": "input (4000 tokens) is too large to process. increase the physical "
                           "batch size (current batch size: 3000)"}]
@@ -278,10 +279,11 @@ async def _stats(c) -> dict:
     return await c.memory("memory.stats")
 
 
-async def test_daemon_with_a_server_embedder_backfills_recalls_hybrid_and_survives_bc10(tmp_path):
+async def test_daemon_with_a_server_embedder_backfills_recalls_hybrid_and_survives_long_notes(
+        tmp_path):
     """The whole path with ``provider: "llama-server"``: the backfill actor embeds new
-    notes through the server (the BC-10 note cut to fit; one that never fits is stored
-    without a vector), ``memory stats`` says hybrid, and recall answers through the
+    notes through the server (the note too long for its batch cut to fit; one that never
+    fits is stored without a vector), ``memory stats`` says hybrid, and recall answers through the
     server's query embedding; a turn is unaffected."""
     state = tmp_path / "state"
     state.mkdir()

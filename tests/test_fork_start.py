@@ -1,4 +1,5 @@
-"""The daemon's first start of its actors by fork (``runtime.kernel._fork``, DESIGN §12 ready ≤ 2 s).
+"""The daemon's first start of its actors by fork (``runtime.kernel._fork``; target:
+``serve`` ready ≤ 2 s, docs/architecture.md §10).
 
 With ``llm.url`` set, ``serve`` imports the actors' modules once and forks the four
 children before ``trio.run``; restarts spawn a fresh interpreter. These tests run a real

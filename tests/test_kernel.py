@@ -1,4 +1,4 @@
-"""Kernel tests against real child processes (DESIGN §1, STYLE §2.4 Tier 2).
+"""Kernel tests against real child processes (docs/architecture.md §1-§3).
 
 Rules: every test spawns real ``python -m runtime.kernel._child`` processes; deadlines are
 wall-clock ``fail_after`` bounds (never autojump_clock with real children); the
@@ -218,8 +218,8 @@ def _nice_of(pid: int) -> int:
 
 
 async def test_background_actor_runs_at_the_niceness_it_was_given():
-    # DESIGN §12 "reflection never delays the reply": the daemon starts reflection and
-    # backfill with ActorSpec(nice=BACKGROUND_NICE).
+    # "reflection never delays the reply" (docs/architecture.md §10): the daemon starts
+    # reflection and backfill with ActorSpec(nice=BACKGROUND_NICE).
     from runtime.shell.daemon import BACKGROUND, BACKGROUND_NICE
 
     assert set(BACKGROUND) == {"reflection", "backfill"} and BACKGROUND_NICE > 0

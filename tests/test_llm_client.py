@@ -221,7 +221,8 @@ async def test_connection_refused_is_unavailable() -> None:
 
 
 async def test_old_server_hang_on_bad_slot_is_bounded_by_caller(tmp_path: Path) -> None:
-    """BC-18: an old server never answers a bad slot; only the caller's scope ends it."""
+    """An old llama-server never answers a request for a slot it lacks; only the caller's
+    scope ends it."""
     with trio.fail_after(LIMIT_S):
         async with open_fake_llama(tmp_path, [], slots=1, invalid_slot="hang") as fake, \
                 LlamaClient(fake.url) as client:

@@ -1,4 +1,4 @@
-"""``atomic-agent memory backup`` (issue 18, backup): a consistent copy of memory.sqlite
+"""``atomic-agent memory backup``: a consistent copy of memory.sqlite
 with SQLite's online backup, taken by the running daemon while it writes, or directly
 when none runs; bad targets are one clear error and leave nothing behind."""
 

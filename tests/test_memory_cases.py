@@ -1,5 +1,5 @@
-"""Field cases BC-06 (a second process holds the lock) and BC-16 (the pinned budget
-holds on every write path), end to end through the memory actor.
+"""Two field cases end to end through the memory actor: a busy database (a second
+process holds the lock) and the pinned budget (it holds on every write path).
 
 Rules: the lock holder is a real second process (``python -c`` with apsw); the memory
 actor is a real child under ``open_supervisor``; wall-clock bounds only.
@@ -60,7 +60,7 @@ async def notes(sup) -> list[str]:
     return sorted(n["content"] for n in data)
 
 
-async def test_bc06_write_waits_for_the_other_process_and_both_notes_exist(tmp_path):
+async def test_a_write_waits_for_the_other_process_and_both_notes_exist(tmp_path):
     async with open_supervisor(memory_spec(tmp_path)) as sup:
         journal = await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)
         assert journal.data == []
@@ -75,7 +75,7 @@ async def test_bc06_write_waits_for_the_other_process_and_both_notes_exist(tmp_p
         assert await notes(sup) == ["Prefers aisle seats", "written by process A"]
 
 
-async def test_bc06_lock_held_past_the_busy_timeout_is_a_visible_error_not_a_drop(tmp_path):
+async def test_a_lock_held_past_the_busy_timeout_is_a_visible_error_not_a_drop(tmp_path):
     async with open_supervisor(memory_spec(tmp_path)) as sup:
         await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)
         a = hold_lock(tmp_path / "memory.sqlite", 7)
@@ -99,13 +99,13 @@ def pinned_chars(conn) -> int:
 LONG = "elderly grey cat called Pixel who needs a pill every evening and a warm blanket"
 
 
-async def test_bc16_pinned_budget_holds_on_every_write_path(tmp_path):
+async def test_the_pinned_budget_holds_on_every_write_path(tmp_path):
     # 1. the store itself (bulk import/restore would call it), 2. the tool/websocket op,
     # 3. reflection through the memory actor, 4. the offline CLI (same run_op).
     write_ops = {name for name, spec in OPS.items() if spec.writes}
     assert {n for n in write_ops if n.startswith("memory.profile.")} == {
         "memory.profile.set", "memory.profile.remove", "memory.profile.purge"}, (
-        "a new profile write path needs a BC-16 test")  # (remove and purge only delete)
+        "a new profile write path needs a pinned-budget test")  # (remove and purge only delete)
     conn = open_database(str(tmp_path / "direct.sqlite"))
     store = ProfileStore(conn, pinned_budget_chars=200)
     store.set("name", "Dana Q. Example, who likes long names", pinned=True)

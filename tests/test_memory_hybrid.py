@@ -1,4 +1,5 @@
-"""Hybrid recall's ranking (``actors/store/hybrid.py``; DESIGN §8; BC-08, BC-09)."""
+"""Hybrid recall's ranking (``actors/store/hybrid.py``; docs/architecture.md §4,
+step 4): vectors of another model, non-finite and all-zero vectors, the blend."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 from actors.store.hybrid import Ranked, VectorSide, cosine_scores, hybrid_rank
 
 
-def test_bc09_vector_math_is_finite_and_controlled():
+def test_vector_math_is_finite_and_controlled():
     rows = np.array([[1, 0, 0, 0], [0.7, 0.7, 0, 0], [0, 0, 0, 0], [np.nan, 1, 0, 0]])
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no numpy warning escapes
@@ -32,7 +33,7 @@ def test_bc09_vector_math_is_finite_and_controlled():
     assert [r.id for r in ranked] == [3, 1, 2]
 
 
-def test_bc08_other_dimensions_are_refused_not_mixed():
+def test_other_dimensions_are_refused_not_mixed():
     with pytest.raises(ValueError):
         cosine_scores([1, 0, 0, 0, 0, 0], np.ones((3, 4)))
     assert cosine_scores([1, 0], np.zeros((0, 2))).tolist() == []
@@ -92,7 +93,7 @@ def test_load_keeps_one_model_and_dimension_and_counts_the_rest(conn):
     vectors.put("B", 4, [(ids[1], four)])  # another model: never read for A
     got = vectors.load("A", 4, ceiling=10)
     assert got.ids == sorted(ids[1:], reverse=True) and got.rows.shape == (4, 4)
-    assert (got.stale, got.overflow) == (1, 0)  # BC-08: left out of scoring, counted
+    assert (got.stale, got.overflow) == (1, 0)  # another model's: left out of scoring, counted
     assert cosine_scores([1, 0, 0, 0], got.rows).tolist() == [1.0] * 4
     # above the ceiling: the newest ones plus the keyword hits' vectors
     capped = vectors.load("A", 4, ceiling=2, also=[ids[1], 999])
@@ -103,7 +104,7 @@ def test_load_keeps_one_model_and_dimension_and_counts_the_rest(conn):
 
 
 async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_cleanly(tmp_path):
-    """Issue 6's headline, through real actors: the backfill actor embeds the note, the
+    """A paraphrase is found, through real actors: the backfill actor embeds the note, the
     memory actor embeds the query; keyword recall alone finds nothing."""
     import msgspec
     import trio
@@ -258,8 +259,8 @@ def test_the_store_counts_its_deletions_for_the_actors_vector_cache(conn):
     assert not notes.forget(alive) and notes.deletions == 2  # nothing deleted: not counted
 
 
-async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path, capfd):
-    """BC-08: vectors of another model/dimension are counted, named in one warning at
+async def test_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path, capfd):
+    """Vectors of another model/dimension are counted, named in one warning at
     start-up, never scored, and kept (until ``memory reindex --prune``)."""
     import msgspec
     import trio
@@ -292,7 +293,7 @@ async def test_bc08_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path
 
 
 def test_the_blend_reaches_keyword_hits_below_the_keyword_top_k(conn):
-    """DESIGN §8: the keyword hits are ranked among themselves by the blend, so a hit
+    """The keyword hits are ranked among themselves by the blend, so a hit
     that keyword recall puts just below the k slots but that the query's vector points
     at takes a slot (hybrid.KEYWORD_POOL_PER_K); with only the keyword top k blended,
     recall@k could never differ from keyword recall's (LoCoMo dev, bench.locomo)."""

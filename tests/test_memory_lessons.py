@@ -1,10 +1,9 @@
-"""Lessons, procedures, votes: stores, recall, rendering, context and ops (anchor §1.8,
-§1.9, §2.7, §2.8, §3.5, §7.1, §7.4, §7.5).
+"""Lessons, procedures, votes: stores, recall, rendering, context and ops.
 
 Rules: plain sync tests on the ``conn`` fixture (a migrated ``memory.sqlite`` under
 ``tmp_path``); times are passed as ``now_ms`` where order matters, never slept for.
 Budgets are checked with ``render.estimate_tokens`` so assertions are exact. Ops go
-through ``tools.run_op`` exactly as the memory actor calls it.
+through ``router.run_op`` exactly as the memory actor calls it.
 """
 
 from __future__ import annotations

@@ -253,9 +253,10 @@ def test_context_appends_neighbours_once_without_duplicates(conn, notes, links):
 
 
 def test_expanded_neighbours_take_their_tokens_from_the_end_of_the_index(conn, notes, links):
-    """Issue 21's latency bar: links never lengthen the tail, and never change the index
-    but at its end (the index is the tail's first section: an LLM server's prompt cache
-    covers it from one turn to the next only while it stays the same)."""
+    """The cold path's latency bar (replies with it on ≤ 1.05 × off): links never lengthen
+    the tail, and never change the index but at its end (the index is the tail's first
+    section: an LLM server's prompt cache covers it from one turn to the next only while
+    it stays the same)."""
     hit = notes.store("the staging database runs postgres 16 on a dedicated host").id
     words = ("amber birch cedar delta ember fjord garnet harbor indigo juniper kelp lumen "
              "marble nectar onyx pepper quartz raven saffron tundra").split()

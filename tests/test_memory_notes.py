@@ -154,7 +154,7 @@ def test_fifo_eviction_by_updated_at(conn):
 
 
 def test_utility_eviction_keeps_the_recalled_note(conn):
-    """Seed 000 §10 limitation beaten: a note recalled many times outlives older and
+    """Utility eviction (the default): a note recalled many times outlives older and
     newer notes nobody recalled."""
     store = MemoryStore(conn, max_entries=3)
     assert store.eviction == "utility"
@@ -301,7 +301,7 @@ NEAR_B = "the user's sister lives in Lyon, works as a nurse at the hospital!"  #
 
 
 def test_near_identical_note_merges_into_the_original(store):
-    """BC-11 beyond content_key: token Jaccard >= 0.85 among the top BM25 candidates."""
+    """Near-duplicates beyond content_key: token Jaccard >= 0.85 among the top BM25 candidates."""
     store.store("Completely unrelated note about garden tools", now_ms=1)
     first = store.store(NEAR_A, tags=["family"], now_ms=5)
     second = store.store(NEAR_B, tags=["family", "lyon"], now_ms=9)
@@ -485,7 +485,7 @@ def test_syntax_heavy_text_is_a_safe_query(shared_store, text):
 
 
 def test_bm25_scores_normalised_best_first(store):
-    """BC-04."""
+    """BM25 scores are normalised to 0..1, the best hit 1.0, best first."""
     n1 = store.store("My sister works as a nurse at the hospital in Lyon")
     n2 = store.store("We visited Lyon once")
     store.store("Bought new running shoes")
@@ -509,8 +509,8 @@ def test_normalise_bm25_is_monotone(raw):
                 assert sa >= sb
 
 
-def test_cjk_bc03(store):
-    """BC-03 exactly: keyword-only recall finds words inside unspaced scripts."""
+def test_keyword_recall_finds_words_inside_unspaced_scripts(store):
+    """Keyword-only recall finds words inside unspaced scripts."""
     n1 = store.store("我喜欢喝咖啡")
     n2 = store.store("妹妹住在里昂")
     n3 = store.store("部署v2版本后再测试")
@@ -533,7 +533,7 @@ def test_cjk_other_scripts(store):
 
 
 def test_fts_in_sync_after_update_and_delete(conn, store):
-    """BC-05."""
+    """The FTS index follows every UPDATE and DELETE of a note."""
     n1 = store.store("Drinks green tea every morning", tags=["food"])
     conn.execute(
         "UPDATE memories SET content = 'Drinks black coffee every morning' WHERE id = ?",
@@ -679,7 +679,7 @@ _CJK_ALPHABET = list("我喜欢喝咖啡妹住在里昂部署版本后再测试�
 @settings(derandomize=True, max_examples=100, deadline=None)
 @given(st.text(alphabet=st.sampled_from(_CJK_ALPHABET), min_size=2, max_size=40), st.data())
 def test_any_cjk_word_inside_a_note_is_findable(text, data):
-    """BC-03 as a property: every 2+ char CJK substring of a stored note finds it."""
+    """Unspaced scripts as a property: every 2+ char CJK substring of a stored note finds it."""
     from actors.store.fts import is_cjk_char
 
     spans = [

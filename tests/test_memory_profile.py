@@ -60,7 +60,7 @@ def test_keys_are_trimmed_and_case_folded(store):
 
 
 def test_identical_set_is_a_noop(store):
-    """BC-11: repeating a SET never creates a second row nor deletes the fact."""
+    """Duplicates: repeating a SET never creates a second row nor deletes the fact."""
     first = store.set("coffee", "oat flat white", now_ms=1)
     again = store.set("coffee", "oat flat white", now_ms=2)
     assert again == first
@@ -68,7 +68,7 @@ def test_identical_set_is_a_noop(store):
 
 
 def test_one_current_value_per_key_latest_wins(store):
-    """BC-12 sequence."""
+    """Contradictions: one current value per key, the latest write wins."""
     store.set("preferred_name", "Sam")
     store.set("preferred_name", "Alex", pinned=True)
     store.set("diet", "vegetarian", pinned=False, keywords=["food", "dinner"])

@@ -1,4 +1,4 @@
-"""Recall ranking (actors/store/recall.py, DESIGN §4, §12): the query builder
+"""Recall ranking (actors/store/recall.py): the query builder
 (stopwords, prefix rule, safety), BM25 pool + coverage + same-session context, filters
 with pool widening, the Python matcher against FTS5 itself, and a LoCoMo regression
 guard.
@@ -202,7 +202,7 @@ def test_context_needs_the_same_session(store):
 
 
 def test_scores_normalised_best_first(store):
-    """BC-04 through the full ranking."""
+    """Normalised BM25 scores, best first, through the full ranking."""
     n1 = store.store("My sister works as a nurse at the hospital in Lyon")
     n2 = store.store("We visited Lyon once")
     store.store("Bought new running shoes")

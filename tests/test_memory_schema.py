@@ -321,7 +321,9 @@ def test_write_txn_nested_is_one_outer_transaction(conn):
 
 
 def test_deferred_read_then_write_raises_busy_documented(db_path):
-    """BC-07 regression: why writes start with BEGIN IMMEDIATE."""
+    """Why writes start with BEGIN IMMEDIATE: a deferred transaction that read before
+    another connection wrote cannot become a write transaction and fails busy
+    (https://www.sqlite.org/isolation.html)."""
     c1 = open_database(db_path)
     c2 = open_database(db_path)
     c1.setbusytimeout(200)
@@ -426,7 +428,7 @@ conn.close()
 
 
 def test_two_processes_read_modify_write_without_busy(db_path):
-    """BC-07 stress variant: 2 processes x 200 SETs, no BusyError, nothing lost."""
+    """BEGIN IMMEDIATE under stress: 2 processes x 200 SETs, no BusyError, nothing lost."""
     import subprocess
     import sys
 

@@ -1,4 +1,4 @@
-"""Memory and time (issue 24, items 2 and 3): the day each note was written, a profile
+"""Memory and time: the day each note was written, a profile
 fact's earlier value, and ``### session-facts``.
 
 Rules: rendering tests build ``Note`` / ``ProfileFact`` values directly; context tests
@@ -60,7 +60,7 @@ def test_recalled_and_index_lines_carry_the_day_the_note_was_written():
     assert render_index(notes, dates=True, zone="UTC").splitlines() == [
         "- #1 1 Feb 2026: Thesis is due March 14th",
         "- #3 [home] 3 Nov 2026: Moved to Berlin"]
-    # without dates: the anchor's exact rows
+    # without dates: the rows as they were before dates
     assert render_recalled(notes).splitlines()[0] == "- #3 [home] Moved to Berlin"
 
 
@@ -87,7 +87,7 @@ def test_a_fact_that_replaced_another_shows_its_earlier_value_and_since_when(sto
     # a re-write of the same value is walked past: Lyon is still the value before
     assert "- home_city: Berlin (since 3 Nov 2026; before: Lyon)" in body.splitlines()
     assert "- pet: Milo" in body.splitlines()
-    assert "before" not in render_context(ctx)["profile"]  # off: the anchor's lines
+    assert "before" not in render_context(ctx)["profile"]  # off: no "before"
 
 
 def test_session_facts_are_this_sessions_newest_facts_not_shown_in_the_profile(stores):
@@ -126,7 +126,7 @@ def test_the_configuration_turns_each_part_on_and_off(stores):
 
 
 def test_a_fact_that_names_a_day_says_how_far_it_is_read_from_when_it_was_said(stores):
-    """Issue 24: "my thesis is due March 14th" becomes "in 102 days" -- the default
+    """A deadline: "my thesis is due March 14th" becomes "in 102 days" -- the default
     model cannot count days itself -- and "next Friday" is read from the day it was
     said, not from today."""
     profiles, notes = stores

@@ -1,4 +1,4 @@
-"""The in-process all-MiniLM-L6-v2 int8 embedder (issue 20, first part): loads offline
+"""The in-process all-MiniLM-L6-v2 int8 embedder: loads offline
 from the default install (weights checked against their pinned sha256, the vendored
 vocabulary), gives L2-normalised 384-d vectors that rank paraphrases above unrelated
 text, and runs in the daemon when ``memory.embeddings.model`` names it: the backfill

@@ -1,4 +1,4 @@
-"""Provenance (issue 19, item 4), through a real daemon: every fact version and note says
+"""Provenance, through a real daemon: every fact version and note says
 who wrote it (reflection, the agent's tool call, the user, an import) and in which
 session and turn; ``memory profile history`` shows dates, not epoch milliseconds, and
 ``memory notes show`` shows everything known about a note."""

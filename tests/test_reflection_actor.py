@@ -93,7 +93,7 @@ async def test_abort_writes_nothing_and_spares_other_sessions(tmp_path):
 
 
 async def test_a_new_reflection_aborts_the_old_one_and_carries_its_exchange(tmp_path):
-    """Issue 17: an interrupted reflection loses nothing — its exchange is reflected on
+    """An interrupted reflection loses nothing — its exchange is reflected on
     with the session's next one (the old run's late answer writes nothing)."""
     rules = [{"match": "USER: I came second", "response": "SET first=yes\nSET second=yes\n"},
              {"match": "USER: I came first", "response": "SET late=yes\n", "delay_ms": 3000}]
@@ -257,7 +257,7 @@ async def test_shutdown_aborts_in_flight_reflections_and_writes_nothing(tmp_path
                 while len(fake.completions()) < 2:
                     await trio.sleep(0.05)
             t0 = trio.current_time()
-        assert trio.current_time() - t0 < 3.0  # DESIGN §12: shutdown ≤ 3 s
+        assert trio.current_time() - t0 < 3.0  # shutdown ≤ 3 s (docs/architecture.md §10)
         await trio.sleep(4.5)  # the completions would have arrived by now
     conn = __import__("actors.store.schema", fromlist=["open_database"]).open_database(
         str(tmp_path / "memory.sqlite"))

@@ -1,7 +1,8 @@
-"""Field cases BC-11 (duplicates) and BC-12 (contradictions) through the whole reflection
-path: a scripted llama-server answers each exchange with the case's reflection output,
-the real reflection actor parses and grounds it, the real memory actor writes it.
-(BC-06 and BC-16 on the reflection write path: ``test_memory_cases.py``.)"""
+"""Two field cases through the whole reflection path, duplicates (a near-identical note
+or fact is written once) and contradictions (one current fact per key): a scripted
+llama-server answers each exchange with the case's reflection output, the real
+reflection actor parses and grounds it, the real memory actor writes it. (A busy
+database and the pinned budget on the reflection write path: ``test_memory_cases.py``.)"""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ async def run_exchanges(tmp_path, exchanges: list[tuple[str, str]], then) -> lis
     return [e.outcome for e in ev.items]
 
 
-async def test_bc11_near_identical_notes_and_facts_are_written_once(tmp_path):
+async def test_near_identical_notes_and_facts_are_written_once(tmp_path):
     seen = {}
 
     async def then(sup):
@@ -57,7 +58,7 @@ async def test_bc11_near_identical_notes_and_facts_are_written_once(tmp_path):
     assert conn.execute("SELECT count(*) FROM memories").fetchall() == [(1,)]
 
 
-async def test_bc12_one_current_fact_per_key_and_options_replace(tmp_path):
+async def test_one_current_fact_per_key_and_options_replace(tmp_path):
     seen = {}
 
     async def then(sup):

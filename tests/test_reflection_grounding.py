@@ -1,5 +1,5 @@
 """Grounding: the trivial-window skip and the filter of what reflection may write
-(``actors/policy/grounding.py``; anchor §4.2, §4.6 step 1; issue 4 "Grounding")."""
+(``actors/policy/grounding.py``; docs/architecture.md §4, step 11)."""
 
 from __future__ import annotations
 

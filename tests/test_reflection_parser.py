@@ -1,7 +1,7 @@
 """Tests for actors.reflection.parser.parse_reflection.
 
-Rules: pure in-process tests; no I/O, no clock, no processes. Cases follow
-reference/anchor-behaviour.md §4.5 and §8 items 36–39, plus the robustness cases a
+Rules: pure in-process tests; no I/O, no clock, no processes. Cases: the
+SET / NOTE / FORGET lines of the reflection grammar, plus the robustness cases a
 server that ignores the grammar produces (prose, fences, bullets, CRLF, surrogates).
 """
 
@@ -283,7 +283,7 @@ def test_never_raises_and_respects_bounds(text: str, max_facts: int, max_notes: 
         ("NOTE see [1] then [2]", "see [1] then [2]", []),
     ],
 )
-def test_seed_tag_list_form(line: str, body: str, tags: list[str]) -> None:
-    """Seed 000 §5.3: ``NOTE this is a freeform observation [tag1, tag2]``."""
+def test_note_tag_list_form(line: str, body: str, tags: list[str]) -> None:
+    """A note's tag list: ``NOTE this is a freeform observation [tag1, tag2]``."""
     (note,) = parse_reflection(line).notes
     assert (note.body, note.tags) == (body, tags)

@@ -1,8 +1,9 @@
 """Tests for the reflection prompt (actors.reflection.prompt) and grammar (…grammar).
 
 Rules: pure in-process tests; no I/O, no clock, no processes. The prefix and grammar
-hashes are pinned on purpose: both are byte-stable protocol constants (DESIGN §6–§7;
-anchor §4.3–§4.4), so changing either must be a deliberate edit of this file too.
+hashes are pinned on purpose: both are byte-stable protocol constants (a
+change costs every LLM server its prompt cache: docs/architecture.md §5), so changing
+either must be a deliberate edit of this file too.
 
 The grammar is checked by a tiny GBNF reader written here (llama.cpp syntax subset:
 literals with escapes, char classes with ranges/negation/escapes, rule references,

@@ -1,4 +1,4 @@
-"""Crash points (issue 7, DESIGN §1/§4): nothing the daemon acknowledged is ever lost.
+"""Crash points: nothing the daemon acknowledged is ever lost.
 
 A real daemon (scripted llama-server) runs a write load from :data:`WRITERS` websocket
 clients — notes, profile facts and chat turns (sessions) — while every actor is SIGKILLed

@@ -160,7 +160,7 @@ def _cli(*args: str) -> "subprocess.CompletedProcess[str]":
 
 
 async def test_memory_recover_salvages_a_quarantined_file_without_duplicates(tmp_path):
-    """DESIGN §4: a corrupt memory file is moved aside, and ``memory recover`` brings back
+    """A corrupt memory file is moved aside, and ``memory recover`` brings back
     what is still readable: notes (merged, never duplicated on a second run) and facts
     whose keys the live memory lacks (a fact written since is newer and kept)."""
     from actors.store.profile import ProfileStore

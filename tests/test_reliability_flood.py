@@ -1,4 +1,4 @@
-"""A client that floods the daemon affects only itself (issue 7, "Clients").
+"""A client that floods the daemon affects only itself.
 
 A flooder sends :data:`FLOOD_FRAMES` memory writes and recalls as fast as its socket
 takes them — once while reading its answers, once never reading them — while a second,

@@ -377,8 +377,8 @@ LLM_EXPLICIT = [
                             "stall_after_bytes": 0, "stall_ms": 3000}),
 ]
 """Hostile LLM answers always played first: all but the last (headers, then a stall) broke
-the client before the issue 7 fixes (docs/RELIABILITY.md, "Faults the HTTP fuzzing
-found")."""
+the client before the fixes in docs/RELIABILITY.md ("HTTP answers of the LLM and
+embedding servers")."""
 _EMBEDDING_EXPLICIT = [
     # Nested 3,000 deep: RecursionError escaped.
     ("openai", 1, {"raw_body": '{"data": ' + LITERALS["@@deep@@"] + "}"}),
@@ -404,7 +404,7 @@ _EMBEDDING_EXPLICIT = [
 EMBEDDING_EXPLICIT = [(api, n, {**rule, "embedding": True})
                       for api, n, rule in _EMBEDDING_EXPLICIT]
 """Hostile embedding answers always played first: all but the float32 overflow one broke
-an embedder before the issue 7 fixes (docs/RELIABILITY.md)."""
+an embedder before the fixes in docs/RELIABILITY.md."""
 
 LLM_RESPONSES = len(LLM_EXPLICIT) + LLM_GENERATED
 """Hostile LLM server answers per CI run (docs/RELIABILITY.md)."""

@@ -1,4 +1,5 @@
-"""Manage → Memory in the TUI: every key of seed 000 §9.1 and the issue, on real data.
+"""Manage → Memory in the TUI: every key (docs/architecture.md §8), on real
+data.
 
 Rules: textual's headless pilot at 80×24 (``App.run_test``) inside ``asyncio.run`` (plain
 sync tests under trio mode); one seeded daemon with a scripted llama-server for the
@@ -346,8 +347,8 @@ def test_notes_search_op_is_keyword_only_and_counts_no_recall(conn):
 
 
 
-def test_issue19_browser_details_new_entries_and_esc_after_search(env):
-    """Issue 19 item 7: Esc after a search clears it (the browser stays), n adds a fact
+def test_browser_details_new_entries_and_esc_after_search(env):
+    """Esc after a search clears it (the browser stays), n adds a fact
     and a note, a fact's versions are numbered v1.. and say who wrote them, the profile
     table says when a fact is shown and by whom."""
     from runtime.shell.tui.dialogs import NewEntryScreen

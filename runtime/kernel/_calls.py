@@ -4,7 +4,7 @@
 resolves it when the matching Reply/Error envelope arrives. The caller waits under
 its own cancel scope (``fail_after`` at the call site); if it is cancelled, a
 ``Cancel`` envelope for that id is sent (shielded, bounded) so the callee cancels
-the handler (DESIGN §1, "caller-side cancellation").
+the handler (caller-side cancellation: docs/architecture.md §2).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ _encoder = msgspec.msgpack.Encoder()
 
 def encode_body(body: Any) -> msgspec.Raw:
     """Encode an actor message Struct as the opaque envelope body; a lone surrogate in
-    any of its strings becomes U+FFFD (:mod:`.unicode`, FC2-12) instead of failing."""
+    any of its strings becomes U+FFFD (:mod:`.unicode`) instead of failing."""
     return msgspec.Raw(encode_repaired(_encoder.encode, body))
 
 

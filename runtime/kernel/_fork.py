@@ -1,4 +1,5 @@
-"""The daemon's first start of its actors by ``fork`` (DESIGN §1, §12: ``serve`` ready ≤ 2 s).
+"""The daemon's first start of its actors by ``fork`` (target: ``serve`` ready ≤ 2 s,
+docs/architecture.md §10).
 
 A spawned actor is a fresh interpreter that spends ~0.5 s of CPU importing trio,
 msgspec, structlog, httpx, apsw and numpy before it can answer; four of them on 2 cores

@@ -53,7 +53,8 @@ class ActorSpec:
         env: extra environment variables for the child.
         nice: added to the child's scheduling niceness (``os.nice``) before it serves:
             background actors (reflection, backfill) yield the 2 cores to the ones a
-            reply waits for (DESIGN §12: reflection never delays the reply).
+            reply waits for (reflection never delays the reply: docs/architecture.md
+            §10).
     """
 
     name: str

@@ -57,8 +57,9 @@ CrashHandler = Callable[[ActorCrashed], Awaitable[None]]
 
 
 SHUTDOWN_BUDGET_S = 2.7
-"""Seconds the ordered shutdown of all actors may take at most (DESIGN §1: ≤ 3 s
-for the whole daemon, leaving room for the gateway and the root's own exit)."""
+"""Seconds the ordered shutdown of all actors may take at most (the target is ≤ 3 s
+for the whole daemon, docs/architecture.md §10, leaving room for the gateway and the
+root's own exit)."""
 
 
 @dataclass
@@ -353,10 +354,10 @@ class Supervisor:
 
 
 async def _start_all(nursery: trio.Nursery, sup: Supervisor, names: list[str]) -> None:
-    """Start every actor at once and return when all are ready (DESIGN §1: ``serve`` is
-    ready only when every actor is). Concurrent, because each child is a fresh
+    """Start every actor at once and return when all are ready (``serve`` is ready only
+    when every actor is). Concurrent, because each child is a fresh
     interpreter spending most of its start importing: one after another they added up
-    past DESIGN §12's "serve ready ≤ 2 s" (``bench/lifecycle.py``). A request an actor
+    past the target "serve ready ≤ 2 s" (``bench/lifecycle.py``). A request an actor
     sends to one still starting waits for it (:meth:`Supervisor._deliver_after_start`).
     The first start to fail cancels the others and its own exception is raised here (the
     tree's nursery in :func:`open_supervisor` may wrap it in a group again; ``serve``

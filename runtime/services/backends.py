@@ -1,5 +1,5 @@
 """LLM backends: llama-server native and OpenAI-compatible, in an ordered pool with a
-sticky fallback per session (DESIGN §7; issue 5 "Backends").
+sticky fallback per session (docs/architecture.md §5).
 
 A :class:`Backend` completes one (system, user) pair for a *role* — ``main`` (the
 agent's turn), ``reflection`` or ``rewriter`` — and picks the slot for it itself:
@@ -123,7 +123,7 @@ class LlamaBackend:
 
     async def slot(self, role: str) -> int:
         """The slot for ``role`` (``main`` / ``reflection`` / ``rewriter``); -1 while
-        the server's slots are unknown (DESIGN §7: never a slot it lacks)."""
+        the server's slots are unknown (never a slot it lacks)."""
         await self._resolve()
         return getattr(self._plan, role, -1) if self._plan is not None else -1
 
@@ -237,7 +237,7 @@ class OpenAIBackend:
                        prefill: Prefill | None = None) -> Completion:
         """One completion (``prefill`` is left to the model: see :class:`Prefill`). A server that refuses the ``grammar`` field (HTTP 400 or 422
         naming it: "Unrecognized request argument supplied: grammar", pydantic's
-        ``extra_forbidden``; FC2-15) is asked again once without it, and never sent it
+        ``extra_forbidden``) is asked again once without it, and never sent it
         again by this backend (logged ``llm.field_refused``, counted in
         :attr:`refused_fields`); the caller validates what comes back either way."""
         try:
@@ -297,7 +297,7 @@ class OpenAIBackend:
                     overflow = overflow_error(line.partition(":")[2].strip().encode(),
                                               what=f"{self.label} stream error", url=url,
                                               status=response.status_code)
-                    if overflow is not None:  # (FC2-14: the 200-with-an-error shape)
+                    if overflow is not None:  # (a prompt too long: the 200-with-an-error shape)
                         raise overflow
                 if not line.startswith("data:"):
                     continue

@@ -1,8 +1,8 @@
 """Typed configuration: ``<state>/config.json`` decoded into Structs.
 
-Every ``memory.*`` key of seed 000 §8 with its default, plus the later channels
-(seed 001 embeddings, rewriter, lessons, procedures, links, voting) and ``llm``, ``server``,
-``agent``, ``logging``. JSON keys are camelCase (``memory.reflection.timeoutMs``).
+Every ``memory.*`` key with its default (the list: docs/architecture.md §6), the later
+channels among them (embeddings, rewriter, lessons, procedures, links, voting), and ``llm``,
+``server``, ``agent``, ``logging``. JSON keys are camelCase (``memory.reflection.timeoutMs``).
 An unknown key, a wrong type or an out-of-range value raises :class:`ConfigError`
 whose message names the key path, e.g.
 ``config.json: memory.reflection.timeoutMs: Expected int >= 100, got -1``.
@@ -43,7 +43,7 @@ class _C(msgspec.Struct, rename="camel", forbid_unknown_fields=True, kw_only=Tru
 
 
 class ProfileConfig(_C):
-    """memory.profile.* (seed 000 §8; maxEntries from anchor §2.4)."""
+    """memory.profile.*."""
 
     enabled: bool = True
     max_tokens: Pos = 512
@@ -58,8 +58,8 @@ class ProfileConfig(_C):
 
 
 class SessionFactsConfig(_C):
-    """memory.sessionFacts.* (seed 000 §7: ``### session-facts``, the session's known
-    facts, last 8): the profile facts written in this session, newest ``limit``."""
+    """memory.sessionFacts.* (``### session-facts``, the session's known facts, last 8;
+    docs/architecture.md §5): the profile facts written in this session, newest ``limit``."""
 
     enabled: bool = True
     limit: Annotated[int, Meta(ge=1, le=50)] = 8
@@ -69,7 +69,7 @@ class SessionFactsConfig(_C):
 class ReflectionConfig(_C):
     """memory.reflection.*. timeoutMs in milliseconds.
 
-    ``timeoutMs`` 60 000 (the seed's 10 000 was sized for a fast server): measured with
+    ``timeoutMs`` 60 000 (10 000 would suit only a fast server): measured with
     the default Qwen2.5-Coder-1.5B on the portable server, 2 cores, a reflection lands
     in 1–6 s once its prompt prefix is cached (bench.formation: p95 5.7 s), and the
     uncached first call evaluates ~700 prompt tokens at 90 tokens/s idle and ~30 under
@@ -91,10 +91,11 @@ class NotesConfig(_C):
     recall_default_k: Annotated[int, Meta(ge=1, le=50)] = 5
     eviction: Literal["utility", "fifo"] = "utility"
     """Overflow eviction order: ``utility`` (least recalled, least recently recalled,
-    oldest first; beats seed 000 §10) or ``fifo`` (oldest ``updated_at``, seed 000 §4.5)."""
+    oldest first: a note recalled often outlives notes nobody recalled) or ``fifo`` (oldest
+    ``updated_at``)."""
     dedup_threshold: Fraction = 0.85
-    """Token-Jaccard at or above which a new note merges into an existing one (BC-11;
-    anchor §2.2 ``dedup.fts5Threshold``); 1.0 merges only normalised-identical text."""
+    """Token-Jaccard at or above which a new note merges into an existing one, so a
+    near-identical note is not stored twice; 1.0 merges only normalised-identical text."""
 
 
 class RecallInjectionConfig(_C):
@@ -105,10 +106,10 @@ class RecallInjectionConfig(_C):
     preview_chars: Annotated[int, Meta(ge=1, le=400)] = 160
     max_tokens: Pos = 400
     show_dates: bool = True
-    """Each line carries the day its note was written (``- #12 8 May 2023: …``, issue 24)."""
+    """Each line carries the day its note was written (``- #12 8 May 2023: …``)."""
     time_windows: bool = True
     """A message that names a time ("last week", "on 24 October 2023") recalls the notes
-    written then first (``actors.store.context.timed_recall``, issue 24)."""
+    written then first (``actors.store.context.timed_recall``)."""
     focus_items: Annotated[int, Meta(ge=0, le=12)] = 5
     """How many of the items most likely to change the answer (health and diet first,
     then the best recalled notes, then the shown profile) ``### respond`` repeats next to
@@ -134,7 +135,7 @@ class EmbeddingsConfig(_C):
     """memory.embeddings.*. Delays and timeouts in ms.
 
     ``provider``: ``local`` (in-process: ``model`` ``all-minilm-l6-v2-int8``, the default
-    since issue 20 -- a sentence model: LoCoMo dev hybrid recall@10 73.8 % against
+    -- a sentence model: LoCoMo dev hybrid recall@10 73.8 % against
     wordllama's 72.3 %, about 200 notes/s backfill, 3-4 ms per query embedding -- or the
     faster, weaker ``wordllama-l2-supercat-256``; ``python -m bench.embedders``),
     ``llama-server`` (``POST
@@ -143,7 +144,7 @@ class EmbeddingsConfig(_C):
     back with the model's dimension: the catalog's (``runtime.services.embeddings.embedder.CATALOG``)
     or, for a model the catalog does not know, ``dim``. ``apiKey`` / ``apiKeyEnv``
     (default ``OPENAI_API_KEY`` for ``openai``) give a bearer token; ``timeoutMs`` bounds
-    one embedding request (anchor §5.1: 10 s); a recall waits at most 2 s of it.
+    one embedding request (10 s); a recall waits at most 2 s of it.
     """
 
     enabled: bool = True
@@ -237,7 +238,7 @@ class VotingConfig(_C):
     Effects: note eviction order, lesson and procedure rerank (``scoreBlend``) and
     vote deprecation, profile facts hidden from the prompt at ``vote_score ≤
     -profileFilterThreshold``. ``eventLogMaxRows`` caps the audit table. Off by
-    default (the anchor has it on): with the default 1.5B model on 2 cores the extra call
+    default: with the default 1.5B model on 2 cores the extra call
     per turn made replies 1.6× slower (median) and upvoted 150 of 170 items it was shown
     (bench/RESULTS.md, "Cold path"); turn it on with a faster server."""
 
@@ -520,8 +521,8 @@ class ActorBoot(msgspec.Struct):
         config: the effective configuration.
         llm_url: base URL of the LLM server in use ("" when none).
         state_dir_raw: the path's bytes when it is not valid UTF-8 (set on
-            construction: a ``surrogateescape`` str cannot cross the msgpack boundary,
-            FC2-12), else None.
+            construction: a ``surrogateescape`` str cannot cross the msgpack boundary),
+            else None.
     """
 
     state_dir: str

@@ -1,5 +1,4 @@
-"""``atomic-agent config get|set|unset``: read and edit ``config.json`` by key path
-(issue 19, item 6).
+"""``atomic-agent config get|set|unset``: read and edit ``config.json`` by key path.
 
 Keys are the dotted camelCase paths ``config show`` prints (``memory.reflection.timeoutMs``,
 ``server.allowedOrigins``). A value is read as JSON when it parses (``60000``, ``true``,

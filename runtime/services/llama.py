@@ -166,8 +166,8 @@ class _Child:
 RESTART_MAX = 5
 RESTART_WINDOW_S = 60.0
 RESTART_BACKOFF_S = (0.5, 1.0, 2.0, 4.0, 8.0)
-"""Restart policy of the embedded server: the actors' one (DESIGN §1, 5 restarts in
-60 s, then give up), with a longer backoff because a restart reloads the model."""
+"""Restart policy of the embedded server: the actors' one (5 restarts in 60 s, then
+give up; docs/architecture.md §3), with a longer backoff because a restart reloads the model."""
 
 
 async def run_llama_server(

@@ -4,8 +4,9 @@
 
 ``xllamacpp`` (MIT, a ``manylinux2014`` wheel) compiles llama.cpp's own C++ server into a
 Python extension built for AVX2/FMA only, so it runs on any x86-64 CPU with AVX2 whatever
-else the CPU advertises (no AVX-512, no AMX: the SIGILL of issue 16 cannot happen) and
-needs no compiler. This module gives it the command line of a ``llama-server`` binary so
+else the CPU advertises (no AVX-512, no AMX: unlike a build for this CPU, it cannot die
+of SIGILL on a VM that advertises instructions it does not provide) and needs no
+compiler. This module gives it the command line of a ``llama-server`` binary so
 :mod:`runtime.services.llama` starts, watches and stops it like any other server child: it maps
 the llama-server flags below onto ``xllamacpp.CommonParams``, starts the server (which
 listens on its own threads), prints one line, and sleeps until SIGTERM/SIGINT.

@@ -1,10 +1,10 @@
 """Async client for llama-server's native API (``/completion``, ``/props``, ``/health``).
 
-Sources: DESIGN §7 (native API, slot plan, "never send an ``id_slot`` ≥ ``total_slots``"),
-``reference/anchor-behaviour.md`` §7.8 (request body, sampling defaults, retry policy,
-response normalisation) and ``cases/field-cases.md`` BC-18 (a bad slot id used to make
-old servers wait forever and makes newer ones wrap silently; every call needs a finite
-timeout).
+The API: llama.cpp's server README
+(https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md). The slot plan
+and why no call may send an ``id_slot`` ≥ ``total_slots`` (a bad slot id makes old
+servers wait forever and newer ones wrap silently; every call needs a finite timeout):
+docs/architecture.md §5, "Slots".
 
 Error tree (every error is one line; third-party errors are translated here, once)::
 
@@ -19,7 +19,7 @@ extra attempts with exponential backoff (``backoff_base_s`` × 2^attempt, ±20 %
 4xx, malformed bodies and our own timeouts are never retried, and a stream is retried
 only before its first byte.
 
-Deadlines (anchor §7.8; issue 7: a server that drips its answer a byte at a time keeps
+Deadlines (a server that drips its answer a byte at a time keeps
 every httpx per-read timeout alive, so the totals are trio cancel scopes): a unary call —
 every attempt, backoff and the whole body — ends within ``timeout_s``; a stream's
 response headers come within ``timeout_s``, then each SSE ``data:`` event within
@@ -61,8 +61,8 @@ REPEAT_PENALTY = 1.1
 REPEAT_LAST_N = 256
 
 STREAM_CAP_FACTOR = 4
-"""A stream's default whole-stream bound is this many ``timeout_s`` (anchor §7.8's
-absolute stream cap; the idle budget between events is ``timeout_s`` itself)."""
+"""A stream's default whole-stream bound is this many ``timeout_s`` (an absolute
+stream cap; the idle budget between events is ``timeout_s`` itself)."""
 
 DECODE_ERRORS = (msgspec.DecodeError, RecursionError)
 
@@ -174,7 +174,7 @@ class Props(msgspec.Struct, frozen=True):
     """What ``GET /props`` reported. Missing keys get defaults.
 
     ``total_slots``: parallel slots (≥ 1; 1 when not reported). ``slots_reported``:
-    whether the server actually sent ``total_slots`` (BC-18: when it did not, callers
+    whether the server actually sent ``total_slots`` (when it did not, callers
     should not pin slots). ``model_path`` / ``model_alias``: as reported, else None.
     ``n_ctx``: context size in tokens from ``default_generation_settings``, else None.
     """
@@ -258,7 +258,8 @@ _encoder = msgspec.json.Encoder()
 
 
 def _to_completion(wire: _CompletionWire, text: str) -> Completion:
-    """Normalise a final response/chunk (anchor §7.8: slot from id_slot or slot_id)."""
+    """Normalise a final response/chunk (the slot from ``id_slot`` or ``slot_id``, whichever
+    the server sent)."""
     stop_type = wire.stop_type
     if stop_type is None:
         stop_type = (
@@ -362,7 +363,7 @@ class SlotPlan(msgspec.Struct, frozen=True):
     ``main`` is the agent's slot (0); ``reflection`` is 1 and ``rewriter`` is 2 when the
     server has that many slots, else ``-1`` (server picks, no cache reuse, main slot
     untouched). ``total_slots`` is None when the count is unknown, and then every field
-    is -1 (BC-18: do not pin a slot the server may lack).
+    is -1 (never pin a slot the server may lack).
     """
 
     main: int
@@ -410,7 +411,7 @@ class LlamaClient:
     OpenAI-compatible servers).
 
     Raises ``ValueError`` when ``timeout_s`` or ``stream_cap_s`` is not finite and
-    positive (BC-18: every call to llama-server must be bounded).
+    positive (every call to llama-server must be bounded).
     """
 
     def __init__(

@@ -90,7 +90,7 @@ MODELS: dict[str, BundledModel] = {m.name: m for m in (
 
 DEFAULT_MODEL = "qwen2.5-coder-1.5b"
 """``llm.model`` when none is configured: the smallest bundled model that forms memory
-(bench.formation: SmolLM2-135M extracts nothing, the 0.5B about half; issue 17)."""
+(bench.formation: SmolLM2-135M extracts nothing, the 0.5B about half)."""
 
 STAMP_SUFFIX = ".verified"
 CHUNK_BYTES = 1 << 20

@@ -143,7 +143,7 @@ def serve(opts: ServeOptions) -> int:
 def _fork_actors(opts: ServeOptions, cfg: Config, lock: DaemonLock
                  ) -> dict[str, tuple[ForkedProcess, socket.socket]]:
     """Fork the four actors before ``trio.run`` (:func:`runtime.kernel.fork_actors`: they start with
-    their modules already imported, DESIGN §12 ready ≤ 2 s). Only when ``llm.url`` is
+    their modules already imported, for the ready ≤ 2 s target). Only when ``llm.url`` is
     set: with the embedded LLM the actors' boot waits for llama-server, longer than a
     child waits for its boot, so they are spawned after it as before. Also spawned
     when the environment sets ``ATOMIC_AGENT_FORK_START=0`` (a way back, and an A/B

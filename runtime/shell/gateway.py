@@ -355,7 +355,7 @@ class Gateway:
     async def _heartbeat(self, client: Client) -> None:
         """Ping the connection every ``server.pingIntervalMs``; no pong within
         ``server.pingTimeoutMs`` closes it (a peer gone without a FIN or a close frame
-        looks connected forever otherwise; FC2-11). Counted as
+        looks connected forever otherwise). Counted as
         ``gateway.closed{reason=ping_timeout}``."""
         interval, timeout = self.cfg.ping_interval_ms / 1000, self.cfg.ping_timeout_ms / 1000
         while True:

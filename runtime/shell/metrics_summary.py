@@ -1,4 +1,4 @@
-"""``atomic-agent metrics`` in a person's words (issue 19, item 8): what the daemon did
+"""``atomic-agent metrics`` in a person's words: what the daemon did
 since it started — turns by outcome, reflections by outcome and skip reason (where to
 look when memory is not forming), tool calls, recall modes — from the aggregated
 ``metrics.result`` (docs/protocol.md §3). ``metrics --json`` prints the whole result.

@@ -4,7 +4,9 @@
 is none, :class:`OfflineMemory` opens ``<state>/memory.sqlite`` itself and runs the
 very same operation table (``actors.memory.router.run_op``) with the configured caps,
 so results have the same shapes. It is safe next to a daemon that starts meanwhile:
-WAL, a 5 s busy timeout and ``BEGIN IMMEDIATE`` writes (field cases BC-06/BC-07).
+WAL, a 5 s busy timeout and ``BEGIN IMMEDIATE`` writes (a busy database is waited for,
+and no read transaction ever has to become a write one, which SQLite may refuse as
+busy: https://www.sqlite.org/lang_transaction.html).
 A file that is corrupt or from a newer schema is reported, never modified.
 """
 

@@ -6,7 +6,7 @@ the OpenAI API can talk to the daemon by changing its base URL to
 ``http://127.0.0.1:8766/v1`` and its API key to the daemon token.
 
 * ``GET /v1/models`` → ``{"object": "list", "data": [{"id": "atomic-agent", …}]}``.
-* ``POST /v1/chat/completions`` runs one normal turn (DESIGN §2: memory context, the
+* ``POST /v1/chat/completions`` runs one normal turn (docs/architecture.md §4: memory context, the
   agent loop, the session saved, reflection after it) on the **last** message, which must
   be the user's. The session is the ``X-Atomic-Session`` header, else the request's
   ``user`` field, else ``openai``; an unknown id is created. The daemon keeps each

@@ -1,5 +1,5 @@
-"""``atomic-agent memory reindex [--prune]``: the backfill in the foreground (seed 001,
-DESIGN §8).
+"""``atomic-agent memory reindex [--prune]``: the backfill in the foreground
+(docs/architecture.md §4, step 15).
 
 It embeds, newest first, every note with content and no vector for the attached model —
 after a model switch, or when embeddings are turned on over existing notes — with the

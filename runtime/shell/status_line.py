@@ -1,4 +1,4 @@
-"""A one-line "still working" status for the CLI while it waits (issue 19, item 5).
+"""A one-line "still working" status for the CLI while it waits.
 
 On a terminal, ``ask`` and ``chat`` show ``… the model is working (12 s)`` on stderr
 while a turn has produced no text yet, and ``… memory: reflecting on this turn (3 s)``

@@ -10,7 +10,8 @@ It prints one JSON line ``{"port": P}`` on stdout once listening, and exits on S
 SIGINT or EOF on stdin (so a parent that dies takes it along; ``--ignore-stdin`` turns
 that off for manual runs).
 
-Endpoints (shapes as llama-server answers them; DESIGN §7, anchor §7.8):
+Endpoints (shapes as llama-server answers them, its README:
+https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md):
 
 * ``GET /health`` → ``{"status": "ok"}``; ``GET /slots`` → one idle row per slot.
 * ``GET /props`` → ``{"total_slots": N, "default_generation_settings": {"n_ctx": 4096},
@@ -42,7 +43,7 @@ ends with its opening), else ``NONE``. A response that starts with what the prom
 with (a client that put the reply's opening ``{"reply": "`` in the model's mouth) is
 answered from there on, as a model continues its prompt.
 
-Hostile answers (issue 7 fuzzing) — ``raw_body`` (text, UTF-8 with lone surrogates kept
+Hostile answers (for the HTTP fuzz tests) — ``raw_body`` (text, UTF-8 with lone surrogates kept
 as bytes) or ``raw_body_b64`` (bytes) is sent verbatim, for streaming and non-streaming
 requests alike (script an SSE stream as text), shaped by these optional keys:
 
@@ -363,7 +364,7 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
 
         def _embedding(self, body: Any) -> None:
             """``/embedding`` (native) and ``/v1/embeddings`` (OpenAI); see the module
-            docstring for shapes, the BC-10 limit and scripted failures."""
+            docstring for shapes, the batch limit on long inputs and scripted failures."""
             openai = self.path == "/v1/embeddings"
             if state.embedding_dim <= 0:
                 self._send_json(501, {"error": {

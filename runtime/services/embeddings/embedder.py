@@ -8,17 +8,17 @@ model receives the text unchanged.
 
 The embedded provider (``memory.embeddings.provider = "local"``) runs one of
 :data:`LOCAL_MODELS` in-process, with no network and no GPU (``providers.load_local``): by
-default all-MiniLM-L6-v2 int8 (``minilm.MiniLMEmbedder``, a sentence model; the default
-since issue 20), or :class:`LocalEmbedder`: the PyPI package ``wordllama`` (0.4), whose
-wheel ships the ``l2_supercat`` 256-d token embedding table and its tokenizer; its
-vectors are mean-pooled token embeddings. Both are L2-normalised here, so a dot product
+default all-MiniLM-L6-v2 int8 (``minilm.MiniLMEmbedder``, a sentence model), or
+:class:`LocalEmbedder`: the PyPI package ``wordllama`` (0.4), whose wheel ships the
+``l2_supercat`` 256-d token embedding table and its tokenizer; its vectors are mean-pooled
+token embeddings. Both are L2-normalised here, so a dot product
 is the cosine.
 
 Vectors cross process boundaries and land in ``memory_vectors.vector`` as
 little-endian float32 blobs of ``dim * 4`` bytes (:func:`to_blob` / :func:`from_blob`).
 Zero or non-finite vectors never produce NaN downstream: :func:`normalise_rows`
-turns such rows into all-zero rows and :func:`cosine` scores them 0.0 (DESIGN §8,
-"Zero or non-finite vectors score 0, never NaN").
+turns such rows into all-zero rows and :func:`cosine` scores them 0.0 (zero or non-finite
+vectors score 0, never NaN: docs/architecture.md §4, "Embeddings").
 """
 
 from __future__ import annotations
@@ -54,10 +54,10 @@ __all__ = [
 
 Purpose = Literal["document", "query", "similarity"]
 PURPOSES: tuple[str, ...] = ("document", "query", "similarity")
-"""The three embed purposes of seed 001, in a fixed order."""
+"""The three embed purposes, in a fixed order (docs/architecture.md §4, "Embeddings")."""
 
 DEFAULT_MIN_COSINE = 0.35
-"""Cosine floor for notes found by meaning alone (seed 001: catalog ``minCosine``,
+"""Cosine floor for notes found by meaning alone (the catalog's ``minCosine``,
 default 0.35)."""
 
 GEMMA_PREFIXES: dict[str, str] = {
@@ -88,12 +88,12 @@ class EmbeddingUnavailable(Exception):
 
 @dataclass(frozen=True)
 class CatalogEntry:
-    """One embedding model the runtime knows (DESIGN §8 catalog).
+    """One embedding model the runtime knows (an entry of :data:`CATALOG`).
 
     Attributes:
         id: model id, written to ``memory_vectors.model``.
         dim: vector dimension (float32 components).
-        min_cosine: cosine floor for meaning-only recall hits (seed 001, default 0.35).
+        min_cosine: cosine floor for meaning-only recall hits (default 0.35).
         prefixes: task prefix per purpose (``document | query | similarity``); empty
             for models without task prompts, which get the text unchanged.
     """
@@ -116,17 +116,17 @@ class CatalogEntry:
 CATALOG: dict[str, CatalogEntry] = {
     entry.id: entry
     for entry in (
-        # wordllama l2_supercat, 256-d, no task prompts (DESIGN §8; the default before
-        # issue 20: static token embeddings, ~100x faster, weaker on paraphrases).
+        # wordllama l2_supercat, 256-d, no task prompts (the default before MiniLM: static
+        # token embeddings, ~100x faster, weaker on paraphrases).
         CatalogEntry("wordllama-l2-supercat-256", 256),
         # all-MiniLM-L6-v2 as int8 ONNX, in-process (runtime/services/embeddings/minilm.py), 384-d.
         # Its cosines run lower than the default floor assumes: on bench/embedders.py's
         # paraphrase set the right pairs score 0.20-0.66 (10 of 12 at >= 0.25) and the
         # wrong pairs at most 0.33 (95th percentile 0.19), so its floor is 0.25.
         CatalogEntry("all-minilm-l6-v2-int8", 384, min_cosine=0.25),
-        # EmbeddingGemma (seed 001 "EmbeddingGemma 2"): task prompts per purpose, 768-d.
+        # EmbeddingGemma: task prompts per purpose, 768-d.
         CatalogEntry("embeddinggemma-300m", 768, prefixes=GEMMA_PREFIXES),
-        # Server-hosted models seen in the anchor's catalog: no prefixes.
+        # Models commonly served by embedding servers: no prefixes.
         CatalogEntry("nomic-embed-text-v1.5", 768),
         CatalogEntry("bge-small-en-v1.5", 384),
         CatalogEntry("bge-m3", 1024),
@@ -165,7 +165,7 @@ def normalise_rows(vectors: np.ndarray) -> np.ndarray:
     """L2-normalise each row of an ``(n, dim)`` array into a new float32 array.
 
     A row that is all zero or contains NaN/inf becomes all zero (it then scores 0.0
-    against everything, DESIGN §8), so the result is always finite.
+    against everything), so the result is always finite.
     """
     arr = np.asarray(vectors, dtype=np.float32)
     if arr.ndim != 2:
@@ -281,7 +281,7 @@ class LocalEmbedder(InProcessEmbedder):
 
     Construct with :meth:`load` (blocking, ~0.5 s plus the import: call it from a
     worker thread in an actor). ``embed`` is thread-safe (a lock serialises calls:
-    one embed at a time, DESIGN §8).
+    one embed at a time).
     """
 
     MODEL_ID = "wordllama-l2-supercat-256"

@@ -244,7 +244,7 @@ def parse_vectors(payload: Any, n: int) -> list[list[float]]:
 
 class LocalProvider:
     """An in-process embedder (wordllama, or MiniLM int8: :func:`load_local`)
-    behind the async interface (DESIGN §8 default).
+    behind the async interface (the default provider).
 
     Attributes: ``model``, ``dim``, ``entry`` as the embedder's; ``local`` True.
     """
@@ -320,7 +320,8 @@ class ServerEmbedder:
 
     async def probe(self) -> None:
         """One embed of a short text; attaches only when it comes back with ``dim``
-        finite components, not all zero (DESIGN §8; ``_post`` checks the length).
+        finite components, not all zero (docs/architecture.md §4, "Embeddings"; ``_post``
+        checks the length).
         Raises ``EmbeddingUnavailable`` naming the URL and why."""
         rows = await self._post(["probe"])
         with np.errstate(over="ignore"):
@@ -330,7 +331,8 @@ class ServerEmbedder:
                                        "non-finite vector for the probe text")
 
     async def embed(self, texts: list[str], purpose: str) -> Embedded:
-        """Embed ``texts`` for ``purpose`` (module docstring: retries, BC-10 fitting).
+        """Embed ``texts`` for ``purpose`` (module docstring: retries, cutting a
+        note too long for the server's batch to fit).
 
         Returns :class:`Embedded`. Raises ``EmbeddingUnavailable`` when the server fails
         in any other way, ``ValueError`` for an unknown purpose.

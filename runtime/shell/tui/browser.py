@@ -1,12 +1,12 @@
 """Manage → Memory: the operator's browser over the daemon's memory.
 
 Six channels — profile, notes, lessons, procedures, links, votes — each a table read
-with one ``memory`` op, with the seed's keys (``j``/``k``, Enter, ``r``, ``a``,
+with one ``memory`` op, with these keys (``j``/``k``, Enter, ``r``, ``a``,
 ``[``/``]``, ``1``–``6``, ``f``, and ``g`` in a note's detail) and ``/`` keyword
 search (Esc clears it), ``d`` forget (asks first), ``e`` edit a fact, ``n`` add a fact or
 a note, ``?`` help; an empty channel says what fills it. Notes are searched
-by the daemon's keyword-only ``memory.notes.search`` (seed 001: the TUI search never
-uses vectors); the other channels are filtered here, word by word.
+by the daemon's keyword-only ``memory.notes.search`` (the TUI search never uses
+vectors); the other channels are filtered here, word by word.
 
 The browser refreshes itself on ``memory.changed`` and ``reflection`` frames (at most
 once per 0.3 s), and every 5 s with ``a``. Errors from the daemon go to the status

@@ -1,5 +1,5 @@
 """The chat screen: transcript, streamed replies, tool steps, and a side panel of what
-memory did this turn (seed 000 §9.1, docs/protocol.md §3).
+memory did this turn (docs/architecture.md §8, docs/protocol.md §3).
 
 Turns are sent with ``debug`` on, so the first ``prompt`` step's tail tells which
 notes were recalled and which profile facts were injected
@@ -46,8 +46,8 @@ PANEL_WIDTH = 26
 """Characters of text per side-panel line at the smallest panel (30 columns with its
 border, padding and scroll bar: an 80-column terminal)."""
 PANEL_SHARE, PANEL_MAX = 0.33, 64
-"""The panel takes a third of a wider terminal, at most 64 columns (issue 19: a fixed
-30 columns cut reasons and previews in a 120-column terminal)."""
+"""The panel takes a third of a wider terminal, at most 64 columns (a fixed 30
+columns cut reasons and previews in a 120-column terminal)."""
 
 
 def panel_columns(screen_width: int) -> int:

@@ -1,18 +1,22 @@
-"""Field cases, second round: each case's expectations, through the store
-and through the real interfaces (websocket frames, the CLI, a scripted LLM server).
+"""Failure modes reported against other memory daemons (docs/RELIABILITY.md, "Field
+cases, second round"): each one's expectations, through the store and through the real
+interfaces (websocket frames, the CLI, a scripted LLM server).
 
-FC2-03 -- what a turn forgot is not stored again by that turn's reflection, and a fact's
-history can be purged for good.
-FC2-04 -- a fact about someone else, or said only by the assistant, is never stored as
-the user's: a name is the user's only where the user names themself with it.
-FC2-05 -- a negated or corrected statement is never merged into the statement it
+Forgetting -- what a turn forgot is not stored again by that turn's reflection, and a
+fact's history can be purged for good.
+Whose name -- a fact about someone else, or said only by the assistant, is never stored
+as the user's: a name is the user's only where the user names themself with it.
+Corrections -- a negated or corrected statement is never merged into the statement it
 corrects; it supersedes it, recall puts it first, the prompt marks the older one.
-FC2-09 -- the wall clock steps back an hour: write order still decides what is oldest
-and newest (eviction, profile history), a running consolidation keeps its lease.
-FC2-14 -- context overflow in its three shapes is one error, context_overflow, retried
-once with a smaller prompt; a cut stream is llm_stream_incomplete, never a reply.
-FC2-12 -- lone surrogates (a cut emoji from a client, an undecodable byte of a path)
-become U+FFFD at every boundary; nothing else of the message is lost, nothing crashes.
+A clock that steps back -- the wall clock steps back an hour: write order still decides
+what is oldest and newest (eviction, profile history), a running consolidation keeps
+its lease.
+Prompts too long -- context overflow in its three shapes is one error, context_overflow,
+retried once with a smaller prompt; a cut stream is llm_stream_incomplete, never a reply.
+Lone surrogates -- a cut emoji from a client or an undecodable byte of a path becomes
+U+FFFD at every boundary; nothing else of the message is lost, nothing crashes.
+Also: a full disk, servers that refuse llama.cpp's fields, half-open peers, long pasted
+messages and common words.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ from runtime.shell.protocol import Say, decode_frame
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
-# -- FC2-04: attribution ---------------------------------------------------------------
+# -- Whose name: attribution ------------------------------------------------------------
 
 
 def plan(user: str, reflection: str, assistant: str = "", known: dict | None = None):
@@ -162,7 +166,7 @@ async def test_attribution_through_the_daemon(tmp_path):
                 assert counters["agent.memory.reflection.dropped{reason=assistant_only}"] == 2
 
 
-# -- FC2-05: negations and corrections ------------------------------------------------
+# -- Corrections: negations and retractions ---------------------------------------------
 
 OLD = {
     "allergy": "Is allergic to penicillin and carries an epipen on every trip",
@@ -292,8 +296,8 @@ async def test_corrections_over_the_websocket_and_through_reflection(tmp_path):
 
 async def test_prose_from_a_server_without_grammars_never_becomes_a_positive_preference(
         tmp_path):
-    """FC2-05's lenient path: a reflection answered in prose ("they hate cilantro and can
-    not stand loud restaurants") writes nothing, least of all a liking."""
+    """Corrections, the lenient path: a reflection answered in prose ("they hate cilantro
+    and can not stand loud restaurants") writes nothing, least of all a liking."""
     said = "I hate cilantro and I can not stand loud restaurants."
     rule = {"match": f"USER: {said}\nASSISTANT:", "grammar_contains": '"FORGET "',
             "response": "The user said they hate cilantro and can not stand loud restaurants."}
@@ -311,7 +315,7 @@ async def test_prose_from_a_server_without_grammars_never_becomes_a_positive_pre
                 assert await c.memory("memory.notes.list") == []
 
 
-# -- FC2-12: lone surrogates ---------------------------------------------------------
+# -- Lone surrogates --------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("text, repaired", [
@@ -376,7 +380,7 @@ async def test_surrogates_through_the_daemon_and_a_non_utf8_state_dir(tmp_path):
     assert {b"memory.sqlite", b"sessions.sqlite"} <= set(os.listdir(os.fsencode(state)))
 
 
-# -- FC2-09: the wall clock steps back ---------------------------------------------------
+# -- A clock that steps back ------------------------------------------------------------
 
 HOUR_MS = 3_600_000
 
@@ -455,7 +459,7 @@ def test_a_lease_taken_before_the_step_is_held_after_it(tmp_path):
     conn.close()
 
 
-# -- FC2-03: forgetting stays forgotten ------------------------------------------------
+# -- Forgetting stays forgotten ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("item, forgotten", [
@@ -531,7 +535,7 @@ def test_purge_from_the_cli_without_a_daemon(tmp_path):
     assert again.returncode == 1 and "nothing to purge" in again.stderr
 
 
-# -- FC2-14: context overflow and cut streams --------------------------------------------
+# -- Prompts too long: context overflow and cut streams ---------------------------------
 
 OVERFLOW_SHAPES = {
     "a": {"status": 400, "raw_body": '{"error":{"code":400,"message":"request (2100 tokens) '
@@ -627,7 +631,7 @@ async def test_a_stream_cut_before_its_final_chunk_is_an_error_not_a_reply(tmp_p
     assert "Hel" not in json.dumps(saved) and "hello there" in json.dumps(saved)
 
 
-# -- FC2-07: a full disk -----------------------------------------------------------------
+# -- Storage errors: a full disk --------------------------------------------------------
 
 
 def test_a_full_disk_is_named_even_when_sqlite_rolled_back_by_itself(tmp_path):
@@ -659,7 +663,7 @@ def test_a_full_disk_is_named_even_when_sqlite_rolled_back_by_itself(tmp_path):
     conn.close()
 
 
-# -- FC2-15: OpenAI-compatible servers that refuse llama.cpp's fields ---------------------
+# -- Refused fields: OpenAI-compatible servers that refuse llama.cpp's fields -----------
 
 REFUSALS = {
     "strict": {"status": 400, "raw_body": '{"error":{"message":"Unrecognized request argument '
@@ -696,7 +700,7 @@ async def test_a_refused_grammar_field_is_dropped_once_and_never_sent_again(tmp_
     assert 1 <= len(sent) <= 3 and len(bodies) >= len(sent) + 3
 
 
-# -- FC2-11: half-open peers and reconnects ---------------------------------------------
+# -- Half-open peers and reconnects -----------------------------------------------------
 
 
 async def _freezable_proxy(target_port: int, frozen: trio.Event, task_status):
@@ -781,7 +785,7 @@ async def test_a_client_that_reconnects_reads_the_reply_of_the_turn_it_left(tmp_
     assert len(turns) == 1  # run once, never twice
 
 
-# -- FC2-01: long pasted messages and common words ---------------------------------------
+# -- Long and common queries: pasted messages and common words --------------------------
 
 
 def test_a_pasted_log_ors_a_bounded_number_of_terms_and_rare_words_still_count(store):
