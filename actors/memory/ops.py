@@ -6,7 +6,7 @@ One table, :data:`OPS`, serves every caller: the agent's tool calls (the tools
 ``memory.lessons.recall``, ``memory.procedures.recall``), the websocket gateway's
 ``memory`` frames, the MCP server, the OpenAI-compatible API and the offline CLI. The
 memory actor answers each op with the handler of the same name
-(:data:`actors.memory.tools.HANDLERS`). ``args`` from a model or a client are converted
+(:data:`actors.memory.router.HANDLERS`). ``args`` from a model or a client are converted
 with msgspec (:func:`decode_args`); unknown or mistyped fields become
 :class:`~actors.store.errors.ValidationError` (code ``invalid_argument``) naming the
 field, so a model can retry. This module reads no store: a process that only talks to
