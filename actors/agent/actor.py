@@ -117,6 +117,10 @@ class _Turn:
     llm_ms: float = 0.0  # every completion of the turn
     prompt_ms: float = 0.0  # the server's prompt processing (prefill), when it reports it
     prefill_tokens: int = 0  # prompt tokens the server processed (its cache excluded)
+    prompt_tokens: int = 0  # prompt tokens of every completion, from the cache or not
+    generated_tokens: int = 0  # tokens the server generated
+    generation_ms: float = 0.0  # the server's generation time, when it reports it
+    floor_ms: float = 0.0  # the last completion's server prompt + generation time
     steps: int = 0
     surfaced: list[Surfaced] = field(default_factory=list)  # memory items rendered
     zone: str | None = None  # the user's time zone, from the profile (agent/now.py)
@@ -408,7 +412,11 @@ class AgentActor:
                                         llm_ms=round(turn.llm_ms, 2),
                                         prompt_ms=round(turn.prompt_ms, 2),
                                         prefill_tokens=turn.prefill_tokens,
-                                        steps=turn.steps)))
+                                        steps=turn.steps,
+                                        prompt_tokens=turn.prompt_tokens,
+                                        generated_tokens=turn.generated_tokens,
+                                        generation_ms=round(turn.generation_ms, 2),
+                                        floor_ms=round(turn.floor_ms, 2))))
                 self.turns.pop(msg.session, None)
         latency = (time.monotonic() - t0) * 1000
         self.metrics.inc("agent.turns", {"reason": reason})
@@ -609,6 +617,10 @@ class AgentActor:
             turn.llm_ms += (time.monotonic() - t_llm) * 1000
             turn.prompt_ms += completion.prompt_ms or 0.0
             turn.prefill_tokens += completion.prompt_n or 0
+            turn.prompt_tokens += completion.tokens_evaluated
+            turn.generated_tokens += completion.tokens_predicted
+            turn.generation_ms += completion.predicted_ms or 0.0
+            turn.floor_ms = (completion.prompt_ms or 0.0) + (completion.predicted_ms or 0.0)
             match parse_action(completion.text):
                 case Reply(text=text) if text.strip():
                     return "reply", text.strip()

@@ -124,7 +124,19 @@ class Step(_TurnFrame, tag="step"):
 
 
 class TurnTimings(msgspec.Struct, rename="camel"):
-    """Where a turn's time went (ms) and how much the model read."""
+    """Where a turn's time went (ms) and how much the model read and wrote.
+
+    ``total_ms``: the whole turn in the agent; ``context_ms``: rewrite, memory context and
+    its rendering; ``llm_ms``: every completion, as the agent waited for it;
+    ``prompt_ms`` / ``generation_ms``: the server's own prompt processing and generation
+    time, summed over the steps (0 when the server reports none); ``prefill_tokens``:
+    prompt tokens the server evaluated, ``prompt_tokens``: every prompt token of the
+    turn's completions, its prompt cache's included (so ``prompt_tokens -
+    prefill_tokens`` came from the cache); ``generated_tokens``: tokens generated;
+    ``floor_ms``: the last completion's server prompt + generation time — what the model
+    alone needs for the answer, the floor a turn is measured against; ``steps``: LLM
+    steps. Fields added after the first release have defaults.
+    """
 
     total_ms: float
     context_ms: float
@@ -132,6 +144,10 @@ class TurnTimings(msgspec.Struct, rename="camel"):
     prompt_ms: float
     prefill_tokens: int
     steps: int
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    generation_ms: float = 0.0
+    floor_ms: float = 0.0
 
 
 class TurnFinished(_TurnFrame, tag="turn.finished"):
