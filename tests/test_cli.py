@@ -106,6 +106,23 @@ def test_client_commands_without_a_daemon_exit_3(tmp_path):
     assert "no atomic-agent daemon is running" in r.stderr and "atomic-agent serve" in r.stderr
 
 
+def test_memory_commands_on_a_new_install_before_the_daemon_ever_ran(tmp_path):
+    """A read on a state directory that does not exist says nothing was stored and what
+    creates it, and creates nothing (a mistyped --state-dir leaves no directory); the first
+    write creates it, private; an import of a missing file creates nothing."""
+    state = tmp_path / "new-state"
+    r = cli("memory", "profile", "list", "--state-dir", str(state))
+    assert r.returncode == 1 and "nothing was stored there" in r.stderr
+    assert "memory notes store" in r.stderr and not state.exists()
+    r = cli("memory", "import", str(tmp_path / "missing.jsonl"), "--state-dir", str(state))
+    assert r.returncode == 1 and "no such file" in r.stderr and not state.exists()
+    r = cli("memory", "notes", "store", "I keep bees", "--state-dir", str(state))
+    assert r.returncode == 0 and "I keep bees" in r.stdout, r.stderr
+    assert state.is_dir() and state.stat().st_mode & 0o777 == 0o700
+    r = cli("memory", "notes", "list", "--state-dir", str(state))
+    assert r.returncode == 0 and "I keep bees" in r.stdout
+
+
 @pytest.mark.parametrize("args", [[], ["serve"], ["ask"], ["chat"], ["memory"], ["memory", "profile"],
                                   ["memory", "notes", "recall"], ["config", "show"], ["metrics"],
                                   ["stop"]])

@@ -22,6 +22,7 @@ from actors.store.stores import file_stats, open_stores
 from actors.store.errors import MemoryFailure, StorageFailure
 from actors.store.files import FileRoom
 from actors.store.schema import open_database
+from actors.memory.ops import OPS
 from actors.memory.router import OpCall, run_op
 from runtime.services.config import Config
 
@@ -73,9 +74,24 @@ class OfflineMemory:
 
     async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
         """Run ``op`` on the file; returns JSON-shaped data like the daemon would.
-        ``memory.import`` creates the state directory when there is none yet (moving
-        memory to a machine that never ran the daemon)."""
-        if op == "memory.import" and not self.path.parent.exists():
+
+        A state directory that does not exist yet (a new install, before the daemon's
+        first start) is created by the first write — a store, a fact, an import (moving
+        memory to a machine that never ran the daemon) — with the daemon's permissions; a
+        read there answers ``not_found`` saying that nothing was stored yet and what
+        creates it, so a mistyped ``--state-dir`` never leaves a directory behind. An
+        import of a file that does not exist creates nothing."""
+        if not self.path.parent.exists():
+            spec = OPS.get(op)
+            if spec is None or not spec.writes:
+                raise ClientError("not_found", (
+                    f"no memory at {self.path.parent} yet: nothing was stored there. A "
+                    "write creates it (atomic-agent memory notes store \"…\", memory "
+                    "profile set KEY VALUE, memory import FILE), and so does atomic-agent "
+                    "serve"))
+            wanted = (args or {}).get("path")
+            if op == "memory.import" and isinstance(wanted, str) and not Path(wanted).is_file():
+                raise ClientError("invalid_argument", f"path: no such file: {wanted}")
             try:
                 ensure_state_dir(self.path.parent)
             except StateError as exc:
