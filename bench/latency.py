@@ -21,7 +21,8 @@ nor memory (:data:`PROBE`):
   the tenth turn of the run;
 * **interference**: right after each formation turn, while its reflection runs on the
   server's other slot, the probe is asked in another session (*busy*); once the reflection
-  has landed it is asked again (*quiet*). Only busy probes that started before the
+  has landed, and what it wrote is cleared so that both probes see the same (empty)
+  memory, it is asked again (*quiet*). Only busy probes that started before the
   reflection landed count; the ratio is busy / quiet (medians);
 * **a short question on a warm server**: the quiet probes' first reply piece.
 
@@ -158,6 +159,8 @@ async def run(args: argparse.Namespace, questions: list[dict],
                 ran = said.get("reflection") not in ("none", "timeout") and landed is not None
                 busy["overlapped"] = ran and busy["busy_start"] * 1000 < landed
                 keep("busy", case["id"], busy)
+                async with open_client(url=url, token=token) as admin:
+                    await clear_memory(admin)  # the busy probe's memory: what it wrote goes
                 keep("quiet", case["id"], await _turn(url, token, _session("probe"), PROBE))
     return rows
 

@@ -260,6 +260,14 @@ async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp
         assert done.returncode == 0, done.stderr
         line = [ln for ln in done.stderr.splitlines() if ln.startswith("memory: ")]
         assert len(line) == 1 and line[0].startswith("memory: remembered "), done.stderr
+        # asked at once after the ready line: the warm-up of the model's prompt cache was
+        # still running, and the turn said so; the next turn, after it, does not
+        assert d.ready["warmingUp"] is True
+        assert "still warming up" in done.stderr, done.stderr
+        again = await trio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "runtime.shell.cli", "ask", "--no-memory", "--state-dir",
+             str(state), "Thanks!"], cwd=REPO, capture_output=True, text=True, timeout=600))
+        assert again.returncode == 0 and "warming up" not in again.stderr, again.stderr
         async with open_client(url=d.url, token=d.token) as c:
             facts = {f["key"]: f["value"] for f in await c.memory("memory.profile.list")}
             notes = [n["content"] for n in await c.memory("memory.notes.list")]

@@ -71,6 +71,7 @@ from .prompt import (
     CLIP_MARKER,
     LAST_STEP_NOTICE,
     REPLY_PREFILL,
+    WARMING,
     Finish,
     Invalid,
     Reply,
@@ -234,6 +235,9 @@ class AgentActor:
         # Persona, tool catalog and grammars for the tools memory.* leaves on.
         self.prompt = agent_prompt(enabled_tools(self.cfg.memory))
         self.turns: dict[str, _Turn] = {}
+        # Set once the start-up warm-up of the model's prompt cache is over (at once
+        # without an embedded server): a turn that starts before it says so.
+        self.warmed = trio.Event()
         self.opened: dict[str, str | None] = {}  # opened, no turn yet: id → working dir
         self.db_lock = trio.Lock()
         self.n_ctx: int | None = None
@@ -337,9 +341,12 @@ class AgentActor:
     async def on_ready(self) -> None:
         """Warm the agent's slot with the stable prefix (persona and tool catalog) at
         start-up, so the first turn evaluates only its tail (embedded server only)."""
-        if self.cfg.llm.url is None:
-            await warm_prefix(self.llm, self.prompt.prefix, role="main",
-                              partition="agent:warmup")
+        try:
+            if self.cfg.llm.url is None:
+                await warm_prefix(self.llm, self.prompt.prefix, role="main",
+                                  partition="agent:warmup")
+        finally:
+            self.warmed.set()
 
     async def _run_turn(self, msg: RunTurn) -> TurnResult:
         if msg.session in self.turns:
@@ -563,6 +570,8 @@ class AgentActor:
     async def _turn_body(self, msg: RunTurn, state: SessionState) -> tuple[str, str]:
         if self.llm is None:
             raise AgentError("no_llm", "no LLM is configured (set llm.url)")
+        if not self.warmed.is_set():
+            await self._emit(msg.session, Step(turn=msg.turn, step="notice", message=WARMING))
         memory = await self._memory_context(msg, state)
         keep = self.cfg.agent.history_messages
         history = [(m.role, m.text) for m in state.messages[-keep:]] if keep else []

@@ -200,6 +200,10 @@ REPLY_GRAMMAR = _DEFAULT.reply_grammar
 calling tools — refused writes included — would otherwise end the turn at ``max_steps``
 with no answer for the user)."""
 LAST_STEP_NOTICE = "This is your last step: answer the user now with a reply."
+WARMING = ("the model is still warming up (reading its instructions once after start); "
+           "this reply takes longer than the next ones")
+"""The ``notice`` step of a turn that starts before the start-up warm-up is over (shown
+to the user, not to the model)."""
 REPLY_PREFILL = Prefill(text='{"reply": "', grammar="\n".join([
     '# the rest of a {"reply": "..."} action',
     'root ::= char* "\\"" ws "}"',

@@ -379,6 +379,9 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                          "tokenFile": info["tokenFile"],
                          "pid": os.getpid(), "llm": llm_url, "llmKind": llm_desc,
                          "llmHealthy": llm_status == "ok", "llmStatus": llm_status,
+                         # the embedded server's prompt cache is warmed after this line:
+                         # the first turn says so while it lasts (a notice step)
+                         "warmingUp": llm_url is not None and cfg.llm.url is None,
                          # the configured embedder; it attaches in the background after
                          # backfillStartDelayMs (`memory stats` says when it has)
                          "embedder": _embedder_desc(cfg),
