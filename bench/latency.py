@@ -18,12 +18,14 @@ Three more questions are answered with one short probe question that needs neith
 nor memory (:data:`PROBE`):
 
 * **the first turn after the ready line**, asked as soon as ``serve`` says ready, against
-  the tenth turn of the run;
+  the tenth turn of the run (a memory-use question, with its longer prompt);
 * **interference**: right after each formation turn, while its reflection runs on the
   server's other slot, the probe is asked in another session (*busy*); once the reflection
   has landed, and what it wrote is cleared so that both probes see the same (empty)
-  memory, it is asked again (*quiet*). Only busy probes that started before the
-  reflection landed count; the ratio is busy / quiet (medians);
+  memory, a question of the same length is asked (*quiet*, :data:`QUIET_PROBE`: the
+  same question again would be served whole from the server's prompt cache). Only busy
+  probes that started before the reflection landed count; the ratio is busy / quiet
+  (medians);
 * **a short question on a warm server**: the quiet probes' first reply piece.
 
 Targets on 2 cores (medians, quiet machine): 1.0 steps per memory-use question, turn ≤ 1.15
@@ -56,6 +58,9 @@ SECTION = "## Real-model latency"
 FORMATION_DATA = Path(__file__).resolve().parent / "data" / "formation-dev.json"
 PROBE = "Which day of the week comes after Tuesday?"
 """A short question that needs no tool and no memory."""
+QUIET_PROBE = "Which month of the year comes after March?"
+"""The quiet probe: as short as :data:`PROBE` but another question, so that it is not a
+prompt the server's cache already holds whole (the busy probe's, asked just before)."""
 
 TARGETS = {"steps": 1.0, "floor_ratio": 1.15, "first_piece_s": 1.5, "memuse_turn_s": 3.0,
            "interference": 1.2}
@@ -161,7 +166,8 @@ async def run(args: argparse.Namespace, questions: list[dict],
                 keep("busy", case["id"], busy)
                 async with open_client(url=url, token=token) as admin:
                     await clear_memory(admin)  # the busy probe's memory: what it wrote goes
-                keep("quiet", case["id"], await _turn(url, token, _session("probe"), PROBE))
+                keep("quiet", case["id"], await _turn(url, token, _session("probe"),
+                                                      QUIET_PROBE))
     return rows
 
 
@@ -263,7 +269,8 @@ def render(args: argparse.Namespace, rows: list[dict[str, Any]], command: str,
         "own (`turn.finished` timings); times are the client's, `say` → first `reply.delta` "
         "and → `turn.finished`. `bench/latency.py` explains each figure.\n\n"
         f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
-        f"- Model: {model_label(args)}; runs: {args.repeat}; probe: {PROBE!r}\n\n"
+        f"- Model: {model_label(args)}; runs: {args.repeat}; probes: {PROBE!r} (first, "
+        f"busy), {QUIET_PROBE!r} (quiet)\n\n"
         "| turns | n | steps | prompt tokens p50 | evaluated p50 | cached p50 | "
         "generated p50 | first piece p50 s | turn p50 s | turn p95 s | floor p50 s | "
         "turn / floor p50 |\n"
