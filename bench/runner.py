@@ -75,6 +75,11 @@ BENCHES = (
           "memory formation through a daemon on the default model: recall ≥ 85 %, "
           "violations ≤ 2, median turn ≤ 10 s, reflections within their timeout",
           ("--repeat", "3")),
+    Bench("latency", "## Real-model latency",
+          "real-model turns against the server's floor: 1.0 steps per question, turn ≤ 1.15 "
+          "× floor, first piece ≤ 1.5 s, memory-use turn ≤ 3 s, interference ≤ 1.2×, first "
+          "turn after ready no slower than the tenth",
+          ("--repeat", "3")),
     Bench("integrations", "## MCP and OpenAI API overhead",
           "a recall through MCP (stdio, HTTP) and a turn through the OpenAI-compatible API "
           "vs the same over the websocket, same run (reported)"),
