@@ -52,6 +52,7 @@ import trio
 from bench._results import machine_line, percentile, publish, utc_now
 from bench.formation import REFLECTION_WAIT_S, bench_daemon, clear_memory, model_label
 from bench.memuse import DATA as MEMUSE_DATA
+from bench.memuse import write_setup
 from runtime.shell.client import open_client
 
 SECTION = "## Real-model latency"
@@ -135,12 +136,7 @@ async def run(args: argparse.Namespace, questions: list[dict],
         for case in questions:
             async with open_client(url=url, token=token) as admin:
                 await clear_memory(admin)
-                for item in case["setup"]:
-                    if "note" in item:
-                        await admin.memory("memory.notes.store", {"content": item["note"]})
-                    else:
-                        await admin.memory("memory.profile.set",
-                                           {"key": item["key"], "value": item["value"]})
+                await write_setup(admin, case)
             keep("memuse", case["id"], await _turn(url, token, _session("memuse"), case["ask"],
                                                    reflection=True))
         for case in statements:

@@ -70,7 +70,8 @@ def passes(case: dict, reply: str) -> tuple[bool, str]:
 # ------------------------------------------------------------------ running
 
 
-async def _setup(c, case: dict) -> None:
+async def write_setup(c, case: dict) -> None:
+    """Write a memory-use case's ``setup`` (notes and profile facts) with memory ops."""
     for item in case["setup"]:
         if "note" in item:
             await c.memory("memory.notes.store", {"content": item["note"]})
@@ -82,7 +83,7 @@ async def run_case(url: str, token: str, case: dict, verbose: bool) -> dict[str,
     """Empty memory, write the case's setup, ask its question in a fresh session."""
     async with open_client(url=url, token=token) as admin:
         await clear_memory(admin)
-        await _setup(admin, case)
+        await write_setup(admin, case)
     session = f"memuse-{case['id']}-{int(time.time() * 1000) % 10**8}"
     tools: list[str] = []
     refused: list[str] = []

@@ -69,3 +69,12 @@ async def test_every_frame_the_daemon_sends_round_trips_through_its_struct(tmp_p
     for frame in seen:
         typed = decode_outbound(json.dumps(frame))
         assert msgspec.to_builtins(typed) == frame, frame
+
+
+def test_a_reflection_event_is_its_frame_field_for_field() -> None:
+    """The gateway sends a reflection event as its frame by field name: the two keep the
+    same fields."""
+    from actors.reflection.messages import ReflectionEvent
+    from runtime.shell.outbound import ReflectionFrame
+
+    assert ReflectionEvent.__struct_fields__ == ReflectionFrame.__struct_fields__

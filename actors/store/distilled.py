@@ -21,6 +21,7 @@ Times are Unix milliseconds; every write goes through ``schema.write_txn``.
 from __future__ import annotations
 
 import re
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, ClassVar, Generic, TypeVar, cast
 
@@ -227,7 +228,7 @@ def vote_rerank(conn: apsw.Connection, table: str, hits: list[tuple[tuple, float
 RowT = TypeVar("RowT")
 
 
-class DistilledStore(Generic[RowT]):
+class DistilledStore(ABC, Generic[RowT]):
     """Read, recall, count, bump and deprecate the rows of one distilled table.
 
     Subclasses set the class constants (never input): ``TABLE`` (``lessons`` |
@@ -267,8 +268,9 @@ class DistilledStore(Generic[RowT]):
         self.conn = conn
 
     @staticmethod
+    @abstractmethod
     def _row(row: Sequence[Any], score: float | None = None) -> RowT:
-        raise NotImplementedError
+        """A ``COLS`` row (and its recall score, if any) as the table's record Struct."""
 
     def _insert(self, sql: str, args: tuple[object, ...]) -> RowT:
         """Run one INSERT in a write transaction and return the new row, read back."""

@@ -216,12 +216,9 @@ class Gateway:
                     lesson_id=event.lesson_id if cluster else UNSET,
                     report=event.report if event.report is not None else UNSET))
             case ReflectionEvent():
-                self._to_channel("reflection", ReflectionFrame(
-                    session=event.session, turn=event.turn, outcome=event.outcome,
-                    latency_ms=event.latency_ms, fact_keys=event.fact_keys,
-                    note_ids=event.note_ids, reason=event.reason,
-                    updated_keys=event.updated_keys, forgotten_keys=event.forgotten_keys,
-                    forgotten_note_ids=event.forgotten_note_ids, timeout_ms=event.timeout_ms))
+                # the frame is the event under its client-facing type (the same fields)
+                self._to_channel("reflection",
+                                 ReflectionFrame(**msgspec.structs.asdict(event)))
 
     def _to_session(self, session: str, frame: OutboundFrame) -> None:
         for c in list(self.clients):
