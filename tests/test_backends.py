@@ -188,3 +188,55 @@ def test_backend_config_is_validated():
         parse_config('{"llm": {"api": "gpt"}}')
     assert "llm.api" in str(info.value)
     assert backends_from_config(Config(), None) == []
+
+
+async def test_a_warmed_prefix_is_saved_once_and_restored_after_a_restart(tmp_path):
+    """``warm_prefix`` evaluates the prefix and saves the slot; the next start (a new
+    server process, the same slot folder) restores it instead of evaluating it again;
+    another prefix is another file."""
+    from runtime.services.backends import warm_file_name, warm_prefix
+
+    cfg = Config()
+
+    async def warm(system: str) -> list[tuple[str, str]]:
+        async with open_fake_llama(tmp_path, []) as fake:
+            pool = BackendPool(backends_from_config(cfg, fake.url))
+            try:
+                await warm_prefix(pool, system, role="reflection", partition="warm")
+            finally:
+                await pool.aclose()
+            return [(r["path"], (r["body"] or {}).get("filename", "completion"))
+                    for r in fake.requests() if r["method"] == "POST"]
+
+    name = warm_file_name("reflection", "chatml", "You extract facts.")
+    assert name.startswith("reflection-") and name.endswith(".bin")
+    assert await warm("You extract facts.") == [
+        ("/slots/1?action=restore", name), ("/completion", "completion"),
+        ("/slots/1?action=save", name)]
+    assert await warm("You extract facts.") == [("/slots/1?action=restore", name)]
+    other = warm_file_name("reflection", "chatml", "You extract more facts.")
+    assert other != name
+    assert [p for p, _ in await warm("You extract more facts.")] == [
+        "/slots/1?action=restore", "/completion", "/slots/1?action=save"]
+
+
+def test_the_slot_folder_is_per_model_file_private_and_pruned(tmp_path):
+    """One folder per model file (path, size, modification time); other models'
+    folders and all but the newest files are deleted; the folders are 0700."""
+    from runtime.services.llama import SLOT_FILES_KEPT, slot_cache_dir
+
+    model = tmp_path / "m.gguf"
+    model.write_bytes(b"GGUF one")
+    root = tmp_path / "llm-cache"
+    first = slot_cache_dir(root, str(model))
+    assert first.parent == root and oct(first.stat().st_mode & 0o777) == "0o700"
+    assert oct(root.stat().st_mode & 0o777) == "0o700"
+    for n in range(SLOT_FILES_KEPT + 2):
+        (first / f"main-{n}.bin").write_bytes(b"x")
+        os.utime(first / f"main-{n}.bin", ns=(n * 10**9, n * 10**9))
+    assert slot_cache_dir(root, str(model)) == first
+    assert sorted(f.name for f in first.iterdir()) == [
+        f"main-{n}.bin" for n in range(2, SLOT_FILES_KEPT + 2)]
+    model.write_bytes(b"GGUF two, replaced")  # another model at the same path
+    second = slot_cache_dir(root, str(model))
+    assert second != first and not first.exists() and list(root.iterdir()) == [second]

@@ -276,6 +276,17 @@ async def test_the_readme_demo_sentence_lands_in_memory_on_the_default_model(tmp
     for word in ("Lisbon", "pytest"):
         assert any(word.lower() in entry.lower() for entry in memory), (word, memory)
     assert "Dana" in line[0] and "Lisbon" in line[0]
+    # the agent's warmed prefix was saved; the next start reads it back instead of
+    # evaluating it again, so its first turn is not a warming-up one
+    assert len(list((state / "llm-cache").glob("*/main-*.bin"))) == 1
+    async with run_daemon(state, ready_timeout_s=300) as d:
+        with trio.fail_after(60):
+            while '"restored": true' not in (state / "logs" / "agent.log").read_text():
+                await trio.sleep(0.1)
+        third = await trio.to_thread.run_sync(lambda: subprocess.run(
+            [sys.executable, "-m", "runtime.shell.cli", "ask", "--no-memory", "--state-dir",
+             str(state), "Thanks again!"], cwd=REPO, capture_output=True, text=True, timeout=600))
+        assert third.returncode == 0 and "warming up" not in third.stderr, third.stderr
 
 
 async def test_openai_api_and_mcp_on_the_default_model(tmp_path):

@@ -288,6 +288,38 @@ async def test_a_new_turn_aborts_only_its_own_sessions_reflection(tmp_path):
                 assert facts == {"hometown", "city"}
 
 
+async def test_a_turn_in_another_session_goes_first_and_the_reflection_lands_after(tmp_path):
+    """Turns first: session A's reflection is in flight when B's turn starts; it is
+    cancelled (the request closed), B's turn is served, then A's reflection is sent
+    again and lands once (docs/architecture.md §10, "Turns first")."""
+    rules = [{"match": "USER: I live in Lisbon", "grammar_contains": "NOTE", "delay_ms": 2500,
+              "response": "SET city=Lisbon\n"},
+             {"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
+    async with open_fake_llama(tmp_path, rules, slots=2) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as a, \
+                    open_client(url=d.url, token=d.token) as b:
+                await a.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+
+                def reflections() -> list[dict]:
+                    return [c for c in fake.completions() if "NOTE" in c.get("grammar", "")]
+
+                with trio.fail_after(60):
+                    async for _ in a.say("I live in Lisbon"):
+                        pass
+                    while not reflections():  # A's reflection has reached the server
+                        await trio.sleep(0.02)
+                    async for _ in b.say("What is two plus two?"):
+                        pass
+                    event = await a.wait_for(lambda f: f["type"] == "reflection"
+                                             and f["session"] == a.session)
+                assert event["outcome"] == "ok"
+                assert {f["key"]: f["value"] for f in await a.memory("memory.profile.list")} \
+                    == {"city": "Lisbon"}
+                # the interrupted request and the one sent again after B's turn
+                assert len(reflections()) == 2
+
+
 async def test_an_actor_restart_is_announced_to_actors_subscribers(tmp_path):
     """A crashed actor is restarted, and clients subscribed to ``actors`` get
     ``actor.restarting`` (its name, exit code) while the daemon keeps serving."""

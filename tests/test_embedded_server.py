@@ -116,8 +116,10 @@ def test_server_args_reach_the_command_line_after_the_defaults(tmp_path):
     (argv,) = (tmp_path / "argv.log").read_text().splitlines()  # exit 3: no retry
     args = argv.split()
     assert args[:2] == ["-m", str(tmp_path / "tiny.gguf")]
-    for flag in ("--host", "--port", "--parallel", "-c", "-t"):
+    for flag in ("--host", "--port", "--parallel", "-c", "-t", "-b", "-ub", "--slot-save-path"):
         assert flag in args
+    # warmed prefixes are kept per model file, in the state directory
+    assert args[args.index("--slot-save-path") + 1].startswith(str(state / "llm-cache"))
     assert args[-3:] == ["--no-repack", "--cache-reuse", "256"]
     assert "exit code 3" in done.stderr and "llm.serverArgs" in done.stderr
 

@@ -146,6 +146,9 @@ def test_build_params_maps_flags_onto_xllamacpp():
     assert (p.model.path, p.port, p.n_parallel, p.n_ctx) == ("x.gguf", 9, 2, 8192)
     assert p.cpuparams.n_threads == 3 and p.cpuparams_batch.n_threads == 3
     assert p.no_extra_bufts is True and p.embedding is True and p.n_ubatch == 64
+    # llama.cpp joins the folder and the file name as strings: the folder gets its "/"
+    assert build_params(["-m", "x.gguf", "--slot-save-path", "/s/d"]).slot_save_path == "/s/d/"
+    assert build_params(["-m", "x.gguf", "--slot-save-path", "/s/d/"]).slot_save_path == "/s/d/"
     with pytest.raises(UsageError, match="--pooling"):
         build_params(["-m", "x.gguf", "--pooling", "max"])
     with pytest.raises(UsageError, match="no model"):

@@ -33,7 +33,7 @@ from actors.backfill.messages import Similarity, SimilarityReply
 from actors.memory.messages import BuildContext, BumpOutcomes, OpResult, ToolOp
 from actors.memory.ops import TOOL_NAMES
 from actors.policy.write_guard import refusal, spelled_call
-from actors.reflection.messages import EARLIER_MAX, AbortPending, Reflect, Surfaced
+from actors.reflection.messages import EARLIER_MAX, AbortPending, Foreground, Reflect, Surfaced
 from actors.store.context import MemoryContext, render_context
 from actors.store.plans import RenderBudget
 from actors.store.errors import StorageFailure
@@ -338,15 +338,30 @@ class AgentActor:
         except RuntimeFailure:
             pass
 
+    async def _tell_foreground(self) -> None:
+        """Cast the number of running turns (the start-up warm-up counts as one) to the
+        reflection actor, which holds its LLM calls back while it is above zero
+        (docs/architecture.md §10, "Turns first"). A reflection actor that is down
+        misses it; the turn goes on."""
+        busy = len(self.turns) + (0 if self.warmed.is_set() else 1)
+        try:
+            await self.ctx.cast("reflection", Foreground(turns=busy))
+        except RuntimeFailure:
+            pass
+
     async def on_ready(self) -> None:
         """Warm the agent's slot with the stable prefix (persona and tool catalog) at
-        start-up, so the first turn evaluates only its tail (embedded server only)."""
+        start-up, so the first turn evaluates only its tail (embedded server only). The
+        reflection actor's own warm-up waits for this one (:meth:`_tell_foreground`)."""
         try:
+            await self._tell_foreground()
             if self.cfg.llm.url is None:
                 await warm_prefix(self.llm, self.prompt.prefix, role="main",
                                   partition="agent:warmup")
         finally:
             self.warmed.set()
+            with trio.CancelScope(shield=True):
+                await self._tell_foreground()
 
     async def _run_turn(self, msg: RunTurn) -> TurnResult:
         if msg.session in self.turns:
@@ -368,6 +383,7 @@ class AgentActor:
         reason, reply = "error", ""
         failure: dict[str, Any] = {}  # turn.finished's code (and token numbers) on error
         try:
+            await self._tell_foreground()
             await self.ctx.cast("reflection", AbortPending(session=msg.session))
             await self._emit(msg.session, TurnStarted(turn=msg.turn))
             with turn.scope:
@@ -425,6 +441,7 @@ class AgentActor:
                                         generation_ms=round(turn.generation_ms, 2),
                                         floor_ms=round(turn.floor_ms, 2))))
                 self.turns.pop(msg.session, None)
+                await self._tell_foreground()
         latency = (time.monotonic() - t0) * 1000
         self.metrics.inc("agent.turns", {"reason": reason})
         log.info("agent.turn_finished", session=msg.session, turn=msg.turn, reason=reason,

@@ -36,6 +36,11 @@ turn's side calls on the same slot: the link generator
 (``Reflect.surfaced``) and within its own timeout. The actor also runs the periodic
 consolidator (:mod:`.consolidator`, started in :meth:`ReflectionActor.on_ready`) and
 answers ``Consolidate`` requests with a tick's :class:`~.messages.TickReport`.
+
+Every LLM call of this actor goes through a :class:`~.foreground.ForegroundGate`
+(turns first, docs/architecture.md §10): it waits while the agent runs a turn
+(``Foreground`` casts), is cancelled and sent again when a turn starts during it, and
+is held back at most ``DEFER_MAX_S`` in all.
 """
 
 from __future__ import annotations
@@ -67,12 +72,14 @@ from runtime.services.llm import (LLMError, LLMServerError, LLMStreamIncomplete,
 from runtime.services.metrics import Metrics, MetricsRequest
 
 from .consolidator import Consolidator
+from .foreground import ForegroundGate, YieldingPool
 from .grammar import REFLECTION_GRAMMAR
 from .linkgen import LINK_SYSTEM, build_link_prompt, link_grammar, parse_links
 from .messages import (
     AbortPending,
     Consolidate,
     ConsolidationEvent,
+    Foreground,
     Reflect,
     ReflectionEvent,
     ReflectionMsg,
@@ -100,6 +107,9 @@ RETRY_DELAYS_S = (1.0, 4.0)
 """Waits (s) before the reflection is tried again after a transient failure: the memory
 actor restarting (~1 s), the LLM server answering 5xx, unreachable or too slow. After
 the last, the exchanges are carried into the session's next reflection."""
+AGENT_HEARD_WAIT_S = 10.0
+"""At start-up, how long the reflection slot's warm-up waits for the agent's first
+:class:`~.messages.Foreground` count (the agent warms its own slot first)."""
 PARSE_MAX_ITEMS = 6
 """Items parsed before grounding (the grammar's six lines); the per-call caps apply to
 what survives the grounding filter (guards first, then caps)."""
@@ -117,8 +127,11 @@ def transient(exc: BaseException) -> bool:
 class ReflectionActor:
     """Handlers and per-session bookkeeping; see the module docstring."""
 
-    def __init__(self, ctx: ActorContext, boot: ActorBoot, llm: BackendPool | None) -> None:
+    def __init__(self, ctx: ActorContext, boot: ActorBoot, llm: BackendPool | None,
+                 gate: ForegroundGate | None = None) -> None:
         self.ctx = ctx
+        # Turns first: ``llm``'s calls wait for this gate when it is a YieldingPool.
+        self.gate = gate or ForegroundGate()
         self.cfg = boot.config.memory.reflection
         self.memory_cfg = boot.config.memory
         self.llm = llm
@@ -151,6 +164,10 @@ class ReflectionActor:
         if self.consolidator.enabled:
             self.ctx.nursery.start_soon(self._consolidate_periodically)
         if self.embedded_llm:
+            # The agent's warm-up goes first (it counts as a turn at the gate): wait to
+            # hear from the agent, briefly, so this one does not start ahead of it.
+            with trio.move_on_after(AGENT_HEARD_WAIT_S):
+                await self.gate.heard.wait()
             await warm_prefix(self.llm, REFLECTION_PREFIX.rstrip("\n"), role="reflection",
                               partition="reflection:warmup")
 
@@ -173,6 +190,8 @@ class ReflectionActor:
 
     async def on_message(self, msg) -> None:
         match msg:
+            case Foreground(turns=turns):
+                self.gate.set_busy(turns)
             case AbortPending(session=None):
                 for session in list(self.in_flight):
                     self._interrupt(session)
@@ -438,8 +457,9 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[Reflecti
     consolidator (``memory.consolidation``) and serve; abort all on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)
     backends = backends_from_config(boot.config, boot.llm_url)
-    llm = BackendPool(backends) if backends else None
-    actor = ReflectionActor(ctx, boot, llm)
+    gate = ForegroundGate()
+    llm = YieldingPool(BackendPool(backends), gate) if backends else None
+    actor = ReflectionActor(ctx, boot, llm, gate)
     try:
         yield actor
     finally:

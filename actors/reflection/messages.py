@@ -45,6 +45,14 @@ class AbortPending(_M):
     session: str | None = None
 
 
+class Foreground(_M):
+    """Cast by the agent whenever its number of running turns changes (its start-up
+    warm-up of the model's prompt cache counts as one): while ``turns`` > 0 the
+    reflection actor holds its LLM calls back (:mod:`actors.reflection.foreground`)."""
+
+    turns: int = 0
+
+
 class Consolidate(_M):
     """Request (root → reflection): run one consolidator tick now → :class:`TickReport`.
     ``ignore_cooldown``: also notes younger than ``memory.consolidation.cooldownMs``."""
@@ -74,7 +82,7 @@ class TickReport(msgspec.Struct, kw_only=True, rename="camel"):
     reason: str = ""
 
 
-ReflectionMsg = Reflect | AbortPending | Consolidate
+ReflectionMsg = Reflect | AbortPending | Foreground | Consolidate
 
 
 class ConsolidationEvent(msgspec.Struct, tag="consolidation", tag_field="kind", kw_only=True):

@@ -27,6 +27,7 @@ session's sticky backend.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 from collections.abc import Awaitable, Callable
@@ -130,6 +131,14 @@ class LlamaBackend:
     async def context_window(self) -> int | None:
         await self._resolve()
         return self._props.n_ctx if self._props is not None else None
+
+    async def slot_cache(self, role: str, action: str, filename: str) -> bool:
+        """Save (``action="save"``) ``role``'s slot prompt cache to ``filename`` in the
+        server's slot directory, or restore it from there; False when the slot is
+        unknown or the server refuses (:meth:`LlamaClient.slot_file
+        <runtime.services.llm.LlamaClient.slot_file>`)."""
+        slot = await self.slot(role)
+        return slot >= 0 and await self.client.slot_file(slot, action, filename)
 
     async def complete(self, system: str, user: str, *, role: str, grammar: str | None,
                        n_predict: int, temperature: float,
@@ -433,19 +442,41 @@ WARM_TIMEOUT_S = 300.0
 loaded 2-core machine takes ~25 s)."""
 
 
+def warm_file_name(role: str, template: str, system: str) -> str:
+    """The slot file of a warmed prefix: ``<role>-<16 hex>.bin``, the hex the start of
+    the SHA-256 of the chat template and ``system``, so a changed persona, tool catalog
+    or template never restores a stale cache (the model's own identity is the
+    directory's, see ``runtime.shell.daemon``)."""
+    digest = hashlib.sha256(f"{template}\0{system}".encode()).hexdigest()[:16]
+    return f"{role}-{digest}.bin"
+
+
 async def warm_prefix(pool: BackendPool | None, system: str, *, role: str,
                       partition: str) -> None:
-    """Evaluate ``system`` once on ``role``'s slot (one generated token, no grammar) so
-    the server's prompt cache holds it before the first real request. Never raises: an
-    error or :data:`WARM_TIMEOUT_S` is logged at debug level; cancellation propagates."""
+    """Make the server's prompt cache for ``role``'s slot hold ``system`` before the
+    first real request: restore it from the slot file an earlier start saved
+    (:func:`warm_file_name`, milliseconds), else evaluate it once (one generated token,
+    no grammar; seconds on a small CPU) and save it for the next start. Saving and
+    restoring need a llama-server started with ``--slot-save-path`` (the embedded one
+    is); elsewhere only the evaluation happens. Never raises: an error or
+    :data:`WARM_TIMEOUT_S` is logged at debug level; cancellation propagates."""
     if pool is None:
         return
     t0 = trio.current_time()
+    backend = pool.current(partition)
+    llama = backend if isinstance(backend, LlamaBackend) else None
+    name = warm_file_name(role, llama.template, system) if llama is not None else ""
     with trio.move_on_after(WARM_TIMEOUT_S):
         try:
+            if llama is not None and await llama.slot_cache(role, "restore", name):
+                log.info("llm.warmed", role=role, restored=True,
+                         seconds=round(trio.current_time() - t0, 2))
+                return
             await pool.complete(partition, system, "Ready?", role=role, grammar=None,
                                 n_predict=1, temperature=0.0)
+            saved = llama is not None and await llama.slot_cache(role, "save", name)
         except Exception as exc:  # noqa: BLE001 - best effort; the real call reports
             log.debug("llm.warmup_failed", role=role, error=str(exc)[:200])
             return
-        log.info("llm.warmed", role=role, seconds=round(trio.current_time() - t0, 2))
+        log.info("llm.warmed", role=role, restored=False, saved=saved,
+                 seconds=round(trio.current_time() - t0, 2))

@@ -30,8 +30,10 @@ A start that dies of SIGILL with repacking on is retried once with ``--no-repack
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import importlib.util
 import os
+import re
 import shutil
 import signal
 import socket
@@ -48,6 +50,15 @@ from .llm import health_ok
 
 log = structlog.get_logger()
 
+BATCH_TOKENS = 128
+"""``-b`` / ``-ub``: prompt tokens the server evaluates in one step. The server checks
+between steps whether a request was cancelled and fills each step in slot order, so a
+short step lets a turn (slot 0) overtake a background call (the reflection's slot, see
+docs/architecture.md §10, "Turns first") within one step instead of after the whole
+prompt: on 2 cores with the 1.5B model a turn that arrived while the other slot read an
+844-token prompt waited 10.7 s with the server's default of 2048 and 1.5 s with 128,
+at the same prompt rate (75–78 tokens/s for 64 to 2048). ``llm.serverArgs`` can
+override it (they come last)."""
 HEALTH_POLL_S = 0.25
 LOG_TAIL_LINES = 3
 """How many of the server log's last lines a start-up failure quotes."""
@@ -118,6 +129,34 @@ def server_command(choice: str = "auto") -> ServerCommand:
     return ServerCommand([choice], "native", f"llama.cpp server ({choice})")
 
 
+SLOT_FILES_KEPT = 4
+"""Warmed-prefix slot files kept per model (agent and reflection, and the pair before
+a configuration change); older ones are deleted at start-up."""
+
+
+def slot_cache_dir(root: Path, model: str) -> Path:
+    """The directory for ``model``'s slot files (warmed prompt prefixes, see
+    :func:`runtime.services.backends.warm_prefix`): ``root/<16 hex>``, the hex a
+    SHA-256 of the model file's resolved path, size and modification time, so a
+    replaced model never restores another model's cache. Created private (0700); the
+    directories of other models are deleted, and all but the :data:`SLOT_FILES_KEPT`
+    newest files in this one. Raises OSError when it cannot be created."""
+    path = Path(model).resolve()
+    st = path.stat()
+    stamp = hashlib.sha256(f"{path}\0{st.st_size}\0{st.st_mtime_ns}".encode()).hexdigest()[:16]
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    here = root / stamp
+    here.mkdir(mode=0o700, exist_ok=True)
+    for other in root.iterdir():
+        if other != here and other.is_dir() and re.fullmatch(r"[0-9a-f]{16}", other.name):
+            shutil.rmtree(other, ignore_errors=True)
+    files = sorted((f for f in here.glob("*.bin") if f.is_file()),
+                   key=lambda f: f.stat().st_mtime_ns, reverse=True)
+    for old in files[SLOT_FILES_KEPT:]:
+        old.unlink(missing_ok=True)
+    return here
+
+
 def free_port() -> int:
     """A currently free TCP port on 127.0.0.1."""
     with socket.socket() as s:
@@ -180,6 +219,7 @@ async def run_llama_server(
     server: str = "auto",
     server_args: list[str] | None = None,
     threads: int | None = None,
+    slot_dir: Path | None = None,
     task_status: trio.TaskStatus[tuple[str, str]] = trio.TASK_STATUS_IGNORED,
 ) -> None:
     """Run a llama.cpp server until cancelled; ``task_status.started((url, desc))`` once
@@ -203,6 +243,9 @@ async def run_llama_server(
         server: ``llm.server`` (:func:`server_command`).
         server_args: extra command-line arguments, appended last (they win).
         threads: ``-t``; default ``min(os.cpu_count(), 8)``.
+        slot_dir: where the server may save and restore slot prompt caches
+            (``--slot-save-path``, a directory per model: :func:`slot_cache_dir`); None
+            (or a directory that cannot be created, logged) leaves it off.
 
     Errors: EmbeddedLLMError (no server / exited at start-up / not healthy in time /
     died too often). The child is always stopped (SIGTERM, 3 s, SIGKILL) and reaped.
@@ -211,7 +254,13 @@ async def run_llama_server(
     port = free_port()
     threads = threads or max(1, min(os.cpu_count() or 2, 8))
     base = ["-m", model, "--host", "127.0.0.1", "--port", str(port), "--parallel",
-            str(parallel), "-c", str(ctx_size * parallel), "-t", str(threads)]
+            str(parallel), "-c", str(ctx_size * parallel), "-t", str(threads),
+            "-b", str(BATCH_TOKENS), "-ub", str(BATCH_TOKENS)]
+    if slot_dir is not None:
+        try:
+            base += ["--slot-save-path", str(slot_cache_dir(slot_dir, model))]
+        except OSError as exc:
+            log.warning("llama.slot_dir_unusable", dir=str(slot_dir), error=str(exc))
     url = f"http://127.0.0.1:{port}"
     chosen, cmd, proc = await _first_start(chosen, base, list(server_args or []), url,
                                            log_path, startup_timeout_s,

@@ -21,6 +21,7 @@ loaded or the port cannot be bound (xllamacpp's own log lines say why, on stderr
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -92,6 +93,7 @@ FLAGS: dict[tuple[str, ...], tuple[Callable[[Any, Any], None], bool]] = {
     ("--cache-reuse",): (_set("n_cache_reuse", int), True),
     ("--cache-ram", "-cram"): (_set("cache_ram_mib", int), True),
     ("--keep",): (_set("n_keep", int), True),
+    ("--slot-save-path",): (_set("slot_save_path", lambda v: os.path.join(v, "")), True),
     ("--api-key",): (lambda p, v: setattr(p, "api_keys", [v]), True),
     ("--chat-template",): (_set("chat_template"), True),
     ("--pooling",): (_pooling, True),

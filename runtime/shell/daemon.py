@@ -267,6 +267,7 @@ def partial_llama(cfg: Config, opts: ServeOptions, model: str):
                                log_path=opts.state_dir / "logs" / "llama-server.log",
                                startup_timeout_s=cfg.llm.startup_timeout_ms / 1000,
                                server=cfg.llm.server, server_args=cfg.llm.server_args,
+                               slot_dir=opts.state_dir / "llm-cache",
                                task_status=task_status)
     return task
 

@@ -20,6 +20,8 @@ https://github.com/ggml-org/llama.cpp/blob/master/tools/server/README.md):
   same rules, matched against the messages joined as ``role: content`` lines (or the
   prompt); OpenAI's shapes, SSE ``data: {"choices": [...]}`` then ``data: [DONE]``
   when streaming. The ``Authorization`` header is recorded (``auth``).
+* ``POST /slots/N?action=save|restore`` → 200 ``{"id_slot", "filename"}`` (a restore only
+  of a name saved before, kept in ``slots/`` beside the record log), else 400.
 * ``POST /completion`` → non-stream JSON ``{"content", "stop": true, "tokens_predicted",
   "id_slot", "slot_id", "stop_type", "timings", ...}``, or with ``"stream": true`` SSE
   lines ``data: {"content": piece, "stop": false}`` and a final chunk with ``stop: true``.
@@ -238,6 +240,9 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             if self.path in ("/embedding", "/embeddings", "/v1/embeddings"):
                 self._embedding(body)
                 return
+            if self.path.startswith("/slots/"):
+                self._slot_file(body)
+                return
             if self.path not in ("/completion", "/completions"):
                 self._send_json(404, {"error": {"code": 404, "message": "File Not Found",
                                                 "type": "not_found_error"}})
@@ -247,6 +252,28 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
                                                 "type": "invalid_request_error"}})
                 return
             self._complete(body)
+
+        def _slot_file(self, body: Any) -> None:
+            """``POST /slots/N?action=save|restore {"filename"}`` as llama-server with
+            ``--slot-save-path``: a save writes a marker file in ``slots/`` beside the
+            record log (so it outlives a restart of this server), a restore answers 200
+            only for a file saved before, 400 otherwise."""
+            slot, _, query = self.path[len("/slots/"):].partition("?action=")
+            name = body.get("filename") if isinstance(body, dict) else None
+            folder = state.record.parent / "slots"
+            if (not slot.isdigit() or int(slot) >= state.slots or query not in ("save", "restore")
+                    or not isinstance(name, str) or not name or "/" in name):
+                self._send_json(400, {"error": {"code": 400, "message": "Invalid request",
+                                                "type": "invalid_request_error"}})
+                return
+            if query == "save":
+                folder.mkdir(exist_ok=True)
+                (folder / name).write_text(slot)
+            elif not (folder / name).exists():
+                self._send_json(400, {"error": {"code": 400, "message": "Unable to restore slot",
+                                                "type": "invalid_request_error"}})
+                return
+            self._send_json(200, {"id_slot": int(slot), "filename": name})
 
         def _complete(self, body: dict[str, Any]) -> None:
             slot = body.get("id_slot", body.get("slot_id", -1))
