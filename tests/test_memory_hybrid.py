@@ -324,3 +324,26 @@ def test_the_blend_reaches_keyword_hits_below_the_keyword_top_k(conn):
     assert run(0.0) == keyword[:2]  # weight 0: keyword recall exactly
     with pytest.raises(ValidationError):  # k is checked before the pool is sized
         hybrid_recall(notes, side(0.5), "dance", k="2")
+
+
+def test_a_query_is_embedded_once_and_its_vector_shared():
+    """The local model embeds a query text once; every later recall of the same text
+    (a turn's notes recall, a tool call repeating it) gets the same read-only vector."""
+    from actors.store.query_embedder import QueryEmbedder
+    from runtime.services.config import Config
+
+    class Model:  # just what QueryEmbedder reads of a LocalProvider
+        local, model, dim = True, "m", 2
+        calls = 0
+
+        def embed_now(self, text, purpose):
+            Model.calls += 1
+            return np.array([1.0, float(len(text))], dtype=np.float32)
+
+    q = QueryEmbedder(Config().memory.embeddings)
+    q.embedder = Model()
+    first = q.embed("where do I live?")
+    assert q.embed("  where do I live?  ") is first and Model.calls == 1
+    assert not first.flags.writeable
+    q.embed("what do I like?")
+    assert Model.calls == 2

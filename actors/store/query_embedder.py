@@ -49,7 +49,8 @@ QUERY_TIMEOUT_S = 2.0
 """Longest wait (s) for a server to embed a query before recall goes keyword-only: a
 turn's context must not wait the full ``timeoutMs`` for a slow embedding server."""
 MEMO_SIZE = 64
-"""Query vectors kept from :meth:`QueryEmbedder.prepare` (the oldest is dropped first)."""
+"""Query vectors kept (from :meth:`QueryEmbedder.prepare`, or the local model's), the
+least recently used dropped first."""
 
 
 class QueryEmbedder:
@@ -106,6 +107,7 @@ class QueryEmbedder:
         embedder = await attach_until_ready(self.cfg, self._attach_failed)
         if embedder is None:
             return
+        self._memo.clear()  # vectors of another model, if any
         self.embedder, self.state, self.reason = embedder, "attached", ""
         log.info("memory.embedder_attached", provider=self.cfg.provider, model=embedder.model,
                  dim=embedder.dim)
@@ -163,11 +165,20 @@ class QueryEmbedder:
         emb = self.embedder
         if emb is None:
             raise EmbeddingUnavailable(self.reason or "no embedder attached")
-        if emb.local:
-            return emb.embed_now(text, "query")
-        vec = self._memo.get(text.strip())
-        if vec is None:
+        key = text.strip()
+        vec = self._memo.get(key)
+        if vec is not None:
+            self._memo.move_to_end(key)
+            return vec
+        if not emb.local:
             raise EmbeddingUnavailable("the query was not embedded by the server in time")
+        # One embedding per query text: a turn's recalls (notes, the rewritten query's,
+        # the tool calls repeating it) share it.
+        vec = emb.embed_now(key, "query")
+        vec.flags.writeable = False  # shared by every recall of this query
+        self._memo[key] = vec
+        while len(self._memo) > MEMO_SIZE:
+            self._memo.popitem(last=False)
         return vec
 
     async def aclose(self) -> None:
