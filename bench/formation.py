@@ -233,17 +233,19 @@ async def run_case(url: str, token: str, case: dict, verbose: bool) -> dict[str,
 
 
 @asynccontextmanager
-async def bench_daemon(args: argparse.Namespace) -> AsyncIterator[Any]:
-    """A daemon on a fresh temporary state directory for a benchmark run: the embedded
-    server with ``args.model`` (default model when None) or ``args.llm_url``,
-    ``args.config`` as its config.json, debug logs with ``args.verbose``."""
+async def bench_daemon(args: argparse.Namespace, state: Path | None = None
+                       ) -> AsyncIterator[Any]:
+    """A daemon for a benchmark run on ``state`` (default: a fresh temporary state
+    directory, removed afterwards): the embedded server with ``args.model`` (default
+    model when None) or ``args.llm_url``, ``args.config`` as its config.json (written
+    when the directory has none), debug logs with ``args.verbose``."""
     extra = ["--log-level", "debug"] if args.verbose else []
     if args.model:
         extra += ["--model", args.model]
     with tempfile.TemporaryDirectory() as tmp:
-        state = Path(tmp) / "state"
-        if args.config:
-            state.mkdir()
+        state = state or Path(tmp) / "state"
+        if args.config and not (state / "config.json").exists():
+            state.mkdir(parents=True, exist_ok=True)
             (state / "config.json").write_text(args.config)
         async with run_daemon(state, llm_url=args.llm_url, extra=extra,
                               ready_timeout_s=600) as d:

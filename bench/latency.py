@@ -18,7 +18,9 @@ Three more questions are answered with one short probe question that needs neith
 nor memory (:data:`PROBE`):
 
 * **the first turn after the ready line**, asked as soon as ``serve`` says ready, against
-  the tenth turn of the run (a memory-use question, with its longer prompt);
+  the tenth turn of the run (a memory-use question, with its longer prompt), and the
+  first turn after a **restart** on the same state directory (the warmed prompt
+  prefixes restored from ``<state>/llm-cache``);
 * **interference**: right after each formation turn, while its reflection runs on the
   server's other slot, the probe is asked in another session (*busy*); once the reflection
   has landed, and what it wrote is cleared so that both probes see the same (empty)
@@ -43,6 +45,7 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -53,6 +56,7 @@ from bench._results import machine_line, percentile, publish, utc_now
 from bench.formation import REFLECTION_WAIT_S, bench_daemon, clear_memory, model_label
 from bench.memuse import DATA as MEMUSE_DATA
 from bench.memuse import write_setup
+from runtime.services.models import model_dir
 from runtime.shell.client import open_client
 
 SECTION = "## Real-model latency"
@@ -118,53 +122,70 @@ def _session(prefix: str) -> str:
 
 async def run(args: argparse.Namespace, questions: list[dict],
               statements: list[dict]) -> list[dict[str, Any]]:
-    """One run on a fresh daemon: the first turn after ready, the memory-use questions,
-    then the formation statements each with a busy and a quiet probe."""
+    """One run on a fresh state directory: :func:`_phases` on a new daemon, then the
+    probe as the first turn after a restart on the same state directory."""
     rows: list[dict[str, Any]] = []
-    async with bench_daemon(args) as d:
-        url, token = d.url, d.token
-
-        def keep(phase: str, case: str, r: dict[str, Any]) -> None:
-            r.update(phase=phase, case=case, order=len(rows) + 1)
-            rows.append(r)
-            print(f"  {phase:10s} {case:4s} {r['turn_s']:5.1f} s, first {r['first_s']:4.1f} s, "
-                  f"{r['steps']} step(s), prompt {r['prompt']} (evaluated {r['evaluated']}), "
-                  f"generated {r['generated']}, floor {r['floor_s']:.1f} s",
-                  file=sys.stderr, flush=True)
-
-        keep("first", "-", await _turn(url, token, _session("first"), PROBE))
-        for case in questions:
-            async with open_client(url=url, token=token) as admin:
-                await clear_memory(admin)
-                await write_setup(admin, case)
-            keep("memuse", case["id"], await _turn(url, token, _session("memuse"), case["ask"],
-                                                   reflection=True))
-        for case in statements:
-            async with open_client(url=url, token=token) as admin:
-                await clear_memory(admin)
-            session = _session("formation")
-            for text in case["turns"]:
-                async with trio.open_nursery() as nursery:
-                    said: dict[str, Any] = {}
-
-                    async def statement() -> None:
-                        await _turn(url, token, session, text, reflection=True, into=said)
-
-                    nursery.start_soon(statement)
-                    while "end" not in said:  # the turn's end: its reflection starts now
-                        await trio.sleep(0.01)
-                    busy = await _turn(url, token, _session("probe"), PROBE)
-                    busy["busy_start"] = busy["end"] - busy["turn_s"] - said["end"]
-                keep("formation", case["id"], said)
-                landed = said.get("reflection_ms")
-                ran = said.get("reflection") not in ("none", "timeout") and landed is not None
-                busy["overlapped"] = ran and busy["busy_start"] * 1000 < landed
-                keep("busy", case["id"], busy)
-                async with open_client(url=url, token=token) as admin:
-                    await clear_memory(admin)  # the busy probe's memory: what it wrote goes
-                keep("quiet", case["id"], await _turn(url, token, _session("probe"),
-                                                      QUIET_PROBE))
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp) / "state"
+        async with bench_daemon(args, state) as d:
+            await _phases(args, d.url, d.token, questions, statements, rows)
+        async with bench_daemon(args, state) as d:  # a restart: the warmed prefixes restored
+            _keep(args, rows, "restart", "-", await _turn(d.url, d.token, _session("restart"),
+                                                          PROBE))
     return rows
+
+
+def _keep(args: argparse.Namespace, rows: list[dict[str, Any]], phase: str, case: str,
+          r: dict[str, Any]) -> None:
+    r.update(phase=phase, case=case, order=len(rows) + 1, arm=args.arm_name)
+    rows.append(r)
+    print(f"  {args.arm_name + ' ' if args.arm_name else ''}{phase:10s} {case:4s} "
+          f"{r['turn_s']:5.1f} s, first {r['first_s']:4.1f} s, "
+          f"{r['steps']} step(s), prompt {r['prompt']} (evaluated {r['evaluated']}), "
+          f"generated {r['generated']}, floor {r['floor_s']:.1f} s",
+          file=sys.stderr, flush=True)
+
+
+async def _phases(args: argparse.Namespace, url: str, token: str, questions: list[dict],
+                  statements: list[dict], rows: list[dict[str, Any]]) -> None:
+    """The first turn after ready, the memory-use questions, then the formation
+    statements each with a busy and a quiet probe, on one running daemon."""
+
+    def keep(phase: str, case: str, r: dict[str, Any]) -> None:
+        _keep(args, rows, phase, case, r)
+
+    keep("first", "-", await _turn(url, token, _session("first"), PROBE))
+    for case in questions if "memuse" in args.phases else ():
+        async with open_client(url=url, token=token) as admin:
+            await clear_memory(admin)
+            await write_setup(admin, case)
+        keep("memuse", case["id"], await _turn(url, token, _session("memuse"), case["ask"],
+                                               reflection=True))
+    for case in statements if "formation" in args.phases else ():
+        async with open_client(url=url, token=token) as admin:
+            await clear_memory(admin)
+        session = _session("formation")
+        for text in case["turns"]:
+            async with trio.open_nursery() as nursery:
+                said: dict[str, Any] = {}
+
+                async def statement() -> None:
+                    await _turn(url, token, session, text, reflection=True, into=said)
+
+                nursery.start_soon(statement)
+                while "end" not in said:  # the turn's end: its reflection starts now
+                    await trio.sleep(0.01)
+                busy = await _turn(url, token, _session("probe"), PROBE)
+                busy["busy_start"] = busy["end"] - busy["turn_s"] - said["end"]
+            keep("formation", case["id"], said)
+            landed = said.get("reflection_ms")
+            ran = said.get("reflection") not in ("none", "timeout") and landed is not None
+            busy["overlapped"] = ran and busy["busy_start"] * 1000 < landed
+            keep("busy", case["id"], busy)
+            async with open_client(url=url, token=token) as admin:
+                await clear_memory(admin)  # the busy probe's memory: what it wrote goes
+            keep("quiet", case["id"], await _turn(url, token, _session("probe"),
+                                                  QUIET_PROBE))
 
 
 def _med(values: list[float]) -> float | None:
@@ -197,6 +218,7 @@ def summarise(rows: list[dict[str, Any]], runs: int) -> dict[str, Any]:
         if busy and quiet else None,
         "busy_overlapped": len(busy), "busy_all": len(by.get("busy", [])),
         "first_after_ready_s": _med([r["turn_s"] for r in by.get("first", [])]),
+        "first_after_restart_s": _med([r["turn_s"] for r in by.get("restart", [])]),
         "tenth_s": _med([r["turn_s"] for r in tenth]),
     }
 
@@ -209,7 +231,8 @@ def render(args: argparse.Namespace, rows: list[dict[str, Any]], command: str,
                          ("memuse", "memory-use questions"),
                          ("formation", "formation statements"),
                          ("busy", "probe while a reflection runs"),
-                         ("quiet", "probe after the reflection landed")):
+                         ("quiet", "probe after the reflection landed"),
+                         ("restart", "first turn after a restart (probe)")):
         rs = s["phases"].get(phase, [])
         if not rs:
             continue
@@ -230,6 +253,7 @@ def render(args: argparse.Namespace, rows: list[dict[str, Any]], command: str,
         return "—" if ok is None else "PASS" if ok else "FAIL"
 
     first, tenth = s["first_after_ready_s"], s["tenth_s"]
+    restart = s["first_after_restart_s"]
     checks = [
         ("steps per memory-use question (median)", _fmt(s["steps"], 2) +
          f" ({s['multi_step']} turns took more than one)", f"{TARGETS['steps']:.1f}",
@@ -253,6 +277,10 @@ def render(args: argparse.Namespace, rows: list[dict[str, Any]], command: str,
         ("first turn after ready vs the tenth turn (s)", f"{_fmt(first, 2)} vs {_fmt(tenth, 2)}",
          "no slower", verdict("ready", None if first is None or tenth is None
                               else first <= tenth * 1.05)),
+        ("first turn after a restart vs the tenth turn (s)",
+         f"{_fmt(restart, 2)} vs {_fmt(tenth, 2)}", "no slower",
+         verdict("restart", None if restart is None or tenth is None
+                 else restart <= tenth * 1.05)),
     ]
     check_rows = "\n".join(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in checks)
     return (
@@ -275,6 +303,74 @@ def render(args: argparse.Namespace, rows: list[dict[str, Any]], command: str,
         "| target | measured | target | verdict |\n|---|---|---|---|\n" + check_rows + "\n")
 
 
+LEVERS_SECTION = "## Real-model latency: levers"
+
+
+def parse_arm(text: str) -> tuple[str, dict[str, Any]]:
+    """``NAME=JSON`` → (name, config overlay); ``{models}`` in the JSON becomes the
+    embedded models' directory (for a draft model's path). Raises ValueError."""
+    name, eq, body = text.partition("=")
+    if not eq or not name.strip():
+        raise ValueError(f"--arm takes NAME=JSON, not {text!r}")
+    overlay = json.loads(body.replace("{models}", str(model_dir())) or "{}")
+    if not isinstance(overlay, dict):
+        raise ValueError(f"--arm {name}: the JSON must be an object")
+    return name.strip(), overlay
+
+
+def merge(base: dict[str, Any], overlay: dict[str, Any]) -> dict[str, Any]:
+    """``overlay`` laid over ``base``, objects merged key by key (lists replaced)."""
+    out = dict(base)
+    for key, value in overlay.items():
+        out[key] = (merge(out[key], value) if isinstance(value, dict)
+                    and isinstance(out.get(key), dict) else value)
+    return out
+
+
+def render_levers(args: argparse.Namespace, arms: list[tuple[str, dict[str, Any]]],
+                  rows: list[dict[str, Any]], command: str) -> str:
+    """The levers table: per arm the medians that a lever moves, and each against the
+    first arm (the baseline) of the same run."""
+    lines = []
+    base: dict[str, float | None] = {}
+    for n, (name, overlay) in enumerate(arms):
+        mine = [r for r in rows if r["arm"] == name]
+        s = summarise(mine, args.repeat)
+        memuse = s["phases"].get("memuse", [])
+        quiet = s["phases"].get("quiet", [])
+        fig = {"memuse": s["memuse_turn_s"], "first": _med([r["first_s"] for r in memuse]),
+               "gen_s": _med([r["turn_s"] - r["first_s"] for r in memuse]),
+               "quiet": _med([r["turn_s"] for r in quiet]),
+               "interference": s["interference"]}
+        if n == 0:
+            base = fig
+
+        def vs(key: str) -> str:
+            a, b = fig[key], base.get(key)
+            return "" if n == 0 or a is None or not b else f" ({a / b:.2f}×)"
+
+        steps = statistics.mean(r["steps"] for r in memuse) if memuse else None
+        lines.append(
+            f"| {name} | `{json.dumps(overlay)}` | {len(memuse)} | {_fmt(steps, 2)} | "
+            f"{_fmt(_med([r['evaluated'] for r in memuse]), 0)} | "
+            f"{_fmt(_med([r['generated'] for r in memuse]), 0)} | "
+            f"{_fmt(fig['first'], 2)}{vs('first')} | {_fmt(fig['gen_s'], 2)}{vs('gen_s')} | "
+            f"{_fmt(fig['memuse'], 2)}{vs('memuse')} | {_fmt(fig['quiet'], 2)}{vs('quiet')} | "
+            f"{_fmt(fig['interference'], 2)} |")
+    return (
+        f"{LEVERS_SECTION}\n\n"
+        "Each lever on and off in the same run: every arm on its own fresh daemon, the arms' "
+        "order rotated from run to run so that a noisy minute does not fall on one arm. "
+        "Memory-use questions (`say` → first reply piece, the rest of the reply, the whole "
+        "turn) and, with the formation phase, the quiet probe and the interference ratio; "
+        "the figure in brackets is the arm against the first arm (the baseline).\n\n"
+        f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
+        f"- Model: {model_label(args)}; runs: {args.repeat}; phases: {', '.join(args.phases)}\n\n"
+        "| arm | config | questions | steps | evaluated p50 | generated p50 | first piece p50 s | "
+        "first piece → end p50 s | turn p50 s | quiet probe p50 s | interference |\n"
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(lines) + "\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; 0 when the run completed (the verdicts are in the table)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -287,9 +383,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="4 questions and 4 statements; no verdict, no RESULTS.md")
     p.add_argument("--verbose", action="store_true", help="debug logs in the daemon")
     p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
+    p.add_argument("--arm", action="append", default=[], metavar="NAME=JSON",
+                   help="a lever to measure: a config overlay (JSON, '{models}' = the models' "
+                        "directory); give two or more, the first is the baseline, e.g. "
+                        "--arm base={} --arm ngram='{\"llm\": {\"serverArgs\": "
+                        "[\"--spec-type\", \"ngram-simple\"]}}'")
+    p.add_argument("--phases", default="memuse,formation",
+                   help="which turns to run: memuse, formation or both (default both)")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
+    args.phases = [x.strip() for x in args.phases.split(",") if x.strip()]
+    if not args.phases or set(args.phases) - {"memuse", "formation"}:
+        p.error("--phases takes memuse, formation or memuse,formation")
+    try:
+        arms = [parse_arm(a) for a in args.arm]
+        base_config = json.loads(args.config) if args.config else {}
+    except ValueError as exc:
+        p.error(str(exc))
+    if len(arms) == 1:
+        p.error("--arm: give at least two (the first is the baseline)")
+    args.arm_name = ""
     questions = json.loads(MEMUSE_DATA.read_text())["cases"]
     statements = json.loads(FORMATION_DATA.read_text())["cases"]
     if args.quick:
@@ -298,10 +412,20 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[dict[str, Any]] = []
     for n in range(args.repeat):
         print(f"== run {n + 1}/{args.repeat}", file=sys.stderr, flush=True)
-        rows += trio.run(run, args, questions, statements)
+        if not arms:
+            rows += trio.run(run, args, questions, statements)
+            continue
+        for name, overlay in arms[n % len(arms):] + arms[:n % len(arms)]:
+            one = argparse.Namespace(**vars(args))
+            one.arm_name, one.config = name, json.dumps(merge(base_config, overlay))
+            rows += trio.run(run, one, questions, statements)
     command = "python -m bench.latency " + " ".join(argv if argv is not None else sys.argv[1:])
-    publish(SECTION, render(args, rows, command.strip(), not args.quick),
-            args.write and not args.quick)
+    if arms:
+        publish(LEVERS_SECTION, render_levers(args, arms, rows, command.strip()),
+                args.write and not args.quick)
+    else:
+        publish(SECTION, render(args, rows, command.strip(), not args.quick),
+                args.write and not args.quick)
     print(f"({time.perf_counter() - t0:.0f} s)", file=sys.stderr)
     return 0
 

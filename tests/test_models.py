@@ -155,6 +155,28 @@ def test_build_params_maps_flags_onto_xllamacpp():
         build_params(["--port", "9"])
 
 
+@pytest.mark.skipif(importlib.util.find_spec("xllamacpp") is None, reason="needs xllamacpp")
+def test_build_params_maps_speculative_decoding_flags():
+    import xllamacpp
+
+    from runtime.services.llama_portable import build_params
+
+    kind = xllamacpp.common_speculative_type
+    p = build_params(["-m", "x.gguf", "-t", "2", "--spec-type", "ngram-simple,ngram-mod",
+                      "--draft-max", "12", "--draft-min", "2", "--draft-p-min", "0.5"])
+    assert p.speculative.types == [kind.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE,
+                                   kind.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
+    assert (p.speculative.draft.n_max, p.speculative.draft.n_min) == (12, 2)
+    assert p.speculative.draft.p_min == pytest.approx(0.5)
+    # a draft model adds the draft kind (as llama-server's -md does) and takes -t's threads
+    p = build_params(["-m", "x.gguf", "-t", "3", "-md", "d.gguf"])
+    assert p.speculative.draft.mparams.path == "d.gguf"
+    assert p.speculative.types == [kind.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE]
+    assert p.speculative.draft.cpuparams.n_threads == 3
+    with pytest.raises(UsageError, match="--spec-type"):
+        build_params(["-m", "x.gguf", "--spec-type", "eagle9"])
+
+
 def test_the_portable_launcher_exits_2_on_a_bad_flag_with_one_line():
     import sys
 

@@ -168,7 +168,10 @@ class ReflectionActor:
             # hear from the agent, briefly, so this one does not start ahead of it.
             with trio.move_on_after(AGENT_HEARD_WAIT_S):
                 await self.gate.heard.wait()
-            await warm_prefix(self.llm, REFLECTION_PREFIX.rstrip("\n"), role="reflection",
+            # Without a bound: a warm-up beside a turn would put a 128-token step of its
+            # prompt into every step of that turn's reply (measured: 2.4 s a token).
+            llm = self.llm.unbounded() if isinstance(self.llm, YieldingPool) else self.llm
+            await warm_prefix(llm, REFLECTION_PREFIX.rstrip("\n"), role="reflection",
                               partition="reflection:warmup")
 
     async def _consolidate_periodically(self) -> None:

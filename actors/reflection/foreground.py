@@ -23,6 +23,7 @@ The gate knows nothing of the model server: it only holds cancel scopes and an e
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -70,12 +71,16 @@ class ForegroundGate:
         elif was and not self.busy:
             self._idle.set()
 
-    async def run(self, call: Callable[[], Awaitable[T]]) -> T:
+    async def run(self, call: Callable[[], Awaitable[T]], *,
+                  max_defer_s: float | None = None) -> T:
         """Await ``call()`` when no turn runs, starting it again each time a turn
-        interrupts it, until :attr:`max_defer_s` has passed since the first wait; then
-        run it to the end. ``call`` must be safe to start again (an LLM request is).
-        Exceptions of ``call`` propagate unchanged; so does an outer cancellation."""
-        deadline = trio.current_time() + self.max_defer_s
+        interrupts it, until ``max_defer_s`` (default :attr:`max_defer_s`; ``math.inf``:
+        no bound, for work nobody waits for, such as a warm-up) has passed since the
+        first wait; then run it to the end. ``call`` must be safe to start again (an
+        LLM request is). Exceptions of ``call`` propagate unchanged; so does an outer
+        cancellation."""
+        bound = self.max_defer_s if max_defer_s is None else max_defer_s
+        deadline = trio.current_time() + bound
         while True:
             if self.busy:
                 t0 = trio.current_time()
@@ -99,10 +104,18 @@ class YieldingPool(BackendPool):
     :class:`ForegroundGate`: the same backends and sticky choices, each ``complete``
     held back and restarted for turns as the gate decides."""
 
-    def __init__(self, pool: BackendPool, gate: ForegroundGate) -> None:
+    def __init__(self, pool: BackendPool, gate: ForegroundGate, *,
+                 max_defer_s: float | None = None) -> None:
         super().__init__(pool.backends)
         self.sticky = pool.sticky
         self.gate = gate
+        self.max_defer_s = max_defer_s
+
+    def unbounded(self) -> "YieldingPool":
+        """The same backends and gate, its calls held back for turns without a bound
+        (``math.inf``): for the start-up warm-up, which nobody waits for and which,
+        run beside a turn, would slow every token of that turn's reply."""
+        return YieldingPool(self, self.gate, max_defer_s=math.inf)
 
     async def complete(self, partition: str, system: str, user: str, *, role: str = "main",
                        grammar: str | None = None, n_predict: int = 256,
@@ -116,4 +129,4 @@ class YieldingPool(BackendPool):
                                               temperature=temperature, on_token=on_token,
                                               prefill=prefill)
 
-        return await self.gate.run(call)
+        return await self.gate.run(call, max_defer_s=self.max_defer_s)

@@ -71,6 +71,56 @@ def _pooling(params: Any, value: str) -> None:
     params.pooling_type = getattr(xllamacpp.llama_pooling_type, kinds[value])
 
 
+SPEC_TYPES = {"none": "COMMON_SPECULATIVE_TYPE_NONE", "draft": "COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE",
+              "ngram-simple": "COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE",
+              "ngram-map-k": "COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K",
+              "ngram-map-k4v": "COMMON_SPECULATIVE_TYPE_NGRAM_MAP_K4V",
+              "ngram-mod": "COMMON_SPECULATIVE_TYPE_NGRAM_MOD",
+              "ngram-cache": "COMMON_SPECULATIVE_TYPE_NGRAM_CACHE"}
+"""``--spec-type`` names (llama-server's spelling) → ``xllamacpp.common_speculative_type``
+members; see https://github.com/ggml-org/llama.cpp/blob/master/docs/speculative.md."""
+
+
+def _spec_types(params: Any, value: str) -> None:
+    import xllamacpp
+
+    names = [v.strip() for v in value.split(",") if v.strip()]
+    unknown = [n for n in names if n not in SPEC_TYPES]
+    if unknown or not names:
+        raise ValueError(f"takes a comma-separated list of {', '.join(SPEC_TYPES)}")
+    params.speculative.types = [getattr(xllamacpp.common_speculative_type, SPEC_TYPES[n])
+                                for n in names]
+
+
+def _draft_model(params: Any, value: str) -> None:
+    """``-md``: the draft model; adds the ``draft`` speculative type (as llama-server does)
+    and gives the draft the main model's threads unless ``-td`` says otherwise."""
+    import xllamacpp
+
+    params.speculative.draft.mparams.path = value
+    draft = xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_DRAFT_SIMPLE
+    none = xllamacpp.common_speculative_type.COMMON_SPECULATIVE_TYPE_NONE
+    kinds = [t for t in params.speculative.types if t != none]
+    if draft not in kinds:
+        params.speculative.types = [*kinds, draft]
+    for cpu in (params.speculative.draft.cpuparams, params.speculative.draft.cpuparams_batch):
+        if cpu.n_threads <= 0:
+            cpu.n_threads = params.cpuparams.n_threads
+
+
+def _draft_threads(params: Any, value: str) -> None:
+    params.speculative.draft.cpuparams.n_threads = int(value)
+    params.speculative.draft.cpuparams_batch.n_threads = int(value)
+
+
+def _draft_set(attr: str, conv: Callable[[str], Any]) -> Callable[[Any, str], None]:
+    def apply(params: Any, value: str) -> None:
+        setattr(params.speculative.draft, attr, conv(value))
+        if attr == "n_max":  # the draft-free kinds read their own bound
+            params.speculative.ngram_mod.n_max = conv(value)
+    return apply
+
+
 def _verbosity(params: Any, value: str) -> None:
     params.verbosity = int(value)
 
@@ -97,6 +147,12 @@ FLAGS: dict[tuple[str, ...], tuple[Callable[[Any, Any], None], bool]] = {
     ("--api-key",): (lambda p, v: setattr(p, "api_keys", [v]), True),
     ("--chat-template",): (_set("chat_template"), True),
     ("--pooling",): (_pooling, True),
+    ("--spec-type",): (_spec_types, True),
+    ("-md", "--model-draft"): (_draft_model, True),
+    ("-td", "--threads-draft"): (_draft_threads, True),
+    ("--draft-max", "--draft", "--draft-n"): (_draft_set("n_max", int), True),
+    ("--draft-min", "--draft-n-min"): (_draft_set("n_min", int), True),
+    ("--draft-p-min",): (_draft_set("p_min", float), True),
     ("-lv", "--verbosity", "--log-verbosity"): (_verbosity, True),
     ("--timeout", "-to"): (_timeouts, True),
     ("--no-repack", "-nr"): (_flag("no_extra_bufts", True), False),
