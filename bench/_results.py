@@ -48,3 +48,9 @@ def publish(heading: str, text: str, write: bool) -> None:
     print(text)
     if write:
         replace_section(RESULTS, heading, text)
+
+
+MANY_CLIENTS = {"server": {"maxPendingPerPeer": 1024}}
+"""Config for a benchmark whose clients, all on loopback, connect at once: the gateway
+refuses more than ``server.maxPendingPerPeer`` (16) connections from one address that
+have not said hello yet, and every client of a benchmark shares 127.0.0.1."""

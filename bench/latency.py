@@ -22,12 +22,12 @@ nor memory (:data:`PROBE`):
   first turn after a **restart** on the same state directory (the warmed prompt
   prefixes restored from ``<state>/llm-cache``);
 * **interference**: right after each formation turn, while its reflection runs on the
-  server's other slot, the probe is asked in another session (*busy*); once the reflection
-  has landed, and what it wrote is cleared so that both probes see the same (empty)
-  memory, a question of the same length is asked (*quiet*, :data:`QUIET_PROBE`: the
-  same question again would be served whole from the server's prompt cache). Only busy
-  probes that started before the reflection landed count; the ratio is busy / quiet
-  (medians);
+  server's other slot, the probe is asked in another session (*busy*,
+  :data:`BUSY_PROBE`); once the reflection has landed, and what it wrote is cleared so
+  that both probes see the same (empty) memory, the same question opened by another word
+  is asked (*quiet*, :data:`QUIET_PROBE`: the same text again would be served whole from
+  the server's prompt cache). Only busy probes that started before the reflection landed
+  count; the ratio is busy / quiet (medians);
 * **a short question on a warm server**: the quiet probes' first reply piece.
 
 Targets on 2 cores (medians, quiet machine): 1.0 steps per memory-use question, turn ≤ 1.15
@@ -35,6 +35,7 @@ Targets on 2 cores (medians, quiet machine): 1.0 steps per memory-use question, 
 interference ≤ 1.2×, the first turn after ready no slower than the tenth.
 
 Usage: ``python -m bench.latency [--model NAME|PATH | --llm-url URL] [--repeat N] [--quick]
+[--phases memuse,formation] [--questions N] [--statements N] [--arm NAME=JSON ...]
 [--config JSON] [--write]``; ``--quick`` runs 4 questions and 4 statements (no verdict, no
 RESULTS.md).
 """
@@ -63,9 +64,12 @@ SECTION = "## Real-model latency"
 FORMATION_DATA = Path(__file__).resolve().parent / "data" / "formation-dev.json"
 PROBE = "Which day of the week comes after Tuesday?"
 """A short question that needs no tool and no memory."""
-QUIET_PROBE = "Which month of the year comes after March?"
-"""The quiet probe: as short as :data:`PROBE` but another question, so that it is not a
-prompt the server's cache already holds whole (the busy probe's, asked just before)."""
+BUSY_PROBE = "Quick question: which day of the week comes after Tuesday?"
+QUIET_PROBE = "Short question: which day of the week comes after Tuesday?"
+"""The busy and the quiet probe: the same question, so that both replies are as long
+(another question, with a shorter answer, made the busy probe look slower than it was),
+each opened by another word, so that the quiet one is not a prompt the server's cache
+already holds whole (the busy probe's, asked just before): both evaluate the same tail."""
 
 TARGETS = {"steps": 1.0, "floor_ratio": 1.15, "first_piece_s": 1.5, "memuse_turn_s": 3.0,
            "interference": 1.2}
@@ -175,7 +179,7 @@ async def _phases(args: argparse.Namespace, url: str, token: str, questions: lis
                 nursery.start_soon(statement)
                 while "end" not in said:  # the turn's end: its reflection starts now
                     await trio.sleep(0.01)
-                busy = await _turn(url, token, _session("probe"), PROBE)
+                busy = await _turn(url, token, _session("probe"), BUSY_PROBE)
                 busy["busy_start"] = busy["end"] - busy["turn_s"] - said["end"]
             keep("formation", case["id"], said)
             landed = said.get("reflection_ms")
@@ -294,7 +298,7 @@ def render(args: argparse.Namespace, rows: list[dict[str, Any]], command: str,
         "and → `turn.finished`. `bench/latency.py` explains each figure.\n\n"
         f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
         f"- Model: {model_label(args)}; runs: {args.repeat}; probes: {PROBE!r} (first, "
-        f"busy), {QUIET_PROBE!r} (quiet)\n\n"
+        f"restart), {BUSY_PROBE!r} (busy), {QUIET_PROBE!r} (quiet)\n\n"
         "| turns | n | steps | prompt tokens p50 | evaluated p50 | cached p50 | "
         "generated p50 | first piece p50 s | turn p50 s | turn p95 s | floor p50 s | "
         "turn / floor p50 |\n"
@@ -390,6 +394,10 @@ def main(argv: list[str] | None = None) -> int:
                         "[\"--spec-type\", \"ngram-simple\"]}}'")
     p.add_argument("--phases", default="memuse,formation",
                    help="which turns to run: memuse, formation or both (default both)")
+    p.add_argument("--questions", type=int, metavar="N",
+                   help="only the first N memory-use questions (default all 16)")
+    p.add_argument("--statements", type=int, metavar="N",
+                   help="only the first N formation cases (default all 35)")
     args = p.parse_args(argv)
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
@@ -408,6 +416,11 @@ def main(argv: list[str] | None = None) -> int:
     statements = json.loads(FORMATION_DATA.read_text())["cases"]
     if args.quick:
         questions, statements = questions[:4], statements[:4]
+    for flag, n in (("--questions", args.questions), ("--statements", args.statements)):
+        if n is not None and n < 1:
+            p.error(f"{flag} must be at least 1")
+    questions = questions[:args.questions] if args.questions else questions
+    statements = statements[:args.statements] if args.statements else statements
     t0 = time.perf_counter()
     rows: list[dict[str, Any]] = []
     for n in range(args.repeat):

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import trio
 
-from bench._results import machine_line, percentile, publish, utc_now
+from bench._results import MANY_CLIENTS, machine_line, percentile, publish, utc_now
 from bench.profile import Profile, profiling, summarize
 from bench.reflection import cpu_seconds
 from bench.soak import process_names, sample
@@ -164,7 +164,7 @@ async def run(levels: list[int], turns: int, latency_ms: float, profile: bool = 
         # The note cap (default 1,000) would evict the oldest notes by design; raised so
         # that every acknowledged note must still be there.
         (state / "config.json").write_text(json.dumps(
-            {"memory": {"notes": {"maxEntries": NOTES_CAP}}}))
+            {"memory": {"notes": {"maxEntries": NOTES_CAP}}, **MANY_CLIENTS}))
         async with open_fake_llama(tmp / "fake", RULES, latency_ms=latency_ms) as fake:
             async with run_daemon(state, llm_url=fake.url) as d:
                 await run_level(d.url, d.token, d.proc.pid, fake.pid, 2, 3)  # warm-up

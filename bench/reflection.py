@@ -42,7 +42,7 @@ import trio
 
 from actors.store.stores import open_stores
 from actors.store.schema import open_database, write_txn
-from bench._results import machine_line, percentile, publish, utc_now
+from bench._results import MANY_CLIENTS, machine_line, percentile, publish, utc_now
 from runtime.services.config import Config
 from runtime.shell.client import open_client
 from tests.conftest import actor_name
@@ -160,7 +160,7 @@ async def scripted_round(tmp: Path, fake_url: str, fake_pid: int, reflection: bo
     state = tmp / f"state-{tag}"
     state.mkdir()
     (state / "config.json").write_text(json.dumps(
-        {"memory": {"reflection": {"enabled": reflection}}}))
+        {"memory": {"reflection": {"enabled": reflection}}, **MANY_CLIENTS}))
     seed_memory(state, SEED_NOTES, SEED_FACTS)
     latencies: list[float] = []
     errors: list[str] = []

@@ -28,6 +28,7 @@ Usage: ``python -m bench.soak [--clients N] [--minutes M] [--quick] [--no-write]
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -38,7 +39,7 @@ from pathlib import Path
 
 import trio
 
-from bench._results import machine_line, publish, utc_now
+from bench._results import MANY_CLIENTS, machine_line, publish, utc_now
 from runtime.shell.client import ClientError, open_client
 from tests.conftest import actor_name, descendants
 from tests.daemon import run_daemon
@@ -119,7 +120,10 @@ async def run(clients: int, minutes: float, latency_ms: float, reconnect_every: 
     errors: Counter = Counter()
     with tempfile.TemporaryDirectory() as tmp:
         async with open_fake_llama(Path(tmp), RULES, latency_ms=latency_ms) as fake:
-            async with run_daemon(Path(tmp) / "state", llm_url=fake.url) as d:
+            state = Path(tmp) / "state"
+            state.mkdir()
+            (state / "config.json").write_text(json.dumps(MANY_CLIENTS))
+            async with run_daemon(state, llm_url=fake.url) as d:
                 tasks_before = await idle_tasks(d.url, d.token)
                 t0 = trio.current_time()
                 until = t0 + minutes * 60

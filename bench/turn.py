@@ -35,7 +35,7 @@ from pathlib import Path
 
 import trio
 
-from bench._results import machine_line, percentile, publish, utc_now
+from bench._results import MANY_CLIENTS, machine_line, percentile, publish, utc_now
 from bench.reflection import cpu_seconds, seed_memory
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
@@ -87,6 +87,7 @@ async def run(notes: int, turns: int, sessions: int, latency_ms: float) -> dict:
         tmp = Path(tmp_name)
         state = tmp / "state"
         state.mkdir()
+        (state / "config.json").write_text(json.dumps(MANY_CLIENTS))
         seed_memory(state, notes, 40)
         async with open_fake_llama(tmp / "fake", RULES, latency_ms=latency_ms) as fake:
             async with run_daemon(state, llm_url=fake.url) as d:
