@@ -14,6 +14,7 @@ from actors.reflection.foreground import ForegroundGate, YieldingPool
 from actors.reflection.messages import Foreground
 from runtime import open_supervisor
 from runtime.services.backends import BackendPool
+from runtime.services.llm import Completion
 from tests.fakes.llama_server import open_fake_llama
 from tests.test_reflection_actor import Events, profile, reflect, specs
 
@@ -78,23 +79,42 @@ async def test_deferral_is_bounded_then_the_call_runs_to_the_end(clock):
     assert call.starts == [10.0] and call.done == [14.0] and gate.yields == 0
 
 
+class SlowBackend:
+    """A backend whose completion takes ``seconds`` (virtual clock); counts starts."""
+
+    label = "slow"
+
+    def __init__(self, seconds: float) -> None:
+        self.call = Call(seconds)
+
+    async def complete(self, system: str, user: str, **_kw: object) -> Completion:
+        return Completion(text=await self.call())
+
+
 async def test_a_warm_up_waits_for_turns_without_a_bound(clock):
-    """The start-up warm-up nobody waits for: held back (and interrupted) for turns
-    past the gate's bound, since run beside a turn it would slow that turn's reply."""
-    gate, call = ForegroundGate(max_defer_s=10), Call(4.0)
-    pool = YieldingPool(BackendPool([object()]), gate).unbounded()  # no call is made
-    assert pool.gate is gate and pool.max_defer_s == math.inf
+    """The start-up warm-up nobody waits for (``YieldingPool.unbounded``): held back and
+    interrupted for turns past the gate's bound, since run beside a turn it would slow
+    that turn's reply; the pool's other calls keep the bound."""
+    gate, backend = ForegroundGate(max_defer_s=10), SlowBackend(4.0)
+    bounded = YieldingPool(BackendPool([backend]), gate)
+    warm = bounded.unbounded()
+    assert warm.gate is gate and warm.max_defer_s == math.inf
     gate.set_busy(1)  # the agent's own warm-up, slower than the bound on a small CPU
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(partial(gate.run, call, max_defer_s=pool.max_defer_s))
+        nursery.start_soon(partial(warm.complete, "warm", "system", "Ready?"))
         await trio.sleep(21)
-        assert call.starts == []  # still held back at twice the bound
+        assert backend.call.starts == []  # still held back at twice the bound
         gate.set_busy(0)
         await trio.sleep(1)
         gate.set_busy(1)  # a turn still interrupts it
         await trio.sleep(3)
         gate.set_busy(0)
-    assert call.starts == [21.0, 25.0] and call.done == [29.0] and gate.yields == 1
+    assert backend.call.starts == [21.0, 25.0] and backend.call.done == [29.0]
+    gate.set_busy(1)  # the bounded pool gives up waiting after 10 s
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(partial(bounded.complete, "reflect", "system", "exchange"))
+        await trio.sleep(12)
+    assert backend.call.starts[-1] == 39.0
 
 
 async def test_errors_and_outer_cancellation_pass_through(clock):
