@@ -316,7 +316,10 @@ def parse_arm(text: str) -> tuple[str, dict[str, Any]]:
     name, eq, body = text.partition("=")
     if not eq or not name.strip():
         raise ValueError(f"--arm takes NAME=JSON, not {text!r}")
-    overlay = json.loads(body.replace("{models}", str(model_dir())) or "{}")
+    try:
+        overlay = json.loads(body.replace("{models}", str(model_dir())) or "{}")
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"--arm {name}: the config overlay is not JSON ({exc})") from None
     if not isinstance(overlay, dict):
         raise ValueError(f"--arm {name}: the JSON must be an object")
     return name.strip(), overlay

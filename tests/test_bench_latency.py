@@ -26,7 +26,7 @@ def test_an_arm_is_a_name_and_a_config_overlay_with_the_models_folder():
     assert overlay == {"llm": {"serverArgs": ["-md", f"{model_dir()}/d.gguf"]}}
     assert parse_arm("base=") == ("base", {})
     for bad in ("no-equals", "=[]", "x=[1]", "x={not json"):
-        with pytest.raises(ValueError):
+        with pytest.raises(ValueError, match="--arm"):
             parse_arm(bad)
 
 
