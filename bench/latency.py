@@ -32,7 +32,13 @@ nor memory (:data:`PROBE`):
 
 Targets on 2 cores (medians, quiet machine): 1.0 steps per memory-use question, turn ≤ 1.15
 × floor, first reply piece ≤ 1.5 s for the probe on a warm server, memory-use turn ≤ 3 s,
-interference ≤ 1.2×, the first turn after ready no slower than the tenth.
+interference ≤ 1.2×, the first turn after ready (or it says it is warming up) and after a
+restart no slower than the tenth.
+
+**Levers** (``--arm NAME=JSON``, two or more): each arm is a config overlay (merged over
+``--config``; ``{models}`` stands for the embedded models' folder, for a draft model's
+path) run on its own fresh daemon, the arms' order rotated from run to run; the report is
+then the "Real-model latency: levers" table, every arm against the first.
 
 Usage: ``python -m bench.latency [--model NAME|PATH | --llm-url URL] [--repeat N] [--quick]
 [--phases memuse,formation] [--questions N] [--statements N] [--arm NAME=JSON ...]
