@@ -54,6 +54,7 @@ import statistics
 import sys
 import tempfile
 import time
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -160,10 +161,7 @@ async def _phases(args: argparse.Namespace, url: str, token: str, questions: lis
                   statements: list[dict], rows: list[dict[str, Any]]) -> None:
     """The first turn after ready, the memory-use questions, then the formation
     statements each with a busy and a quiet probe, on one running daemon."""
-
-    def keep(phase: str, case: str, r: dict[str, Any]) -> None:
-        _keep(args, rows, phase, case, r)
-
+    keep = partial(_keep, args, rows)
     keep("first", "-", await _turn(url, token, _session("first"), PROBE))
     for case in questions if "memuse" in args.phases else ():
         async with open_client(url=url, token=token) as admin:
@@ -418,6 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         base_config = json.loads(args.config) if args.config else {}
     except ValueError as exc:
         p.error(str(exc))
+    if not isinstance(base_config, dict):
+        p.error("--config must be a JSON object")
     if len(arms) == 1:
         p.error("--arm: give at least two (the first is the baseline)")
     args.arm_name = ""

@@ -71,7 +71,8 @@ def test_the_targets_count_busy_probes_that_overlapped_and_the_restart():
 
 
 @pytest.mark.parametrize("argv", [["--arm", "only=x"], ["--arm", "one={}"],
-                                  ["--phases", "nothing"], ["--repeat", "0"]])
+                                  ["--phases", "nothing"], ["--repeat", "0"],
+                                  ["--config", "[1]"], ["--statements", "0"]])
 def test_bad_arguments_are_one_line_and_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as done:
         main(argv)

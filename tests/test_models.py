@@ -167,6 +167,7 @@ def test_build_params_maps_speculative_decoding_flags():
     assert p.speculative.types == [kind.COMMON_SPECULATIVE_TYPE_NGRAM_SIMPLE,
                                    kind.COMMON_SPECULATIVE_TYPE_NGRAM_MOD]
     assert (p.speculative.draft.n_max, p.speculative.draft.n_min) == (12, 2)
+    assert p.speculative.ngram_mod.n_max == 12  # the draft-free kind reads its own bound
     assert p.speculative.draft.p_min == pytest.approx(0.5)
     # a draft model adds the draft kind (as llama-server's -md does) and takes -t's threads
     p = build_params(["-m", "x.gguf", "-t", "3", "-md", "d.gguf"])

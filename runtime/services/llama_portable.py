@@ -116,9 +116,12 @@ def _draft_threads(params: Any, value: str) -> None:
 def _draft_set(attr: str, conv: Callable[[str], Any]) -> Callable[[Any, str], None]:
     def apply(params: Any, value: str) -> None:
         setattr(params.speculative.draft, attr, conv(value))
-        if attr == "n_max":  # the draft-free kinds read their own bound
-            params.speculative.ngram_mod.n_max = conv(value)
     return apply
+
+
+def _draft_max(params: Any, value: str) -> None:
+    """``--draft-max``: the draft model's bound, and ``ngram-mod``'s (it reads its own)."""
+    params.speculative.draft.n_max = params.speculative.ngram_mod.n_max = int(value)
 
 
 def _verbosity(params: Any, value: str) -> None:
@@ -150,7 +153,7 @@ FLAGS: dict[tuple[str, ...], tuple[Callable[[Any, Any], None], bool]] = {
     ("--spec-type",): (_spec_types, True),
     ("-md", "--model-draft"): (_draft_model, True),
     ("-td", "--threads-draft"): (_draft_threads, True),
-    ("--draft-max", "--draft", "--draft-n"): (_draft_set("n_max", int), True),
+    ("--draft-max", "--draft", "--draft-n"): (_draft_max, True),
     ("--draft-min", "--draft-n-min"): (_draft_set("n_min", int), True),
     ("--draft-p-min",): (_draft_set("p_min", float), True),
     ("-lv", "--verbosity", "--log-verbosity"): (_verbosity, True),
