@@ -201,9 +201,12 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                              "notes": {"maxEntries": 20000}}}
         (base / "config.json").write_text(json.dumps(frozen))
         texts = build_export(convs, Path(tmp) / "locomo.jsonl")
+        # The daemon reads files in <state>/exports only.
+        (base / "exports").mkdir(mode=0o700)
+        shutil.copy(Path(tmp) / "locomo.jsonl", base / "exports" / "locomo.jsonl")
         async with run_daemon(base, ready_timeout_s=600) as d:
             async with open_client(url=d.url, token=d.token) as c:
-                res = await c.memory("memory.import", {"path": str(Path(tmp) / "locomo.jsonl")})
+                res = await c.memory("memory.import", {"path": "locomo.jsonl"})
                 print(f"imported: {res['added']['notes']} notes ({res['skipped']['notes']} "
                       "already there)", file=sys.stderr, flush=True)
                 # Both arms must recall from the same vectors: wait for the backfill.

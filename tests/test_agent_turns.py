@@ -320,3 +320,40 @@ async def test_what_did_i_say_last_week_recalls_last_weeks_notes_with_their_date
     recalled = prompt["tail"].split("### recalled\n")[1].split("\n\n")[0].splitlines()
     assert recalled[0].endswith(f" {written_date(at)}: The boiler in the flat is broken")
     assert not any("green tea" in line for line in recalled)
+
+
+async def test_a_say_with_recalled_notes_shows_those_notes_instead_of_recalls_hits(tmp_path):
+    """``recalled`` in a ``say`` frame: ``### recalled`` holds exactly those notes, in that
+    order (a missing id and another project's note left out, ``[]`` = none), while the
+    same message without it recalls by its words; bad ids are one typed error."""
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token, working_dir="/here") as c:
+                bees, sister, cello = [(await c.memory("memory.notes.store", {
+                    "content": text}))["id"] for text in (
+                    "The user keeps bees on the roof", "The user's sister lives in Porto",
+                    "The user plays the cello on Sundays")]
+                other = (await c.memory("memory.notes.store", {
+                    "content": "The build needs Java 21", "scope": "project",
+                    "workingDir": "/elsewhere"}))["id"]
+
+                async def recalled_section(**kw) -> str:
+                    with trio.fail_after(60):
+                        frames = [f async for f in c.say("how are my bees?", debug=True, **kw)]
+                    (prompt,) = [f for f in frames if f.get("step") == "prompt"]
+                    tail = prompt["tail"]
+                    if "### recalled\n" not in tail:
+                        return ""
+                    return tail.split("### recalled\n")[1].split("\n\n")[0]
+
+                plain = await recalled_section()
+                assert "keeps bees" in plain and "cello" not in plain
+                given = await recalled_section(recalled=[cello, 99999, other, sister, cello])
+                lines = given.splitlines()
+                assert len(lines) == 2 and "cello" in lines[0] and "Porto" in lines[1]
+                assert f"#{bees} " not in given and "Java" not in given
+                assert await recalled_section(recalled=[]) == ""
+                for bad in ([0], list(range(1, 52)), ["1"]):
+                    await c.send({"type": "say", "text": "hi", "recalled": bad})
+                    error = await c.wait_for(lambda f: f.get("type") == "error")
+                    assert error["code"] == "bad_frame" and "recalled" in error["message"], bad

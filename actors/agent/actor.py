@@ -509,12 +509,13 @@ class AgentActor:
 
     async def _memory_context(self, msg: RunTurn, state: SessionState) -> dict[str, str]:
         t0 = time.monotonic()
-        recall_query = await self._recall_query(msg, state)
+        # Notes given by the client: nothing is recalled, so nothing to rewrite.
+        recall_query = None if msg.recalled is not None else await self._recall_query(msg, state)
         try:
             with trio.fail_after(10):
                 mem = await self.ctx.request("memory", BuildContext(
                     session=msg.session, user_message=msg.text, working_dir=state.working_dir,
-                    recall_query=recall_query), MemoryContext)
+                    recall_query=recall_query, recalled=msg.recalled), MemoryContext)
         except (RuntimeFailure, trio.TooSlowError) as exc:
             log.warning("agent.memory_context_failed", error=str(exc))
             return {}

@@ -27,12 +27,14 @@ class SessionInfo(msgspec.Struct):
 
 class RunTurn(_M):
     """Run one turn; the reply comes as TurnEvents; this answers :class:`TurnResult`
-    when the turn ends. ``debug`` adds a ``prompt`` step event with the tail."""
+    when the turn ends. ``debug`` adds a ``prompt`` step event with the tail;
+    ``recalled`` (note ids) replaces recall's hits in ``### recalled`` (None = recall)."""
 
     session: str
     turn: str
     text: str
     debug: bool = False
+    recalled: list[int] | None = None
 
 
 class TurnResult(msgspec.Struct):

@@ -212,7 +212,7 @@ class MemoryActor:
 
     def _run_op(self, s: StoreSet, msg: ToolOp, defer_bump: bool = False) -> tuple[Any, dict]:
         return run_op(s, msg.op, msg.args, OpCall(
-            source=msg.source, session=msg.session, turn=msg.turn,
+            source=msg.source, session=msg.session, turn=msg.turn, batch=msg.batch,
             default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
             recall=self._recall_for(s), context=lambda a: self._context_answer(s, msg.session, a),
             files=self.files))
@@ -472,7 +472,9 @@ class MemoryActor:
         Recall counters are left to :meth:`_queue_bump`."""
         return build_context(s, msg.user_message, self.recall_plan,
                              TurnScope(session=msg.session, working_dir=msg.working_dir,
-                                       recall_text=msg.recall_query),
+                                       recall_text=msg.recall_query,
+                                       pinned=None if msg.recalled is None
+                                       else tuple(msg.recalled)),
                              recall=self._recall_for(s), bump=False)
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:

@@ -30,6 +30,7 @@ class BuildContext(_M):
     user_message: str
     working_dir: str | None = None
     recall_query: str | None = None
+    recalled: list[int] | None = None  # these notes instead of recall's hits (None = recall)
 
 
 class ToolOp(_M):
@@ -43,6 +44,7 @@ class ToolOp(_M):
     session: str | None = None
     source: str = "agent"
     turn: str | None = None  # the agent's turn that made this tool call (provenance)
+    batch: str | None = None  # the writer's batch: one client connection (recall's context)
 
 
 class OpResult(msgspec.Struct):

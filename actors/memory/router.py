@@ -41,6 +41,8 @@ class OpCall:
             surface (``"user"``, ``"mcp"``, ...; provenance ``user``).
         session / turn: the session and turn the op belongs to, written beside what it
             stores.
+        batch: the writer's batch (one client connection): written beside a note stored
+            outside a session, and given to ``memory.import`` for the notes it adds.
         default_k: hits of ``memory.notes.recall`` without ``k`` (``memory.notes.recallDefaultK``).
         defer_bump: ``memory.notes.recall`` by query writes nothing and lists the hits'
             ids under ``change["bump"]`` for the caller to bump later
@@ -58,6 +60,7 @@ class OpCall:
     source: str = "agent"
     session: str | None = None
     turn: str | None = None
+    batch: str | None = None
     default_k: int = 5
     defer_bump: bool = False
     recall: Callable[..., list[Note]] | None = None
@@ -111,7 +114,7 @@ def _profile_purge(a: KeyArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
 def _notes_store(a: NotesStoreArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
     note = s.notes.store(a.content, tags=a.tags, source=c.source, scope=a.scope,
                          working_dir=a.working_dir, session_id=c.session,
-                         origin=_origin(c.source), turn_id=c.turn)
+                         origin=_origin(c.source), turn_id=c.turn, batch_id=c.batch)
     return note, {"ids": [note.id]}
 
 

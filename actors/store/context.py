@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import apsw
@@ -153,7 +153,9 @@ def build_context(
     zone = user_zone(facts)
     query = recall_query(scope.recall_text or user_message)
     recalled: list[Note] = []
-    if k > 0:
+    if scope.pinned is not None:
+        recalled = _pinned(notes, scope.pinned, working_dir)
+    elif k > 0:
         try:
             now = int(time.time() * 1000) if scope.now_ms is None else scope.now_ms
             window = time_window(query, now, zone) if plan.time_windows else None
@@ -229,6 +231,19 @@ def build_context(
                          lessons=lesson_rows, procedures=procedure_rows,
                          expanded=len(neighbours), superseded=superseded,
                          session_facts=session_rows, before=before, zone=zone)
+
+
+def _pinned(notes: MemoryStore, ids: Sequence[int], working_dir: str | None) -> list[Note]:
+    """The notes of ``ids`` that exist, in that order, each once, without project notes
+    of a directory other than ``working_dir`` (as recall would leave them out)."""
+    out: list[Note] = []
+    for note_id in dict.fromkeys(ids):
+        note = notes.get(note_id)
+        if note is None or (note.scope == "project" and working_dir is not None
+                            and note.working_dir != working_dir):
+            continue
+        out.append(note)
+    return out
 
 
 def _without_set_aside(notes: MemoryStore, recalled: list[Note]) -> list[Note]:

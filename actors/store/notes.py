@@ -118,8 +118,8 @@ _COLS = (
 _SQL_GET = f"SELECT {_COLS} FROM memories m WHERE m.id = ?"
 _SQL_INSERT = (
     "INSERT INTO memories (content, content_key, tags, source, scope, working_dir,"
-    " session_id, created_at, updated_at, origin, turn_id)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " session_id, created_at, updated_at, origin, turn_id, batch_id)"
+    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_MERGE = (
     "UPDATE memories SET tags = ?, updated_at = max(updated_at, ?),"
@@ -216,10 +216,13 @@ class MemoryStore:
         now_ms: int | None = None,
         origin: str | None = None,
         turn_id: str | None = None,
+        batch_id: str | None = None,
     ) -> Note:
         """Store a note (or merge it into an identical one) and return it. ``origin``
         and ``turn_id`` record who wrote it and in which turn (:class:`Note`; a merge
-        keeps the existing note's).
+        keeps the existing note's); ``batch_id`` names the writer's batch (one client
+        connection, one import) for a note written outside a session, so that recall's
+        context step finds the notes written before and after it (schema v10).
 
         Validation: content trimmed, 1..max_content_chars chars; tags per
         :func:`validate_tags`; source ``agent|user``; scope ``all|project``; scope
@@ -247,6 +250,7 @@ class MemoryStore:
             raise ValidationError("scope", "must be 'all' or 'project'")
         working_dir = optional_text(working_dir, "workingDir")
         session_id = optional_text(session_id, "sessionId")
+        batch_id = optional_text(batch_id, "batchId")
         if scope == "project" and working_dir is None:
             raise ValidationError("workingDir", "is required when scope is 'project'")
         now = _now(now_ms)
@@ -263,7 +267,7 @@ class MemoryStore:
             conn.execute(
                 _SQL_INSERT,
                 (content, key, encode_json(tags), source, scope, working_dir, session_id, now,
-                 now, origin, turn_id),
+                 now, origin, turn_id, batch_id),
             )
             note_id = conn.last_insert_rowid()
             if found is not None:  # a correction is linked to what it corrects

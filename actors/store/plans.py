@@ -160,9 +160,13 @@ class TurnScope:
             notes, lessons and procedures are recalled with it (None = the message).
         now_ms: the clock (Unix ms) a time span in the question is read against; None =
             the wall clock.
+        pinned: the notes ``### recalled`` shows instead of recall's hits, in this order
+            (missing ids, and project notes of another directory, left out); None =
+            recall.
     """
 
     session: str | None = None
     working_dir: str | None = None
     recall_text: str | None = None
     now_ms: int | None = None
+    pinned: tuple[int, ...] | None = None

@@ -35,7 +35,9 @@ BM25 pool scores 56.1 %:
    starts half of a conversation's turns adds nothing; coverage still prefers the note
    that has it. 60.2 % -> 61.4 %.
 4. **Session context**: a note written up to :data:`CONTEXT_RADIUS` (2) notes before or
-   after a pooled note in the same session (``session_id`` equal, ids that close) gets
+   after a pooled note in the same context (the same session, or for a note written
+   outside one the same writer's batch: ``COALESCE(session_id, batch_id)`` equal, ids
+   that close) gets
    :data:`CONTEXT_WEIGHT` times each such neighbour's score added, *if it matches the
    query itself* (a note without any query word is never returned). Answers follow the
    remark that names their topic, often with a reaction in between: "Got any favourite
@@ -293,13 +295,14 @@ def doc_freqs(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
 # read for the n pooled rows only; filters sit in the LEFT JOIN so that rows they
 # reject still count towards "FTS5 has more hits".
 _SQL_POOL = (
-    "SELECT p.rowid, p.raw, p.cover, p.corpus, {cols}, m.session_id FROM ("
+    "SELECT p.rowid, p.raw, p.cover, p.corpus, {cols},"
+    " COALESCE(m.session_id, m.batch_id) FROM ("
     " SELECT rowid, bm25(memories_fts) AS raw, aa_coverage(memories_fts) AS cover,"
     " {corpus} AS corpus FROM memories_fts WHERE memories_fts MATCH ? ORDER BY {order} LIMIT ?)"
     " AS p LEFT JOIN memories m ON m.id = p.rowid{where}"
 )
 _SQL_NEAR = (
-    "SELECT {cols}, m.session_id FROM memories m"
+    "SELECT {cols}, COALESCE(m.session_id, m.batch_id) FROM memories m"
     " WHERE m.id IN (SELECT value FROM json_each(?)){where}"
 )
 _SQL_ID_RANGE = "SELECT (SELECT min(id) FROM memories), (SELECT max(id) FROM memories)"
@@ -356,7 +359,8 @@ def ranked_search(
         query: from :func:`build_recall_query` (or :func:`compile_terms`).
         k: the number of notes wanted (>= 1).
         cols: the ``memories m`` columns to return; the first must be ``m.id``, the
-            second ``m.content``. ``m.session_id`` is appended to every row.
+            second ``m.content``. The note's context (``COALESCE(m.session_id, m.batch_id)``)
+            is appended to every row.
         where: extra ``" AND ..."`` conditions on ``m`` (scope, working dir, tags).
         args: the bindings of ``where``.
         coverage / context_weight: steps 3 and 4 (``False`` / ``0.0`` switch them off;

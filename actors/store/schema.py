@@ -309,7 +309,16 @@ INSERT INTO procedures_fts(rowid, activation, steps, tags)
 (``fts.fold_latin``): "pho" finds "phở", "lodz" finds "Łódź", and the other way round.
 The same statements as :func:`rebuild_fts`, in the migration's transaction."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9)
+_V10 = """
+ALTER TABLE memories ADD COLUMN batch_id TEXT;
+"""
+"""v10: the writer's batch of a note written outside a session: one client connection's
+stores (a websocket client, the MCP server, a script), one ``memory import``. Recall's
+context step treats ``COALESCE(session_id, batch_id)`` as the note's context, so notes
+written in a row by one writer are neighbours whether or not a session wrote them
+(``recall`` step 4)."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
 #: The newest schema version this code knows (``len(MIGRATIONS)``).
 SCHEMA_VERSION: int = len(MIGRATIONS)
 

@@ -11,7 +11,8 @@ The file, one JSON object per line, ``type`` first:
   who wrote the version (``reflection``, ``tool``, ``user``, ``import``; null = unknown);
 * ``{"type": "note", "id", "content", "tags", "source", "scope", "workingDir",
   "sessionId", "createdAt", "updatedAt", "recallCount", "lastRecalledAt", "archived",
-  "origin", "turnId"}`` (``origin`` as a fact version's ``source``);
+  "origin", "turnId", "batchId"}`` (``origin`` as a fact version's ``source``;
+  ``batchId`` the writer's batch of a note written outside a session, see below);
 * ``{"type": "link", "fromId", "toId", "kind", "weight", "createdAt", "origin"}`` (note ids of
   this file);
 * ``{"type": "lesson", "id", "activation", "principle", "tags", "status",
@@ -33,13 +34,17 @@ the key's history (same value and ``validFrom``) is skipped, and an imported cur
 value becomes the key's current value only when it is newer than the one there; lessons
 and procedures with the same text, and links already present, are skipped. Ids are
 the target's own: links and parent ids are mapped through the imported notes. What an
-import adds has the provenance ``import`` (session and turn kept from the file).
+import adds has the provenance ``import`` (session and turn kept from the file). A note
+the file gives neither a ``sessionId`` nor a ``batchId`` gets this import's own batch id
+(``import-<10 hex>``), so the notes one import adds in a row are each other's context in
+recall, as a session's are; a file's ``batchId`` is kept.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 import time
 from typing import Any, Literal, cast
 
@@ -103,6 +108,7 @@ class NoteRec(_S, tag="note", tag_field="type", kw_only=True):
     archived: bool = False
     origin: str | None = None
     turn_id: str | None = None
+    batch_id: str | None = None
 
 
 class LinkRec(_S, tag="link", tag_field="type", kw_only=True):
@@ -219,7 +225,8 @@ def _records(conn: apsw.Connection, counts: dict[str, int]):
 _TABLES = (
     ("note", "memories", ("id", "content", "tags", "source", "scope", "working_dir",
                           "session_id", "created_at", "updated_at", "recall_count",
-                          "last_recalled_at", "archived", "origin", "turn_id"), "id"),
+                          "last_recalled_at", "archived", "origin", "turn_id", "batch_id"),
+     "id"),
     ("link", "memory_links", ("from_id", "to_id", "kind", "weight", "created_at", "origin"),
      "created_at, from_id, to_id"),
     ("lesson", "lessons", ("id", "activation", "principle", "tags", "status", "success_count",
@@ -286,12 +293,13 @@ def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> dict:
     skipped = dict(added)
     note_ids: dict[int, int] = {}
     lesson_ids: dict[int, int] = {}
+    batch = f"import-{secrets.token_hex(5)}"
     with write_txn(conn):
         newest = cast(int, conn.execute(
             "SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0])
         for rec in records:
             if isinstance(rec, NoteRec):
-                _import_note(conn, notes, rec, note_ids, added, skipped)
+                _import_note(conn, notes, rec, note_ids, added, skipped, batch)
         for rec in records:
             match rec:
                 case FactRec():
@@ -310,12 +318,13 @@ def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> dict:
 
 
 def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
-                 note_ids: dict[int, int], added: dict, skipped: dict) -> None:
+                 note_ids: dict[int, int], added: dict, skipped: dict, batch: str) -> None:
     content = validate_content(rec.content, notes.max_content_chars)
     tags = validate_tags(rec.tags)
     working_dir = optional_text(rec.working_dir, "workingDir")
     if rec.scope == "project" and working_dir is None:
         raise ValidationError("workingDir", f"note {rec.id}: project notes need a workingDir")
+    session_id = optional_text(rec.session_id, "sessionId")
     key = content_key(content)
     dup = near_match(conn, content, key, rec.scope, working_dir,
                      notes.near_threshold if notes.dedup else None)
@@ -326,11 +335,12 @@ def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
     conn.execute(
         "INSERT INTO memories (content, content_key, tags, source, scope, working_dir,"
         " session_id, created_at, updated_at, recall_count, last_recalled_at, archived,"
-        " origin, turn_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?)",
-        (content, key, json.dumps(tags), rec.source, rec.scope, working_dir,
-         optional_text(rec.session_id, "sessionId"), rec.created_at,
-         rec.updated_at or rec.created_at, max(0, rec.recall_count), rec.last_recalled_at,
-         int(rec.archived), optional_text(rec.turn_id, "turnId")))
+        " origin, turn_id, batch_id)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?, ?)",
+        (content, key, json.dumps(tags), rec.source, rec.scope, working_dir, session_id,
+         rec.created_at, rec.updated_at or rec.created_at, max(0, rec.recall_count),
+         rec.last_recalled_at, int(rec.archived), optional_text(rec.turn_id, "turnId"),
+         optional_text(rec.batch_id, "batchId") or (None if session_id else batch)))
     note_ids[rec.id] = conn.last_insert_rowid()
     added["notes"] += 1
 

@@ -109,10 +109,15 @@ class DaemonClient:
         finally:
             self.backlog = skipped + self.backlog
 
-    async def say(self, text: str, *, debug: bool = False) -> AsyncIterator[dict[str, Any]]:
+    async def say(self, text: str, *, debug: bool = False,
+                  recalled: list[int] | None = None) -> AsyncIterator[dict[str, Any]]:
         """Start a turn and yield its frames up to and including ``turn.finished``.
-        An ``error`` frame (e.g. ``busy``) is yielded and ends the iteration."""
-        await self.send({"type": "say", "text": text, "debug": debug})
+        An ``error`` frame (e.g. ``busy``) is yielded and ends the iteration.
+        ``recalled``: the note ids ``### recalled`` shows instead of recall's hits."""
+        frame: dict[str, Any] = {"type": "say", "text": text, "debug": debug}
+        if recalled is not None:
+            frame["recalled"] = recalled
+        await self.send(frame)
         while True:
             frame = await self.receive()
             yield frame

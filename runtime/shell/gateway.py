@@ -117,6 +117,10 @@ class Client:
         self.id = cid
         self.session: str | None = None
         self.session_saved = False  # the session has a turn (memory writes name it)
+        # The writer's batch of the notes this connection stores outside a session:
+        # recall's context step reads the notes one writer stored in a row as
+        # neighbours (unique across daemon runs, like a turn id).
+        self.batch = f"conn-{secrets.token_hex(5)}"
         self.channels: set[str] = set()
         self.send_ch, self.recv_ch = trio.open_memory_channel[bytes](queue_size)
         self.queue_size = queue_size
@@ -522,7 +526,8 @@ class Gateway:
         assert session is not None
         try:
             await self.sup.request("agent", RunTurn(session=session, turn=turn, text=frame.text,
-                                                    debug=frame.debug), TurnResult)
+                                                    debug=frame.debug,
+                                                    recalled=frame.recalled), TurnResult)
             client.session_saved = True
         except RemoteError as exc:
             client.push(ErrorFrame(code=exc.code, message=exc.message, id=None))
@@ -550,7 +555,8 @@ class Gateway:
                 # or MCP connection's unsaved session is no provenance.
                 data = (await self.sup.request("memory", ToolOp(
                     op=frame.op, args=frame.args, source="user",
-                    session=client.session if client.session_saved else None),
+                    session=client.session if client.session_saved else None,
+                    batch=client.batch),
                     OpResult)).data
         except RemoteError as exc:
             client.push(MemoryResult(id=frame.id, ok=False,

@@ -14,7 +14,7 @@ client frames are plain dicts built by the gateway (documented in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -33,9 +33,20 @@ class Hello(_F, tag="hello"):
     working_dir: str | None = None
 
 
+MAX_RECALLED = 50
+"""At most this many note ids in a ``say`` frame's ``recalled``."""
+
+
 class Say(_F, tag="say"):
+    """``recalled``: the notes this turn's ``### recalled`` shows instead of recall's own
+    hits, in that order (ids that do not exist, or belong to another project, are left
+    out; ``[]`` = none); absent = recall as usual. For a client that picked the notes
+    itself, and for measuring answers against a given context (``bench/locomo_qa.py``)."""
+
     text: str
     debug: bool = False
+    recalled: Annotated[list[Annotated[int, msgspec.Meta(ge=1)]],
+                        msgspec.Meta(max_length=MAX_RECALLED)] | None = None
 
 
 class CancelFrame(_F, tag="cancel"):
