@@ -103,3 +103,35 @@ async def test_three_arms_through_real_daemons_on_the_scripted_model(tmp_path):
     text = locomo_qa.render(out, "python -m bench.locomo_qa --full")
     assert "| all (1-4) | 4 |" in text and "recall / oracle" in text
     assert "Category 5 (adversarial, 1 questions" in text
+
+
+@pytest.mark.timeout(240)
+async def test_locomo_ops_stores_through_the_websocket_and_recalls_the_evidence(tmp_path):
+    """``bench/locomo_ops.py`` on two tiny conversations: every turn stored with
+    ``memory.notes.store`` and found again with ``memory.notes.recall`` in its own
+    conversation's directory (the other conversation's identical question never
+    answers), keyword and hybrid, through the daemon and in process."""
+    from bench import locomo_ops
+
+    convs = [json.loads(json.dumps(c)) for c in _conversations() * 2]
+    convs[1]["sample_id"] = "conv-y"
+    convs[1]["conversation"]["session_1"][1]["text"] = "I sculpted a heron in clay."
+    convs[1]["qa"] = [{"question": "What did Melanie sculpt?", "answer": "a heron",
+                       "evidence": ["D1:2"], "category": 4}]
+    out = await locomo_ops.measure(convs)
+    assert out == {"keyword_ops": 1.0, "hybrid_ops": 1.0, "keyword_in_process": 1.0,
+                   "hybrid_in_process": 1.0}
+    text = locomo_ops.render(out, "python -m bench.locomo_ops", 2)
+    assert "| keyword | 100.0 % | 100.0 % | ≥ 74 % | PASS |" in text
+    assert "| hybrid | 100.0 % | 100.0 % | ≥ keyword + 2 | FAIL |" in text
+
+
+def test_the_second_stage_keeps_the_models_picks_first_and_ignores_what_is_not_a_candidate():
+    from bench.locomo_rerank import grammar, parse_choice, prompt, reorder
+
+    assert parse_choice("[2, 0, 2, 7]", 3) == [2, 0]  # once each, only candidates
+    assert parse_choice("not json", 3) == [] and parse_choice('{"a": 1}', 3) == []
+    assert reorder([10, 11, 12, 13], [2, 0]) == [12, 10, 11, 13]
+    assert grammar(3).splitlines()[1] == 'num ::= "0" | "1" | "2"'
+    messages = prompt("What did Melanie paint?", ["Melanie: a lake sunrise " * 20], 30)
+    assert messages[1]["content"].endswith("[0] " + ("Melanie: a lake sunrise " * 20)[:30])

@@ -59,7 +59,8 @@ def _add_serve(sub: Any) -> None:
     s = sub.add_parser("serve", help="run the daemon (prints one JSON ready line)",
                        description="Run the daemon in the foreground. With no llm.url configured "
                                    "it starts the embedded llama.cpp server (llm.server: the "
-                                   "portable build by default) with llm.model (default "
+                                   "portable build, or the prebuilt one for AVX-512 and AMX "
+                                   "where the CPU has them) with llm.model (default "
                                    f"{DEFAULT_MODEL}; `atomic-agent models` lists them).")
     _state_arg(s)
     s.add_argument("--host", help="address to bind (default 127.0.0.1)")

@@ -1,0 +1,172 @@
+"""LoCoMo evidence recall through the daemon's ops path, against the same recall in process.
+
+``bench.locomo`` measures recall on stores it fills itself, every turn with its LoCoMo
+session as ``session_id``. A client does not write like that: a websocket script, an MCP
+client or ``memory import`` stores notes with ``memory.notes.store`` and no session, and
+asks with ``memory.notes.recall``. This runs that path: every dialog turn of the dev
+conversations (``bench/data/locomo-dev.json``; LoCoMo, Maharana et al., ACL 2024,
+CC BY-NC 4.0) stored through one websocket connection per conversation (no session: the
+connection's writer batch is the notes' context), as a project note of
+``/locomo/<sample_id>``, into one real daemon, then every category 1-4 question recalled
+with ``memory.notes.recall`` (k 10, that directory) -- once on a daemon with embeddings
+off (keyword recall) and once on one with the default embedder, after the backfill
+embedded every note (hybrid recall). In process, the same questions on
+``bench.locomo``'s stores (one per conversation, LoCoMo sessions): keyword
+(``MemoryStore.recall``) and hybrid (``bench.locomo_rankers.hybrid``). Evidence
+recall@10 = the share of a question's evidence turns in the top 10, averaged over
+questions.
+
+Usage: ``python -m bench.locomo_ops [--quick] [--write]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import trio
+
+from bench import locomo_rankers as rankers
+from bench._results import machine_line, publish, utc_now
+from bench.locomo import DATA, TARGET_KEYWORD_R10, load_conversation, memory_recall
+from runtime.shell.client import open_client
+from tests.daemon import run_daemon
+
+SECTION = "## LoCoMo retrieval through the daemon"
+K = 10
+_EVIDENCE = re.compile(r"D:?(\d+):(\d+)")
+HYBRID_MARGIN = 0.02
+"""Through the daemon, hybrid recall should beat keyword recall by at least this much."""
+
+
+def in_process(convs: list[dict]) -> dict[str, float]:
+    """Keyword and hybrid evidence recall@10 on ``bench.locomo``'s in-process stores."""
+    hybrid = rankers.hybrid()
+    sums, n = Counter(), 0
+    for conv in convs:
+        conn, store, questions = load_conversation(conv, Counter())
+        for question, _cat, evidence in questions:
+            n += 1
+            for name, rank in (("keyword", memory_recall), ("hybrid", hybrid)):
+                sums[name] += len(evidence & set(rank(conn, store, question, K))) / len(evidence)
+        conn.close()
+    return {name: total / n for name, total in sums.items()}
+
+
+def _questions(conv: dict) -> list[tuple[str, set[str]]]:
+    """(question, evidence texts ``"Speaker: text"``) of categories 1-4 with evidence."""
+    texts = {t["dia_id"]: f"{t['speaker']}: {t['text']}"
+             for key, turns in conv["conversation"].items()
+             if key.startswith("session_") and isinstance(turns, list) for t in turns}
+    out = []
+    for qa in conv["qa"]:
+        if qa.get("category") not in (1, 2, 3, 4):
+            continue
+        evidence = {texts[f"D{a}:{b}"] for raw in qa.get("evidence", [])
+                    for a, b in _EVIDENCE.findall(str(raw)) if f"D{a}:{b}" in texts}
+        if evidence:
+            out.append((str(qa["question"]), evidence))
+    return out
+
+
+async def through_daemon(convs: list[dict], embeddings: bool) -> float:
+    """Evidence recall@10 through ``memory.notes.store`` / ``memory.notes.recall``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        state = Path(tmp) / "state"
+        state.mkdir()
+        (state / "config.json").write_text(json.dumps({"memory": {
+            "reflection": {"enabled": False}, "notes": {"maxEntries": 20000},
+            "embeddings": {"enabled": embeddings}}}))
+        # No model needed: an address nothing listens on (memory serves without an LLM).
+        async with run_daemon(state, llm_url="http://127.0.0.1:9", ready_timeout_s=600) as d:
+            for conv in convs:  # one connection per conversation: one writer batch
+                async with open_client(url=d.url, token=d.token) as c:
+                    for n in range(1, 100):  # the sessions in their order
+                        turns = conv["conversation"].get(f"session_{n}")
+                        if not isinstance(turns, list):
+                            continue
+                        for t in turns:
+                            await c.memory("memory.notes.store", {
+                                "content": f"{t['speaker']}: {t['text']}", "scope": "project",
+                                "workingDir": f"/locomo/{conv['sample_id']}"})
+            async with open_client(url=d.url, token=d.token) as c:
+                if embeddings:
+                    with trio.move_on_after(1800):
+                        while True:
+                            st = await c.memory("memory.stats")
+                            if st["embeddings"].get("vectors", 0) >= st["notes"]:
+                                break
+                            await trio.sleep(2)
+                total, n = 0.0, 0
+                for conv in convs:
+                    for question, evidence in _questions(conv):
+                        hits = await c.memory("memory.notes.recall", {
+                            "query": question, "k": K,
+                            "workingDir": f"/locomo/{conv['sample_id']}"})
+                        total += len(evidence & {h["content"] for h in hits}) / len(evidence)
+                        n += 1
+                print(f"  through the daemon, embeddings {'on' if embeddings else 'off'}: "
+                      f"{n} questions, R@10 {100 * total / n:.1f} %", file=sys.stderr,
+                      flush=True)
+                return total / n
+
+
+async def measure(convs: list[dict]) -> dict[str, Any]:
+    """Both daemons, then the in-process reference."""
+    out = {"keyword_ops": await through_daemon(convs, False),
+           "hybrid_ops": await through_daemon(convs, True)}
+    ref = in_process(convs)
+    out.update(keyword_in_process=ref["keyword"], hybrid_in_process=ref["hybrid"])
+    return out
+
+
+def render(out: dict[str, Any], command: str, convs: int) -> str:
+    kw, hy = out["keyword_ops"], out["hybrid_ops"]
+    verdict_kw = "PASS" if kw >= TARGET_KEYWORD_R10 else "FAIL"
+    verdict_hy = "PASS" if hy >= kw + HYBRID_MARGIN else "FAIL"
+    return "\n".join([
+        SECTION, "",
+        "Evidence recall@10 of LoCoMo dev questions (categories 1-4) when a client stores "
+        "every dialog turn with `memory.notes.store` (one websocket connection per "
+        "conversation, no session) and asks with `memory.notes.recall`, against the same "
+        "recall in process on stores whose notes carry their LoCoMo session.",
+        "",
+        f"- Machine: {machine_line()}",
+        f"- Date: {utc_now()}",
+        f"- Command: `{command}`; {convs} conversations",
+        "",
+        "| recall | in process (sessions) | through the daemon (a client's writes) | target "
+        "| result |",
+        "|---|---:|---:|---|---|",
+        f"| keyword | {100 * out['keyword_in_process']:.1f} % | {100 * kw:.1f} % | "
+        f"≥ {100 * TARGET_KEYWORD_R10:.0f} % | {verdict_kw} |",
+        f"| hybrid | {100 * out['hybrid_in_process']:.1f} % | {100 * hy:.1f} % | "
+        f"≥ keyword + {100 * HYBRID_MARGIN:.0f} | {verdict_hy} |",
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Measure, print (``--write``: record) the section."""
+    p = argparse.ArgumentParser(prog="python -m bench.locomo_ops", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--quick", action="store_true", help="two conversations, no RESULTS.md")
+    p.add_argument("--data", type=Path, default=DATA)
+    p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
+    args = p.parse_args(argv)
+    convs = json.loads(args.data.read_text())[: 2 if args.quick else None]
+    out = trio.run(measure, convs)
+    command = "python -m bench.locomo_ops " + " ".join(argv if argv is not None
+                                                       else sys.argv[1:])
+    publish(SECTION, render(out, command.strip(), len(convs)), args.write and not args.quick)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
