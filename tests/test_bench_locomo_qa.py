@@ -120,7 +120,8 @@ async def test_locomo_ops_stores_through_the_websocket_and_recalls_the_evidence(
                        "evidence": ["D1:2"], "category": 4}]
     out = await locomo_ops.measure(convs)
     assert out == {"keyword_ops": 1.0, "hybrid_ops": 1.0, "keyword_in_process": 1.0,
-                   "hybrid_in_process": 1.0}
+                   "hybrid_in_process": 1.0, "keyword_shared_batch": 1.0,
+                   "keyword_shared_none": 1.0}
     text = locomo_ops.render(out, "python -m bench.locomo_ops", 2)
     assert "| keyword | 100.0 % | 100.0 % | ≥ 74 % | PASS |" in text
     assert "| hybrid | 100.0 % | 100.0 % | ≥ keyword + 2 | FAIL |" in text
