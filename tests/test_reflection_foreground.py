@@ -152,3 +152,20 @@ async def test_reflection_waits_for_turns_and_restarts_after_one(tmp_path):
             assert event.outcome == "ok" and event.fact_keys == ["city"]
             assert await profile(sup) == {"city": "Lyon"}
     assert len(fake.completions()) == 2  # the interrupted request, then the one that landed
+
+
+def test_a_count_older_than_one_already_taken_is_ignored():
+    """The kernel handles each cast in a task of its own and trio may run two of them in
+    either order: the agent's "warm-up running" (1) can arrive after its "warm-up done"
+    (0) and would hold every background call back until the next turn. Each count
+    carries a sequence number; a stale one changes nothing."""
+    gate = ForegroundGate()
+    gate.set_busy(0, seq=2)   # the newer count, handled first
+    gate.set_busy(1, seq=1)   # the older one, handled second: ignored
+    assert gate.busy == 0
+    gate.set_busy(1, seq=3)
+    assert gate.busy == 1
+    gate.set_busy(0, seq=3)   # the same seq again: ignored
+    assert gate.busy == 1
+    gate.set_busy(0)          # no seq: always taken (tests, local callers)
+    assert gate.busy == 0

@@ -238,6 +238,7 @@ class AgentActor:
         # Set once the start-up warm-up of the model's prompt cache is over (at once
         # without an embedded server): a turn that starts before it says so.
         self.warmed = trio.Event()
+        self._foreground_seq = 0  # Foreground.seq of the last count cast
         self.opened: dict[str, str | None] = {}  # opened, no turn yet: id → working dir
         self.db_lock = trio.Lock()
         self.n_ctx: int | None = None
@@ -344,8 +345,10 @@ class AgentActor:
         (docs/architecture.md §10, "Turns first"). A reflection actor that is down
         misses it; the turn goes on."""
         busy = len(self.turns) + (0 if self.warmed.is_set() else 1)
+        # The system-wide monotonic clock: a restarted agent's counts stay newer.
+        self._foreground_seq = max(self._foreground_seq + 1, time.monotonic_ns())
         try:
-            await self.ctx.cast("reflection", Foreground(turns=busy))
+            await self.ctx.cast("reflection", Foreground(turns=busy, seq=self._foreground_seq))
         except RuntimeFailure:
             pass
 

@@ -193,8 +193,8 @@ class ReflectionActor:
 
     async def on_message(self, msg) -> None:
         match msg:
-            case Foreground(turns=turns):
-                self.gate.set_busy(turns)
+            case Foreground(turns=turns, seq=seq):
+                self.gate.set_busy(turns, seq or None)  # 0: a sender without order
             case AbortPending(session=None):
                 for session in list(self.in_flight):
                     self._interrupt(session)

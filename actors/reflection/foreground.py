@@ -57,11 +57,18 @@ class ForegroundGate:
         self._idle = trio.Event()
         self._idle.set()
         self._running: set[trio.CancelScope] = set()
+        self._seq = 0  # the newest Foreground.seq taken
 
-    def set_busy(self, turns: int) -> None:
+    def set_busy(self, turns: int, seq: int | None = None) -> None:
         """Take the agent's count of running turns; the first turn to start cancels
         every background call in progress (each starts again once the turns are over).
+        ``seq`` (:class:`~.messages.Foreground`): a count older than one already taken
+        is ignored (the casts' handlers may run out of order); None = always take it.
         """
+        if seq is not None:
+            if seq <= self._seq:
+                return
+            self._seq = seq
         was, self.busy = self.busy, max(0, turns)
         self.heard.set()
         if self.busy and not was:

@@ -48,9 +48,15 @@ class AbortPending(_M):
 class Foreground(_M):
     """Cast by the agent whenever its number of running turns changes (its start-up
     warm-up of the model's prompt cache counts as one): while ``turns`` > 0 the
-    reflection actor holds its LLM calls back (:mod:`actors.reflection.foreground`)."""
+    reflection actor holds its LLM calls back (:mod:`actors.reflection.foreground`).
+    ``seq`` grows by one with every cast: the kernel runs each cast's handler in a task
+    of its own, and trio runs the tasks of one scheduling batch in random order, so two
+    counts sent back to back can be taken in the wrong order; the gate keeps the count
+    with the highest ``seq`` (the agent's ``time.monotonic_ns()``, system-wide, so a
+    restarted agent's counts are newer still); 0 = unordered, always taken."""
 
     turns: int = 0
+    seq: int = 0
 
 
 class Consolidate(_M):

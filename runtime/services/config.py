@@ -324,7 +324,8 @@ class LLMConfig(_C):
     or a path to a ``.gguf`` file (``modelPath`` is the older spelling of a path). With
     a ``url``, ``model`` is the model name sent to OpenAI APIs. ``server`` picks the
     embedded server (``auto``, ``portable``, ``native``, ``prebuilt`` or a path to a
-    llama-server binary; :mod:`runtime.services.llama`) and ``serverArgs`` are appended to its command line (e.g. ``["--no-repack"]``).
+    llama-server binary; :mod:`runtime.services.llama`) and ``serverArgs`` are appended
+    to its command line (e.g. ``["--no-repack"]``).
     ``api`` selects the wire protocol (see :class:`BackendConfig` for it and ``apiKey``,
     ``apiKeyEnv``, ``grammar``); ``fallbacks`` are tried in order when it fails, and a
     session sticks to the backend that last served it (``runtime.services.backends``). Timeouts
