@@ -36,7 +36,8 @@ from bench import locomo_rankers as rankers
 from bench._results import machine_line, publish, utc_now
 from actors.store.notes import MemoryStore
 from actors.store.schema import open_database
-from bench.locomo import DATA, TARGET_KEYWORD_R10, load_conversation, memory_recall
+from bench.locomo import DATA, TARGET_KEYWORD_R10, evaluate, memory_recall
+from bench.locomo_temporal import wait_for_vectors
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
@@ -48,17 +49,11 @@ HYBRID_MARGIN = 0.02
 
 
 def in_process(convs: list[dict]) -> dict[str, float]:
-    """Keyword and hybrid evidence recall@10 on ``bench.locomo``'s in-process stores."""
-    hybrid = rankers.hybrid()
-    sums, n = Counter(), 0
-    for conv in convs:
-        conn, store, questions = load_conversation(conv, Counter())
-        for question, _cat, evidence in questions:
-            n += 1
-            for name, rank in (("keyword", memory_recall), ("hybrid", hybrid)):
-                sums[name] += len(evidence & set(rank(conn, store, question, K))) / len(evidence)
-        conn.close()
-    return {name: total / n for name, total in sums.items()}
+    """Keyword and hybrid evidence recall@10 on ``bench.locomo``'s in-process stores
+    (:func:`bench.locomo.evaluate`)."""
+    table, _ms, _n = evaluate(convs, {"keyword": memory_recall, "hybrid": rankers.hybrid()},
+                              Counter())
+    return {name: rows["all"][f"R@{K}"] for name, rows in table.items()}
 
 
 def shared_store(convs: list[dict], batch: bool) -> float:
@@ -125,12 +120,7 @@ async def through_daemon(convs: list[dict], embeddings: bool) -> float:
                                 "workingDir": f"/locomo/{conv['sample_id']}"})
             async with open_client(url=d.url, token=d.token) as c:
                 if embeddings:
-                    with trio.move_on_after(1800):
-                        while True:
-                            st = await c.memory("memory.stats")
-                            if st["embeddings"].get("vectors", 0) >= st["notes"]:
-                                break
-                            await trio.sleep(2)
+                    await wait_for_vectors(c)
                 total, n = 0.0, 0
                 for conv in convs:
                     for question, evidence in _questions(conv):

@@ -41,7 +41,6 @@ import json
 import math
 import random
 import re
-import shutil
 import statistics
 import sys
 import tempfile
@@ -55,7 +54,7 @@ import trio
 
 from bench._results import machine_line, publish, utc_now
 from bench.locomo_answers import score_answer
-from bench.locomo_temporal import DATA, build_export
+from bench.locomo_temporal import DATA, build_export, import_export, wait_for_vectors
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 
@@ -134,23 +133,12 @@ def _state(root: Path, name: str) -> Path:
 
 
 async def _ingest(state: Path, export: Path, llm_url: str | None) -> None:
-    """Import ``export`` (the daemon reads files in ``<state>/exports`` only) and wait
-    until the backfill has embedded every note."""
-    (state / "exports").mkdir(mode=0o700, exist_ok=True)
-    shutil.copy(export, state / "exports" / export.name)
+    """Import ``export`` and wait until the backfill has embedded every note (recall
+    reads the vectors)."""
     async with run_daemon(state, llm_url=llm_url, ready_timeout_s=600) as d:
         async with open_client(url=d.url, token=d.token) as c:
-            res = await c.memory("memory.import", {"path": export.name})
-            print(f"imported {res['added']['notes']} notes", file=sys.stderr, flush=True)
-            with trio.move_on_after(1800):  # recall reads vectors: wait for the backfill
-                while True:
-                    st = await c.memory("memory.stats")
-                    if st["embeddings"].get("vectors", 0) >= st["notes"] \
-                            or not st["embeddings"].get("enabled", True):
-                        break
-                    await trio.sleep(2)
-            print(f"embedded: {st['embeddings'].get('vectors')} vectors", file=sys.stderr,
-                  flush=True)
+            await import_export(c, state, export)
+            await wait_for_vectors(c)
 
 
 def _log(arm: str, i: int, n: int, q: dict, row: dict) -> None:

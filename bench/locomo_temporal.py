@@ -175,6 +175,32 @@ def questions(convs: list[dict], per_conv: int) -> list[dict[str, Any]]:
     return out
 
 
+async def import_export(c, state: Path, export: Path) -> dict[str, Any]:
+    """``memory.import`` of ``export`` through client ``c`` of the daemon on ``state``
+    (which reads files in ``<state>/exports`` only: the file is copied there first);
+    returns the op's result."""
+    (state / "exports").mkdir(mode=0o700, exist_ok=True)
+    shutil.copy(export, state / "exports" / export.name)
+    res: dict[str, Any] = await c.memory("memory.import", {"path": export.name})
+    print(f"imported: {res['added']['notes']} notes ({res['skipped']['notes']} already "
+          "there)", file=sys.stderr, flush=True)
+    return res
+
+
+async def wait_for_vectors(c, timeout_s: float = 1800) -> dict[str, Any]:
+    """Poll ``memory.stats`` every 2 s until the backfill has embedded every note (or
+    embeddings are off, or ``timeout_s`` passed); return the stats' ``embeddings``."""
+    with trio.move_on_after(timeout_s):
+        while True:
+            st = await c.memory("memory.stats")
+            if st["embeddings"].get("vectors", 0) >= st["notes"] \
+                    or not st["embeddings"].get("enabled", True):
+                break
+            await trio.sleep(2)
+    print(f"embedded: {st['embeddings']}", file=sys.stderr, flush=True)
+    return st["embeddings"]
+
+
 async def ask(d, session: str, working_dir: str, text: str) -> tuple[str, str, float]:
     """One turn in a new session: (reply text, the first step's prompt tail, seconds)."""
     t0 = time.perf_counter()
@@ -201,22 +227,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                              "notes": {"maxEntries": 20000}}}
         (base / "config.json").write_text(json.dumps(frozen))
         texts = build_export(convs, Path(tmp) / "locomo.jsonl")
-        # The daemon reads files in <state>/exports only.
-        (base / "exports").mkdir(mode=0o700)
-        shutil.copy(Path(tmp) / "locomo.jsonl", base / "exports" / "locomo.jsonl")
         async with run_daemon(base, ready_timeout_s=600) as d:
             async with open_client(url=d.url, token=d.token) as c:
-                res = await c.memory("memory.import", {"path": "locomo.jsonl"})
-                print(f"imported: {res['added']['notes']} notes ({res['skipped']['notes']} "
-                      "already there)", file=sys.stderr, flush=True)
-                # Both arms must recall from the same vectors: wait for the backfill.
-                with trio.move_on_after(1800):
-                    while True:
-                        st = await c.memory("memory.stats")
-                        if st["embeddings"].get("vectors", 0) >= st["notes"]:
-                            break
-                        await trio.sleep(2)
-                print(f"embedded: {st['embeddings']}", file=sys.stderr, flush=True)
+                await import_export(c, base, Path(tmp) / "locomo.jsonl")
+                await wait_for_vectors(c)  # both arms recall from the same vectors
         for arm in runs:
             state = Path(tmp) / arm.replace(" ", "-")
             shutil.copytree(base, state, ignore=shutil.ignore_patterns("*.pid", "daemon.json",

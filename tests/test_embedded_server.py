@@ -40,11 +40,7 @@ def _stand_in(tmp_path: Path, body: str) -> Path:
 
 
 SIGILL_ALWAYS = "kill -ILL $$\n"
-SIGILL_UNLESS_NO_REPACK = f"""
-case " $* " in
-  *" --no-repack "*) ;;
-  *) kill -ILL $$ ;;
-esac
+EXEC_SCRIPTED = f"""
 port=""
 prev=""
 for a in "$@"; do
@@ -52,10 +48,17 @@ for a in "$@"; do
   prev="$a"
 done
 cd "{REPO}"
-echo '[]' > "$(dirname "$0")/rules.json"
+[ -f "$(dirname "$0")/rules.json" ] || echo '[]' > "$(dirname "$0")/rules.json"
 exec "{sys.executable}" -m tests.fakes.llama_server --port "$port" --ignore-stdin \\
   --script "$(dirname "$0")/rules.json" --record "$(dirname "$0")/record.jsonl"
 """
+"""The stand-in's tail: become the scripted llama-server on the port it was given."""
+SIGILL_UNLESS_NO_REPACK = """
+case " $* " in
+  *" --no-repack "*) ;;
+  *) kill -ILL $$ ;;
+esac
+""" + EXEC_SCRIPTED
 
 
 def _state(tmp_path: Path, server: Path, server_args: list[str] | None = None) -> Path:
@@ -259,19 +262,9 @@ def test_model_and_config_errors_name_the_key(tmp_path):
 
 # --- the prebuilt AVX-512/AMX server: chosen only where the CPU allows it ---------------
 
-SERVES = f"""
+SERVES = """
 echo $$ > "$(dirname "$0")/pid"
-port=""
-prev=""
-for a in "$@"; do
-  [ "$prev" = "--port" ] && port="$a"
-  prev="$a"
-done
-cd "{REPO}"
-[ -f "$(dirname "$0")/rules.json" ] || echo '[]' > "$(dirname "$0")/rules.json"
-exec "{sys.executable}" -m tests.fakes.llama_server --port "$port" --ignore-stdin \\
-  --script "$(dirname "$0")/rules.json" --record "$(dirname "$0")/record.jsonl"
-"""
+""" + EXEC_SCRIPTED
 
 CPUINFO = """processor\t: 0
 vendor_id\t: GenuineIntel
