@@ -19,12 +19,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from actors.store.notes import MemoryStore
+from actors.store.notes import _COLS, MemoryStore
 from actors.store.recall import (
     POOL_MIN,
     STOPWORDS,
     build_recall_query,
     matches_text,
+    ranked_search,
     register_recall_functions,
 )
 from actors.store.schema import open_database
@@ -200,6 +201,27 @@ def test_context_needs_the_same_session(store):
     solo = store.recall("Gina dance style", k=5)
     assert ids(solo)[0] != answer.id
 
+
+def test_a_turn_that_asks_ranks_below_its_reply(store):
+    """Step 5: two notes with the same query words, one ending in a question mark (in
+    any script's question mark), one stating; the statement comes first, and the
+    question still lifts its reply through the context step. Without the factor
+    (``asking_weight=1.0``) the shorter question wins on BM25 alone."""
+    for i in range(10):
+        store.store(f"Jon: random chat about the office {i}", session_id="x")
+    asks = store.store("Jon: what kind of yoga do you do?", session_id="s")
+    store.store("Gina: hmm, let me think", session_id="s")
+    says = store.store("Gina: mostly aerial yoga, that kind is so good for my back after a "
+                       "long day at work", session_id="s")
+    for mark in ("？", "؟"):
+        store.store(f"Jon: yoga kind{mark}", session_id="t")
+    hits = store.recall("What kind of yoga?", k=4)
+    assert ids(hits)[0] == says.id and asks.id in ids(hits)
+    rq = build_recall_query("What kind of yoga?")
+    plain = ranked_search(store.conn, rq, 4, cols=_COLS, asking_weight=1.0)
+    assert plain[0][0][0] != says.id
+    ranked = ranked_search(store.conn, rq, 4, cols=_COLS)
+    assert [r[0] for r, _s in ranked] == ids(hits)
 
 def test_scores_normalised_best_first(store):
     """Normalised BM25 scores, best first, through the full ranking."""

@@ -361,7 +361,8 @@ class MemoryStore:
 
         Ranking (``recall.ranked_search``): BM25 of the best ``max(4k, 32)`` hits x
         the fraction of query terms a note holds, + half the score of each note of
-        the same session up to two ids away. ``score`` = relevance / best: in [0, 1],
+        the same session up to two ids away, x 0.7 for a note ending in a question
+        mark. ``score`` = relevance / best: in [0, 1],
         strongest 1.0. Archived notes are included; every hit matches a query term.
         A note superseded by another note (a correction) comes after the notes
         that are not (``corrections.newest_first``).

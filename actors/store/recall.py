@@ -47,6 +47,12 @@ BM25 pool scores 56.1 %:
    0.75 / 1.0 gave 66.8 / 68.5 / 68.7 / 67.8 %), 71.1 % with two either side (three:
    71.0 %; every dev conversation gained).
 
+Measured and not kept: pseudo-relevance feedback (RM3-style: the five rarest new words
+of the first three hits added to the query at weight 0.1) gained 0.3 points scored on the
+pool and 0.8 on every matching note, for a second scoring pass; BM25's ``b`` 0.3-0.9 and
+``k1`` 0.9-2.0 (FTS5 fixes 0.75 / 1.2), a larger pool (x8, x16), context weights
+0.35-1.0 and neighbours that match no query word all moved it by -1.2 to +0.5.
+
 Final scores are divided by the best one, so the strongest hit is exactly 1.0 and a
 higher relevance never gets a lower score. Everything here is read-only.
 """
@@ -69,6 +75,7 @@ from .fts import index_text, query_terms, quote_terms
 __all__ = [
     "COMMON_DF",
     "COMMON_MIN_NOTES",
+    "ASKING_WEIGHT",
     "CONTEXT_WEIGHT",
     "POOL_MIN",
     "POOL_PER_K",
@@ -117,6 +124,9 @@ CONTEXT_WEIGHT = 0.5
 #: two turns after the question inherit too (LoCoMo dev recall@10: 1 -> 68.2 %,
 #: 2 -> 71.1 %, 3 -> 71.0 %).
 CONTEXT_RADIUS = 2
+#: Step 5: the share of its score a note keeps when its text ends in a question mark.
+ASKING_WEIGHT = 0.7
+_QUESTION_MARKS = ("?", "\uff1f", "\u061f")  # ASCII, full-width (CJK), Arabic
 #: From this many notes on, terms in more than COMMON_DF of them are "common" (step 2).
 #: 5 %: forced onto LoCoMo dev it scores 71.7 % (unsplit 71.1 %; with context radius 1:
 #: 68.4 % vs 68.2 %, and 3 %: 67.5, 2 %: 65.0)
@@ -351,8 +361,9 @@ def ranked_search(
     context_weight: float = CONTEXT_WEIGHT,
     context_radius: int | None = None,
     split_common: bool = True,
+    asking_weight: float | None = None,
 ) -> list[tuple[tuple, float]]:
-    """Return up to ``k`` ``(row, score)`` pairs, best first (steps 2-4 above).
+    """Return up to ``k`` ``(row, score)`` pairs, best first (steps 2-5 above).
 
     Args:
         conn: a connection with :func:`register_recall_functions` applied.
@@ -368,6 +379,8 @@ def ranked_search(
         context_radius: how many ids either side a same-session neighbour may be (>= 1;
             default :data:`CONTEXT_RADIUS`, read at call time).
         split_common: on large indexes, pool by the rare terms only (step 2).
+        asking_weight: step 5's factor for notes ending in a question mark (1.0 switches
+            it off; default :data:`ASKING_WEIGHT`, read at call time).
 
     Scores are in [0, 1], the first is 1.0 (all 1.0 when every raw score is 0).
 
@@ -382,7 +395,8 @@ def ranked_search(
     try:
         return _ranked(conn, query, k, cols=cols, where=where, args=args, coverage=coverage,
                        context_weight=context_weight, context_radius=context_radius,
-                       split_common=split_common)
+                       split_common=split_common,
+                       asking_weight=ASKING_WEIGHT if asking_weight is None else asking_weight)
     except apsw.InterruptError:
         LIMITED["budget"] += 1
         log.warning("memory.recall_over_budget", budget_ms=RECALL_BUDGET_MS,
@@ -422,6 +436,7 @@ def _ranked(
     context_weight: float,
     context_radius: int | None,
     split_common: bool,
+    asking_weight: float,
 ) -> list[tuple[tuple, float]]:
     want = max(POOL_PER_K * k, POOL_MIN)
     common = _common_terms(conn, query) if split_common else {}
@@ -472,7 +487,10 @@ def _ranked(
         return context_weight * sum(base[j] for j in (i + d for d in offsets)
                                     if j in base and session[j] == own_session)
 
-    scores = {i: own + context(i) for i, own in base.items()}
+    def asking(i: int) -> float:
+        return asking_weight if rows[i][1].rstrip().endswith(_QUESTION_MARKS) else 1.0
+
+    scores = {i: (own + context(i)) * asking(i) for i, own in base.items()}
     if context_weight:
         # Same-session neighbours (ids +-radius) outside the pool score only the context
         # weight times their pooled neighbours; fetch those that could still reach the
@@ -497,7 +515,7 @@ def _ranked(
                 rows[j] = row
                 session[j] = row[-1]
                 base[j] = 0.0  # below the pool: its own BM25 is not needed
-                scores[j] = context(j)
+                scores[j] = context(j) * asking(j)
     top = sorted(scores.items(), key=lambda t: (-t[1], t[0]))[:k]
     best = top[0][1]
     return [(rows[i], (score / best if best > 0 else 1.0)) for i, score in top]
