@@ -29,6 +29,7 @@ from actors.policy.relations import RELATIONS
 from actors.policy.write_guard import stores_an_instruction
 from actors.store.render import estimate_tokens, neutralise
 from runtime.services.backends import Prefill
+from runtime.services.structured import with_schema
 
 SECTION_ORDER = (
     "memory-index", "session-facts", "recalled", "world", "conversation", "profile",
@@ -142,10 +143,33 @@ def agent_prompt(tools: tuple[str, ...] = TOOL_NAMES) -> AgentPrompt:
         _ACTIONS,
     ])
     action = action_grammar(ordered)
-    reply = "\n".join(['root ::= "{" ws reply ws "}"'] + [
+    reply = with_schema("\n".join(['root ::= "{" ws reply ws "}"'] + [
         line for line in action.splitlines()
-        if line.startswith(("reply ::=", "string ::=", "ws ::="))]) + "\n"
+        if line.startswith(("reply ::=", "string ::=", "ws ::="))]) + "\n", "agent_reply",
+        REPLY_SCHEMA)
     return AgentPrompt(prefix=prefix, action_grammar=action, reply_grammar=reply, tools=ordered)
+
+
+_REPLY_OBJECT: dict[str, Any] = {
+    "type": "object", "properties": {"reply": {"type": "string"}},
+    "required": ["reply"], "additionalProperties": False}
+_FINISH_OBJECT: dict[str, Any] = {
+    "type": "object", "properties": {"finish": {"type": "string"}},
+    "required": ["finish"], "additionalProperties": False}
+REPLY_SCHEMA: dict[str, Any] = _REPLY_OBJECT
+"""The JSON-schema form of :attr:`AgentPrompt.reply_grammar` (a reply only)."""
+
+
+def action_schema(tools: tuple[str, ...]) -> dict[str, Any]:
+    """The JSON-schema form of :func:`action_grammar` (the same three objects, ``tool``
+    one of ``tools``, ``args`` any object), sent to OpenAI-compatible servers
+    (:mod:`runtime.services.structured`)."""
+    options = [_REPLY_OBJECT, _FINISH_OBJECT]
+    if tools:
+        options.append({"type": "object", "properties": {
+            "tool": {"type": "string", "enum": list(tools)}, "args": {"type": "object"}},
+            "required": ["tool", "args"], "additionalProperties": False})
+    return {"anyOf": options}
 
 
 @lru_cache(maxsize=64)
@@ -157,7 +181,7 @@ def action_grammar(tools: tuple[str, ...]) -> str:
     the write guard would refuse. Cached: a turn's tool sets repeat."""
     call = ('call ::= "\\"tool\\"" ws ":" ws toolname ws "," ws "\\"args\\"" ws ":" ws object'
             if tools else None)
-    return "\n".join(line for line in [
+    return with_schema("\n".join(line for line in [
         'root ::= "{" ws ( reply | finish' + (" | call" if tools else "") + ' ) ws "}"',
         'reply ::= "\\"reply\\"" ws ":" ws string',
         'finish ::= "\\"finish\\"" ws ":" ws string',
@@ -170,7 +194,7 @@ def action_grammar(tools: tuple[str, ...]) -> str:
         'string ::= "\\"" ( [^"\\\\\\x7F\\x00-\\x1F] | "\\\\" ( ["\\\\/bfnrt] | "u" [0-9a-fA-F]{4} ) )* "\\""',
         'number ::= "-"? [0-9]+ ( "." [0-9]+ )?',
         "ws ::= [ ]?",
-    ] if line is not None) + "\n"
+    ] if line is not None) + "\n", "agent_action", action_schema(tools))
 
 
 def enabled_tools(memory: Any) -> tuple[str, ...]:

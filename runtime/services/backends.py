@@ -10,10 +10,12 @@ agent's turn), ``reflection`` or ``rewriter`` — and picks the slot for it itse
 * :class:`OpenAIBackend` — ``POST /v1/chat/completions`` (``api="openai-chat"``: a
   system and a user message) or ``POST /v1/completions`` (``api="openai-completions"``:
   the framed prompt), streamed as server-sent events when tokens are wanted, with a
-  bearer key from config or the environment. No slots; the GBNF grammar is sent (as
-  llama.cpp's ``grammar`` extension) only when the backend's ``grammar`` switch is on,
-  because other servers reject unknown fields — the agent's parser takes prose as a
-  reply, so a backend without grammars still works.
+  bearer key from config or the environment. No slots; the caller's grammar goes out as
+  the JSON schema registered for it (``response_format``, which llama.cpp, Ollama, vLLM
+  and LM Studio accept), as llama.cpp's ``grammar`` extension, or not at all
+  (``structuredOutput``, :mod:`runtime.services.structured`); a refused field is dropped
+  for good, and the lenient parsers read prose too, so a server without any of them
+  still works.
 
 :class:`BackendPool` tries the backends in order, starting with the one that last
 served the caller's *partition* (a session id for turns): a session sticks to the
@@ -54,6 +56,7 @@ from .llm import (
     sse_lines,
 )
 from .metrics import count_process_wide
+from .structured import resolve_mode, response_format
 
 __all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "Prefill", "api_key_for",
            "backends_from_config"]
@@ -105,10 +108,11 @@ class LlamaBackend:
     """llama-server's native API (see the module docstring)."""
 
     def __init__(self, client: LlamaClient, *, template: str = "chatml",
-                 label: str = "llama-server") -> None:
+                 label: str = "llama-server", structured: str = "auto") -> None:
         self.client = client
         self.template = template
         self.label = label
+        self.structured = resolve_mode(structured, native=True)  # "gbnf" or "none"
         self._plan: SlotPlan | None = None
         self._props: Props | None = None
 
@@ -145,6 +149,10 @@ class LlamaBackend:
                        on_token: OnToken | None = None,
                        prefill: Prefill | None = None) -> Completion:
         prompt = chat_prompt(system, user, self.template)
+        if self.structured == "none":
+            grammar = None
+            if prefill is not None:
+                prefill = msgspec.structs.replace(prefill, grammar=None)
         if prefill is None or not prefill.text:
             return await self.client.complete(
                 prompt, grammar=grammar, n_predict=n_predict, id_slot=await self.slot(role),
@@ -206,18 +214,30 @@ def _refuses_field(exc: LLMBadResponse, field: str) -> bool:
         r"invalid", text, re.I))
 
 
+def _refuses_schema(exc: LLMBadResponse) -> bool:
+    """Whether a 400/422 answer refuses ``response_format`` or its JSON schema: the
+    field refused by name, or a schema the server cannot compile ("JSON schema
+    conversion failed", "Invalid schema for response_format")."""
+    return _refuses_field(exc, "response_format") or exc.status in (400, 422) and bool(
+        re.search(r"json[ _-]?schema|response_format|\bschema\b", str(exc), re.I)) and bool(
+        re.search(r"unsupported|not supported|invalid|failed|cannot|could not|unknown",
+                  str(exc), re.I))
+
+
 class OpenAIBackend:
     """An OpenAI-compatible server (see the module docstring)."""
 
     def __init__(self, client: LlamaClient, *, api: str, model: str | None,
                  grammar: bool = False, template: str = "chatml",
-                 label: str = "openai") -> None:
+                 label: str = "openai", structured: str = "auto") -> None:
         if api not in ("openai-chat", "openai-completions"):
             raise ValueError(f"unknown OpenAI API {api!r}")
         self.client = client
         self.api = api
         self.model = model
-        self.grammar = grammar
+        self.structured = resolve_mode(structured, native=False, grammar_switch=grammar)
+        """``gbnf``, ``json_schema`` or ``none`` (:mod:`runtime.services.structured`); a
+        refused field turns it to ``none`` for the rest of the process."""
         self.template = template
         self.label = label
         self.refused_fields: list[str] = []  # fields the server refused (not sent again)
@@ -231,8 +251,12 @@ class OpenAIBackend:
                                 "stream": stream}
         if self.model:
             body["model"] = self.model
-        if grammar and self.grammar:
+        if grammar and self.structured == "gbnf":
             body["grammar"] = grammar
+        elif grammar and self.structured == "json_schema":
+            shape = response_format(grammar)
+            if shape is not None:
+                body["response_format"] = shape
         if self.api == "openai-chat":
             body["messages"] = [{"role": "system", "content": system},
                                 {"role": "user", "content": user}]
@@ -244,21 +268,29 @@ class OpenAIBackend:
                        n_predict: int, temperature: float,
                        on_token: OnToken | None = None,
                        prefill: Prefill | None = None) -> Completion:
-        """One completion (``prefill`` is left to the model: see :class:`Prefill`). A server that refuses the ``grammar`` field (HTTP 400 or 422
-        naming it: "Unrecognized request argument supplied: grammar", pydantic's
-        ``extra_forbidden``) is asked again once without it, and never sent it
-        again by this backend (logged ``llm.field_refused``, counted in
+        """One completion (``prefill`` is left to the model: see :class:`Prefill`).
+
+        ``grammar`` goes out as :attr:`structured` says: llama.cpp's ``grammar`` field,
+        or the JSON schema registered for it as ``response_format``
+        (:mod:`runtime.services.structured`), or not at all. A server that refuses
+        that field (HTTP 400 or 422 naming it: "Unrecognized request argument
+        supplied: grammar", pydantic's ``extra_forbidden``, "response_format ... not
+        supported", a schema it cannot compile) is asked again once without it, and
+        never sent it again by this backend (logged ``llm.field_refused``, counted in
         :attr:`refused_fields`); the caller validates what comes back either way."""
+        field = {"gbnf": "grammar", "json_schema": "response_format"}.get(self.structured)
         try:
             return await self._complete(system, user, grammar, n_predict, temperature,
                                         on_token)
         except LLMBadResponse as exc:
-            if not (grammar and self.grammar and _refuses_field(exc, "grammar")):
+            refused = (_refuses_schema(exc) if field == "response_format"
+                       else field is not None and _refuses_field(exc, field))
+            if not (grammar and field and refused):
                 raise
-            self.grammar = False
-            self.refused_fields.append("grammar")
-            REFUSED_FIELDS["grammar"] = REFUSED_FIELDS.get("grammar", 0) + 1
-            log.warning("llm.field_refused", backend=self.label, field="grammar",
+            self.structured = "none"
+            self.refused_fields.append(field)
+            REFUSED_FIELDS[field] = REFUSED_FIELDS.get(field, 0) + 1
+            log.warning("llm.field_refused", backend=self.label, field=field,
                         error=str(exc)[:300])
             return await self._complete(system, user, grammar, n_predict, temperature,
                                         on_token)
@@ -416,9 +448,11 @@ def backend_from_spec(spec: BackendConfig, cfg: Config, label: str) -> Backend:
     client = LlamaClient(spec.url, api_key=_api_key(spec),
                          timeout_s=cfg.llm.request_timeout_ms / 1000, label=label)
     if spec.api == "llama-server":
-        return LlamaBackend(client, template=cfg.llm.prompt_template, label=label)
+        return LlamaBackend(client, template=cfg.llm.prompt_template, label=label,
+                            structured=spec.structured_output)
     return OpenAIBackend(client, api=spec.api, model=spec.model, grammar=bool(spec.grammar),
-                         template=cfg.llm.prompt_template, label=label)
+                         template=cfg.llm.prompt_template, label=label,
+                         structured=spec.structured_output)
 
 
 def backends_from_config(cfg: Config, primary_url: str | None) -> list[Backend]:
@@ -430,7 +464,8 @@ def backends_from_config(cfg: Config, primary_url: str | None) -> list[Backend]:
     api = cfg.llm.api if cfg.llm.url else "llama-server"  # the embedded server is llama.cpp
     primary = BackendConfig(url=primary_url, api=api, api_key=cfg.llm.api_key,
                             api_key_env=cfg.llm.api_key_env, model=cfg.llm.model,
-                            grammar=cfg.llm.grammar)
+                            grammar=cfg.llm.grammar,
+                            structured_output=cfg.llm.structured_output)
     out = [backend_from_spec(primary, cfg, "primary")]
     for n, spec in enumerate(cfg.llm.fallbacks, 1):
         out.append(backend_from_spec(spec, cfg, f"fallback-{n}"))

@@ -295,6 +295,7 @@ class MemoryConfig(_C):
 
 
 Api = Literal["llama-server", "openai-chat", "openai-completions"]
+StructuredOutput = Literal["auto", "gbnf", "json_schema", "none"]
 
 
 class BackendConfig(_C):
@@ -304,8 +305,12 @@ class BackendConfig(_C):
     (``/v1/chat/completions``) or ``openai-completions`` (``/v1/completions``).
     ``apiKey`` or the environment variable named by ``apiKeyEnv`` (default
     ``OPENAI_API_KEY`` for the OpenAI APIs) is sent as a bearer token. ``model`` is sent
-    to OpenAI APIs. ``grammar``: send the GBNF grammar to an OpenAI API (llama.cpp's
-    extension; other servers reject unknown fields).
+    to OpenAI APIs. ``structuredOutput`` (``auto`` | ``gbnf`` | ``json_schema`` |
+    ``none``): how completions are constrained to the shape the caller parses -- GBNF on
+    the native API, a JSON schema (``response_format``) on an OpenAI API, or nothing
+    (:mod:`runtime.services.structured`). ``grammar``: the older switch to send GBNF to
+    an OpenAI API (llama.cpp's extension); with ``structuredOutput: auto`` it means
+    ``gbnf``.
     """
 
     url: str
@@ -314,6 +319,7 @@ class BackendConfig(_C):
     api_key_env: str | None = None
     model: str | None = None
     grammar: bool = False
+    structured_output: StructuredOutput = "auto"
 
 
 class LLMConfig(_C):
@@ -327,7 +333,7 @@ class LLMConfig(_C):
     llama-server binary; :mod:`runtime.services.llama`) and ``serverArgs`` are appended
     to its command line (e.g. ``["--no-repack"]``).
     ``api`` selects the wire protocol (see :class:`BackendConfig` for it and ``apiKey``,
-    ``apiKeyEnv``, ``grammar``); ``fallbacks`` are tried in order when it fails, and a
+    ``apiKeyEnv``, ``grammar``, ``structuredOutput``); ``fallbacks`` are tried in order when it fails, and a
     session sticks to the backend that last served it (``runtime.services.backends``). Timeouts
     in ms.
     """
@@ -338,6 +344,7 @@ class LLMConfig(_C):
     api_key_env: str | None = None
     model: str | None = None
     grammar: bool = False
+    structured_output: StructuredOutput = "auto"
     fallbacks: list[BackendConfig] = msgspec.field(default_factory=list)
     model_path: str | None = None
     server: str = "auto"

@@ -38,6 +38,8 @@ JSON list of rules; the first matching rule wins::
      "chunk_delay_ms": 0, "raw_body": "not json"}
 
 ``times`` counts down per rule (null = unlimited; counts reset when the file changes).
+On the OpenAI paths a request's ``response_format`` (its JSON text) is the grammar
+``grammar_contains`` looks at when it carries no ``grammar``.
 ``status`` ≥ 400 answers an error body with that status; ``delay_ms`` delays the answer
 (ms); ``chunk_delay_ms`` spaces stream chunks. With no matching rule the answer is
 ``{"reply": "ok"}`` when the request's grammar mentions the ``"reply"`` key (or the prompt
@@ -444,6 +446,8 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             else:
                 prompt = str(body.get("prompt", ""))
             grammar = body.get("grammar") if isinstance(body.get("grammar"), str) else ""
+            if not grammar and isinstance(body.get("response_format"), dict):
+                grammar = json.dumps(body["response_format"])  # a JSON schema stands in
             rule = state.pick_rule(prompt, grammar)
             self._sleep(state.latency_s + (rule or {}).get("delay_ms", 0) / 1000.0)
             if self._scripted_failure(rule):

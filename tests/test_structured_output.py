@@ -1,0 +1,218 @@
+"""Structured output per backend (runtime/services/structured.py): which field a request
+carries in each mode, a refused ``response_format`` dropped once, and a real llama.cpp
+server's OpenAI endpoint held to the agent's action schema.
+
+Rules: scripted servers come from ``tests.fakes.llama_server``; the real-server test
+starts the installed llama.cpp server with the smallest bundled model and is skipped
+where none is installed (CI installs both).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import partial
+
+import pytest
+import trio
+
+from actors.agent.prompt import action_grammar, agent_prompt
+from runtime.services.backends import REFUSED_FIELDS, LlamaBackend, OpenAIBackend
+from runtime.services.config import parse_config
+from runtime.services.llama import EmbeddedLLMError, run_llama_server, server_command
+from runtime.services.llm import LlamaClient
+from runtime.services.models import ModelError, resolve_model
+from runtime.services.structured import json_schema_of, resolve_mode, response_format
+from runtime.shell.client import open_client
+from tests.daemon import run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+TOOLS = ("memory.notes.recall", "memory.notes.store")
+
+
+def test_modes_resolve_per_api():
+    assert resolve_mode("auto", native=True) == "gbnf"
+    assert resolve_mode("json_schema", native=True) == "gbnf"  # llama.cpp's own constraint
+    assert resolve_mode("none", native=True) == "none"
+    assert resolve_mode("auto", native=False) == "json_schema"
+    assert resolve_mode("auto", native=False, grammar_switch=True) == "gbnf"  # older switch
+    assert resolve_mode("none", native=False, grammar_switch=True) == "none"
+    with pytest.raises(ValueError):
+        resolve_mode("xml", native=False)
+    with pytest.raises(Exception) as info:
+        parse_config('{"llm": {"structuredOutput": "xml"}}')
+    assert "llm.structuredOutput" in str(info.value)
+    cfg = parse_config('{"llm": {"fallbacks": [{"url": "http://x", "structuredOutput": "none"}]}}')
+    assert cfg.llm.fallbacks[0].structured_output == "none"
+
+
+def test_the_action_schema_says_what_the_grammar_says():
+    """The schema beside the agent's action grammar offers the same three objects and
+    the same tools; the reply-only grammar gets a reply-only schema; the reflection's
+    line grammar has none (it goes out unconstrained to an OpenAI API)."""
+    from actors.reflection.grammar import REFLECTION_GRAMMAR
+
+    name, schema = json_schema_of(action_grammar(TOOLS))
+    keys = [sorted(o["properties"]) for o in schema["anyOf"]]
+    assert name == "agent_action" and keys == [["reply"], ["finish"], ["args", "tool"]]
+    assert schema["anyOf"][2]["properties"]["tool"]["enum"] == list(TOOLS)
+    assert [sorted(o["properties"]) for o in json_schema_of(action_grammar(()))[1]["anyOf"]] \
+        == [["reply"], ["finish"]]
+    reply = json_schema_of(agent_prompt().reply_grammar)
+    assert reply is not None and reply[1]["required"] == ["reply"]
+    assert json_schema_of(REFLECTION_GRAMMAR) is None and response_format(None) is None
+
+
+@pytest.mark.parametrize(("mode", "switch", "field"), [
+    ("auto", False, "response_format"), ("json_schema", False, "response_format"),
+    ("auto", True, "grammar"), ("gbnf", False, "grammar"), ("none", True, None)])
+async def test_each_mode_sends_its_field_and_only_it(tmp_path, mode, switch, field):
+    rules = [{"response": '{"reply": "ok"}'}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        backend = OpenAIBackend(LlamaClient(fake.url), api="openai-chat", model="m",
+                                grammar=switch, structured=mode)
+        out = await backend.complete("sys", "hi", role="main", grammar=action_grammar(TOOLS),
+                                     n_predict=16, temperature=0.0)
+        await backend.aclose()
+        body = fake.openai_requests()[-1]["body"]
+    assert out.text == '{"reply": "ok"}'
+    sent = {f for f in ("grammar", "response_format") if f in body}
+    assert sent == ({field} if field else set())
+    if field == "response_format":
+        assert body["response_format"]["type"] == "json_schema"
+        assert body["response_format"]["json_schema"]["name"] == "agent_action"
+
+
+async def test_native_api_drops_the_grammar_only_when_told(tmp_path):
+    rules = [{"response": '{"reply": "ok"}'}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        for mode, expect in (("auto", True), ("none", False)):
+            backend = LlamaBackend(LlamaClient(fake.url), structured=mode)
+            await backend.complete("sys", "hi", role="main", grammar=action_grammar(TOOLS),
+                                   n_predict=16, temperature=0.0)
+            await backend.aclose()
+            body = fake.completions()[-1]
+            assert bool(body.get("grammar")) is expect, (mode, body)
+
+
+REFUSALS = {
+    # OpenAI-style 400 for a server without structured outputs
+    "openai": {"status": 400, "raw_body": json.dumps({"error": {
+        "message": "Invalid parameter: 'response_format' of type 'json_schema' is not "
+                   "supported with this model.", "type": "invalid_request_error",
+        "param": "response_format", "code": None}})},
+    # a pydantic server that forbids extra fields (vLLM-style 422 body)
+    "pydantic": {"status": 422, "raw_body": json.dumps({"detail": [{
+        "type": "extra_forbidden", "loc": ["body", "response_format"],
+        "msg": "Extra inputs are not permitted", "input": {}}]})},
+    # a schema the server cannot compile
+    "compile": {"status": 400, "raw_body": json.dumps({"error": {
+        "code": 400, "message": "JSON schema conversion failed: unsupported anyOf",
+        "type": "invalid_request_error"}})},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSALS))
+async def test_a_refused_response_format_is_dropped_once_and_never_sent_again(tmp_path, kind):
+    rules = [{"grammar_contains": "json_schema", **REFUSALS[kind]},
+             {"response": '{"reply": "plain"}'}]
+    before = REFUSED_FIELDS.get("response_format", 0)
+    async with open_fake_llama(tmp_path, rules) as fake:
+        backend = OpenAIBackend(LlamaClient(fake.url), api="openai-chat", model="m")
+        for _ in range(3):
+            out = await backend.complete("sys", "hi", role="main",
+                                         grammar=action_grammar(TOOLS), n_predict=16,
+                                         temperature=0.0)
+            assert out.text == '{"reply": "plain"}'
+        await backend.aclose()
+        bodies = [r["body"] for r in fake.openai_requests()]
+    assert ["response_format" in b for b in bodies] == [True, False, False, False]
+    assert backend.structured == "none" and backend.refused_fields == ["response_format"]
+    assert REFUSED_FIELDS["response_format"] == before + 1
+
+
+async def test_other_400s_are_not_taken_for_a_refusal(tmp_path):
+    rules = [{"status": 400, "raw_body": json.dumps({"error": {
+        "message": "model 'gpt-9' not found", "type": "invalid_request_error"}})}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        backend = OpenAIBackend(LlamaClient(fake.url, retries=0), api="openai-chat",
+                                model="gpt-9")
+        with pytest.raises(Exception) as info:
+            await backend.complete("sys", "hi", role="main", grammar=action_grammar(TOOLS),
+                                   n_predict=16, temperature=0.0)
+        await backend.aclose()
+    assert "gpt-9" in str(info.value) and backend.structured == "json_schema"
+
+
+async def test_the_daemon_on_an_openai_server_sends_the_action_schema(tmp_path):
+    """A turn through ``api: openai-chat`` (structuredOutput auto) carries the action's
+    JSON schema; the reflection's line format carries none and is still parsed."""
+    rules = [{"match": "You keep a long-term memory", "response": "SET name=Dana\n"},
+             {"grammar_contains": "agent_", "response": '{"reply": "Hi Dana!"}'}]
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps({"llm": {"api": "openai-chat",
+                                                           "model": "m"}}))
+    async with open_fake_llama(tmp_path / "fake", rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            assert d.ready["structuredOutput"] == "json_schema"  # the ready line says so
+            async with open_client(url=d.url, token=d.token) as c:
+                await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+                with trio.fail_after(60):
+                    frames = [f async for f in c.say("My name is Dana")]
+                    event = await c.wait_for(lambda f: f["type"] == "reflection")
+        bodies = [r["body"] for r in fake.openai_requests() if isinstance(r["body"], dict)]
+    assert frames[-1]["reason"] == "reply" and event["factKeys"] == ["name"]
+    turn = [b for b in bodies if "### output" not in json.dumps(b) and b.get("messages")]
+    assert turn and all(b["response_format"]["json_schema"]["name"].startswith("agent_")
+                        for b in turn if b.get("max_tokens", 0) > 1)
+    reflection = [b for b in bodies if "### output" in json.dumps(b)]
+    assert reflection and all("response_format" not in b for b in reflection)
+
+
+# ------------------------------------------------------------------ a real server
+
+
+def _small_model() -> str | None:
+    try:
+        server_command("auto")
+        return resolve_model("smollm2-135m").path
+    except (EmbeddedLLMError, ModelError):
+        return None
+
+
+@pytest.mark.real_llm
+async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schema(tmp_path):
+    """llama.cpp's ``/v1/chat/completions`` with the agent's action schema: a 135M model
+    at temperature 0.7 writes valid actions (unconstrained it writes prose and half
+    objects). The schema cannot stop a completion cut off at ``max_tokens`` (the tiny
+    model sometimes pads with newlines, which JSON allows), so every completion that
+    stopped by itself must be a valid action, and most must stop by themselves."""
+    model = _small_model()
+    if model is None:
+        pytest.skip("no llama.cpp server or smollm2-135m installed")
+    async with trio.open_nursery() as nursery:
+        url, _desc = await nursery.start(partial(
+            run_llama_server, model=model, parallel=1, ctx_size=2048,
+            log_path=tmp_path / "server.log", startup_timeout_s=120))
+        backend = OpenAIBackend(LlamaClient(url, timeout_s=120), api="openai-chat", model=None)
+        prompt = agent_prompt(TOOLS)
+        stopped = 0
+        for text in ("Remember that my cat is called Miso.", "What is my cat's name?",
+                     "hello", "Forget what I said about work.", "Which editor do I use?"):
+            with trio.fail_after(120):
+                out = await backend.complete(prompt.prefix, text, role="main",
+                                             grammar=action_grammar(TOOLS), n_predict=200,
+                                             temperature=0.7)
+            if out.stop_type == "length":
+                continue
+            stopped += 1
+            action = json.loads(out.text)
+            assert isinstance(action, dict) and (
+                set(action) in ({"reply"}, {"finish"}) and isinstance(next(iter(
+                    action.values())), str)
+                or set(action) == {"tool", "args"} and action["tool"] in TOOLS
+                and isinstance(action["args"], dict)), out.text
+        assert stopped >= 3
+        assert backend.structured == "json_schema" and not backend.refused_fields
+        await backend.aclose()
+        nursery.cancel_scope.cancel()
