@@ -48,9 +48,21 @@ async def test_chat_completions_run_a_turn_with_memory_streamed_and_not(tmp_path
                 chunks = list(c.chat.completions.create(
                     model="atomic-agent", stream=True, user="garden",
                     messages=[{"role": "user", "content": "what did I plant?"}]))
-                return models, plain, raw, chunks
+                counted = list(c.chat.completions.create(
+                    model="atomic-agent", stream=True, user="counted",
+                    stream_options={"include_usage": True},
+                    messages=[{"role": "user", "content": "hello"}]))
+                return models, plain, raw, chunks, counted
 
-            models, plain, raw, chunks = await trio.to_thread.run_sync(calls)
+            models, plain, raw, chunks, counted = await trio.to_thread.run_sync(calls)
+            # usage: the backend's own counts (the scripted server counts a token per 4
+            # prompt characters and one per generated piece), OpenAI's shape
+            assert plain.usage.prompt_tokens > 100 and plain.usage.completion_tokens >= 1
+            assert plain.usage.total_tokens == (plain.usage.prompt_tokens
+                                                + plain.usage.completion_tokens)
+            assert all(ch.usage is None for ch in chunks)  # not asked for: not sent
+            assert counted[-1].choices == [] and counted[-1].usage.prompt_tokens > 100
+            assert counted[-2].choices[0].finish_reason == "stop"
             assert models == ["atomic-agent"]
             assert plain.object == "chat.completion"
             assert plain.choices[0].message.content == "Nice to hear from you, Ada."

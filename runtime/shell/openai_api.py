@@ -13,8 +13,10 @@ the OpenAI API can talk to the daemon by changing its base URL to
   session's history itself, so earlier ``messages`` (and ``system`` messages) are not
   replayed: a client may send only the new message. ``stream: true`` answers Server-Sent
   Events (``chat.completion.chunk`` objects: the role, then each ``reply.delta`` as
-  ``delta.content``, then ``finish_reason``, then ``data: [DONE]``); otherwise one
-  ``chat.completion`` object. Sampling fields (``temperature``, ``max_tokens``, …) and
+  ``delta.content``, then ``finish_reason``, with ``stream_options: {"include_usage":
+  true}`` a chunk with ``usage`` and no choices, then ``data: [DONE]``); otherwise one
+  ``chat.completion`` object with ``usage`` (the backend's prompt and completion tokens
+  summed over the turn's steps). Sampling fields (``temperature``, ``max_tokens``, …) and
   ``model`` are accepted and not used (the daemon's ``llm.*`` configuration decides);
   ``tools`` are refused (the agent has its own memory tools). Responses carry
   ``X-Atomic-Session`` and ``X-Atomic-Turn`` headers.
@@ -42,7 +44,7 @@ import structlog
 import trio
 
 from actors.agent.messages import (OpenSession, ReplyDelta, ReplyText, RunTurn, Step, TurnFinished,
-                                   TurnFrame, TurnResult)
+                                   TurnFrame, TurnResult, TurnTimings)
 from actors.agent.sessions import valid_session_id
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 
@@ -69,6 +71,13 @@ class ChatMessage(msgspec.Struct):
     content: str | list[dict[str, Any]] | None = None
 
 
+class StreamOptions(msgspec.Struct):
+    """``stream_options``: ``include_usage`` adds a last chunk with ``usage`` and no
+    choices before ``[DONE]``, as OpenAI's API does."""
+
+    include_usage: bool = False
+
+
 class ChatRequest(msgspec.Struct):
     """The fields of a chat completion request the daemon reads; others are ignored."""
 
@@ -77,6 +86,17 @@ class ChatRequest(msgspec.Struct):
     stream: bool = False
     user: str | None = None
     tools: list[Any] | None = None
+    stream_options: StreamOptions | None = None
+
+
+def usage(timings: TurnTimings | None) -> dict[str, int]:
+    """OpenAI's ``usage`` for a turn: the backend's own counts summed over the turn's
+    LLM steps (``prompt_tokens`` includes the server's prompt cache; 0 where a backend
+    reports none, as some OpenAI-compatible servers do when streaming)."""
+    prompt = timings.prompt_tokens if timings is not None else 0
+    completion = timings.generated_tokens if timings is not None else 0
+    return {"prompt_tokens": prompt, "completion_tokens": completion,
+            "total_tokens": prompt + completion}
 
 
 class ApiError(Exception):
@@ -278,21 +298,25 @@ class OpenAIApi:
             extra = [(b"x-atomic-session", session.encode()), (b"x-atomic-turn", turn.encode())]
             completion_id = f"chatcmpl-{turn}"
             if request.stream:
-                await self._stream(send, events, completion_id, extra)
+                await self._stream(send, events, completion_id, extra,
+                                   include_usage=bool(request.stream_options
+                                                      and request.stream_options.include_usage))
             else:
-                reply, reason, error = await _collect(events)
+                reply, reason, error, timings = await _collect(events)
                 if error is not None and not reply:
                     raise ApiError(502, "turn_failed", error, "server_error")
                 await _json(send, 200, {
                     "id": completion_id, "object": "chat.completion", "created": int(time.time()),
                     "model": MODEL_ID, "system_fingerprint": None,
                     "choices": [{"index": 0, "finish_reason": _finish(reason), "logprobs": None,
-                                 "message": {"role": "assistant", "content": reply}}]}, extra)
+                                 "message": {"role": "assistant", "content": reply}}],
+                    "usage": usage(timings)}, extra)
         finally:
             self.events.close(turn)
 
     async def _stream(self, send: Send, events: trio.MemoryReceiveChannel[TurnFrame],
-                      completion_id: str, extra: list[tuple[bytes, bytes]]) -> None:
+                      completion_id: str, extra: list[tuple[bytes, bytes]], *,
+                      include_usage: bool = False) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": [
             (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), *extra]})
         created = int(time.time())
@@ -317,13 +341,19 @@ class OpenAIApi:
                         sent = text
                 case Step(step="error", message=message):
                     error = message or "the turn failed"
-                case TurnFinished(reason=reason, message=message):
+                case TurnFinished(reason=reason, message=message, timings=timings):
                     if reason == "error" and not sent:
                         await _sse(send, {"error": {
                             "message": error or message or "the turn failed",
                             "type": "server_error", "code": "turn_failed"}})
                     else:
                         await chunk({}, _finish(reason))
+                        if include_usage:
+                            await _sse(send, {"id": completion_id,
+                                              "object": "chat.completion.chunk",
+                                              "created": created, "model": MODEL_ID,
+                                              "system_fingerprint": None, "choices": [],
+                                              "usage": usage(timings)})
                     break
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n",
                     "more_body": False})
@@ -363,8 +393,8 @@ async def _next_event(events: trio.MemoryReceiveChannel[TurnFrame]
 
 
 async def _collect(events: trio.MemoryReceiveChannel[TurnFrame]
-                   ) -> tuple[str, str, str | None]:
-    """(reply, finish reason, error message) once the turn finishes."""
+                   ) -> tuple[str, str, str | None, TurnTimings | None]:
+    """(reply, finish reason, error message, the turn's timings) once it finishes."""
     deltas: list[str] = []
     reply: str | None = None
     error: str | None = None
@@ -376,12 +406,13 @@ async def _collect(events: trio.MemoryReceiveChannel[TurnFrame]
                 reply = text
             case Step(step="error", message=message):
                 error = message or "the turn failed"
-            case TurnFinished(reason=reason, message=message):
+            case TurnFinished(reason=reason, message=message, timings=timings):
                 if reason == "error" and error is None:
                     error = message or "the turn failed"
                 return (reply if reply is not None else "".join(deltas), reason,
-                        error if reason in ("error", "shutdown", "cancelled") else None)
-    return "".join(deltas), "error", "the turn's events stopped"
+                        error if reason in ("error", "shutdown", "cancelled") else None,
+                        timings)
+    return "".join(deltas), "error", "the turn's events stopped", None
 
 
 def _finish(reason: str) -> str:
