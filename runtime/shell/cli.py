@@ -49,7 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "else ~/.local/state/atomic-agent)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_serve, _add_ask, _add_models, _add_chat, _add_tui, _add_sessions,
-                _add_mcp, _add_memory, _add_config, _add_metrics, _add_stop):
+                _add_mcp, _add_memory, _add_config, _add_metrics, _add_doctor, _add_stop):
         add(sub)  # each command's parser, in --help order
     return p
 
@@ -74,6 +74,24 @@ def _add_serve(sub: Any) -> None:
     s.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
                    help="level of the JSON log lines in <state>/logs (default: "
                         "logging.level, info)")
+
+
+def _add_doctor(sub: Any) -> None:
+    """``atomic-agent doctor`` (:mod:`.doctor`)."""
+    d = sub.add_parser(
+        "doctor", help="check that the model server does what the daemon needs",
+        description="Try one agent action and one reflection against the configured model "
+                    "server (llm.url, llm.api, llm.model, llm.structuredOutput; without "
+                    "llm.url the embedded server is started for the check) and say in one "
+                    "line each whether they work. Exit code 0 when both work.")
+    _state_arg(d)
+    d.add_argument("--llm-url", help="check this server instead of llm.url (its root, "
+                                     "without /v1)")
+    d.add_argument("--api", choices=["llama-server", "openai-chat", "openai-completions"],
+                   help="the server's API (default: llm.api)")
+    d.add_argument("--model", help="the model name sent to an OpenAI API (default: llm.model)")
+    d.add_argument("--structured-output", choices=["auto", "gbnf", "json_schema", "none"],
+                   help="how completions are constrained (default: llm.structuredOutput)")
 
 
 def _add_ask(sub: Any) -> None:
@@ -643,6 +661,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"atomic-agent: {exc}", file=sys.stderr)
             return EXIT_USAGE
     configure_cli()
+    if args.command == "doctor":
+        from .doctor import doctor_command
+
+        return doctor_command(args, state_dir)
     if args.command == "mcp":
         return mcp_command(args, state_dir)
     if args.command == "tui":
