@@ -398,3 +398,45 @@ def test_only_a_llama_server_health_answer_is_healthy() -> None:
     assert not health_ok(200, b"<html><body>It works!</body></html>")
     assert not health_ok(200, b'{"status":"loading"}') and not health_ok(200, b"[]")
     assert not health_ok(503, b'{"error":{"code":503,"message":"Loading model"}}')
+
+
+# -- Rate limits: HTTP 429 and Retry-After ----------------------------------------------
+
+
+def test_retry_after_reads_seconds_and_http_dates():
+    from email.utils import formatdate
+
+    from runtime.services.llm import retry_after_s
+
+    assert retry_after_s("3") == 3.0 and retry_after_s(None) is None
+    assert retry_after_s("soon") is None and retry_after_s("-1") is None
+    assert 50 < retry_after_s(formatdate(time.time() + 60, usegmt=True)) <= 60
+    assert retry_after_s(formatdate(time.time() - 60, usegmt=True)) == 0.0
+
+
+async def test_a_429_is_waited_out_when_short_and_reported_when_long(tmp_path):
+    """A hosted API's 429 with ``Retry-After: 1`` is retried after that second; one that
+    asks for an hour fails at once with the wait in the message (the pool then tries
+    the next backend) instead of stalling the turn."""
+    from runtime.services.backends import OpenAIBackend
+    from runtime.services.llm import LLMServerError
+
+    body = '{"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}}'
+    rules = [{"status": 429, "raw_body": body, "headers": {"Retry-After": "1"}, "times": 1},
+             {"response": '{"reply": "ok"}'}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        backend = OpenAIBackend(LlamaClient(fake.url, timeout_s=30), api="openai-chat",
+                                model="m")
+        t0 = time.monotonic()
+        out = await backend.complete("s", "u", role="main", grammar=None, n_predict=8,
+                                     temperature=0.0)
+        assert out.text == '{"reply": "ok"}' and time.monotonic() - t0 >= 0.9
+        fake.set_rules([{"status": 429, "raw_body": body, "headers": {"Retry-After": "3600"}}])
+        t0 = time.monotonic()
+        with pytest.raises(LLMServerError) as info:
+            await backend.complete("s", "u", role="main", grammar=None, n_predict=8,
+                                   temperature=0.0)
+        await backend.aclose()
+    assert time.monotonic() - t0 < 5 and info.value.status == 429
+    assert "rate limited; it asks to wait 3600 s" in str(info.value)
+    assert "Rate limit reached" in str(info.value)

@@ -31,9 +31,11 @@ caught (it is a ``BaseException``).
 
 from __future__ import annotations
 
+import email.utils
 import math
 import random
 import re
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from types import TracebackType
@@ -395,6 +397,28 @@ class SlotPlan(msgspec.Struct, frozen=True):
 # --------------------------------------------------------------------------- client
 
 
+RETRY_AFTER_MAX_S = 10.0
+"""A 429 whose ``Retry-After`` asks for longer than this (s) is not waited out: the turn
+fails over to the next backend (or fails) instead of stalling for it."""
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """Seconds a ``Retry-After`` header asks to wait (RFC 9110 §10.2.3: delay-seconds or
+    an HTTP date); None when absent or unreadable, 0 for a date already past."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
 class LlamaClient:
     """Async llama-server client for one base URL; use as ``async with``.
 
@@ -518,6 +542,19 @@ class LlamaClient:
                                       status=status)
             if overflow is not None:
                 raise overflow  # (a 500 of this kind is not transient: never retried)
+            if status == 429:  # rate limited (hosted APIs, vLLM's --max-num-seqs queue)
+                wait = retry_after_s(response.headers.get("retry-after"))
+                if attempt < self._retries and (wait is None or wait <= RETRY_AFTER_MAX_S):
+                    if wait is None:
+                        await self._backoff(attempt)
+                    else:
+                        await trio.sleep(wait)
+                    attempt += 1
+                    continue
+                asks = f"; it asks to wait {wait:g} s" if wait is not None else ""
+                raise LLMServerError(
+                    f"{what} answered HTTP 429 (rate limited{asks}) after {attempt + 1} "
+                    f"attempt(s): {detail}", url=url, status=status)
             if status >= 500:
                 if attempt < self._retries:
                     await self._backoff(attempt)
