@@ -403,6 +403,10 @@ def test_only_a_llama_server_health_answer_is_healthy() -> None:
 # -- Rate limits: HTTP 429 and Retry-After ----------------------------------------------
 
 
+RATE_LIMITS = ("1", "3600")
+"""The ``Retry-After`` values a scripted 429 carries: one waited out, one too long."""
+
+
 def test_retry_after_reads_seconds_and_http_dates():
     from email.utils import formatdate
 
@@ -422,7 +426,8 @@ async def test_a_429_is_waited_out_when_short_and_reported_when_long(tmp_path):
     from runtime.services.llm import LLMServerError
 
     body = '{"error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}}'
-    rules = [{"status": 429, "raw_body": body, "headers": {"Retry-After": "1"}, "times": 1},
+    short, long = RATE_LIMITS
+    rules = [{"status": 429, "raw_body": body, "headers": {"Retry-After": short}, "times": 1},
              {"response": '{"reply": "ok"}'}]
     async with open_fake_llama(tmp_path, rules) as fake:
         backend = OpenAIBackend(LlamaClient(fake.url, timeout_s=30), api="openai-chat",
@@ -431,7 +436,7 @@ async def test_a_429_is_waited_out_when_short_and_reported_when_long(tmp_path):
         out = await backend.complete("s", "u", role="main", grammar=None, n_predict=8,
                                      temperature=0.0)
         assert out.text == '{"reply": "ok"}' and time.monotonic() - t0 >= 0.9
-        fake.set_rules([{"status": 429, "raw_body": body, "headers": {"Retry-After": "3600"}}])
+        fake.set_rules([{"status": 429, "raw_body": body, "headers": {"Retry-After": long}}])
         t0 = time.monotonic()
         with pytest.raises(LLMServerError) as info:
             await backend.complete("s", "u", role="main", grammar=None, n_predict=8,
