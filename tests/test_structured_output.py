@@ -185,8 +185,9 @@ async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schem
     """llama.cpp's ``/v1/chat/completions`` with the agent's action schema: a 135M model
     at temperature 0.7 writes valid actions (unconstrained it writes prose and half
     objects). The schema cannot stop a completion cut off at ``max_tokens`` (the tiny
-    model sometimes pads with newlines, which JSON allows), so every completion that
-    stopped by itself must be a valid action, and most must stop by themselves."""
+    model sometimes pads with newlines, which JSON allows, until ``max_tokens``: 1-3 of
+    these 5 at temperature 0.7), so every completion must open an object, every one that
+    stopped by itself must be a valid action, and at least one must stop by itself."""
     model = _small_model()
     if model is None:
         pytest.skip("no llama.cpp server or smollm2-135m installed")
@@ -203,6 +204,7 @@ async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schem
                 out = await backend.complete(prompt.prefix, text, role="main",
                                              grammar=action_grammar(TOOLS), n_predict=200,
                                              temperature=0.7)
+            assert out.text.lstrip().startswith("{"), out.text  # unconstrained: prose
             if out.stop_type == "length":
                 continue
             stopped += 1
@@ -212,7 +214,7 @@ async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schem
                     action.values())), str)
                 or set(action) == {"tool", "args"} and action["tool"] in TOOLS
                 and isinstance(action["args"], dict)), out.text
-        assert stopped >= 3
+        assert stopped >= 1
         assert backend.structured == "json_schema" and not backend.refused_fields
         await backend.aclose()
         nursery.cancel_scope.cancel()
