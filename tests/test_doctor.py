@@ -1,6 +1,7 @@
 """``atomic-agent doctor`` (runtime/shell/doctor.py) as a user runs it: a real CLI process
 against scripted OpenAI-compatible servers -- one that follows the formats, one that
-answers prose only, one that is not there -- one line per check and the exit code."""
+answers prose only, one that is not there -- and the embedded server started for the
+check in a new state directory: one line per check and the exit code."""
 
 from __future__ import annotations
 
@@ -8,9 +9,11 @@ import json
 import subprocess
 import sys
 
+import pytest
 import trio
 
 from tests.fakes.llama_server import open_fake_llama
+from tests.test_e2e_real_llm import INSTALLED
 
 
 async def _doctor(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -18,7 +21,7 @@ async def _doctor(tmp_path, *args: str) -> subprocess.CompletedProcess[str]:
     state.mkdir(exist_ok=True)
     return await trio.to_thread.run_sync(lambda: subprocess.run(
         [sys.executable, "-m", "runtime.shell.cli", "doctor", "--state-dir", str(state), *args],
-        capture_output=True, text=True, timeout=120))
+        capture_output=True, text=True, timeout=300))
 
 
 async def test_a_server_that_follows_the_formats_passes(tmp_path):
@@ -66,3 +69,21 @@ async def test_a_refused_schema_is_said_and_a_missing_server_fails_in_one_line(t
     assert "Traceback" not in gone.stdout + gone.stderr
     bad = await _doctor(tmp_path, "--structured-output", "xml")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+
+
+@pytest.mark.real_llm
+async def test_the_embedded_server_is_started_for_the_check_in_a_new_state_dir(tmp_path):
+    """Without ``llm.url`` doctor starts the embedded server as ``serve`` would (its log
+    in ``<state>/logs``, created if missing) and stops it after the checks. The 135M model
+    may fail the reflection check (it invents the city), so only the server line and the
+    absence of a traceback are asserted."""
+    if INSTALLED is None:
+        pytest.skip("no llama.cpp server or smollm2-135m installed")
+    out = await _doctor(tmp_path, "--model", "smollm2-135m")
+    lines = out.stdout.splitlines()
+    assert out.returncode in (0, 1), out
+    assert lines[0].startswith("doctor: the embedded server with SmolLM2-135M")
+    assert lines[1].startswith("server: ok -- llama.cpp server")
+    assert lines[2].startswith("action: ") and lines[3].startswith("reflection: ")
+    assert (tmp_path / "state" / "logs" / "llama-server.log").stat().st_size > 0
+    assert "Traceback" not in out.stdout + out.stderr

@@ -18,13 +18,13 @@ import trio
 from actors.agent.prompt import action_grammar, agent_prompt
 from runtime.services.backends import REFUSED_FIELDS, LlamaBackend, OpenAIBackend
 from runtime.services.config import parse_config
-from runtime.services.llama import EmbeddedLLMError, run_llama_server, server_command
+from runtime.services.llama import run_llama_server
 from runtime.services.llm import LlamaClient
-from runtime.services.models import ModelError, resolve_model
 from runtime.services.structured import json_schema_of, resolve_mode, response_format
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
+from tests.test_e2e_real_llm import INSTALLED  # (server argv, smollm2-135m path) or None
 
 TOOLS = ("memory.notes.recall", "memory.notes.store")
 
@@ -172,14 +172,6 @@ async def test_the_daemon_on_an_openai_server_sends_the_action_schema(tmp_path):
 # ------------------------------------------------------------------ a real server
 
 
-def _small_model() -> str | None:
-    try:
-        server_command("auto")
-        return resolve_model("smollm2-135m").path
-    except (EmbeddedLLMError, ModelError):
-        return None
-
-
 @pytest.mark.real_llm
 async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schema(tmp_path):
     """llama.cpp's ``/v1/chat/completions`` with the agent's action schema: a 135M model
@@ -188,9 +180,9 @@ async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schem
     model sometimes pads with newlines, which JSON allows, until ``max_tokens``: 1-3 of
     these 5 at temperature 0.7), so every completion must open an object, every one that
     stopped by itself must be a valid action, and at least one must stop by itself."""
-    model = _small_model()
-    if model is None:
+    if INSTALLED is None:
         pytest.skip("no llama.cpp server or smollm2-135m installed")
+    model = INSTALLED[1]
     async with trio.open_nursery() as nursery:
         url, _desc = await nursery.start(partial(
             run_llama_server, model=model, parallel=1, ctx_size=2048,

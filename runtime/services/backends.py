@@ -40,7 +40,7 @@ import msgspec
 import structlog
 import trio
 
-from .config import BackendConfig, Config
+from .config import Api, BackendConfig, Config
 from .llm import (
     DECODE_ERRORS,
     Completion,
@@ -59,7 +59,7 @@ from .metrics import count_process_wide
 from .structured import resolve_mode, response_format
 
 __all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "Prefill", "api_key_for",
-           "backends_from_config"]
+           "backends_from_config", "primary_structured_mode"]
 
 log = structlog.get_logger()
 REFUSED_FIELDS: dict[str, int] = {}
@@ -455,14 +455,26 @@ def backend_from_spec(spec: BackendConfig, cfg: Config, label: str) -> Backend:
                          structured=spec.structured_output)
 
 
+def _primary_api(cfg: Config) -> Api:
+    """``llm.api`` with a configured ``llm.url``; the embedded server speaks llama.cpp's
+    native API."""
+    return cfg.llm.api if cfg.llm.url else "llama-server"
+
+
+def primary_structured_mode(cfg: Config) -> str:
+    """The mode the primary backend starts in (``gbnf``, ``json_schema`` or ``none``;
+    :func:`runtime.services.structured.resolve_mode`), for the ready line and doctor."""
+    return resolve_mode(cfg.llm.structured_output, native=_primary_api(cfg) == "llama-server",
+                        grammar_switch=cfg.llm.grammar)
+
+
 def backends_from_config(cfg: Config, primary_url: str | None) -> list[Backend]:
     """The ordered backends: ``primary_url`` (the configured ``llm.url`` or the embedded
     llama-server the daemon started) with ``llm.api``, then each ``llm.fallbacks``
     entry. Empty when there is no primary URL."""
     if not primary_url:
         return []
-    api = cfg.llm.api if cfg.llm.url else "llama-server"  # the embedded server is llama.cpp
-    primary = BackendConfig(url=primary_url, api=api, api_key=cfg.llm.api_key,
+    primary = BackendConfig(url=primary_url, api=_primary_api(cfg), api_key=cfg.llm.api_key,
                             api_key_env=cfg.llm.api_key_env, model=cfg.llm.model,
                             grammar=cfg.llm.grammar,
                             structured_output=cfg.llm.structured_output)

@@ -22,6 +22,8 @@ from msgspec import Meta
 
 from runtime.kernel.unicode import has_lone_surrogates, repair
 
+from .structured import Mode as StructuredMode
+
 
 class ConfigError(Exception):
     """The configuration file is unreadable or invalid; ``code`` = "config_invalid"."""
@@ -295,7 +297,6 @@ class MemoryConfig(_C):
 
 
 Api = Literal["llama-server", "openai-chat", "openai-completions"]
-StructuredOutput = Literal["auto", "gbnf", "json_schema", "none"]
 
 
 class BackendConfig(_C):
@@ -319,7 +320,7 @@ class BackendConfig(_C):
     api_key_env: str | None = None
     model: str | None = None
     grammar: bool = False
-    structured_output: StructuredOutput = "auto"
+    structured_output: StructuredMode = "auto"
 
 
 class LLMConfig(_C):
@@ -344,7 +345,7 @@ class LLMConfig(_C):
     api_key_env: str | None = None
     model: str | None = None
     grammar: bool = False
-    structured_output: StructuredOutput = "auto"
+    structured_output: StructuredMode = "auto"
     fallbacks: list[BackendConfig] = msgspec.field(default_factory=list)
     model_path: str | None = None
     server: str = "auto"

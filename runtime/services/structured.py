@@ -23,13 +23,14 @@ Modes (``llm.structuredOutput`` and each ``llm.fallbacks`` entry's):
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 __all__ = ["MODES", "Mode", "json_schema_of", "resolve_mode", "response_format",
            "with_schema"]
 
 Mode = Literal["auto", "gbnf", "json_schema", "none"]
-MODES: tuple[str, ...] = ("auto", "gbnf", "json_schema", "none")
+"""``llm.structuredOutput`` (the config type); the modes are its values."""
+MODES: tuple[str, ...] = get_args(Mode)
 
 _SCHEMAS: dict[str, tuple[str, dict[str, Any]]] = {}
 

@@ -37,10 +37,9 @@ from runtime.kernel import (ActorSpec, ForkedProcess, configure_logging, fork_ac
                             open_supervisor, reap_unadopted)
 from runtime.kernel.actor import leaf_exception
 from runtime.kernel.errors import ActorCrashed, RestartIntensityExceeded
-from runtime.services.backends import api_key_for
+from runtime.services.backends import api_key_for, primary_structured_mode
 from runtime.services.llm import health_ok
 from runtime.services.config import ActorBoot, Config, ConfigError, config_to_builtins, load_config
-from runtime.services.structured import resolve_mode
 from runtime.services.llama import EmbeddedLLMError, run_llama_server
 from runtime.services.models import ModelError, resolve_model
 
@@ -78,15 +77,6 @@ class ServeOptions:
     model: str | None = None
     http_port: int | None = None
 
-
-
-def structured_mode(cfg: Config) -> str:
-    """The primary backend's structured-output mode as it starts: ``gbnf``,
-    ``json_schema`` or ``none`` (:func:`runtime.services.structured.resolve_mode`; the
-    embedded server speaks the native API)."""
-    native = cfg.llm.url is None or cfg.llm.api == "llama-server"
-    return resolve_mode(cfg.llm.structured_output, native=native,
-                        grammar_switch=cfg.llm.grammar)
 
 def _fail(code: int, message: str) -> int:
     print(f"atomic-agent: {message}", file=sys.stderr)
@@ -379,9 +369,10 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                     print(f"atomic-agent: warning: the LLM at {llm_url} did not answer "
                           f"({llm_status}); memory works, turns fail until it does",
                           file=sys.stderr, flush=True)
+                structured = primary_structured_mode(cfg)
                 info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
                         "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc,
-                        "structuredOutput": structured_mode(cfg),
+                        "structuredOutput": structured,
                         "openaiUrl": openai_url,
                         # what this daemon runs with (file + defaults + serve's options),
                         # for `config show` while it runs; secrets masked
@@ -392,7 +383,7 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                          "pid": os.getpid(), "llm": llm_url, "llmKind": llm_desc,
                          "llmHealthy": llm_status == "ok", "llmStatus": llm_status,
                          # how completions are constrained (GBNF, JSON schema or none)
-                         "structuredOutput": structured_mode(cfg),
+                         "structuredOutput": structured,
                          # the embedded server's prompt cache is warmed after this line:
                          # the first turn says so while it lasts (a notice step)
                          "warmingUp": llm_url is not None and cfg.llm.url is None,

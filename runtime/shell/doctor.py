@@ -2,7 +2,7 @@
 
 Runs, against the primary backend of the configuration (``<state>/config.json`` and the
 command's options; without ``llm.url`` the embedded llama.cpp server is started for the
-check and stopped after it), the three things a turn and its reflection depend on, and
+check, as ``serve`` starts it, and stopped after it), the three things a turn and its reflection depend on, and
 says in one line each whether they work:
 
 * ``server`` -- the start-up probe (``GET /health`` or ``GET /v1/models``);
@@ -32,16 +32,17 @@ import trio
 
 from actors.agent.prompt import (Invalid, Reply, TailInput, ToolCall, action_grammar, agent_prompt,
                                  build_tail, parse_action)
+from actors.reflection.actor import N_PREDICT as REFLECTION_N_PREDICT
 from actors.reflection.grammar import REFLECTION_GRAMMAR
 from actors.reflection.parser import parse_reflection
 from actors.reflection.prompt import REFLECTION_PREFIX, build_reflection_prompt
-from runtime.services.backends import BackendPool, backends_from_config
+from runtime.services.backends import BackendPool, backends_from_config, primary_structured_mode
 from runtime.services.config import Config, ConfigError, load_config
-from runtime.services.llama import EmbeddedLLMError, run_llama_server
+from runtime.services.llama import EmbeddedLLMError
 from runtime.services.llm import LLMError
 from runtime.services.models import ModelError, resolve_model
 
-from .daemon import probe_llm, structured_mode
+from .daemon import ServeOptions, partial_llama, probe_llm
 
 __all__ = ["doctor_command"]
 
@@ -84,7 +85,7 @@ async def _doctor(cfg: Config, state_dir: Path) -> int:
     if cfg.llm.url:
         where = (f"{cfg.llm.url} ({cfg.llm.api}" + (f", model {cfg.llm.model}" if cfg.llm.model
                                                     else "") + ")")
-        print(f"doctor: {where}, structured output {structured_mode(cfg)}", flush=True)
+        print(f"doctor: {where}, structured output {primary_structured_mode(cfg)}", flush=True)
         return await _checks(cfg, cfg.llm.url)
     try:
         model = resolve_model(cfg.llm.model or cfg.llm.model_path)
@@ -92,31 +93,19 @@ async def _doctor(cfg: Config, state_dir: Path) -> int:
         print(f"server: FAIL -- {exc}", flush=True)
         return 1
     print(f"doctor: the embedded server with {model.title} (starting it for the check; "
-          f"structured output {structured_mode(cfg)})", flush=True)
+          f"structured output {primary_structured_mode(cfg)})", flush=True)
     try:
+        (state_dir / "logs").mkdir(parents=True, exist_ok=True)  # the server's log, as serve's
         async with trio.open_nursery() as nursery:
-            url, desc = await nursery.start(_embedded, cfg, state_dir, model.path)
+            url, desc = await nursery.start(partial_llama(cfg, ServeOptions(state_dir=state_dir),
+                                                          model.path))
             print(f"server: ok -- {desc}", flush=True)
             code = await _checks(cfg, url, probed=True)
             nursery.cancel_scope.cancel()
             return code
-    except EmbeddedLLMError as exc:
+    except (EmbeddedLLMError, OSError) as exc:
         print(f"server: FAIL -- {exc}", flush=True)
         return 1
-
-
-async def _embedded(cfg: Config, state_dir: Path, model: str,
-                    task_status: trio.TaskStatus[tuple[str, str]] = trio.TASK_STATUS_IGNORED
-                    ) -> None:
-    log = state_dir / "logs" / "llama-server-doctor.log"
-    try:
-        log.parent.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        log = Path("/dev/null")
-    await run_llama_server(model=model, parallel=1, ctx_size=cfg.llm.ctx_size, log_path=log,
-                           startup_timeout_s=cfg.llm.startup_timeout_ms / 1000,
-                           server=cfg.llm.server, server_args=cfg.llm.server_args,
-                           task_status=task_status)
 
 
 async def _checks(cfg: Config, url: str, probed: bool = False) -> int:
@@ -183,7 +172,7 @@ async def _reflection(pool: BackendPool) -> bool:
         with trio.fail_after(CHECK_TIMEOUT_S):
             out = await pool.complete("reflection:doctor", REFLECTION_PREFIX.rstrip("\n"),
                                       full[len(REFLECTION_PREFIX):], role="reflection",
-                                      grammar=REFLECTION_GRAMMAR, n_predict=320,
+                                      grammar=REFLECTION_GRAMMAR, n_predict=REFLECTION_N_PREDICT,
                                       temperature=0.0)
     except (LLMError, trio.TooSlowError) as exc:
         print(f"reflection: FAIL -- {_short(str(exc) or 'no answer in time', 160)}", flush=True)

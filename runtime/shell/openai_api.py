@@ -321,11 +321,14 @@ class OpenAIApi:
             (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), *extra]})
         created = int(time.time())
 
-        async def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
+        async def event(choices: list[dict[str, Any]], **extra: Any) -> None:
             await _sse(send, {"id": completion_id, "object": "chat.completion.chunk",
                               "created": created, "model": MODEL_ID, "system_fingerprint": None,
-                              "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                           "finish_reason": finish}]})
+                              "choices": choices, **extra})
+
+        async def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
+            await event([{"index": 0, "delta": delta, "logprobs": None,
+                          "finish_reason": finish}])
 
         await chunk({"role": "assistant", "content": ""})
         sent = ""
@@ -349,11 +352,7 @@ class OpenAIApi:
                     else:
                         await chunk({}, _finish(reason))
                         if include_usage:
-                            await _sse(send, {"id": completion_id,
-                                              "object": "chat.completion.chunk",
-                                              "created": created, "model": MODEL_ID,
-                                              "system_fingerprint": None, "choices": [],
-                                              "usage": usage(timings)})
+                            await event([], usage=usage(timings))
                     break
         await send({"type": "http.response.body", "body": b"data: [DONE]\n\n",
                     "more_body": False})
