@@ -69,6 +69,11 @@ async def test_a_refused_schema_is_said_and_a_missing_server_fails_in_one_line(t
     assert "Traceback" not in gone.stdout + gone.stderr
     bad = await _doctor(tmp_path, "--structured-output", "xml")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    (tmp_path / "state" / "config.json").write_text(
+        json.dumps({"llm": {"server": str(tmp_path / "no-such-llama-server")}}))
+    broken = await _doctor(tmp_path, "--model", "smollm2-135m")
+    assert broken.returncode == 1 and "server: FAIL -- llm.server: " in broken.stdout
+    assert "Traceback" not in broken.stdout + broken.stderr
 
 
 @pytest.mark.real_llm

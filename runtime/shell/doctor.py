@@ -36,6 +36,7 @@ from actors.reflection.actor import N_PREDICT as REFLECTION_N_PREDICT
 from actors.reflection.grammar import REFLECTION_GRAMMAR
 from actors.reflection.parser import parse_reflection
 from actors.reflection.prompt import REFLECTION_PREFIX, build_reflection_prompt
+from runtime.kernel.actor import leaf_exception
 from runtime.services.backends import BackendPool, backends_from_config, primary_structured_mode
 from runtime.services.config import Config, ConfigError, load_config
 from runtime.services.llama import EmbeddedLLMError
@@ -103,8 +104,11 @@ async def _doctor(cfg: Config, state_dir: Path) -> int:
             code = await _checks(cfg, url, probed=True)
             nursery.cancel_scope.cancel()
             return code
-    except (EmbeddedLLMError, OSError) as exc:
-        print(f"server: FAIL -- {exc}", flush=True)
+    except Exception as exc:  # noqa: BLE001 - the nursery wraps what the server task raised
+        leaf = leaf_exception(exc)
+        if not isinstance(leaf, (EmbeddedLLMError, OSError)):
+            raise
+        print(f"server: FAIL -- {leaf}", flush=True)
         return 1
 
 
