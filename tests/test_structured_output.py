@@ -47,10 +47,7 @@ def test_modes_resolve_per_api():
 
 def test_the_action_schema_says_what_the_grammar_says():
     """The schema beside the agent's action grammar offers the same three objects and
-    the same tools; the reply-only grammar gets a reply-only schema; the reflection's
-    line grammar has none (it goes out unconstrained to an OpenAI API)."""
-    from actors.reflection.grammar import REFLECTION_GRAMMAR
-
+    the same tools; the reply-only grammar gets a reply-only schema."""
     name, schema = json_schema_of(action_grammar(TOOLS))
     keys = [sorted(o["properties"]) for o in schema["anyOf"]]
     assert name == "agent_action" and keys == [["reply"], ["finish"], ["args", "tool"]]
@@ -59,7 +56,82 @@ def test_the_action_schema_says_what_the_grammar_says():
         == [["reply"], ["finish"]]
     reply = json_schema_of(agent_prompt().reply_grammar)
     assert reply is not None and reply[1]["required"] == ["reply"]
-    assert json_schema_of(REFLECTION_GRAMMAR) is None and response_format(None) is None
+    assert response_format(None) is None
+
+
+LINES_OK = ["SET name=Priya", "SET favourite_tool=a rusty wrench", "NOTE The user's sister "
+            "Zoe is a pilot in Oslo.", "FORGET pet", "NONE", "SET city=São Paulo"]
+LINES_BAD = ["SET Name=Priya", "SET name=", "SET =x", "NOTE " + "x" * 121,
+             "SET pinned=x [pinned=false]", "NOTE she said \"hi\"", "NOTE a\\b",
+             "NOTE two\nlines", "EVOLVE x", "SET name=Priya\n", "note lower case",
+             "SET " + "k" * 33 + "=v"]
+
+
+def test_the_reflection_schema_admits_what_the_line_grammar_admits():
+    """Each reflection line is one string of ``{"lines": [...]}`` held to a pattern with
+    the grammar's bounds (and no quote or backslash, which would end a JSON string on
+    llama.cpp); the backend turns the JSON back into lines the parser reads."""
+    import re
+
+    from actors.reflection.grammar import MAX_ENTRIES, REFLECTION_GRAMMAR
+    from actors.reflection.parser import parse_reflection
+    from runtime.services.structured import text_of
+
+    name, schema = json_schema_of(REFLECTION_GRAMMAR)
+    lines = schema["properties"]["lines"]
+    assert name == "reflection_lines" and lines["maxItems"] == MAX_ENTRIES
+    pattern = re.compile(lines["items"]["pattern"])  # (ECMA-262: $ ends the string, as fullmatch)
+    assert [line for line in LINES_OK if not pattern.fullmatch(line)] == []
+    assert [line for line in LINES_BAD if pattern.fullmatch(line)] == []
+    answer = json.dumps({"lines": ["SET name=Priya", "NOTE The user's sister is Zoe.",
+                                   "FORGET pet"]})
+    parsed = parse_reflection(text_of(REFLECTION_GRAMMAR, answer))
+    assert [(f.key, f.value) for f in parsed.facts] == [("name", "Priya")]
+    assert [n.body for n in parsed.notes] == ["The user's sister is Zoe."]
+    assert parsed.forgets == ["pet"]
+    assert parse_reflection(text_of(REFLECTION_GRAMMAR, '{"lines": []}')).kind == "none"
+    cut = text_of(REFLECTION_GRAMMAR, '{"lines": ["SET name=Priya", "SET city=Nai')
+    assert cut == "SET name=Priya\n"  # cut off at max_tokens: the complete lines stay
+    for text in ("SET name=Priya\n", "prose", '{"reply": "x"}', '{"lines": 3}', "{" * 5000):
+        assert text_of(REFLECTION_GRAMMAR, text) == text  # not the schema's JSON: unchanged
+
+
+def test_every_other_line_grammar_has_a_schema_form_that_round_trips():
+    """Votes, links, the query rewriter and a distilled lesson: the JSON that their
+    schema asks for comes back as the grammar's text, which their parsers accept."""
+    import re
+
+    from actors.agent.rewriter import REWRITER_GRAMMAR, parse_rewrite
+    from actors.reflection.distill import distill_grammar, parse_distill
+    from actors.reflection.linkgen import link_grammar, parse_links
+    from actors.reflection.voting import parse_votes, vote_grammar
+    from runtime.services.structured import text_of
+
+    votes = vote_grammar([("memory", 3), ("profile", 1)])
+    pattern = re.compile(json_schema_of(votes)[1]["properties"]["lines"]["items"]["pattern"])
+    assert pattern.search("UPVOTE memory:3") and not pattern.search("UPVOTE memory:4")
+    got, dropped = parse_votes(text_of(votes, '{"lines": ["UPVOTE memory:3", '
+                                              '"DOWNVOTE profile:1"]}'),
+                               [("memory", 3), ("profile", 1)])
+    assert [(v.kind, v.target_id, v.direction) for v in got] == [("memory", 3, 1), ("profile", 1, -1)]
+    assert dropped == 0
+    links = link_grammar([3, 5], 2)
+    pattern = re.compile(json_schema_of(links)[1]["properties"]["lines"]["items"]["pattern"])
+    assert pattern.search("LINK 3 5 kind=RELATES_TO") and not pattern.search("LINK 3 7 kind=X")
+    got_links, _ = parse_links(text_of(links, '{"lines": ["LINK 3 5 kind=DUPLICATES"]}'),
+                               [3, 5], 2)
+    assert [(x.from_id, x.to_id, x.kind) for x in got_links] == [(3, 5, "DUPLICATES")]
+    assert parse_links(text_of(links, '{"lines": []}'), [3, 5], 2) == ([], 0)
+    assert parse_rewrite(text_of(REWRITER_GRAMMAR, '{"query": "cat name Miso"}')) \
+        == "cat name Miso"
+    lesson = text_of(distill_grammar(True), json.dumps({
+        "lesson": {"activation": "testing", "principle": 'The user runs "pytest" daily.',
+                   "tags": ["python", "tests", "tools"]},
+        "procedure": {"activation": "a release", "steps": ["bump the version", "tag it"]}}))
+    distilled = parse_distill(lesson)
+    assert distilled.principle == "The user runs 'pytest' daily."
+    assert distilled.tags == ["python", "tests", "tools"]
+    assert [s for s, _ in distilled.steps] == ["bump the version", "tag it"]
 
 
 @pytest.mark.parametrize(("mode", "switch", "field"), [
@@ -145,8 +217,10 @@ async def test_other_400s_are_not_taken_for_a_refusal(tmp_path):
 
 async def test_the_daemon_on_an_openai_server_sends_the_action_schema(tmp_path):
     """A turn through ``api: openai-chat`` (structuredOutput auto) carries the action's
-    JSON schema; the reflection's line format carries none and is still parsed."""
-    rules = [{"match": "You keep a long-term memory", "response": "SET name=Dana\n"},
+    JSON schema; the reflection carries its lines schema, and its JSON answer becomes a
+    stored fact."""
+    rules = [{"match": "You keep a long-term memory",
+              "response": '{"lines": ["SET name=Dana", "NOTE The user has a dog called Rex."]}'},
              {"grammar_contains": "agent_", "response": '{"reply": "Hi Dana!"}'}]
     state = tmp_path / "state"
     state.mkdir()
@@ -158,7 +232,7 @@ async def test_the_daemon_on_an_openai_server_sends_the_action_schema(tmp_path):
             async with open_client(url=d.url, token=d.token) as c:
                 await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
                 with trio.fail_after(60):
-                    frames = [f async for f in c.say("My name is Dana")]
+                    frames = [f async for f in c.say("My name is Dana. I have a dog called Rex.")]
                     event = await c.wait_for(lambda f: f["type"] == "reflection")
         bodies = [r["body"] for r in fake.openai_requests() if isinstance(r["body"], dict)]
     assert frames[-1]["reason"] == "reply" and event["factKeys"] == ["name"]
@@ -166,7 +240,9 @@ async def test_the_daemon_on_an_openai_server_sends_the_action_schema(tmp_path):
     assert turn and all(b["response_format"]["json_schema"]["name"].startswith("agent_")
                         for b in turn if b.get("max_tokens", 0) > 1)
     reflection = [b for b in bodies if "### output" in json.dumps(b)]
-    assert reflection and all("response_format" not in b for b in reflection)
+    assert reflection and all(b["response_format"]["json_schema"]["name"] == "reflection_lines"
+                              for b in reflection)
+    assert len(event["noteIds"]) == 1
 
 
 # ------------------------------------------------------------------ a real server
@@ -210,3 +286,50 @@ async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schem
         assert backend.structured == "json_schema" and not backend.refused_fields
         await backend.aclose()
         nursery.cancel_scope.cancel()
+
+
+@pytest.mark.real_llm
+async def test_a_real_llama_server_writes_reflection_lines_as_json_on_the_default_model(tmp_path):
+    """The reflection through llama.cpp's ``/v1/chat/completions`` with its lines schema,
+    on the default model: the raw answer is the schema's JSON, every line in it matches
+    the line pattern, and what the backend hands back parses to the user's facts."""
+    import re
+
+    from actors.reflection.actor import N_PREDICT
+    from actors.reflection.grammar import REFLECTION_GRAMMAR
+    from actors.reflection.parser import parse_reflection
+    from actors.reflection.prompt import REFLECTION_PREFIX, build_reflection_prompt
+    from runtime.services.models import resolve_model
+    from tests.test_e2e_real_llm import _need_default_model
+
+    _need_default_model()
+    pattern = re.compile(json_schema_of(REFLECTION_GRAMMAR)[1]["properties"]["lines"][
+        "items"]["pattern"])
+    raw: list[str] = []
+    async with trio.open_nursery() as nursery:
+        url, _desc = await nursery.start(partial(
+            run_llama_server, model=resolve_model(None).path, parallel=1, ctx_size=4096,
+            log_path=tmp_path / "server.log", startup_timeout_s=300))
+        backend = OpenAIBackend(LlamaClient(url, timeout_s=300), api="openai-chat", model=None)
+        real_complete = backend._complete
+
+        async def keep_raw(*args, **kwargs):
+            out = await real_complete(*args, **kwargs)
+            raw.append(out.text)
+            return out
+
+        backend._complete = keep_raw  # type: ignore[method-assign]
+        prompt = build_reflection_prompt(
+            [], "I'm Dana, I live in Lyon and I play the cello.", "Nice to meet you, Dana!")
+        with trio.fail_after(300):
+            out = await backend.complete(REFLECTION_PREFIX.rstrip("\n"),
+                                         prompt[len(REFLECTION_PREFIX):], role="reflection",
+                                         grammar=REFLECTION_GRAMMAR, n_predict=N_PREDICT,
+                                         temperature=0.0)
+        await backend.aclose()
+        nursery.cancel_scope.cancel()
+    lines = json.loads(raw[0])["lines"]  # the server answered the schema's JSON
+    assert lines and all(pattern.fullmatch(line) for line in lines), lines
+    facts = {f.key: f.value for f in parse_reflection(out.text).facts}
+    assert facts.get("name") == "Dana" and facts.get("city") == "Lyon", (raw, out.text)
+    assert backend.structured == "json_schema" and not backend.refused_fields

@@ -46,6 +46,7 @@ from actors.store.render import neutralise
 from runtime.services.backends import BackendPool
 from runtime.services.config import RewriterConfig
 from runtime.services.llm import LLMError
+from runtime.services.structured import with_schema
 
 #: ``similarity(original, rewrite)`` → ``(cosine, floor)``, or None when no embedder is
 #: attached (the agent asks the backfill actor, which holds the local embedder).
@@ -110,10 +111,18 @@ REWRITER_PREFIX = (
 
 #: GBNF of the answer: the envelope around 1–400 chars without ``<`` or a
 #: newline, optionally followed by one newline.
-REWRITER_GRAMMAR = (
+#: On an OpenAI-compatible server it goes out as ``{"query": "..."}`` (1-400 chars),
+#: put back into the envelope by the backend (:mod:`runtime.services.structured`).
+REWRITER_GRAMMAR = with_schema((
     'root ::= "<rewritten_query>" body "</rewritten_query>" "\\n"?\n'
     "body ::= " + "[^<\\n]" + " [^<\\n]{0,399}\n"
-)
+), "rewritten_query", {"type": "object", "required": ["query"], "additionalProperties": False,
+                       "properties": {"query": {"type": "string", "minLength": 1,
+                                                "maxLength": 400}}},
+    to_text=lambda value: (f"<rewritten_query>{value['query']}</rewritten_query>"
+                           if isinstance(value, dict) and isinstance(value.get("query"), str)
+                           else None),
+    extra_tokens=8)
 
 _WS = re.compile(r"\s+")
 _ENVELOPE = re.compile(r"<rewritten_query>(.*?)</rewritten_query>", re.I | re.S)

@@ -31,6 +31,7 @@ from actors.memory.messages import DistilledIn
 from actors.store.lessons import ACTIVATION_MAX_CHARS, PRINCIPLE_MAX_CHARS
 from actors.store.procedures import STEP_MAX_CHARS, TOOL_HINT_MAX_CHARS
 from actors.store.render import neutralise
+from runtime.services.structured import with_schema
 
 __all__ = ["ABSTAIN", "DISTILL_SYSTEM", "DistillError", "build_distill_prompt",
            "distill_grammar", "parse_distill", "N_PREDICT"]
@@ -82,11 +83,12 @@ def build_distill_prompt(previews: Sequence[str]) -> str:
 
 
 def distill_grammar(procedures: bool) -> str:
-    """GBNF of the answer; the ``PROCEDURE`` line only when ``procedures``."""
+    """GBNF of the answer; the ``PROCEDURE`` line only when ``procedures``. Its JSON-schema
+    form (:func:`distill_schema`) is registered beside it."""
     proc = ('(procedure "\\n")?' if procedures else "")
     proc_rules = ('procedure ::= "PROCEDURE activation=\\"" act "\\"; steps=\\"" steps "\\""\n'
                   f"steps ::= ch{{3,{STEP_MAX_CHARS * 2}}}\n" if procedures else "")
-    return (
+    return with_schema((
         f'root ::= lesson "\\n" {proc}\n'
         'lesson ::= "LESSON activation=\\"" act "\\"; principle=\\"" prin "\\"" tags?\n'
         + proc_rules +
@@ -95,7 +97,56 @@ def distill_grammar(procedures: bool) -> str:
         f"act ::= ch{{1,{ACTIVATION_MAX_CHARS}}}\n"
         f"prin ::= ch{{1,{PRINCIPLE_MAX_CHARS}}}\n"
         "ch ::= [\\t !#-~]\n"
-    )
+    ), "lesson", distill_schema(procedures), to_text=_distill_text, extra_tokens=40)
+
+
+def _text(schema_max: int) -> dict[str, object]:
+    return {"type": "string", "minLength": 1, "maxLength": schema_max}
+
+
+def distill_schema(procedures: bool) -> dict[str, object]:
+    """The answer as JSON: ``{"lesson": {"activation", "principle", "tags": [3..6]},
+    "procedure": {"activation", "steps": [2..8]}}`` (``procedure`` optional, only when
+    ``procedures``), turned back into the lines above by the backend."""
+    lesson = {"type": "object", "required": ["activation", "principle", "tags"],
+              "additionalProperties": False,
+              "properties": {"activation": _text(ACTIVATION_MAX_CHARS),
+                             "principle": _text(PRINCIPLE_MAX_CHARS),
+                             "tags": {"type": "array", "minItems": 3, "maxItems": 6,
+                                      "items": {"type": "string",
+                                                "pattern": "^[a-z][a-z0-9-]{0,23}$"}}}}
+    props: dict[str, object] = {"lesson": lesson}
+    if procedures:
+        props["procedure"] = {
+            "type": "object", "required": ["activation", "steps"], "additionalProperties": False,
+            "properties": {"activation": _text(ACTIVATION_MAX_CHARS),
+                           "steps": {"type": "array", "minItems": 2, "maxItems": 8,
+                                     "items": _text(STEP_MAX_CHARS)}}}
+    return {"type": "object", "required": ["lesson"], "additionalProperties": False,
+            "properties": props}
+
+
+def _quoted(value: object) -> str:
+    """A JSON string value as the line format's ``qstr`` (no ``"``, one line)."""
+    return " ".join(str(value).replace('"', "'").split())
+
+
+def _distill_text(value: object) -> str | None:
+    """:func:`distill_schema`'s JSON -> the ``LESSON``/``PROCEDURE`` lines; None when
+    there is no lesson object."""
+    lesson = value.get("lesson") if isinstance(value, dict) else None
+    if not isinstance(lesson, dict):
+        return None
+    tags = [t for t in lesson.get("tags") or [] if isinstance(t, str)]
+    lines = [f'LESSON activation="{_quoted(lesson.get("activation", ""))}"; '
+             f'principle="{_quoted(lesson.get("principle", ""))}"'
+             + (f"; tags={','.join(_quoted(t) for t in tags)}" if tags else "")]
+    procedure = value.get("procedure") if isinstance(value, dict) else None
+    if isinstance(procedure, dict) and isinstance(procedure.get("steps"), list):
+        steps = "; ".join(_quoted(x).replace(";", ",") for x in procedure["steps"])
+        lines.append(f'PROCEDURE activation="{_quoted(procedure.get("activation", ""))}"; '
+                     f'steps="{steps}"')
+    return "\n".join(lines) + "\n"
 
 
 def _tags(raw: str | None) -> list[str]:

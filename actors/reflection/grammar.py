@@ -22,6 +22,11 @@ Productions (bounds are in characters unless stated otherwise)::
     body    -> 1..120 chars, no CR/LF, no < > [ ]
     target  -> 1..60 chars, no CR/LF, no < > [ ]
 
+On an OpenAI-compatible server the same shape goes out as a JSON schema,
+``{"lines": [...]}`` with each line held to :data:`REFLECTION_LINE_PATTERN` (the
+productions above as one regular expression, without ``"`` and ``\\``, see
+:mod:`runtime.services.structured`); the backend joins the lines back into this text.
+
 The parser (:mod:`actors.reflection.parser`) accepts more (a server that ignores the
 grammar still has every line judged on its own), so a grammar-constrained completion is
 never a line the parser must drop for length.
@@ -35,8 +40,11 @@ protocol change (covered by a pinned hash in ``tests/test_reflection_prompt.py``
 
 from __future__ import annotations
 
+from runtime.services.structured import with_line_schema
+
 __all__ = [
     "REFLECTION_GRAMMAR",
+    "REFLECTION_LINE_PATTERN",
     "KEY_MAX_CHARS",
     "VALUE_MAX_CHARS",
     "BODY_MAX_CHARS",
@@ -55,9 +63,15 @@ TARGET_MAX_CHARS = 60
 #: Most ``SET``/``NOTE``/``FORGET`` lines in one completion.
 MAX_ENTRIES = 6
 
+_TEXT = r'[^\r\n<>\[\]"\\]'
+#: One reflection line as a regular expression (the schema form's ``pattern``).
+REFLECTION_LINE_PATTERN = (f"NONE|SET [a-z][a-z0-9_]{{0,31}}={_TEXT}{{1,60}}|"
+                           f"NOTE {_TEXT}{{1,120}}|FORGET {_TEXT}{{1,60}}")
+
 #: The GBNF text sent as ``grammar`` in the reflection ``POST /completion`` body.
 #: Byte-stable module constant (see module docstring); built from literal pieces only.
-REFLECTION_GRAMMAR: str = (
+
+REFLECTION_GRAMMAR: str = with_line_schema((
     'root    ::= none | entries\n'
     'none    ::= "NONE" "\\n"?\n'
     'entries ::= entry{1,6}\n'
@@ -69,4 +83,4 @@ REFLECTION_GRAMMAR: str = (
     'value   ::= [^\\r\\n<>\\[\\]]{1,60}\n'
     'body    ::= [^\\r\\n<>\\[\\]]{1,120}\n'
     'target  ::= [^\\r\\n<>\\[\\]]{1,60}\n'
-)
+), "reflection_lines", REFLECTION_LINE_PATTERN, max_lines=MAX_ENTRIES)

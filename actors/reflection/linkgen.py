@@ -23,6 +23,7 @@ from collections.abc import Iterable, Sequence
 from actors.store.cold import LinkIn
 from actors.store.links import LINK_KINDS
 from actors.store.render import neutralise
+from runtime.services.structured import with_line_schema
 
 __all__ = ["LINK_SYSTEM", "build_link_prompt", "link_grammar", "parse_links",
            "PREVIEW_CHARS"]
@@ -51,15 +52,20 @@ def build_link_prompt(candidates: Sequence[tuple[int, str]]) -> str:
 
 
 def link_grammar(ids: Iterable[int], max_links: int) -> str:
-    """GBNF admitting ``NONE`` or 1..``max_links`` LINK lines over ``ids`` only."""
-    alts = " | ".join(f'"{i}"' for i in sorted(set(ids)))
+    """GBNF admitting ``NONE`` or 1..``max_links`` LINK lines over ``ids`` only, with
+    its JSON-schema form (``{"lines": [...]}``,
+    :func:`runtime.services.structured.with_line_schema`)."""
+    numbers = [str(i) for i in sorted(set(ids))]
+    alts = " | ".join(f'"{i}"' for i in numbers)
     kinds = " | ".join(f'"{k}"' for k in LINK_KINDS)
-    return (
+    one_id = "(" + "|".join(numbers) + ")"
+    return with_line_schema(
         f'root ::= "NONE" | link{{1,{max_links}}}\n'
         'link ::= "LINK " id " " id " kind=" kind "\\n"\n'
         f"id ::= {alts}\n"
-        f"kind ::= {kinds}\n"
-    )
+        f"kind ::= {kinds}\n",
+        "memory_links", f"NONE|LINK {one_id} {one_id} kind=({'|'.join(LINK_KINDS)})",
+        max_lines=max_links)
 
 
 def _from_json(text: str) -> list[tuple[int, int, str]] | None:

@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 
 from actors.store.cold import VoteIn
 from actors.store.render import neutralise
+from runtime.services.structured import with_line_schema
 
 __all__ = ["MAX_VOTES", "VOTE_SYSTEM", "build_vote_prompt", "parse_votes", "vote_grammar"]
 
@@ -46,13 +47,17 @@ def build_vote_prompt(user_message: str, reply: str,
 
 
 def vote_grammar(items: Iterable[tuple[str, int]]) -> str:
-    """GBNF admitting ``NONE`` or 1..:data:`MAX_VOTES` vote lines over ``items``."""
-    alts = " | ".join(f'"{k}:{i}"' for k, i in sorted(set(items)))
-    return (
+    """GBNF admitting ``NONE`` or 1..:data:`MAX_VOTES` vote lines over ``items``
+    (``(kind, id)``: kinds are lower-case words), with its JSON-schema form
+    (``{"lines": [...]}``, :func:`runtime.services.structured.with_line_schema`)."""
+    pairs = sorted(set(items))
+    alts = " | ".join(f'"{k}:{i}"' for k, i in pairs)
+    return with_line_schema(
         f'root ::= "NONE" | vote{{1,{MAX_VOTES}}}\n'
         'vote ::= ("UPVOTE " | "DOWNVOTE ") item "\\n"\n'
-        f"item ::= {alts}\n"
-    )
+        f"item ::= {alts}\n",
+        "memory_votes", "NONE|(UPVOTE|DOWNVOTE) (" + "|".join(f"{k}:{i}" for k, i in pairs)
+        + ")", max_lines=MAX_VOTES)
 
 
 def parse_votes(text: str, allow: Iterable[tuple[str, int]]) -> tuple[list[VoteIn], int]:

@@ -56,7 +56,7 @@ from .llm import (
     sse_lines,
 )
 from .metrics import count_process_wide
-from .structured import resolve_mode, response_format
+from .structured import resolve_mode, response_format, schema_form, text_of
 
 __all__ = ["Backend", "BackendPool", "LlamaBackend", "OpenAIBackend", "Prefill", "api_key_for",
            "backends_from_config", "primary_structured_mode"]
@@ -254,9 +254,10 @@ class OpenAIBackend:
         if grammar and self.structured == "gbnf":
             body["grammar"] = grammar
         elif grammar and self.structured == "json_schema":
-            shape = response_format(grammar)
-            if shape is not None:
+            form, shape = schema_form(grammar), response_format(grammar)
+            if form is not None and shape is not None:
                 body["response_format"] = shape
+                body["max_tokens"] = n_predict + form.extra_tokens  # the JSON's own tokens
         if self.api == "openai-chat":
             body["messages"] = [{"role": "system", "content": system},
                                 {"role": "user", "content": user}]
@@ -277,11 +278,15 @@ class OpenAIBackend:
         supplied: grammar", pydantic's ``extra_forbidden``, "response_format ... not
         supported", a schema it cannot compile) is asked again once without it, and
         never sent it again by this backend (logged ``llm.field_refused``, counted in
-        :attr:`refused_fields`); the caller validates what comes back either way."""
+        :attr:`refused_fields`); the caller validates what comes back either way. A
+        grammar whose language is not JSON (reflection lines, votes, links, the
+        rewriter's envelope, a lesson) gets the grammar's own text back whatever the
+        server wrote (:func:`~runtime.services.structured.text_of`); streamed pieces are
+        what the server sent."""
         field = {"gbnf": "grammar", "json_schema": "response_format"}.get(self.structured)
         try:
-            return await self._complete(system, user, grammar, n_predict, temperature,
-                                        on_token)
+            completion = await self._complete(system, user, grammar, n_predict, temperature,
+                                              on_token)
         except LLMBadResponse as exc:
             refused = (_refuses_schema(exc) if field == "response_format"
                        else field is not None and _refuses_field(exc, field))
@@ -292,8 +297,11 @@ class OpenAIBackend:
             REFUSED_FIELDS[field] = REFUSED_FIELDS.get(field, 0) + 1
             log.warning("llm.field_refused", backend=self.label, field=field,
                         error=str(exc)[:300])
-            return await self._complete(system, user, grammar, n_predict, temperature,
-                                        on_token)
+            completion = await self._complete(system, user, grammar, n_predict, temperature,
+                                              on_token)
+        text = text_of(grammar, completion.text)  # a schema's JSON back into the grammar's text
+        return completion if text is completion.text else msgspec.structs.replace(
+            completion, text=text)
 
     async def _complete(self, system: str, user: str, grammar: str | None, n_predict: int,
                         temperature: float, on_token: OnToken | None) -> Completion:
