@@ -292,11 +292,38 @@ def _refused(exc: BaseException) -> bool:
     return False
 
 
+class _ModelRow(msgspec.Struct):
+    id: str
+
+
+class _ModelList(msgspec.Struct):
+    data: list[_ModelRow]
+
+
+def missing_model(model: str | None, body: bytes) -> str | None:
+    """Why ``model`` will be refused, read from an OpenAI ``GET /v1/models`` answer
+    (``{"data": [{"id": ...}]}``, https://platform.openai.com/docs/api-reference/models/list),
+    or None: no model configured, a body of another shape, an empty list (some servers
+    list nothing), or ``model`` listed (Ollama's implicit ``:latest`` tag counts)."""
+    if not model:
+        return None
+    try:
+        ids = [row.id for row in msgspec.json.decode(body, type=_ModelList).data]
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    if not ids or model in ids or f"{model}:latest" in ids or model.removesuffix(":latest") in ids:
+        return None
+    shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
+    return f"has no model {model!r} (it serves {shown}); set llm.model to one of them"
+
+
 async def probe_llm(cfg: Config) -> str:
     """One health probe of the primary LLM at start-up: ``"ok"`` or a short reason
-    (``"connection refused"``, ``"HTTP 503"``, ``"no answer in 5 s"``). llama-server
-    is asked ``GET /health`` (200 once the model is loaded); an OpenAI API ``GET
-    /v1/models`` (any answer below 500 means it is there). Never raises."""
+    (``"connection refused"``, ``"HTTP 503"``, ``"no answer in 5 s"``, ``"has no
+    model 'x' (it serves a, b); ..."``). llama-server is asked ``GET /health`` (200 once the
+    model is loaded); an OpenAI API ``GET /v1/models`` (any answer below 500 means it is
+    there; a list that names models but not ``llm.model`` is reported,
+    :func:`missing_model`). Never raises."""
     url = (cfg.llm.url or "").rstrip("/")
     if not url:
         return "ok"  # the embedded server was just found healthy
@@ -315,6 +342,9 @@ async def probe_llm(cfg: Config) -> str:
         return f"{type(exc).__name__}: {exc}"[:120]
     if cfg.llm.api != "llama-server":
         ok = response.status_code < 500
+        missing = missing_model(cfg.llm.model, response.content) if ok else None
+        if missing:
+            return missing
     elif response.status_code == 200 and not health_ok(200, response.content):
         return f"{path} answered 200 but not as a llama-server (is another program on that port?)"
     else:
@@ -366,9 +396,10 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                 # Probed once everything else is up: a start that fails says only why.
                 llm_status = await probe_llm(cfg)
                 if llm_status != "ok":
-                    print(f"atomic-agent: warning: the LLM at {llm_url} did not answer "
-                          f"({llm_status}); memory works, turns fail until it does",
-                          file=sys.stderr, flush=True)
+                    what = (llm_status if llm_status.startswith("has no model")
+                            else f"did not answer ({llm_status})")
+                    print(f"atomic-agent: warning: the LLM at {llm_url} {what}; memory "
+                          "works, turns fail until it does", file=sys.stderr, flush=True)
                 structured = primary_structured_mode(cfg)
                 info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
                         "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc,

@@ -38,6 +38,8 @@ JSON list of rules; the first matching rule wins::
      "chunk_delay_ms": 0, "raw_body": "not json"}
 
 ``times`` counts down per rule (null = unlimited; counts reset when the file changes).
+A rule with ``"get": PATH`` answers ``GET PATH`` instead (its ``raw_body`` and ``status``:
+an OpenAI server's ``/v1/models`` list, say); it never matches a completion.
 On the OpenAI paths a request's ``response_format`` (its JSON text) is the grammar
 ``grammar_contains`` looks at when it carries no ``grammar``.
 ``status`` ≥ 400 answers an error body with that status; ``delay_ms`` delays the answer
@@ -157,7 +159,7 @@ class _State:
         with self.lock:
             version, rules = self.load_rules()
             for index, rule in enumerate(rules):
-                if bool(rule.get("embedding")) != embedding:
+                if bool(rule.get("embedding")) != embedding or rule.get("get") is not None:
                     continue
                 match = rule.get("match")
                 if match is not None and match not in prompt:
@@ -211,7 +213,11 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:  # noqa: N802
             state.record_request("GET", self.path, None, auth=self.headers.get("Authorization"))
             self._sleep(state.latency_s)
-            if self.path == "/health":
+            _version, rules = state.load_rules()
+            scripted = next((r for r in rules if r.get("get") == self.path), None)
+            if scripted is not None:  # e.g. {"get": "/v1/models", "raw_body": "..."}
+                self._send_raw(scripted)
+            elif self.path == "/health":
                 self._send_json(200, {"status": "ok"})
             elif self.path == "/props":
                 self._send_json(200, {
