@@ -23,6 +23,7 @@ class RecordingLink:
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.client: str | None = None  # (the MCP server names its client here)
 
     async def memory(self, op: str, args: dict[str, Any]) -> Any:
         self.calls.append((op, args))

@@ -279,7 +279,8 @@ class BackfillActor:
             todo: list[VectorTodo] = []
             for note_id in ids:
                 res = await self._request(
-                    ToolOp(op="memory.notes.recall", args={"id": note_id}), OpResult)
+                    ToolOp(op="memory.notes.recall", args={"id": note_id},
+                           client="backfill"), OpResult)
                 for note in res.data or []:
                     content = note.get("content") if isinstance(note, dict) else None
                     if isinstance(content, str) and content:

@@ -57,7 +57,9 @@ from runtime.kernel.actor import ActorContext
 from runtime.services.config import ActorBoot
 from runtime.services.metrics import Metrics, MetricsRequest, count_process_wide
 
+from .activity import ActivityRecorder, ids_of
 from .messages import (
+    ActivityQuery,
     ApplyLinks,
     ApplyReflection,
     ApplyResult,
@@ -135,6 +137,7 @@ class MemoryActor:
         # Export, backup and import touch files in <state>/exports/ only (.files).
         self.files = FileRoom(boot.path / EXPORTS_DIR)
         self.db_path = boot.path / "memory.sqlite"
+        self.activity = ActivityRecorder(boot.path / "activity.sqlite", self.metrics)
         self.last_write = time.monotonic()  # the idle checkpoint waits for a quiet spell
         self.last_checkpoint: dict[str, int] | None = None
 
@@ -297,11 +300,16 @@ class MemoryActor:
             return self.metrics.snapshot()
         kind = msg.op if isinstance(msg, ToolOp) else type(msg).__name__
         t0 = time.monotonic()
+        result: Any = None
+        outcome = "ok"
         try:
-            return await self._dispatch(msg)
-        except (MemoryFailure, apsw.CorruptError, apsw.NotADBError):
+            result = await self._dispatch(msg)
+            return result
+        except (MemoryFailure, apsw.CorruptError, apsw.NotADBError) as exc:
+            outcome = getattr(exc, "code", type(exc).__name__)
             raise  # an answer with its code; a damaged file crashes, to be quarantined
         except Exception as exc:
+            outcome = getattr(exc, "code", type(exc).__name__)
             if not isinstance(msg, ToolOp):
                 raise
             # No client op may crash the actor (errors.OpFailed).
@@ -309,8 +317,34 @@ class MemoryActor:
             self.metrics.inc("agent.memory.op_failed", {"op": msg.op})
             raise OpFailed(msg.op, exc) from None
         finally:
+            self._record(msg, result, outcome)
             self.metrics.inc("agent.memory.requests", {"kind": kind})
             self.metrics.observe("agent.memory.request_ms", (time.monotonic() - t0) * 1000)
+
+    def _record(self, msg: Any, result: Any, outcome: str) -> None:
+        """The activity log's entry for one request (:mod:`.activity`); requests that
+        read or write no memory (stats, vectors, the cold path's bookkeeping) have
+        none."""
+        match msg:
+            case ToolOp():
+                ids = ids_of(result.data if isinstance(result, OpResult) else None)
+                if not ids:
+                    ids = [v for v in (msg.args.get("id"), msg.args.get("key"))
+                           if isinstance(v, (int, str)) and not isinstance(v, bool)]
+                self.activity.record(self.ctx.nursery, msg.client or msg.source, msg.op,
+                                     ids, outcome)
+            case BuildContext() if isinstance(result, MemoryContext):
+                given: list[int | str] = [n.id for n in result.recalled]
+                given += [f.key for f in result.profile]
+                self.activity.record(self.ctx.nursery, "agent", "turn.context", given, outcome)
+            case ApplyReflection():
+                done: list[int | str] = []
+                if isinstance(result, ApplyResult):
+                    done = [*result.fact_keys, *result.note_ids, *result.retired_keys,
+                            *result.forgotten_note_ids]
+                if done or outcome != "ok":
+                    self.activity.record(self.ctx.nursery, "reflection", "reflection", done,
+                                         outcome)
 
     async def _dispatch(self, msg: Any) -> Any:
         match msg:
@@ -372,6 +406,8 @@ class MemoryActor:
                         await self._link_similar(msg)
             case Stats():
                 return await self._db(self._stats)
+            case ActivityQuery():
+                return await self.activity.query(msg.limit, msg.client, msg.before)
             case _:
                 return await self._cold(msg)
 
@@ -630,6 +666,7 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
         conn.close()
         raise
     actor = MemoryActor(ctx, boot, conn, reader, quarantined)
+    await actor.activity.open()
     log.info("memory.opened", path=str(path), schema=user_version(conn),
              notes=actor.w.notes.count(), quarantined=quarantined)
     try:
@@ -645,4 +682,5 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
         with trio.CancelScope(shield=True):
             await actor.query_embedder.aclose()
             await trio.to_thread.run_sync(actor.close, limiter=actor._limiter)
+            await trio.to_thread.run_sync(actor.activity.close, limiter=actor.activity.limiter)
         log.info("memory.closed")

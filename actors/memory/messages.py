@@ -45,6 +45,7 @@ class ToolOp(_M):
     source: str = "agent"
     turn: str | None = None  # the agent's turn that made this tool call (provenance)
     batch: str | None = None  # the writer's batch: one client connection (recall's context)
+    client: str | None = None  # who asked, for the activity log (None: the ``source``)
 
 
 class OpResult(msgspec.Struct):
@@ -145,6 +146,16 @@ class Stats(_M):
     version, embedding status."""
 
 
+class ActivityQuery(_M):
+    """→ ``{"entries": [...], "clients": [...], "kept": int, "dropped": int}``: the activity
+    log (:mod:`actors.store.activity`), newest first, ``limit`` 1..1000, only ``client``'s
+    when given, ids below ``before`` (paging). Pending entries are written first."""
+
+    limit: int = 100
+    client: str | None = None
+    before: int | None = None
+
+
 class ApplyLinks(_M):
     """Link generator → memory: upsert these links (weight 1.0) in one
     transaction → the number written (int)."""
@@ -229,7 +240,7 @@ class SweepCold(_M):
 
 
 MemoryMsg = (BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors | Stats
-             | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
+             | ActivityQuery | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
              | ReleaseCluster | SweepCold)
 
 
@@ -259,7 +270,7 @@ __all__ = [
     "LinkIn", "PersistDistilled", "Persisted", "ReleaseCluster", "SweepCold", "SweepResult",
     "VoteIn", "VoteResult",
     "ApplyReflection", "ApplyResult", "BuildContext", "FactIn", "Lesson", "LessonPointer",
-    "Link", "MemoryChanged", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
+    "ActivityQuery", "Link", "MemoryChanged", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
     "NotesWritten", "OpResult", "Procedure", "ProcedurePointer", "ProcedureStep",
     "ProfileFact", "PutVectors", "Stats", "ToolOp", "VectorTodo", "Vote",
 ]

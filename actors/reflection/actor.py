@@ -362,7 +362,8 @@ class ReflectionActor:
             return "none", skip, None
         with trio.fail_after(10):
             known = await self.ctx.request("memory", ToolOp(op="memory.profile.list",
-                                                            source="agent"), OpResult)
+                                                            source="agent",
+                                                            client="reflection"), OpResult)
         pairs = [(f["key"], f["value"]) for f in known.data]
         full = build_reflection_prompt(
             pairs, msg.user_message, msg.assistant_reply, earlier=window[0].earlier,

@@ -29,10 +29,12 @@ from runtime.services.models import DEFAULT_MODEL
 
 from . import cli_turns
 from .cli_output import EXIT_FAILED, EXIT_NOT_RUNNING, EXIT_USAGE, counts_text, turns_text, when
+from .cli_clients import activity_text, add_activity_parser, add_clients_parser, clients_command
 from .cli_memory import add_memory_parser, command_for
 from .cli_memory import state_arg as _state_arg
 from .cli_turns import ask, chat_loop
 from .client import ClientError, DaemonClient, open_client
+from .dashboard.cli import add_ui_parser, ui_command
 from .state import read_daemon_info, resolve_state_dir
 
 
@@ -51,6 +53,9 @@ def build_parser() -> argparse.ArgumentParser:
     for add in (_add_serve, _add_ask, _add_models, _add_chat, _add_tui, _add_sessions,
                 _add_mcp, _add_memory, _add_config, _add_metrics, _add_doctor, _add_stop):
         add(sub)  # each command's parser, in --help order
+    add_clients_parser(sub, _state_arg)
+    add_activity_parser(sub, _state_arg)
+    add_ui_parser(sub, _state_arg)
     return p
 
 
@@ -484,7 +489,7 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
         return await chat_loop(state_dir, session)
     if args.command == "ask" and not args.text.strip():
         raise ClientError("invalid_argument", "the message is empty: ask \"your message\"")
-    async with open_client(state_dir, session=session) as c:
+    async with open_client(state_dir, session=session, client="cli") as c:
         match args.command:
             case "ask":
                 return await ask(c, args)
@@ -496,6 +501,12 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
                 return await _memory_cmd(c, args, state_dir)
             case "sessions":
                 return await _sessions_cmd(c, args)
+            case "activity":
+                if not 1 <= args.limit <= 1000:
+                    raise ClientError("invalid_argument", "--limit must be 1..1000")
+                data = await c.memory("memory.activity", {"limit": args.limit,
+                                                          "client": args.client})
+                print(json.dumps(data, indent=2) if args.json else activity_text(data))
             case "metrics":
                 result = await c.request({"type": "metrics"}, "metrics.result")
                 if args.json:
@@ -667,6 +678,10 @@ def main(argv: list[str] | None = None) -> int:
         return doctor_command(args, state_dir)
     if args.command == "mcp":
         return mcp_command(args, state_dir)
+    if args.command == "clients":
+        return clients_command(args, state_dir)
+    if args.command == "ui":
+        return ui_command(args, state_dir)
     if args.command == "tui":
         try:
             from .tui import run_tui

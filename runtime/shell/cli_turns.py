@@ -330,7 +330,7 @@ async def chat_loop(state_dir: Path, session: str | None) -> int:
         reconfigure(errors="surrogateescape")
     target, notice = session, session
     while True:
-        async with open_client(state_dir, session=target) as c:
+        async with open_client(state_dir, session=target, client="cli") as c:
             new_session_notice(c, notice)
             outcome = await _chat(c)
         if isinstance(outcome, int):

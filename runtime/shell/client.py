@@ -156,15 +156,16 @@ def daemon_endpoint(state_dir: Path) -> tuple[str, str]:
 @asynccontextmanager
 async def open_client(state_dir: Path | None = None, *, url: str | None = None,
                       token: str | None = None, session: str | None = None,
-                      working_dir: str | None = None,
+                      working_dir: str | None = None, client: str | None = None,
                       connect_timeout_s: float = 10.0) -> AsyncIterator[DaemonClient]:
     """Connect and authenticate; yields a DaemonClient. Either ``state_dir`` or
-    ``url`` + ``token``. Errors: ClientError (not running, refused, bad token)."""
+    ``url`` + ``token``; ``client``: the program's name for the activity log (``cli``,
+    ``tui``, ``mcp:<name>``). Errors: ClientError (not running, refused, bad token)."""
     if url is None or token is None:
         assert state_dir is not None
         url, token = daemon_endpoint(state_dir)
     hello = encode_frame({"type": "hello", "token": token, "session": session,
-                          "workingDir": working_dir})
+                          "workingDir": working_dir, "client": client})
     connected = False
     try:
         async with open_websocket_url(url, connect_timeout=connect_timeout_s,

@@ -43,6 +43,7 @@ from runtime.services.config import ActorBoot, Config, ConfigError, config_to_bu
 from runtime.services.llama import EmbeddedLLMError, run_llama_server
 from runtime.services.models import ModelError, resolve_model
 
+from .clients import ClientRegistry
 from .gateway import Gateway
 from .listen_guard import is_loopback, remote_bind_problem
 from .state import (
@@ -378,10 +379,12 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                                on_crash=on_crash, log_dir=str(opts.state_dir / "logs"),
                                log_level=opts.log_level or cfg.logging.level,
                                prestarted=forked) as sup:
-        gateway = Gateway(sup, token, cfg.server, shutdown.set)
+        gateway = Gateway(sup, token, cfg.server, shutdown.set,
+                          ClientRegistry(opts.state_dir, token))
         gateways.append(gateway)
         async with trio.open_nursery() as conns:
             async with trio.open_nursery() as listen:
+                listen.start_soon(gateway.watch_clients)
                 try:
                     servers = await listen.start(partial_serve(gateway, conns))
                 except OSError as exc:
@@ -442,9 +445,17 @@ async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Any,
     stops accepting with the gateway); its turns run in ``conns``, the daemon-lifetime
     nursery, like websocket turns. Returns its base URL (``http://host:port/v1``).
     PortInUse when its port is taken."""
-    from .openai_api import OpenAIApi, serve_api
+    from .dashboard.app import DashboardApp
+    from .dashboard.backend import Backend
+    from .openai_api import OpenAIApi, PathRouter, serve_api
 
-    app = OpenAIApi(sup.request, conns.start_soon, gateway.turn_events, token, cfg.server)
+    assert gateway.registry.state_dir is not None  # (the daemon's registry reads one)
+    dashboard = DashboardApp(Backend(sup.request, gateway.metrics, gateway.registry.state_dir),
+                             gateway.registry, cfg.server)
+    gateway.memory_listeners.append(dashboard.memory_changed)
+    app = PathRouter(OpenAIApi(sup.request, conns.start_soon, gateway.turn_events,
+                               gateway.registry, cfg.server),
+                     {"/ui": dashboard, "/favicon.ico": dashboard})
     port = cfg.server.resolved_http_port()
     try:
         bound = await listen.start(partial(serve_api, app, cfg.server.host, port))

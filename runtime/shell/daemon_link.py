@@ -17,7 +17,7 @@ from typing import Any
 
 import trio
 
-from .client import ClientError, DaemonClient, NotSent, open_client
+from .client import ClientError, DaemonClient, NotSent, daemon_endpoint, open_client
 
 REQUEST_TIMEOUT_S = 60.0
 """Bound on one request (connect included); memory ops answer in milliseconds."""
@@ -50,9 +50,12 @@ class DaemonLink:
             id per client program keeps it from adding a session per start.
     """
 
-    def __init__(self, state_dir: Path, session: str | None = None) -> None:
+    def __init__(self, state_dir: Path, session: str | None = None, *,
+                 token: str | None = None, client: str | None = None) -> None:
         self.state_dir = state_dir
         self.session = session
+        self.token = token  # a client token (runtime/shell/clients.py); None: the daemon's
+        self.client = client  # the name the activity log shows; set before the first op
         self._send, self._recv = trio.open_memory_channel[_Request](0)
         self._current: _Request | None = None  # the request on the wire now
 
@@ -89,7 +92,12 @@ class DaemonLink:
                     continue
                 self._current = req
                 try:
-                    async with open_client(self.state_dir, session=self.session) as client:
+                    url = token = None
+                    if self.token is not None:
+                        url, token = daemon_endpoint(self.state_dir)[0], self.token
+                    async with open_client(self.state_dir, url=url, token=token,
+                                           session=self.session,
+                                           client=self.client) as client:
                         pending = await self._serve(client, req)
                 except ClientError as exc:
                     self._current.answer(error=exc)

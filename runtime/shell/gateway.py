@@ -26,7 +26,6 @@ A malformed frame gets one ``error`` to that client only and the connection stay
 
 from __future__ import annotations
 
-import hmac
 import itertools
 import secrets
 from collections.abc import Awaitable, Callable
@@ -51,7 +50,7 @@ from actors.agent.messages import (
     TurnFinished,
     TurnResult,
 )
-from actors.memory.messages import MemoryChanged, OpResult, Stats, ToolOp
+from actors.memory.messages import ActivityQuery, MemoryChanged, OpResult, Stats, ToolOp
 from actors.reflection.messages import (
     Consolidate,
     ConsolidationEvent,
@@ -65,6 +64,7 @@ from runtime.kernel.unicode import encode_repaired
 from runtime.services.config import ServerConfig
 from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_snapshots
 
+from .clients import OWNER, OWNER_PRINCIPAL, ClientRegistry, Principal, activity_label, op_scope
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 from .openai_api import TurnEvents
 from .outbound import (ActorRestarting, CancelResult, ConsolidationFrame, ErrorFrame,
@@ -104,6 +104,36 @@ ROOT_METRICS = Metrics()
 merged into ``metrics.result`` with the actors'."""
 
 
+def activity_query(args: dict[str, Any]) -> ActivityQuery:
+    """``memory.activity``'s args (``limit`` 1..1000, ``client``, ``before``) as the
+    memory actor's query; raises RemoteError ``invalid_argument`` naming a bad one."""
+    try:
+        query = msgspec.convert(args, type=ActivityQuery)
+    except msgspec.ValidationError as exc:
+        raise RemoteError("invalid_argument", f"memory.activity: {exc}") from None
+    if not 1 <= query.limit <= 1000:
+        raise RemoteError("invalid_argument", "memory.activity: limit must be 1..1000")
+    return query
+
+
+def _needs(frame: Any) -> tuple[str, ...]:
+    """The scopes a client frame needs (``runtime/shell/clients.py``): a turn reads and
+    writes (reflection stores what it learns); ``memory`` frames as their op; deleting a
+    session forgets; shutdown is admin; hello, cancel and ping need none."""
+    match frame:
+        case Say():
+            return ("read", "write")
+        case MemoryFrame(op=op):
+            return (op_scope(op),)
+        case Subscribe() | MetricsFrame() | SessionsFrame() | SessionGetFrame():
+            return ("read",)
+        case SessionDeleteFrame():
+            return ("forget",)
+        case Shutdown():
+            return ("admin",)
+    return ()
+
+
 class Client:
     """One connected, authenticated client."""
 
@@ -129,6 +159,8 @@ class Client:
         self.close_reason = "too slow: outbound queue full"  # (when dropped)
         self.scope: trio.CancelScope | None = None  # the connection's; cancelled on drop
         self.peer: str | None = None  # its address while it has not said hello yet
+        self.principal: Principal = OWNER_PRINCIPAL  # whose token (set by the hello)
+        self.label = OWNER  # the name the activity log shows (set by the hello)
 
     def push(self, frame: OutboundFrame) -> None:
         """Queue a frame without blocking; a full queue drops this client (slow consumer)."""
@@ -177,9 +209,11 @@ class Gateway:
     """
 
     def __init__(self, sup: Supervisor, token: str, cfg: ServerConfig,
-                 request_shutdown: Callable[[], None]) -> None:
+                 request_shutdown: Callable[[], None],
+                 registry: ClientRegistry | None = None) -> None:
         self.sup = sup
         self.token = token.encode()
+        self.registry = registry if registry is not None else ClientRegistry(None, token)
         self.cfg = cfg
         self.request_shutdown = request_shutdown
         self.clients: set[Client] = set()
@@ -190,6 +224,8 @@ class Gateway:
         self.connections: set[Client] = set()  # every accepted websocket, until closed
         self.turn_events = TurnEvents()  # turns run by the OpenAI-compatible HTTP API
         self.pending: dict[str, int] = {}  # connections before hello, by peer address
+        # Called with the op of every memory change (the dashboard's live pages).
+        self.memory_listeners: list[Callable[[str], None]] = []
 
     # ------------------------------------------------------------ actor → clients
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
@@ -206,6 +242,8 @@ class Gateway:
                 self._to_session(session, frame)
                 self.turn_events.put(frame)
             case MemoryChanged():
+                for listener in self.memory_listeners:
+                    listener(event.op)
                 replaced = bool(event.replaced)  # (named only when a write replaced a value)
                 self._to_channel("memory", MemoryChangedFrame(
                     op=event.op, keys=event.keys, ids=event.ids, session=event.session,
@@ -392,11 +430,21 @@ class Gateway:
                                    "the first frame must be hello with the token"
                                    + (f" ({reason})" if frame is None else ""))
                 return False
-            if not hmac.compare_digest(frame.token.encode(), self.token):
+            principal = self.registry.resolve(frame.token)
+            if principal is None:
+                paused = self.registry.paused(frame.token)
+                if paused is not None:
+                    await self._refuse(client, "paused", f"the client {paused!r} is paused "
+                                                         "(resume it in the dashboard or with "
+                                                         "atomic-agent clients resume)")
+                    return False
                 log.warning("gateway.auth_failed", client=client.id)
                 await THROTTLE.failed("websocket")  # slowed, one at a time (listen_guard)
                 await self._refuse(client, "unauthorized", "wrong token")
                 return False
+            client.principal = principal
+            client.label = (activity_label(frame.client) or OWNER) if principal.owner \
+                else principal.name
             try:
                 info = await self.sup.request("agent", OpenSession(
                     session=frame.session, working_dir=frame.working_dir), dict)
@@ -431,6 +479,10 @@ class Gateway:
                 frame = decode_frame(raw)
             except BadFrame as exc:
                 client.push(ErrorFrame(code="bad_frame", message=exc.message, id=exc.id))
+                continue
+            lacking = client.principal.lacks(*_needs(frame))
+            if lacking is not None:
+                self._forbid(client, frame, lacking)
                 continue
             match frame:
                 case Hello():
@@ -480,6 +532,39 @@ class Gateway:
                 case Shutdown():
                     client.push(ShuttingDown())
                     self.request_shutdown()
+
+    @staticmethod
+    def _forbid(client: Client, frame: Any, scope: str) -> None:
+        """Refuse ``frame``: its client lacks ``scope``; nothing runs (``forbidden``)."""
+        ROOT_METRICS.inc("gateway.refused", {"reason": "scope"})
+        message = (f"the client {client.principal.name!r} lacks the scope {scope!r} "
+                   f"(it has {', '.join(sorted(client.principal.scopes)) or 'none'})")
+        rid = getattr(frame, "id", None)
+        if isinstance(frame, MemoryFrame):
+            client.push(MemoryResult(id=rid, ok=False, error={
+                "code": "forbidden", "message": message, "scope": scope}))
+        else:
+            client.push(ErrorFrame(code="forbidden", message=message, id=rid, scope=scope))
+
+    async def watch_clients(self, interval_s: float = 0.5) -> None:
+        """Read clients.json again every ``interval_s`` while the daemon runs; a
+        connection whose client was revoked, paused or given other scopes is closed
+        (1008, the reason starting ``revoked:``); the others stay."""
+        while True:
+            await trio.sleep(interval_s)
+            if not self.registry.reload():
+                continue
+            for c in list(self.clients):
+                if not self.registry.still_allowed(c.principal):
+                    log.info("gateway.client_revoked", client=c.principal.name)
+                    ROOT_METRICS.inc("gateway.closed", {"reason": "revoked"})
+                    # The close frame says why (1008 with this reason): a frame queued
+                    # now would be cut off by the close.
+                    c.close_reason = (f"revoked: the client {c.principal.name!r} was revoked, "
+                                      "paused or given other scopes")[:120]
+                    c.dropped = True
+                    if c.scope is not None:
+                        c.scope.cancel()
 
     @staticmethod
     async def _spawn(nursery: trio.Nursery, client: Client,
@@ -543,6 +628,8 @@ class Gateway:
         try:
             if frame.op == "memory.stats":
                 data: Any = await self.sup.request("memory", Stats(), dict)
+            elif frame.op == "memory.activity":
+                data = await self.sup.request("memory", activity_query(frame.args), dict)
             elif frame.op == "memory.consolidate":
                 ignore = frame.args.get("ignoreCooldown", False)
                 if not isinstance(ignore, bool) or set(frame.args) - {"ignoreCooldown"}:
@@ -556,7 +643,7 @@ class Gateway:
                 data = (await self.sup.request("memory", ToolOp(
                     op=frame.op, args=frame.args, source="user",
                     session=client.session if client.session_saved else None,
-                    batch=client.batch),
+                    batch=client.batch, client=client.label),
                     OpResult)).data
         except RemoteError as exc:
             client.push(MemoryResult(id=frame.id, ok=False,

@@ -64,12 +64,15 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from .client import ClientError
+from .clients import activity_label
 from .daemon_link import DaemonLink
 from .listen_guard import THROTTLE, AuthThrottle, host_allowed, origin_allowed
 
 log = structlog.get_logger()
 
 DEFAULT_SESSION = "mcp"
+TOKEN_ENV = "ATOMIC_AGENT_TOKEN"
+"""A client token for the connection to the daemon (its scopes bound every tool)."""
 DEFAULT_HTTP_PORT = 8767
 INSTRUCTIONS = (
     "Long-term memory of the user, kept by their local atomic-agent daemon. Call "
@@ -98,7 +101,11 @@ class MemoryMCPServer(MCPServer):
     id: Input should be a valid integer`` instead of pydantic's report with its model
     names and URL."""
 
+    link: DaemonLink | None = None
+
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        if self.link is not None and self.link.client is None:
+            self.link.client = mcp_client_label(context)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -111,10 +118,23 @@ class MemoryMCPServer(MCPServer):
             raise
 
 
+def mcp_client_label(context: Any) -> str:
+    """``mcp:<clientInfo.name>`` of the MCP client behind ``context`` (the activity log's
+    name for it), ``mcp`` when it gave none."""
+    try:
+        info = context.session.client_params.client_info
+        name = activity_label(f"{info.name} {info.version}".strip() if info.version
+                              else info.name)
+    except AttributeError:
+        name = None
+    return f"mcp:{name}" if name else "mcp"
+
+
 def build_server(link: DaemonLink) -> MCPServer:
     """The MCP server with every memory tool bound to ``link`` (module docstring)."""
     server = MemoryMCPServer(name="atomic-agent", title="atomic-agent memory",
                        instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
+    server.link = link
 
     async def call(op: str, args: dict[str, Any]) -> Any:
         try:
@@ -325,7 +345,10 @@ async def mcp_main(state_dir: Path, *, http: bool, host: str, port: int,
     Returns the exit status; start-up problems are one line on stderr."""
     from .state import load_or_create_token, read_daemon_info
 
-    link = DaemonLink(state_dir, session=session)
+    import os
+
+    # A client token (atomic-agent clients add) limits what this MCP server may do.
+    link = DaemonLink(state_dir, session=session, token=os.environ.get(TOKEN_ENV) or None)
     if read_daemon_info(state_dir) is None:
         print_err(f"atomic-agent mcp: no daemon is running for {state_dir} yet; tools answer "
                   f"not_running until one is started with: atomic-agent serve "

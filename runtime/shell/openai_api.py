@@ -31,7 +31,6 @@ codes (``busy`` 409, ``invalid_argument`` 400, ``unavailable`` 503, ``turn_faile
 
 from __future__ import annotations
 
-import hmac
 import json
 import secrets
 import time
@@ -48,6 +47,7 @@ from actors.agent.messages import (OpenSession, ReplyDelta, ReplyText, RunTurn, 
 from actors.agent.sessions import valid_session_id
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 
+from .clients import ClientRegistry, Principal
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 
 log = structlog.get_logger()
@@ -157,12 +157,13 @@ class OpenAIApi:
     """
 
     def __init__(self, request: Callable[..., Awaitable[Any]],
-                 spawn_turn: Callable[..., None], events: TurnEvents, token: str,
-                 cfg: Any) -> None:
+                 spawn_turn: Callable[..., None], events: TurnEvents,
+                 registry: ClientRegistry | str, cfg: Any) -> None:
         self.request = request
         self.spawn_turn = spawn_turn
         self.events = events
-        self.expected = f"Bearer {token}".encode()
+        self.registry = (registry if isinstance(registry, ClientRegistry)
+                         else ClientRegistry(None, registry))
         self.cfg = cfg
 
     async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
@@ -173,8 +174,14 @@ class OpenAIApi:
             return
         headers = {k.lower(): v for k, v in scope.get("headers") or []}
         try:
-            await self._check_access(headers)
+            principal = await self._check_access(headers)
             path, method = scope["path"].rstrip("/"), scope["method"]
+            lacking = principal.lacks("read", "write") if path == "/v1/chat/completions" \
+                else principal.lacks("read")
+            if lacking is not None:
+                raise ApiError(403, "forbidden", f"the client {principal.name!r} lacks the "
+                                                 f"scope {lacking!r} (a chat turn reads and "
+                                                 "writes memory)", "permission_error")
             if path == "/v1/models" and method == "GET":
                 await _json(send, 200, {"object": "list", "data": [self._model()]})
             elif path == "/v1/models/" + MODEL_ID and method == "GET":
@@ -195,9 +202,10 @@ class OpenAIApi:
             await _json(send, exc.status, exc.body(), extra)
 
     # ------------------------------------------------------------------ checks
-    async def _check_access(self, headers: dict[bytes, bytes]) -> None:
-        """Host, Origin (:mod:`.listen_guard`) and the token; a wrong token is slowed and
-        counted (``auth.failed{listener=openai_api}``). Raises ApiError (421, 403, 401)."""
+    async def _check_access(self, headers: dict[bytes, bytes]) -> Principal:
+        """Host, Origin (:mod:`.listen_guard`) and the token (the daemon's or a client's,
+        ``runtime/shell/clients.py``) → whose it is; a wrong token is slowed and counted
+        (``auth.failed{listener=openai_api}``). Raises ApiError (421, 403, 401)."""
         if not host_allowed(headers.get(b"host"), self.cfg.host, self.cfg.allow_remote):
             log.warning("openai_api.host_refused")
             raise ApiError(421, "misdirected_request", "Host header not allowed (localhost "
@@ -208,13 +216,23 @@ class OpenAIApi:
                         origin=(origin or b"").decode(errors="replace")[:200])
             raise ApiError(403, "origin_not_allowed", "browser origin not allowed "
                                                       "(server.allowedOrigins)")
-        if not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+        auth = headers.get(b"authorization", b"").decode("latin-1")
+        token = auth[7:] if auth[:7].lower() == "bearer " else ""
+        principal = self.registry.resolve(token) if token else None
+        if principal is None:
+            paused = self.registry.paused(token) if token else None
+            if paused is not None:
+                raise ApiError(403, "paused", f"the client {paused!r} is paused (resume it "
+                                              "in the dashboard or with atomic-agent "
+                                              "clients resume)", "permission_error")
             log.warning("openai_api.auth_failed")
             await THROTTLE.failed("openai_api")
-            raise ApiError(401, "invalid_api_key", "send the daemon token as the API key "
-                                                   "(Authorization: Bearer <token>; the token "
-                                                   "is in <state>/token)",
+            raise ApiError(401, "invalid_api_key", "send the daemon token, or a client token "
+                                                   "(atomic-agent clients add), as the API "
+                                                   "key (Authorization: Bearer <token>; the "
+                                                   "daemon token is in <state>/token)",
                            "authentication_error")
+        return principal
 
     async def _body(self, receive: Receive, headers: dict[bytes, bytes]) -> ChatRequest:
         limit = self.cfg.max_frame_bytes
@@ -444,7 +462,25 @@ async def _lifespan(receive: Receive, send: Send) -> None:
             return
 
 
-async def serve_api(app: OpenAIApi, host: str, port: int,
+class PathRouter:
+    """ASGI: requests whose path is one of ``routes``' prefixes (or under it) go to that
+    app (the dashboard's ``/ui``), every other request and the lifespan to ``default``."""
+
+    def __init__(self, default: Any, routes: dict[str, Any]) -> None:
+        self.default = default
+        self.routes = routes
+
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            path = scope.get("path", "")
+            for prefix, app in self.routes.items():
+                if path == prefix or path.startswith(prefix + "/"):
+                    await app(scope, receive, send)
+                    return
+        await self.default(scope, receive, send)
+
+
+async def serve_api(app: Any, host: str, port: int,
                     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve ``app`` with hypercorn on trio at ``host:port`` until cancelled;
     ``task_status`` gets the bound port.

@@ -49,6 +49,7 @@ class ErrorFrame(_Out, tag="error"):
     code: str
     message: str
     id: Any
+    scope: str | UnsetType = UNSET  # ``forbidden``: the scope the client lacks
 
 
 class Subscribed(_Out, tag="subscribed"):

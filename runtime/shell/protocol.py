@@ -28,9 +28,14 @@ class _F(msgspec.Struct, tag_field="type", forbid_unknown_fields=True, rename="c
 
 
 class Hello(_F, tag="hello"):
+    """``client``: the name the connecting program gives itself (``cli``, ``tui``,
+    ``mcp:<its MCP client>``, a script's name); the activity log shows it for the owner's
+    token. A client token's own name is shown instead (``runtime/shell/clients.py``)."""
+
     token: str
     session: str | None = None
     working_dir: str | None = None
+    client: str | None = None
 
 
 MAX_RECALLED = 50

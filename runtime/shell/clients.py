@@ -1,0 +1,296 @@
+"""Per-app access: named client tokens with scopes (docs/security.md, "Per-app access").
+
+The owner's token (``<state>/token``) keeps every scope. Each other app gets a token of
+its own, made by ``atomic-agent clients add NAME --scopes read,write``, which prints it
+once; ``<state>/clients.json`` (0600, replaced whole, never half-written) keeps only its
+SHA-256, the scopes, when it was made and whether it is paused::
+
+    {"version": 1, "clients": [{"name": "editor", "tokenSha256": "…", "scopes": ["read"],
+                                "createdAt": 1796000000000, "paused": false}]}
+
+Scopes (:data:`SCOPES`): ``read`` (recall, list, search, sessions, metrics, the activity
+of its own), ``write`` (store, set, archive, link; a chat turn needs ``read`` and
+``write``: reflection writes what it learns), ``forget`` (delete a note, remove or purge a
+fact, delete a session) and ``admin`` (export, import, backup, shutdown, the activity log,
+managing clients). :func:`op_scope` maps each memory operation to the one it needs.
+
+The daemon reads the file again when it changes (:meth:`ClientRegistry.reload`): a
+revoked or paused app's connections are closed and its next request refused, the others
+stay. Edits from the CLI and the dashboard go through :func:`update_clients`, which
+takes an exclusive lock on ``clients.json.lock`` so two writers never lose each other's
+change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+from actors.memory.ops import OPS
+from runtime.services.private_files import replacing
+
+__all__ = ["OWNER", "OWNER_PRINCIPAL", "SCOPES", "ClientEntry", "ClientRegistry", "ClientsError",
+           "Principal", "activity_label", "add_client", "op_scope", "parse_scopes",
+           "set_client", "update_clients"]
+
+Scope = Literal["read", "write", "forget", "admin"]
+SCOPES: tuple[str, ...] = ("read", "write", "forget", "admin")
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
+"""A client name: 1-40 characters of letters, digits, ``_ . -``, not starting with a
+punctuation mark (it shows in the activity log and the dashboard)."""
+OWNER = "owner"
+"""The name of the owner's token in the activity log (a client cannot take it)."""
+RESERVED = frozenset({OWNER, "agent", "reflection", "consolidator", "backfill", "dashboard",
+                      "cli", "tui"})
+"""Names the daemon uses for itself in the activity log."""
+
+_FORGET_OPS = frozenset({"memory.notes.forget", "memory.profile.remove",
+                         "memory.profile.purge"})
+_ADMIN_OPS = frozenset({"memory.export", "memory.import", "memory.backup",
+                        "memory.activity", "memory.consolidate"})
+
+
+class ClientsError(Exception):
+    """A clients.json or argument problem, one line for a person (``code``, message)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ClientEntry(msgspec.Struct, rename="camel", kw_only=True):
+    """One app's row in clients.json (the module docstring)."""
+
+    name: str
+    token_sha256: str
+    scopes: list[str]
+    created_at: int
+    paused: bool = False
+
+
+class ClientsFile(msgspec.Struct, kw_only=True):
+    version: int = 1
+    clients: list[ClientEntry] = msgspec.field(default_factory=list)
+
+
+class Principal(msgspec.Struct, frozen=True):
+    """Who a token belongs to: ``name`` (``owner`` for the daemon token) and its
+    ``scopes``."""
+
+    name: str
+    scopes: frozenset[str]
+    owner: bool = False
+
+    def lacks(self, *needed: str) -> str | None:
+        """The first of ``needed`` this principal does not have; None when it has all."""
+        return next((s for s in needed if s not in self.scopes), None)
+
+
+OWNER_PRINCIPAL = Principal(OWNER, frozenset(SCOPES), owner=True)
+
+
+def op_scope(op: str) -> str:
+    """The scope a memory operation needs: ``forget`` for deletions, ``admin`` for file
+    access, the activity log and consolidation, ``write`` for other writes, ``read``
+    otherwise (``memory.stats`` included)."""
+    if op in _FORGET_OPS:
+        return "forget"
+    if op in _ADMIN_OPS:
+        return "admin"
+    spec = OPS.get(op)
+    return "write" if spec is not None and spec.writes else "read"
+
+
+_LABEL_RE = re.compile(r"[^\x20-\x7e]+")
+
+
+def activity_label(declared: str | None) -> str | None:
+    """The name a program declared for itself (``hello``'s ``client``, an MCP client's
+    ``clientInfo.name``), as the activity log shows it: printable ASCII, trimmed, at most
+    60 characters; None when nothing is left."""
+    if not declared:
+        return None
+    text = " ".join(_LABEL_RE.sub(" ", declared).split())[:60]
+    return text or None
+
+
+def parse_scopes(text: str) -> list[str]:
+    """``"read,write"`` → ``["read", "write"]`` in :data:`SCOPES` order; raises
+    ClientsError naming an unknown scope or an empty list."""
+    asked = {s.strip().lower() for s in text.split(",") if s.strip()}
+    unknown = sorted(asked - set(SCOPES))
+    if unknown:
+        raise ClientsError("invalid_argument", f"unknown scope(s) {', '.join(unknown)}; "
+                                               f"known: {', '.join(SCOPES)}")
+    if not asked:
+        raise ClientsError("invalid_argument", "give at least one scope: "
+                                               + ", ".join(SCOPES))
+    return [s for s in SCOPES if s in asked]
+
+
+def token_digest(token: str) -> str:
+    """SHA-256 of a token, hex (only the digest is stored)."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def _path(state_dir: Path) -> Path:
+    return state_dir / "clients.json"
+
+
+def read_clients(state_dir: Path) -> ClientsFile:
+    """clients.json, or an empty one when there is none; raises ClientsError for a file
+    that is not one (it is never overwritten then: a person fixes or removes it)."""
+    path = _path(state_dir)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return ClientsFile()
+    except OSError as exc:
+        raise ClientsError("clients_invalid", f"cannot read {path}: {exc.strerror}") from None
+    try:
+        return msgspec.json.decode(raw, type=ClientsFile)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raise ClientsError("clients_invalid", f"{path} is not a clients file ({exc}); fix "
+                                              "or remove it") from None
+
+
+@contextlib.contextmanager
+def _locked(state_dir: Path) -> Iterator[None]:
+    fd = os.open(state_dir / "clients.json.lock", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def update_clients(state_dir: Path, change: Callable[[ClientsFile], None]) -> ClientsFile:
+    """Read clients.json under the lock, apply ``change`` (which may raise
+    ClientsError: nothing is written then) and write it back whole (0600)."""
+    with _locked(state_dir):
+        current = read_clients(state_dir)
+        change(current)
+        with replacing(_path(state_dir)) as tmp:
+            tmp.write_bytes(msgspec.json.format(msgspec.json.encode(current), indent=2) + b"\n")
+        return current
+
+
+def add_client(state_dir: Path, name: str, scopes: list[str]) -> str:
+    """Register ``name`` with ``scopes`` and return its new token (shown once). Raises
+    ClientsError: a bad or reserved name, a name already taken, a bad scope."""
+    if not NAME_RE.fullmatch(name):
+        raise ClientsError("invalid_argument", f"a client name is 1-40 letters, digits, _ . - "
+                                               f"(not {name!r})")
+    if name.lower() in RESERVED:
+        raise ClientsError("invalid_argument", f"{name!r} is a name the daemon uses itself; "
+                                               "pick another")
+    scopes = parse_scopes(",".join(scopes))
+    token = "aa-" + secrets.token_urlsafe(32)
+
+    def change(f: ClientsFile) -> None:
+        if any(c.name == name for c in f.clients):
+            raise ClientsError("exists", f"a client named {name!r} exists; revoke it first "
+                                         "or pick another name")
+        f.clients.append(ClientEntry(name=name, token_sha256=token_digest(token),
+                                     scopes=scopes, created_at=int(time.time() * 1000)))
+
+    update_clients(state_dir, change)
+    return token
+
+
+def set_client(state_dir: Path, name: str, *, paused: bool | None = None,
+               revoke: bool = False) -> ClientEntry:
+    """Pause, resume or revoke (remove) the client ``name``; returns its row as it was
+    before a revoke, as it is after otherwise. Raises ClientsError ``not_found``."""
+    found: list[ClientEntry] = []
+
+    def change(f: ClientsFile) -> None:
+        for entry in f.clients:
+            if entry.name == name:
+                found.append(entry)
+                if paused is not None:
+                    entry.paused = paused
+        if not found:
+            raise ClientsError("not_found", f"no client named {name!r} "
+                                            "(atomic-agent clients list)")
+        if revoke:
+            f.clients = [c for c in f.clients if c.name != name]
+
+    update_clients(state_dir, change)
+    return found[0]
+
+
+class ClientRegistry:
+    """The daemon's view of who may connect: the owner token and clients.json, read again
+    when the file changes (:meth:`reload`, polled by the root)."""
+
+    def __init__(self, state_dir: Path | None, owner_token: str) -> None:
+        self.state_dir = state_dir
+        self._owner = owner_token.encode()
+        self._stamp: tuple[int, int, int] | None = None
+        self.entries: list[ClientEntry] = []
+        self.error: str | None = None
+        self.reload()
+
+    def reload(self) -> bool:
+        """Read clients.json again when it changed; True when it did. A file that cannot
+        be read keeps the last good list (and :attr:`error` says why). Without a state
+        directory only the owner's token is known."""
+        if self.state_dir is None:
+            return False
+        try:
+            st = _path(self.state_dir).stat()
+            stamp: tuple[int, int, int] | None = (st.st_mtime_ns, st.st_size, st.st_ino)
+        except FileNotFoundError:
+            stamp = None
+        except OSError:
+            return False
+        if stamp == self._stamp:
+            return False
+        self._stamp = stamp
+        try:
+            self.entries = read_clients(self.state_dir).clients
+            self.error = None
+        except ClientsError as exc:
+            self.error = str(exc)
+        return True
+
+    def resolve(self, token: str) -> Principal | None:
+        """The principal a presented token belongs to; None for an unknown, revoked or
+        paused one. Compared in constant time (the owner token as bytes, client tokens by
+        digest)."""
+        if hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self._owner):
+            return OWNER_PRINCIPAL
+        digest = token_digest(token)
+        for entry in self.entries:
+            if hmac.compare_digest(digest, entry.token_sha256):
+                if entry.paused:
+                    return None
+                return Principal(entry.name, frozenset(entry.scopes))
+        return None
+
+    def paused(self, token: str) -> str | None:
+        """The name of the paused client ``token`` belongs to, for a refusal that says
+        so; None otherwise."""
+        digest = token_digest(token)
+        return next((e.name for e in self.entries
+                     if e.paused and hmac.compare_digest(digest, e.token_sha256)), None)
+
+    def still_allowed(self, principal: Principal) -> bool:
+        """Whether a connected principal may go on after a reload (not revoked, not
+        paused, same scopes)."""
+        if principal.owner:
+            return True
+        return any(e.name == principal.name and not e.paused
+                   and frozenset(e.scopes) == principal.scopes for e in self.entries)

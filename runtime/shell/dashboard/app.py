@@ -1,0 +1,402 @@
+"""The dashboard: server-rendered pages under ``/ui`` on the daemon's HTTP port
+(docs/dashboard.md). Every page is plain HTML from a Jinja2 template with autoescaping
+(stored text is always text), forms post back to the same server, and one small script
+(``static/ui.js``) refreshes the page's main part when memory changes (an event
+stream, ``/ui/events``); everything works without it.
+
+Pages: ``/ui`` (overview: counts, memory over time, what the last reply was given,
+recall and reflection figures), ``/ui/profile`` (facts, history, edit, forget with
+undo), ``/ui/notes`` (keyword or meaning search, tags, provenance, links, add, archive
+and forget with undo), ``/ui/lessons``, ``/ui/sessions`` (and one session's turns),
+``/ui/activity`` (the activity log by app), ``/ui/clients`` (per-app tokens: add, pause,
+resume, revoke). ``POST /ui/api/login-code`` with the owner's bearer token gives the
+one-time login link ``atomic-agent ui`` prints.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+from pathlib import Path
+from typing import Any
+
+import structlog
+import trio
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from ..clients import SCOPES, ClientRegistry, ClientsError, add_client, read_clients, set_client
+from ..listen_guard import THROTTLE, host_allowed
+from ..metrics_summary import _by_label
+from .backend import Backend, BackendError
+from .charts import count_bars, days_chart, stamps
+from .http import FormError, Receive, Request, Send, read_form, send_bytes, send_redirect
+from .security import Logins, UiSession, cookie_header, csrf_ok, same_origin
+
+__all__ = ["DashboardApp"]
+
+log = structlog.get_logger()
+HERE = Path(__file__).parent
+STATIC = {"app.css": b"text/css; charset=utf-8", "ui.js": b"text/javascript; charset=utf-8"}
+KEY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,119}")
+EVENT_KEEPALIVE_S = 15.0
+
+
+class DashboardApp:
+    """The ASGI app for ``/ui`` (module docstring).
+
+    Args:
+        backend: what the pages read and change (:class:`.backend.Backend`).
+        registry: who may log in (the owner's token) and the per-app tokens.
+        cfg: ``server.*`` (host, allowRemote, handshakeTimeoutMs).
+    """
+
+    def __init__(self, backend: Backend, registry: ClientRegistry, cfg: Any) -> None:
+        self.backend = backend
+        self.registry = registry
+        self.cfg = cfg
+        self.logins = Logins()
+        self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
+                               autoescape=select_autoescape(default=True, default_for_string=True))
+        self.env.filters["when"] = _when
+        self.listeners: set[trio.MemorySendChannel[str]] = set()
+
+    # ------------------------------------------------------------------ events
+    def memory_changed(self, op: str) -> None:
+        """Tell every open event stream that memory changed (never blocks)."""
+        for ch in list(self.listeners):
+            try:
+                ch.send_nowait(op)
+            except trio.WouldBlock:
+                pass  # the page refreshes on the next one
+            except (trio.ClosedResourceError, trio.BrokenResourceError):
+                self.listeners.discard(ch)
+
+    # ------------------------------------------------------------------- ASGI
+    async def __call__(self, scope: dict[str, Any], receive: Receive, send: Send) -> None:
+        req = Request.from_scope(scope)
+        if not host_allowed(req.headers.get(b"host"), self.cfg.host, self.cfg.allow_remote):
+            await self._page(send, 421, "error.html", None, title="Refused",
+                             message="This address is not the daemon's (Host header).")
+            return
+        try:
+            await self._route(req, receive, send)
+        except FormError as exc:
+            await self._page(send, exc.status, "error.html", None, title="Refused",
+                             message=str(exc))
+
+    async def _route(self, req: Request, receive: Receive, send: Send) -> None:
+        path, method = req.path, req.method
+        if path == "/favicon.ico":  # browsers ask; the dashboard has none
+            await send_bytes(send, 404, b"", b"text/plain")
+            return
+        if path.startswith("/ui/static/") and method == "GET":
+            await self._static(send, path.removeprefix("/ui/static/"))
+            return
+        if path == "/ui/api/login-code" and method == "POST":
+            await self._login_code(req, send)
+            return
+        if path == "/ui/login" and method == "GET":
+            await self._login(req, send)
+            return
+        session = self.logins.session(req.headers.get(b"cookie"))
+        if session is None:
+            await self._page(send, 401, "error.html", None, title="Log in",
+                             message="Open the dashboard with the link that "
+                                     "`atomic-agent ui` prints (it logs this browser in).")
+            return
+        if method == "POST":
+            req.form = await read_form(receive, self.cfg.handshake_timeout_ms / 1000)
+            if not same_origin(req.headers) or not csrf_ok(session, req.form.get("csrf")):
+                log.warning("dashboard.csrf_refused", path=path)
+                await self._page(send, 403, "error.html", session, title="Refused",
+                                 message="This form did not come from the dashboard "
+                                         "(origin or CSRF token); nothing was changed.")
+                return
+            await self._post(req, session, send)
+            return
+        if method != "GET":
+            await self._page(send, 405, "error.html", session, title="Not allowed",
+                             message=f"{method} is not allowed here.")
+            return
+        if path == "/ui/events":
+            await self._events(receive, send)
+            return
+        await self._get(req, session, send)
+
+    # ------------------------------------------------------------ login, files
+    async def _login_code(self, req: Request, send: Send) -> None:
+        auth = req.headers.get(b"authorization", b"").decode("latin-1")
+        principal = self.registry.resolve(auth[7:]) if auth[:7].lower() == "bearer " else None
+        if principal is None or not principal.owner:
+            await THROTTLE.failed("dashboard")
+            await send_bytes(send, 401, b'{"error": "the owner\'s token is needed"}',
+                             b"application/json")
+            return
+        body = json.dumps({"path": f"/ui/login?code={self.logins.issue()}"}).encode()
+        await send_bytes(send, 200, body, b"application/json")
+
+    async def _login(self, req: Request, send: Send) -> None:
+        session = self.logins.redeem(req.query.get("code", ""))
+        if session is None:
+            await THROTTLE.failed("dashboard")
+            await self._page(send, 401, "error.html", None, title="Link expired",
+                             message="This login link was used already or is too old; "
+                                     "run `atomic-agent ui` for a new one.")
+            return
+        await send_redirect(send, "/ui", [(b"set-cookie", cookie_header(session))])
+
+    async def _static(self, send: Send, name: str) -> None:
+        ctype = STATIC.get(name)
+        if ctype is None:
+            await send_bytes(send, 404, b"not found", b"text/plain")
+            return
+        body = await trio.Path(HERE / "static" / name).read_bytes()
+        await send_bytes(send, 200, body, ctype)
+
+    async def _events(self, receive: Receive, send: Send) -> None:
+        """``text/event-stream``: ``event: memory`` with the op on each change, a comment
+        every :data:`EVENT_KEEPALIVE_S`; ends when the browser goes."""
+        out, into = trio.open_memory_channel[str](16)
+        self.listeners.add(out)
+        await send({"type": "http.response.start", "status": 200, "headers": [
+            (b"content-type", b"text/event-stream"), (b"cache-control", b"no-store"),
+            (b"x-content-type-options", b"nosniff")]})
+        try:
+            async with trio.open_nursery() as nursery:
+                async def gone() -> None:
+                    while (await receive())["type"] != "http.disconnect":
+                        pass
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(gone)
+                while True:
+                    with trio.move_on_after(EVENT_KEEPALIVE_S):
+                        op = await into.receive()
+                        data = f"event: memory\ndata: {json.dumps({'op': op})}\n\n"
+                        await send({"type": "http.response.body", "body": data.encode(),
+                                    "more_body": True})
+                        continue
+                    await send({"type": "http.response.body", "body": b": keepalive\n\n",
+                                "more_body": True})
+        finally:
+            self.listeners.discard(out)
+            out.close()
+
+    # ------------------------------------------------------------------ render
+    async def _page(self, send: Send, status: int, template: str, session: UiSession | None,
+                    extra: list[tuple[bytes, bytes]] | None = None, **ctx: Any) -> None:
+        offer = session.offer if session is not None else None
+        if session is not None:
+            session.offer = None  # offered on this page only
+        html = self.env.get_template(template).render(
+            csrf=session.csrf if session else "", logged_in=session is not None,
+            undo=[(offer, session.undo[offer])] if session and offer in session.undo else [],
+            **ctx)
+        await send_bytes(send, status, html.encode(), b"text/html; charset=utf-8", extra)
+
+    # -------------------------------------------------------------------- GET
+    async def _get(self, req: Request, session: UiSession, send: Send) -> None:
+        path, q = req.path, req.query
+        b = self.backend
+        try:
+            if path == "/ui":
+                await self._page(send, 200, "overview.html", session, nav="overview",
+                                 **await self._overview())
+            elif path == "/ui/profile":
+                facts = await b.op("memory.profile.list")
+                await self._page(send, 200, "profile.html", session, nav="profile", facts=facts,
+                                 writers=await self._writers())
+            elif m := re.fullmatch(r"/ui/profile/([^/]+)", path):
+                key = m.group(1)
+                history = await b.op("memory.profile.history", key=key)
+                await self._page(send, 200, "fact.html", session, nav="profile", key=key,
+                                 history=history)
+            elif path == "/ui/notes":
+                await self._page(send, 200, "notes.html", session, nav="notes",
+                                 **await self._notes(q))
+            elif m := re.fullmatch(r"/ui/notes/(\d{1,18})", path):
+                note_id = int(m.group(1))
+                found = await b.op("memory.notes.recall", id=note_id)
+                links = await b.op("memory.links.list", id=note_id, limit=50)
+                await self._page(send, 200, "note.html", session, nav="notes",
+                                 note=found[0] if found else None, links=links,
+                                 confirm=q.get("confirm"), writers=await self._writers())
+            elif path == "/ui/lessons":
+                await self._page(send, 200, "lessons.html", session, nav="lessons",
+                                 lessons=await b.op("memory.lessons.list", limit=100),
+                                 procedures=await b.op("memory.procedures.list", limit=100))
+            elif path == "/ui/sessions":
+                await self._page(send, 200, "sessions.html", session, nav="sessions",
+                                 sessions=await b.sessions(100))
+            elif m := re.fullmatch(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})", path):
+                await self._page(send, 200, "session.html", session, nav="sessions",
+                                 chat=await b.session(m.group(1)))
+            elif path == "/ui/activity":
+                client = q.get("client") or None
+                data = await b.activity(limit=200, client=client)
+                await self._page(send, 200, "activity.html", session, nav="activity",
+                                 activity=data, client=client)
+            elif path == "/ui/clients":
+                await self._page(send, 200, "clients.html", session, nav="clients",
+                                 clients=read_clients(self.backend.state_dir).clients,
+                                 scopes=SCOPES, token=None)
+            else:
+                await self._page(send, 404, "error.html", session, title="Not found",
+                                 message=f"There is no page {path}.")
+        except (BackendError, ClientsError) as exc:
+            await self._page(send, 400 if exc.code in ("invalid_argument", "not_found")
+                             else 503, "error.html", session, title="Could not show this",
+                             message=f"{exc.code}: {exc}")
+
+    async def _overview(self) -> dict[str, Any]:
+        b = self.backend
+        stats = await b.stats()
+        notes = await b.op("memory.notes.list", limit=1000, archived="all")
+        facts = await b.op("memory.profile.list")
+        activity = await b.activity(limit=1000)
+        forgets = [e["at"] for e in activity["entries"]
+                   if any(w in e["op"] for w in ("forget", "remove", "purge"))
+                   and e["outcome"] == "ok"]
+        chart = days_chart({"notes": stamps(notes, "createdAt"),
+                            "facts": stamps(facts, "validFrom"), "forgets": forgets})
+        last = next((e for e in activity["entries"] if e["op"] == "turn.context"), None)
+        given: dict[str, Any] = {"keys": [], "notes": []}
+        if last is not None:
+            given["keys"] = [i for i in last["ids"] if isinstance(i, str)]
+            for note_id in [i for i in last["ids"] if isinstance(i, int)][:10]:
+                found = await b.op("memory.notes.recall", id=note_id)
+                given["notes"].append(found[0] if found else {"id": note_id, "content": None})
+            given["at"] = last["at"]
+        metrics = await b.metrics()
+        counters = metrics.get("counters", {})
+        figures = {"recall": count_bars(_by_label(counters, "agent.memory.recall")),
+                   "reflection": count_bars(_by_label(counters, "agent.memory.reflection")),
+                   "turns": count_bars(_by_label(counters, "agent.turns"))}
+        return {"stats": stats, "chart": chart, "given": given, "last": last,
+                "figures": figures}
+
+    async def _writers(self) -> dict[str | int, str]:
+        """Which app last wrote each fact key and note id, from the activity log's newest
+        1,000 entries (the store itself knows only ``user``, ``tool`` or ``reflection``)."""
+        entries = (await self.backend.activity(limit=1000))["entries"]
+        out: dict[str | int, str] = {}
+        for e in entries:  # newest first: the first writer seen is the latest
+            if e["outcome"] == "ok" and (e["op"] in ("memory.profile.set", "memory.notes.store",
+                                                     "reflection", "memory.import")):
+                for item in e["ids"]:
+                    out.setdefault(item, e["client"])
+        return out
+
+    async def _notes(self, q: dict[str, str]) -> dict[str, Any]:
+        b = self.backend
+        query = q.get("q", "").strip()
+        mode = "meaning" if q.get("mode") == "meaning" else "keyword"
+        archived = q.get("archived") if q.get("archived") in ("archived", "all") else "active"
+        if query and mode == "meaning":
+            notes = await b.op("memory.notes.recall", query=query, k=50)
+        elif query:
+            notes = await b.op("memory.notes.search", query=query, k=50)
+        else:
+            notes = await b.op("memory.notes.list", limit=200, archived=archived)
+        return {"notes": notes, "q": query, "mode": mode, "archived": archived,
+                "writers": await self._writers()}
+
+    # ------------------------------------------------------------------- POST
+    async def _post(self, req: Request, session: UiSession, send: Send) -> None:
+        path, f = req.path, req.form
+        b = self.backend
+        try:
+            if path == "/ui/logout":
+                self.logins.end(session)
+                await send_redirect(send, "/ui/login",
+                                    [(b"set-cookie", cookie_header(session, clear=True))])
+                return
+            if path == "/ui/profile/set":
+                key, value = f.get("key", "").strip().lower(), f.get("value", "").strip()
+                before = await _active_value(b, key)
+                await b.op("memory.profile.set", key=key, value=value)
+                if before is not None and before != value:
+                    self._undo(session, f"Changed {key}", "memory.profile.set",
+                               key=key, value=before)
+                await send_redirect(send, "/ui/profile")
+            elif m := re.fullmatch(r"/ui/profile/([^/]+)/forget", path):
+                key = m.group(1)
+                before = await _active_value(b, key)
+                await b.op("memory.profile.remove", key=key)
+                if before is not None:
+                    self._undo(session, f"Forgot {key}", "memory.profile.set", key=key,
+                               value=before)
+                await send_redirect(send, "/ui/profile")
+            elif path == "/ui/notes/add":
+                tags = [t.strip() for t in f.get("tags", "").split(",") if t.strip()]
+                note = await b.op("memory.notes.store", content=f.get("content", ""),
+                                  tags=tags or None)
+                await send_redirect(send, f"/ui/notes/{note['id']}")
+            elif m := re.fullmatch(r"/ui/notes/(\d{1,18})/(forget|archive|restore)", path):
+                note_id, action = int(m.group(1)), m.group(2)
+                found = await b.op("memory.notes.recall", id=note_id)
+                if action == "forget":
+                    await b.op("memory.notes.forget", id=note_id)
+                    if found:
+                        self._undo(session, f"Forgot note #{note_id}", "memory.notes.store",
+                                   content=found[0]["content"], tags=found[0]["tags"] or None)
+                    await send_redirect(send, "/ui/notes")
+                    return
+                await b.op("memory.notes.archive", id=note_id, archived=action == "archive")
+                if action == "archive":
+                    self._undo(session, f"Archived note #{note_id}", "memory.notes.archive",
+                               id=note_id, archived=False)
+                await send_redirect(send, f"/ui/notes/{note_id}")
+            elif m := re.fullmatch(r"/ui/undo/([A-Za-z0-9_-]{1,64})", path):
+                entry = session.undo.pop(m.group(1), None)
+                if entry is None:
+                    raise BackendError("not_found", "there is nothing to undo any more")
+                label, action = entry
+                data = await b.op(action["op"], **action["args"])
+                target = (f"/ui/notes/{data['id']}" if action["op"] == "memory.notes.store"
+                          else "/ui/notes" if action["op"].startswith("memory.notes")
+                          else "/ui/profile")
+                await send_redirect(send, target)
+            elif path == "/ui/clients/add":
+                scopes = [s for s in SCOPES if f.get(f"scope_{s}")]
+                token = add_client(b.state_dir, f.get("name", "").strip(), scopes)
+                await self._page(send, 200, "clients.html", session, nav="clients",
+                                 clients=read_clients(b.state_dir).clients, scopes=SCOPES,
+                                 token=token, token_name=f.get("name", "").strip())
+            elif m := re.fullmatch(r"/ui/clients/([A-Za-z0-9_.-]{1,40})/(pause|resume|revoke)",
+                                   path):
+                name, action = m.group(1), m.group(2)
+                set_client(b.state_dir, name, revoke=action == "revoke",
+                           paused={"pause": True, "resume": False}.get(action))
+                await send_redirect(send, "/ui/clients")
+            else:
+                await self._page(send, 404, "error.html", session, title="Not found",
+                                 message=f"There is no action {path}.")
+        except (BackendError, ClientsError) as exc:
+            await self._page(send, 400 if exc.code in ("invalid_argument", "not_found",
+                                                       "exists") else 503,
+                             "error.html", session, title="Nothing was changed",
+                             message=f"{exc.code}: {exc}")
+
+    def _undo(self, session: UiSession, label: str, op: str, **args: Any) -> None:
+        """Offer one undo (the newest is shown; at most 20 kept per session)."""
+        uid = secrets.token_urlsafe(8)
+        session.undo[uid] = (label, {"op": op, "args": args})
+        session.offer = uid
+        while len(session.undo) > 20:
+            session.undo.pop(next(iter(session.undo)))
+
+
+async def _active_value(b: Backend, key: str) -> str | None:
+    """The active value of a profile fact, None when there is none."""
+    if not KEY_RE.fullmatch(key):
+        return None
+    facts = await b.op("memory.profile.list")
+    return next((f["value"] for f in facts if f["key"] == key), None)
+
+
+def _when(ms: int | None) -> str:
+    from ..cli_output import when
+
+    return when(ms)
