@@ -1,5 +1,5 @@
 """The activity log: which client read or wrote which memory, when, with what outcome
-(docs/security.md, "Activity log").
+(docs/dashboard.md, "Activity log").
 
 Its own SQLite file, ``<state>/activity.sqlite``, written only by the memory actor (the
 one process every memory read and write passes through), so it is never part of

@@ -1,4 +1,4 @@
-"""Per-app access: named client tokens with scopes (docs/security.md, "Per-app access").
+"""Per-app access: named client tokens with scopes (docs/dashboard.md, "Per-app access").
 
 The owner's token (``<state>/token``) keeps every scope. Each other app gets a token of
 its own, made by ``atomic-agent clients add NAME --scopes read,write``, which prints it

@@ -37,6 +37,10 @@ error code (``invalid_argument: …``, ``not_found: …``, ``not_running: …``)
 are typed (JSON Schema in ``tools/list``) and checked by the SDK before the daemon
 checks them again.
 
+Per-app access: with ``ATOMIC_AGENT_TOKEN`` set to a client token (``atomic-agent clients
+add``) the connection to the daemon uses it, and a tool beyond its scopes is the tool error
+``forbidden: …``; the activity log names the connection ``mcp:<clientInfo name>``.
+
 HTTP security (``--http``): binds ``127.0.0.1`` unless ``--host`` says otherwise;
 every request needs ``Authorization: Bearer <token>`` with the daemon's token
 (``<state>/token``, compared in constant time; a wrong one is slowed and counted); the
