@@ -126,7 +126,7 @@ async def test_a_scoped_client_is_refused_by_name_and_nothing_changes(tmp_path):
                 log = await _memory(owner, "memory.activity", {"limit": 100})
     by = {(e["client"], e["op"]) for e in log["entries"]}
     assert ("reader", "memory.profile.list") in by  # its registered name, not its claim
-    assert ("cli", "memory.profile.set") in by and ("agent", "turn.context") in by
+    assert ("cli", "memory.profile.set") in by and ("cli", "turn.context") in by  # its turn
     assert not any(e["client"] == "reader" and e["op"] != "memory.profile.list"
                    for e in log["entries"])  # refusals never reach the store
     assert {"client", "reads", "writes", "lastAt"} <= set(log["clients"][0])

@@ -180,3 +180,20 @@ async def test_missing_things_are_pages_not_tracebacks(tmp_path, path):
         stderr = d.stderr_path.read_text()
     assert page.status_code in (200, 400, 404) and "Traceback" not in page.text
     assert "Traceback" not in stderr
+
+
+async def test_a_corrected_note_shows_what_supersedes_it(tmp_path):
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path / "fake") as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(state) as c:
+                await c.memory("memory.notes.store", {"content": "Works at Acme as a data "
+                                                                 "engineer in the Berlin office"})
+                await c.memory("memory.notes.store", {"content": "No longer works at Acme as a "
+                                                                 "data engineer in the Berlin "
+                                                                 "office"})
+            async with _login(d.ready["openaiUrl"].removesuffix("/v1"), d.token) as http:
+                listing = (await http.get("/ui/notes")).text
+                older = (await http.get("/ui/notes/1")).text
+    assert re.search(r'superseded by <a href="/ui/notes/2">#2</a>', listing)
+    assert "superseded by" in older and "SUPERSEDES" in older

@@ -518,7 +518,8 @@ class AgentActor:
             with trio.fail_after(10):
                 mem = await self.ctx.request("memory", BuildContext(
                     session=msg.session, user_message=msg.text, working_dir=state.working_dir,
-                    recall_query=recall_query, recalled=msg.recalled), MemoryContext)
+                    recall_query=recall_query, recalled=msg.recalled, client=msg.client),
+                    MemoryContext)
         except (RuntimeFailure, trio.TooSlowError) as exc:
             log.warning("agent.memory_context_failed", error=str(exc))
             return {}
@@ -697,7 +698,8 @@ class AgentActor:
         try:
             with trio.fail_after(10):
                 result = await self.ctx.request("memory", ToolOp(
-                    op=name, args=args, session=msg.session, source="agent", turn=msg.turn),
+                    op=name, args=args, session=msg.session, source="agent", turn=msg.turn,
+                    client=f"agent for {msg.client}" if msg.client else None),
                     OpResult)
         except RemoteError as exc:
             return f"error: {exc.code}: {exc.message}"

@@ -28,13 +28,16 @@ class SessionInfo(msgspec.Struct):
 class RunTurn(_M):
     """Run one turn; the reply comes as TurnEvents; this answers :class:`TurnResult`
     when the turn ends. ``debug`` adds a ``prompt`` step event with the tail;
-    ``recalled`` (note ids) replaces recall's hits in ``### recalled`` (None = recall)."""
+    ``recalled`` (note ids) replaces recall's hits in ``### recalled`` (None = recall);
+    ``client``: the app the turn is for (its memory reads and tool calls are recorded
+    under it in the activity log)."""
 
     session: str
     turn: str
     text: str
     debug: bool = False
     recalled: list[int] | None = None
+    client: str | None = None  # the app that asked (the activity log's name for its reads)
 
 
 class TurnResult(msgspec.Struct):

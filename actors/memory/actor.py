@@ -336,7 +336,8 @@ class MemoryActor:
             case BuildContext() if isinstance(result, MemoryContext):
                 given: list[int | str] = [n.id for n in result.recalled]
                 given += [f.key for f in result.profile]
-                self.activity.record(self.ctx.nursery, "agent", "turn.context", given, outcome)
+                self.activity.record(self.ctx.nursery, msg.client or "agent", "turn.context",
+                                     given, outcome)
             case ApplyReflection():
                 done: list[int | str] = []
                 if isinstance(result, ApplyResult):

@@ -31,6 +31,7 @@ class BuildContext(_M):
     working_dir: str | None = None
     recall_query: str | None = None
     recalled: list[int] | None = None  # these notes instead of recall's hits (None = recall)
+    client: str | None = None  # the app the turn is for (the activity log)
 
 
 class ToolOp(_M):

@@ -212,7 +212,6 @@ class Gateway:
                  request_shutdown: Callable[[], None],
                  registry: ClientRegistry | None = None) -> None:
         self.sup = sup
-        self.token = token.encode()
         self.registry = registry if registry is not None else ClientRegistry(None, token)
         self.cfg = cfg
         self.request_shutdown = request_shutdown
@@ -611,8 +610,8 @@ class Gateway:
         assert session is not None
         try:
             await self.sup.request("agent", RunTurn(session=session, turn=turn, text=frame.text,
-                                                    debug=frame.debug,
-                                                    recalled=frame.recalled), TurnResult)
+                                                    debug=frame.debug, recalled=frame.recalled,
+                                                    client=client.label), TurnResult)
             client.session_saved = True
         except RemoteError as exc:
             client.push(ErrorFrame(code=exc.code, message=exc.message, id=None))

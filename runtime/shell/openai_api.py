@@ -187,7 +187,8 @@ class OpenAIApi:
             elif path == "/v1/models/" + MODEL_ID and method == "GET":
                 await _json(send, 200, self._model())
             elif path == "/v1/chat/completions" and method == "POST":
-                await self._chat(headers, await self._body(receive, headers), send)
+                await self._chat(headers, await self._body(receive, headers), send,
+                                 "openai-api" if principal.owner else principal.name)
             elif path in ("/v1/models", "/v1/chat/completions"):
                 raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")
             else:
@@ -271,7 +272,8 @@ class OpenAIApi:
         return {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "atomic-agent"}
 
     # -------------------------------------------------------------------- chat
-    async def _chat(self, headers: dict[bytes, bytes], request: ChatRequest, send: Send) -> None:
+    async def _chat(self, headers: dict[bytes, bytes], request: ChatRequest, send: Send,
+                    client: str = "openai-api") -> None:
         text = _last_user_text(request.messages)
         session = (headers.get(SESSION_HEADER, b"").decode(errors="replace")
                    or request.user or DEFAULT_SESSION)
@@ -291,7 +293,8 @@ class OpenAIApi:
 
         async def run() -> None:
             try:
-                await self.request("agent", RunTurn(session=session, turn=turn, text=text),
+                await self.request("agent", RunTurn(session=session, turn=turn, text=text,
+                                                    client=client),
                                    TurnResult)
             except RemoteError as exc:
                 if exc.code == "busy":

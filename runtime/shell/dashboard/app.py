@@ -299,8 +299,10 @@ class DashboardApp:
             notes = await b.op("memory.notes.search", query=query, k=50)
         else:
             notes = await b.op("memory.notes.list", limit=200, archived=archived)
+        links = await b.op("memory.links.list", limit=1000)
+        newer = {l["toId"]: l["fromId"] for l in links if l["kind"] == "SUPERSEDES"}
         return {"notes": notes, "q": query, "mode": mode, "archived": archived,
-                "writers": await self._writers()}
+                "writers": await self._writers(), "newer": newer}
 
     # ------------------------------------------------------------------- POST
     async def _post(self, req: Request, session: UiSession, send: Send) -> None:
