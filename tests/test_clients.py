@@ -219,3 +219,38 @@ async def test_the_activity_cli_and_export_without_the_log(tmp_path):
     lines = [json.loads(x) for x in target.read_text().splitlines()]
     assert lines and not any("activity" in json.dumps(x) for x in lines)
     assert (state / "activity.sqlite").exists()
+
+
+async def test_mcp_over_http_takes_a_client_token_with_its_scopes(tmp_path):
+    """``atomic-agent mcp --http``: a client token is accepted as the bearer and its tool
+    calls go through a daemon connection of its own, bound by its scopes; the owner's
+    token still does everything."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    from tests.test_mcp import _start_http
+
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path / "fake") as fake, run_daemon(state, llm_url=fake.url) as d:
+        reader = add_client(state, "reader", ["read"])
+        proc, url = await _start_http(state)
+        try:
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {reader}"}) as h, \
+                    Client(streamable_http_client(url, http_client=h)) as mcp:
+                listed = await mcp.call_tool("memory_profile_list", {})
+                stored = await mcp.call_tool("memory_notes_store", {"content": "a note"})
+            async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {d.token}"}) as h, \
+                    Client(streamable_http_client(url, http_client=h)) as mcp:
+                owner = await mcp.call_tool("memory_notes_store", {"content": "mine"})
+        finally:
+            proc.terminate()
+            with trio.fail_after(10):
+                await proc.wait()
+        async with open_client(state) as c:
+            notes = await _memory(c, "memory.notes.list")
+            await trio.sleep(1.0)
+            log = await _memory(c, "memory.activity", {"client": "reader"})
+    assert not listed.is_error and not owner.is_error
+    assert stored.is_error and "lacks the scope 'write'" in "".join(p.text for p in stored.content)
+    assert [n["content"] for n in notes] == ["mine"]
+    assert {e["op"] for e in log["entries"]} == {"memory.profile.list"}

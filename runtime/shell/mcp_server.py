@@ -43,7 +43,9 @@ add``) the connection to the daemon uses it, and a tool beyond its scopes is the
 
 HTTP security (``--http``): binds ``127.0.0.1`` unless ``--host`` says otherwise;
 every request needs ``Authorization: Bearer <token>`` with the daemon's token
-(``<state>/token``, compared in constant time; a wrong one is slowed and counted); the
+(``<state>/token``) or a client token (its calls then go through a daemon connection
+of their own, :class:`LinkPool`), compared in constant time; a wrong one is slowed and
+counted; the
 ``Host`` header must name localhost (421: DNS rebinding) and a browser ``Origin`` is
 refused (403) unless it is in ``server.allowedOrigins`` — the same checks, case-insensitive,
 as the websocket gateway and the OpenAI API (:mod:`.listen_guard`).
@@ -51,6 +53,7 @@ as the websocket gateway and the OpenAI API (:mod:`.listen_guard`).
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import hmac
 import json
@@ -68,7 +71,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from .client import ClientError
-from .clients import activity_label
+from .clients import ClientRegistry, activity_label
 from .daemon_link import DaemonLink
 from .listen_guard import THROTTLE, AuthThrottle, host_allowed, origin_allowed
 
@@ -106,10 +109,13 @@ class MemoryMCPServer(MCPServer):
     names and URL."""
 
     link: DaemonLink | None = None
+    links: LinkPool | None = None  # over HTTP: one daemon connection per bearer token
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
-        if self.link is not None and self.link.client is None:
-            self.link.client = mcp_client_label(context)
+        link = self.links.for_headers(_headers(context)) if self.links is not None else self.link
+        if link is not None and link.client is None:
+            link.client = mcp_client_label(context)
+        token = _LINK.set(link)
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -120,6 +126,43 @@ class MemoryMCPServer(MCPServer):
                     for err in cause.errors())
                 raise ToolError(f"invalid_argument: {problems}") from None
             raise
+        finally:
+            _LINK.reset(token)
+
+
+_LINK: contextvars.ContextVar[DaemonLink | None] = contextvars.ContextVar("mcp_link", default=None)
+"""The daemon connection of the tool call running now (its bearer token's, over HTTP)."""
+
+
+def _headers(context: Any) -> Any:
+    try:
+        return context.headers
+    except (AttributeError, LookupError, ValueError):
+        return None
+
+
+class LinkPool:
+    """Over HTTP, one :class:`DaemonLink` per bearer token, so a client token's scopes
+    bind what its tool calls may do (the daemon's gateway refuses the rest); the owner's
+    token uses the state directory's token. ``BearerGuard`` has already checked the
+    token of every request that reaches a tool. Links start in ``nursery``."""
+
+    def __init__(self, state_dir: Path, session: str | None, owner_token: str,
+                 nursery: trio.Nursery) -> None:
+        self.state_dir, self.session, self.owner = state_dir, session, owner_token
+        self.nursery = nursery
+        self.links: dict[str, DaemonLink] = {}
+
+    def for_headers(self, headers: Any) -> DaemonLink:
+        auth = (headers.get("authorization") if headers is not None else None) or ""
+        token = auth[7:] if auth[:7].lower() == "bearer " else ""
+        key = "" if not token or hmac.compare_digest(token, self.owner) else token
+        link = self.links.get(key)
+        if link is None:
+            link = DaemonLink(self.state_dir, session=self.session, token=key or None)
+            self.nursery.start_soon(link.run)
+            self.links[key] = link
+        return link
 
 
 def mcp_client_label(context: Any) -> str:
@@ -141,8 +184,9 @@ def build_server(link: DaemonLink) -> MCPServer:
     server.link = link
 
     async def call(op: str, args: dict[str, Any]) -> Any:
+        current = _LINK.get() or link
         try:
-            return await link.memory(op, {k: v for k, v in args.items() if v is not None})
+            return await current.memory(op, {k: v for k, v in args.items() if v is not None})
         except ClientError as exc:
             raise ToolError(f"{exc.code}: {exc}") from None
 
@@ -267,13 +311,15 @@ class BearerGuard:
     ``Origin`` not in ``allowed_origins`` 403 (both case-insensitive), a request without
     ``Authorization: Bearer <token>`` 401 after a pause, counted as
     ``auth.failed{listener=mcp}`` (the token compared in constant time); lifespan events
-    pass through."""
+    pass through. ``token``: the daemon's, or a :class:`ClientRegistry` that also knows the
+    client tokens (read again when clients.json changes)."""
 
-    def __init__(self, app: Any, token: str, host: str = "127.0.0.1",
+    def __init__(self, app: Any, token: str | ClientRegistry, host: str = "127.0.0.1",
                  allowed_origins: list[str] | None = None,
                  throttle: AuthThrottle = THROTTLE) -> None:
         self.app = app
-        self.expected = f"Bearer {token}".encode()
+        self.registry = token if isinstance(token, ClientRegistry) else None
+        self.expected = b"" if self.registry is not None else f"Bearer {token}".encode()
         self.host = host
         self.allowed_origins = list(allowed_origins or [])
         self.throttle = throttle
@@ -286,10 +332,10 @@ class BearerGuard:
                 refused = 421, b'{"error":"Host header not allowed (localhost only)"}'
             elif not origin_allowed(headers.get(b"origin"), self.allowed_origins):
                 refused = 403, b'{"error":"origin not allowed (server.allowedOrigins)"}'
-            elif not hmac.compare_digest(headers.get(b"authorization", b""), self.expected):
+            elif not self._known(headers.get(b"authorization", b"")):
                 await self.throttle.failed("mcp")
                 refused = 401, (b'{"error":"unauthorized: send Authorization: Bearer '
-                                b'<the daemon token>"}')
+                                b'<the daemon token or a client token>"}')
             if refused is not None:
                 status, body = refused
                 await send({"type": "http.response.start", "status": status, "headers": [
@@ -299,6 +345,15 @@ class BearerGuard:
                 await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+    def _known(self, auth: bytes) -> bool:
+        if self.registry is None:
+            return hmac.compare_digest(auth, self.expected)
+        text = auth.decode("latin-1")
+        if text[:7].lower() != "bearer ":
+            return False
+        self.registry.reload()
+        return self.registry.resolve(text[7:]) is not None
 
 
 async def serve_stdio(link: DaemonLink) -> None:
@@ -314,7 +369,9 @@ async def serve_http(link: DaemonLink, *, host: str, port: int, token: str,
                      allowed_origins: list[str],
                      task_status: trio.TaskStatus[str] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve MCP's Streamable HTTP transport at ``http://host:port/mcp`` (hypercorn on
-    trio) until cancelled; ``task_status`` gets the URL once listening.
+    trio) until cancelled; ``task_status`` gets the URL once listening. Requests bearing
+    the daemon's token use ``link``; a client token (``atomic-agent clients add``) gets a
+    daemon connection of its own, bound by its scopes (:class:`LinkPool`).
 
     Raises:
         OSError: the address cannot be bound (e.g. the port is in use).
@@ -326,13 +383,17 @@ async def serve_http(link: DaemonLink, *, host: str, port: int, token: str,
     # Host and Origin are checked by BearerGuard, case-insensitively, as on the daemon's
     # other listeners (the SDK's own check compares them byte for byte).
     security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    app = BearerGuard(server.streamable_http_app(transport_security=security, host=host), token,
-                      host, allowed_origins)
+    registry = ClientRegistry(link.state_dir, token)
+    app = BearerGuard(server.streamable_http_app(transport_security=security, host=host),
+                      registry, host, allowed_origins)
     config = Config()
     config.bind = [f"[{host}]:{port}" if ":" in host else f"{host}:{port}"]
     config.accesslog = None
     config.errorlog = None
     async with trio.open_nursery() as nursery:
+        pool = LinkPool(link.state_dir, link.session, token, nursery)
+        pool.links[""] = link
+        server.links = pool  # type: ignore[attr-defined]
         nursery.start_soon(link.run)
         binds = await nursery.start(serve, app, config)
         task_status.started(binds[0] + "/mcp")
