@@ -18,7 +18,7 @@ REFLECTION_SKIPS = {
 }
 
 
-def _by_label(counters: dict[str, int], name: str) -> dict[str, int]:
+def by_label(counters: dict[str, int], name: str) -> dict[str, int]:
     """``{label value: count}`` of the counter ``name`` (its first label), biggest first."""
     out: dict[str, int] = defaultdict(int)
     for key, value in counters.items():
@@ -46,12 +46,12 @@ def summarize(metrics: dict[str, Any]) -> str:
     counters = metrics.get("counters", {})
     hist = metrics.get("histograms", {})
     lines = []
-    turns = _by_label(counters, "agent.turns")
+    turns = by_label(counters, "agent.turns")
     lines.append(f"turns: {sum(turns.values())}" + (f" ({_parts(turns)})" if turns else "")
                  + _mean_s(hist, "agent.turn.latency_ms"))
-    reflections = _by_label(counters, "agent.memory.reflection")
-    skipped = _by_label(counters, "agent.memory.reflection.skipped")
-    dropped = _by_label(counters, "agent.memory.reflection.dropped")
+    reflections = by_label(counters, "agent.memory.reflection")
+    skipped = by_label(counters, "agent.memory.reflection.skipped")
+    dropped = by_label(counters, "agent.memory.reflection.dropped")
     text = f"reflections: {sum(reflections.values())}"
     if reflections:
         text += f" ({_parts(reflections)})"
@@ -63,12 +63,12 @@ def summarize(metrics: dict[str, Any]) -> str:
         lines.append(f"  proposals dropped by the guards: {_parts(dropped)}")
     if not reflections and sum(turns.values()) != 0:
         lines.append("  (no reflection yet: memory.reflection.enabled, or still running)")
-    tools = _by_label(counters, "agent.tool_calls")
-    refused = _by_label(counters, "agent.tool_refused")
+    tools = by_label(counters, "agent.tool_calls")
+    refused = by_label(counters, "agent.tool_refused")
     lines.append(f"tool calls run: {_parts(tools) if tools else 'none'}")
     if refused:
         lines.append(f"  refused (not run): {_parts(refused)}")
-    recall = _by_label(counters, "agent.memory.recall")
+    recall = by_label(counters, "agent.memory.recall")
     if recall:
         lines.append(f"recall: {_parts(recall)}")
     actors = metrics.get("actors", {})

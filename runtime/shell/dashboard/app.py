@@ -27,7 +27,8 @@ from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from ..clients import SCOPES, ClientRegistry, ClientsError, add_client, read_clients, set_client
 from ..listen_guard import THROTTLE, host_allowed
-from ..metrics_summary import _by_label
+from ..cli_output import when
+from ..metrics_summary import by_label
 from .backend import Backend, BackendError
 from .charts import count_bars, days_chart, stamps
 from .http import FormError, Receive, Request, Send, read_form, send_bytes, send_redirect
@@ -58,7 +59,7 @@ class DashboardApp:
         self.logins = Logins()
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(default=True, default_for_string=True))
-        self.env.filters["when"] = _when
+        self.env.filters["when"] = when
         self.listeners: set[trio.MemorySendChannel[str]] = set()
 
     # ------------------------------------------------------------------ events
@@ -270,9 +271,9 @@ class DashboardApp:
             given["at"] = last["at"]
         metrics = await b.metrics()
         counters = metrics.get("counters", {})
-        figures = {"recall": count_bars(_by_label(counters, "agent.memory.recall")),
-                   "reflection": count_bars(_by_label(counters, "agent.memory.reflection")),
-                   "turns": count_bars(_by_label(counters, "agent.turns"))}
+        figures = {"recall": count_bars(by_label(counters, "agent.memory.recall")),
+                   "reflection": count_bars(by_label(counters, "agent.memory.reflection")),
+                   "turns": count_bars(by_label(counters, "agent.turns"))}
         return {"stats": stats, "chart": chart, "given": given, "last": last,
                 "figures": figures}
 
@@ -397,8 +398,3 @@ async def _active_value(b: Backend, key: str) -> str | None:
     facts = await b.op("memory.profile.list")
     return next((f["value"] for f in facts if f["key"] == key), None)
 
-
-def _when(ms: int | None) -> str:
-    from ..cli_output import when
-
-    return when(ms)
