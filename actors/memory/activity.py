@@ -5,7 +5,8 @@ path.
 Every :class:`~actors.memory.messages.ToolOp` is recorded under its ``client`` (the
 gateway's label for the connection, a client token's name) or, without one, its
 ``source`` (``agent`` for the agent's tool calls); a turn's context read as
-``turn.context`` by ``agent`` with the ids it was given; a reflection's writes as
+``turn.context`` under the app the turn is for, with what it was given (note ids, fact
+keys, ``lesson:<id>``, ``procedure:<id>``); a reflection's writes as
 ``reflection``. Ids are what the op touched or returned: note ids, fact keys, lesson
 and procedure ids (at most :data:`~actors.store.activity.MAX_IDS`).
 

@@ -336,6 +336,8 @@ class MemoryActor:
             case BuildContext() if isinstance(result, MemoryContext):
                 given: list[int | str] = [n.id for n in result.recalled]
                 given += [f.key for f in result.profile]
+                given += [f"lesson:{x.id}" for x in result.lessons]
+                given += [f"procedure:{x.id}" for x in result.procedures]
                 self.activity.record(self.ctx.nursery, msg.client or "agent", "turn.context",
                                      given, outcome)
             case ApplyReflection():

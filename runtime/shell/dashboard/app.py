@@ -262,9 +262,13 @@ class DashboardApp:
         chart = days_chart({"notes": stamps(notes, "createdAt"),
                             "facts": stamps(facts, "validFrom"), "forgets": forgets})
         last = next((e for e in activity["entries"] if e["op"] == "turn.context"), None)
-        given: dict[str, Any] = {"keys": [], "notes": []}
+        given: dict[str, Any] = {"keys": [], "notes": [], "lessons": [], "procedures": []}
         if last is not None:
-            given["keys"] = [i for i in last["ids"] if isinstance(i, str)]
+            named = [i for i in last["ids"] if isinstance(i, str)]
+            given["keys"] = [i for i in named if ":" not in i]
+            for kind in ("lesson", "procedure"):
+                given[kind + "s"] = [int(i.split(":", 1)[1]) for i in named
+                                     if i.startswith(kind + ":") and i.split(":", 1)[1].isdigit()]
             for note_id in [i for i in last["ids"] if isinstance(i, int)][:10]:
                 found = await b.op("memory.notes.recall", id=note_id)
                 given["notes"].append(found[0] if found else {"id": note_id, "content": None})
