@@ -63,12 +63,20 @@ def test_tokens_are_stored_as_digests_with_their_scopes(tmp_path):
 
 def test_a_broken_clients_file_is_named_and_never_overwritten(tmp_path):
     (tmp_path / "clients.json").write_text("{not json")
-    out = _cli(tmp_path, "clients", "add", "x", "--scopes", "read")
-    assert out.returncode == 1 and "clients.json is not a clients file" in out.stderr
-    assert "Traceback" not in out.stderr
+    for args in (("list", "--json"), ("add", "x", "--scopes", "read")):
+        out = _cli(tmp_path, "clients", *args)
+        assert out.returncode == 1 and "clients.json is not a clients file" in out.stderr
+        assert "Traceback" not in out.stderr
     assert (tmp_path / "clients.json").read_text() == "{not json"
     bad = _cli(tmp_path, "clients", "add", "y", "--scopes", "read,root")
     assert bad.returncode == 2 and "unknown scope(s) root" in bad.stderr
+    (tmp_path / "clients.json").unlink()
+    made = json.loads(_cli(tmp_path, "clients", "add", "y", "--scopes", "read", "--json").stdout)
+    assert made["name"] == "y" and made["token"].startswith("aa-")
+    listed = _cli(tmp_path, "clients", "list", "--json")
+    assert json.loads(listed.stdout) == [{"name": "y", "scopes": ["read"], "paused": False,
+                                          "createdAt": read_clients(tmp_path).clients[0]
+                                          .created_at}]  # JSON only, and no token
 
 
 def test_the_activity_log_is_bounded_and_counts_what_it_dropped(tmp_path):
@@ -127,8 +135,11 @@ async def test_a_scoped_client_is_refused_by_name_and_nothing_changes(tmp_path):
     by = {(e["client"], e["op"]) for e in log["entries"]}
     assert ("reader", "memory.profile.list") in by  # its registered name, not its claim
     assert ("cli", "memory.profile.set") in by and ("cli", "turn.context") in by  # its turn
-    assert not any(e["client"] == "reader" and e["op"] != "memory.profile.list"
-                   for e in log["entries"])  # refusals never reach the store
+    mine = [(e["op"], e["outcome"]) for e in log["entries"] if e["client"] == "reader"]
+    assert ("memory.profile.list", "ok") in mine  # its read, and each refusal, recorded
+    assert {op for op, outcome in mine if outcome == "forbidden"} == {
+        "memory.notes.store", "memory.profile.set", "memory.profile.remove", "memory.export",
+        "memory.activity", "say"}
     assert {"client", "reads", "writes", "lastAt"} <= set(log["clients"][0])
 
 
@@ -159,6 +170,10 @@ async def test_revoking_one_app_disconnects_it_and_leaves_the_others(tmp_path):
                 async with open_client(url=d.url, token=two):
                     pass
             assert info.value.code == "paused" and "'two' is paused" in str(info.value)
+            shown = await trio.to_thread.run_sync(_cli, state, "activity", "--client", "two")
+            assert "two  hello  " in shown.stdout and "[paused]" in shown.stdout
+            nobody = await trio.to_thread.run_sync(_cli, state, "activity", "--client", "x")
+            assert "no activity by 'x' (apps seen: " in nobody.stdout
             set_client(state, "two", paused=False)
             await trio.sleep(0.7)
             async with open_client(url=d.url, token=two) as c2:
@@ -196,7 +211,9 @@ async def test_the_openai_api_and_mcp_take_client_tokens_with_their_scopes(tmp_p
                 assert await _memory(owner, "memory.notes.list") == []
                 await trio.sleep(1.0)
                 log = await _memory(owner, "memory.activity", {"client": "reader"})
-            assert {e["op"] for e in log["entries"]} == {"memory.profile.list"}
+            assert {(e["op"], e["outcome"]) for e in log["entries"]} == {
+                ("memory.profile.list", "ok"), ("openai-api /v1/chat/completions", "forbidden"),
+                ("memory.notes.store", "forbidden")}
 
 
 async def test_the_activity_cli_and_export_without_the_log(tmp_path):
@@ -211,7 +228,7 @@ async def test_the_activity_cli_and_export_without_the_log(tmp_path):
             assert shown.returncode == 0 and "cli  memory.notes.store  #1" in shown.stdout
             assert "entries kept, 0 older ones dropped" in shown.stdout
             bad = await trio.to_thread.run_sync(_cli, state, "activity", "--limit", "0")
-            assert bad.returncode != 0 and "--limit must be 1..1000" in bad.stderr
+            assert bad.returncode == 2 and "--limit must be 1..1000" in bad.stderr
             target = tmp_path / "all.jsonl"
             export = await trio.to_thread.run_sync(
                 _cli, state, "memory", "export", str(target))
@@ -253,4 +270,5 @@ async def test_mcp_over_http_takes_a_client_token_with_its_scopes(tmp_path):
     assert not listed.is_error and not owner.is_error
     assert stored.is_error and "lacks the scope 'write'" in "".join(p.text for p in stored.content)
     assert [n["content"] for n in notes] == ["mine"]
-    assert {e["op"] for e in log["entries"]} == {"memory.profile.list"}
+    assert {(e["op"], e["outcome"]) for e in log["entries"]} == {
+        ("memory.profile.list", "ok"), ("memory.notes.store", "forbidden")}

@@ -140,6 +140,13 @@ async def test_every_change_needs_the_csrf_token_and_the_dashboards_origin(tmp_p
                 out = await http.post("/ui/logout", headers=own, data={"csrf": token})
                 assert out.status_code == 303
                 assert (await http.get("/ui")).status_code == 401
+            await trio.sleep(1.0)  # (the activity log is written every 0.5 s)
+            async with open_client(state) as c:
+                log = await c.memory("memory.activity", {"client": "dashboard"})
+    ops = {e["op"] for e in log["entries"]}
+    assert {"memory.profile.set", "memory.notes.store", "memory.notes.forget"} <= ops
+    # (its changes are recorded ...)
+    assert not ops & {"memory.profile.list", "memory.notes.list"}  # ... its page views not
 
 
 async def test_the_event_stream_and_the_ui_command(tmp_path):

@@ -8,7 +8,10 @@ gateway's label for the connection, a client token's name) or, without one, its
 ``turn.context`` under the app the turn is for, with what it was given (note ids, fact
 keys, ``lesson:<id>``, ``procedure:<id>``); a reflection's writes as
 ``reflection``. Ids are what the op touched or returned: note ids, fact keys, lesson
-and procedure ids (at most :data:`~actors.store.activity.MAX_IDS`).
+and procedure ids (at most :data:`~actors.store.activity.MAX_IDS`). A request a listener
+refused before it reached memory (a missing scope, a paused app) is cast here as
+``Refused`` and recorded with that outcome. The dashboard's and the backfill's successful
+reads are not recorded (:data:`UNRECORDED_READERS`).
 
 Entries are buffered and appended every :data:`FLUSH_S` in one transaction, on a worker
 thread of their own, so a recall pays a list append, not a disk write. A failure to
@@ -28,10 +31,14 @@ import trio
 from actors.store.activity import MAX_IDS, ActivityEntry, ActivityLog, now_ms
 from runtime.services.metrics import Metrics
 
-__all__ = ["FLUSH_S", "ActivityRecorder", "ids_of"]
+__all__ = ["FLUSH_S", "UNRECORDED_READERS", "ActivityRecorder", "ids_of"]
 
 log = structlog.get_logger()
 
+UNRECORDED_READERS = frozenset({"dashboard", "backfill"})
+"""Readers whose successful reads are not recorded: the dashboard's page views (they
+would bury what the apps did) and the embedding backfill reading a note to embed it.
+Their writes, and any failure, are."""
 FLUSH_S = 0.5
 """Seconds entries wait in the buffer before one batch writes them."""
 BUFFER_MAX = 5_000

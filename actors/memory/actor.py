@@ -57,7 +57,7 @@ from runtime.kernel.actor import ActorContext
 from runtime.services.config import ActorBoot
 from runtime.services.metrics import Metrics, MetricsRequest, count_process_wide
 
-from .activity import ActivityRecorder, ids_of
+from .activity import UNRECORDED_READERS, ActivityRecorder, ids_of
 from .messages import (
     ActivityQuery,
     ApplyLinks,
@@ -76,6 +76,7 @@ from .messages import (
     PersistDistilled,
     Persisted,
     PutVectors,
+    Refused,
     ReleaseCluster,
     Stats,
     SweepCold,
@@ -326,6 +327,9 @@ class MemoryActor:
         read or write no memory (stats, vectors, the cold path's bookkeeping) have
         none."""
         match msg:
+            case ToolOp() if msg.client in UNRECORDED_READERS and OPS.get(msg.op) is not None \
+                    and not OPS[msg.op].writes and outcome == "ok":
+                pass  # the dashboard's page views and the backfill's own reads
             case ToolOp():
                 ids = ids_of(result.data if isinstance(result, OpResult) else None)
                 if not ids:
@@ -504,7 +508,15 @@ class MemoryActor:
             self.metrics.observe("agent.memory.query_embed_ms", (time.monotonic() - t0) * 1000)
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
-        log.warning("memory.unexpected_cast", src=src)
+        """Only :class:`Refused` is cast here (an entry for the activity log)."""
+        try:
+            msg = self._decoder.decode(body)
+        except msgspec.DecodeError:
+            msg = None
+        if isinstance(msg, Refused):
+            self.activity.record(self.ctx.nursery, msg.client, msg.op, [], msg.outcome)
+        else:
+            log.warning("memory.unexpected_cast", src=src)
 
     def _build_context(self, s: StoreSet, msg: BuildContext) -> MemoryContext:
         """The per-turn context with the plan of ``memory.*`` (:attr:`recall_plan`).

@@ -157,6 +157,16 @@ class ActivityQuery(_M):
     before: int | None = None
 
 
+class Refused(_M):
+    """Cast to the memory actor when a listener refused a request before it reached
+    memory (a client token lacking a scope, a paused client): recorded in the activity
+    log under ``client`` with ``outcome`` (``forbidden``, ``paused``)."""
+
+    client: str
+    op: str
+    outcome: str
+
+
 class ApplyLinks(_M):
     """Link generator → memory: upsert these links (weight 1.0) in one
     transaction → the number written (int)."""
@@ -241,7 +251,7 @@ class SweepCold(_M):
 
 
 MemoryMsg = (BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors | Stats
-             | ActivityQuery | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
+             | ActivityQuery | Refused | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
              | ReleaseCluster | SweepCold)
 
 
@@ -271,7 +281,7 @@ __all__ = [
     "LinkIn", "PersistDistilled", "Persisted", "ReleaseCluster", "SweepCold", "SweepResult",
     "VoteIn", "VoteResult",
     "ApplyReflection", "ApplyResult", "BuildContext", "FactIn", "Lesson", "LessonPointer",
-    "ActivityQuery", "Link", "MemoryChanged", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
+    "ActivityQuery", "Link", "MemoryChanged", "Refused", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
     "NotesWritten", "OpResult", "Procedure", "ProcedurePointer", "ProcedureStep",
     "ProfileFact", "PutVectors", "Stats", "ToolOp", "VectorTodo", "Vote",
 ]

@@ -503,10 +503,12 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
                 return await _sessions_cmd(c, args)
             case "activity":
                 if not 1 <= args.limit <= 1000:
-                    raise ClientError("invalid_argument", "--limit must be 1..1000")
+                    print("atomic-agent: --limit must be 1..1000", file=sys.stderr)
+                    return EXIT_USAGE
                 data = await c.memory("memory.activity", {"limit": args.limit,
                                                           "client": args.client})
-                print(json.dumps(data, indent=2) if args.json else activity_text(data))
+                print(json.dumps(data, indent=2) if args.json
+                      else activity_text(data, args.client))
             case "metrics":
                 result = await c.request({"type": "metrics"}, "metrics.result")
                 if args.json:

@@ -33,7 +33,8 @@ def add_clients_parser(sub: Any, state_arg: Any) -> None:
     csub = c.add_subparsers(dest="clients_command", required=True, metavar="ACTION")
     a = csub.add_parser("add", help="register NAME and print its token (shown once)")
     state_arg(a)
-    a.add_argument("name", help="the app's name (1-40 letters, digits, _ . -)")
+    a.add_argument("name", help="the app's name: 1-40 letters, digits, _ . -, starting with "
+                                "a letter or digit")
     a.add_argument("--scopes", required=True,
                    help=f"comma-separated, from: {', '.join(SCOPES)} (e.g. read,write)")
     a.add_argument("--json", action="store_true", help="print {name, token, scopes} as JSON")
@@ -67,7 +68,7 @@ def clients_command(args: argparse.Namespace, state_dir: Path) -> int:
     argument)."""
     try:
         if args.clients_command == "add":
-            scopes = [s for s in args.scopes.split(",")]
+            scopes = args.scopes.split(",")
             token = add_client(state_dir, args.name, scopes)
             entry = next(c for c in read_clients(state_dir).clients if c.name == args.name)
             if args.json:
@@ -82,11 +83,14 @@ def clients_command(args: argparse.Namespace, state_dir: Path) -> int:
             if args.json:
                 print(json.dumps([{"name": e.name, "scopes": e.scopes, "createdAt": e.created_at,
                                    "paused": e.paused} for e in entries]))
-            elif not entries:
+                return 0
+            if not entries:
                 print("no clients yet (atomic-agent clients add NAME --scopes read,write)")
+            width = max((len(e.name) for e in entries), default=0)
             for e in entries:
                 state = "paused" if e.paused else "active"
-                print(f"{e.name}  {','.join(e.scopes)}  {state}  added {when(e.created_at)}")
+                print(f"{e.name:<{width}}  {','.join(e.scopes):<23}  {state:<6}  added "
+                      f"{when(e.created_at)}")
             return 0
         action = args.clients_command
         set_client(state_dir, args.name, revoke=action == "revoke",
@@ -104,17 +108,23 @@ def clients_command(args: argparse.Namespace, state_dir: Path) -> int:
         return EXIT_FAILED
 
 
-def activity_text(data: dict[str, Any]) -> str:
-    """The activity log as lines: ``time  client  op  ids  outcome``, then the counts."""
+def activity_text(data: dict[str, Any], client: str | None = None) -> str:
+    """The activity log as lines: ``time  client  op  ids  outcome``, then the counts;
+    ``client``: the app asked for (an unknown one is said so, with the apps seen)."""
     lines = []
+    width = max((len(e["client"]) for e in data.get("entries", [])), default=0)
     for e in data.get("entries", []):
         ids = ", ".join(f"#{i}" if isinstance(i, int) else str(i) for i in e["ids"][:8])
         more = f" (+{len(e['ids']) - 8})" if len(e["ids"]) > 8 else ""
         outcome = "" if e["outcome"] == "ok" else f"  [{e['outcome']}]"
-        lines.append(f"{when(e['at'])}  {e['client']}  {e['op']}  {ids}{more}{outcome}")
-    if not lines:
-        lines.append("no activity yet" if data.get("enabled", True)
-                     else "the activity log is off (activity.sqlite could not be opened)")
+        lines.append(f"{when(e['at'])}  {e['client']:<{width}}  {e['op']}  {ids}{more}{outcome}")
+    if not lines and not data.get("enabled", True):
+        lines.append("the activity log is off (activity.sqlite could not be opened)")
+    elif not lines and client:
+        seen = ", ".join(c["client"] for c in data.get("clients", [])) or "none yet"
+        lines.append(f"no activity by {client!r} (apps seen: {seen})")
+    elif not lines:
+        lines.append("no activity yet")
     lines.append(f"({data.get('kept', 0)} entries kept, {data.get('dropped', 0)} older "
                  "ones dropped)")
     return "\n".join(lines)

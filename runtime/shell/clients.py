@@ -190,8 +190,8 @@ def add_client(state_dir: Path, name: str, scopes: list[str]) -> str:
     """Register ``name`` with ``scopes`` and return its new token (shown once). Raises
     ClientsError: a bad or reserved name, a name already taken, a bad scope."""
     if not NAME_RE.fullmatch(name):
-        raise ClientsError("invalid_argument", f"a client name is 1-40 letters, digits, _ . - "
-                                               f"(not {name!r})")
+        raise ClientsError("invalid_argument", f"a client name is 1-40 letters, digits, _ . -, "
+                                               f"starting with a letter or digit (not {name!r})")
     if name.lower() in RESERVED:
         raise ClientsError("invalid_argument", f"{name!r} is a name the daemon uses itself; "
                                                "pick another")

@@ -454,7 +454,7 @@ async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Any,
                              gateway.registry, cfg.server)
     gateway.memory_listeners.append(dashboard.memory_changed)
     app = PathRouter(OpenAIApi(sup.request, conns.start_soon, gateway.turn_events,
-                               gateway.registry, cfg.server),
+                               gateway.registry, cfg.server, sup.cast),
                      {"/ui": dashboard, "/favicon.ico": dashboard})
     port = cfg.server.resolved_http_port()
     try:

@@ -50,7 +50,8 @@ from actors.agent.messages import (
     TurnFinished,
     TurnResult,
 )
-from actors.memory.messages import ActivityQuery, MemoryChanged, OpResult, Stats, ToolOp
+from actors.memory.messages import (ActivityQuery, MemoryChanged, OpResult, Refused, Stats,
+                                   ToolOp)
 from actors.reflection.messages import (
     Consolidate,
     ConsolidationEvent,
@@ -433,6 +434,8 @@ class Gateway:
             if principal is None:
                 paused = self.registry.paused(frame.token)
                 if paused is not None:
+                    await self.sup.cast("memory", Refused(client=paused, op="hello",
+                                                          outcome="paused"))
                     await self._refuse(client, "paused", f"the client {paused!r} is paused "
                                                          "(resume it in the dashboard or with "
                                                          "atomic-agent clients resume)")
@@ -481,7 +484,7 @@ class Gateway:
                 continue
             lacking = client.principal.lacks(*_needs(frame))
             if lacking is not None:
-                self._forbid(client, frame, lacking)
+                await self._forbid(client, frame, lacking)
                 continue
             match frame:
                 case Hello():
@@ -532,10 +535,12 @@ class Gateway:
                     client.push(ShuttingDown())
                     self.request_shutdown()
 
-    @staticmethod
-    def _forbid(client: Client, frame: Any, scope: str) -> None:
-        """Refuse ``frame``: its client lacks ``scope``; nothing runs (``forbidden``)."""
+    async def _forbid(self, client: Client, frame: Any, scope: str) -> None:
+        """Refuse ``frame``: its client lacks ``scope``; nothing runs (``forbidden``, also
+        recorded in the activity log)."""
         ROOT_METRICS.inc("gateway.refused", {"reason": "scope"})
+        op = frame.op if isinstance(frame, MemoryFrame) else str(frame.__struct_config__.tag)
+        await self.sup.cast("memory", Refused(client=client.label, op=op, outcome="forbidden"))
         message = (f"the client {client.principal.name!r} lacks the scope {scope!r} "
                    f"(it has {', '.join(sorted(client.principal.scopes)) or 'none'})")
         rid = getattr(frame, "id", None)

@@ -45,6 +45,7 @@ import trio
 from actors.agent.messages import (OpenSession, ReplyDelta, ReplyText, RunTurn, Step, TurnFinished,
                                    TurnFrame, TurnResult, TurnTimings)
 from actors.agent.sessions import valid_session_id
+from actors.memory.messages import Refused
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 
 from .clients import ClientRegistry, Principal
@@ -158,8 +159,10 @@ class OpenAIApi:
 
     def __init__(self, request: Callable[..., Awaitable[Any]],
                  spawn_turn: Callable[..., None], events: TurnEvents,
-                 registry: ClientRegistry | str, cfg: Any) -> None:
+                 registry: ClientRegistry | str, cfg: Any,
+                 cast: Callable[[str, Any], Awaitable[None]] | None = None) -> None:
         self.request = request
+        self.cast = cast  # ``sup.cast``: refusals go to the activity log
         self.spawn_turn = spawn_turn
         self.events = events
         self.registry = (registry if isinstance(registry, ClientRegistry)
@@ -179,6 +182,7 @@ class OpenAIApi:
             lacking = principal.lacks("read", "write") if path == "/v1/chat/completions" \
                 else principal.lacks("read")
             if lacking is not None:
+                await self._refused(principal.name, f"openai-api {path}", "forbidden")
                 raise ApiError(403, "forbidden", f"the client {principal.name!r} lacks the "
                                                  f"scope {lacking!r} (a chat turn reads and "
                                                  "writes memory)", "permission_error")
@@ -223,6 +227,7 @@ class OpenAIApi:
         if principal is None:
             paused = self.registry.paused(token) if token else None
             if paused is not None:
+                await self._refused(paused, "openai-api", "paused")
                 raise ApiError(403, "paused", f"the client {paused!r} is paused (resume it "
                                               "in the dashboard or with atomic-agent "
                                               "clients resume)", "permission_error")
@@ -234,6 +239,11 @@ class OpenAIApi:
                                                    "daemon token is in <state>/token)",
                            "authentication_error")
         return principal
+
+    async def _refused(self, client: str, op: str, outcome: str) -> None:
+        """Record a refusal in the activity log (when the daemon gave a ``cast``)."""
+        if self.cast is not None:
+            await self.cast("memory", Refused(client=client, op=op, outcome=outcome))
 
     async def _body(self, receive: Receive, headers: dict[bytes, bytes]) -> ChatRequest:
         limit = self.cfg.max_frame_bytes

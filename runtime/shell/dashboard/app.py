@@ -38,7 +38,8 @@ __all__ = ["DashboardApp"]
 
 log = structlog.get_logger()
 HERE = Path(__file__).parent
-STATIC = {"app.css": b"text/css; charset=utf-8", "ui.js": b"text/javascript; charset=utf-8"}
+STATIC = {"app.css": b"text/css; charset=utf-8", "ui.js": b"text/javascript; charset=utf-8",
+          "favicon.svg": b"image/svg+xml"}
 KEY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,119}")
 EVENT_KEEPALIVE_S = 15.0
 
@@ -88,8 +89,8 @@ class DashboardApp:
 
     async def _route(self, req: Request, receive: Receive, send: Send) -> None:
         path, method = req.path, req.method
-        if path == "/favicon.ico":  # browsers ask; the dashboard has none
-            await send_bytes(send, 404, b"", b"text/plain")
+        if path == "/favicon.ico":  # browsers that ignore the page's icon link
+            await self._static(send, "favicon.svg")
             return
         if path.startswith("/ui/static/") and method == "GET":
             await self._static(send, path.removeprefix("/ui/static/"))
@@ -212,7 +213,7 @@ class DashboardApp:
                 key = m.group(1)
                 history = await b.op("memory.profile.history", key=key)
                 await self._page(send, 200, "fact.html", session, nav="profile", key=key,
-                                 history=history)
+                                 history=history, writers=await self._writers())
             elif path == "/ui/notes":
                 await self._page(send, 200, "notes.html", session, nav="notes",
                                  **await self._notes(q))
@@ -239,9 +240,11 @@ class DashboardApp:
                 await self._page(send, 200, "activity.html", session, nav="activity",
                                  activity=data, client=client)
             elif path == "/ui/clients":
+                token, session.new_token = session.new_token, None  # shown once
                 await self._page(send, 200, "clients.html", session, nav="clients",
                                  clients=read_clients(self.backend.state_dir).clients,
-                                 scopes=SCOPES, token=None)
+                                 scopes=SCOPES, token=token[1] if token else None,
+                                 token_name=token[0] if token else None)
             else:
                 await self._page(send, 404, "error.html", session, title="Not found",
                                  message=f"There is no page {path}.")
@@ -367,10 +370,9 @@ class DashboardApp:
                 await send_redirect(send, target)
             elif path == "/ui/clients/add":
                 scopes = [s for s in SCOPES if f.get(f"scope_{s}")]
-                token = add_client(b.state_dir, f.get("name", "").strip(), scopes)
-                await self._page(send, 200, "clients.html", session, nav="clients",
-                                 clients=read_clients(b.state_dir).clients, scopes=SCOPES,
-                                 token=token, token_name=f.get("name", "").strip())
+                name = f.get("name", "").strip()
+                session.new_token = (name, add_client(b.state_dir, name, scopes))
+                await send_redirect(send, "/ui/clients")
             elif m := re.fullmatch(r"/ui/clients/([A-Za-z0-9_.-]{1,40})/(pause|resume|revoke)",
                                    path):
                 name, action = m.group(1), m.group(2)
@@ -381,10 +383,11 @@ class DashboardApp:
                 await self._page(send, 404, "error.html", session, title="Not found",
                                  message=f"There is no action {path}.")
         except (BackendError, ClientsError) as exc:
+            section = "/".join(path.split("/")[:3])  # /ui/notes/7/forget -> /ui/notes
             await self._page(send, 400 if exc.code in ("invalid_argument", "not_found",
                                                        "exists") else 503,
                              "error.html", session, title="Nothing was changed",
-                             message=f"{exc.code}: {exc}")
+                             message=str(exc), back=section)
 
     def _undo(self, session: UiSession, label: str, op: str, **args: Any) -> None:
         """Offer one undo (the newest is shown; at most 20 kept per session)."""

@@ -17,7 +17,7 @@ DAY_MS = 86_400_000
 @dataclass(frozen=True)
 class Bar:
     """One rectangle: ``x``, ``y``, ``w``, ``h`` in the chart's pixels, its series
-    ``css`` class and the ``title`` a pointer shows."""
+    ``css`` class, the ``title`` a pointer shows, and its ``label`` and ``count``."""
 
     x: float
     y: float
@@ -25,6 +25,8 @@ class Bar:
     h: float
     css: str
     title: str
+    label: str = ""
+    count: int = 0
 
 
 @dataclass(frozen=True)
@@ -59,22 +61,26 @@ def days_chart(series: dict[str, list[int]], *, days: int = 14, now_ms: int | No
     peak = max([1] + [c for row in counts.values() for c in row])
     slot = width / days
     bar_w = max(2.0, (slot - 6) / max(1, len(series)))
-    plot_h = height - 20
+    plot_h = height - 34  # room for the counts above the bars and the days below
     bars: list[Bar] = []
     for d in range(days):
         for k, s in enumerate(series):
             n = counts[s][d]
             h = plot_h * n / peak
-            bars.append(Bar(round(d * slot + 3 + k * bar_w, 1), round(plot_h - h, 1),
-                            round(bar_w - 1, 1), round(h, 1), s, f"{names[d]}: {n} {s}"))
-    labels = [(round(d * slot + slot / 2, 1), names[d][5:]) for d in range(0, days, 2)]
+            bars.append(Bar(round(d * slot + 3 + k * bar_w, 1), round(plot_h - h + 14, 1),
+                            round(bar_w - 1, 1), round(h, 1), s, f"{names[d]}: {n} {s}",
+                            s, n))
+    labels = [(round(d * slot + slot / 2, 1), "today" if d == days - 1 else names[d][8:])
+              for d in range(days)]
     return DayChart(bars, labels, width, height, peak)
 
 
-def count_bars(counts: dict[str, int], *, width: int = 320, row: int = 18) -> list[Bar]:
-    """Horizontal bars for ``{label: count}`` (biggest first), scaled to ``width``."""
+def count_bars(counts: dict[str, int], *, width: int = 250, row: int = 18) -> list[Bar]:
+    """Horizontal bars for ``{label: count}`` (biggest first), scaled to ``width`` (the
+    template leaves room for the label before and the count after each bar)."""
     peak = max([1, *counts.values()])
-    return [Bar(0, i * row, round(width * n / peak, 1), row - 4, "count", f"{label}: {n}")
+    return [Bar(0, i * row, round(width * n / peak, 1), row - 4, "count", f"{label}: {n}",
+                label, n)
             for i, (label, n) in enumerate(sorted(counts.items(), key=lambda kv: -kv[1]))]
 
 

@@ -61,6 +61,7 @@ class UiSession:
     last: float
     undo: dict[str, tuple[str, dict]] = field(default_factory=dict)
     offer: str | None = None  # the undo id the next page shows (once)
+    new_token: tuple[str, str] | None = None  # (app, token) the apps page shows once
 
 
 class Logins:

@@ -1,6 +1,7 @@
 // atomic-agent dashboard: the only script. Everything works without it; with it,
 // (1) the page's main part refreshes when memory changes (an event stream from the
-// daemon), unless you are typing in it, and (2) forms marked data-confirm ask first.
+// daemon), unless you are typing in it, (2) forms marked data-confirm ask first, and
+// (3) buttons marked data-copy copy a text (a new app's token).
 // No inline script, no remote code (the Content-Security-Policy allows neither).
 "use strict";
 (function () {
@@ -18,6 +19,15 @@
       document.body.dataset.refreshed = String(Date.now());
     }).catch(function () {});
   }
+  document.addEventListener("click", function (e) {
+    var id = e.target && e.target.dataset ? e.target.dataset.copy : null;
+    var node = id ? document.getElementById(id) : null;
+    if (node && navigator.clipboard) {
+      navigator.clipboard.writeText(node.textContent.trim()).then(function () {
+        e.target.textContent = "Copied";
+      }, function () {});
+    }
+  });
   document.addEventListener("submit", function (e) {
     var form = e.target;
     if (form.dataset && form.dataset.confirm && !window.confirm(form.dataset.confirm)) {
