@@ -20,8 +20,7 @@ from runtime.services.backends import REFUSED_FIELDS, LlamaBackend, OpenAIBacken
 from runtime.services.config import parse_config
 from runtime.services.llama import run_llama_server
 from runtime.services.llm import LlamaClient
-from runtime.services.structured import (LINES_INSTRUCTION, json_schema_of, resolve_mode,
-                                         response_format)
+from runtime.services.structured import json_schema_of, resolve_mode, response_format
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
@@ -243,9 +242,6 @@ async def test_the_daemon_on_an_openai_server_sends_the_action_schema(tmp_path):
     reflection = [b for b in bodies if "### output" in json.dumps(b)]
     assert reflection and all(b["response_format"]["json_schema"]["name"] == "reflection_lines"
                               for b in reflection)
-    # the lines prompt is told how its lines fit the JSON; the turn's prompt is not touched
-    assert all(b["messages"][0]["content"].endswith(LINES_INSTRUCTION) for b in reflection)
-    assert not any(LINES_INSTRUCTION in json.dumps(b) for b in turn)
     assert len(event["noteIds"]) == 1
 
 

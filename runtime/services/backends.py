@@ -258,8 +258,6 @@ class OpenAIBackend:
             if form is not None and shape is not None:
                 body["response_format"] = shape
                 body["max_tokens"] = n_predict + form.extra_tokens  # the JSON's own tokens
-                if form.instruction:
-                    system = f"{system}\n\n{form.instruction}"
         if self.api == "openai-chat":
             body["messages"] = [{"role": "system", "content": system},
                                 {"role": "user", "content": user}]

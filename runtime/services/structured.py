@@ -15,10 +15,8 @@ a ``to_text`` function: the backend sends the schema, decodes the JSON that come
 hands the caller the grammar's own text (:func:`text_of`), so every parser reads one
 language whichever constraint produced it. :func:`with_line_schema` is the common case:
 ``{"lines": ["SET name=Priya", ...]}``, each line held to a regular expression (ECMA-262,
-as JSON Schema's ``pattern``), with one sentence added to the system message that says
-so (:data:`LINES_INSTRUCTION`: the prompt itself asks for lines). Patterns are ECMA-262,
-as JSON Schema's ``pattern``: groups without ``?:`` and no look-around, which llama.cpp's
-converter refuses. Patterns never admit ``"`` or ``\\``: llama.cpp's converter matches
+as JSON Schema's ``pattern``; groups without ``?:`` and no look-around, which llama.cpp's
+converter refuses). Patterns never admit ``"`` or ``\\``: llama.cpp's converter matches
 them against the JSON-encoded text, where a bare quote would end the string.
 
 Modes (``llm.structuredOutput`` and each ``llm.fallbacks`` entry's):
@@ -41,17 +39,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
-__all__ = ["LINES_INSTRUCTION", "MODES", "Mode", "SchemaForm", "json_schema_of", "resolve_mode",
+__all__ = ["MODES", "Mode", "SchemaForm", "json_schema_of", "resolve_mode",
            "response_format", "schema_form", "text_of", "with_line_schema", "with_schema"]
 
 Mode = Literal["auto", "gbnf", "json_schema", "none"]
 """``llm.structuredOutput`` (the config type); the modes are its values."""
 MODES: tuple[str, ...] = get_args(Mode)
 
-LINES_INSTRUCTION = ("Answer in JSON: {\"lines\": [...]}, each line of your output one string "
-                     "in the list, written exactly as the format above says, for the real "
-                     "exchange only; an empty list when there is nothing to write.")
-"""Added to the system message when a line grammar goes out as its JSON schema."""
 SCHEMA_TABLE_SIZE = 256
 """Most grammars remembered with their schema (least recently registered dropped first):
 the vote and link grammars are built per call over the ids at hand."""
@@ -63,15 +57,12 @@ class SchemaForm:
     (OpenAI's rule); ``schema``: a JSON Schema object; ``to_text``: the decoded JSON
     value -> the grammar's own text, or None when the grammar's language is that JSON
     (the agent's action); ``extra_tokens``: tokens the JSON adds to an answer (quotes,
-    brackets, keys), added to ``max_tokens`` when the schema is sent; ``instruction``: a
-    sentence the backend adds to the system message when it sends the schema (a prompt
-    that asks for lines does not say how they fit the JSON)."""
+    brackets, keys), added to ``max_tokens`` when the schema is sent."""
 
     name: str
     schema: dict[str, Any]
     to_text: Callable[[Any], str | None] | None = None
     extra_tokens: int = 0
-    instruction: str = ""
 
 
 _SCHEMAS: OrderedDict[str, SchemaForm] = OrderedDict()
@@ -79,11 +70,11 @@ _SCHEMAS: OrderedDict[str, SchemaForm] = OrderedDict()
 
 def with_schema(gbnf: str, name: str, schema: dict[str, Any], *,
                 to_text: Callable[[Any], str | None] | None = None,
-                extra_tokens: int = 0, instruction: str = "") -> str:
+                extra_tokens: int = 0) -> str:
     """Register ``schema`` as the equivalent of the grammar ``gbnf`` (see
     :class:`SchemaForm` for the arguments) and return ``gbnf`` unchanged. The table keeps
     the :data:`SCHEMA_TABLE_SIZE` most recently registered grammars."""
-    _SCHEMAS[gbnf] = SchemaForm(name, schema, to_text, extra_tokens, instruction)
+    _SCHEMAS[gbnf] = SchemaForm(name, schema, to_text, extra_tokens)
     _SCHEMAS.move_to_end(gbnf)
     while len(_SCHEMAS) > SCHEMA_TABLE_SIZE:
         _SCHEMAS.popitem(last=False)
@@ -108,8 +99,7 @@ def with_line_schema(gbnf: str, name: str, line: str, *, max_lines: int,
         kept = [x.strip() for x in lines if isinstance(x, str) and x.strip()]
         return "\n".join(kept) + "\n" if kept else empty
 
-    return with_schema(gbnf, name, schema, to_text=to_text, extra_tokens=8 + 4 * max_lines,
-                       instruction=LINES_INSTRUCTION)
+    return with_schema(gbnf, name, schema, to_text=to_text, extra_tokens=8 + 4 * max_lines)
 
 
 def schema_form(gbnf: str | None) -> SchemaForm | None:
