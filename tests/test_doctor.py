@@ -69,6 +69,10 @@ async def test_a_refused_schema_is_said_and_a_missing_server_fails_in_one_line(t
     assert "Traceback" not in gone.stdout + gone.stderr
     bad = await _doctor(tmp_path, "--structured-output", "xml")
     assert bad.returncode == 2 and "invalid choice" in bad.stderr
+    no_scheme = await _doctor(tmp_path, "--llm-url", "933675")
+    assert no_scheme.returncode == 2 and no_scheme.stderr.startswith(
+        "atomic-agent: --llm-url must be an http:// or https:// URL")
+    assert gone.stderr.strip().endswith("a check failed (the FAIL line above says which)")
     (tmp_path / "state" / "config.json").write_text(
         json.dumps({"llm": {"server": str(tmp_path / "no-such-llama-server")}}))
     broken = await _doctor(tmp_path, "--model", "smollm2-135m")

@@ -82,8 +82,9 @@ class ActivityRecorder:
         try:
             self.log = await trio.to_thread.run_sync(ActivityLog, self.path,
                                                      limiter=self.limiter)
-        except apsw.Error as exc:
-            log.warning("memory.activity_unavailable", path=str(self.path), error=str(exc))
+        except (apsw.Error, OSError, ValueError) as exc:  # never a reason to stop memory
+            log.warning("memory.activity_unavailable", path=repr(str(self.path)),
+                        error=str(exc)[:300])
 
     def record(self, nursery: trio.Nursery, client: str, op: str, ids: list[int | str],
                outcome: str = "ok") -> None:

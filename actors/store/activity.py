@@ -25,6 +25,8 @@ from typing import Any
 import apsw
 import msgspec
 
+from runtime.services.sqlite_files import connect
+
 __all__ = ["MAX_ENTRIES", "MAX_IDS", "ActivityEntry", "ActivityLog"]
 
 MAX_ENTRIES = 20_000
@@ -66,7 +68,7 @@ class ActivityLog:
     def __init__(self, path: Path, max_entries: int = MAX_ENTRIES) -> None:
         self.path = path
         self.max_entries = max_entries
-        self.conn = apsw.Connection(str(path))
+        self.conn = connect(str(path))  # (a state dir that is not UTF-8 goes by its URI)
         self.conn.setbusytimeout(2000)
         self.conn.execute("PRAGMA journal_mode=WAL").fetchall()
         self.conn.execute("PRAGMA synchronous=NORMAL")

@@ -71,15 +71,23 @@ def _configured(args: argparse.Namespace, state_dir: Path) -> Config:
 
 def doctor_command(args: argparse.Namespace, state_dir: Path) -> int:
     """Run the checks and print one line each; the exit code (module docstring)."""
+    if args.llm_url and not args.llm_url.lower().startswith(("http://", "https://")):
+        print(f"atomic-agent: --llm-url must be an http:// or https:// URL (not "
+              f"{args.llm_url!r})", file=sys.stderr)
+        return 2
     try:
         cfg = _configured(args, state_dir)
     except ConfigError as exc:
         print(f"atomic-agent: {exc}", file=sys.stderr)
         return 2
     try:
-        return trio.run(_doctor, cfg, state_dir)
+        code = trio.run(_doctor, cfg, state_dir)
     except KeyboardInterrupt:
         return 130
+    if code:
+        print("atomic-agent: doctor: a check failed (the FAIL line above says which)",
+              file=sys.stderr)
+    return code
 
 
 async def _doctor(cfg: Config, state_dir: Path) -> int:
