@@ -29,9 +29,13 @@ import structlog
 import trio
 
 from actors.store.activity import MAX_IDS, ActivityEntry, ActivityLog, now_ms
+from actors.store.records import MemoryContext
 from runtime.services.metrics import Metrics
 
-__all__ = ["FLUSH_S", "UNRECORDED_READERS", "ActivityRecorder", "ids_of"]
+from .messages import ApplyReflection, ApplyResult, BuildContext, OpResult, Refused, ToolOp
+from .ops import OPS
+
+__all__ = ["FLUSH_S", "UNRECORDED_READERS", "ActivityRecorder", "entry_for", "ids_of"]
 
 log = structlog.get_logger()
 
@@ -65,6 +69,42 @@ def ids_of(data: Any, change: dict[str, Any] | None = None) -> list[int | str]:
     return out[:MAX_IDS]
 
 
+def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
+    """The activity log's entry for one memory request and what it answered (the module
+    docstring says what each kind is recorded as); None for requests that read or write no
+    memory (stats, vectors, the cold path's bookkeeping) and for the successful reads of
+    :data:`UNRECORDED_READERS`."""
+    match msg:
+        case ToolOp():
+            spec = OPS.get(msg.op)
+            writes = spec is not None and spec.writes
+            if msg.client in UNRECORDED_READERS and not writes and outcome == "ok":
+                return None
+            ids = ids_of(result.data if isinstance(result, OpResult) else None) or [
+                v for v in (msg.args.get("id"), msg.args.get("key"))
+                if isinstance(v, (int, str)) and not isinstance(v, bool)]
+            return ActivityEntry(now_ms(), msg.client or msg.source, msg.op, ids[:MAX_IDS],
+                                 outcome, writes)
+        case BuildContext() if isinstance(result, MemoryContext):
+            given: list[int | str] = [n.id for n in result.recalled]
+            given += [f.key for f in result.profile]
+            given += [f"lesson:{x.id}" for x in result.lessons]
+            given += [f"procedure:{x.id}" for x in result.procedures]
+            return ActivityEntry(now_ms(), msg.client or "agent", "turn.context",
+                                 given[:MAX_IDS], outcome)
+        case ApplyReflection():
+            done: list[int | str] = []
+            if isinstance(result, ApplyResult):
+                done = [*result.fact_keys, *result.note_ids, *result.retired_keys,
+                        *result.forgotten_note_ids]
+            if done or outcome != "ok":
+                return ActivityEntry(now_ms(), "reflection", "reflection", done[:MAX_IDS],
+                                     outcome, True)
+        case Refused():
+            return ActivityEntry(now_ms(), msg.client, msg.op, [], msg.outcome)
+    return None
+
+
 class ActivityRecorder:
     """Buffers :class:`ActivityEntry` rows and writes them in batches (module docstring).
     ``path``: ``<state>/activity.sqlite``; a file that cannot be opened leaves the
@@ -86,12 +126,11 @@ class ActivityRecorder:
             log.warning("memory.activity_unavailable", path=repr(str(self.path)),
                         error=str(exc)[:300])
 
-    def record(self, nursery: trio.Nursery, client: str, op: str, ids: list[int | str],
-               outcome: str = "ok") -> None:
-        """Queue one entry; the first one after a flush starts the next flush."""
-        if self.log is None:
+    def record(self, nursery: trio.Nursery, entry: ActivityEntry | None) -> None:
+        """Queue one entry (None: nothing); the first one after a flush starts the next."""
+        if self.log is None or entry is None:
             return
-        self.pending.append(ActivityEntry(now_ms(), client, op, ids[:MAX_IDS], outcome))
+        self.pending.append(entry)
         if len(self.pending) > BUFFER_MAX:
             drop = len(self.pending) - BUFFER_MAX
             del self.pending[:drop]

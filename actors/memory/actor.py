@@ -57,7 +57,7 @@ from runtime.kernel.actor import ActorContext
 from runtime.services.config import ActorBoot
 from runtime.services.metrics import Metrics, MetricsRequest, count_process_wide
 
-from .activity import UNRECORDED_READERS, ActivityRecorder, ids_of
+from .activity import ActivityRecorder, entry_for
 from .messages import (
     ActivityQuery,
     ApplyLinks,
@@ -318,40 +318,9 @@ class MemoryActor:
             self.metrics.inc("agent.memory.op_failed", {"op": msg.op})
             raise OpFailed(msg.op, exc) from None
         finally:
-            self._record(msg, result, outcome)
+            self.activity.record(self.ctx.nursery, entry_for(msg, result, outcome))
             self.metrics.inc("agent.memory.requests", {"kind": kind})
             self.metrics.observe("agent.memory.request_ms", (time.monotonic() - t0) * 1000)
-
-    def _record(self, msg: Any, result: Any, outcome: str) -> None:
-        """The activity log's entry for one request (:mod:`.activity`); requests that
-        read or write no memory (stats, vectors, the cold path's bookkeeping) have
-        none."""
-        match msg:
-            case ToolOp() if msg.client in UNRECORDED_READERS and OPS.get(msg.op) is not None \
-                    and not OPS[msg.op].writes and outcome == "ok":
-                pass  # the dashboard's page views and the backfill's own reads
-            case ToolOp():
-                ids = ids_of(result.data if isinstance(result, OpResult) else None)
-                if not ids:
-                    ids = [v for v in (msg.args.get("id"), msg.args.get("key"))
-                           if isinstance(v, (int, str)) and not isinstance(v, bool)]
-                self.activity.record(self.ctx.nursery, msg.client or msg.source, msg.op,
-                                     ids, outcome)
-            case BuildContext() if isinstance(result, MemoryContext):
-                given: list[int | str] = [n.id for n in result.recalled]
-                given += [f.key for f in result.profile]
-                given += [f"lesson:{x.id}" for x in result.lessons]
-                given += [f"procedure:{x.id}" for x in result.procedures]
-                self.activity.record(self.ctx.nursery, msg.client or "agent", "turn.context",
-                                     given, outcome)
-            case ApplyReflection():
-                done: list[int | str] = []
-                if isinstance(result, ApplyResult):
-                    done = [*result.fact_keys, *result.note_ids, *result.retired_keys,
-                            *result.forgotten_note_ids]
-                if done or outcome != "ok":
-                    self.activity.record(self.ctx.nursery, "reflection", "reflection", done,
-                                         outcome)
 
     async def _dispatch(self, msg: Any) -> Any:
         match msg:
@@ -514,7 +483,7 @@ class MemoryActor:
         except msgspec.DecodeError:
             msg = None
         if isinstance(msg, Refused):
-            self.activity.record(self.ctx.nursery, msg.client, msg.op, [], msg.outcome)
+            self.activity.record(self.ctx.nursery, entry_for(msg, None, msg.outcome))
         else:
             log.warning("memory.unexpected_cast", src=src)
 

@@ -7,7 +7,8 @@ one process every memory read and write passes through), so it is never part of
 
     activity(id INTEGER PRIMARY KEY, at INTEGER  -- unix ms
              client TEXT, op TEXT, ids TEXT       -- JSON list: note ids, fact keys, ...
-             outcome TEXT)                         -- "ok" or an error code
+             outcome TEXT,                         -- "ok" or an error code
+             writes INTEGER)                       -- 1 when the op changes memory
 
 Bounded: after each append the oldest rows beyond :data:`MAX_ENTRIES` are deleted and
 counted (``meta`` row ``dropped``), so the file stays a few MB whatever the traffic.
@@ -41,7 +42,8 @@ CREATE TABLE IF NOT EXISTS activity (
     client TEXT NOT NULL,
     op TEXT NOT NULL,
     ids TEXT NOT NULL DEFAULT '[]',
-    outcome TEXT NOT NULL DEFAULT 'ok'
+    outcome TEXT NOT NULL DEFAULT 'ok',
+    writes INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS activity_client ON activity(client, id);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
@@ -52,13 +54,15 @@ class ActivityEntry(msgspec.Struct, array_like=True, frozen=True):
     """One memory read or write: ``at`` unix ms, ``client`` (a client token's name, a
     program's declared name, ``agent``, ``reflection`` ...), ``op`` (a memory operation
     name, ``turn.context`` or ``reflection``), ``ids`` (note ids and fact keys, at most
-    :data:`MAX_IDS`), ``outcome`` (``ok`` or the error code)."""
+    :data:`MAX_IDS`), ``outcome`` (``ok`` or the error code), ``writes`` (the op changes
+    memory)."""
 
     at: int
     client: str
     op: str
     ids: list[int | str]
     outcome: str = "ok"
+    writes: bool = False
 
 
 class ActivityLog:
@@ -81,9 +85,10 @@ class ActivityLog:
             return
         with self.conn:
             self.conn.executemany(
-                "INSERT INTO activity(at, client, op, ids, outcome) VALUES (?, ?, ?, ?, ?)",
-                [(e.at, e.client[:80], e.op[:80], json.dumps(e.ids[:MAX_IDS]), e.outcome[:40])
-                 for e in entries])
+                "INSERT INTO activity(at, client, op, ids, outcome, writes) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                [(e.at, e.client[:80], e.op[:80], json.dumps(e.ids[:MAX_IDS]), e.outcome[:40],
+                  int(e.writes)) for e in entries])
             last = self._int("SELECT MAX(id) FROM activity")
             cut = last - self.max_entries
             if cut > 0:
@@ -117,13 +122,10 @@ class ActivityLog:
                  "ids": json.loads(str(r[4])), "outcome": r[5]} for r in rows]
 
     def clients(self) -> list[dict[str, Any]]:
-        """Each client seen: ``{"client", "reads", "writes", "lastAt"}``, latest first
-        (``writes`` counts ops whose name says they change memory)."""
+        """Each client seen: ``{"client", "reads", "writes", "lastAt"}``, latest first."""
         rows = self.conn.execute(
-            "SELECT client, COUNT(*), SUM(op GLOB '*store*' OR op GLOB '*set*' OR op GLOB "
-            "'*forget*' OR op GLOB '*remove*' OR op GLOB '*purge*' OR op GLOB '*archive*' OR "
-            "op GLOB '*import*' OR op = 'reflection' OR op GLOB '*links.add*'), MAX(at) "
-            "FROM activity GROUP BY client ORDER BY MAX(at) DESC").fetchall()
+            "SELECT client, COUNT(*), SUM(writes), MAX(at) FROM activity GROUP BY client "
+            "ORDER BY MAX(at) DESC").fetchall()
         return [{"client": r[0], "reads": int(r[1] or 0) - int(r[2] or 0),
                  "writes": int(r[2] or 0), "lastAt": r[3]} for r in rows]
 

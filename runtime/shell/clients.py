@@ -41,7 +41,7 @@ from actors.memory.ops import OPS
 from runtime.services.private_files import replacing
 
 __all__ = ["OWNER", "OWNER_PRINCIPAL", "SCOPES", "ClientEntry", "ClientRegistry", "ClientsError",
-           "Principal", "activity_label", "add_client", "op_scope", "parse_scopes",
+           "Principal", "activity_label", "add_client", "bearer_token", "op_scope", "parse_scopes",
            "set_client", "update_clients"]
 
 Scope = Literal["read", "write", "forget", "admin"]
@@ -123,6 +123,13 @@ def activity_label(declared: str | None) -> str | None:
         return None
     text = " ".join(_LABEL_RE.sub(" ", declared).split())[:60]
     return text or None
+
+
+def bearer_token(header: bytes | str | None) -> str:
+    """The token of an ``Authorization: Bearer <token>`` header value ("" without one;
+    the scheme's case is ignored, RFC 7235)."""
+    text = header.decode("latin-1") if isinstance(header, bytes) else header or ""
+    return text[7:] if text[:7].lower() == "bearer " else ""
 
 
 def parse_scopes(text: str) -> list[str]:

@@ -71,7 +71,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from .client import ClientError
-from .clients import ClientRegistry, activity_label
+from .clients import ClientRegistry, activity_label, bearer_token
 from .daemon_link import DaemonLink
 from .listen_guard import THROTTLE, AuthThrottle, host_allowed, origin_allowed
 
@@ -154,8 +154,7 @@ class LinkPool:
         self.links: dict[str, DaemonLink] = {}
 
     def for_headers(self, headers: Any) -> DaemonLink:
-        auth = (headers.get("authorization") if headers is not None else None) or ""
-        token = auth[7:] if auth[:7].lower() == "bearer " else ""
+        token = bearer_token(headers.get("authorization") if headers is not None else None)
         key = "" if not token or hmac.compare_digest(token, self.owner) else token
         link = self.links.get(key)
         if link is None:
@@ -349,11 +348,11 @@ class BearerGuard:
     def _known(self, auth: bytes) -> bool:
         if self.registry is None:
             return hmac.compare_digest(auth, self.expected)
-        text = auth.decode("latin-1")
-        if text[:7].lower() != "bearer ":
+        token = bearer_token(auth)
+        if not token:
             return False
         self.registry.reload()
-        return self.registry.resolve(text[7:]) is not None
+        return self.registry.resolve(token) is not None
 
 
 async def serve_stdio(link: DaemonLink) -> None:

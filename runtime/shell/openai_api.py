@@ -48,7 +48,7 @@ from actors.agent.sessions import valid_session_id
 from actors.memory.messages import Refused
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 
-from .clients import ClientRegistry, Principal
+from .clients import ClientRegistry, Principal, bearer_token
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 
 log = structlog.get_logger()
@@ -221,8 +221,7 @@ class OpenAIApi:
                         origin=(origin or b"").decode(errors="replace")[:200])
             raise ApiError(403, "origin_not_allowed", "browser origin not allowed "
                                                       "(server.allowedOrigins)")
-        auth = headers.get(b"authorization", b"").decode("latin-1")
-        token = auth[7:] if auth[:7].lower() == "bearer " else ""
+        token = bearer_token(headers.get(b"authorization"))
         principal = self.registry.resolve(token) if token else None
         if principal is None:
             paused = self.registry.paused(token) if token else None

@@ -15,6 +15,7 @@ one-time login link ``atomic-agent ui`` prints.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import secrets
@@ -25,7 +26,8 @@ import structlog
 import trio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from ..clients import SCOPES, ClientRegistry, ClientsError, add_client, read_clients, set_client
+from ..clients import (SCOPES, ClientRegistry, ClientsError, add_client, bearer_token,
+                       op_scope, read_clients, set_client)
 from ..listen_guard import THROTTLE, host_allowed
 from ..cli_output import when
 from ..metrics_summary import by_label
@@ -68,9 +70,8 @@ class DashboardApp:
         """Tell every open event stream that memory changed (never blocks)."""
         for ch in list(self.listeners):
             try:
-                ch.send_nowait(op)
-            except trio.WouldBlock:
-                pass  # the page refreshes on the next one
+                with contextlib.suppress(trio.WouldBlock):  # full: the next change refreshes
+                    ch.send_nowait(op)
             except (trio.ClosedResourceError, trio.BrokenResourceError):
                 self.listeners.discard(ch)
 
@@ -128,8 +129,8 @@ class DashboardApp:
 
     # ------------------------------------------------------------ login, files
     async def _login_code(self, req: Request, send: Send) -> None:
-        auth = req.headers.get(b"authorization", b"").decode("latin-1")
-        principal = self.registry.resolve(auth[7:]) if auth[:7].lower() == "bearer " else None
+        token = bearer_token(req.headers.get(b"authorization"))
+        principal = self.registry.resolve(token) if token else None
         if principal is None or not principal.owner:
             await THROTTLE.failed("dashboard")
             await send_bytes(send, 401, b'{"error": "the owner\'s token is needed"}',
@@ -260,8 +261,7 @@ class DashboardApp:
         facts = await b.op("memory.profile.list")
         activity = await b.activity(limit=1000)
         forgets = [e["at"] for e in activity["entries"]
-                   if any(w in e["op"] for w in ("forget", "remove", "purge"))
-                   and e["outcome"] == "ok"]
+                   if op_scope(e["op"]) == "forget" and e["outcome"] == "ok"]
         chart = days_chart({"notes": stamps(notes, "createdAt"),
                             "facts": stamps(facts, "validFrom"), "forgets": forgets})
         last = next((e for e in activity["entries"] if e["op"] == "turn.context"), None)
