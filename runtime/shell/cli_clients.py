@@ -125,6 +125,7 @@ def activity_text(data: dict[str, Any], client: str | None = None) -> str:
         lines.append(f"no activity by {client!r} (apps seen: {seen})")
     elif not lines:
         lines.append("no activity yet")
-    lines.append(f"({data.get('kept', 0)} entries kept, {data.get('dropped', 0)} older "
-                 "ones dropped)")
+    kept = data.get("kept", 0)
+    lines.append(f"({kept} {'entry' if kept == 1 else 'entries'} kept, "
+                 f"{data.get('dropped', 0)} older ones dropped)")
     return "\n".join(lines)
