@@ -43,6 +43,11 @@ def why(key, text, message):
     ("Maybe someday I'll learn the cello.", "instrument", "cello", "hypothetical"),
     ("Maybe someday I'll learn the cello.", None, "The user dreams of learning cello.", None),
     ("I'd like my answers in French.", "language", "French", None),  # a request, not a wish
+    ("Maybe someday I'll learn the cello.", "dream_instrument", "cello", None),  # says so
+    ("Maybe someday I'd learn the cello, but that's just a dream.", "dream_instrument",
+     "cello", "hypothetical"),  # taken back: nothing is kept
+    ("Vielleicht würde ich Cello lernen, aber nur ein Traum.", "wunsch", "Cello",
+     "hypothetical"),
     # questions
     ("Is Rust faster than Go?", "language", "Rust", "question"),
 ])
@@ -155,6 +160,18 @@ def test_plan_retires_only_on_a_stated_change():
     assert p.forget.retire_keys == [] and [f.key for f in p.facts] == ["editor"]  # supersede
 
 
+def test_a_change_that_retires_a_fact_is_remembered_when_nothing_else_is():
+    known = {"boat_brand": "Beneteau", "boat_model": "Oceanis"}
+    message = "We sold the Oceanis last spring, so these days I go hiking on weekends."
+    p = plan("SET boat_brand=Beneteau\nSET boat_model=Oceanis\n", message, known)
+    assert p.forget.retire_keys == ["boat_model"] and not p.facts  # only restated the old
+    assert [n.body for n in p.notes] == [f"The user said: {message}"]
+    p = plan("SET hobby=hiking\n", message, known)  # the change has its own fact
+    assert [(f.key, f.value) for f in p.facts] == [("hobby", "hiking")] and not p.notes
+    p = plan("NOTE The user goes hiking on weekends.\n", message, known)
+    assert [n.body for n in p.notes] == ["The user goes hiking on weekends."]
+
+
 @pytest.mark.parametrize(("tool", "args", "message", "refused"), [
     ("memory.notes.store", {"content": "Canberra is the capital"},
      "What is the capital of Australia?", True),
@@ -201,6 +218,25 @@ def test_the_first_surviving_line_of_a_key_wins():
     p = plan_reflection(parsed, "I sold my car, now I take the tram.", {}, max_facts=3,
                         max_notes=2)
     assert [(f.key, f.value) for f in p.facts] == [("car", "tram")]  # the invented one drops
+
+    assert not p.notes  # nor is a note made of it
+
+
+def test_a_second_value_of_one_key_is_kept_in_the_users_sentence():
+    def plan(text, message):  # every line, as the reflection actor parses them
+        return plan_reflection(parse_reflection(text, max_facts=6, max_notes=6,
+                                                keep_duplicates=True),
+                               message, {}, max_facts=3, max_notes=2)
+
+    message = "I've played the oboe since school, and lately I'm learning the harp."
+    p = plan("SET instrument=oboe\nSET instrument=harp\n", message)
+    assert [(f.key, f.value) for f in p.facts] == [("instrument", "oboe")]
+    assert [n.body for n in p.notes] == [f"The user said: {message}"]
+    p = plan("SET instrument=oboe\nSET instrument=the oboe\nSET instrument=oboe\n", message)
+    assert not p.notes  # the same value again is not a second one
+    p = plan("SET instrument=oboe\nSET instrument=harp\nNOTE The user is learning the harp.\n",
+             message)
+    assert [n.body for n in p.notes] == ["The user is learning the harp."]  # no copy
 
 
 def test_a_value_in_another_spelling_or_language_is_grounded():

@@ -55,6 +55,9 @@ Rules, and where each is read:
                        ``stance``
 ``intent``             an item that states a plan or a hope carries the hypothetical
                        stance itself — ``stance.judge``
+``dismissal``          the user takes the sentence back ("just a dream", "in theory",
+                       "just kidding"): nothing of it is kept, not even as a plan —
+                       ``stance.judge``
 ``first_person``       the user as the subject: I, we, je, ich … — ``stance``
                        (clause subject, ``about_user``, requests), ``grounding``
                        (trivial windows), ``reflection.plan`` (first-person notes)
@@ -346,6 +349,17 @@ deine vergiss lösche aus deinem gedächtnis dass mag magst""".split()),
         "it": _w("in teoria | solo un sogno"),
         "pt": _w("em teoria | só um sonho"),
         "ru": _w("теоретически | в теории | просто мечта"),
+    },
+    "dismissal": {  # the user takes back what the sentence said: keep nothing of it
+        "en": _w("just a daydream | only a daydream | just daydreaming | just a dream | "
+                 "only a dream | hypothetically | in theory | just kidding | only joking | "
+                 "just joking"),
+        "fr": _w("juste un rêve | simple rêverie | en théorie | je plaisante | c'est une blague"),
+        "de": _w("nur ein traum | nur ein tagtraum | theoretisch | nur spaß | war ein scherz"),
+        "es": _w("solo un sueño | en teoría | es broma | solo bromeo"),
+        "it": _w("solo un sogno | in teoria | scherzo | sto scherzando"),
+        "pt": _w("só um sonho | apenas um sonho | em teoria | brincadeira | estou brincando"),
+        "ru": _w("просто мечта | теоретически | в теории | шучу | это шутка"),
     },
     "intent": {
         "en": _w("plan | plans | planning | dream | dreams | want to | wants to | hope | hopes | "

@@ -16,12 +16,17 @@ The message is cut into clauses (sentences, then ``, ; : —`` and the conjuncti
   dislike, nicht, не, jamais, nunca…);
 * ``hypothetical``: if / would / might / maybe / someday / a wish or a daydream (a whole
   sentence that starts with "if", "imagine", "suppose" or mentions a daydream is);
-* ``question``: its sentence ends with "?".
+* ``question``: its sentence ends with "?";
+* ``dismissed``: its sentence says it is not meant ("that's just a daydream", "in
+  theory", "hypothetically").
 
 :func:`judge` finds the clauses that hold an item's content words and drops the item
 (``third_person`` / ``comparison`` / ``negated`` / ``hypothetical`` / ``question``) when
 *every* such clause is of that kind and the item does not carry the same stance itself
-("The user does not drink coffee" is a fine note of "I don't drink coffee").
+("The user does not drink coffee" is a fine note of "I don't drink coffee"; "The user
+dreams of Lisbon" of "maybe someday I'll move to Lisbon"), except that nothing is kept
+from a hypothetical the user dismissed ("… but that's just a daydream": not even
+``dream_destination=Lisbon``).
 ``third_person`` applies to every fact (the profile is the user's) unless its key says
 whose it is: a note, or ``brother_city`` / ``cat_name``, about the brother or the cat is
 fine, ``greeting=purrs at everyone`` from "our cat Miso purrs at everyone" is not.
@@ -37,9 +42,10 @@ reflection call is skipped (outcome ``none``, reason ``question``).
 
 Every word list is :mod:`.lexicon`'s (rules ``conjunctions``, ``first_person*``,
 ``third_person*``, ``relations``, ``negation``, ``negative_stance``, ``hypothetical``,
-``wish``, ``hypothetical_open``, ``daydream``, ``intent``, ``comparison``, ``self_naming``,
-``self_intro``, ``naming_lead``, ``greeting_words``, ``commitment``, ``dates``,
-``request_verbs``, ``request_openers``, ``wondering``), in every language of the lexicon:
+``wish``, ``hypothetical_open``, ``daydream``, ``intent``, ``dismissal``, ``comparison``,
+``self_naming``, ``self_intro``, ``naming_lead``, ``greeting_words``, ``commitment``,
+``dates``, ``request_verbs``, ``request_openers``, ``wondering``), in every language of the
+lexicon:
 English, French, German, Spanish, Italian, Portuguese and Russian. Pure functions, no I/O; never raise for any ``str``.
 """
 
@@ -71,6 +77,7 @@ _VERBS_3P = word_set("third_person_verbs")
 _NEGATION = compile_rules("negation", "negative_stance")
 _WISH = compile_rules("wish")
 _HYPOTHETICAL_WORD = compile_rules("hypothetical")
+_DISMISSED = re.compile(lexicon_pattern("dismissal"), re.I)
 _HYPOTHETICAL_SENTENCE = re.compile(
     rf"^\s*{lexicon_pattern('hypothetical_open')}|{lexicon_pattern('daydream')}", re.I)
 _INTENT = compile_rules("intent")
@@ -111,6 +118,7 @@ class Clause:
     negated: bool
     hypothetical: bool
     question: bool
+    dismissed: bool = False
 
 
 def _words(text: str) -> list[str]:
@@ -149,6 +157,7 @@ def clauses(user_message: str) -> list[Clause]:
             continue
         question = sentence.rstrip("\"'”»)").endswith("?")
         hypo_sentence = bool(_HYPOTHETICAL_SENTENCE.search(sentence))
+        dismissed = bool(_DISMISSED.search(sentence))
         subject: str | None = None
         for part in _CLAUSE_RE.split(sentence):
             part = part.strip(" .!?…\"'“”«»()")
@@ -160,7 +169,7 @@ def clauses(user_message: str) -> list[Clause]:
             out.append(Clause(text=part, words=tuple(words), subject=subject,
                               negated=bool(_NEGATION.search(part)),
                               hypothetical=hypo_sentence or _hypothetical(part),
-                              question=question))
+                              question=question, dismissed=dismissed))
     return out
 
 
@@ -236,8 +245,9 @@ def judge(key: str | None, text: str, parts: list[Clause], user_message: str) ->
     item = text if key is None else f"{key.replace('_', ' ')} {text}"
     if all(c.negated for c in support) and not _NEGATION.search(item):
         return "negated"
-    if all(c.hypothetical for c in support) and not _hypothetical(item) \
-            and not _INTENT.search(item):
+    if all(c.hypothetical for c in support) and (
+            all(c.dismissed for c in support)
+            or not _hypothetical(item) and not _INTENT.search(item)):
         return "hypothetical"
     if all(c.question for c in support):
         return "question"

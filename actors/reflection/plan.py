@@ -33,7 +33,13 @@ its reason, never its value):
    under a negated key: ``no_drink_coffee=yes``) or ``key_holds_value`` whose value no kept note
    mentions becomes a note quoting the user's sentence ("The user said: We have a dog
    named Biscuit.", "The user said: My passport expires in June."), so what was said is
-   kept in the user's words, not lost.
+   kept in the user's words, not lost. So is a second value the reflection sets for a
+   key it already set ("language=Rust" and "language=Go" from "I've written Rust for
+   years but I'm new to Go"): the first value is the fact, the sentence holding the
+   second is quoted. And so is the sentence that retires a fact by a stated change
+   ("I sold the Civic, now I ride a bicycle to work.") when the reflection keeps nothing
+   else from it: the change is remembered even when the model only restated the old
+   profile.
 8. The per-call caps.
 """
 
@@ -258,9 +264,16 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     renewed = {f.key for f in grounded.facts if known.get(f.key) != f.value}
     forget.retire_keys = [k for k in forget.retire_keys if k not in renewed]
     kept_facts: list[FactIn] = []
+    second_values: list[str] = []  # "language=Rust" then "language=Go": Go is quoted
     for f in grounded.facts:
-        if any(k.key == f.key for k in kept_facts):
-            continue  # the first line of a key that survives the guards wins
+        if (first := next((k for k in kept_facts if k.key == f.key), None)) is not None:
+            # the first line of a key that survives the guards wins; a second value the
+            # first does not hold is kept in the user's sentence (step 7)
+            if not (matches(value_words(f.value), first.value)
+                    or matches(value_words(first.value), f.value)) \
+                    and verdict(f.key, f.value) is None:
+                second_values.append(f.value)
+            continue
         if (reason := verdict(f.key, f.value)) is not None:
             dropped.append(Dropped(item="fact", reason=reason, key=f.key))
         elif known.get(f.key) == f.value and f.key not in forget.purge_keys:
@@ -282,6 +295,12 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     # What was said about someone else is kept as a note in the user's own words when
     # the model offered it only as the user's fact ("a dog named Biscuit" → name=Biscuit),
     # and so is a fact the model embellished ("expires in June" → "June 30, 2024").
+    quoted: list[tuple[str, str]] = [("second_value", v) for v in second_values]
+    for key in forget.retire_keys:  # "I sold the Civic, now I ride a bicycle to work."
+        said = sentence_with(user_message, known.get(key, ""))
+        if said and not kept_notes and not any(
+                matches(value_words(f.value), said) for f in kept_facts):
+            quoted.append(("retired", known[key]))  # nothing kept says what changed
     for d in dropped:
         if d.reason not in ("third_person", "ungrounded_identity", "invented_detail",
                             "negated_key", "key_holds_value") \
@@ -292,8 +311,10 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             value = _NEGATED_KEY.sub("", d.key).replace("_", " ")
         elif d.reason == "key_holds_value":  # "partner_sam_vegetarian" → its words
             value = d.key.replace("_", " ")
+        quoted.append((d.reason, value))
+    for reason, value in quoted:
         said = sentence_with(user_message, value)
-        if d.reason in ("invented_detail", "key_holds_value") and not said:
+        if reason in ("invented_detail", "key_holds_value") and not said:
             # the words the user did write ("likes_hiking" → "I love hiking …")
             said = sentence_with(user_message, " ".join(
                 w for w in value_words(value) if w in user_message.lower()))

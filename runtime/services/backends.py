@@ -48,6 +48,10 @@ from .llm import (
     LLMBadResponse,
     LLMError,
     LLMStreamIncomplete,
+    REPEAT_LAST_N,
+    REPEAT_PENALTY,
+    TOP_K,
+    TOP_P,
     Props,
     SlotPlan,
     chat_prompt,
@@ -69,6 +73,18 @@ count_process_wide(lambda: {f"llm.field_refused{{field={f}}}": n
                             for f, n in REFUSED_FIELDS.items()})
 
 OnToken = Callable[[str], Awaitable[None]]
+SAMPLING_EXTENSIONS: dict[str, float | int] = {
+    "top_k": TOP_K, "repeat_penalty": REPEAT_PENALTY, "repeat_last_n": REPEAT_LAST_N,
+    "repetition_penalty": REPEAT_PENALTY}
+"""The native API's sampling settings (:mod:`runtime.services.llm`) that the OpenAI API
+does not define, in the names the servers that read them use: llama.cpp and LM Studio
+``top_k``, ``repeat_penalty``, ``repeat_last_n``; vLLM ``top_k``, ``repetition_penalty``
+(https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html, "Extra
+Parameters"). Ollama and most servers ignore fields they do not know; one that refuses
+them (the OpenAI API: "Unrecognized request argument supplied: top_k") is asked again
+without them, once. They matter even at temperature 0: a repeat penalty changes the
+greedy choice, and without it the default model copies the reflection prompt's
+worked examples instead of the user's new value (measured: docs/architecture.md §9)."""
 PROPS_TIMEOUT_S = 5.0
 """Bound (s) on the one ``/props`` read that resolves a llama-server's slot plan."""
 
@@ -241,6 +257,9 @@ class OpenAIBackend:
         self.template = template
         self.label = label
         self.refused_fields: list[str] = []  # fields the server refused (not sent again)
+        self.sampling: dict[str, float | int] = dict(SAMPLING_EXTENSIONS)
+        """Sent with every request beside ``temperature`` and ``top_p``; emptied for
+        good when the server refuses one of them."""
 
     async def context_window(self) -> int | None:
         return None
@@ -248,7 +267,7 @@ class OpenAIBackend:
     def _body(self, system: str, user: str, grammar: str | None, n_predict: int,
               temperature: float, stream: bool) -> tuple[str, bytes]:
         body: dict[str, Any] = {"max_tokens": n_predict, "temperature": temperature,
-                                "stream": stream}
+                                "top_p": TOP_P, "stream": stream, **self.sampling}
         if self.model:
             body["model"] = self.model
         if grammar and self.structured == "gbnf":
@@ -278,30 +297,47 @@ class OpenAIBackend:
         supplied: grammar", pydantic's ``extra_forbidden``, "response_format ... not
         supported", a schema it cannot compile) is asked again once without it, and
         never sent it again by this backend (logged ``llm.field_refused``, counted in
-        :attr:`refused_fields`); the caller validates what comes back either way. A
+        :attr:`refused_fields`); the caller validates what comes back either way. The
+        native API's sampling settings go out with every request
+        (:data:`SAMPLING_EXTENSIONS`, beside the API's own ``top_p``); a server that
+        refuses one of them is asked again without them, likewise once. A
         grammar whose language is not JSON (reflection lines, votes, links, the
         rewriter's envelope, a lesson) gets the grammar's own text back whatever the
         server wrote (:func:`~runtime.services.structured.text_of`); streamed pieces are
         what the server sent."""
-        field = {"gbnf": "grammar", "json_schema": "response_format"}.get(self.structured)
-        try:
-            completion = await self._complete(system, user, grammar, n_predict, temperature,
-                                              on_token)
-        except LLMBadResponse as exc:
-            refused = (_refuses_schema(exc) if field == "response_format"
-                       else field is not None and _refuses_field(exc, field))
-            if not (grammar and field and refused):
-                raise
-            self.structured = "none"
-            self.refused_fields.append(field)
-            REFUSED_FIELDS[field] = REFUSED_FIELDS.get(field, 0) + 1
-            log.warning("llm.field_refused", backend=self.label, field=field,
-                        error=str(exc)[:300])
-            completion = await self._complete(system, user, grammar, n_predict, temperature,
-                                              on_token)
+        for attempt in range(3):  # at most one refusal of each: sampling, structure
+            try:
+                completion = await self._complete(system, user, grammar, n_predict,
+                                                  temperature, on_token)
+                break
+            except LLMBadResponse as exc:
+                if attempt == 2 or not self._drop_refused(exc, grammar):
+                    raise
         text = text_of(grammar, completion.text)  # a schema's JSON back into the grammar's text
         return completion if text is completion.text else msgspec.structs.replace(
             completion, text=text)
+
+    def _drop_refused(self, exc: LLMBadResponse, grammar: str | None) -> bool:
+        """Stop sending what ``exc`` refuses, for good: the sampling extensions when it
+        names one of them, else the structured-output field when it refuses that
+        (logged ``llm.field_refused``, counted in :data:`REFUSED_FIELDS`). False when it
+        refuses neither (the caller raises)."""
+        named = next((f for f in self.sampling if _refuses_field(exc, f)), None)
+        if named is not None:
+            self.sampling = {}
+        else:
+            field = {"gbnf": "grammar", "json_schema": "response_format"}.get(
+                self.structured)
+            refused = (_refuses_schema(exc) if field == "response_format"
+                       else field is not None and _refuses_field(exc, field))
+            if not (grammar and field and refused):
+                return False
+            named, self.structured = field, "none"
+        self.refused_fields.append(named)
+        REFUSED_FIELDS[named] = REFUSED_FIELDS.get(named, 0) + 1
+        log.warning("llm.field_refused", backend=self.label, field=named,
+                    error=str(exc)[:300])
+        return True
 
     async def _complete(self, system: str, user: str, grammar: str | None, n_predict: int,
                         temperature: float, on_token: OnToken | None) -> Completion:
