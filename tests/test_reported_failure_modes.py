@@ -112,6 +112,11 @@ def test_the_cases_windows():
     d = plan("great, book Luigi for Friday", "NOTE Booked Trattoria Luigi for Friday [plans]\n",
              assistant=reply)
     assert [n.body for n in d.notes] == ["Booked Trattoria Luigi for Friday"]
+    # a number only the reply holds never becomes the user's ("turns eight in May")
+    e = plan("My son Tomas turns eight in May.", "SET son_birthday=May 12th\n",
+             assistant="Happy early birthday to Tomas on May 12th!")
+    assert e.facts == [] and reasons(e) == {"son_birthday": "invented_detail"}
+    assert [n.body for n in e.notes] == ["The user said: My son Tomas turns eight in May."]
 
 
 async def test_attribution_through_the_daemon(tmp_path):

@@ -19,7 +19,7 @@ from actors.agent.prompt import action_grammar, agent_prompt
 from runtime.services.backends import REFUSED_FIELDS, LlamaBackend, OpenAIBackend
 from runtime.services.config import parse_config
 from runtime.services.llama import run_llama_server
-from runtime.services.llm import LlamaClient
+from runtime.services.llm import REPEAT_PENALTY, TOP_K, TOP_P, LlamaClient
 from runtime.services.structured import json_schema_of, resolve_mode, response_format
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
@@ -200,6 +200,28 @@ async def test_a_refused_response_format_is_dropped_once_and_never_sent_again(tm
     assert ["response_format" in b for b in bodies] == [True, False, False, False]
     assert backend.structured == "none" and backend.refused_fields == ["response_format"]
     assert REFUSED_FIELDS["response_format"] == before + 1
+
+
+async def test_the_native_sampling_settings_go_out_until_a_server_refuses_them(tmp_path):
+    refusal = {"status": 400, "raw_body": json.dumps({"error": {
+        "message": "Unrecognized request argument supplied: top_k",
+        "type": "invalid_request_error", "param": None, "code": None}})}
+    rules = [{"has_field": "top_k", **refusal}, {"response": '{"reply": "ok"}'}]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        backend = OpenAIBackend(LlamaClient(fake.url), api="openai-chat", model="m")
+        for _ in range(2):
+            out = await backend.complete("sys", "hi", role="main",
+                                         grammar=action_grammar(TOOLS), n_predict=16,
+                                         temperature=0.0)
+            assert out.text == '{"reply": "ok"}'
+        await backend.aclose()
+        bodies = [r["body"] for r in fake.openai_requests()]
+    first = bodies[0]
+    assert first["top_p"] == TOP_P and first["repeat_penalty"] == REPEAT_PENALTY
+    assert first["top_k"] == TOP_K and first["repetition_penalty"] == REPEAT_PENALTY
+    assert ["top_k" in b for b in bodies] == [True, False, False]
+    assert all(b["top_p"] == TOP_P and "response_format" in b for b in bodies)
+    assert backend.refused_fields == ["top_k"] and backend.structured == "json_schema"
 
 
 async def test_other_400s_are_not_taken_for_a_refusal(tmp_path):

@@ -461,6 +461,12 @@ def _numbers(text: str) -> set[str]:
     return found
 
 
+def _new_numbers(text: str, window: _Window) -> bool:
+    """The item holds a number (digits, leading zeros aside) the window's text does not."""
+    digits = {d.lstrip("0") for d in _DIGITS_RE.findall(text)} - {""}
+    return bool(digits - _numbers(window.text))
+
+
 def _invented(text: str, window: _Window) -> bool:
     """The item holds a number, or a capitalised word past a sentence's start, that the
     user did not write ("expires in June" stored as "June 30, 2024"; "the user is a
@@ -469,8 +475,7 @@ def _invented(text: str, window: _Window) -> bool:
     "Казани". Fails open when the message cannot be split into words."""
     if window.unsplittable:
         return False
-    digits = {d.lstrip("0") for d in _DIGITS_RE.findall(text)} - {""}
-    if digits - _numbers(window.text):
+    if _new_numbers(text, window):
         return True
     words = [u for u in _WORD_RE.findall(window.text)]
     for m in _WORD_RE.finditer(text):
@@ -535,8 +540,11 @@ def filter_ungrounded(facts: Sequence[ParsedFact], notes: Sequence[ParsedNote],
 
     def why(key: str | None, text: str) -> str | None:
         reason = _reason(key, text, window, one_off, tool_restricted, examples)
-        if reason == "invented_detail" and both is not None and not _invented(text, both):
-            return None  # the user picked what the assistant named ("book Luigi" → Trattoria Luigi)
+        if reason == "invented_detail" and both is not None and not _invented(text, both) \
+                and not _new_numbers(text, window):
+            # the user picked what the assistant named ("book Luigi" → Trattoria Luigi);
+            # a number only the reply holds ("turns six in June" → "June 5th") is not theirs
+            return None
         if reason == "ungrounded_content" and reply is not None and not reply.unsplittable \
                 and _content_ok(key, text, reply):
             return "assistant_only"

@@ -37,6 +37,7 @@ JSON list of rules; the first matching rule wins::
      "response": "text", "times": N | null, "status": 500, "delay_ms": 0,
      "chunk_delay_ms": 0, "raw_body": "not json"}
 
+``"has_field": "top_k"`` matches only a request whose body has that top-level field.
 ``times`` counts down per rule (null = unlimited; counts reset when the file changes).
 A rule with ``"get": PATH`` answers ``GET PATH`` instead (its ``raw_body`` and ``status``:
 an OpenAI server's ``/v1/models`` list, say); it never matches a completion.
@@ -151,11 +152,12 @@ class _State:
         self._cache = (key, version, rules)
         return version, rules
 
-    def pick_rule(self, prompt: str, grammar: str, *, embedding: bool = False
-                  ) -> dict[str, Any] | None:
+    def pick_rule(self, prompt: str, grammar: str, *, embedding: bool = False,
+                  fields: Any = ()) -> dict[str, Any] | None:
         """First rule matching prompt/grammar with uses left; consumes one use. Rules
         marked ``"embedding": true`` match embedding requests only, the others only
-        completions."""
+        completions; a rule's ``"has_field"`` matches a request whose body has that
+        top-level field (``fields``: the body's keys)."""
         with self.lock:
             version, rules = self.load_rules()
             for index, rule in enumerate(rules):
@@ -166,6 +168,8 @@ class _State:
                     continue
                 gram = rule.get("grammar_contains")
                 if gram is not None and gram not in grammar:
+                    continue
+                if rule.get("has_field") is not None and rule["has_field"] not in fields:
                     continue
                 times = rule.get("times")
                 if times is not None:
@@ -454,7 +458,7 @@ def _make_handler(state: _State) -> type[BaseHTTPRequestHandler]:
             grammar = body.get("grammar") if isinstance(body.get("grammar"), str) else ""
             if not grammar and isinstance(body.get("response_format"), dict):
                 grammar = json.dumps(body["response_format"])  # a JSON schema stands in
-            rule = state.pick_rule(prompt, grammar)
+            rule = state.pick_rule(prompt, grammar, fields=set(body))
             self._sleep(state.latency_s + (rule or {}).get("delay_ms", 0) / 1000.0)
             if self._scripted_failure(rule):
                 return
