@@ -224,6 +224,18 @@ async def test_the_native_sampling_settings_go_out_until_a_server_refuses_them(t
     assert backend.refused_fields == ["top_k"] and backend.structured == "json_schema"
 
 
+async def test_an_unconstrained_request_gets_no_repeat_penalty(tmp_path):
+    async with open_fake_llama(tmp_path, [{"response": "SET city=Turin"}]) as fake:
+        backend = OpenAIBackend(LlamaClient(fake.url), api="openai-chat", model="m",
+                                structured="none")
+        await backend.complete("sys", "hi", role="reflection", grammar=action_grammar(TOOLS),
+                               n_predict=16, temperature=0.0)
+        await backend.aclose()
+        body = fake.openai_requests()[-1]["body"]
+    assert body["top_p"] == TOP_P
+    assert not {"top_k", "repeat_penalty", "repetition_penalty", "response_format"} & set(body)
+
+
 async def test_other_400s_are_not_taken_for_a_refusal(tmp_path):
     rules = [{"status": 400, "raw_body": json.dumps({"error": {
         "message": "model 'gpt-9' not found", "type": "invalid_request_error"}})}]

@@ -80,11 +80,15 @@ SAMPLING_EXTENSIONS: dict[str, float | int] = {
 does not define, in the names the servers that read them use: llama.cpp and LM Studio
 ``top_k``, ``repeat_penalty``, ``repeat_last_n``; vLLM ``top_k``, ``repetition_penalty``
 (https://docs.vllm.ai/en/latest/serving/openai_compatible_server.html, "Extra
-Parameters"). Ollama and most servers ignore fields they do not know; one that refuses
-them (the OpenAI API: "Unrecognized request argument supplied: top_k") is asked again
-without them, once. They matter even at temperature 0: a repeat penalty changes the
-greedy choice, and without it the default model copies the reflection prompt's
-worked examples instead of the user's new value (measured: docs/architecture.md §9)."""
+Parameters"). Sent with a request that carries a constraint (a JSON schema or a
+grammar), as the native API always has one; Ollama and most servers ignore fields they
+do not know, and one that refuses them (the OpenAI API: "Unrecognized request argument
+supplied: top_k") is asked again without them, once. They matter even at temperature 0:
+a repeat penalty changes the greedy choice, and without it the default model copied the
+reflection prompt's worked examples instead of the user's new value. Without a
+constraint they are not sent: the penalty then discounts the user's own words, which a
+memory line must copy, and the default model ended its answer before the first line
+(bench/RESULTS.md, "Structured output per backend")."""
 PROPS_TIMEOUT_S = 5.0
 """Bound (s) on the one ``/props`` read that resolves a llama-server's slot plan."""
 
@@ -258,8 +262,8 @@ class OpenAIBackend:
         self.label = label
         self.refused_fields: list[str] = []  # fields the server refused (not sent again)
         self.sampling: dict[str, float | int] = dict(SAMPLING_EXTENSIONS)
-        """Sent with every request beside ``temperature`` and ``top_p``; emptied for
-        good when the server refuses one of them."""
+        """Sent with every constrained request beside ``temperature`` and ``top_p``;
+        emptied for good when the server refuses one of them."""
 
     async def context_window(self) -> int | None:
         return None
@@ -267,7 +271,7 @@ class OpenAIBackend:
     def _body(self, system: str, user: str, grammar: str | None, n_predict: int,
               temperature: float, stream: bool) -> tuple[str, bytes]:
         body: dict[str, Any] = {"max_tokens": n_predict, "temperature": temperature,
-                                "top_p": TOP_P, "stream": stream, **self.sampling}
+                                "top_p": TOP_P, "stream": stream}
         if self.model:
             body["model"] = self.model
         if grammar and self.structured == "gbnf":
@@ -277,6 +281,8 @@ class OpenAIBackend:
             if form is not None and shape is not None:
                 body["response_format"] = shape
                 body["max_tokens"] = n_predict + form.extra_tokens  # the JSON's own tokens
+        if "grammar" in body or "response_format" in body:
+            body.update(self.sampling)  # with a constraint only: SAMPLING_EXTENSIONS
         if self.api == "openai-chat":
             body["messages"] = [{"role": "system", "content": system},
                                 {"role": "user", "content": user}]
@@ -298,9 +304,9 @@ class OpenAIBackend:
         supported", a schema it cannot compile) is asked again once without it, and
         never sent it again by this backend (logged ``llm.field_refused``, counted in
         :attr:`refused_fields`); the caller validates what comes back either way. The
-        native API's sampling settings go out with every request
-        (:data:`SAMPLING_EXTENSIONS`, beside the API's own ``top_p``); a server that
-        refuses one of them is asked again without them, likewise once. A
+        native API's sampling settings go out with every constrained request
+        (:data:`SAMPLING_EXTENSIONS`; the API's own ``top_p`` with every request); a
+        server that refuses one of them is asked again without them, likewise once. A
         grammar whose language is not JSON (reflection lines, votes, links, the
         rewriter's envelope, a lesson) gets the grammar's own text back whatever the
         server wrote (:func:`~runtime.services.structured.text_of`); streamed pieces are
