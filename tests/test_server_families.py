@@ -87,6 +87,15 @@ def test_the_model_list_is_read_leniently():
     assert missing_model(None, listed) is None  # no model configured: nothing to check
     for body in (b"", b"<html>", b'{"data": []}', b'{"models": ["x"]}', b'{"data": [1]}'):
         assert missing_model("llama9", body) is None  # another shape says nothing
+    # llama.cpp's server lists its one model by path and answers whatever a request names
+    llamacpp = {"object": "list", "data": [{
+        "id": "/models/qwen2.5-coder-1.5b.gguf", "object": "model", "owned_by": "llamacpp",
+        "meta": {"n_ctx_train": 32768}}]}
+    assert missing_model("qwen2.5-coder-1.5b", json.dumps(llamacpp).encode()) is None
+    assert missing_model("gpt-9", json.dumps(llamacpp).encode()) is None
+    two = {"data": [dict(llamacpp["data"][0], owned_by="someone"), {"id": "/models/b.gguf"}]}
+    assert missing_model("qwen2.5-coder-1.5b.gguf", json.dumps(two).encode()) is None
+    assert "has no model 'gpt-9'" in missing_model("gpt-9", json.dumps(two).encode())
 
 
 @pytest.mark.parametrize("family", sorted(UNKNOWN_MODEL))

@@ -154,6 +154,17 @@ async def test_each_mode_sends_its_field_and_only_it(tmp_path, mode, switch, fie
         assert body["response_format"]["json_schema"]["name"] == "agent_action"
 
 
+async def test_the_completions_api_carries_the_schema_where_llama_cpp_reads_it(tmp_path):
+    async with open_fake_llama(tmp_path, [{"response": '{"reply": "ok"}'}]) as fake:
+        backend = OpenAIBackend(LlamaClient(fake.url), api="openai-completions", model="m")
+        await backend.complete("sys", "hi", role="main", grammar=action_grammar(TOOLS),
+                               n_predict=16, temperature=0.0)
+        await backend.aclose()
+        body = fake.openai_requests()[-1]["body"]
+    assert body["json_schema"] == body["response_format"]["json_schema"]["schema"]
+    assert "anyOf" in json.dumps(body["json_schema"])  # the action schema itself
+
+
 async def test_native_api_drops_the_grammar_only_when_told(tmp_path):
     rules = [{"response": '{"reply": "ok"}'}]
     async with open_fake_llama(tmp_path, rules) as fake:
@@ -283,8 +294,12 @@ async def test_the_daemon_on_an_openai_server_sends_the_action_schema(tmp_path):
 
 
 @pytest.mark.real_llm
-async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schema(tmp_path):
-    """llama.cpp's ``/v1/chat/completions`` with the agent's action schema: a 135M model
+@pytest.mark.parametrize("api", ["openai-chat", "openai-completions"])
+async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schema(
+        tmp_path, api):
+    """llama.cpp's ``/v1/chat/completions`` and ``/v1/completions`` (which reads the
+    schema from ``json_schema``, not ``response_format``) with the agent's action schema:
+    a 135M model
     at temperature 0.7 writes valid actions (unconstrained it writes prose and half
     objects). The schema cannot stop a completion cut off at ``max_tokens`` (the tiny
     model sometimes pads with newlines, which JSON allows, until ``max_tokens``: 1-3 of
@@ -297,7 +312,7 @@ async def test_a_real_llama_server_holds_its_openai_endpoint_to_the_action_schem
         url, _desc = await nursery.start(partial(
             run_llama_server, model=model, parallel=1, ctx_size=2048,
             log_path=tmp_path / "server.log", startup_timeout_s=120))
-        backend = OpenAIBackend(LlamaClient(url, timeout_s=120), api="openai-chat", model=None)
+        backend = OpenAIBackend(LlamaClient(url, timeout_s=120), api=api, model=None)
         prompt = agent_prompt(TOOLS)
         stopped = 0
         for text in ("Remember that my cat is called Miso.", "What is my cat's name?",

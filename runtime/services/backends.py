@@ -281,6 +281,10 @@ class OpenAIBackend:
             if form is not None and shape is not None:
                 body["response_format"] = shape
                 body["max_tokens"] = n_predict + form.extra_tokens  # the JSON's own tokens
+                if self.api == "openai-completions":
+                    # llama.cpp's /v1/completions ignores response_format and reads the
+                    # schema from its own field (vLLM reads response_format there)
+                    body["json_schema"] = shape["json_schema"]["schema"]
         if "grammar" in body or "response_format" in body:
             body.update(self.sampling)  # with a constraint only: SAMPLING_EXTENSIONS
         if self.api == "openai-chat":

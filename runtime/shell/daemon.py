@@ -295,6 +295,7 @@ def _refused(exc: BaseException) -> bool:
 
 class _ModelRow(msgspec.Struct):
     id: str
+    owned_by: str = ""
 
 
 class _ModelList(msgspec.Struct):
@@ -305,14 +306,23 @@ def missing_model(model: str | None, body: bytes) -> str | None:
     """Why ``model`` will be refused, read from an OpenAI ``GET /v1/models`` answer
     (``{"data": [{"id": ...}]}``, https://platform.openai.com/docs/api-reference/models/list),
     or None: no model configured, a body of another shape, an empty list (some servers
-    list nothing), or ``model`` listed (Ollama's implicit ``:latest`` tag counts)."""
+    list nothing), ``model`` listed (Ollama's implicit ``:latest`` tag counts, and so does
+    the file name of a listed path, with or without ``.gguf``), or llama.cpp's server with
+    its one model (``owned_by: "llamacpp"``), which answers whatever model a request names
+    (https://github.com/ggml-org/llama.cpp/tree/master/tools/server)."""
     if not model:
         return None
     try:
-        ids = [row.id for row in msgspec.json.decode(body, type=_ModelList).data]
+        rows = msgspec.json.decode(body, type=_ModelList).data
     except (msgspec.DecodeError, msgspec.ValidationError):
         return None
-    if not ids or model in ids or f"{model}:latest" in ids or model.removesuffix(":latest") in ids:
+    ids = [row.id for row in rows]
+    if len(rows) == 1 and rows[0].owned_by == "llamacpp":
+        return None
+    names = {*ids, *(i.rsplit("/", 1)[-1] for i in ids)}
+    names |= {n.removesuffix(".gguf") for n in names}
+    if not ids or model in names or f"{model}:latest" in names or \
+            model.removesuffix(":latest") in names:
         return None
     shown = ", ".join(ids[:8]) + (f" and {len(ids) - 8} more" if len(ids) > 8 else "")
     return f"has no model {model!r} (it serves {shown}); set llm.model to one of them"
