@@ -65,6 +65,15 @@ async def test_actors_start_together_and_a_request_to_one_still_starting_waits(t
     assert started_s < 7.5  # one after another: at least 8 s of boot delay alone
 
 
+async def test_a_cast_to_an_actor_still_starting_is_delivered_once_it_is_ready(tmp_path):
+    async with open_supervisor([spec("a", cast_at_ready="slow"),
+                                spec("slow", boot_delay_s=2.0, marker_dir=str(tmp_path))]):
+        with trio.fail_after(10):
+            while not (tmp_path / "cast").exists():
+                await trio.sleep(0.05)
+        assert (tmp_path / "cast").read_text() == "hi from a"
+
+
 async def test_typed_error_reply_keeps_actor_alive():
     async with open_supervisor([spec("a")]) as sup:
         with trio.fail_after(10):

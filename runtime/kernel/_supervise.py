@@ -202,7 +202,12 @@ class Supervisor:
                     if self._on_cast is not None:
                         await self._on_cast(src, body)
                 elif not await self._forward(dest, env, raw):
-                    log.warning("cast.dropped", src=src, dest=dest)
+                    slot = self._slots.get(dest)  # (a cast to no such actor: dropped)
+                    if slot is not None and not slot.first_start.is_set() \
+                            and self._nursery is not None:
+                        self._nursery.start_soon(self._cast_after_start, env, raw)
+                    else:
+                        log.warning("cast.dropped", src=src, dest=dest)
             case Cancel(src=src, dest=dest, id=rid):
                 if self._in_flight.pop((src, rid), None) is not None:
                     await self._forward(dest, env, raw)
@@ -221,6 +226,15 @@ class Supervisor:
         if not await self._forward(env.dest, env, raw):
             self._in_flight.pop((env.src, env.id), None)
             await self._answer_unavailable(env.src, env.dest, env.id, "not running")
+
+    async def _cast_after_start(self, env: Cast, raw: bytes | None) -> None:
+        """Forward a cast that reached an actor still in its first start once it is ready
+        (bounded like :meth:`_deliver_after_start`); dropped, with a warning, if it never
+        is."""
+        with trio.move_on_after(HELLO_TIMEOUT_S + READY_TIMEOUT_S):
+            await self._slots[env.dest].first_start.wait()
+        if not await self._forward(env.dest, env, raw):
+            log.warning("cast.dropped", src=env.src, dest=env.dest)
 
     async def _pump(self, name: str, chan: Channel) -> None:
         while True:

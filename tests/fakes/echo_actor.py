@@ -3,7 +3,9 @@
 Boot config (msgpack map): ``stubborn`` (ignore the shutdown cancel; with
 ``ignore_term`` also SIGTERM), ``marker_dir`` (files written to prove what ran),
 ``boot_delay_s`` (a slow start: seconds before ready), ``ask_at_ready`` (right after
-ready, ask that actor to echo "hi"; the answer or error goes to ``marker_dir/asked``).
+ready, ask that actor to echo "hi"; the answer or error goes to ``marker_dir/asked``),
+``cast_at_ready`` (right after ready, cast ``Echo("hi")`` to that actor; an actor with a
+``marker_dir`` writes a cast ``Echo`` it receives to ``marker_dir/cast``).
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class Config(msgspec.Struct):
     marker_dir: str = ""
     boot_delay_s: float = 0.0
     ask_at_ready: str = ""
+    cast_at_ready: str = ""
 
 
 class ExpectedError(Exception):
@@ -133,6 +136,8 @@ class _Handler:
         match self.decoder.decode(body):
             case Raise(message=message):
                 raise ValueError(message)
+            case Echo(text=text) if self.cfg.marker_dir:
+                self._mark_text("cast", f"{text} from {src}")
             case _:
                 pass
 
@@ -153,10 +158,16 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[_Handler
         except Exception as exc:  # noqa: BLE001 - recorded for the test
             handler._mark_text("asked", f"error: {type(exc).__name__}: {exc}")
 
+    async def cast() -> None:
+        await trio.sleep(0.2)
+        await ctx.cast(cfg.cast_at_ready, Echo(text="hi"))
+
     try:
         async with trio.open_nursery() as nursery:
             if cfg.ask_at_ready:
                 nursery.start_soon(ask)
+            if cfg.cast_at_ready:
+                nursery.start_soon(cast)
             yield handler
             nursery.cancel_scope.cancel()
     finally:
