@@ -128,7 +128,9 @@ async def _checks(cfg: Config, url: str, probed: bool = False) -> int:
             return 1
     pool = BackendPool(backends_from_config(cfg, url))
     try:
+        _waiting("one agent action")
         action_ok = await _action(pool, cfg)
+        _waiting("one reflection")
         reflection_ok = await _reflection(pool)
     finally:
         await pool.aclose()
@@ -137,6 +139,14 @@ async def _checks(cfg: Config, url: str, probed: bool = False) -> int:
         print(f"note: the server refused {', '.join(refused)}; completions went without it "
               "(set llm.structuredOutput to none to skip the retry)", flush=True)
     return 0 if action_ok and reflection_ok else 1
+
+
+def _waiting(what: str) -> None:
+    """On a terminal, say what is being tried (stderr): the first request to a server
+    evaluates the whole prompt, up to a minute on 2 cores, and silence reads as a hang."""
+    if sys.stderr.isatty():
+        print(f"doctor: trying {what} (the first request to a server can take a minute)…",
+              file=sys.stderr, flush=True)
 
 
 def _short(text: str, limit: int = 80) -> str:
