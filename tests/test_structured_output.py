@@ -194,20 +194,26 @@ REFUSALS = {
 }
 
 
+async def _actions(tmp_path, rules, times: int, reply: str):
+    """``times`` agent actions through one OpenAI chat backend on a scripted server, each
+    answered ``reply``: (the backend, every request body the server saw)."""
+    async with open_fake_llama(tmp_path, rules) as fake:
+        backend = OpenAIBackend(LlamaClient(fake.url), api="openai-chat", model="m")
+        for _ in range(times):
+            out = await backend.complete("sys", "hi", role="main",
+                                         grammar=action_grammar(TOOLS), n_predict=16,
+                                         temperature=0.0)
+            assert out.text == reply
+        await backend.aclose()
+        return backend, [r["body"] for r in fake.openai_requests()]
+
+
 @pytest.mark.parametrize("kind", sorted(REFUSALS))
 async def test_a_refused_response_format_is_dropped_once_and_never_sent_again(tmp_path, kind):
     rules = [{"grammar_contains": "json_schema", **REFUSALS[kind]},
              {"response": '{"reply": "plain"}'}]
     before = REFUSED_FIELDS.get("response_format", 0)
-    async with open_fake_llama(tmp_path, rules) as fake:
-        backend = OpenAIBackend(LlamaClient(fake.url), api="openai-chat", model="m")
-        for _ in range(3):
-            out = await backend.complete("sys", "hi", role="main",
-                                         grammar=action_grammar(TOOLS), n_predict=16,
-                                         temperature=0.0)
-            assert out.text == '{"reply": "plain"}'
-        await backend.aclose()
-        bodies = [r["body"] for r in fake.openai_requests()]
+    backend, bodies = await _actions(tmp_path, rules, 3, '{"reply": "plain"}')
     assert ["response_format" in b for b in bodies] == [True, False, False, False]
     assert backend.structured == "none" and backend.refused_fields == ["response_format"]
     assert REFUSED_FIELDS["response_format"] == before + 1
@@ -218,15 +224,7 @@ async def test_the_native_sampling_settings_go_out_until_a_server_refuses_them(t
         "message": "Unrecognized request argument supplied: top_k",
         "type": "invalid_request_error", "param": None, "code": None}})}
     rules = [{"has_field": "top_k", **refusal}, {"response": '{"reply": "ok"}'}]
-    async with open_fake_llama(tmp_path, rules) as fake:
-        backend = OpenAIBackend(LlamaClient(fake.url), api="openai-chat", model="m")
-        for _ in range(2):
-            out = await backend.complete("sys", "hi", role="main",
-                                         grammar=action_grammar(TOOLS), n_predict=16,
-                                         temperature=0.0)
-            assert out.text == '{"reply": "ok"}'
-        await backend.aclose()
-        bodies = [r["body"] for r in fake.openai_requests()]
+    backend, bodies = await _actions(tmp_path, rules, 2, '{"reply": "ok"}')
     first = bodies[0]
     assert first["top_p"] == TOP_P and first["repeat_penalty"] == REPEAT_PENALTY
     assert first["top_k"] == TOP_K and first["repetition_penalty"] == REPEAT_PENALTY

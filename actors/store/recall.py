@@ -172,7 +172,7 @@ class _Tokenizer:
             if self._tok is None:
                 self._conn = apsw.Connection(":memory:")
                 self._tok = self._conn.fts5_tokenizer("porter", ["unicode61"])
-            # apsw stub: the result type does not narrow to list[str] without offsets/colocated
+            # apsw's typing: the result does not narrow to list[str] without offsets/colocated
             return self._tok(text.encode("utf-8"), mode, None,  # type: ignore[return-value]
                              include_offsets=False, include_colocated=False)
 
@@ -267,7 +267,7 @@ def _coverage(api: apsw.FTS5ExtensionApi, *_args: object) -> float:
     n = api.phrase_count
     if n <= 1:
         return float(n)
-    # apsw stub: phrase_columns is typed tuple[int] (one column), not tuple[int, ...]
+    # apsw's type hints: phrase_columns is typed tuple[int] (one column), not tuple[int, ...]
     return (n - list(map(api.phrase_columns, range(n))).count(())) / n  # type: ignore[arg-type]
 
 

@@ -350,7 +350,7 @@ def register_functions(conn: apsw.Connection) -> None:
     conn.create_scalar_function(
         "aa_index_text",
         # apsw types every scalar function as variadic; this one is registered for 1 argument
-        _sql_index_text,  # type: ignore[arg-type]  # apsw stub: variadic scalar functions
+        _sql_index_text,  # type: ignore[arg-type]  # (apsw's typing, see above)
         1,
         deterministic=True,
         flags=apsw.SQLITE_INNOCUOUS,

@@ -218,9 +218,7 @@ class Supervisor:
         """Forward a request that reached an actor still in its first start, once it is
         ready (bounded by the start's own deadlines); unavailable if it never is, dropped
         if its caller cancelled meanwhile."""
-        slot = self._slots[env.dest]
-        with trio.move_on_after(HELLO_TIMEOUT_S + READY_TIMEOUT_S):
-            await slot.first_start.wait()
+        await self._first_start(env.dest)
         if (env.src, env.id) not in self._in_flight:
             return  # the caller gave up (Cancel) while it waited
         if not await self._forward(env.dest, env, raw):
@@ -231,10 +229,15 @@ class Supervisor:
         """Forward a cast that reached an actor still in its first start once it is ready
         (bounded like :meth:`_deliver_after_start`); dropped, with a warning, if it never
         is."""
-        with trio.move_on_after(HELLO_TIMEOUT_S + READY_TIMEOUT_S):
-            await self._slots[env.dest].first_start.wait()
+        await self._first_start(env.dest)
         if not await self._forward(env.dest, env, raw):
             log.warning("cast.dropped", src=env.src, dest=env.dest)
+
+    async def _first_start(self, dest: str) -> None:
+        """Wait until ``dest`` finished its first start, at most the handshake's own
+        deadlines (``HELLO_TIMEOUT_S + READY_TIMEOUT_S``)."""
+        with trio.move_on_after(HELLO_TIMEOUT_S + READY_TIMEOUT_S):
+            await self._slots[dest].first_start.wait()
 
     async def _pump(self, name: str, chan: Channel) -> None:
         while True:
