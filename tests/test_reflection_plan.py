@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from actors.policy.write_guard import refusal
-from actors.policy.forget import dropped_values, forget_intent, request_targets, target_words
+from actors.policy.forget import (dropped_values, forget_intent, let_go_objects, request_targets,
+                                  target_words)
 from actors.policy.keys import canonical_key, group_words
 from actors.reflection.parser import parse_reflection
 from actors.policy.skip import skip_reason
@@ -170,6 +171,30 @@ def test_a_change_that_retires_a_fact_is_remembered_when_nothing_else_is():
     assert [(f.key, f.value) for f in p.facts] == [("hobby", "hiking")] and not p.notes
     p = plan("NOTE The user goes hiking on weekends.\n", message, known)
     assert [n.body for n in p.notes] == ["The user goes hiking on weekends."]
+
+
+def test_a_change_memory_never_held_is_kept_beside_the_new_state():
+    message = "I sold my car last month, I cycle everywhere now."
+    p = plan("SET vehicle=cycle\n", message)  # the new state, nothing of the car
+    assert [(f.key, f.value) for f in p.facts] == [("vehicle", "cycle")]
+    assert [n.body for n in p.notes] == [f"The user said: {message}"]
+    assert not plan("SET car=sold\nSET vehicle=cycle\n", message).notes  # said already
+    assert not plan("SET hobby=chess\n", message).notes  # nothing kept from that sentence
+    # the same in another language, and never for a loose word
+    p = plan("SET transporte=bicicleta\n", "Vendí mi coche y ahora voy en bicicleta.")
+    assert [n.body for n in p.notes] == [
+        "The user said: Vendí mi coche y ahora voy en bicicleta."]
+    assert not plan("SET commute=bus\n", "I left my car at home and took the bus.").notes
+
+
+def test_let_go_objects_name_the_head_of_what_ended():
+    assert let_go_objects("We got rid of the TV. Now we read.") == [
+        ("We got rid of the TV.", "tv")]
+    assert let_go_objects("I no longer work at Acme, I joined Globex.") == [
+        ("I no longer work at Acme, I joined Globex.", "acme")]
+    assert let_go_objects("I stopped by the bakery.") == []  # a loose word
+    assert let_go_objects("She quit her job.") == []  # someone else's
+    assert let_go_objects("My brother sold his bike, so I walk.") == []
 
 
 @pytest.mark.parametrize(("tool", "args", "message", "refused"), [

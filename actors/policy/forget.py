@@ -52,8 +52,8 @@ def matches(words: list[str], text: str) -> bool:
     return all(_forms(w.lower()) & have for w in words)
 
 
-__all__ = ["CHANGE", "dropped_values", "forget_intent", "matches", "request_targets",
-           "target_words"]
+__all__ = ["CHANGE", "dropped_values", "forget_intent", "let_go_objects", "matches",
+           "request_targets", "target_words"]
 
 
 _NEG_FORGET = compile_rules("dont_forget")
@@ -114,7 +114,12 @@ def request_targets(user_message: str) -> list[list[str]]:
     return out
 
 
-_LET_GO = re.compile(lexicon_pattern("let_go") + r"\s+((?:\S+\s+){0,3}\S+)", re.I)
+_LET_GO = re.compile(lexicon_pattern("let_go", "let_go_loose") + r"\s+((?:\S+\s+){0,3}\S+)",
+                     re.I)
+_LET_GO_CLEAR = re.compile(lexicon_pattern("let_go") + r"\s+((?:\S+\s+){0,3}\S+)", re.I)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
+_CLAUSE_END = re.compile(r"[,;:()\u2014\u2013]|\s-\s")
+_SOMEONE_ELSE = compile_rules("third_person", "relations")
 
 
 def dropped_values(user_message: str, known: dict[str, str]) -> list[str]:
@@ -128,3 +133,27 @@ def dropped_values(user_message: str, known: dict[str, str]) -> list[str]:
     said = {w[:5] for span in spans for w in target_words(span)}
     return [key for key, value in known.items()
             if any(w[:5] in said for w in target_words(value) if len(w) >= 3)]
+
+
+def let_go_objects(user_message: str) -> list[tuple[str, str]]:
+    """What the user says is no longer theirs, known to memory or not: ``(sentence,
+    word)`` for each clear let-go phrase (lexicon rule ``let_go``: sold, quit, gave up,
+    no longer, moved out of …, not the loose ``let_go_loose`` words such as "left" or
+    "stopped", which also mean other things) followed, in its clause, by a distinctive
+    word — the first one, the head of what was let go — unless someone else is the
+    clause's subject (a third-person word or a relation before the phrase: "my brother
+    sold his bike"). ``"I sold my car, I cycle
+    everywhere now."`` → ``[("I sold my car, I cycle everywhere now.", "car")]``; ``[]``
+    when nothing is let go. The sentence is stripped of surrounding white space."""
+    out: list[tuple[str, str]] = []
+    for sentence in _SENTENCE.findall(user_message):
+        for m in _LET_GO_CLEAR.finditer(sentence):
+            subject = _CLAUSE_END.split(sentence[:m.start()])[-1]
+            if _SOMEONE_ELSE.search(subject):
+                continue  # "My brother sold his bike": not the user's
+            clause = _CLAUSE_END.split(m.group(1), maxsplit=1)[0]
+            words = target_words(clause)
+            if words and (sentence.strip(), words[0]) not in out:
+                out.append((sentence.strip(), words[0]))
+    return out
+

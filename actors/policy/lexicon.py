@@ -41,7 +41,10 @@ Rules, and where each is read:
                        ``forget.CHANGE``: a model ``FORGET`` may retire a fact, the
                        agent may remove one (``write_guard.may_remove``)
 ``let_go``             "I sold / quit / no longer …" before what was let go —
-                       ``forget.dropped_values``
+                       ``forget.dropped_values``, ``forget.let_go_objects``
+``let_go_loose``       words that say so only sometimes ("I left Berlin" but "I left
+                       early", "I stopped by") — ``forget.dropped_values`` only, where
+                       a known fact's value must follow them
 ``negation``           every negating word — ``stance`` (``negated``) and the
                        negated-key prefixes of ``reflection.plan``
 ``negative_stance``    hate, dislike, avoid … — ``stance`` (``negated``), the
@@ -277,19 +280,27 @@ deine vergiss lösche aus deinem gedächtnis dass mag magst""".split()),
                  сменила | уже не | вместо"""),
     },
     "let_go": {
-        "en": _w("""sold | quit | left | dropped | ditched | stopped | stopped *ing | gave up |
-                 gave up on | got rid of | switched from | switched away from |
-                 moved from | moved away from | moved out of | moved away out of |
-                 no longer | no longer * | no longer * * | don't have | don't own |
-                 don't use | don't drive | do not have | do not own | do not use |
-                 do not drive | broke up with | divorced | replaced | retired from |
-                 lost my"""),
-        "fr": _w("vendu | quitté | arrêté | abandonné"),
+        "en": _w("""sold | quit | ditched | gave up | gave up on | got rid of | switched from |
+                 switched away from | moved from | moved away from | moved out of |
+                 moved away out of | no longer | no longer * | no longer * * | don't own |
+                 do not own | broke up with | divorced | retired from"""),
+        "fr": _w("vendu | abandonné"),
         "de": _w("verkauft | verkaufte | gekündigt | kündigte | aufgegeben"),
-        "es": _w("vendí | dejé"),
-        "it": _w("venduto | lasciato | smesso"),
-        "pt": _w("vendi | deixei | larguei"),
-        "ru": _w("продал | продала | бросил | бросила | уволился | уволилась"),
+        "es": _w("vendí"),
+        "it": _w("venduto"),
+        "pt": _w("vendi"),
+        "ru": _w("продал | продала | уволился | уволилась"),
+    },
+    "let_go_loose": {
+        "en": _w("""left | dropped | stopped | stopped *ing | don't have | don't use |
+                 don't drive | do not have | do not use | do not drive | replaced |
+                 lost my"""),
+        "fr": _w("quitté | arrêté"),
+        "de": _w("aufgehört"),
+        "es": _w("dejé"),
+        "it": _w("lasciato | smesso"),
+        "pt": _w("deixei | larguei"),
+        "ru": _w("бросил | бросила"),
     },
     "negation": {
         "en": _w("""not | no | never | none | nothing | neither | nor | without | don't |

@@ -39,7 +39,10 @@ its reason, never its value):
    second is quoted. And so is the sentence that retires a fact by a stated change
    ("I sold the Civic, now I ride a bicycle to work.") when the reflection keeps nothing
    else from it: the change is remembered even when the model only restated the old
-   profile.
+   profile. And a sentence where the user lets go of something memory does not hold
+   ("I sold my car, I cycle everywhere now." with no car known) when the reflection kept
+   a fact from it that does not name what ended (``vehicle=cycle``): without the
+   quote, memory would hold the new state and nothing of the change.
 8. The per-call caps.
 """
 
@@ -51,8 +54,8 @@ import msgspec
 
 from actors.memory.messages import FactIn, ForgetIn, NoteIn
 from actors.policy.candidates import ParsedFact
-from actors.policy.forget import (CHANGE, dropped_values, forget_intent, matches,
-                                  request_targets, target_words)
+from actors.policy.forget import (CHANGE, dropped_values, forget_intent, let_go_objects,
+                                  matches, request_targets, target_words)
 from actors.policy.grounding import Dropped, filter_ungrounded
 from actors.policy.instructions import (from_instruction, instruction_sentences,
                                         reads_as_instruction, sentence_with, value_words)
@@ -301,6 +304,12 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
         if said and not kept_notes and not any(
                 matches(value_words(f.value), said) for f in kept_facts):
             quoted.append(("retired", known[key]))  # nothing kept says what changed
+    held = ([f"{f.key} {f.value}" for f in kept_facts] + [n.body for n in kept_notes]
+            + [f"{k} {v}" for k, v in known.items()])
+    for said, thing in let_go_objects(user_message):  # "I sold my car, I cycle everywhere"
+        if not any(matches([thing], h) for h in held) and any(
+                matches(value_words(f.value), said) for f in kept_facts):
+            quoted.append(("let_go", said))  # a fact kept from it, nothing of what ended
     for d in dropped:
         if d.reason not in ("third_person", "ungrounded_identity", "invented_detail",
                             "negated_key", "key_holds_value") \
