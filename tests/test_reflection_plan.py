@@ -179,7 +179,12 @@ def test_a_change_memory_never_held_is_kept_beside_the_new_state():
     assert [(f.key, f.value) for f in p.facts] == [("vehicle", "cycle")]
     assert [n.body for n in p.notes] == [f"The user said: {message}"]
     assert not plan("SET car=sold\nSET vehicle=cycle\n", message).notes  # said already
-    assert not plan("SET hobby=chess\n", message).notes  # nothing kept from that sentence
+    # the model's own lines dropped (here: a job the user never named): the sentence stays
+    assert [n.body for n in plan("SET job=courier\n", message).notes] == [
+        f"The user said: {message}"]
+    assert not plan("NONE\n", message).notes  # the model found nothing to remember
+    assert not plan("SET vehicle=cycle\n", "If I sold my car, would I cycle everywhere?").notes
+    assert not plan("SET vehicle=cycle\n", "If I ever sold my car I'd cycle.").notes
     # the same in another language, and never for a loose word
     p = plan("SET transporte=bicicleta\n", "Vendí mi coche y ahora voy en bicicleta.")
     assert [n.body for n in p.notes] == [

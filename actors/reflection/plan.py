@@ -40,9 +40,10 @@ its reason, never its value):
    ("I sold the Civic, now I ride a bicycle to work.") when the reflection keeps nothing
    else from it: the change is remembered even when the model only restated the old
    profile. And a sentence where the user lets go of something memory does not hold
-   ("I sold my car, I cycle everywhere now." with no car known) when the reflection kept
-   a fact from it that does not name what ended (``vehicle=cycle``): without the
-   quote, memory would hold the new state and nothing of the change.
+   ("I sold my car, I cycle everywhere now." with no car known) when the model wrote
+   something but nothing kept names what ended (``vehicle=cycle``, or its lines all
+   dropped): without the quote, memory would hold the new state, or nothing, and
+   nothing of the change.
 8. The per-call caps.
 """
 
@@ -307,9 +308,13 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     held = ([f"{f.key} {f.value}" for f in kept_facts] + [n.body for n in kept_notes]
             + [f"{k} {v}" for k, v in known.items()])
     for said, thing in let_go_objects(user_message):  # "I sold my car, I cycle everywhere"
-        if not any(matches([thing], h) for h in held) and any(
-                matches(value_words(f.value), said) for f in kept_facts):
-            quoted.append(("let_go", said))  # a fact kept from it, nothing of what ended
+        # the model found something to remember, and nothing kept or known names what
+        # ended: the user's sentence says it (not a question, daydream or someone else's)
+        stated = [c for c in parts if thing in c.words and c.subject != "other"
+                  and not (c.hypothetical or c.question or c.dismissed)]
+        if (parsed.facts or parsed.notes) and stated \
+                and not any(matches([thing], h) for h in held) and verdict(None, said) is None:
+            quoted.append(("let_go", said))
     for d in dropped:
         if d.reason not in ("third_person", "ungrounded_identity", "invented_detail",
                             "negated_key", "key_holds_value") \
