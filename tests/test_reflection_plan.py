@@ -192,6 +192,23 @@ def test_a_change_memory_never_held_is_kept_beside_the_new_state():
     assert not plan("SET commute=bus\n", "I left my car at home and took the bus.").notes
 
 
+def test_a_note_that_drops_the_users_denial_is_replaced_by_their_sentence():
+    message = "I don't drink coffee at all, only green tea."
+    p = plan("SET drink=green tea\nNOTE The user prefers green tea over coffee.\n", message)
+    assert [(f.key, f.value) for f in p.facts] == [("drink", "green tea")]
+    assert [n.body for n in p.notes] == [f"The user said: {message}"]
+    assert [d.reason for d in p.dropped] == ["denied"]
+    for fine in ("The user drinks green tea.", "The user does not drink coffee.",
+                 "The user drinks green tea instead of coffee.", "The user avoids coffee."):
+        assert [n.body for n in plan(f"NOTE {fine}\n", message).notes] == [fine]
+    # after "hate" or "no" the very next word is what is denied; a verb after "don't" is not
+    assert [n.body for n in plan("NOTE The user loves jazz and blues.\n",
+                                 "I hate jazz, but I love the blues.").notes] == [
+        "The user said: I hate jazz, but I love the blues."]
+    p = plan("NOTE Trinke Tee und Kaffee.\n", "Ich trinke keinen Kaffee, nur Tee.")
+    assert [n.body for n in p.notes] == ["The user said: Ich trinke keinen Kaffee, nur Tee."]
+
+
 def test_let_go_objects_name_the_head_of_what_ended():
     assert let_go_objects("We got rid of the TV. Now we read.") == [
         ("We got rid of the TV.", "tv")]

@@ -49,6 +49,11 @@ Rules, and where each is read:
                        negated-key prefixes of ``reflection.plan``
 ``negative_stance``    hate, dislike, avoid … — ``stance`` (``negated``), the
                        negated-key prefixes of ``reflection.plan``
+``negation_determiners``  negations that come right before what they deny (no,
+                       without, kein, sans …), where "don't" or "never" comes before a
+                       verb — ``stance`` (``denied``)
+``replacement``        instead of, rather than … — ``stance`` (``denied``): a note
+                       that says it carries the denial
 ``hypothetical``       if, maybe, would, someday … — ``stance`` (``hypothetical``)
 ``wish``               "I'd like", "me gustaría": a wish is no hypothetical, though it
                        holds a conditional — ``stance``
@@ -312,6 +317,15 @@ deine vergiss lösche aus deinem gedächtnis dass mag magst""".split()),
         "pt": _w("não | nao | nunca | nada | nem | sem"),
         "ru": _w("не | нет | никогда | ни | без"),
     },
+    "negation_determiners": {
+        "en": _w("no | without | none | nor | neither | nothing"),
+        "fr": _w("sans | aucun | aucune"),
+        "de": _w("kein | keine | keinen | keiner | keinem | ohne"),
+        "es": _w("sin | ningún | ninguna"),
+        "it": _w("senza | nessun | nessuna"),
+        "pt": _w("sem | nenhum | nenhuma"),
+        "ru": _w("без | никакой | никаких"),
+    },
     "negative_stance": {
         "en": _w("""hate | hates | hated | dislike | dislikes | can't stand | cannot stand |
                  avoid | avoids"""),
@@ -562,6 +576,15 @@ thanks thank you cheers bye goodbye ok okay lol haha""".split()),
         "it": _w("rispetto a | a differenza di | invece di"),
         "pt": _w("comparado com | comparado a | ao contrário de"),
         "ru": _w("чем | в отличие от | по сравнению с"),
+    },
+    "replacement": {
+        "en": _w("instead of | rather than | in place of"),
+        "fr": _w("au lieu de | au lieu du | plutôt que"),
+        "de": _w("statt | anstatt | anstelle"),
+        "es": _w("en lugar de | en vez de"),
+        "it": _w("invece di | invece del | anziché"),
+        "pt": _w("em vez de | ao invés de | em lugar de"),
+        "ru": _w("вместо"),
     },
     "commitment": {
         "en": _w("""due | deadline | appointment | meeting | exam | interview | flight | booked |

@@ -32,7 +32,11 @@ whose it is: a note, or ``brother_city`` / ``cat_name``, about the brother or th
 fine, ``greeting=purrs at everyone`` from "our cat Miso purrs at everyone" is not.
 ``comparison``: a fact whose words stand only after a comparison ("nine hours ahead of
 Berlin", "cheaper than Oslo", "rather than emacs") is what the user is measured against,
-never the user's own. A name-like key whose value the user wrote
+never the user's own. ``denied``: a note that names something only where the user
+denies it ("coffee" after "I don't drink", "no", "without", "hate") and carries no
+negation or "instead of" itself — "The user prefers green tea over coffee" from "I don't
+drink coffee at all, only green tea" turns the denial into a preference; the reflection
+keeps the user's sentence instead. A name-like key whose value the user wrote
 right after a relation word, "named" or "called" ("my daughter Mia", "a dog named
 Biscuit") is ``third_person`` too.
 
@@ -60,8 +64,8 @@ from .grounding import PERSIST
 from .lexicon import compile_rules, entries, word_set
 from .lexicon import pattern as lexicon_pattern
 
-__all__ = ["Clause", "IDENTITY_KEYS", "about_user", "clauses", "is_greeting", "is_question_only",
-           "judge"]
+__all__ = ["Clause", "IDENTITY_KEYS", "about_user", "clauses", "denied_word", "is_greeting",
+           "is_question_only", "judge"]
 
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _SENTENCE_RE = re.compile(r"(?<=[.!?…])\s+|\n+")
@@ -75,6 +79,9 @@ _ARTICLES = word_set("articles")
 _VERBS_3P = word_set("third_person_verbs")
 
 _NEGATION = compile_rules("negation", "negative_stance")
+_NEGATION_WORD = re.compile(_NEGATION.pattern, re.I)
+_DENIES_NEXT = word_set("negation_determiners", "negative_stance")
+_REPLACEMENT = compile_rules("replacement")
 _WISH = compile_rules("wish")
 _HYPOTHETICAL_WORD = compile_rules("hypothetical")
 _DISMISSED = re.compile(lexicon_pattern("dismissal"), re.I)
@@ -227,10 +234,37 @@ def _names_other(key: str, support: list[Clause]) -> bool:
     return any(p in names and p[:1].isalpha() and len(p) >= 3 for p in parts[:1])
 
 
+def _denied(clause: Clause, word: str) -> bool:
+    """``word`` stands after the clause's first negation, past the verb a negator such as
+    "don't" or "never" governs ("I don't drink coffee": coffee, not drink); after a
+    negation that comes right before what it denies ("no", "without", "hate", lexicon
+    rules ``negation_determiners`` and ``negative_stance``), from the next word on."""
+    for i, w in enumerate(clause.words):
+        if _NEGATION_WORD.fullmatch(w):
+            start = i + 1 if w in _DENIES_NEXT else i + 2
+            return any(x[:5] == word[:5] for x in clause.words[start:])
+    return False
+
+
+def denied_word(note: str, parts: list[Clause]) -> str:
+    """The first content word of ``note`` that the user's message (``parts``) holds only
+    where it denies it ("coffee" of "The user prefers green tea over coffee" against "I
+    don't drink coffee at all, only green tea"), or "" — always "" when the note carries
+    a negation or a replacement ("instead of coffee") itself."""
+    if _NEGATION.search(note) or _REPLACEMENT.search(note):
+        return ""
+    for w in _content(note):
+        support = [c for c in parts if _holds(c, w)]
+        if support and all(c.negated and _denied(c, w) for c in support):
+            return w
+    return ""
+
+
 def judge(key: str | None, text: str, parts: list[Clause], user_message: str) -> str | None:
     """Why the item (a fact ``key``=``text``, or a note with ``key`` None) must not be
     stored as the message puts it, or None. Reasons: ``third_person``, ``comparison``,
-    ``negated``, ``hypothetical``, ``question`` (module doc)."""
+    ``negated``, ``denied`` (a note naming what the user denied, without the denial),
+    ``hypothetical``, ``question`` (module doc)."""
     if key in _NAME_KEYS and _name_after_relation(text, user_message):
         return "third_person"
     words = _content(text)
@@ -245,6 +279,8 @@ def judge(key: str | None, text: str, parts: list[Clause], user_message: str) ->
     item = text if key is None else f"{key.replace('_', ' ')} {text}"
     if all(c.negated for c in support) and not _NEGATION.search(item):
         return "negated"
+    if key is None and denied_word(text, parts):
+        return "denied"  # "prefers green tea over coffee" from "I don't drink coffee"
     if all(c.hypothetical for c in support) and (
             all(c.dismissed for c in support)
             or not _hypothetical(item) and not _INTENT.search(item)):

@@ -64,7 +64,7 @@ from actors.policy.lexicon import entries
 from actors.policy.lexicon import pattern as lexicon_pattern
 from actors.policy.keys import (FLAG_VALUES, GROUPS, canonical_key, group_words, holds_value,
                                 spell_out)
-from actors.policy.stance import IDENTITY_KEYS, clauses, judge
+from actors.policy.stance import IDENTITY_KEYS, clauses, denied_word, judge
 from actors.policy.standing import standing_preferences
 
 from .parser import ParsedReflection, normalize_key
@@ -286,9 +286,12 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             kept_facts.append(FactIn(key=f.key, value=f.value, pinned=f.pinned,
                                      keywords=list(f.keywords)))
     kept_notes: list[NoteIn] = []
+    denied: list[str] = []  # "coffee" of "prefers green tea over coffee": quoted (step 7)
     for n in grounded.notes:
         if (reason := verdict(None, n.body)) is not None:
             dropped.append(Dropped(item="note", reason=reason))
+            if reason == "denied":
+                denied.append(denied_word(n.body, parts))
         else:
             kept_notes.append(NoteIn(body=n.body, tags=list(n.tags)))
     kept_notes = [n for n in (_third_person(n, user_message) for n in kept_notes)
@@ -300,6 +303,7 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     # the model offered it only as the user's fact ("a dog named Biscuit" → name=Biscuit),
     # and so is a fact the model embellished ("expires in June" → "June 30, 2024").
     quoted: list[tuple[str, str]] = [("second_value", v) for v in second_values]
+    quoted += [("denied", w) for w in denied]
     for key in forget.retire_keys:  # "I sold the Civic, now I ride a bicycle to work."
         said = sentence_with(user_message, known.get(key, ""))
         if said and not kept_notes and not any(
