@@ -43,7 +43,9 @@ its reason, never its value):
    ("I sold my car, I cycle everywhere now." with no car known) when the model wrote
    something but nothing kept names what ended (``vehicle=cycle``, or its lines all
    dropped): without the quote, memory would hold the new state, or nothing, and
-   nothing of the change.
+   nothing of the change. And a note dropped as ``denied`` ("The user prefers green tea
+   over coffee" from "I don't drink coffee at all, only green tea") gives way to the
+   sentence that holds the denial.
 8. The per-call caps.
 """
 
