@@ -13,7 +13,8 @@ its reason, never its value):
 2. The grounding filter (:func:`actors.policy.grounding.filter_ungrounded`): invented names, the
    assistant's persona, copied examples, one-off payloads, content the user never wrote.
 3. The stance guards (:func:`actors.policy.stance.judge`): another person's name, city or job stored
-   as the user's (``third_person``), negations (``negated``), daydreams
+   as the user's (``third_person``), negations (``negated``), a note naming what the
+   user denied without the denial (``denied``), daydreams
    (``hypothetical``), questions (``question``); text that tries to instruct the
    assistant (``injection``: "ignore all previous instructions", "system prompt"); and a
    fact whose value states nothing or only an absence (``no_value``: "coffee=false",
