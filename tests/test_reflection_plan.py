@@ -209,6 +209,22 @@ def test_a_note_that_drops_the_users_denial_is_replaced_by_their_sentence():
     assert [n.body for n in p.notes] == ["The user said: Ich trinke keinen Kaffee, nur Tee."]
 
 
+def test_a_note_stating_the_value_its_own_reflection_replaces_is_dropped():
+    known = {"city": "Linz"}
+    message = "I moved from Linz to Graz last week, I work in Graz now."
+    p = plan("SET city=Graz\nNOTE The user works in Linz.\n", message, known)
+    assert [(f.key, f.value) for f in p.facts] == [("city", "Graz")] and not p.notes
+    assert [d.reason for d in p.dropped] == ["stale"]
+    for current in ("The user moved from Linz to Graz.", "The user moved away from Linz."):
+        p = plan(f"SET city=Graz\nNOTE {current}\n", message, known)
+        assert [n.body for n in p.notes] == [current]
+    # retired, not replaced: "I sold the Civic" — the note restating it goes, the sentence stays
+    p = plan("NOTE The user rides the Civic to work.\n",
+             "I sold the Civic, now I walk to work.", {"car": "Civic"})
+    assert p.forget.retire_keys == ["car"]
+    assert [n.body for n in p.notes] == ["The user said: I sold the Civic, now I walk to work."]
+
+
 def test_let_go_objects_name_the_head_of_what_ended():
     assert let_go_objects("We got rid of the TV. Now we read.") == [
         ("We got rid of the TV.", "tv")]

@@ -68,6 +68,7 @@ from actors.policy.lexicon import pattern as lexicon_pattern
 from actors.policy.keys import (FLAG_VALUES, GROUPS, canonical_key, group_words, holds_value,
                                 spell_out)
 from actors.policy.stance import IDENTITY_KEYS, clauses, denied_word, judge
+from actors.store.staleness import states_old_value
 from actors.policy.standing import standing_preferences
 
 from .parser import ParsedReflection, normalize_key
@@ -189,6 +190,9 @@ _NEGATED_KEY = re.compile("^(?:" + "|".join(sorted({
 """A key that starts with a negating word (``no_``, ``dont_``, ``do_not_``, ``never_``,
 ``avoids_``, ``kein_`` …: the lexicon's ``negation`` and ``negative_stance`` words as a
 key writes them)."""
+_STATES_CHANGE = re.compile(lexicon_pattern("change", "let_go", "let_go_loose", "negation"),
+                            re.I)
+"""A note that says what changed ("no longer", "sold", "instead", "moved") or negates."""
 GROUPED = frozenset(k for group in GROUPS for k in group)
 TRUE_VALUES = FLAG_VALUES
 
@@ -299,6 +303,16 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             kept_notes.append(NoteIn(body=n.body, tags=list(n.tags)))
     kept_notes = [n for n in (_third_person(n, user_message) for n in kept_notes)
                   if n and not reads_as_instruction(n.body)]
+    # A note of this reflection that still states a value it replaces or retires ("The
+    # user drives a Honda Civic." beside car=bicycle, copied from the known profile) is
+    # stale on arrival: memory archives such notes only when written before the change.
+    changed = {k: "" for k in forget.retire_keys if k in known}
+    changed.update({f.key: f.value for f in kept_facts if f.key in known})
+    for n in list(kept_notes):
+        if not _STATES_CHANGE.search(n.body) and any(
+                states_old_value(n.body, known[k], new) for k, new in changed.items()):
+            kept_notes.remove(n)
+            dropped.append(Dropped(item="note", reason="stale"))
     for frag in _fragments(kept_facts, kept_notes):
         kept_facts.remove(frag)
         dropped.append(Dropped(item="fact", reason="fragment", key=frag.key))

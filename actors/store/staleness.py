@@ -27,7 +27,7 @@ from actors.policy.forget import WORD_RE, matches
 
 from .notes import MemoryStore
 
-__all__ = ["archive_stale", "value_words"]
+__all__ = ["archive_stale", "states_old_value", "value_words"]
 
 _STOP = frozenset("""the a an and or of to in on at for with by from is are was were be my
 our your their his her its at true false yes no none""".split())
@@ -52,6 +52,17 @@ def _about_user(content: str, words: list[str]) -> bool:
     return any(_USER_SUBJECT.match(s) and matches(words, s) for s in _SENTENCE.split(content))
 
 
+def states_old_value(content: str, old_value: str, new_value: str) -> bool:
+    """Whether a note's ``content`` states ``old_value`` of the user and not
+    ``new_value`` ("" when the fact was retired): the first three rules of the module
+    doc. False when the old value has no distinctive word or equals the new one."""
+    old, new = value_words(old_value), value_words(new_value)
+    if not old or old == new:
+        return False
+    return matches(old, content) and not (new and matches(new, content)) \
+        and _about_user(content, old)
+
+
 def archive_stale(notes: MemoryStore, old_value: str, new_value: str, *,
                   max_id: int | None = None, now_ms: int | None = None) -> list[int]:
     """Archive the active notes that state ``old_value`` of the user and not
@@ -69,8 +80,7 @@ def archive_stale(notes: MemoryStore, old_value: str, new_value: str, *,
         (2**63 - 1 if max_id is None else max_id, f"%{probe}%", _MAX_SCAN)).fetchall())
     out = []
     for note_id, content in rows:
-        if matches(old, content) and not (new and matches(new, content)) \
-                and _about_user(content, old):
+        if states_old_value(content, old_value, new_value):
             if notes.set_archived(note_id, True, now_ms=now_ms):
                 out.append(note_id)
     return out
