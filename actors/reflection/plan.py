@@ -27,7 +27,10 @@ its reason, never its value):
    :func:`actors.policy.forget.dropped_values`) is retired unless this reflection sets its key anew.
 5. Notes are put in the third person: "You switched …" becomes "The user switched …",
    a note in the user's "I/we" becomes their sentence quoted ("The user said: …").
-6. Fragments (``fragment``): a fact that only repeats part of another item of the same
+6. Stale on arrival (``stale``): a note that states the old value of a fact this
+   reflection replaces or retires, and says nothing of a change ("The user works in
+   Linz." beside ``city=Graz``; :func:`actors.store.staleness.states_old_value`).
+   Fragments (``fragment``): a fact that only repeats part of another item of the same
    reflection — ``halal=true`` beside ``diet=strictly halal``, ``day_of_week=Sunday``
    beside ``cycling=every Sunday morning``.
 7. A fact dropped as ``third_person``, ``invented_detail``, ``negated_key`` (a yes-fact
