@@ -142,9 +142,9 @@ def let_go_objects(user_message: str) -> list[tuple[str, str]]:
     "stopped", which also mean other things) followed, in its clause, by a distinctive
     word — the first one, the head of what was let go — unless someone else is the
     clause's subject (a third-person word or a relation before the phrase: "my brother
-    sold his bike"). ``"I sold my car, I cycle
-    everywhere now."`` → ``[("I sold my car, I cycle everywhere now.", "car")]``; ``[]``
-    when nothing is let go. The sentence is stripped of surrounding white space."""
+    sold his bike"). ``"I sold my car, I cycle everywhere now."`` → ``[("I sold my car,
+    I cycle everywhere now.", "car")]``; ``[]`` when nothing is let go. The sentence is
+    stripped of surrounding white space."""
     out: list[tuple[str, str]] = []
     for sentence in _SENTENCE.findall(user_message):
         for m in _LET_GO_CLEAR.finditer(sentence):

@@ -29,8 +29,8 @@ its reason, never its value):
    a note in the user's "I/we" becomes their sentence quoted ("The user said: …").
 6. Stale on arrival (``stale``): a note that states the old value of a fact this
    reflection replaces or retires, and says nothing of a change ("The user works in
-   Linz." beside ``city=Graz``; :func:`actors.store.staleness.states_old_value`).
-   Fragments (``fragment``): a fact that only repeats part of another item of the same
+   Linz." beside ``city=Graz``; :func:`actors.store.staleness.states_old_value`). Then
+   fragments (``fragment``): a fact that only repeats part of another item of the same
    reflection — ``halal=true`` beside ``diet=strictly halal``, ``day_of_week=Sunday``
    beside ``cycling=every Sunday morning``.
 7. A fact dropped as ``third_person``, ``invented_detail``, ``negated_key`` (a yes-fact
@@ -71,8 +71,8 @@ from actors.policy.lexicon import pattern as lexicon_pattern
 from actors.policy.keys import (FLAG_VALUES, GROUPS, canonical_key, group_words, holds_value,
                                 spell_out)
 from actors.policy.stance import IDENTITY_KEYS, clauses, denied_word, judge
-from actors.store.staleness import states_old_value
 from actors.policy.standing import standing_preferences
+from actors.store.staleness import states_old_value
 
 from .parser import ParsedReflection, normalize_key
 from .prompt import EXAMPLE_VALUES
