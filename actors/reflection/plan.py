@@ -311,10 +311,10 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     # stale on arrival: memory archives such notes only when written before the change.
     changed = {k: "" for k in forget.retire_keys if k in known}
     changed.update({f.key: f.value for f in kept_facts if f.key in known})
-    for n in list(kept_notes):
-        if not _STATES_CHANGE.search(n.body) and any(
-                states_old_value(n.body, known[k], new) for k, new in changed.items()):
-            kept_notes.remove(n)
+    for kept in list(kept_notes):
+        if not _STATES_CHANGE.search(kept.body) and any(
+                states_old_value(kept.body, known[k], new) for k, new in changed.items()):
+            kept_notes.remove(kept)
             dropped.append(Dropped(item="note", reason="stale"))
     for frag in _fragments(kept_facts, kept_notes):
         kept_facts.remove(frag)
