@@ -30,7 +30,10 @@ def actors_of(root: int) -> dict[str, int]:
     out = {}
     for pid in descendants(root):
         name = actor_name(pid)
-        stat = Path(f"/proc/{pid}/stat").read_text()
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue  # exited since it was listed (the killed actor, a reaped helper)
         if name is not None and int(stat[stat.rfind(")") + 2:].split()[1]) == root:
             out[name] = pid
     return out
