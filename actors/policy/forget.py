@@ -114,9 +114,9 @@ def request_targets(user_message: str) -> list[list[str]]:
     return out
 
 
-_LET_GO = re.compile(lexicon_pattern("let_go", "let_go_loose") + r"\s+((?:\S+\s+){0,3}\S+)",
-                     re.I)
-_LET_GO_CLEAR = re.compile(lexicon_pattern("let_go") + r"\s+((?:\S+\s+){0,3}\S+)", re.I)
+_AFTER = r"\s+((?:\S+\s+){0,3}\S+)"  # the four words after a let-go phrase
+_LET_GO = re.compile(lexicon_pattern("let_go", "let_go_loose") + _AFTER, re.I)
+_LET_GO_CLEAR = re.compile(lexicon_pattern("let_go") + _AFTER, re.I)
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 _CLAUSE_END = re.compile(r"[,;:()\u2014\u2013]|\s-\s")
 _SOMEONE_ELSE = compile_rules("third_person", "relations")

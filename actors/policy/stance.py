@@ -79,7 +79,6 @@ _ARTICLES = word_set("articles")
 _VERBS_3P = word_set("third_person_verbs")
 
 _NEGATION = compile_rules("negation", "negative_stance")
-_NEGATION_WORD = re.compile(_NEGATION.pattern, re.I)
 _DENIES_NEXT = word_set("negation_determiners", "negative_stance")
 _REPLACEMENT = compile_rules("replacement")
 _WISH = compile_rules("wish")
@@ -240,7 +239,7 @@ def _denied(clause: Clause, word: str) -> bool:
     negation that comes right before what it denies ("no", "without", "hate", lexicon
     rules ``negation_determiners`` and ``negative_stance``), from the next word on."""
     for i, w in enumerate(clause.words):
-        if _NEGATION_WORD.fullmatch(w):
+        if _NEGATION.fullmatch(w):
             start = i + 1 if w in _DENIES_NEXT else i + 2
             return any(x[:5] == word[:5] for x in clause.words[start:])
     return False
