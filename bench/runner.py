@@ -75,6 +75,11 @@ BENCHES = (
           "memory formation through a daemon on the default model: recall ≥ 85 %, "
           "violations ≤ 2, median turn ≤ 10 s, reflections within their timeout",
           ("--repeat", "3")),
+    Bench("chain", "## Conversation chains",
+          "whole conversations through a daemon on the default model (statements in their "
+          "own sessions, questions in new ones): ≥ 90 % of questions, 0 replies in the "
+          "third person, every keep row",
+          ("--repeat", "3")),
     Bench("latency", "## Real-model latency",
           "real-model turns against the server's floor: 1.0 steps per question, turn ≤ 1.15 "
           "× floor, first piece ≤ 1.5 s, memory-use turn ≤ 3 s, interference ≤ 1.2×, first "

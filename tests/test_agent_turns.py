@@ -347,7 +347,7 @@ async def test_a_say_with_recalled_notes_shows_those_notes_instead_of_recalls_hi
                     return tail.split("### recalled\n")[1].split("\n\n")[0]
 
                 plain = await recalled_section()
-                assert "keeps bees" in plain and "cello" not in plain
+                assert "You keep bees" in plain and "cello" not in plain  # notes about "you"
                 given = await recalled_section(recalled=[cello, 99999, other, sister, cello])
                 lines = given.splitlines()
                 assert len(lines) == 2 and "cello" in lines[0] and "Porto" in lines[1]

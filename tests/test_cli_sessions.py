@@ -73,9 +73,9 @@ async def test_sessions_list_show_delete_and_a_mistyped_session(tmp_path):
         assert [s["turns"] for s in listed if s["id"] == "garden"] == [2]
         assert len(listed) == 2
         text = (await run_cli(state, "sessions")).stdout
-        assert "garden  2 turns  updated 20" in text
+        assert "garden  'I planted basil'  2 turns  updated 20" in text
         shown = (await run_cli(state, "sessions", "show", "garden")).stdout
-        assert shown.startswith("session garden: 2 turns, started 20")
+        assert shown.startswith("session garden 'I planted basil': 2 turns, started 20")
         assert "] user: I planted basil" in shown and "] assistant: Hello there." in shown
         one = json.loads((await run_cli(state, "sessions", "show", "garden", "--messages", "1",
                                         "--json")).stdout)
@@ -93,3 +93,31 @@ async def test_sessions_list_show_delete_and_a_mistyped_session(tmp_path):
             except ClientError as exc:
                 assert exc.code == "not_found"
     assert len(stored_sessions(state)) == 1
+
+
+async def test_sessions_have_titles_that_can_be_renamed(tmp_path):
+    """A session's title is its first user line, shortened, until it is given one
+    (``sessions rename``, the ``session.rename`` frame); every listing shows it, and an
+    empty title gives the first line back."""
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, RULES) as fake, run_daemon(state, llm_url=fake.url):
+        long_line = ("Can you help me plan a week of vegetarian dinners for a family of four "
+                     "on a budget?")
+        await run_cli(state, "ask", "--session", "dinners", long_line)
+        await run_cli(state, "ask", "--session", "dinners", "and a dessert too")
+        listed = json.loads((await run_cli(state, "sessions", "list", "--json")).stdout)
+        title = listed[0]["title"]
+        assert title.endswith("…") and long_line.startswith(title[:-1]) and len(title) <= 60
+        assert f"'{title}'" in (await run_cli(state, "sessions")).stdout
+        renamed = await run_cli(state, "sessions", "rename", "dinners", "Week of dinners")
+        assert "is now 'Week of dinners'" in renamed.stdout
+        shown = json.loads((await run_cli(state, "sessions", "show", "dinners", "--json")).stdout)
+        assert shown["title"] == "Week of dinners"
+        assert "'Week of dinners'" in (await run_cli(state, "sessions", "show", "dinners")).stdout
+        await run_cli(state, "sessions", "rename", "dinners", "")
+        listed = json.loads((await run_cli(state, "sessions", "list", "--json")).stdout)
+        assert listed[0]["title"] == title
+        missing = await run_cli(state, "sessions", "rename", "nope", "x", code=1)
+        assert "no session 'nope'" in missing.stderr
+        too_long = await run_cli(state, "sessions", "rename", "dinners", "x" * 201, code=1)
+        assert "at most 200 characters" in too_long.stderr

@@ -511,7 +511,7 @@ async def test_a_health_fact_is_raised_and_an_unknown_relative_is_not_invented_o
             d, [("memory.notes.store", {"content": "The user is allergic to penicillin."})],
             "My doctor wants to prescribe amoxicillin for my ear infection. Anything I should "
             "tell her?", "allergy")
-        assert f"{CARE_HEAD}: The user is allergic to penicillin" in tail, tail
+        assert f"{CARE_HEAD}: You are allergic to penicillin" in tail, tail
         assert "penicillin" in reply.lower() or "allerg" in reply.lower(), reply
         async with open_client(url=d.url, token=d.token) as c:
             await c.memory("memory.notes.forget", {"id": (await c.memory(

@@ -76,7 +76,7 @@ async def test_memory_survives_a_daemon_restart(tmp_path):
         assert "- name: Dana" in profile_section and "- city: Lisbon" in profile_section
         assert "- test_runner: pytest" in profile_section  # contextual: "test" was said
         recalled = tail.split("### recalled\n", 1)[1].split("\n\n", 1)[0]
-        assert "The user prefers pytest for testing." in recalled and "[reflection, testing]" in recalled
+        assert "You prefer pytest for testing." in recalled and "[reflection, testing]" in recalled
         # prompt order (docs/architecture.md §5): recalled before conversation before profile
         assert tail.index("### recalled") < tail.index("### conversation") < tail.index("### profile")
 

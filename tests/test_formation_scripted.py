@@ -186,16 +186,24 @@ async def test_ask_prints_what_memory_did(daemon):
     assert "memory: nothing to remember (a question)" in question.stderr.splitlines()
 
 
-@rules(reflection("My thesis is due on 22 December.", "SET thesis_due=2026-12-22\n"))
+@rules(reflection("My thesis is due on 22 December.", "SET thesis_due=2026-12-22\n"),
+       reflection("I love the mountains.", "SET hobby=alpine skiing\n"))
 async def test_ask_says_why_a_proposal_in_other_words_was_dropped(daemon):
     """Newcomer trial: a fact the model rewrote ("2026-12-22" for "22
-    December") is dropped by grounding; ``ask`` says so instead of "nothing you stated
-    about yourself"."""
-    done = await trio.to_thread.run_sync(lambda: subprocess.run(
-        [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir", str(daemon.state_dir),
-         "My thesis is due on 22 December."],
-        cwd=REPO, capture_output=True, text=True, timeout=120))
+    December") is dropped by grounding; the day is kept in the user's words instead
+    (nothing said is lost), and where nothing of the user's is left ``ask`` says why
+    instead of "nothing you stated about yourself"."""
+    def ask(text: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir",
+             str(daemon.state_dir), text], cwd=REPO, capture_output=True, text=True,
+            timeout=120)
+
+    done = await trio.to_thread.run_sync(ask, "My thesis is due on 22 December.")
     assert done.returncode == 0, done.stderr
+    assert ('memory: noted #1 "The user said: My thesis is due on 22 December."'
+            in done.stderr.splitlines()), done.stderr
+    done = await trio.to_thread.run_sync(ask, "I love the mountains.")
     assert ("memory: nothing to remember (what the model wrote down was not in your own "
             "words)") in done.stderr.splitlines(), done.stderr
 

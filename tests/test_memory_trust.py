@@ -352,7 +352,7 @@ def test_a_yes_fact_under_a_negated_key_becomes_the_users_sentence():
      [], "The user said: My brother Ivo is diabetic."),
     ("I really enjoy rowing on the lake.", "SET likes_rowing=yes\n",
      [], "The user said: I really enjoy rowing on the lake."),
-    ("I'm vegan.", "SET vegan=yes\n", [("vegan", "yes")], None),
+    ("I'm vegan.", "SET vegan=yes\n", [("diet", "vegan")], None),
 ])
 def test_a_key_that_holds_its_value_is_spelled_out_or_kept_as_the_users_sentence(
         message, completion, facts, note):

@@ -161,7 +161,11 @@ CHANGE = {
 
 @pytest.mark.parametrize("changed,unchanged", _by_lang(CHANGE))
 def test_change(changed: str, unchanged: str) -> None:
-    assert write_guard.may_remove(changed)
+    assert forget.CHANGE.search(changed)
+    assert not forget.CHANGE.search(unchanged)
+    # A change alone offers no removal tool (reflection supersedes the fact); one that
+    # lets go of a value the profile shows does.
+    assert not write_guard.may_remove(changed)
     assert not write_guard.may_remove(unchanged)
 
 
@@ -181,6 +185,9 @@ def test_let_go(let_go: str, kept: str) -> None:
     known = {"car": "Honda Civic"}
     assert forget.dropped_values(let_go, known) == ["car"]
     assert forget.dropped_values(kept, known) == []
+    assert write_guard.may_remove(let_go, known)
+    assert write_guard.removal_refusal(let_go, key="car", value="Honda Civic") is None
+    assert write_guard.removal_refusal(kept, key="car", value="Honda Civic") is not None
 
 
 # --- negation and negative stance ---------------------------------------------------------

@@ -134,7 +134,7 @@ def plan(text, message, known=None):
 def test_plan_maps_keys_guards_and_caps():
     p = plan("SET location=Oslo\nSET name=Ada\nSET sister_name=Ada\nSET job=nurse\n",
              "My sister Ada is a nurse. I live in Oslo.", {"city": "Bergen"})
-    assert [(f.key, f.value) for f in p.facts] == [("city", "Oslo"), ("sister_name", "Ada")]
+    assert [(f.key, f.value) for f in p.facts] == [("city", "Oslo"), ("sister", "Ada")]
     # name=Ada: the user never named themself Ada; job=nurse: the sister's.
     assert sorted(d.reason for d in p.dropped) == ["third_person", "ungrounded_identity"]
 

@@ -28,8 +28,8 @@ from actors.reflection.prompt import (
     clip_text,
 )
 
-PREFIX_SHA256 = "4598845c56b647e8b65550ee7864dd218889e75fedf8c084b80b360db63646b2"
-GRAMMAR_SHA256 = "a6f872f9154a99e2afb40ab2070e44615367a931a937a748f9beb28b953fc8af"
+PREFIX_SHA256 = "5cca8297c36e090795cefb44966551056c7113adfc5c3e86be57920f7bd2d720"
+GRAMMAR_SHA256 = "bed38b29804713690ef42ce9717bb1cadfa031034fc102d828737c125581febf"
 
 
 # ===================================================================== prompt
@@ -57,7 +57,7 @@ def test_prefix_states_the_rules() -> None:
         "### known profile",
         "snake_case",
         "SET the same key again",
-        "at most six lines",
+        "at most ten lines",
     ]:
         assert needle in p, needle
     assert p.endswith("\n\n")
@@ -327,7 +327,7 @@ ACCEPTED = [
     "SET language=Python\n",
     "SET a=b\nNOTE The user likes tea.\n",
     "FORGET pet\nSET city=Accra\n",
-    "".join(f"SET k{i}=v\n" for i in range(6)),
+    "".join(f"SET k{i}=v\n" for i in range(10)),
     "SET " + "k" * 32 + "=v\n",
     "SET k=" + "v" * 60 + "\n",
     "NOTE " + "b" * 120 + "\n",
@@ -338,7 +338,7 @@ REJECTED = [
     "",
     "NONE\n\n",
     "NONE\nSET a=b\n",
-    "".join(f"SET k{i}=v\n" for i in range(7)),
+    "".join(f"SET k{i}=v\n" for i in range(11)),
     "SET Language=x\n",
     "SET 1a=x\n",
     "SET " + "k" * 33 + "=v\n",

@@ -30,9 +30,12 @@ import structlog
 import trio
 
 from actors.backfill.messages import Similarity, SimilarityReply
-from actors.memory.messages import BuildContext, BumpOutcomes, OpResult, ToolOp
+from actors.memory.messages import (ApplyReflection, ApplyResult, BuildContext, BumpOutcomes,
+                                    ForgetIn, OpResult, ToolOp)
 from actors.memory.ops import TOOL_NAMES
-from actors.policy.write_guard import refusal, spelled_call
+from actors.policy.forget import forget_intent, request_targets
+from actors.policy.introduction import introduced_name
+from actors.policy.write_guard import REMOVE_TOOLS, refusal, removal_refusal, spelled_call
 from actors.reflection.messages import EARLIER_MAX, AbortPending, Foreground, Reflect, Surfaced
 from actors.store.context import MemoryContext, render_context
 from actors.store.plans import RenderBudget
@@ -53,6 +56,7 @@ from .messages import (
     GetSession,
     ListSessions,
     OpenSession,
+    RenameSession,
     RunTurn,
     ReplyDelta,
     ReplyText,
@@ -81,11 +85,12 @@ from .prompt import (
     agent_prompt,
     build_tail,
     enabled_tools,
+    intro_prefill,
     parse_action,
     partial_reply,
 )
 from .rewriter import Rewriter
-from .sessions import Message, SessionState, SessionStore, valid_session_id
+from .sessions import Message, SessionState, SessionStore, session_title, valid_session_id
 
 log = structlog.get_logger()
 T = TypeVar("T")
@@ -125,6 +130,8 @@ class _Turn:
     steps: int = 0
     surfaced: list[Surfaced] = field(default_factory=list)  # memory items rendered
     zone: str | None = None  # the user's time zone, from the profile (agent/now.py)
+    facts: dict[str, str] = field(default_factory=dict)  # key → value the context held
+    notes: dict[int, str] = field(default_factory=dict)  # note id → content it held
 
 
 def surfaced_items(mem: MemoryContext, sections: dict[str, str]) -> list[Surfaced]:
@@ -273,11 +280,20 @@ class AgentActor:
                     raise AgentError("not_found", f"no session {session!r} (sessions exist "
                                                   "once they have a turn)")
                 shown = state.messages[-count:] if count > 0 else []
-                return {"id": state.id, "createdAt": state.created_at,
+                return {"id": state.id, "title": session_title(state),
+                        "createdAt": state.created_at,
                         "updatedAt": state.updated_at, "turns": state.turns,
                         "workingDir": state.working_dir,
                         "messages": [{"role": m.role, "text": m.text, "at": m.at}
                                      for m in shown]}
+            case RenameSession(session=session, title=title):
+                if len(title) > 200:
+                    raise AgentError("invalid_argument", "a title is at most 200 characters")
+                renamed = await self._db(self.store.rename, session, title)
+                if renamed is None:
+                    raise AgentError("not_found", f"no session {session!r} (sessions exist "
+                                                  "once they have a turn)")
+                return {"id": renamed.id, "title": session_title(renamed)}
             case MetricsRequest():
                 return self.metrics.snapshot()
 
@@ -461,7 +477,7 @@ class AgentActor:
                 await self.ctx.cast("reflection", Reflect(
                     session=msg.session, turn=msg.turn, user_message=msg.text,
                     assistant_reply=reply, earlier=earlier[-EARLIER_MAX:],
-                    surfaced=turn.surfaced, turn_index=state.turns))
+                    surfaced=turn.surfaced, turn_index=state.turns, client=msg.client))
         await self._bump_outcomes(turn, reason)
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 
@@ -526,6 +542,9 @@ class AgentActor:
         turn = self.turns.get(msg.session)
         if turn is not None:
             turn.zone = mem.zone
+            # What a removal tool may be judged against (removal_refusal).
+            turn.facts = {f.key: f.value for f in [*mem.profile, *mem.session_facts]}
+            turn.notes = {n.id: n.content for n in [*mem.recalled, *mem.index]}
         state.recalled_notes = [n.id for n in mem.recalled]
         state.memory_index = [n.id for n in mem.index]
         state.known_facts = [f.id for f in mem.session_facts]
@@ -547,11 +566,14 @@ class AgentActor:
         return self.n_ctx
 
     async def _complete(self, msg: RunTurn, tail: str, n: int, last: int,
-                        stream: _ReplyStream, tools: tuple[str, ...]) -> Any:
+                        stream: _ReplyStream, tools: tuple[str, ...],
+                        intro: tuple[str, str] | None = None) -> Any:
         """One completion of step ``n`` on the main slot, streamed through ``stream``;
         the action grammar offers ``tools`` only (:mod:`actors.agent.offer`). A step
         that offers no tool, and the last step, must reply: the reply's opening is
-        put in the model's mouth (:data:`~actors.agent.prompt.REPLY_PREFILL`)."""
+        put in the model's mouth (:data:`~actors.agent.prompt.REPLY_PREFILL`), with a
+        greeting by name when the message introduces the user (``intro``: name and
+        language, :func:`~actors.agent.prompt.intro_prefill`)."""
         assert self.llm is not None  # _turn_body refuses a turn without one
         must_reply = (n == last and last > 1) or not tools
         waited_since: float | None = None
@@ -562,7 +584,9 @@ class AgentActor:
                     grammar=(self.prompt.reply_grammar if must_reply
                              else action_grammar(tools)),
                     n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
-                    on_token=stream.on_token, prefill=REPLY_PREFILL if must_reply else None)
+                    on_token=stream.on_token,
+                    prefill=(intro_prefill(*intro) if intro else REPLY_PREFILL)
+                    if must_reply else None)
                 self.llm_served = True
                 return completion
             except (LLMUnavailable, LLMServerError) as exc:
@@ -594,7 +618,16 @@ class AgentActor:
             raise AgentError("no_llm", "no LLM is configured (set llm.url)")
         if not self.warmed.is_set():
             await self._emit(msg.session, Step(turn=msg.turn, step="notice", message=WARMING))
+        forgot = await self._forget_requested(msg)
         memory = await self._memory_context(msg, state)
+        if forgot is not None:
+            memory = {**memory, "forgot": forgot}
+        # Greeted by name (actors/policy/introduction.py) unless memory knows a name
+        # already: "Small correction: it's Anna" is no introduction.
+        turn_facts = self.turns[msg.session].facts if msg.session in self.turns else {}
+        intro = None if "name" in turn_facts else introduced_name(msg.text)
+        if intro is not None:
+            memory = {**memory, "intro": intro[0]}
         keep = self.cfg.agent.history_messages
         history = [(m.role, m.text) for m in state.messages[-keep:]] if keep else []
         history.append(("user", msg.text))
@@ -631,9 +664,11 @@ class AgentActor:
             turn.steps = n
             t_llm = time.monotonic()
             tools = offered_tools(self.prompt.tools, msg.text, memory, called)
+            if forgot and forgot != "nothing":  # the request is done: nothing to remove
+                tools = tuple(t for t in tools if t not in REMOVE_TOOLS)
             try:
                 stream = _ReplyStream(self, msg)
-                completion = await self._complete(msg, tail, n, last, stream, tools)
+                completion = await self._complete(msg, tail, n, last, stream, tools, intro)
             except LLMContextOverflow as exc:
                 # The server counted more tokens than our estimate: once, the
                 # same step again in the window it says it has, scaled by how far off
@@ -644,7 +679,7 @@ class AgentActor:
                 self.metrics.inc("agent.context_overflow", {"retried": "yes"})
                 tail = tail_for(window, {"profile": memory.get("profile", "")})
                 stream = _ReplyStream(self, msg)
-                completion = await self._complete(msg, tail, n, last, stream, tools)
+                completion = await self._complete(msg, tail, n, last, stream, tools, intro)
             turn.llm_ms += (time.monotonic() - t_llm) * 1000
             turn.prompt_ms += completion.prompt_ms or 0.0
             turn.prefill_tokens += completion.prompt_n or 0
@@ -677,6 +712,67 @@ class AgentActor:
                                                        reason=why))
         return "max_steps", ""
 
+    async def _forget_requested(self, msg: RunTurn) -> str | None:
+        """Forget what the user's message asks to forget, before the reply, so the reply
+        can say what was done: the request's targets
+        (:func:`actors.policy.forget.request_targets`) go to memory as one forget (facts
+        named by value or by a key of the same meaning, notes holding the words —
+        rewritten without them where they hold other facts, :mod:`actors.store.forgetting`).
+        Returns what ``### respond`` tells the model (:func:`~actors.agent.prompt.
+        forgot_text`), or None when the message asks nothing to be forgotten."""
+        if not forget_intent(msg.text):
+            return None
+        targets = request_targets(msg.text)
+        if not targets:
+            return ""
+        try:
+            with trio.fail_after(10):
+                done = await self.ctx.request("memory", ApplyReflection(
+                    session=msg.session, turn=msg.turn, forget=ForgetIn(targets=targets),
+                    agent=True, client=msg.client), ApplyResult)
+        except (RemoteError, RuntimeFailure, trio.TooSlowError) as exc:
+            log.warning("agent.forget_failed", session=msg.session, error=str(exc))
+            return None  # the reflection after the turn tries again
+        keys = list(dict.fromkeys(done.retired_keys + done.purged_keys))
+        notes = len(set(done.forgotten_note_ids + done.rewritten_note_ids))
+        what = ", ".join(keys + ([f"{notes} note{'s' if notes != 1 else ''}"] if notes else []))
+        await self._emit(msg.session, Step(
+            turn=msg.turn, step="notice",
+            message=(f"forgot {what}, as you asked" if what else
+                     "memory held nothing that matches what you asked to forget")))
+        return what or "nothing"
+
+    async def _removal_refusal(self, msg: RunTurn, name: str, args: dict[str, Any]
+                               ) -> str | None:
+        """Whether the user named what this removal would delete
+        (:func:`actors.policy.write_guard.removal_refusal`): the fact's value, or the
+        note's text, from the turn's context, else read from memory."""
+        turn = self.turns.get(msg.session)
+        if name == "memory.profile.remove":
+            key = str(args.get("key", ""))
+            facts = turn.facts if turn is not None else {}
+            why = removal_refusal(msg.text, key=key, value=facts.get(key, ""))
+            named = [k for k, v in facts.items() if k != key
+                     and removal_refusal(msg.text, key=k, value=v) is None]
+            if why is not None and named:  # point the model at what the user named
+                why += f"; the facts the user named: {', '.join(named)}"
+            return why
+        note_id = args.get("id")
+        if not isinstance(note_id, int) or isinstance(note_id, bool):
+            return None  # the memory actor refuses a malformed id
+        content = turn.notes.get(note_id) if turn is not None else None
+        if content is None:
+            try:
+                with trio.fail_after(10):
+                    found = await self.ctx.request("memory", ToolOp(
+                        op="memory.notes.recall", args={"id": note_id}, session=msg.session,
+                        source="agent", turn=msg.turn), OpResult)
+                hits = msgspec.to_builtins(found.data) or []
+                content = hits[0].get("content") if hits and isinstance(hits[0], dict) else None
+            except (RemoteError, RuntimeFailure, trio.TooSlowError):
+                content = None
+        return removal_refusal(msg.text, note=content)
+
     async def _call_tool(self, msg: RunTurn, name: str, args: dict[str, Any]) -> str:
         """Run a memory tool; errors go back to the model as the result (it can retry)."""
         spelled = spelled_call(name, args, msg.text)
@@ -692,6 +788,8 @@ class AgentActor:
             return (f"error: unknown tool {name!r}; available: "
                     f"{', '.join(self.prompt.tools) or 'none'}")
         refused = refusal(name, args, msg.text)
+        if refused is None and name in REMOVE_TOOLS:
+            refused = await self._removal_refusal(msg, name, args)
         if refused is not None:
             self.metrics.inc("agent.tool_refused", {"tool": name})
             return f"error: not_done: {refused}; answer the user instead"

@@ -61,15 +61,24 @@ class DeleteSession(_M):
 
 
 class GetSession(_M):
-    """One stored session → ``{"id", "createdAt", "updatedAt", "turns", "workingDir",
-    "messages": [{"role", "text", "at"}]}`` (the last ``messages`` entries);
-    ``not_found`` for an id without a stored turn."""
+    """One stored session → ``{"id", "title", "createdAt", "updatedAt", "turns",
+    "workingDir", "messages": [{"role", "text", "at"}]}`` (the last ``messages``
+    entries); ``not_found`` for an id without a stored turn."""
 
     session: str
     messages: int = 50
 
 
-AgentMsg = OpenSession | RunTurn | CancelTurn | ListSessions | DeleteSession | GetSession
+class RenameSession(_M):
+    """Give a stored session a title (at most 200 characters; ``""``: its first line's
+    again) → ``{"id", "title"}``; ``not_found`` for an id without a stored turn."""
+
+    session: str
+    title: str
+
+
+AgentMsg = (OpenSession | RunTurn | CancelTurn | ListSessions | DeleteSession | GetSession
+            | RenameSession)
 
 
 class _TurnFrame(msgspec.Struct, tag_field="type", rename="camel", kw_only=True,

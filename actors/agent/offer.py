@@ -11,7 +11,9 @@ to read. A tool is offered only when the turn can use it:
 * the write tools (``memory.profile.set``, ``memory.notes.store``) when the user asks to
   remember something about themselves (:func:`actors.policy.write_guard.may_write`);
 * the removal tools (``memory.profile.remove``, ``memory.notes.forget``) when the user asks
-  to forget something or says a fact changed (:func:`~actors.policy.write_guard.may_remove`);
+  to forget something or lets go of something, or of a value ``### profile`` shows
+  (:func:`~actors.policy.write_guard.may_remove`; what a call would remove is judged
+  again when it is made, :func:`~actors.policy.write_guard.removal_refusal`);
 * ``memory.notes.recall`` when the tail shows a note clipped (a ``### recalled`` or
   ``### memory-index`` row ending in "…": there is more to read; a note shown whole was
   read again in a whole extra step on the default model); ``memory.profile.list`` when
@@ -59,6 +61,14 @@ def _shown(sections: Mapping[str, str], name: str, tool: str) -> bool:
     return bool(body) and body != NO_PROFILE
 
 
+_PROFILE_ROW = re.compile(r"^- ([^:\n]+): (.*)$", re.M)
+
+
+def _profile_values(body: str) -> dict[str, str]:
+    """``### profile``'s rows (``- key: value``) as key → value."""
+    return {m.group(1).strip(): m.group(2).strip() for m in _PROFILE_ROW.finditer(body)}
+
+
 def offered_tools(enabled: Iterable[str], user_message: str, sections: Mapping[str, str],
                   called: Iterable[str] = ()) -> tuple[str, ...]:
     """The tools of ``enabled`` (in its order) a step may call (module docstring).
@@ -67,7 +77,8 @@ def offered_tools(enabled: Iterable[str], user_message: str, sections: Mapping[s
     shows (body by section name, as :func:`actors.agent.prompt.build_tail` takes them);
     ``called``: tools already called in this turn. Pure; never raises."""
     done = set(called)
-    writes, removes = may_write(user_message), may_remove(user_message)
+    writes = may_write(user_message)
+    removes = may_remove(user_message, _profile_values(sections.get("profile", "")))
     out = []
     for tool in enabled:
         if tool in done:

@@ -25,6 +25,7 @@ from functools import lru_cache
 from typing import Any
 
 from actors.memory.ops import TOOL_NAMES, tool_catalog
+from actors.policy.introduction import greeting
 from actors.policy.relations import RELATIONS
 from actors.policy.write_guard import stores_an_instruction
 from actors.store.render import estimate_tokens, neutralise
@@ -451,9 +452,13 @@ def clip_middle(line: str, budget: int) -> str:
 
 
 RESPOND = ("Respond now with one JSON action to the USER's last message: answer it, or "
-           "acknowledge in a sentence what they told you. Do not repeat an earlier reply.")
+           "acknowledge in a sentence what they told you. Do not repeat an earlier reply. "
+           "Speak to the user as \"you\". Give what was asked for (the code, the plan, the "
+           "list) in full in this reply.")
 """The ``### respond`` section. Small models otherwise greet ("How can I assist you?")
-whatever the user said, then copy that reply turn after turn (a newcomer's trial)."""
+whatever the user said, then copy that reply turn after turn (a newcomer's trial);
+speak of "the user" (the memory sections' word) to the user; and announce an answer
+instead of giving it ("Sure, I can help you write a unit test…" and no test)."""
 RESPOND_QUOTE_CHARS = 300
 FOCUS_HEAD = "Memory to use in this reply"
 FOCUS_RULE = "Use it where it matters to the answer."
@@ -480,8 +485,39 @@ NOT_STORED = ("The user asks memory to keep an instruction to the assistant; mem
 such a message is stored, and without this line the model claimed it was."""
 
 
+INTRO = ("The user introduced themselves as {name}: greet them by name and say back, "
+         "speaking to them as \"you\", one or two things they told you.")
+"""Added to ``### respond`` when the message introduces the user by name
+(:func:`actors.policy.introduction.introduced_name`); the agent also puts the greeting's
+first words in the model's mouth (:func:`intro_prefill`)."""
+
+
+def intro_prefill(name: str, language: str) -> Prefill:
+    """:data:`REPLY_PREFILL` with the reply's first words greeting ``name``
+    (:func:`actors.policy.introduction.greeting`), JSON-escaped."""
+    opening = json.dumps(greeting(name, language), ensure_ascii=False)[1:-1]
+    return Prefill(text=REPLY_PREFILL.text + opening, grammar=REPLY_PREFILL.grammar)
+
+
+FORGOT = ("Forgotten in this turn, as the user asked: {what}. Tell the user it is "
+          "forgotten.")
+FORGOT_NOTHING = ("Memory held nothing that matches what the user asked to forget: tell "
+                  "them so.")
+FORGET_WHAT = "The user asked to forget something without naming it: ask them what."
+
+
+def forgot_text(what: str) -> str:
+    """The ``### respond`` line for a turn whose forget request the agent carried out
+    (``what``: the facts and notes it removed, ``"nothing"`` when none matched, ``""``
+    when the request named nothing): the reply then says what was actually done."""
+    if not what:
+        return FORGET_WHAT
+    return FORGOT_NOTHING if what == "nothing" else FORGOT.format(what=what)
+
+
 def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "",
-                 same_day: str = "", unknown: str = "", care: str = "") -> str:
+                 same_day: str = "", unknown: str = "", care: str = "",
+                 intro: str = "", forgot: str | None = None) -> str:
     """The ``### respond`` body, in this order:
 
     1. :data:`RESPOND`; ``rules``, the user's standing reply preferences
@@ -499,7 +535,9 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
        answered "yes, I'm free"); each gives the reply's first words; ``unknown``: the people
        or things the message asks about that memory does not mention ("you do not know";
        the user's own name was given as their brother's);
-    5. :data:`NOT_STORED` when the message asks memory to keep an instruction.
+    5. :data:`NOT_STORED` when the message asks memory to keep an instruction;
+       :data:`INTRO` when it introduces the user by the name ``intro``; what the
+       agent forgot as the user asked (``forgot``, :func:`forgot_text`).
     """
     last = next((text for role, text in reversed(history) if role == "user"), "")
     head = RESPOND
@@ -520,6 +558,10 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
                                if who.lower() in RELATIONS else " rather than guess."))
     if stores_an_instruction(last):
         tail += f"\n{NOT_STORED}"
+    if intro.strip():
+        tail += "\n" + INTRO.format(name=" ".join(neutralise(intro).split()))
+    if forgot is not None:
+        tail += "\n" + forgot_text(" ".join(neutralise(forgot).split()))
     if not last.strip():
         return head + tail
     quoted = " ".join(neutralise(last).split())
@@ -541,7 +583,8 @@ def build_tail(t: TailInput) -> str:
         "notice": t.notice,
         "respond": respond_text(t.history, t.memory.get("focus", ""),
                                 t.memory.get("reply-rules", ""), t.memory.get("same-day", ""),
-                                t.memory.get("unknown", ""), t.memory.get("care", "")),
+                                t.memory.get("unknown", ""), t.memory.get("care", ""),
+                                t.memory.get("intro", ""), t.memory.get("forgot")),
     }
     used = estimate_tokens(STABLE_PREFIX) + sum(estimate_tokens(v) + 4 for v in fixed.values() if v)
     room = t.context_window - used - t.reply_reserve - SAFETY_MARGIN_TOKENS

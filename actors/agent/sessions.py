@@ -64,6 +64,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     working_dir: str | None = None
     messages: list[Message] = msgspec.field(default_factory=list)
     turns: int = 0
+    title: str = ""  # what the user named it; "" shows the first user line (session_title)
     recalled_notes: list[int] = msgspec.field(default_factory=list)
     memory_index: list[int] = msgspec.field(default_factory=list)
     known_facts: list[int] = msgspec.field(default_factory=list)
@@ -75,6 +76,29 @@ EPHEMERAL_FIELDS = ("recalled_notes", "memory_index", "known_facts")
 def strip_ephemeral(state: SessionState) -> SessionState:
     """A copy of ``state`` with every ephemeral field emptied."""
     return msgspec.structs.replace(state, **{f: [] for f in EPHEMERAL_FIELDS})
+
+
+TITLE_CHARS = 60
+"""Longest session title, in characters (a longer first line is cut at a word)."""
+
+
+def title_of(text: str) -> str:
+    """A session's title from a user line: its first line, white space collapsed, cut
+    at a word to :data:`TITLE_CHARS` with "…". ``""`` for a blank text."""
+    line = " ".join(next((ln for ln in text.splitlines() if ln.strip()), "").split())
+    if len(line) <= TITLE_CHARS:
+        return line
+    cut = line[:TITLE_CHARS - 1]
+    if " " in cut[TITLE_CHARS // 2:]:
+        cut = cut[:cut.rindex(" ")]
+    return cut.rstrip(" ,;:.-") + "…"
+
+
+def session_title(state: SessionState) -> str:
+    """The title a session shows: the one it has, else its first user line's."""
+    if state.title:
+        return state.title
+    return title_of(next((m.text for m in state.messages if m.role == "user"), ""))
 
 
 def new_session_id() -> str:
@@ -162,14 +186,25 @@ class SessionStore:
                 (clean.id, clean.created_at, clean.updated_at, self._enc.encode(clean)))
 
     def list(self, limit: int = 50) -> list[dict]:
-        """Newest first: ``{"id", "createdAt", "updatedAt", "turns"}``."""
+        """Newest first: ``{"id", "title", "createdAt", "updatedAt", "turns"}``."""
         out = []
         for sid, created, updated, blob in self.conn.execute(
                 "SELECT id, created_at, updated_at, state FROM sessions "
                 "ORDER BY updated_at DESC LIMIT ?", (max(1, min(limit, 1000)),)):
-            out.append({"id": sid, "createdAt": created, "updatedAt": updated,
-                        "turns": self._dec.decode(blob).turns})
+            state = self._dec.decode(blob)
+            out.append({"id": sid, "title": session_title(state), "createdAt": created,
+                        "updatedAt": updated, "turns": state.turns})
         return out
+
+    def rename(self, session_id: str, title: str) -> SessionState | None:
+        """Give a stored session the title ``title`` (whitespace collapsed; ``""`` goes
+        back to its first line's); None when there is no such session."""
+        state = self.get(session_id)
+        if state is None:
+            return None
+        state.title = " ".join(title.split())
+        self.save(state)
+        return state
 
     def delete(self, session_id: str) -> bool:
         """Delete a session; True if it existed."""

@@ -95,11 +95,15 @@ def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
         case ApplyReflection():
             done: list[int | str] = []
             if isinstance(result, ApplyResult):
-                done = [*result.fact_keys, *result.note_ids, *result.retired_keys,
-                        *result.forgotten_note_ids]
-            if done or outcome != "ok":
-                return ActivityEntry(now_ms(), "reflection", "reflection", done[:MAX_IDS],
-                                     outcome, True)
+                done = list(dict.fromkeys([
+                    *result.fact_keys, *result.note_ids, *result.retired_keys,
+                    *result.purged_keys, *result.forgotten_note_ids,
+                    *result.rewritten_note_ids]))
+            if done or outcome != "ok":  # under the app whose turn caused it
+                who = "agent" if msg.agent else "reflection"
+                client = f"{who} for {msg.client}" if msg.client else who
+                op = "turn.forget" if msg.agent else "reflection"
+                return ActivityEntry(now_ms(), client, op, done[:MAX_IDS], outcome, True)
         case Refused():
             return ActivityEntry(now_ms(), msg.client, msg.op, [], msg.outcome)
     return None
@@ -157,16 +161,19 @@ class ActivityRecorder:
             self.metrics.inc("agent.memory.activity.dropped", by=len(batch))
             log.warning("memory.activity_write_failed", entries=len(batch), error=str(exc))
 
-    async def query(self, limit: int, client: str | None, before: int | None) -> dict[str, Any]:
-        """The log's page (newest first), its clients and its counts, pending entries
-        written first; an empty answer when the log is off."""
+    async def query(self, limit: int, client: str | None, before: int | None,
+                    reads: bool = True) -> dict[str, Any]:
+        """The log's page (newest first; without ``reads`` only writes and refusals), its
+        clients and its counts, pending entries written first; an empty answer when the
+        log is off."""
         if self.log is None:
             return {"entries": [], "clients": [], "kept": 0, "dropped": 0, "enabled": False}
         await self.flush()
         activity = self.log
 
         def read() -> dict[str, Any]:
-            return {"entries": activity.entries(limit=limit, client=client, before=before),
+            return {"entries": activity.entries(limit=limit, client=client, before=before,
+                                                reads=reads),
                     "clients": activity.clients(), "kept": activity.count(),
                     "dropped": activity.dropped(), "enabled": True}
 

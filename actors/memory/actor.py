@@ -127,6 +127,9 @@ class MemoryActor:
         # What the agent's tool calls forgot, per (session, turn): that turn's reflection
         # must not store it again. Oldest turn first; FORGOTTEN_TURNS at most.
         self.forgotten_in_turn: dict[tuple[str, str], list[str]] = {}
+        # What the agent forgot at the user's request, per (session, turn), until that
+        # turn's reflection reports it with its own (FORGOTTEN_TURNS at most).
+        self.agent_forgot: dict[tuple[str, str], ApplyResult] = {}
         # The last write the disk refused, for memory.stats; None until one is.
         self.last_storage_error: dict[str, Any] | None = None
         self._bumps: list[list[int]] = []
@@ -357,10 +360,17 @@ class MemoryActor:
                     result = await self._db(self._apply_reflection, msg)
                 finally:
                     self._drop_cache_if_deleted(before)
+                turn_key = (msg.session, msg.turn)
+                if msg.agent:  # reported again with the turn's reflection
+                    self.agent_forgot[turn_key] = result
+                    while len(self.agent_forgot) > FORGOTTEN_TURNS:
+                        self.agent_forgot.pop(next(iter(self.agent_forgot)))
+                elif (earlier := self.agent_forgot.pop(turn_key, None)) is not None:
+                    result = _with_earlier_forgets(result, earlier)
                 await self._changed("reflection", {
                     "keys": result.fact_keys + result.retired_keys + result.purged_keys,
                     "ids": result.note_ids + result.forgotten_note_ids
-                    + result.archived_note_ids,
+                    + result.archived_note_ids + result.rewritten_note_ids,
                     "replaced": result.updated_keys,
                     "replacedPinned": result.replaced_pinned}, msg.session)
                 return result
@@ -383,7 +393,7 @@ class MemoryActor:
             case Stats():
                 return await self._db(self._stats)
             case ActivityQuery():
-                return await self.activity.query(msg.limit, msg.client, msg.before)
+                return await self.activity.query(msg.limit, msg.client, msg.before, msg.reads)
             case _:
                 return await self._cold(msg)
 
@@ -497,7 +507,7 @@ class MemoryActor:
                                        else tuple(msg.recalled)),
                              recall=self._recall_for(s), bump=False)
 
-    def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:
+    def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:  # noqa: C901
         """Write every fact and note of one reflection in ONE transaction; invalid items
         are skipped (and counted), never the whole result."""
         keys: list[str] = []
@@ -507,12 +517,18 @@ class MemoryActor:
         skipped = 0
         stale: list[int] = []
         forgotten = self.forgotten_in_turn.pop((msg.session, msg.turn), [])
+        if msg.agent:  # the turn's reflection comes next and reads this list
+            forgotten = self.forgotten_in_turn.setdefault((msg.session, msg.turn), forgotten)
         with write_txn(self.conn):
             retiring = {k: f.value for k in msg.forget.retire_keys
                         if (f := self.w.profiles.get(k)) is not None}
+            active = {f.key: f.value for f in self.w.profiles.list()} if msg.agent else {}
             forgot = apply_forget(self.conn, retire_keys=msg.forget.retire_keys,
                                   purge_keys=msg.forget.purge_keys,
                                   targets=msg.forget.targets, now_ms=now_ms())
+            if msg.agent:  # what the turn's reflection must not store again
+                forgotten += [f"{k.replace('_', ' ')} {active[k]}" for k in forgot.purged_keys
+                              if k in active] + [" ".join(t) for t in msg.forget.targets]
             self.w.notes.deletions += len(forgot.note_ids)
             for key in forgot.retired_keys:  # "I sold the Civic": its notes are stale too
                 stale += archive_stale(self.w.notes, retiring.get(key, ""), "")
@@ -574,7 +590,8 @@ class MemoryActor:
         return ApplyResult(fact_keys=keys, note_ids=ids, skipped=skipped, updated_keys=updated,
                            retired_keys=forgot.retired_keys, purged_keys=forgot.purged_keys,
                            forgotten_note_ids=forgot.note_ids, replaced_pinned=replaced_pinned,
-                           archived_note_ids=stale)
+                           archived_note_ids=stale,
+                           rewritten_note_ids=forgot.rewritten_note_ids)
 
     def _stats(self) -> dict[str, Any]:
         out = file_stats(self.w, self.cfg)
@@ -668,3 +685,17 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
             await trio.to_thread.run_sync(actor.close, limiter=actor._limiter)
             await trio.to_thread.run_sync(actor.activity.close, limiter=actor.activity.limiter)
         log.info("memory.closed")
+
+
+def _with_earlier_forgets(result: ApplyResult, earlier: ApplyResult) -> ApplyResult:
+    """``result`` with what ``earlier`` (the agent's forget in the same turn) retired,
+    purged and deleted added, each once."""
+    def both(a: list, b: list) -> list:
+        return list(dict.fromkeys(b + a))
+
+    return msgspec.structs.replace(
+        result, retired_keys=both(result.retired_keys, earlier.retired_keys),
+        purged_keys=both(result.purged_keys, earlier.purged_keys),
+        forgotten_note_ids=both(result.forgotten_note_ids, earlier.forgotten_note_ids),
+        rewritten_note_ids=both(result.rewritten_note_ids, earlier.rewritten_note_ids))
+

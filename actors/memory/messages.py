@@ -92,6 +92,13 @@ class ApplyReflection(_M):
     facts: list[FactIn] = msgspec.field(default_factory=list)
     notes: list[NoteIn] = msgspec.field(default_factory=list)
     forget: ForgetIn = msgspec.field(default_factory=ForgetIn)
+    agent: bool = False
+    """Sent by the agent, which carries out the user's forget request before its reply:
+    what it forgets is reported again in the result of the same turn's reflection (the
+    one a client's ``memory:`` line reads), and is never stored again by it."""
+    client: str | None = None
+    """The app whose turn caused it: the activity log records it as ``reflection for
+    <app>`` (or ``agent for <app>``)."""
 
 
 class ApplyResult(msgspec.Struct):
@@ -101,7 +108,8 @@ class ApplyResult(msgspec.Struct):
     ``replaced_pinned``: the keys among ``updated_keys`` whose replaced value was pinned
     (the user should see that, and can undo it from the history);
     ``archived_note_ids``: notes archived because they stated a replaced value
-    (:mod:`actors.store.staleness`)."""
+    (:mod:`actors.store.staleness`); ``rewritten_note_ids``: notes that held what was
+    forgotten beside other facts, rewritten without it (:mod:`actors.store.forgetting`)."""
 
     fact_keys: list[str]
     note_ids: list[int]
@@ -112,6 +120,7 @@ class ApplyResult(msgspec.Struct):
     forgotten_note_ids: list[int] = msgspec.field(default_factory=list)
     replaced_pinned: list[str] = msgspec.field(default_factory=list)
     archived_note_ids: list[int] = msgspec.field(default_factory=list)
+    rewritten_note_ids: list[int] = msgspec.field(default_factory=list)
 
 
 class MissingVectors(_M):
@@ -155,6 +164,8 @@ class ActivityQuery(_M):
     limit: int = 100
     client: str | None = None
     before: int | None = None
+    reads: bool = True
+    """False: only writes and refusals (``atomic-agent activity`` without ``--all``)."""
 
 
 class Refused(_M):

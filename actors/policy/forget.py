@@ -27,7 +27,8 @@ from __future__ import annotations
 
 import re
 
-from .lexicon import compile_rules, entries
+from .keys import GROUPS
+from .lexicon import compile_rules, entries, word_set
 from .lexicon import pattern as lexicon_pattern
 
 
@@ -52,8 +53,34 @@ def matches(words: list[str], text: str) -> bool:
     return all(_forms(w.lower()) & have for w in words)
 
 
+def names_note(words: list[str], text: str) -> bool:
+    """Whether a forget target's ``words`` name the note ``text``: it holds every one
+    of them (:func:`matches`), or — for a target of three words or more — all but a
+    quarter of them ("my address, the one at 12 Rue Victor Hugo" names "Lives at 12 Rue
+    Victor Hugo, Lyon", which never says "address")."""
+    if matches(words, text):
+        return True
+    if len(words) < 3:
+        return False
+    held = sum(1 for w in words if matches([w], text))
+    return held >= max(2, -(-3 * len(words) // 4))
+
+
+def names_fact(words: list[str], key: str, value: str) -> bool:
+    """Whether a forget target's ``words`` (:func:`target_words`) name the fact
+    ``key=value``: each word is a word of the value, of the key, or of a key of the same
+    meaning (:data:`actors.policy.keys.GROUPS`: "where I work" names ``job`` and
+    ``employer``, not ``city``; "where I live" names ``city``), a plural ``s`` either way. An empty ``words`` names
+    nothing."""
+    if not words:
+        return False
+    keys = next((g for g in GROUPS if key in g), (key,))
+    have = {w.lower() for w in WORD_RE.findall(" ".join((*keys, value)).replace("_", " "))}
+    return all(_forms(w.lower()) & have for w in words)
+
+
 __all__ = ["CHANGE", "dropped_values", "forget_intent", "let_go_objects", "matches",
-           "request_targets", "target_words"]
+           "names_fact", "names_note", "request_targets", "target_words", "without"]
 
 
 _NEG_FORGET = compile_rules("dont_forget")
@@ -157,3 +184,67 @@ def let_go_objects(user_message: str) -> list[tuple[str, str]]:
                 out.append((sentence.strip(), words[0]))
     return out
 
+
+
+_QUOTE_HEAD = re.compile(r"^(the user said:\s*)", re.I)
+_PIECES = re.compile(r"(\s*[,;]\s*(?:and\s+|but\s+)?|\s+(?:and|but)\s+)", re.I)
+_CONTENT = re.compile(r"[^\W\d_]{3,}|\d+")
+_LIST_AFTER = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
+
+
+_SUBJECTS = word_set("first_person", "first_person_possessive", "first_person_verbs",
+                     "third_person")
+
+
+def _drop_list_member(text: str, word: str) -> str:
+    """``text`` with ``word`` taken out of a list it is a member of ("likes Lego and
+    horses" → "likes horses"), or unchanged. A connector followed by a subject ("Graz
+    and I work …", "olives, and my partner …") joins clauses, not list members."""
+    w = re.escape(word) + r"\w*"
+    for rx, repl in ((rf"(?<![\w'’]){w}{_LIST_AFTER}(?=(\w[\w'’]*))", " "),
+                     (rf"(?<=(\w))(?P<c>{_LIST_AFTER}){w}(?![\w'’])", "")):
+        for m in re.finditer(rx, text, flags=re.I):
+            after = m.group(1) if repl else ""
+            if after and after.lower().replace("’", "'") in _SUBJECTS:
+                continue
+            if not repl and text[m.end():].lstrip()[:1] not in ("", ".", "!", "?", ",", ";"):
+                continue  # "… and olives are …": not the list's last member
+            return re.sub(r"\s{2,}", " ", text[:m.start()] + repl + text[m.end():]).replace(" .", ".")
+    return text
+
+
+def without(content: str, words: list[str]) -> str | None:
+    """A note's ``content`` with what a forget target's ``words`` name taken out, its
+    other facts kept in the same words, or None when nothing of its own is left (the
+    note goes). First a list member ("The user's daughter Klara likes Lego and horses."
+    less Lego → "… likes horses."), else the clauses holding a target word ("The user
+    said: I live in Graz and I work at a brewery." less "work" → "The user said: I live
+    in Graz."); a note that is not the user's quoted sentence keeps its first clause (its
+    subject) or goes. Pure; never raises."""
+    if not words or not names_note(words, content):
+        return content
+    listed = content
+    for word in words:
+        listed = _drop_list_member(listed, word)
+    left = sum(1 for w in words if matches([w], listed))
+    if listed != content and left <= 1 and not names_note(words, listed):
+        return listed  # one list member went; at most its subject ("Klara") is left
+    head_m = _QUOTE_HEAD.match(content)
+    head = head_m.group(1) if head_m else ""
+    body = content[len(head):]
+    parts = _PIECES.split(body)
+    clauses_ = parts[0::2]
+    joins = parts[1::2]
+    keep = [i for i, c in enumerate(clauses_)
+            if not any(matches([w], c) for w in words)]
+    if not keep or (not head and keep[0] != 0):
+        return None
+    out = clauses_[keep[0]]
+    for i in keep[1:]:
+        out += (joins[i - 1] if i - 1 < len(joins) else ", ") + clauses_[i]
+    out = out.strip(" ,;")
+    if not _CONTENT.search(out) or names_note(words, out):
+        return None
+    if not out.endswith((".", "!", "?")):
+        out += "."
+    return head + out[:1].upper() + out[1:] if head else out

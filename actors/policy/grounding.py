@@ -419,15 +419,29 @@ def _verbatim_grounded(text: str, window: _Window) -> bool:
                for t in _SHORT_TOKEN_RE.findall(text))
 
 
+_NUMBER_RE = re.compile(r"\d(?:[\d,.’' ]*\d)?")
+_THOUSANDS = re.compile(r"(?<=\d)[,.’' ](?=\d{3}(?!\d))")
+
+
+def _plain_number(text: str) -> str:
+    """A number without its thousands separators: "1,200", "1 200" and "1200" are one."""
+    return _THOUSANDS.sub("", text)
+
+
 def _content_ok(key: str | None, text: str, window: _Window) -> bool:
     """A fact's value (or, when the value has no content word, its key) must share a
-    content word with the user's message; a note at least :data:`NOTE_GROUNDED_SHARE`
+    content word with the user's message — a value that is only a number must be one
+    the user wrote ("age=29" of "I'm 29"); a note at least :data:`NOTE_GROUNDED_SHARE`
     of its content words."""
     if window.unsplittable:
         return True
     words = _content_words(text)
     if not words and _verbatim_only(text):  # "Go", "C#": too short to be content words
         return _verbatim_grounded(text, window)
+    number = text.strip().rstrip(".")
+    if re.fullmatch(r"\d[\d,.]*", number):  # "age=29" of "I'm 29"; "1200" of "1,200"
+        return _plain_number(number) in {_plain_number(n) for n in _NUMBER_RE.findall(
+            window.lower)}
     if not words and key is not None:
         words = _content_words(key.replace("_", " "))
     if not words:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["FLAG_VALUES", "GROUPS", "canonical_key", "group_words", "holds_value", "spell_out"]
+__all__ = ["FLAG_VALUES", "GROUPS", "DIETS", "canonical_key", "group_words", "holds_value",
+           "one_attribute", "spell_out"]
 
 GROUPS: tuple[tuple[str, ...], ...] = (
     ("name", "user_name", "first_name", "full_name", "my_name", "given_name"),
@@ -119,3 +120,27 @@ def spell_out(key: str, value: str, user_message: str,
     if not rest or any(w[:5] not in said for w in rest):
         return None
     return canonical_key(head, known_set), " ".join(said[w[:5]] for w in rest)
+
+
+DIETS = frozenset("""vegetarian vegan pescatarian pescetarian halal kosher keto paleo
+flexitarian omnivore carnivore lacto-vegetarian ovo-vegetarian plant-based""".split())
+"""Values that are a diet: ``job=pescatarian`` or ``vegetarian=yes`` is ``diet``."""
+
+
+def one_attribute(key: str, value: str, relations: Iterable[str] = ()) -> tuple[str, str]:
+    """``(key, value)`` written under the one key of its attribute, so one attribute
+    holds one fact: a diet named as the key (``vegetarian=yes``) or as the value of
+    another key (``job=pescatarian``) is ``diet=<the diet>``; a relation's name under
+    ``<relation>_name`` (``husband_name=Marco``, one of ``relations``) is
+    ``<relation>=Marco``. Anything else is returned unchanged."""
+    low_key, low_value = key.lower(), value.strip().lower().rstrip(".")
+    if low_key in DIETS and low_value in FLAG_VALUES:
+        return "diet", low_key
+    if low_value in DIETS and low_key not in _BY_KEY.get("diet", ()) and \
+            low_key not in ("allergy", "allergies"):
+        return "diet", value.strip()
+    base = low_key.removesuffix("_name")
+    if base != low_key and base in set(relations):
+        return base, value
+    return key, value
+

@@ -100,6 +100,8 @@ Rules, and where each is read:
 ``comparison``         ahead of, than, rather than … — ``stance`` (``comparison``)
 ``commitment``         deadline, appointment … — ``stance.about_user``
 ``dates``              days and months — ``stance.about_user``
+``passing``            today, tonight, right now … — ``coverage``: a clause that says
+                       only how things are for now is not quoted into memory
 ``request_verbs``      imperatives asking the assistant for something (tell, write
                        …), as the first word of a clause — ``stance.is_request_only``
 ``request_openers``    please, can you … before such a verb — ``stance``
@@ -248,7 +250,9 @@ RULES: dict[str, dict[str, tuple[str, ...]]] = {
 about everything anything all what which i i'm i’m i've me my mine myself you your yours
 we our us it its is are was were be been am do does did have has had can could would
 should will shall from of in on at to for with and or but that's said told say tell
-mentioned mention wrote write know knowing known like likes liked love loves loved prefer
+gave give given shared share sent send mentioned mention wrote write know knowing known
+one ones
+like likes liked love loves loved prefer
 prefers preferred enjoy enjoys use uses used fan big really very much thing things stuff
 part bit info information data detail details entry entries memory memories profile fact
 facts note notes record records tool tools forget delete remove erase wipe purge
@@ -597,6 +601,16 @@ thanks thank you cheers bye goodbye ok okay lol haha""".split()),
         "pt": _w("prazo | consulta | exame | reunião | voo"),
         "ru": _w("срок | встреча | экзамен | приём | рейс"),
     },
+    "passing": {
+        "en": _w("""today | tonight | right now | this morning | this afternoon | this evening |
+                 at the moment"""),
+        "fr": _w("aujourd'hui | ce soir | ce matin | cet après-midi | en ce moment"),
+        "de": _w("heute | heute abend | heute morgen | gerade | im moment"),
+        "es": _w("hoy | esta noche | esta mañana | esta tarde | ahora mismo"),
+        "it": _w("oggi | stasera | stamattina | stanotte | in questo momento"),
+        "pt": _w("hoje | esta noite | hoje à noite | esta manhã | agora mesmo"),
+        "ru": _w("сегодня | сейчас | вечером | утром"),
+    },
     "dates": {
         "en": _w("""jan* | feb* | mar* | apr* | may | jun* | jul* | aug* | sep* | oct* | nov* |
                  dec* | monday | tuesday | wednesday | thursday | friday | saturday | sunday |
@@ -691,11 +705,12 @@ def _entry_re(entry: str) -> str:
     return "".join(out)
 
 
-def pattern(*rules: str) -> str:
-    """One regex alternation (a group) of the entries of ``rules``, longest first, each
-    bounded as a word where it starts or ends with a letter."""
-    return "(?:" + "|".join(_entry_re(e) for e in sorted(entries(*rules), key=len,
-                                                           reverse=True)) + ")"
+def pattern(*rules: str, languages: Iterable[str] = LANGUAGES) -> str:
+    """One regex alternation (a group) of the entries of ``rules`` (in ``languages``,
+    default all), longest first, each bounded as a word where it starts or ends with a
+    letter."""
+    return "(?:" + "|".join(_entry_re(e) for e in sorted(
+        entries(*rules, languages=languages), key=len, reverse=True)) + ")"
 
 
 def compile_rules(*rules: str) -> re.Pattern[str]:

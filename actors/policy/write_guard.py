@@ -8,8 +8,12 @@ the user asked to remember something (:data:`EXPLICIT`; otherwise reflection ext
 facts after the turn, with its canonical keys and supersede), no write from a question, small talk, a one-off instruction or a message about nobody; no fact or note
 the user's words do not ground, none about another person stored as the user's, no
 negation or daydream stored as a fact, no instruction to the assistant; and no removal
-unless the user asked to forget something or said a fact changed. The refusal goes back
-to the model as the tool's result, so it can answer instead.
+of anything the user did not name: a fact or note goes only when the user's forget
+request names it (its value, its key or a key of the same meaning, the note's words:
+:func:`removal_refusal`) or the user says they let go of its value ("I sold the Civic").
+"How many weeks are left until summer?" or "I've given up on that puzzle" remove
+nothing. The refusal goes back to the model as the tool's result, so it can answer
+instead; the reply never shows it raw.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from __future__ import annotations
 from typing import Any
 
 from .candidates import ParsedFact, ParsedNote
-from .forget import CHANGE, forget_intent
+from .forget import (CHANGE, dropped_values, forget_intent, let_go_objects, matches,
+                     names_fact, names_note, request_targets)
 from .grounding import filter_ungrounded
 from .instructions import from_instruction, instruction_sentences, sentence_with
 from .keys import holds_value, spell_out
@@ -26,7 +31,7 @@ from .skip import skip_reason
 from .stance import clauses, judge
 
 __all__ = ["EXPLICIT", "WRITE_TOOLS", "REMOVE_TOOLS", "may_remove", "may_write", "refusal",
-           "stores_an_instruction"]
+           "removal_refusal", "stores_an_instruction"]
 
 EXPLICIT = compile_rules("remember")
 """A request to remember (:mod:`.lexicon` rule ``remember``, every language of the
@@ -37,10 +42,40 @@ WRITE_TOOLS = frozenset({"memory.profile.set", "memory.notes.store"})
 REMOVE_TOOLS = frozenset({"memory.profile.remove", "memory.notes.forget"})
 
 
-def may_remove(user_message: str) -> bool:
-    """Whether the message asks to forget something or says a fact changed: only then
-    may the agent call a removal tool."""
-    return bool(forget_intent(user_message) or CHANGE.search(user_message))
+def may_remove(user_message: str, known: dict[str, str] | None = None) -> bool:
+    """Whether the message asks to forget something, or lets go of something ("I sold
+    my car"; with ``known``, the active profile as key → value, also a loose let-go
+    word before a known value: "I left Berlin"): only then is a removal tool offered.
+    "Actually I moved to Berlin" is not one: reflection supersedes the fact."""
+    if forget_intent(user_message) or let_go_objects(user_message):
+        return True
+    return bool(known and CHANGE.search(user_message) and dropped_values(user_message, known))
+
+
+def removal_refusal(user_message: str, key: str | None = None, value: str = "",
+                    note: str | None = None) -> str | None:
+    """Why the agent may not remove this fact (``key``, ``value``) or note (its text
+    ``note``) for this user message, or None. Allowed only when the user's forget
+    request names it (:func:`actors.policy.forget.request_targets`: every word of one
+    target is a word of the fact -- key, value, or a key of the same meaning -- or of the
+    note), or when the user says they let go of the fact's value or of something the
+    note names. With neither ``key`` nor ``note`` (the target is unknown) it is
+    refused. Pure; never raises."""
+    if key is None and note is None:
+        return "that memory entry is not known; name what the user asked to forget"
+    if forget_intent(user_message):
+        targets = request_targets(user_message)
+        if not targets:
+            return "the user did not say what to forget: ask them which entry they mean"
+        hit = any(names_fact(words, key, value) if key is not None
+                  else names_note(words, note or "") for words in targets)
+        return None if hit else "the user did not ask to forget that entry"
+    if key is not None and dropped_values(user_message, {key: value}):
+        return None
+    if note is not None and any(matches([word], note)
+                                for _sentence, word in let_go_objects(user_message)):
+        return None
+    return "the user did not ask to forget anything"
 
 
 def _write_refusal(user_message: str) -> str | None:
@@ -96,7 +131,7 @@ def spelled_call(tool: str, args: dict[str, Any], user_message: str
 def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
     """Why the agent may not run this memory tool for this user message, or None.
     Pure; never raises (malformed ``args`` are left to the memory actor to refuse)."""
-    if tool in REMOVE_TOOLS:
+    if tool in REMOVE_TOOLS:  # what it removes is judged by removal_refusal
         return None if may_remove(user_message) else "the user did not ask to forget anything"
     if tool not in WRITE_TOOLS:
         return None

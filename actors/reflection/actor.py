@@ -62,6 +62,7 @@ from actors.memory.messages import (
     ToolOp,
     VoteResult,
 )
+from actors.policy.coverage import statement_count
 from actors.policy.skip import skip_reason
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RuntimeFailure
@@ -73,13 +74,14 @@ from runtime.services.metrics import Metrics, MetricsRequest
 
 from .consolidator import Consolidator
 from .foreground import ForegroundGate, YieldingPool
-from .grammar import REFLECTION_GRAMMAR
+from .grammar import MAX_ENTRIES, REFLECTION_GRAMMAR
 from .linkgen import LINK_SYSTEM, build_link_prompt, link_grammar, parse_links
 from .messages import (
     AbortPending,
     Consolidate,
     ConsolidationEvent,
     Foreground,
+    NotKept,
     Reflect,
     ReflectionEvent,
     ReflectionMsg,
@@ -99,8 +101,9 @@ MAX_TRACKED_SESSIONS = 1024
 first), so the health tracker stays bounded however many sessions come and go."""
 SIDE_N_PREDICT = 96
 """Token cap of a link-generator or vote-runner completion (4 links / 8 votes)."""
-N_PREDICT = 320
-"""Token cap of a reflection completion: six lines of ≤ 200 chars is ~300 tokens."""
+N_PREDICT = 480
+"""Token cap of a reflection completion: the grammar's ten lines, most of them short
+(a 60-char value is ~15 tokens, a 120-char note ~30)."""
 CARRY_MAX = 2
 """Interrupted exchanges carried into a session's next reflection, at most."""
 RETRY_DELAYS_S = (1.0, 4.0)
@@ -110,8 +113,8 @@ the last, the exchanges are carried into the session's next reflection."""
 AGENT_HEARD_WAIT_S = 10.0
 """At start-up, how long the reflection slot's warm-up waits for the agent's first
 :class:`~.messages.Foreground` count (the agent warms its own slot first)."""
-PARSE_MAX_ITEMS = 6
-"""Items parsed before grounding (the grammar's six lines); the per-call caps apply to
+PARSE_MAX_ITEMS = MAX_ENTRIES
+"""Items parsed before grounding (the grammar's lines); the per-call caps apply to
 what survives the grounding filter (guards first, then caps)."""
 
 
@@ -143,6 +146,9 @@ class ReflectionActor:
         self.running: dict[str, list[Reflect]] = {}
         self.carry: dict[str, list[Reflect]] = {}
         self.streaks: dict[str, int] = {}
+        # What a turn's plan dropped that nothing kept holds, until its event is sent
+        # (bounded: a turn whose event never comes is forgotten oldest first).
+        self.not_kept: dict[str, list[NotKept]] = {}
         self.warned: set[str] = set()
         self._decoder = msgspec.msgpack.Decoder(ReflectionMsg | MetricsRequest)
         self.consolidator = Consolidator(ctx, boot.config.memory, llm, self.metrics,
@@ -388,9 +394,11 @@ class ReflectionActor:
             log.debug("reflection.invalid_fact", session=msg.session, count=parsed.invalid_facts)
         if parsed.invalid_notes:
             log.debug("reflection.invalid_note", session=msg.session, count=parsed.invalid_notes)
+        # The budget follows what was said: a six-fact introduction keeps six facts.
+        said = min(statement_count(user_text), MAX_ENTRIES)
         plan = plan_reflection(parsed, user_text, dict(pairs),
-                               max_facts=self.cfg.max_facts_per_call,
-                               max_notes=self.cfg.max_notes_per_call if notes_on else 0,
+                               max_facts=max(self.cfg.max_facts_per_call, said),
+                               max_notes=max(self.cfg.max_notes_per_call, said) if notes_on else 0,
                                assistant_reply=msg.assistant_reply)
         if plan.dropped:
             for d in plan.dropped:
@@ -399,19 +407,23 @@ class ReflectionActor:
                      reasons=sorted({d.reason for d in plan.dropped}),
                      fact_keys=[d.key for d in plan.dropped if d.key],
                      notes=sum(1 for d in plan.dropped if d.item == "note"))
+        self.not_kept[msg.turn] = [NotKept(key=k, reason=r) for k, r in plan.not_kept()]
+        while len(self.not_kept) > MAX_TRACKED_SESSIONS:
+            self.not_kept.pop(next(iter(self.not_kept)))
         if plan.empty:
             reason = "ungrounded: " + ",".join(sorted({d.reason for d in plan.dropped})) \
                 if plan.dropped else ""
             return "none", reason, None
         apply = ApplyReflection(session=msg.session, turn=msg.turn, facts=plan.facts,
-                                notes=plan.notes, forget=plan.forget)
+                                notes=plan.notes, forget=plan.forget, client=msg.client)
         # Once the write is decided it completes (one transaction) even if aborted now,
         # so the recorded outcome always matches what is in the database.
         with trio.CancelScope(shield=True):
             with trio.fail_after(10):
                 result = await self.ctx.request("memory", apply, ApplyResult)
         if not (result.fact_keys or result.note_ids or result.retired_keys
-                or result.purged_keys or result.forgotten_note_ids):
+                or result.purged_keys or result.forgotten_note_ids
+                or result.rewritten_note_ids):
             return "none", "everything was already known or invalid", result
         return "ok", "", result
 
@@ -443,6 +455,7 @@ class ReflectionActor:
             # the daemon's lifetime (found by bench/soak).
             self.streaks.pop(msg.session, None)
             self.warned.discard(msg.session)
+        not_kept = self.not_kept.pop(msg.turn, [])
         try:
             await self.ctx.cast("root", ReflectionEvent(
                 session=msg.session, turn=msg.turn, outcome=outcome, latency_ms=round(latency_ms, 1),
@@ -450,7 +463,9 @@ class ReflectionActor:
                 updated_keys=written.updated_keys if written else [],
                 forgotten_keys=(written.retired_keys + written.purged_keys) if written else [],
                 forgotten_note_ids=written.forgotten_note_ids if written else [],
-                timeout_ms=self.cfg.timeout_ms))
+                rewritten_note_ids=written.rewritten_note_ids if written else [],
+                timeout_ms=self.cfg.timeout_ms,
+                not_kept=not_kept if outcome in ("ok", "none") else []))
         except RuntimeFailure:
             pass
 

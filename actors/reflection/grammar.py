@@ -12,7 +12,7 @@ Productions (bounds are in characters unless stated otherwise)::
 
     root    -> none | entries
     none    -> "NONE" optionally followed by one "\n"
-    entries -> entry, 1 to 6 times
+    entries -> entry, 1 to 10 times
     entry   -> set | note | forget
     set     -> "SET " key "=" value "\n"
     note    -> "NOTE " body "\n"
@@ -61,7 +61,7 @@ BODY_MAX_CHARS = 120
 #: Longest ``FORGET`` target the grammar admits (chars).
 TARGET_MAX_CHARS = 60
 #: Most ``SET``/``NOTE``/``FORGET`` lines in one completion.
-MAX_ENTRIES = 6
+MAX_ENTRIES = 10
 
 _TEXT = r'[^\r\n<>\[\]"\\]'
 #: One reflection line as a regular expression (the schema form's ``pattern``).
@@ -74,7 +74,7 @@ REFLECTION_LINE_PATTERN = (f"NONE|SET [a-z][a-z0-9_]{{0,31}}={_TEXT}{{1,60}}|"
 REFLECTION_GRAMMAR: str = with_line_schema((
     'root    ::= none | entries\n'
     'none    ::= "NONE" "\\n"?\n'
-    'entries ::= entry{1,6}\n'
+    'entries ::= entry{1,10}\n'
     'entry   ::= set | note | forget\n'
     'set     ::= "SET " key "=" value "\\n"\n'
     'note    ::= "NOTE " body "\\n"\n'

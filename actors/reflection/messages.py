@@ -25,7 +25,8 @@ class Reflect(_M):
     :data:`EARLIER_MAX`), shown to the model as context only: "She is a nurse" needs
     "My sister is called Ana" before it. ``surfaced``: the
     memory items the turn rendered, for the link generator (its notes) and the vote
-    runner (all of them); ``turn_index`` the session's turn number (vote audit)."""
+    runner (all of them); ``turn_index`` the session's turn number (vote audit);
+    ``client`` the app whose turn it was (the activity log names it)."""
 
     session: str
     turn: str
@@ -34,6 +35,7 @@ class Reflect(_M):
     earlier: list[str] = msgspec.field(default_factory=list)
     surfaced: list[Surfaced] = msgspec.field(default_factory=list)
     turn_index: int | None = None
+    client: str | None = None  # the app that started the turn (its activity entries)
 
 
 EARLIER_MAX = 2
@@ -105,12 +107,23 @@ class ConsolidationEvent(msgspec.Struct, tag="consolidation", tag_field="kind", 
     report: TickReport | None = None
 
 
+class NotKept(msgspec.Struct, frozen=True):
+    """A fact the model proposed and the guards dropped, with nothing kept holding it:
+    its ``key`` (never its value) and the guard's ``reason`` (``ungrounded_content``,
+    ``negated`` …, docs/protocol.md "reflection")."""
+
+    key: str
+    reason: str
+
+
 class ReflectionEvent(msgspec.Struct, tag="reflection", tag_field="kind", kw_only=True):
     """Cast to the root when a reflection ends; forwarded to clients subscribed to
     ``reflection``. Keys and note ids only, never values: ``fact_keys`` written (of which
     ``updated_keys`` replaced an active value), ``note_ids`` stored, ``forgotten_keys``
-    (retired or deleted facts) and ``forgotten_note_ids``; ``timeout_ms`` is the
-    reflection timeout in force (for the client's warning)."""
+    (retired or deleted facts) and ``forgotten_note_ids``; ``not_kept``: proposals the
+    guards dropped that nothing kept holds (:meth:`actors.reflection.plan.Plan.not_kept`);
+    ``rewritten_note_ids``: notes rewritten without what the user asked to forget;
+    ``timeout_ms`` is the reflection timeout in force (for the client's warning)."""
 
     session: str
     turn: str
@@ -123,3 +136,5 @@ class ReflectionEvent(msgspec.Struct, tag="reflection", tag_field="kind", kw_onl
     forgotten_keys: list[str] = msgspec.field(default_factory=list)
     forgotten_note_ids: list[int] = msgspec.field(default_factory=list)
     timeout_ms: int = 0
+    not_kept: list[NotKept] = msgspec.field(default_factory=list)
+    rewritten_note_ids: list[int] = msgspec.field(default_factory=list)

@@ -5,7 +5,9 @@ memory policy (:mod:`actors.policy`; whether a message is worth a model call at 
 :func:`actors.policy.skip.skip_reason`). Pure, no I/O; never raises for any input. Order (each dropped item is counted with
 its reason, never its value):
 
-1. ``SET`` keys are mapped to one key per meaning (:func:`actors.policy.keys.canonical_key`), so an
+1. ``SET`` keys are mapped to one key per meaning (:func:`actors.policy.keys.one_attribute`:
+   ``vegetarian=yes`` and ``job=pescatarian`` are ``diet``, ``husband_name`` is
+   ``husband``; :func:`actors.policy.keys.canonical_key`), so an
    update supersedes the active fact instead of adding a second one; a key that holds
    its value (``allergy_peanuts=yes``) is spelled out in the user's words
    (``allergy=peanuts``, :func:`actors.policy.keys.spell_out`) or, where it cannot be
@@ -40,7 +42,8 @@ its reason, never its value):
    kept in the user's words, not lost. So is a second value the reflection sets for a
    key it already set ("language=Rust" and "language=Go" from "I've written Rust for
    years but I'm new to Go"): the first value is the fact, the sentence holding the
-   second is quoted. And so is the sentence that retires a fact by a stated change
+   second is quoted. So is an age the user gives only as one to come ("turns 9 on 14
+   March" → not ``daughter_age=9``: ``coming_age``). And so is the sentence that retires a fact by a stated change
    ("I sold the Civic, now I ride a bicycle to work.") when the reflection keeps nothing
    else from it: the change is remembered even when the model only restated the old
    profile. And a sentence where the user lets go of something memory does not hold
@@ -50,7 +53,14 @@ its reason, never its value):
    nothing of the change. And a note dropped as ``denied`` ("The user prefers green tea
    over coffee" from "I don't drink coffee at all, only green tea") gives way to the
    sentence that holds the denial.
-8. The per-call caps.
+8. Coverage: in a message of three statements or more, a sentence holding a statement about
+   the user or their people that nothing kept or known holds is quoted (in a shorter
+   message, one holding a number or a name nothing holds) ("The user said:
+   … I can't stand olives, and my partner Luis is a chef." when the model stopped after
+   name, job and city; :func:`actors.policy.coverage.uncovered_sentences`), so a dense
+   introduction loses nothing.
+9. The per-call caps (the reflection actor raises them to the number of statements the
+   message makes, :func:`actors.policy.coverage.statement_count`).
 """
 
 from __future__ import annotations
@@ -61,6 +71,7 @@ import msgspec
 
 from actors.memory.messages import FactIn, ForgetIn, NoteIn
 from actors.policy.candidates import ParsedFact
+from actors.policy.coverage import statement_count, uncovered_sentences
 from actors.policy.forget import (CHANGE, dropped_values, forget_intent, let_go_objects,
                                   matches, request_targets, target_words)
 from actors.policy.grounding import Dropped, filter_ungrounded
@@ -69,7 +80,8 @@ from actors.policy.instructions import (from_instruction, instruction_sentences,
 from actors.policy.lexicon import entries
 from actors.policy.lexicon import pattern as lexicon_pattern
 from actors.policy.keys import (FLAG_VALUES, GROUPS, canonical_key, group_words, holds_value,
-                                spell_out)
+                                one_attribute, spell_out)
+from actors.policy.relations import RELATIONS
 from actors.policy.stance import IDENTITY_KEYS, clauses, denied_word, judge
 from actors.policy.standing import standing_preferences
 from actors.store.staleness import states_old_value
@@ -86,6 +98,21 @@ EMPTY_VALUES = frozenset({"false", "no", "none", "never", "null", "n/a", "na", "
 prompt and the usual shape of a negation stored as a fact; dropped as ``no_value``."""
 
 
+DENSE_STATEMENTS = 3
+"""Statements (:func:`actors.policy.coverage.statement_count`) from which a message is
+checked for every word nothing kept holds (step 8; below, only numbers and names). With
+two, the earlier steps' choices stand ("We sold the Oceanis, so I go hiking now" keeps ``hobby=hiking`` and retires the
+boat without a quote); the 1.5B model drops statements from three on."""
+
+
+QUOTE = "The user said: "
+"""How a note keeping the user's own sentence begins."""
+SILENT_DROPS = frozenset({"fragment", "stale", "forgotten", "example_copy",
+                          "assistant_persona", "one_off_payload", "one_off_tool_restriction"})
+"""Drops :meth:`Plan.not_kept` does not report: what another item holds, what the user
+asked to lose, and what the model made up from the prompt itself."""
+
+
 class Plan(msgspec.Struct):
     """One reflection's write: ``facts``/``notes`` to store, ``forget`` to apply first,
     and ``dropped`` (what the guards removed, with reasons)."""
@@ -95,10 +122,51 @@ class Plan(msgspec.Struct):
     forget: ForgetIn
     dropped: list[Dropped]
 
+    def not_kept(self) -> list[tuple[str, str]]:
+        """``(key, reason)`` of each fact the guards dropped that nothing kept holds,
+        for the person to see (the ``memory:`` line's "not kept: …"): not a fragment,
+        a stale or forgotten value, a copied example or the assistant's persona, not a
+        key kept anyway, and none at all when a note keeps the user's own sentence
+        ("The user said: …": what they said is there)."""
+        if any(n.body.startswith(QUOTE) for n in self.notes):
+            return []
+        kept = {f.key for f in self.facts}
+        out: list[tuple[str, str]] = []
+        for d in self.dropped:
+            if d.item == "fact" and d.key and d.key not in kept \
+                    and d.reason not in SILENT_DROPS and (d.key, d.reason) not in out:
+                out.append((d.key, d.reason))
+        return out
+
     @property
     def empty(self) -> bool:
         f = self.forget
         return not (self.facts or self.notes or f.retire_keys or f.purge_keys or f.targets)
+
+
+_AGE_KEY = re.compile(r"(?:^|_)age$")
+_NUMBER_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve "
+                 "thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty").split()
+
+
+def coming_age(key: str, value: str, user_message: str) -> bool:
+    """Whether the fact ``key=value`` is an age (``age``, ``daughter_age``) that the
+    user's words give only as one to come: "my daughter Klara turns 9 on 14 March" (she
+    is 8 until then), "I'll be 40 in May", "turning five". Such a fact is dropped and the
+    sentence kept, so the birthday and the age stay together."""
+    if not _AGE_KEY.search(key):
+        return False
+    m = re.search(r"\d+", value)
+    if m is None:
+        word = value.strip().lower().rstrip(".")
+        number = str(_NUMBER_WORDS.index(word)) if word in _NUMBER_WORDS else None
+    else:
+        number = m.group(0)
+    if number is None:
+        return False
+    spoken = _NUMBER_WORDS[int(number)] if int(number) < len(_NUMBER_WORDS) else number
+    return bool(re.search(rf"\b(?:turns?|turning|(?:will|'ll)\s+be)\s+(?:{number}|{spoken})\b",
+                          user_message, re.I))
 
 
 def _message_words(user_message: str) -> set[str]:
@@ -234,7 +302,8 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
     facts = []
     unspelled: list[Dropped] = []  # "partner_sam_vegetarian=yes": kept as the user's sentence
     for f in parsed.facts:
-        key, value = canonical_key(f.key, known), f.value
+        key, value = one_attribute(f.key, f.value, RELATIONS)  # job=pescatarian → diet
+        key = canonical_key(key, known)
         if holds_value(f.key, f.value):  # "allergy_peanuts=yes" → "allergy=peanuts"
             spelled = spell_out(f.key, f.value, user_message, known)
             if spelled is None:
@@ -265,6 +334,8 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
         if key is not None and _NEGATED_KEY.match(key) and \
                 text.strip().lower().rstrip(".") in TRUE_VALUES:
             return "negated_key"  # "no_drink_coffee=yes": kept as the user's sentence
+        if key is not None and coming_age(key, text, user_message):
+            return "coming_age"  # "turns 9 on 14 March" is no age of 9: the sentence
         if from_instruction(item, user_message, injected):
             return "injection"
         reason = judge(key, text, parts, user_message)
@@ -341,7 +412,7 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             quoted.append(("let_go", said))
     for d in dropped:
         if d.reason not in ("third_person", "ungrounded_identity", "invented_detail",
-                            "negated_key", "key_holds_value") \
+                            "negated_key", "key_holds_value", "coming_age") \
                 or d.key is None:
             continue  # (someone else's name the user wrote: "my son Leo")
         value = next((f.value for f in facts if f.key == d.key), "")
@@ -358,6 +429,20 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
                 w for w in value_words(value) if w in user_message.lower()))
         if said and not reads_as_instruction(said) and not any(
                 matches(value_words(value), n.body) for n in kept_notes):
-            kept_notes.append(NoteIn(body=f"The user said: {said}"[:400]))
-    return Plan(facts=kept_facts[:max(0, max_facts)], notes=kept_notes[:max(0, max_notes)],
+            kept_notes.append(NoteIn(body=f"{QUOTE}{said}"[:400]))
+    # 8. Statements nothing kept holds ("… I can't stand olives, and my partner Luis is
+    # a chef." after name, job and city): the user's sentence, when the model found
+    # something to remember; in a message of fewer statements only a number or a name
+    # nothing holds counts ("My rent is 1,200 …" with only income=3,000 kept).
+    statements = statement_count(user_message)
+    if (parsed.facts or parsed.notes) and statements:
+        held = ([f"{f.key} {f.value}" for f in kept_facts[:max(0, max_facts)]]
+                + [n.body for n in kept_notes] + [f"{k} {v}" for k, v in known.items()])
+        for said in uncovered_sentences(user_message, held,
+                                        specifics=statements < DENSE_STATEMENTS):
+            if not reads_as_instruction(said) and not any(
+                    matches(words, said) for words in forgotten_words if words):
+                kept_notes.append(NoteIn(body=f"{QUOTE}{said}"[:400]))
+    unique = list({n.body: n for n in kept_notes}.values())  # a sentence quoted once
+    return Plan(facts=kept_facts[:max(0, max_facts)], notes=unique[:max(0, max_notes)],
                 forget=forget, dropped=dropped)

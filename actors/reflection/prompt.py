@@ -87,7 +87,7 @@ REFLECTION_PREFIX: str = (
     "NONE.\n"
     "- When a fact under ### known profile changes, SET the same key again with the new "
     "value.\n"
-    "- Write each fact once, at most six lines.\n"
+    "- Write each fact once, at most ten lines.\n"
     "\n"
     "Examples:\n"
     "USER: I'm Priya, I teach maths in Nairobi.\n"

@@ -100,12 +100,16 @@ class ActivityLog:
                         "DO UPDATE SET value = value + excluded.value", (gone,))
 
     def entries(self, *, limit: int = 100, client: str | None = None,
-                before: int | None = None, op_prefix: str | None = None) -> list[dict[str, Any]]:
-        """Newest first: ``{"id", "at", "client", "op", "ids", "outcome"}``, at most
-        ``limit`` (1..1000), only ``client``'s when given, only ids below ``before`` (the
-        next page), only ops starting with ``op_prefix``."""
+                before: int | None = None, op_prefix: str | None = None,
+                reads: bool = True) -> list[dict[str, Any]]:
+        """Newest first: ``{"id", "at", "client", "op", "ids", "outcome", "writes"}``, at
+        most ``limit`` (1..1000), only ``client``'s when given, only ids below ``before``
+        (the next page), only ops starting with ``op_prefix``; without ``reads``, only
+        writes and refusals (what changed memory, and what was stopped)."""
         where: list[str] = ["1"]
         args: list[Any] = []
+        if not reads:
+            where.append("(writes = 1 OR outcome != 'ok')")
         if client:
             where.append("client = ?")
             args.append(client)
@@ -116,10 +120,12 @@ class ActivityLog:
             where.append("substr(op, 1, ?) = ?")
             args += [len(op_prefix), op_prefix]
         rows = self.conn.execute(
-            f"SELECT id, at, client, op, ids, outcome FROM activity WHERE {' AND '.join(where)} "
-            "ORDER BY id DESC LIMIT ?", (*args, max(1, min(limit, 1000)))).fetchall()
+            f"SELECT id, at, client, op, ids, outcome, writes FROM activity "
+            f"WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
+            (*args, max(1, min(limit, 1000)))).fetchall()
         return [{"id": r[0], "at": r[1], "client": r[2], "op": r[3],
-                 "ids": json.loads(str(r[4])), "outcome": r[5]} for r in rows]
+                 "ids": json.loads(str(r[4])), "outcome": r[5], "writes": bool(r[6])}
+                for r in rows]
 
     def clients(self) -> list[dict[str, Any]]:
         """Each client seen: ``{"client", "reads", "writes", "lastAt"}``, latest first."""

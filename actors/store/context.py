@@ -41,6 +41,7 @@ from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import apsw
+import msgspec
 import structlog
 
 from actors.policy.standing import reply_rules
@@ -51,6 +52,7 @@ from .focus import care_items, render_focus, same_day, unknown_people
 from .lessons import LessonPointer
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
+from .person import second_person
 from .plans import RecallPlan, RenderBudget, TurnScope
 from .procedures import ProcedurePointer
 from .recall import build_recall_query
@@ -351,6 +353,19 @@ def _expand(notes: MemoryStore, links: LinkStore, base: list[Note], working_dir:
     return _safe("link_expansion", run)
 
 
+NAME_KEYS = frozenset({"name", "first_name", "full_name", "user_name", "preferred_name",
+                       "nickname"})
+_ASKS_NAME = re.compile(r"\b(?:name|names|named|called|call|nom|appel\w*|nombre|llam\w*|nome|"
+                        r"chiam\w*|hei(?:ß|ss)\w*|имя|зовут)\b", re.I)
+
+
+_NAME_LINE = re.compile(r"^- (?:" + "|".join(sorted(NAME_KEYS)) + r"): [^\n(]+?(?=\s*$)", re.M)
+
+
+def _you(note: Note) -> Note:
+    return msgspec.structs.replace(note, content=second_person(note.content))
+
+
 def render_context(
     ctx: MemoryContext,
     budget: RenderBudget = RenderBudget(),
@@ -385,6 +400,9 @@ def render_context(
     preferences from the shown profile ("Answer in Italian. Use metric units.",
     :func:`actors.policy.standing.reply_rules`), which ``### respond`` states too.
 
+    With ``budget.second_person`` notes and the focus line speak of the user as "you"
+    (:mod:`actors.store.person`).
+
     Link-expanded neighbours (``ctx.expanded``) are shown in ``### recalled`` after the
     hits, except those the index already shows (each note once per prompt), and the
     tokens they add there are taken from the end of the index's budget, so links never
@@ -396,6 +414,9 @@ def render_context(
     default (``memory.links.expandByMeaning``).
     """
     b = budget
+    if b.second_person:  # notes about "you", as the agent reads them (store/person.py)
+        ctx = msgspec.structs.replace(
+            ctx, recalled=[_you(n) for n in ctx.recalled], index=[_you(n) for n in ctx.index])
     profile_max_tokens, focus_items, dates = b.profile_max_tokens, b.focus_items, b.dates
     recall_preview_chars, recall_max_tokens = b.recall_preview_chars, b.recall_max_tokens
     index_preview_chars, index_max_tokens = b.index_preview_chars, b.index_max_tokens
@@ -423,6 +444,8 @@ def render_context(
     profile_body = render_profile(ctx.profile, profile_max_tokens, empty="",
                                   before=ctx.before if profile_dates else None, zone=zone,
                                   dates=profile_dates, now_ms=now_ms)
+    if b.second_person:  # "- name: Sofia (you)": the name is whom the model speaks to
+        profile_body = _NAME_LINE.sub(r"\g<0> (you)", profile_body)
     fact_lines = {line[2:].split(":", 1)[0]: line[2:] for line in profile_body.splitlines()
                   if line.startswith("- ")}
     bodies = {
@@ -440,12 +463,18 @@ def render_context(
     facts = ctx.profile if profile_max_tokens > 0 else []
     said: list[str] = []
     if focus_items > 0 and message:
-        cares = care_items(message, facts, hits, ctx.index, superseded=marks)
-        days = same_day(message, hits, ctx.index, facts)
+        owner = "your" if b.second_person else "the user's"
+        cares = care_items(message, facts, hits, ctx.index, superseded=marks, owner=owner)
+        days = same_day(message, hits, ctx.index, facts, owner=owner)
         bodies["care"], bodies["same-day"], said = "; ".join(cares), "; ".join(days), cares + days
         shown_text = " ".join([index, recalled, bodies["profile"], bodies["session-facts"]])
         bodies["unknown"] = ", ".join(unknown_people(message, shown_text))
-    bodies["focus"] = render_focus(facts, hits, superseded=marks, max_items=focus_items,
+    # The user's name only when the message is about names: on the focus line beside
+    # "What does my partner do?" the model answered "Sofia's partner is …".
+    named = facts if _ASKS_NAME.search(message) else [f for f in facts
+                                                      if f.key not in NAME_KEYS]
+    bodies["focus"] = render_focus(named, hits, superseded=marks, max_items=focus_items,
+                                   owner="your" if b.second_person else "the user's",
                                    fact_lines=fact_lines, said=said, note_days={
                                        n.id: note_day(n, dates, zone, now_ms) for n in hits})
     return {name: body for name, body in bodies.items() if body}

@@ -301,7 +301,9 @@ def day_note(text: str, said_ms: int | None, now_ms: int, zone: str | None = Non
     """``"18 Dec 2026, in 16 days"``: the day ``text`` names (:func:`named_day`) and how
     far it is from the day of ``now_ms``, both in ``zone``; ``""`` when it names none. The
     default model cannot count days ("3 days left" for 23 in ``bench.deadlines``), so the
-    prompt says it ("your thesis is due in 9 days"). Never raises."""
+    prompt says it ("your thesis is due in 9 days"). A yearly day (a birthday, an
+    anniversary, "turns 9 on …") named without a year that has passed this year is
+    counted to its next occurrence. Never raises."""
     day = named_day(text, said_ms, zone)
     if day is None:
         return ""
@@ -311,5 +313,30 @@ def day_note(text: str, said_ms: int | None, now_ms: int, zone: str | None = Non
         today = (now.astimezone(tz) if tz is not None else now.astimezone()).date()
     except (OverflowError, OSError, ValueError):
         return ""
+    if day < today and _YEARLY.search(text or "") and not _YEAR.search(text or ""):
+        day = _next_occurrence(day, today)  # "birthday on 9 November": the coming one
     near = from_today(day, today)
     return f"{day.day} {day.strftime('%b %Y')}" + (f", {near}" if near else "")
+
+
+_YEARLY = re.compile(
+    r"birthday|b-?day|anniversary|\bturns?\s+\w+\s+(?:on|in)\b|name\s*day|geburtstag|"
+    r"jahrestag|anniversaire|cumpleaños|aniversario|compleanno|anniversario|aniversário|"
+    r"день\s+рождения|годовщин", re.I)
+"""Words of a day that comes back every year: its next occurrence is what a question
+about it wants ("When is my wife's birthday?" on 6 December, of "9 November": 9 Nov of
+next year, not "27 days ago")."""
+_YEAR = re.compile(r"\b(?:1[89]|2[0-9])\d\d\b")
+
+
+def _next_occurrence(day: date, today: date) -> date:
+    """The first day on or after ``today`` with ``day``'s month and day (29 February:
+    1 March in a year without one)."""
+    for year in range(today.year, today.year + 2):
+        try:
+            candidate = day.replace(year=year)
+        except ValueError:
+            candidate = date(year, 3, 1)
+        if candidate >= today:
+            return candidate
+    return day

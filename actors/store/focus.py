@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 
 from actors.policy.instructions import reads_as_instruction
+from actors.policy.keys import GROUPS
 from actors.policy.relations import RELATIONS
 
 from .notes import Note
@@ -70,14 +71,14 @@ medicine and symptoms, exercise, travel and hosting."""
 
 def care_items(message: str, profile: Sequence[ProfileFact], recalled: Sequence[Note],
                index: Sequence[Note], *, superseded: Mapping[int, int] | None = None,
-               max_items: int = 3) -> list[str]:
+               max_items: int = 3, owner: str = "the user's") -> list[str]:
     """The care items (:data:`CARE`) shown anywhere in the tail when ``message`` is about
     food, medicine, exercise or travel (:data:`CARE_TOPIC`), else none: a medication
     repeated beside a question about a meeting only distracts a small model."""
     if not CARE_TOPIC.search(message):
         return []
     old = set(superseded or {})
-    texts = [(_fact_text(f), f"{f.key} {f.value}") for f in profile]
+    texts = [(_fact_text(f, owner=owner), f"{f.key} {f.value}") for f in profile]
     texts += [(_note_text(n), n.content) for n in [*recalled, *index] if n.id not in old]
     out: list[str] = []
     for text, raw in texts:
@@ -89,7 +90,7 @@ def care_items(message: str, profile: Sequence[ProfileFact], recalled: Sequence[
     return out
 
 
-def _fact_text(fact: ProfileFact, line: str = "") -> str:
+def _fact_text(fact: ProfileFact, line: str = "", owner: str = "the user's") -> str:
     """A fact as the focus names it: "the user's package manager: poetry", or its
     ``### profile`` line (``line``, with the days the prompt counted) under the same
     owner. Bare "shell: fish" and "city: Lisbon" were used in 4 of 12 sampled replies,
@@ -97,7 +98,7 @@ def _fact_text(fact: ProfileFact, line: str = "") -> str:
     key, sep, rest = line.partition(":")
     if not sep or key.strip() != fact.key:
         key, rest = fact.key, f" {' '.join(fact.value.split())}"
-    return f"the user's {key.replace('_', ' ')}:{rest}"
+    return f"{owner} {key.replace('_', ' ')}:{rest}"
 
 
 def _note_text(note: Note) -> str:
@@ -108,7 +109,7 @@ def render_focus(profile: Sequence[ProfileFact], recalled: Sequence[Note],
                  *, superseded: Mapping[int, int] | None = None,
                  max_items: int = FOCUS_ITEMS, fact_lines: Mapping[str, str] | None = None,
                  note_days: Mapping[int, str] | None = None,
-                 said: Sequence[str] = ()) -> str:
+                 said: Sequence[str] = (), owner: str = "the user's") -> str:
     """The focus line's items joined by ``"; "`` (module docstring), or ``""`` when
     memory shows nothing. ``profile``: the facts ``### profile`` shows; ``recalled``:
     the recall hits, best first; ``superseded``: notes a shown correction replaces
@@ -119,10 +120,12 @@ def render_focus(profile: Sequence[ProfileFact], recalled: Sequence[Note],
     items (:func:`care_items`, :func:`same_day`), which ``### respond`` states in lines of
     their own — an item one of them holds (or that holds one: the focus may carry the
     prompt's days) is left out, so each is said once (on 2 cores every tail token costs
-    ~20 ms of prompt evaluation). Pure; never raises."""
+    ~20 ms of prompt evaluation); ``owner``: whose a fact is ("the user's"; the agent's
+    prompt says "your"). Pure; never raises."""
     old = set(superseded or {})
     lines, days = fact_lines or {}, note_days or {}
-    facts = [(_fact_text(f, lines.get(f.key, "")), f"{f.key} {f.value}") for f in profile]
+    facts = [(_fact_text(f, lines.get(f.key, ""), owner), f"{f.key} {f.value}")
+             for f in profile]
     notes = [(_note_text(n).rstrip(". ") + days.get(n.id, ""), n.content)
              for n in recalled if n.id not in old]
     out: list[str] = []
@@ -158,7 +161,8 @@ def _days(text: str) -> set[str]:
 
 
 def same_day(message: str, recalled: Sequence[Note], index: Sequence[Note],
-             profile: Sequence[ProfileFact], *, max_items: int = 2) -> list[str]:
+             profile: Sequence[ProfileFact], *, max_items: int = 2,
+             owner: str = "the user's") -> list[str]:
     """What memory has on a day the message names ("Can we talk on Tuesday morning?" and
     "The user has a job interview on Tuesday at 10am."): a weekday, "tomorrow", "this
     evening" or a month day written the same way in both; at most ``max_items``,
@@ -168,7 +172,8 @@ def same_day(message: str, recalled: Sequence[Note], index: Sequence[Note],
     if not asked:
         return []
     out: list[str] = []
-    texts = [_note_text(n) for n in [*recalled, *index]] + [_fact_text(f) for f in profile]
+    texts = ([_note_text(n) for n in [*recalled, *index]]
+             + [_fact_text(f, owner=owner) for f in profile])
     for text in texts:
         if len(out) >= max_items:
             break
@@ -196,7 +201,23 @@ real full little big older younger dear""".split())
 
 
 def _canonical(word: str) -> str:
+    """One form per word: a family word's group head, a plural's singular ("cats" and
+    ``cat_names`` are the same cat), the first five letters."""
+    if word not in _SAME and len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
     return _SAME.get(word, word)[:5]
+
+
+_SYNONYMS: tuple[frozenset[str], ...] = tuple(
+    frozenset(_canonical(w) for key in group for w in key.split("_") if len(w) >= 3
+              and w not in ("user", "my", "current", "preferred", "favorite", "favourite",
+                            "first", "full", "given", "home", "time", "type", "place",
+                            "based", "live", "living", "lives", "answer", "response",
+                            "reply", "date"))
+    for group in GROUPS) + (frozenset({"pet", "cat", "dog", "kitte", "puppy"}),)
+"""Words of one meaning, as :func:`_canonical` forms: a profile key's synonym group
+(:data:`actors.policy.keys.GROUPS`: job, role, position, occupation …), and a pet for a
+cat or a dog."""
 
 
 def unknown_people(message: str, memory_text: str) -> list[str]:
@@ -204,8 +225,13 @@ def unknown_people(message: str, memory_text: str) -> list[str]:
     name", "my blood type") that no memory shown mentions: the reply should say it does
     not know rather than invent (a 1.5B model gave the user's own name as their
     brother's). Only in sentences that are questions; compared by the first five letters,
-    with the usual family words read as one ("mum" is "mother")."""
+    with the usual family words read as one ("mum" is "mother"), a plural as its
+    singular, and the words of one meaning as one (:data:`_SYNONYMS`: "my role" is known
+    when memory holds a ``job``)."""
     known = {_canonical(w.lower()) for w in re.findall(r"[^\W\d_]+", memory_text)}
+    for group in _SYNONYMS:  # "role" is known when memory holds a job
+        if known & group:
+            known |= group
     out: list[str] = []
     for sentence in _SENTENCE_END.split(message):
         if not sentence.rstrip().endswith("?"):

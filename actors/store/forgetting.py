@@ -9,8 +9,9 @@ same write transaction as the rest of the reflection:
   true, like a supersede without a new value);
 * ``purge_keys`` — every version of the fact is deleted (the user asked to forget it);
 * ``targets`` — word lists: every fact version whose ``key value`` holds all the words
-  (whole words, plural ``s`` either way: :func:`matches`) is deleted with its whole key
-  history, and every note (active or archived) whose content holds them is deleted; the
+  (whole words, plural ``s`` either way), a key's words counting for every key of the
+  same meaning (:func:`actors.policy.forget.names_fact`: "where I work" names ``job``
+  and ``employer``), is deleted with its whole key history, and every note (active or archived) whose content holds them is deleted; the
   note's FTS row, vectors and links go with it (trigger and ``ON DELETE CASCADE``), and a
   vector the backfill computed for it before cannot be written back afterwards (the
   foreign key refuses it and ``VectorStore.put`` skips it). The active facts the same
@@ -29,9 +30,10 @@ from typing import cast
 import apsw
 import msgspec
 
-from actors.policy.forget import WORD_RE, matches
+from actors.policy.forget import WORD_RE, matches, names_fact, names_note, without
 
 from .cold import drop_derived
+from .fts import content_key
 
 __all__ = ["WORD_RE", "Forgotten", "apply_forget", "matches", "restates"]
 
@@ -60,11 +62,13 @@ def restates(item: str, forgotten: list[str]) -> bool:
 
 class Forgotten(msgspec.Struct):
     """What :func:`apply_forget` removed: keys retired (history kept), keys whose every
-    version was deleted, and ids of deleted notes."""
+    version was deleted, ids of deleted notes, and ids of notes rewritten without what
+    was forgotten (their other facts kept)."""
 
     retired_keys: list[str] = msgspec.field(default_factory=list)
     purged_keys: list[str] = msgspec.field(default_factory=list)
     note_ids: list[int] = msgspec.field(default_factory=list)
+    rewritten_note_ids: list[int] = msgspec.field(default_factory=list)
 
 
 def _like(word: str) -> str:
@@ -112,11 +116,12 @@ def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: l
     for words in targets:
         if not words:
             continue
+        # Every version is read: a target names a fact by its value or by a word of
+        # its key's meaning ("where I work" names ``job``), which no LIKE can find.
         rows = cast(list[tuple[str, str]], conn.execute(
-            "SELECT DISTINCT key, value FROM profile_facts WHERE lower(key || ' ' || value) "
-            "LIKE ? ESCAPE '\\'", (_like(max(words, key=len).rstrip("s")),)).fetchall())
+            "SELECT DISTINCT key, value FROM profile_facts").fetchall())
         for key, value in rows:
-            if matches(words, f"{key} {value}") and key not in purge:
+            if names_fact(words, key, value) and key not in purge:
                 purge.append(key)
     for key in purge:
         conn.execute("DELETE FROM profile_facts WHERE key = ?", (key,))
@@ -128,10 +133,24 @@ def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: l
         if not words:
             continue
         id_rows = cast(list[tuple[int, str]], conn.execute(
-            "SELECT id, content FROM memories WHERE lower(content) LIKE ? ESCAPE '\\'",
-            (_like(max(words, key=len).rstrip("s")),)).fetchall())
+            "SELECT id, content FROM memories").fetchall())
         for note_id, content in id_rows:
-            if note_id not in out.note_ids and matches(words, content):
+            if note_id not in out.note_ids and names_note(words, content):
+                rest = without(content, words)
+                if rest is not None:  # its other facts stay, in the same words
+                    kept = {w.lower() for w in WORD_RE.findall(rest)}
+                    gone = " ".join(w for w in WORD_RE.findall(content) if w.lower() not in kept)
+                    for key in _same_turn_facts(conn, note_id, gone):
+                        conn.execute("DELETE FROM profile_facts WHERE key = ?", (key,))
+                        if conn.changes() and key not in out.purged_keys:
+                            out.purged_keys.append(key)
+                    conn.execute("UPDATE memories SET content = ?, content_key = ?, "
+                                 "updated_at = ? WHERE id = ?",
+                                 (rest, content_key(rest), now_ms, note_id))
+                    # its vector said what is forgotten: the backfill embeds it anew
+                    conn.execute("DELETE FROM memory_vectors WHERE note_id = ?", (note_id,))
+                    out.rewritten_note_ids.append(note_id)
+                    continue
                 for key in _same_turn_facts(conn, note_id, content):
                     conn.execute("DELETE FROM profile_facts WHERE key = ?", (key,))
                     if conn.changes() and key not in out.purged_keys:

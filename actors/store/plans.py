@@ -114,6 +114,9 @@ class RenderBudget:
             (``memory.profile.showDates``).
         focus_items: items repeated next to the question, and the care, same-day and
             unknown-people lines (``memory.recallInjection.focusItems``); 0 = off.
+        second_person: notes and focus items speak of the user as "you"
+            (:func:`actors.store.person.second_person`), as the agent's prompt shows
+            them; the configuration's budget does, the plain default does not.
     """
 
     profile_max_tokens: int = 512
@@ -128,6 +131,7 @@ class RenderBudget:
     index_dates: bool | None = None
     profile_dates: bool = False
     focus_items: int = 0
+    second_person: bool = False
 
     @classmethod
     def from_config(cls, m: MemoryConfig) -> RenderBudget:
@@ -144,7 +148,7 @@ class RenderBudget:
             index_preview_chars=m.index.preview_chars, index_max_tokens=m.index.max_tokens,
             lessons_max_tokens=m.lessons.max_tokens if m.lessons.enabled else 0,
             procedures_max_tokens=m.procedures.max_tokens if m.procedures.enabled else 0,
-            focus_items=rc.focus_items,
+            focus_items=rc.focus_items, second_person=True,
         )
 
 

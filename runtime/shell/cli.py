@@ -164,11 +164,13 @@ def _add_tui(sub: Any) -> None:
 def _add_sessions(sub: Any) -> None:
     """``atomic-agent sessions``."""
     ss = sub.add_parser(
-        "sessions", help="list, show or delete conversations",
+        "sessions", help="list, show, rename or delete conversations",
         description="Sessions are the daemon's conversations (ask/chat --session ID continues "
-                    "one). A session exists once it has a turn. `sessions` (or `sessions "
-                    "list`) lists them newest first; `sessions show ID` prints one with its "
-                    "transcript; `sessions delete ID` removes it (its memory stays).")
+                    "one). A session exists once it has a turn; its title is its first line "
+                    "until you give it one. `sessions` (or `sessions list`) lists them newest "
+                    "first; `sessions show ID` prints one with its transcript; `sessions "
+                    "rename ID TITLE` names it (\"\" for its first line again); `sessions "
+                    "delete ID` removes it (its memory stays).")
     _state_arg(ss)
     ssub = ss.add_subparsers(dest="action", metavar="ACTION")
     sl = ssub.add_parser("list", help="sessions, newest first")
@@ -181,6 +183,11 @@ def _add_sessions(sub: Any) -> None:
     ssh.add_argument("--messages", type=_count, default=20,
                      help="transcript entries to show, newest last (default 20; 0 = none)")
     ssh.add_argument("--json", action="store_true", help="print the session as JSON")
+    sr = ssub.add_parser("rename", help="give a session a title")
+    _state_arg(sr)
+    sr.add_argument("id", help="the session id")
+    sr.add_argument("title", help='the new title ("" for its first line again)')
+    sr.add_argument("--json", action="store_true", help="print the result as JSON")
     sd = ssub.add_parser("delete", help="delete a session (memory is kept)")
     _state_arg(sd)
     sd.add_argument("id", help="the session id")
@@ -360,7 +367,8 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace,
 
 
 async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
-    """``sessions [list|show ID|delete ID]``: one request each, text or ``--json``."""
+    """``sessions [list|show ID|rename ID TITLE|delete ID]``: one request each, text or
+    ``--json``."""
     action = args.action or "list"
     as_json = getattr(args, "json", False)
     if action == "list":
@@ -371,7 +379,8 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
             print(json.dumps(rows, ensure_ascii=False))
             return 0
         for s in rows:
-            print(f"{s['id']}  {turns_text(s['turns'])}  updated {when(s['updatedAt'])}")
+            print(f"{s['id']}  {(s.get('title') or '')!r}  {turns_text(s['turns'])}  "
+                  f"updated {when(s['updatedAt'])}")
         if not rows:
             print("(no sessions yet: `atomic-agent ask \"…\"` starts one)")
         return 0
@@ -381,11 +390,20 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
         if as_json:
             print(json.dumps(data, ensure_ascii=False))
             return 0
-        print(f"session {data['id']}: {turns_text(data['turns'])}, "
+        print(f"session {data['id']} {(data.get('title') or '')!r}: "
+              f"{turns_text(data['turns'])}, "
               f"started {when(data['createdAt'])}, updated {when(data['updatedAt'])}"
               + (f", working dir {data['workingDir']}" if data.get("workingDir") else ""))
         for m in data["messages"]:
             print(f"[{when(m['at'])}] {m['role']}: {m['text']}")
+        return 0
+    if action == "rename":
+        data = (await c.request({"type": "session.rename", "session": args.id,
+                                 "title": args.title}, "session.renamed"))["data"]
+        if as_json:
+            print(json.dumps(data, ensure_ascii=False))
+        else:
+            print(f"session {data['id']} is now {data['title']!r}")
         return 0
     data = (await c.request({"type": "session.delete", "session": args.id},
                             "session.deleted"))["data"]
@@ -506,7 +524,8 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
                     print("atomic-agent: --limit must be 1..1000", file=sys.stderr)
                     return EXIT_USAGE
                 data = await c.memory("memory.activity", {"limit": args.limit,
-                                                          "client": args.client})
+                                                          "client": args.client,
+                                                          "reads": args.all})
                 print(json.dumps(data, indent=2) if args.json
                       else activity_text(data, args.client))
             case "metrics":

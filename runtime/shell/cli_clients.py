@@ -55,10 +55,14 @@ def add_activity_parser(sub: Any, state_arg: Any) -> None:
         "activity", help="which app read and wrote which memory (newest first)",
         description="The activity log: every memory read and write with the app that made "
                     "it (a client token's name, the CLI, the TUI, an MCP client, the "
-                    "agent, reflection), the ids it touched and the outcome. Bounded (the "
-                    "oldest entries are dropped and counted); never part of an export.")
+                    "agent or reflection for the app whose turn it was), the ids it touched "
+                    "and the outcome. Shows writes and refusals; --all adds the reads. "
+                    "Bounded (the oldest entries are dropped and counted); never part of an "
+                    "export.")
     state_arg(a)
     a.add_argument("--client", help="only this app's entries")
+    a.add_argument("--all", action="store_true",
+                   help="reads too (by default: what changed memory, and what was refused)")
     a.add_argument("--limit", type=int, default=50, help="entries to show (1-1000, default 50)")
     a.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
 

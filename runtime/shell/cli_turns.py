@@ -206,8 +206,8 @@ async def _chat_sessions(c: DaemonClient, listed: list[str]) -> None:
         print(f"      * {c.session}  (this one; saved with its first turn)")
     for i, s in enumerate(rows, 1):
         mark = "*" if s["id"] == c.session else " "
-        print(f"  {i:>2}. {mark} {s['id']}  {turns_text(s['turns'])}, updated "
-              f"{when(s['updatedAt'])}")
+        print(f"  {i:>2}. {mark} {s['id']}  {(s.get('title') or '')!r}  "
+              f"{turns_text(s['turns'])}, updated {when(s['updatedAt'])}")
     print("  /session N or ID switches, /session new starts one")
 
 

@@ -44,6 +44,7 @@ from actors.agent.messages import (
     DeleteSession,
     GetSession,
     ListSessions,
+    RenameSession,
     OpenSession,
     RunTurn,
     TurnEvent,
@@ -70,8 +71,8 @@ from .listen_guard import THROTTLE, host_allowed, origin_allowed
 from .openai_api import TurnEvents
 from .outbound import (ActorRestarting, CancelResult, ConsolidationFrame, ErrorFrame,
                        MemoryChangedFrame, MemoryResult, MetricsResult, OutboundFrame, Pong,
-                       ReflectionFrame, SessionDeleted, SessionResult, SessionsResult,
-                       ShuttingDown, Subscribed, Welcome)
+                       ReflectionFrame, SessionDeleted, SessionRenamed, SessionResult,
+                       SessionsResult, ShuttingDown, Subscribed, Welcome)
 from .protocol import (
     CHANNELS,
     PROTOCOL_VERSION,
@@ -84,6 +85,7 @@ from .protocol import (
     Say,
     SessionDeleteFrame,
     SessionGetFrame,
+    SessionRenameFrame,
     SessionsFrame,
     Shutdown,
     Subscribe,
@@ -120,7 +122,8 @@ def activity_query(args: dict[str, Any]) -> ActivityQuery:
 def _needs(frame: Any) -> tuple[str, ...]:
     """The scopes a client frame needs (``runtime/shell/clients.py``): a turn reads and
     writes (reflection stores what it learns); ``memory`` frames as their op; deleting a
-    session forgets; shutdown is admin; hello, cancel and ping need none."""
+    session forgets, renaming one writes; shutdown is admin; hello, cancel and ping need
+    none."""
     match frame:
         case Say():
             return ("read", "write")
@@ -128,6 +131,8 @@ def _needs(frame: Any) -> tuple[str, ...]:
             return (op_scope(op),)
         case Subscribe() | MetricsFrame() | SessionsFrame() | SessionGetFrame():
             return ("read",)
+        case SessionRenameFrame():
+            return ("write",)
         case SessionDeleteFrame():
             return ("forget",)
         case Shutdown():
@@ -529,6 +534,11 @@ class Gateway:
                                       partial(self.sup.request, "agent",
                                               DeleteSession(session=session), dict),
                                       SessionDeleted, rid=rid)
+                case SessionRenameFrame(session=session, title=title, id=rid):
+                    await self._spawn(nursery, client, self._call, client, rid,
+                                      partial(self.sup.request, "agent",
+                                              RenameSession(session=session, title=title),
+                                              dict), SessionRenamed, rid=rid)
                 case Ping():
                     client.push(Pong())
                 case Shutdown():
@@ -597,7 +607,8 @@ class Gateway:
         nursery.start_soon(run)
 
     async def _call(self, client: Client, rid: Any, call: Callable[[], Awaitable[Any]],
-                    answer: type[CancelResult | SessionsResult | SessionResult | SessionDeleted]
+                    answer: type[CancelResult | SessionsResult | SessionResult | SessionDeleted
+                                 | SessionRenamed]
                     ) -> None:
         try:
             data = await call()

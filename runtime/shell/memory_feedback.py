@@ -11,6 +11,8 @@ Line shapes::
     memory: remembered city = Berlin (updated), name = Dana; noted #7 "The user's…"
     memory: forgot phone_number and 1 note
     memory: nothing to remember (a question)
+    memory: remembered name = Tomas; not kept: editor (not in your words: say it as a
+            fact about you to keep it)
     memory: warning: reflection timed out after 60 s, nothing stored from this turn;
             raise memory.reflection.timeoutMs in config.json
 
@@ -42,6 +44,25 @@ DROPPED_REASONS = {
 }
 """Why reflection's proposals were all dropped (``ungrounded: a,b``), in a person's words;
 a reason not listed here reads "nothing you stated about yourself"."""
+
+NOT_KEPT_REASONS = {
+    "ungrounded_content": "not in your words: say it as a fact about you to keep it",
+    "ungrounded_identity": "no name you gave as your own",
+    "invented_detail": "a detail you did not say",
+    "assistant_only": "only the assistant said it",
+    "third_person": "it was about someone else",
+    "negated": "you said it is not so",
+    "hypothetical": "a wish or an 'if', not a fact",
+    "question": "you asked it",
+    "no_value": "it states nothing",
+    "negated_key": "you said it is not so",
+    "key_holds_value": "not in your words: say it as a fact about you to keep it",
+    "comparison": "it compares you with something else",
+    "injection": "it reads as an instruction to the assistant",
+    "coming_age": "an age still to come; your sentence is kept instead",
+}
+"""Why a proposal was not kept (a frame's ``notKept``), in a person's words."""
+NOT_KEPT_OTHER = "the memory guards dropped it"
 
 PREVIEW_CHARS = 60
 
@@ -108,9 +129,17 @@ async def describe(c: DaemonClient, frame: dict[str, Any]) -> str:
         parts.append(f'noted #{note_id}' + (f' "{preview}"' if preview else ""))
     forgot_keys = list(frame.get("forgottenKeys") or [])
     forgot_notes = len(frame.get("forgottenNoteIds") or [])
+    rewritten = len(frame.get("rewrittenNoteIds") or [])
     if forgot_keys or forgot_notes:
         what = [", ".join(forgot_keys)] if forgot_keys else []
         if forgot_notes:
             what.append(f"{forgot_notes} note{'s' if forgot_notes != 1 else ''}")
         parts.append("forgot " + " and ".join(what))
+    if rewritten:
+        parts.append(f"took it out of {rewritten} note{'s' if rewritten != 1 else ''} "
+                     "(their other facts kept)")
+    not_kept = [f"{k.get('key')} ({NOT_KEPT_REASONS.get(k.get('reason', ''), NOT_KEPT_OTHER)})"
+                for k in frame.get("notKept") or [] if isinstance(k, dict)]
+    if not_kept:
+        parts.append("not kept: " + ", ".join(not_kept))
     return "memory: " + ("; ".join(parts) if parts else f"{outcome} ({reason})")

@@ -21,10 +21,11 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from actors.agent.messages import ReplyDelta, ReplyText, Step, TurnFinished, TurnStarted
+from actors.reflection.messages import NotKept
 
 __all__ = ["ActorRestarting", "CancelResult", "ConsolidationFrame", "ErrorFrame",
            "MemoryChangedFrame", "MemoryResult", "MetricsResult", "OutboundFrame", "Pong",
-           "ReflectionFrame", "SessionDeleted", "SessionResult", "SessionsResult",
+           "ReflectionFrame", "SessionDeleted", "SessionRenamed", "SessionResult", "SessionsResult",
            "ShuttingDown", "Subscribed", "Welcome", "decode_outbound"]
 
 
@@ -86,6 +87,10 @@ class SessionResult(_Result, tag="session.result"):
 
 class SessionDeleted(_Result, tag="session.deleted"):
     """The answer to ``session.delete``."""
+
+
+class SessionRenamed(_Result, tag="session.renamed"):
+    """``{"id", "title"}`` for ``session.rename``."""
 
 
 class MemoryResult(_Out, tag="memory.result"):
@@ -150,6 +155,8 @@ class ReflectionFrame(_Out, tag="reflection"):
     forgotten_keys: list[str]
     forgotten_note_ids: list[int]
     timeout_ms: int
+    not_kept: list[NotKept] = msgspec.field(default_factory=list)
+    rewritten_note_ids: list[int] = msgspec.field(default_factory=list)
 
 
 class ActorRestarting(_Out, tag="actor.restarting"):
@@ -163,7 +170,7 @@ class ActorRestarting(_Out, tag="actor.restarting"):
 
 
 OutboundFrame = (Welcome | ErrorFrame | Subscribed | Pong | ShuttingDown | CancelResult
-                 | SessionsResult | SessionResult | SessionDeleted | MemoryResult
+                 | SessionsResult | SessionResult | SessionDeleted | SessionRenamed | MemoryResult
                  | MetricsResult | MemoryChangedFrame | ConsolidationFrame | ReflectionFrame
                  | ActorRestarting | TurnStarted | ReplyDelta | ReplyText | Step | TurnFinished)
 """Every frame the daemon sends."""

@@ -99,12 +99,20 @@ class SessionDeleteFrame(_F, tag="session.delete"):
     id: str | int | None = None
 
 
+class SessionRenameFrame(_F, tag="session.rename"):
+    """Give a session a title (``""``: its first user line's again)."""
+
+    session: str
+    title: str
+    id: str | int | None = None
+
+
 class Shutdown(_F, tag="shutdown"):
     """Ask the daemon to shut down in order (token holders are the machine's owner)."""
 
 
 ClientFrame = Hello | Say | CancelFrame | MemoryFrame | Subscribe | MetricsFrame | Ping | \
-    SessionsFrame | SessionGetFrame | SessionDeleteFrame | Shutdown
+    SessionsFrame | SessionGetFrame | SessionDeleteFrame | SessionRenameFrame | Shutdown
 
 CHANNELS = ("memory", "reflection", "actors")
 

@@ -520,6 +520,12 @@ def _prefilled(prompt: str, text: str) -> int:
     for k in range(min(len(text), len(prompt)), 2, -1):
         if prompt.endswith(text[:k]):
             return k
+    # An opening longer than the scripted reply's own ('{"reply": "Nice to meet you, Ana!
+    # '): the model goes on after it, so only the scripted text's opening is left out.
+    opening = '{"reply": "'
+    started = prompt.rsplit("<|im_start|>assistant\n", 1)[-1]
+    if text.startswith(opening) and started.startswith(opening) and '"' not in started[len(opening):]:
+        return len(opening)
     return 0
 
 

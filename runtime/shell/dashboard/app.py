@@ -237,9 +237,10 @@ class DashboardApp:
                                  chat=await b.session(m.group(1)))
             elif path == "/ui/activity":
                 client = q.get("client") or None
-                data = await b.activity(limit=200, client=client)
+                reads = q.get("reads") == "1"  # writes and refusals unless asked
+                data = await b.activity(limit=200, client=client, reads=reads)
                 await self._page(send, 200, "activity.html", session, nav="activity",
-                                 activity=data, client=client)
+                                 activity=data, client=client, reads=reads)
             elif path == "/ui/clients":
                 token, session.new_token = session.new_token, None  # shown once
                 await self._page(send, 200, "clients.html", session, nav="clients",

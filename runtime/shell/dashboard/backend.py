@@ -57,9 +57,10 @@ class Backend:
         return data
 
     async def activity(self, *, limit: int = 100, client: str | None = None,
-                       before: int | None = None) -> dict[str, Any]:
+                       before: int | None = None, reads: bool = True) -> dict[str, Any]:
         data: dict[str, Any] = await self._ask(
-            "memory", ActivityQuery(limit=limit, client=client, before=before), dict)
+            "memory", ActivityQuery(limit=limit, client=client, before=before, reads=reads),
+            dict)
         return data
 
     async def sessions(self, limit: int = 50) -> list[dict[str, Any]]:

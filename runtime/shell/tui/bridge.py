@@ -272,7 +272,8 @@ class DaemonBridge:
         try:
             with scope:
                 async with open_client(self.state_dir, url=self.url, token=self.token,
-                                       session=session, working_dir=self.working_dir) as c:
+                                       session=session, working_dir=self.working_dir,
+                                       client="tui") as c:  # its edits are the TUI's
                     self._client = c
                     lost: list[str] = []
                     async with trio.open_nursery() as inner:

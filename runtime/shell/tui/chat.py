@@ -341,6 +341,7 @@ class ChatScreen(Screen):
             if target is None:
                 self._last_sessions = await bridge.sessions(20)
                 rows = [f"{i:>2}. {'*' if s['id'] == bridge.session else ' '} {s['id']}  "
+                        f"{(s.get('title') or '')!r}  "
                         f"{s['turns']} turn(s), last {when(s['updatedAt'])}"
                         for i, s in enumerate(self._last_sessions, 1)]
                 if bridge.session not in {s["id"] for s in self._last_sessions}:

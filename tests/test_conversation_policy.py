@@ -1,0 +1,126 @@
+"""The pure rules behind a conversation that goes right: what a dense message states
+(``actors.policy.coverage``), who introduces themselves (``actors.policy.introduction``),
+memory spoken of as "you" (``actors.store.person``) and a yearly day counted to its next
+occurrence (``actors.store.dates.day_note``)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from actors.policy.coverage import statement_count, uncovered_sentences
+from actors.policy.introduction import greeting, introduced_name
+from actors.reflection.parser import parse_reflection
+from actors.reflection.plan import plan_reflection
+from actors.store.dates import day_note
+from actors.store.person import second_person
+
+SOFIA = ("Hi! I'm Sofia, 29, a vet in Valencia. I walk to work, I'm learning Korean, "
+         "I can't stand olives, and my partner Luis is a chef.")
+
+
+def test_a_dense_introduction_counts_its_statements():
+    assert statement_count(SOFIA) >= 6
+    assert statement_count("I'm cooking dinner tonight for the family") == 0  # passing
+    assert statement_count("I'm tired today.") == 0
+    assert statement_count("I'm making waffles on Saturday, anything to watch out for?") == 0
+    assert statement_count("Hi there!") == 0
+
+
+def test_what_nothing_kept_holds_is_found_sentence_by_sentence():
+    kept = ["name Sofia", "job veterinarian", "city Valencia", "age 29"]
+    assert uncovered_sentences(SOFIA, kept) == [
+        "I walk to work, I'm learning Korean, I can't stand olives, and my partner Luis is "
+        "a chef."]
+    everything = kept + ["The user walks to work.", "The user is learning Korean.",
+                         "The user can't stand olives.", "The user's partner Luis is a chef."]
+    assert uncovered_sentences(SOFIA, everything) == []
+    # "I live in Graz" is held by city=Graz; a dislike must be held as a dislike
+    assert uncovered_sentences("I live in Graz, I work at a brewery, I love jazz.",
+                               ["city Graz", "employer brewery", "likes jazz"]) == []
+    assert uncovered_sentences("I can't stand olives", ["likes olives"]) != []
+
+
+def test_in_a_short_message_only_numbers_and_names_count():
+    rent = "My rent is 1,200 a month and I take home 3,000 after tax."
+    assert uncovered_sentences(rent, ["income 3000"], specifics=True) == [rent]
+    assert uncovered_sentences(rent, ["income 3,000", "rent 1200"], specifics=True) == []
+    assert uncovered_sentences("I mostly write Go, and my editor is Emacs.",
+                               ["language Go", "editor Emacs"], specifics=True) == []
+
+
+def plan(lines: str, message: str, known: dict[str, str] | None = None):
+    return plan_reflection(parse_reflection(lines, max_facts=10, max_notes=10), message,
+                           known or {}, max_facts=10, max_notes=10)
+
+
+def test_a_dense_introduction_loses_nothing_the_model_left_out():
+    p = plan("SET name=Sofia\nSET job=vet\nSET city=Valencia\n", SOFIA)
+    assert [(f.key, f.value) for f in p.facts] == [
+        ("name", "Sofia"), ("job", "vet"), ("city", "Valencia")]
+    bodies = [n.body for n in p.notes]
+    assert any("can't stand olives" in b and "Luis is a chef" in b for b in bodies)
+
+
+def test_a_one_off_or_a_question_is_never_quoted():
+    assert not plan("SET meal=dinner\n", "I'm cooking dinner tonight for the family").notes
+    p = plan("SET city=Saturday\nSET meal=waffles\n",
+             "I'm making waffles on Saturday, anything to watch out for?")
+    assert not p.notes
+
+
+@pytest.mark.parametrize(("message", "expected"), [
+    ("Hi, I'm Oskar. I just moved to Tallinn and I work as a carpenter.", ("Oskar", "en")),
+    ("Je m'appelle Élodie, j'habite à Lyon.", ("Élodie", "fr")),
+    ("Меня зовут Иван, я живу в Казани.", ("Иван", "ru")),
+    ("Ich heiße Jonas und wohne in Wien.", ("Jonas", "de")),
+    ("Ich bin Lehrer in Wien.", None),  # German nouns are capitalised
+    ("I'm Oskar, what's the weather like?", None),  # a question
+    ("I'm allergic to shellfish.", None),
+    ("I'm sorry, that was rude.", None),
+])
+def test_an_introduction_gives_the_name_and_its_language(message, expected):
+    assert introduced_name(message) == expected
+
+
+def test_the_greeting_follows_the_language():
+    assert greeting("Oskar", "en") == "Nice to meet you, Oskar!"
+    assert greeting("Élodie", "fr").startswith("Enchanté, Élodie")
+    assert greeting("Li", "xx") == "Nice to meet you, Li!"
+
+
+@pytest.mark.parametrize(("stored", "shown"), [
+    ("The user is allergic to shellfish.", "You are allergic to shellfish."),
+    ("The user never eats mushrooms.", "You never eat mushrooms."),
+    ("The user does not drink coffee.", "You do not drink coffee."),
+    ("The user's daughter Klara likes Lego.", "Your daughter Klara likes Lego."),
+    ("The user said: My wife Mei's birthday is on 9 November, and we're expecting our "
+     "first child.", "You said: Your wife Mei's birthday is on 9 November, and you're "
+     "expecting your first child."),
+    ("The user said: I moved to the US with my kids.", "You said: You moved to the US "
+     "with your kids."),
+    ("The user said: Je m'appelle Élodie.", "You said: Je m'appelle Élodie."),
+    ("Buy milk on the way home.", "Buy milk on the way home."),
+])
+def test_memory_is_shown_to_the_agent_about_you(stored, shown):
+    assert second_person(stored) == shown
+
+
+def test_a_yearly_day_is_counted_to_its_next_occurrence():
+    now = int(datetime(2026, 12, 6, 12, tzinfo=timezone.utc).timestamp() * 1000)
+    assert day_note("My wife Mei's birthday is on 9 November", now, now, "UTC") == \
+        "9 Nov 2027, in 338 days"
+    assert day_note("my son Yusuf turns five on 22 August", now, now, "UTC") == \
+        "22 Aug 2027, in 259 days"
+    assert day_note("the thesis was due on 9 November", now, now, "UTC") == \
+        "9 Nov 2026, 27 days ago"
+    assert day_note("born on 9 November 1990, my birthday", now, now, "UTC") == "9 Nov 1990"
+
+
+def test_an_age_still_to_come_keeps_the_sentence_not_the_number():
+    message = "My daughter Klara turns 9 on 14 March."
+    p = plan("SET daughter_age=9\nSET daughter_birthday=14 March\n", message)
+    assert ("daughter_age", "9") not in [(f.key, f.value) for f in p.facts]
+    assert [n.body for n in p.notes] == [f"The user said: {message}"]
+    assert [(f.key, f.value) for f in plan("SET age=29\n", "I'm 29.").facts] == [("age", "29")]
