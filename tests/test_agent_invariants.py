@@ -59,7 +59,7 @@ async def test_long_conversation_is_cut_but_memory_sections_survive(tmp_path):
     async with open_fake_llama(tmp_path, rules) as fake:  # /props: n_ctx 4096
         async with run_daemon(tmp_path / "state", llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
-                await c.memory("memory.profile.set", {"key": "name", "value": "Dana"})
+                await c.memory("memory.profile.set", {"key": "city", "value": "Porto"})
                 await c.memory("memory.notes.store",
                                {"content": "Dana keeps her bonsai on the balcony"})
                 with trio.fail_after(120):
@@ -69,7 +69,7 @@ async def test_long_conversation_is_cut_but_memory_sections_survive(tmp_path):
     conversation = tail.split("### conversation\n", 1)[1].split("\n### ", 1)[0]
     assert "earlier line(s) not shown" in conversation
     assert "turn 39:" in conversation and "turn 0:" not in conversation
-    assert "- name: Dana" in tail.split("### profile\n", 1)[1]
+    assert "- city: Porto" in tail.split("### profile\n", 1)[1]
     assert "bonsai on the balcony" in tail.split("### recalled\n", 1)[1]
     # the whole prompt fits the window with room for the reply (~4 chars per token)
     assert (len(system) + len(tail)) / 4 < 4096 - 256

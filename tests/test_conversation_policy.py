@@ -85,9 +85,9 @@ def test_an_introduction_gives_the_name_and_its_language(message, expected):
 
 
 def test_the_greeting_follows_the_language():
-    assert greeting("Oskar", "en") == "Nice to meet you, Oskar!"
-    assert greeting("Élodie", "fr").startswith("Enchanté, Élodie")
-    assert greeting("Li", "xx") == "Nice to meet you, Li!"
+    assert greeting("Oskar", "en") == "Nice to meet you, Oskar! You"
+    assert greeting("Élodie", "fr") == "Enchanté, Élodie ! Vous"
+    assert greeting("Li", "xx") == "Nice to meet you, Li! You"
 
 
 @pytest.mark.parametrize(("stored", "shown"), [
@@ -124,3 +124,16 @@ def test_an_age_still_to_come_keeps_the_sentence_not_the_number():
     assert ("daughter_age", "9") not in [(f.key, f.value) for f in p.facts]
     assert [n.body for n in p.notes] == [f"The user said: {message}"]
     assert [(f.key, f.value) for f in plan("SET age=29\n", "I'm 29.").facts] == [("age", "29")]
+
+
+def test_a_corrected_spelling_replaces_the_fact_whatever_the_model_wrote():
+    from actors.policy.corrections import corrections
+
+    message = "Small correction: it's Anna, with two n's."
+    assert corrections(message, {"name": "Ana", "city": "Graz"}) == [("name", "Anna")]
+    assert corrections("It's Anna.", {"name": "Ana"}) == []  # no word of correcting
+    assert corrections("Correction: my sister is Mia.", {"name": "Ana"}) == []
+    for lines in ("NONE\n", "SET name=Anna\n", "SET nickname=Anna\n"):
+        p = plan_reflection(parse_reflection(lines, max_facts=10, max_notes=10), message,
+                            {"name": "Ana"}, max_facts=10, max_notes=10)
+        assert ("name", "Anna") in [(f.key, f.value) for f in p.facts], lines

@@ -21,7 +21,7 @@ REFLECTION = ("SET name=Dana\nSET city=Lisbon\n"
 RULES = [
     {"match": "### output", "response": REFLECTION},
     {"grammar_contains": "reply", "match": "My name is Dana",
-     "response": '{"reply": "Nice to meet you, Dana!"}'},
+     "response": '{"reply": "Nice to meet you, Dana! You like pytest."}'},
     {"grammar_contains": "reply", "response": '{"reply": "You like pytest."}'},
 ]
 
@@ -48,10 +48,10 @@ async def test_memory_survives_a_daemon_restart(tmp_path):
                 assert types[0] == "turn.started" and types[-1] == "turn.finished"
                 assert frames[-1]["reason"] == "reply"
                 assert {"type": "reply", "turn": frames[0]["turn"],
-                        "text": "Nice to meet you, Dana!"} in frames
+                        "text": "Nice to meet you, Dana! You like pytest."} in frames
                 # the reply streamed as it was generated, then came whole
                 deltas = "".join(f["text"] for f in frames if f["type"] == "reply.delta")
-                assert deltas == "Nice to meet you, Dana!"
+                assert deltas == "Nice to meet you, Dana! You like pytest."
                 with trio.fail_after(60):
                     event = await c.wait_for(lambda f: f["type"] == "reflection")
                 assert event["outcome"] == "ok", event
@@ -73,7 +73,8 @@ async def test_memory_survives_a_daemon_restart(tmp_path):
         prompt = agent_prompts(fake)[-1]
         tail = prompt.split("<|im_start|>user", 1)[1]
         profile_section = tail.split("### profile\n", 1)[1].split("\n\n", 1)[0]
-        assert "- name: Dana" in profile_section and "- city: Lisbon" in profile_section
+        assert "- city: Lisbon" in profile_section
+        assert "- name:" not in profile_section  # the name only when names are asked about
         assert "- test_runner: pytest" in profile_section  # contextual: "test" was said
         recalled = tail.split("### recalled\n", 1)[1].split("\n\n", 1)[0]
         assert "You prefer pytest for testing." in recalled and "[reflection, testing]" in recalled

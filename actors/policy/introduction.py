@@ -5,9 +5,10 @@ answered "Hello! How can I assist you today?" three times out of three, or repea
 introduction as its own ("Hi! I'm Sofia, 29, a vet …"). :func:`introduced_name` finds the
 name the user gives for themselves ("I'm Oskar", "my name is Ana", "je m'appelle
 Élodie"; lexicon rules ``self_naming`` and ``self_intro``) in a message that is not a
-question, and :func:`greeting` the opening of a reply that greets them by it, in the
-language of the words that named them; the agent puts that opening in the model's mouth,
-so the reply starts with the name and goes on with what was said.
+question, and :func:`greeting` the opening of a reply that greets them by it and goes on
+in the second person, in the language of the words that named them; the agent puts that
+opening in the model's mouth, so the reply starts with the name and goes on with what
+was said, said back to them.
 
 Pure; never raises for any ``str``.
 """
@@ -20,7 +21,7 @@ from .lexicon import LANGUAGES
 from .lexicon import pattern as lexicon_pattern
 from .stance import clauses
 
-__all__ = ["GREETINGS", "greeting", "introduced_name"]
+__all__ = ["GREETINGS", "YOU", "greeting", "introduced_name"]
 
 GREETINGS: dict[str, str] = {
     "en": "Nice to meet you, {name}!",
@@ -32,6 +33,12 @@ GREETINGS: dict[str, str] = {
     "ru": "Приятно познакомиться, {name}!",
 }
 """The opening of a reply to an introduction, per language of the lexicon."""
+
+YOU: dict[str, str] = {"en": "You", "fr": "Vous", "de": "Du", "es": "Tú", "it": "Tu",
+                       "pt": "Você", "ru": "Ты"}
+"""The word the reply goes on with after the greeting: what the user said is said back
+to them ("You just moved to Tallinn …"); left to itself the model repeated it as its own
+("I can't stand olives, and my partner Luis is a chef.")."""
 
 _NAME = r"(?P<name>[A-ZÀ-ÖØ-ÞА-ЯЁ][\w'’-]{1,30})"
 _NOT_NAMES = frozenset("""sorry afraid fine good okay ok here back new not just also still
@@ -73,6 +80,8 @@ def introduced_name(user_message: str) -> tuple[str, str] | None:
 
 
 def greeting(name: str, language: str) -> str:
-    """The opening of a reply greeting ``name`` (:data:`GREETINGS`; English for a
-    language it does not hold)."""
-    return GREETINGS.get(language, GREETINGS["en"]).format(name=name)
+    """The opening of a reply greeting ``name`` and going on in the second person
+    (:data:`GREETINGS`, :data:`YOU`; English for a language they do not hold):
+    ``"Nice to meet you, Oskar! You"``."""
+    lang = language if language in GREETINGS else "en"
+    return f"{GREETINGS[lang].format(name=name)} {YOU[lang]}"

@@ -100,6 +100,8 @@ Rules, and where each is read:
 ``comparison``         ahead of, than, rather than … — ``stance`` (``comparison``)
 ``commitment``         deadline, appointment … — ``stance.about_user``
 ``dates``              days and months — ``stance.about_user``
+``correction``         "correction", "I meant", "typo", "spelled" … — ``corrections``:
+                       a spelling the user corrects
 ``passing``            today, tonight, right now … — ``coverage``: a clause that says
                        only how things are for now is not quoted into memory
 ``request_verbs``      imperatives asking the assistant for something (tell, write
@@ -600,6 +602,17 @@ thanks thank you cheers bye goodbye ok okay lol haha""".split()),
         "it": _w("scadenza | appuntamento | esame | riunione | volo"),
         "pt": _w("prazo | consulta | exame | reunião | voo"),
         "ru": _w("срок | встреча | экзамен | приём | рейс"),
+    },
+    "correction": {
+        "en": _w("""correction | correct | corrected | i meant | i mean | typo | misspelled |
+                 misspelt | spelled | spelt | spelling | with two * | with one * |
+                 not * but"""),
+        "fr": _w("correction | je voulais dire | faute de frappe | s'écrit | orthographe"),
+        "de": _w("korrektur | ich meinte | tippfehler | schreibt sich | geschrieben"),
+        "es": _w("corrección | quise decir | errata | se escribe | escrito"),
+        "it": _w("correzione | intendevo | refuso | si scrive | scritto"),
+        "pt": _w("correção | correcção | quis dizer | erro de digitação | escreve-se"),
+        "ru": _w("поправка | исправление | я имел в виду | опечатка | пишется"),
     },
     "passing": {
         "en": _w("""today | tonight | right now | this morning | this afternoon | this evening |

@@ -62,6 +62,7 @@ from actors.memory.messages import (
     ToolOp,
     VoteResult,
 )
+from actors.policy.corrections import corrections, says_correction
 from actors.policy.coverage import statement_count
 from actors.policy.skip import skip_reason
 from runtime.kernel.actor import ActorContext
@@ -363,7 +364,7 @@ class ReflectionActor:
         # Only the user's own words ground anything: every user message of the window.
         user_text = "\n".join(m.user_message for m in window)
         skip = skip_reason(user_text)
-        if skip is not None:
+        if skip is not None and not (skip == "impersonal" and says_correction(user_text)):
             self.metrics.inc("agent.memory.reflection.skipped", {"reason": skip})
             return "none", skip, None
         with trio.fail_after(10):
@@ -371,6 +372,11 @@ class ReflectionActor:
                                                             source="agent",
                                                             client="reflection"), OpResult)
         pairs = [(f["key"], f["value"]) for f in known.data]
+        if skip is not None and not corrections(user_text, dict(pairs)):
+            # "Small correction: it's Anna" reads as impersonal: it goes on only when it
+            # spells a known value anew (actors/policy/corrections.py)
+            self.metrics.inc("agent.memory.reflection.skipped", {"reason": skip})
+            return "none", skip, None
         full = build_reflection_prompt(
             pairs, msg.user_message, msg.assistant_reply, earlier=window[0].earlier,
             carried=[(m.user_message, m.assistant_reply) for m in window[:-1]])

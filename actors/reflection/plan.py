@@ -58,7 +58,9 @@ its reason, never its value):
    message, one holding a number or a name nothing holds) ("The user said:
    … I can't stand olives, and my partner Luis is a chef." when the model stopped after
    name, job and city; :func:`actors.policy.coverage.uncovered_sentences`), so a dense
-   introduction loses nothing.
+   introduction loses nothing. Before it, a spelling the user corrects ("Small
+   correction: it's Anna" after ``name=Ana``, :func:`actors.policy.corrections.
+   corrections`) replaces the fact, whatever the model wrote.
 9. The per-call caps (the reflection actor raises them to the number of statements the
    message makes, :func:`actors.policy.coverage.statement_count`).
 """
@@ -71,6 +73,7 @@ import msgspec
 
 from actors.memory.messages import FactIn, ForgetIn, NoteIn
 from actors.policy.candidates import ParsedFact
+from actors.policy.corrections import corrections
 from actors.policy.coverage import statement_count, uncovered_sentences
 from actors.policy.forget import (CHANGE, dropped_values, forget_intent, let_go_objects,
                                   matches, request_targets, target_words)
@@ -430,6 +433,12 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
         if said and not reads_as_instruction(said) and not any(
                 matches(value_words(value), n.body) for n in kept_notes):
             kept_notes.append(NoteIn(body=f"{QUOTE}{said}"[:400]))
+    # A spelling the user corrects ("it's Anna, with two n's" after name=Ana) is kept
+    # whatever the model wrote: the stance guards read "it's Anna" as someone else.
+    for key, value in corrections(user_message, known):
+        kept_facts = [f for f in kept_facts if f.key != key]
+        kept_facts.insert(0, FactIn(key=key, value=value, pinned=True))
+        dropped = [d for d in dropped if d.key != key]
     # 8. Statements nothing kept holds ("… I can't stand olives, and my partner Luis is
     # a chef." after name, job and city): the user's sentence, when the model found
     # something to remember; in a message of fewer statements only a number or a name

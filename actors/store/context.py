@@ -401,7 +401,8 @@ def render_context(
     :func:`actors.policy.standing.reply_rules`), which ``### respond`` states too.
 
     With ``budget.second_person`` notes and the focus line speak of the user as "you"
-    (:mod:`actors.store.person`).
+    (:mod:`actors.store.person`), and the user's name is shown only when ``message``
+    asks about names (marked "(you)" then).
 
     Link-expanded neighbours (``ctx.expanded``) are shown in ``### recalled`` after the
     hits, except those the index already shows (each note once per prompt), and the
@@ -441,6 +442,11 @@ def render_context(
         index = render_index(ctx.index, preview_chars=index_preview_chars,
                              max_tokens=max(0, index_max_tokens - spent), superseded=marks,
                              dates=index_dates, zone=zone)
+    if b.second_person and not _ASKS_NAME.search(message):
+        # The user's name only when names are asked about: shown, the 1.5B model spoke
+        # of the user by it ("Since Tariq is a pescatarian, …").
+        ctx = msgspec.structs.replace(
+            ctx, profile=[f for f in ctx.profile if f.key not in NAME_KEYS])
     profile_body = render_profile(ctx.profile, profile_max_tokens, empty="",
                                   before=ctx.before if profile_dates else None, zone=zone,
                                   dates=profile_dates, now_ms=now_ms)
@@ -469,11 +475,7 @@ def render_context(
         bodies["care"], bodies["same-day"], said = "; ".join(cares), "; ".join(days), cares + days
         shown_text = " ".join([index, recalled, bodies["profile"], bodies["session-facts"]])
         bodies["unknown"] = ", ".join(unknown_people(message, shown_text))
-    # The user's name only when the message is about names: on the focus line beside
-    # "What does my partner do?" the model answered "Sofia's partner is …".
-    named = facts if _ASKS_NAME.search(message) else [f for f in facts
-                                                      if f.key not in NAME_KEYS]
-    bodies["focus"] = render_focus(named, hits, superseded=marks, max_items=focus_items,
+    bodies["focus"] = render_focus(facts, hits, superseded=marks, max_items=focus_items,
                                    owner="your" if b.second_person else "the user's",
                                    fact_lines=fact_lines, said=said, note_days={
                                        n.id: note_day(n, dates, zone, now_ms) for n in hits})
