@@ -486,10 +486,12 @@ such a message is stored, and without this line the model claimed it was."""
 
 
 INTRO = ("The user introduced themselves as {name}: greet them by name and say back, "
-         "speaking to them as \"you\", one or two things they told you.")
+         "speaking to them as \"you\", one or two things they told you; do not ask how "
+         "you can help.")
 """Added to ``### respond`` when the message introduces the user by name
 (:func:`actors.policy.introduction.introduced_name`); the agent also puts the greeting's
-first words in the model's mouth (:func:`intro_prefill`)."""
+first words in the model's mouth (:func:`intro_prefill`). Without the last clause the
+reply often ended "How can I assist you today?" after all."""
 
 
 def intro_prefill(name: str, language: str) -> Prefill:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 
 from .keys import GROUPS
+from .stance import clauses
 from .lexicon import compile_rules, entries, word_set
 from .lexicon import pattern as lexicon_pattern
 
@@ -66,17 +67,36 @@ def names_note(words: list[str], text: str) -> bool:
     return held >= max(2, -(-3 * len(words) // 4))
 
 
+_KEY_GENERIC = frozenset("""user my current preferred favorite favourite main usual primary
+default at in of to is""".split())
+"""Parts of a key that name nothing of their own (``works_at`` is ``works``)."""
+
+
 def names_fact(words: list[str], key: str, value: str) -> bool:
     """Whether a forget target's ``words`` (:func:`target_words`) name the fact
     ``key=value``: each word is a word of the value, of the key, or of a key of the same
     meaning (:data:`actors.policy.keys.GROUPS`: "where I work" names ``job`` and
-    ``employer``, not ``city``; "where I live" names ``city``), a plural ``s`` either way. An empty ``words`` names
+    ``employer``, not ``city``; "where I live" names ``city``); named by the key, every
+    part of one such key must be said, but for one of a target of two words or more
+    ("door code" names ``office_door_code``, "name" alone not ``cafe_name``), a plural ``s`` either way. An empty ``words`` names
     nothing."""
     if not words:
         return False
     keys = next((g for g in GROUPS if key in g), (key,))
     have = {w.lower() for w in WORD_RE.findall(" ".join((*keys, value)).replace("_", " "))}
-    return all(_forms(w.lower()) & have for w in words)
+    if not all(_forms(w.lower()) & have for w in words):
+        return False
+    said = {f for w in words for f in _forms(w.lower())}
+    if said & {w.lower() for w in WORD_RE.findall(value)}:
+        return True  # the value is named ("Coldplay")
+    # Named by the key: one key of the meaning is all said, but for one word of a longer
+    # target ("door code" names office_door_code; "name" alone does not name cafe_name).
+    for k in keys:
+        parts = [p for p in k.split("_") if p and p not in _KEY_GENERIC]
+        missing = [p for p in parts if not _forms(p) & said]
+        if len(missing) < len(parts) and len(missing) <= (1 if len(words) >= 2 else 0):
+            return True
+    return False
 
 
 __all__ = ["CHANGE", "dropped_values", "forget_intent", "let_go_objects", "matches",
@@ -100,11 +120,22 @@ _FILLER = frozenset(w for w in entries(
 delete verbs and the user's first-person words."""
 
 
+def _users_own(user_message: str) -> str:
+    """The message without the clauses someone else says or does ("My brother says you
+    should … forget my real name": his wish, not the user's request)."""
+    text = user_message
+    for c in clauses(user_message):
+        if c.subject == "other" and c.text:
+            text = text.replace(c.text, " ", 1)
+    return text
+
+
 def forget_intent(user_message: str) -> bool:
     """Whether the user asks to forget or delete something remembered: a forget verb
     (not "don't forget", "I forgot"), "stop remembering …", or a delete verb together
-    with a memory word ("remove the test_runner fact", "delete … from your memory")."""
-    text = _NEG_FORGET.sub(" ", user_message)
+    with a memory word ("remove the test_runner fact", "delete … from your memory"), in
+    a clause of the user's own (not in what someone else says)."""
+    text = _NEG_FORGET.sub(" ", _users_own(user_message))
     if _FORGET_VERB.search(text) or _STOP_REMEMBERING.search(text):
         return True
     return bool(_DELETE_VERB.search(text) and _MEMORY_WORD.search(text))
@@ -128,7 +159,7 @@ def request_targets(user_message: str) -> list[list[str]]:
     message asks nothing to be forgotten."""
     if not forget_intent(user_message):
         return []
-    text = _NEG_FORGET.sub(" ", user_message)
+    text = _NEG_FORGET.sub(" ", _users_own(user_message))
     out: list[list[str]] = []
     for sentence in re.split(r"[.!?;\n]+", text):
         m = (_FORGET_VERB.search(sentence) or _DELETE_VERB.search(sentence)
