@@ -137,3 +137,15 @@ def test_a_corrected_spelling_replaces_the_fact_whatever_the_model_wrote():
         p = plan_reflection(parse_reflection(lines, max_facts=10, max_notes=10), message,
                             {"name": "Ana"}, max_facts=10, max_notes=10)
         assert ("name", "Anna") in [(f.key, f.value) for f in p.facts], lines
+
+
+def test_the_users_own_name_is_left_out_of_what_the_agent_reads():
+    from actors.store.person import without_name
+
+    quote = second_person("The user said: Hey, I'm Tariq. I'm pescatarian, I live in "
+                          "Rotterdam.")
+    assert "Tariq" not in without_name(quote, "Tariq")
+    assert without_name(second_person("The user said: Hi! I'm Sofia, 29, a vet."),
+                        "Sofia") == "You said: Hi! You're 29, a vet."
+    assert without_name("Tariq's son Yusuf likes Lego.", "Tariq") == "your son Yusuf likes Lego."
+    assert without_name("Anna likes jazz.", "Tariq") == "Anna likes jazz."

@@ -52,7 +52,7 @@ from .focus import care_items, render_focus, same_day, unknown_people
 from .lessons import LessonPointer
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
-from .person import second_person
+from .person import second_person, without_name
 from .plans import RecallPlan, RenderBudget, TurnScope
 from .procedures import ProcedurePointer
 from .recall import build_recall_query
@@ -362,8 +362,9 @@ _ASKS_NAME = re.compile(r"\b(?:name|names|named|called|call|nom|appel\w*|nombre|
 _NAME_LINE = re.compile(r"^- (?:" + "|".join(sorted(NAME_KEYS)) + r"): [^\n(]+?(?=\s*$)", re.M)
 
 
-def _you(note: Note) -> Note:
-    return msgspec.structs.replace(note, content=second_person(note.content))
+def _you(note: Note, name: str = "") -> Note:
+    text = second_person(note.content)
+    return msgspec.structs.replace(note, content=without_name(text, name) if name else text)
 
 
 def render_context(
@@ -416,8 +417,11 @@ def render_context(
     """
     b = budget
     if b.second_person:  # notes about "you", as the agent reads them (store/person.py)
-        ctx = msgspec.structs.replace(
-            ctx, recalled=[_you(n) for n in ctx.recalled], index=[_you(n) for n in ctx.index])
+        # and, unless names are asked about, without the user's name (said of them by it)
+        name = "" if _ASKS_NAME.search(message) else next(
+            (f.value for f in ctx.profile if f.key in NAME_KEYS), "")
+        ctx = msgspec.structs.replace(ctx, recalled=[_you(n, name) for n in ctx.recalled],
+                                      index=[_you(n, name) for n in ctx.index])
     profile_max_tokens, focus_items, dates = b.profile_max_tokens, b.focus_items, b.dates
     recall_preview_chars, recall_max_tokens = b.recall_preview_chars, b.recall_max_tokens
     index_preview_chars, index_max_tokens = b.index_preview_chars, b.index_max_tokens

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["second_person"]
+__all__ = ["second_person", "without_name"]
 
 _IRREGULAR = {"is": "are", "was": "were", "has": "have", "does": "do", "doesn't": "don't",
               "isn't": "aren't", "wasn't": "weren't", "hasn't": "haven't",
@@ -101,3 +101,26 @@ def second_person(text: str) -> str:
                 + (f" {_verb(verb)}" if verb else ""))
 
     return _SUBJECT.sub(subject, out)
+
+
+def without_name(text: str, name: str) -> str:
+    """``text`` (already in the second person) with the user's own ``name`` left out:
+    "you're Tariq" / "I'm Tariq" / "my name is Tariq" go, "Tariq's" is "your", any other
+    "Tariq" is "you". Shown a quoted introduction, the model spoke of the user by name
+    ("Since Tariq is a pescatarian, …"). A name of two letters or fewer is left alone."""
+    name = name.strip()
+    if len(name) < 3 or not re.search(rf"\b{re.escape(name)}\b", text, re.I):
+        return text
+    n = re.escape(name)
+    # "you're Sofia, 29, a vet" keeps "you're 29, a vet"; "you're Tariq." goes whole
+    out = re.sub(rf"\b(you(?:'|’)re|you are|i(?:'|’)m|i am)\s+{n}\b\s*,\s*", r"\1 ", text,
+                 flags=re.I)
+    out = re.sub(rf"\b(?:you(?:'|’)re|you are|i(?:'|’)m|i am|(?:my|your) name is|call me|"
+                 rf"it(?:'|’)s)\s+{n}\b\s*[,.;!]?\s*", "", out, flags=re.I)
+    out = re.sub(rf"\b{n}(?:'s|’s)(?=\s)", "your", out, flags=re.I)
+    out = re.sub(rf"\b{n}\b", "you", out, flags=re.I)
+    out = re.sub(r"\s{2,}", " ", out).replace(" ,", ",").strip()
+    if not re.search(r"[^\W\d_]{3,}", out.removeprefix("You said:")):
+        return text  # nothing but the name was said: kept as it is
+    return out
+
