@@ -24,8 +24,10 @@ GROUPS: tuple[tuple[str, ...], ...] = (
     ("employer", "company", "workplace", "works_at", "work_place"),
     ("editor", "code_editor", "text_editor", "preferred_editor", "favorite_editor",
      "favourite_editor"),
-    ("language", "preferred_language", "reply_language", "response_language",
-     "answer_language", "communication_language"),
+    # the language of replies; a bare "language" is not one ("I'm learning Korean" was
+    # stored as language=Korean and the next reply came in Korean)
+    ("reply_language", "preferred_language", "response_language", "answer_language",
+     "communication_language"),
     ("timezone", "time_zone", "tz"),
     ("diet", "dietary_preference", "diet_type", "dietary_restriction", "dietary_restrictions"),
     ("test_runner", "testing_framework", "test_framework", "testing_tool",

@@ -63,9 +63,11 @@ LANGUAGES: dict[str, str] = {
 """Language names (lower case, English and the languages' own and neighbours' names) →
 the English name a rule uses."""
 
-LANGUAGE_KEYS = frozenset({"language", "reply_language", "response_language",
-                           "answer_language", "preferred_language",
-                           "communication_language"})
+LANGUAGE_KEYS = frozenset({"reply_language", "response_language", "answer_language",
+                           "preferred_language", "communication_language"})
+"""Keys of the language replies are in. A bare ``language`` is not among them: it is as
+often a language the user learns, speaks or codes in ("I'm learning Korean" →
+``language=Korean``, and the next reply came in Korean)."""
 UNITS_KEYS = frozenset({"units", "unit_system", "measurement_system", "measurement_units"})
 LENGTH_KEYS = frozenset({"answer_length", "reply_length", "response_length"})
 _LENGTHS = {"short": "short", "brief": "short", "concise": "short", "shorter": "short",
