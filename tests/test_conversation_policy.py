@@ -149,3 +149,48 @@ def test_the_users_own_name_is_left_out_of_what_the_agent_reads():
                         "Sofia") == "You said: Hi! You're 29, a vet."
     assert without_name("Tariq's son Yusuf likes Lego.", "Tariq") == "your son Yusuf likes Lego."
     assert without_name("Anna likes jazz.", "Tariq") == "Anna likes jazz."
+
+
+@pytest.mark.parametrize(("content", "words", "left"), [
+    ("The user's daughter Klara likes Lego and horses.", ["klara", "lego"],
+     "The user's daughter Klara likes horses."),
+    ("The user said: I live in Graz and I work as an accountant at a brewery.", ["work"],
+     "The user said: I live in Graz."),
+    ("The user said: I live in Graz and I work as an accountant at a brewery.", ["graz"],
+     "The user said: I work as an accountant at a brewery."),
+    ("The user said: I walk to work, I'm learning Korean, I can't stand olives, and my "
+     "partner Luis is a chef.", ["can't", "stand", "olives"],
+     "The user said: I walk to work, I'm learning Korean, and my partner Luis is a chef."),
+    ("The user works at a brewery.", ["work"], None),
+    ("Lives at 12 Rue Victor Hugo, Lyon", ["address", "12", "rue", "victor", "hugo"], None),
+    ("The user likes jazz.", ["rock"], "The user likes jazz."),
+])
+def test_a_note_keeps_what_the_user_did_not_ask_to_forget(content, words, left):
+    from actors.policy.forget import without
+
+    assert without(content, words) == left
+
+
+def test_forgetting_rewrites_a_note_that_holds_other_facts(conn):
+    from actors.store.forgetting import apply_forget
+    from actors.store.notes import MemoryStore
+    from actors.store.profile import ProfileStore
+    from actors.store.schema import write_txn
+
+    notes, profiles = MemoryStore(conn), ProfileStore(conn)
+    quote = notes.store("The user said: I live in Graz and I work as an accountant at a "
+                        "brewery.", session_id="s1", turn_id="t-1")
+    profiles.set("city", "Graz", session_id="s1", turn_id="t-1")
+    profiles.set("job", "accountant", session_id="s1", turn_id="t-1")
+    profiles.set("employer", "a brewery", session_id="s1", turn_id="t-1")
+    profiles.set("cafe_name", "Bean There", session_id="s2", turn_id="t-2")
+    with write_txn(conn):
+        out = apply_forget(conn, retire_keys=[], purge_keys=[], targets=[["work"]], now_ms=5)
+    assert sorted(out.purged_keys) == ["employer", "job"]
+    assert out.rewritten_note_ids == [quote.id] and out.note_ids == []
+    assert notes.get(quote.id).content == "The user said: I live in Graz."
+    assert {f.key for f in profiles.list()} == {"city", "cafe_name"}
+    assert notes.recall("brewery") == [] and [n.id for n in notes.recall("Graz")] == [quote.id]
+    with write_txn(conn):  # "name" alone names no cafe_name
+        assert apply_forget(conn, retire_keys=[], purge_keys=[], targets=[["name"]],
+                            now_ms=6).purged_keys == []

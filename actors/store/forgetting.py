@@ -8,19 +8,23 @@ same write transaction as the rest of the reflection:
 * ``retire_keys`` — the active fact is retired (history kept: the fact stopped being
   true, like a supersede without a new value);
 * ``purge_keys`` — every version of the fact is deleted (the user asked to forget it);
-* ``targets`` — word lists: every fact version whose ``key value`` holds all the words
-  (whole words, plural ``s`` either way), a key's words counting for every key of the
-  same meaning (:func:`actors.policy.forget.names_fact`: "where I work" names ``job``
-  and ``employer``), is deleted with its whole key history, and every note (active or archived) whose content holds them is deleted; the
-  note's FTS row, vectors and links go with it (trigger and ``ON DELETE CASCADE``), and a
-  vector the backfill computed for it before cannot be written back afterwards (the
-  foreign key refuses it and ``VectorStore.put`` skips it). The active facts the same
-  turn wrote beside such a note (its provenance: session and turn) go too when a word of
-  theirs shares its first five letters with the note's: "forget what I said about my
-  stamps" deletes the note "The user collects stamps." and ``hobby_collection=true``
-  written from that sentence, not ``city=Graz`` from the same message.
+* ``targets`` — word lists: every fact version a target names — by its value, or by its
+  key or a key of the same meaning (:func:`actors.policy.forget.names_fact`: "where I
+  work" names ``job`` and ``employer``) — is deleted with its whole key history; every
+  note (active or archived) a target names (:func:`actors.policy.forget.names_note`) is
+  rewritten without it when it holds other facts too (:func:`actors.policy.forget.
+  without`: "The user said: I live in Graz and I work at a brewery." less "work" keeps
+  "… I live in Graz."; its vector is dropped, so the backfill embeds the new text), or
+  else deleted: the note's FTS row, vectors and links go with it (trigger and ``ON
+  DELETE CASCADE``), and a vector the backfill computed for it before cannot be written
+  back afterwards (the foreign key refuses it and ``VectorStore.put`` skips it). The
+  active facts the same turn wrote beside such a note (its provenance: session and turn)
+  go too when a word of theirs shares its first five letters with what was removed of
+  the note: "forget what I said about my stamps" deletes the note "The user collects
+  stamps." and ``hobby_collection=true`` written from that sentence, not ``city=Graz``
+  from the same message.
 
-Nothing else is touched: an entry must hold every word of a target, or be such a fact.
+Nothing else is touched: an entry must be named by a target, or be such a fact.
 """
 
 from __future__ import annotations
@@ -132,8 +136,11 @@ def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: l
     for words in targets:
         if not words:
             continue
+        # a note a target names holds most of its words: one of them, at least
         id_rows = cast(list[tuple[int, str]], conn.execute(
-            "SELECT id, content FROM memories").fetchall())
+            "SELECT id, content FROM memories WHERE " + " OR ".join(
+                ["lower(content) LIKE ? ESCAPE '\\'"] * len(words)),
+            [_like(w.rstrip("s")) for w in words]).fetchall())
         for note_id, content in id_rows:
             if note_id not in out.note_ids and names_note(words, content):
                 rest = without(content, words)
