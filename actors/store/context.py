@@ -355,8 +355,14 @@ def _expand(notes: MemoryStore, links: LinkStore, base: list[Note], working_dir:
 
 NAME_KEYS = frozenset({"name", "first_name", "full_name", "user_name", "preferred_name",
                        "nickname"})
-_ASKS_NAME = re.compile(r"\b(?:name|names|named|called|call|nom|appel\w*|nombre|llam\w*|nome|"
-                        r"chiam\w*|hei(?:ß|ss)\w*|имя|зовут)\b", re.I)
+_ASKS_NAME = re.compile(
+    r"\b(?:name|names|named|called|call|nom|appel\w*|nombre|llam\w*|nome|chiam\w*|"
+    r"hei(?:ß|ss)\w*|имя|зовут|"
+    # what is written in the user's name: a signature, a letter, an email, a bio
+    r"sign\w*|letter|e-?mails?|introduc\w*|bio|cv|r[ée]sum[ée]|invitation|card|"
+    r"signature|lettre|brief|carta|lettera|письмо|подпис\w*)\b", re.I)
+"""A message about names, or about something written in the user's name: only then does
+the agent's prompt show the user's name (:func:`render_context`)."""
 
 
 _NAME_LINE = re.compile(r"^- (?:" + "|".join(sorted(NAME_KEYS)) + r"): [^\n(]+?(?=\s*$)", re.M)
