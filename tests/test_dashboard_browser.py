@@ -140,8 +140,10 @@ def _walk(login_url: str, base: str, store_live_note, reader_refused) -> dict:
             seen["clients"] = page.inner_text("table")
             _shot(page, "apps")
             page.goto(base + "/ui/activity")
-            seen["activity"] = page.inner_text("main")
+            seen["activity"] = page.inner_text("main")  # writes and refusals
             _shot(page, "activity")
+            page.click("text=show reads too")
+            seen["activity_reads"] = page.inner_text("main")
 
             # the page updates itself when memory changes
             page.goto(base + "/ui/notes")
@@ -228,7 +230,9 @@ async def test_the_dashboard_in_a_real_browser(tmp_path):
     assert seen["reader_refusal"].startswith("forbidden: ") and "'write'" in \
         seen["reader_refusal"]
     assert "paused" in seen["clients"]
-    assert "reader" in seen["activity"] and "memory.profile.list" in seen["activity"]
+    assert "reader" in seen["activity"] and "memory.notes.store" in seen["activity"]
+    assert "memory.profile.list" not in seen["activity"]  # reads only when asked
+    assert "memory.profile.list" in seen["activity_reads"]
     assert facts["city"] == "Paris" and seen["city_after_csrf"] == "Paris"  # CSRF changed nothing
     assert "Log in" in seen["csrf_page"] or "Refused" in seen["csrf_page"]
     assert not any("sneaky" in n["content"] for n in notes)
