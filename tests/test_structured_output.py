@@ -194,14 +194,13 @@ REFUSALS = {
 }
 
 
-async def _actions(tmp_path, rules, times: int, reply: str, role: str = "main"):
-    """``times`` agent actions (or completions of ``role``) through one OpenAI chat
-    backend on a scripted server, each answered ``reply``: (the backend, every request
-    body the server saw)."""
+async def _actions(tmp_path, rules, times: int, reply: str):
+    """``times`` agent actions through one OpenAI chat backend on a scripted server, each
+    answered ``reply``: (the backend, every request body the server saw)."""
     async with open_fake_llama(tmp_path, rules) as fake:
         backend = OpenAIBackend(LlamaClient(fake.url), api="openai-chat", model="m")
         for _ in range(times):
-            out = await backend.complete("sys", "hi", role=role,
+            out = await backend.complete("sys", "hi", role="main",
                                          grammar=action_grammar(TOOLS), n_predict=16,
                                          temperature=0.0)
             assert out.text == reply
@@ -225,31 +224,13 @@ async def test_the_native_sampling_settings_go_out_until_a_server_refuses_them(t
         "message": "Unrecognized request argument supplied: top_k",
         "type": "invalid_request_error", "param": None, "code": None}})}
     rules = [{"has_field": "top_k", **refusal}, {"response": '{"reply": "ok"}'}]
-    backend, bodies = await _actions(tmp_path, rules, 2, '{"reply": "ok"}', role="reflection")
+    backend, bodies = await _actions(tmp_path, rules, 2, '{"reply": "ok"}')
     first = bodies[0]
     assert first["top_p"] == TOP_P and first["repeat_penalty"] == REPEAT_PENALTY
     assert first["top_k"] == TOP_K and first["repetition_penalty"] == REPEAT_PENALTY
     assert ["top_k" in b for b in bodies] == [True, False, False]
     assert all(b["top_p"] == TOP_P and "response_format" in b for b in bodies)
     assert backend.refused_fields == ["top_k"] and backend.structured == "json_schema"
-
-
-async def test_the_agents_replies_go_without_a_repeat_penalty(tmp_path):
-    """Over the prompt's tail a penalty pushed the default model off the words an answer
-    needs (a Go function began ``case s := range``): the agent's requests (role
-    ``main``) keep ``top_k`` and drop the penalties, on either API."""
-    _, bodies = await _actions(tmp_path, [{"response": '{"reply": "ok"}'}], 1,
-                               '{"reply": "ok"}')
-    assert bodies[0]["top_k"] == TOP_K
-    assert not {"repeat_penalty", "repetition_penalty", "repeat_last_n"} & set(bodies[0])
-    async with open_fake_llama(tmp_path / "native", [{"response": '{"reply": "ok"}'}]) as fake:
-        backend = LlamaBackend(LlamaClient(fake.url))
-        for role in ("main", "reflection"):
-            await backend.complete("sys", "hi", role=role, grammar=action_grammar(TOOLS),
-                                   n_predict=16, temperature=0.0)
-        await backend.aclose()
-        native = [b for b in fake.completions()]
-    assert [b["repeat_penalty"] for b in native[-2:]] == [1.0, REPEAT_PENALTY]
 
 
 async def test_an_unconstrained_request_gets_no_repeat_penalty(tmp_path):

@@ -89,14 +89,6 @@ reflection prompt's worked examples instead of the user's new value. Without a
 constraint they are not sent: the penalty then discounts the user's own words, which a
 memory line must copy, and the default model ended its answer before the first line
 (bench/RESULTS.md, "Structured output per backend")."""
-UNPENALISED_ROLES = frozenset({"main"})
-"""Roles whose completions go without a repeat penalty: the agent's replies. Over the
-last 256 tokens, the prompt's included, a penalty of 1.1 pushes the model away from the
-very words an answer needs: asked for a Go function with Go in memory, the default model
-began it ``case s := range …`` in 5 of 5 samples with it and wrote ``func`` in 3 of 5
-without it. Reflection, votes, links and the rewriter keep it (without it the default
-model copied the reflection prompt's worked examples)."""
-_PENALTIES = ("repeat_penalty", "repeat_last_n", "repetition_penalty")
 PROPS_TIMEOUT_S = 5.0
 """Bound (s) on the one ``/props`` read that resolves a llama-server's slot plan."""
 
@@ -181,11 +173,10 @@ class LlamaBackend:
             grammar = None
             if prefill is not None:
                 prefill = msgspec.structs.replace(prefill, grammar=None)
-        penalty = 1.0 if role in UNPENALISED_ROLES else REPEAT_PENALTY
         if prefill is None or not prefill.text:
             return await self.client.complete(
                 prompt, grammar=grammar, n_predict=n_predict, id_slot=await self.slot(role),
-                temperature=temperature, on_token=on_token, repeat_penalty=penalty)
+                temperature=temperature, on_token=on_token)
         first = True
 
         async def relay(piece: str) -> None:  # the prefill goes out with the first piece
@@ -196,7 +187,7 @@ class LlamaBackend:
         completion = await self.client.complete(
             prompt + prefill.text, grammar=prefill.grammar, n_predict=n_predict,
             id_slot=await self.slot(role), temperature=temperature,
-            on_token=relay if on_token is not None else None, repeat_penalty=penalty)
+            on_token=relay if on_token is not None else None)
         return msgspec.structs.replace(completion, text=prefill.text + completion.text)
 
     async def aclose(self) -> None:
@@ -278,7 +269,7 @@ class OpenAIBackend:
         return None
 
     def _body(self, system: str, user: str, grammar: str | None, n_predict: int,
-              temperature: float, stream: bool, role: str = "") -> tuple[str, bytes]:
+              temperature: float, stream: bool) -> tuple[str, bytes]:
         body: dict[str, Any] = {"max_tokens": n_predict, "temperature": temperature,
                                 "top_p": TOP_P, "stream": stream}
         if self.model:
@@ -296,9 +287,6 @@ class OpenAIBackend:
                     body["json_schema"] = shape["json_schema"]["schema"]
         if "grammar" in body or "response_format" in body:
             body.update(self.sampling)  # with a constraint only: SAMPLING_EXTENSIONS
-            if role in UNPENALISED_ROLES:
-                for name in _PENALTIES:
-                    body.pop(name, None)
         if self.api == "openai-chat":
             body["messages"] = [{"role": "system", "content": system},
                                 {"role": "user", "content": user}]
@@ -330,7 +318,7 @@ class OpenAIBackend:
         for attempt in range(3):  # at most one refusal of each: sampling, structure
             try:
                 completion = await self._complete(system, user, grammar, n_predict,
-                                                  temperature, on_token, role)
+                                                  temperature, on_token)
                 break
             except LLMBadResponse as exc:
                 if attempt == 2 or not self._drop_refused(exc, grammar):
@@ -362,10 +350,9 @@ class OpenAIBackend:
         return True
 
     async def _complete(self, system: str, user: str, grammar: str | None, n_predict: int,
-                        temperature: float, on_token: OnToken | None,
-                        role: str = "") -> Completion:
+                        temperature: float, on_token: OnToken | None) -> Completion:
         path, payload = self._body(system, user, grammar, n_predict, temperature,
-                                   on_token is not None, role)
+                                   on_token is not None)
         url = self.client.base_url + path
         if on_token is None:
             response = await self.client._request("POST", path, payload)

@@ -646,7 +646,6 @@ class LlamaClient:
         temperature: float = 0.2,
         stop: list[str] | None = None,
         on_token: Callable[[str], Awaitable[None]] | None = None,
-        repeat_penalty: float = REPEAT_PENALTY,
     ) -> Completion:
         """``POST /completion`` and return the finished :class:`Completion`.
 
@@ -654,9 +653,8 @@ class LlamaClient:
         ``grammar``: GBNF text, sent only when non-empty. ``n_predict``: max tokens to
         generate (≤ 0 is sent as -1, unlimited). ``id_slot``: slot to pin (sent as both
         ``id_slot`` and ``slot_id``; -1 lets the server choose; None omits both).
-        ``temperature`` plus the fixed ``top_p`` 0.95, ``top_k`` 40, ``repeat_last_n``
-        256 and ``cache_prompt`` true; ``repeat_penalty`` 1.1 unless given (1.0 is off).
-        ``stop``:
+        ``temperature`` plus the fixed ``top_p`` 0.95, ``top_k`` 40, ``repeat_penalty``
+        1.1, ``repeat_last_n`` 256 and ``cache_prompt`` true. ``stop``:
         stop strings. ``on_token``: when given, the request streams (SSE) and each
         non-empty content piece is awaited through it in order.
 
@@ -674,7 +672,7 @@ class LlamaClient:
             "temperature": temperature,
             "top_p": TOP_P,
             "top_k": TOP_K,
-            "repeat_penalty": repeat_penalty,
+            "repeat_penalty": REPEAT_PENALTY,
             "repeat_last_n": REPEAT_LAST_N,
             "stop": [_SURROGATE_RE.sub("\ufffd", s) for s in (stop or [])],
         }
