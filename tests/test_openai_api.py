@@ -77,7 +77,9 @@ async def test_chat_completions_run_a_turn_with_memory_streamed_and_not(tmp_path
 
             # a normal turn: memory in its prompt, the exchange in the named session …
             prompts = [r["prompt"] for r in fake.completions() if "reply" in r.get("grammar", "")]
-            assert any("tomatoes" in p and "name: Ada" in p for p in prompts)
+            assert any("tomatoes" in p for p in prompts)
+            # the user's name only when names are asked about (memory about "you")
+            assert not any("name: Ada" in p for p in prompts)
             assert not any("ignored: the daemon's persona" in p for p in prompts)
             sessions = await ws.request({"type": "sessions"}, "sessions.result")
             garden = [s for s in sessions["data"] if s["id"] == "garden"]
