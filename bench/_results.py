@@ -54,3 +54,31 @@ MANY_CLIENTS = {"server": {"maxPendingPerPeer": 1024}}
 """Config for a benchmark whose clients, all on loopback, connect at once: the gateway
 refuses more than ``server.maxPendingPerPeer`` (16) connections from one address that
 have not said hello yet, and every client of a benchmark shares 127.0.0.1."""
+
+
+def only_cases(parser, every: list[dict], only: str | None) -> list[dict]:
+    """The cases of ``every`` named in ``only`` (comma-separated ids; all when None); an
+    unknown id is the ``parser``'s usage error."""
+    if not only:
+        return every
+    wanted = set(only.split(","))
+    unknown = wanted - {c["id"] for c in every}
+    if unknown:
+        parser.error(f"no such case: {', '.join(sorted(unknown))}")
+    return [c for c in every if c["id"] in wanted]
+
+
+def repeated(run, args, cases: list[dict]) -> list[dict]:
+    """``trio.run(run, args, cases)`` ``args.repeat`` times (a fresh daemon each), saying
+    which run it is on stderr; every run's results, in order."""
+    import sys
+
+    import trio
+
+    results: list[dict] = []
+    for n in range(args.repeat):
+        if args.repeat > 1:
+            print(f"== run {n + 1}/{args.repeat}", file=sys.stderr, flush=True)
+        results += trio.run(run, args, cases)
+    return results
+

@@ -36,7 +36,8 @@ from typing import Any
 
 import trio
 
-from bench._results import machine_line, percentile, publish, utc_now
+from bench._results import (machine_line, only_cases, percentile, publish, repeated,
+                            utc_now)
 from bench.formation import REFLECTION_WAIT_S, bench_daemon, clear_memory, model_label
 from bench.memuse import _forbidden
 from runtime.shell.client import open_client
@@ -319,19 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         every = json.loads(args.data.read_text())["cases"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         p.error(f"cannot read cases from {args.data}: {exc}")
-    cases = every
-    if args.only:
-        wanted = set(args.only.split(","))
-        unknown = wanted - {c["id"] for c in every}
-        if unknown:
-            p.error(f"no such case: {', '.join(sorted(unknown))}")
-        cases = [c for c in every if c["id"] in wanted]
+    cases = only_cases(p, every, args.only)
     t0 = time.perf_counter()
-    results: list[dict] = []
-    for n in range(args.repeat):
-        if args.repeat > 1:
-            print(f"== run {n + 1}/{args.repeat}", file=sys.stderr, flush=True)
-        results += trio.run(run, args, cases)
+    results = repeated(run, args, cases)
     command = "python -m bench.chain " + " ".join(argv if argv is not None else sys.argv[1:])
     full_dev = len(cases) == len(every) and args.data == DATA
     publish(SECTION, render(args, results, command.strip(), full_dev), args.write and full_dev)

@@ -34,7 +34,8 @@ from typing import Any
 
 import trio
 
-from bench._results import machine_line, percentile, publish, utc_now
+from bench._results import (machine_line, only_cases, percentile, publish, repeated,
+                            utc_now)
 from bench.formation import REFLECTION_WAIT_S, bench_daemon, clear_memory, model_label
 from runtime.shell.client import open_client
 
@@ -213,19 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.repeat < 1:
         p.error("--repeat must be at least 1")
     every = json.loads(DATA.read_text())["cases"]
-    cases = every
-    if args.only:
-        wanted = set(args.only.split(","))
-        unknown = wanted - {c["id"] for c in every}
-        if unknown:
-            p.error(f"no such case: {', '.join(sorted(unknown))}")
-        cases = [c for c in every if c["id"] in wanted]
+    cases = only_cases(p, every, args.only)
     t0 = time.perf_counter()
-    results: list[dict] = []
-    for n in range(args.repeat):
-        if args.repeat > 1:
-            print(f"== run {n + 1}/{args.repeat}", file=sys.stderr, flush=True)
-        results += trio.run(run, args, cases)
+    results = repeated(run, args, cases)
     command = "python -m bench.memuse " + " ".join(argv if argv is not None else sys.argv[1:])
     full_dev = len(cases) == len(every)
     publish(SECTION, render(args, results, command.strip(), len(cases), full_dev),
