@@ -220,7 +220,7 @@ class MemoryActor:
     def _run_op(self, s: StoreSet, msg: ToolOp, defer_bump: bool = False) -> tuple[Any, dict]:
         return run_op(s, msg.op, msg.args, OpCall(
             source=msg.source, session=msg.session, turn=msg.turn, batch=msg.batch,
-            default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
+            client=msg.client, default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
             recall=self._recall_for(s), context=lambda a: self._context_answer(s, msg.session, a),
             files=self.files))
 
@@ -516,6 +516,8 @@ class MemoryActor:
         replaced_pinned: list[str] = []
         skipped = 0
         stale: list[int] = []
+        who = "agent" if msg.agent else "reflection"
+        by = f"{who} for {msg.client}" if msg.client else who
         forgotten = self.forgotten_in_turn.pop((msg.session, msg.turn), [])
         if msg.agent:  # the turn's reflection comes next and reads this list
             forgotten = self.forgotten_in_turn.setdefault((msg.session, msg.turn), forgotten)
@@ -525,7 +527,8 @@ class MemoryActor:
             active = {f.key: f.value for f in self.w.profiles.list()} if msg.agent else {}
             forgot = apply_forget(self.conn, retire_keys=msg.forget.retire_keys,
                                   purge_keys=msg.forget.purge_keys,
-                                  targets=msg.forget.targets, now_ms=now_ms())
+                                  targets=msg.forget.targets, now_ms=now_ms(), by=by,
+                                  turn_id=msg.turn)
             if msg.agent:  # what the turn's reflection must not store again
                 forgotten += [f"{k.replace('_', ' ')} {active[k]}" for k in forgot.purged_keys
                               if k in active] + [" ".join(t) for t in msg.forget.targets]
@@ -550,7 +553,7 @@ class MemoryActor:
                     after = self.w.profiles.set(fact.key, fact.value, pinned=fact.pinned,
                                               keywords=fact.keywords if not fact.pinned else None,
                                               source="reflection", session_id=msg.session,
-                                              turn_id=msg.turn)
+                                              turn_id=msg.turn, by=by)
                 except Exception as exc:  # noqa: BLE001 - validation: skip the line
                     if getattr(exc, "code", None) != "invalid_argument":
                         raise

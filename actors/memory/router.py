@@ -41,6 +41,9 @@ class OpCall:
             surface (``"user"``, ``"mcp"``, ...; provenance ``user``).
         session / turn: the session and turn the op belongs to, written beside what it
             stores.
+        client: who asks, as the activity log names them (``agent for chat``,
+            ``dashboard``, an app's name; None: the ``source``): kept on a fact version
+            the op ends (``removed_by``).
         batch: the writer's batch (one client connection): written beside a note stored
             outside a session, and given to ``memory.import`` for the notes it adds.
         default_k: hits of ``memory.notes.recall`` without ``k`` (``memory.notes.recallDefaultK``).
@@ -61,6 +64,7 @@ class OpCall:
     session: str | None = None
     turn: str | None = None
     batch: str | None = None
+    client: str | None = None
     default_k: int = 5
     defer_bump: bool = False
     recall: Callable[..., list[Note]] | None = None
@@ -95,14 +99,15 @@ def _origin(source: str) -> str:
 def _profile_set(a: ProfileSetArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
     before = s.profiles.get(a.key)
     fact = s.profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords,
-                          source=_origin(c.source), session_id=c.session, turn_id=c.turn)
+                          source=_origin(c.source), session_id=c.session, turn_id=c.turn,
+                          by=c.client or c.source)
     stale = (archive_stale(s.notes, before.value, fact.value)
              if before is not None and before.id != fact.id else [])
     return fact, {"keys": [fact.key], **({"ids": stale} if stale else {})}
 
 
 def _profile_remove(a: KeyArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    removed = s.profiles.remove(a.key)
+    removed = s.profiles.remove(a.key, by=c.client or c.source, turn_id=c.turn)
     return {"removed": removed}, {"keys": [a.key] if removed else []}
 
 

@@ -106,14 +106,18 @@ def _same_turn_facts(conn: apsw.Connection, note_id: int, content: str) -> list[
 
 
 def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: list[str],
-                 targets: list[list[str]], now_ms: int) -> Forgotten:
+                 targets: list[list[str]], now_ms: int, by: str | None = None,
+                 turn_id: str | None = None) -> Forgotten:
     """Retire, purge and delete as described in the module doc. Must run inside the
-    caller's write transaction (it issues plain statements). Returns :class:`Forgotten`.
+    caller's write transaction (it issues plain statements). ``by`` / ``turn_id``: who
+    forgets and in which turn, kept on a retired version (``removed_by``,
+    ``removed_turn_id``). Returns :class:`Forgotten`.
     """
     out = Forgotten()
     for key in retire_keys:
-        conn.execute("UPDATE profile_facts SET superseded_by = id, updated_at = ? "
-                     "WHERE key = ? AND superseded_by IS NULL", (now_ms, key))
+        conn.execute("UPDATE profile_facts SET superseded_by = id, updated_at = ?, "
+                     "removed_by = ?, removed_turn_id = ? "
+                     "WHERE key = ? AND superseded_by IS NULL", (now_ms, by, turn_id, key))
         if conn.changes():
             out.retired_keys.append(key)
     purge = list(dict.fromkeys(purge_keys))

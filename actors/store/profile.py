@@ -134,7 +134,7 @@ def _decode_keywords(raw: str | None) -> list[str]:
 
 
 _COLS = ("id, key, value, pinned, keywords, updated_at, valid_from, superseded_by, source,"
-         " session_id, turn_id")
+         " session_id, turn_id, removed_by, removed_turn_id")
 _SQL_ACTIVE = f"SELECT {_COLS} FROM profile_facts WHERE key = ? AND superseded_by IS NULL"
 _SQL_BY_ID = f"SELECT {_COLS} FROM profile_facts WHERE id = ?"
 _SQL_LIST = f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL ORDER BY key"
@@ -147,11 +147,12 @@ _SQL_INSERT = (
     " VALUES (?, ?, ?, ?, ?, NULL, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_RETIRE = (
-    "UPDATE profile_facts SET superseded_by = id, updated_at = ?"
-    " WHERE key = ? AND superseded_by IS NULL"
+    "UPDATE profile_facts SET superseded_by = id, updated_at = ?, removed_by = ?,"
+    " removed_turn_id = ? WHERE key = ? AND superseded_by IS NULL"
 )
 _SQL_EVICT = (
-    "UPDATE profile_facts SET superseded_by = id, updated_at = ? WHERE id IN ("
+    "UPDATE profile_facts SET superseded_by = id, updated_at = ?, removed_by = 'evicted',"
+    " removed_turn_id = NULL WHERE id IN ("
     " SELECT id FROM profile_facts WHERE superseded_by IS NULL AND pinned = 0 AND id <> ?"
     " ORDER BY updated_at, id LIMIT ?)"
 )
@@ -170,6 +171,8 @@ def _row(row: tuple) -> ProfileFact:
         source=row[8],
         session_id=row[9],
         turn_id=row[10],
+        removed_by=row[11],
+        removed_turn_id=row[12],
     )
 
 
@@ -217,6 +220,7 @@ class ProfileStore:
         source: str | None = None,
         session_id: str | None = None,
         turn_id: str | None = None,
+        by: str | None = None,
     ) -> ProfileFact:
         """Write ``key = value`` as the key's new active version; return the active fact.
 
@@ -231,6 +235,9 @@ class ProfileStore:
             now_ms: write time, Unix ms (default: now).
             source / session_id / turn_id: provenance of the new version
                 (:class:`ProfileFact`).
+            by: who writes, as the activity log names them (``agent for chat``,
+                ``dashboard``): recorded as the replaced version's ``removed_by``, with
+                ``turn_id`` as its ``removed_turn_id``.
 
         Writing exactly the active value with the same options is a no-op that returns
         the active fact (no second row). Otherwise, in one transaction: the
@@ -294,8 +301,9 @@ class ProfileStore:
             new_id = conn.last_insert_rowid()
             if prev is not None:
                 conn.execute(
-                    "UPDATE profile_facts SET superseded_by = ?, updated_at = ? WHERE id = ?",
-                    (new_id, now, prev.id),
+                    "UPDATE profile_facts SET superseded_by = ?, updated_at = ?, removed_by = ?,"
+                    " removed_turn_id = ? WHERE id = ?",
+                    (new_id, now, by or source, turn_id, prev.id),
                 )
             self._evict(new_id, now)
             fact = self._fetch_one(_SQL_BY_ID, (new_id,))
@@ -325,8 +333,13 @@ class ProfileStore:
         self.conn.execute(_SQL_EVICT, (now, keep_id, excess))
         return self.conn.changes()
 
-    def remove(self, key: str, *, now_ms: int | None = None) -> bool:
+    def remove(self, key: str, *, now_ms: int | None = None, by: str | None = None,
+               turn_id: str | None = None) -> bool:
         """Retire the active fact of ``key``; history stays readable.
+
+        ``by`` / ``turn_id``: who removes it and in which turn (the activity log's name
+        for the writer: ``agent for chat``, ``dashboard``, ``tui``), kept on the retired
+        version as ``removed_by`` / ``removed_turn_id``.
 
         Returns True when an active fact existed, False otherwise.
 
@@ -336,7 +349,7 @@ class ProfileStore:
         key = validate_key(key)
         now = _now(now_ms)
         with write_txn(self.conn):
-            self.conn.execute(_SQL_RETIRE, (now, key))
+            self.conn.execute(_SQL_RETIRE, (now, by, turn_id, key))
             return self.conn.changes() > 0
 
     def purge(self, key: str) -> int:

@@ -77,6 +77,13 @@ class ProfileFact(msgspec.Struct, rename="camel"):
     (CLI, TUI, MCP, the websocket) or ``import``; None when unknown (before schema v6)."""
     session_id: str | None = None
     turn_id: str | None = None
+    removed_by: str | None = None
+    """Who ended this version (wire ``removedBy``): the writer that removed or replaced it,
+    as the activity log names them (``agent for chat``, ``reflection for chat``,
+    ``dashboard``, ``tui``, an app's name) or ``evicted`` (the unpinned cap); None while
+    active, or when ended before schema v11."""
+    removed_turn_id: str | None = None
+    """The turn that ended this version, when a turn did (wire ``removedTurnId``)."""
     warning: str | None = None
     """Set on the fact returned by a write that could not be honoured as asked (a pin
     over ``memory.profile.pinnedBudgetChars`` was stored unpinned); never stored."""

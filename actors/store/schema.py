@@ -318,7 +318,16 @@ context step treats ``COALESCE(session_id, batch_id)`` as the note's context, so
 written in a row by one writer are neighbours whether or not a session wrote them
 (``recall`` step 4)."""
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10)
+_V11 = """
+ALTER TABLE profile_facts ADD COLUMN removed_by TEXT;
+ALTER TABLE profile_facts ADD COLUMN removed_turn_id TEXT;
+"""
+"""v11: who ended a fact version, beside who wrote it: the writer that removed or
+replaced it (``agent for <app>``, ``reflection for <app>``, ``dashboard``, ``tui``, an
+app's name, ``evicted`` for the unpinned cap) and the turn that did it, if a turn did.
+Versions ended before v11 have NULL (unknown)."""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3, _V4, _V5, _V6, _V7, _V8, _V9, _V10, _V11)
 #: The newest schema version this code knows (``len(MIGRATIONS)``).
 SCHEMA_VERSION: int = len(MIGRATIONS)
 

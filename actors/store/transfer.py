@@ -5,10 +5,12 @@ The file, one JSON object per line, ``type`` first:
 * ``{"type": "atomic-agent.memory", "version": 1, "schemaVersion", "exportedAt",
   "counts"}`` -- the header, always the first line;
 * ``{"type": "fact", "key", "active": bool, "versions": [{"value", "pinned",
-  "keywords", "validFrom", "createdAt", "updatedAt", "source", "sessionId", "turnId"},
-  …]}`` -- one per profile key, its whole history oldest first; ``active``: the last
-  version is the key's current value (false once the fact was removed); ``source`` is
-  who wrote the version (``reflection``, ``tool``, ``user``, ``import``; null = unknown);
+  "keywords", "validFrom", "createdAt", "updatedAt", "source", "sessionId", "turnId",
+  "removedBy", "removedTurnId"}, …]}`` -- one per profile key, its whole history oldest
+  first; ``active``: the last version is the key's current value (false once the fact
+  was removed); ``source`` is who wrote the version (``reflection``, ``tool``, ``user``,
+  ``import``; null = unknown), ``removedBy`` who ended it (``agent for chat``,
+  ``dashboard``, ...; null = active or unknown), ``removedTurnId`` in which turn;
 * ``{"type": "note", "id", "content", "tags", "source", "scope", "workingDir",
   "sessionId", "createdAt", "updatedAt", "recallCount", "lastRecalledAt", "archived",
   "origin", "turnId", "batchId"}`` (``origin`` as a fact version's ``source``;
@@ -85,6 +87,8 @@ class FactVersion(_S, kw_only=True):
     source: str | None = None
     session_id: str | None = None
     turn_id: str | None = None
+    removed_by: str | None = None
+    removed_turn_id: str | None = None
 
 
 class FactRec(_S, tag="fact", tag_field="type", kw_only=True):
@@ -196,8 +200,8 @@ def _records(conn: apsw.Connection, counts: dict[str, int]):
     """Yield the encoded record lines (facts, notes, links, lessons, procedures)."""
     rows = conn.execute(
         "SELECT key, value, pinned, keywords, valid_from, created_at, updated_at,"
-        " superseded_by, source, session_id, turn_id FROM profile_facts"
-        " ORDER BY key, valid_from, id").fetchall()
+        " superseded_by, source, session_id, turn_id, removed_by, removed_turn_id"
+        " FROM profile_facts ORDER BY key, valid_from, id").fetchall()
     by_key: dict[str, list[tuple]] = {}
     for row in rows:
         by_key.setdefault(cast(str, row[0]), []).append(row)
@@ -209,7 +213,8 @@ def _records(conn: apsw.Connection, counts: dict[str, int]):
                                   {"value": v[1], "pinned": bool(v[2]),
                                    "keywords": json.loads(v[3]), "validFrom": v[4],
                                    "createdAt": v[5], "updatedAt": v[6], "source": v[8],
-                                   "sessionId": v[9], "turnId": v[10]}
+                                   "sessionId": v[9], "turnId": v[10],
+                                   "removedBy": v[11], "removedTurnId": v[12]}
                                   for v in versions]})
     for kind, table, columns, order in _TABLES:
         names = [_camel(c) for c in columns]
@@ -360,12 +365,15 @@ def _import_fact(conn: apsw.Connection, rec: FactRec, added: dict, skipped: dict
         now = version.updated_at or version.valid_from
         conn.execute(
             "INSERT INTO profile_facts (key, value, pinned, keywords, valid_from,"
-            " superseded_by, supersedes, created_at, updated_at, source, session_id, turn_id)"
-            " VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, 'import', ?, ?)",
+            " superseded_by, supersedes, created_at, updated_at, source, session_id, turn_id,"
+            " removed_by, removed_turn_id)"
+            " VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, 'import', ?, ?, ?, ?)",
             (key, value, int(version.pinned), json.dumps(version.keywords),
              version.valid_from, previous, version.created_at or version.valid_from, now,
              optional_text(version.session_id, "sessionId"),
-             optional_text(version.turn_id, "turnId")))
+             optional_text(version.turn_id, "turnId"),
+             _label(version.removed_by, "removedBy"),
+             _label(version.removed_turn_id, "removedTurnId")))
         new_id = conn.last_insert_rowid()
         conn.execute("UPDATE profile_facts SET superseded_by = id WHERE id = ?", (new_id,))
         if previous is not None:
@@ -380,8 +388,14 @@ def _import_fact(conn: apsw.Connection, rec: FactRec, added: dict, skipped: dict
             for (old_id,) in active:
                 conn.execute("UPDATE profile_facts SET superseded_by = ? WHERE id = ?",
                              (new_id, old_id))
-            conn.execute("UPDATE profile_facts SET superseded_by = NULL WHERE id = ?",
-                         (new_id,))
+            conn.execute("UPDATE profile_facts SET superseded_by = NULL, removed_by = NULL,"
+                         " removed_turn_id = NULL WHERE id = ?", (new_id,))
+
+
+def _label(value: object, field: str) -> str | None:
+    """A writer's label or turn id from a file: trimmed, at most 120 characters."""
+    text = optional_text(value, field)
+    return text[:120] if text else None
 
 
 def _import_link(conn: apsw.Connection, rec: LinkRec, note_ids: dict[int, int],

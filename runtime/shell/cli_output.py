@@ -54,7 +54,8 @@ def provenance(row: dict[str, Any], key: str = "source") -> str:
 
 
 def print_history(versions: list[dict[str, Any]]) -> None:
-    """A fact's versions, oldest first: when, state, value, who wrote it."""
+    """A fact's versions, oldest first: when, state, value, who wrote it and who ended
+    it (``removedBy``, with its turn)."""
     width = max((len(v["value"]) for v in versions), default=0)
     for v in versions:
         if v.get("supersededBy") is None:
@@ -63,8 +64,12 @@ def print_history(versions: list[dict[str, Any]]) -> None:
             state = "removed"
         else:
             state = "replaced"
+        ended = ""
+        if state != "active" and v.get("removedBy"):
+            ended = f"; {state} by {v['removedBy']}" + (
+                f", turn {v['removedTurnId']}" if v.get("removedTurnId") else "")
         print(f"{when(v['validFrom'])}  {state:<8}  {v['value']:<{min(width, 40)}}  "
-              f"({provenance(v)})")
+              f"({provenance(v)}{ended})")
 
 
 async def print_note_detail(c: DaemonClient, n: dict[str, Any]) -> None:

@@ -136,7 +136,12 @@ def fact_history(key: str, history: list[dict[str, Any]]) -> list[str]:
         by = f.get("source") or "unknown"
         where = "".join(f", {label} {f[k]}" for label, k in (("session", "sessionId"),
                                                                ("turn", "turnId")) if f.get(k))
-        lines.append(f"v{i}  {when(f.get('validFrom'))}  {state}  ({shown}; by {by}{where})")
+        ended = ""
+        if sup is not None and f.get("removedBy"):
+            ended = f"; {'removed' if sup == f.get('id') else 'replaced'} by {f['removedBy']}"
+            ended += f", turn {f['removedTurnId']}" if f.get("removedTurnId") else ""
+        lines.append(f"v{i}  {when(f.get('validFrom'))}  {state}  ({shown}; by {by}{where}"
+                     f"{ended})")
         lines.append(f"    {f.get('value', '')}")
     if not history:
         lines.append("(no history)")
