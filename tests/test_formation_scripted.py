@@ -233,3 +233,32 @@ async def test_chat_prints_what_memory_did_even_when_quitting_right_away(daemon)
         text=True, timeout=120))
     assert done.returncode == 0, done.stderr
     assert "memory: remembered instrument = bassoon" in done.stdout
+
+
+def reply(match: str, text: str) -> dict:
+    """A rule answering the agent's reply step to a last message starting ``match``."""
+    return {"grammar_contains": "reply", "match": f"The USER's last message: {match}",
+            "response": json.dumps({"reply": text})}
+
+
+@rules(reply("Thanks, that was helpful", "Noted! I'll remember that."),
+       reply("Please forget my favourite colour", "Done, I've forgotten your favourite colour."),
+       reply("I script in VS Code", "Got it, I'll remember that you use VS Code."),
+       reflection("I script in VS Code.", "SET editor=VS Code\n"))
+async def test_a_reply_claiming_what_memory_did_not_do_is_called_out(daemon):
+    """A reply says it remembered or forgot; the turn's ``reflection`` frame lists the
+    claims the turn did not bear out, and ``ask``'s memory line says so plainly."""
+    c = daemon.client
+    event = await say(c, "Thanks, that was helpful.")
+    assert event["unmetClaims"] == ["kept"], event  # small talk: nothing was kept
+    event = await say(c, "Please forget my favourite colour.")
+    assert event["unmetClaims"] == ["forgot"], event  # memory held no colour  # memory held no colour
+    event = await say(c, "I script in VS Code.")
+    assert event["unmetClaims"] == [] and event["outcome"] == "ok", event
+    done = await trio.to_thread.run_sync(lambda: subprocess.run(
+        [sys.executable, "-m", "runtime.shell.cli", "ask", "--state-dir", str(daemon.state_dir),
+         "Thanks, that was helpful."], cwd=REPO, capture_output=True, text=True, timeout=120))
+    assert done.returncode == 0, done.stderr
+    assert ("memory: nothing to remember (nothing about you); the reply "
+            "said it would remember, but nothing from this message was kept"
+            in done.stderr.splitlines()), done.stderr

@@ -32,7 +32,7 @@ import trio
 from actors.backfill.messages import Similarity, SimilarityReply
 from actors.memory.messages import (ApplyReflection, ApplyResult, BuildContext, BumpOutcomes,
                                     ForgetIn, OpResult, ToolOp)
-from actors.memory.ops import TOOL_NAMES
+from actors.memory.ops import OPS, TOOL_NAMES
 from actors.policy.forget import forget_intent, request_targets
 from actors.policy.introduction import introduced_name
 from actors.policy.write_guard import REMOVE_TOOLS, refusal, removal_refusal, spelled_call
@@ -132,6 +132,8 @@ class _Turn:
     zone: str | None = None  # the user's time zone, from the profile (agent/now.py)
     facts: dict[str, str] = field(default_factory=dict)  # key → value the context held
     notes: dict[int, str] = field(default_factory=dict)  # note id → content it held
+    wrote: bool = False  # a memory tool call of the turn stored or updated something
+    forgot: bool = False  # the turn removed something (its forget, a tool call)
 
 
 def surfaced_items(mem: MemoryContext, sections: dict[str, str]) -> list[Surfaced]:
@@ -477,7 +479,8 @@ class AgentActor:
                 await self.ctx.cast("reflection", Reflect(
                     session=msg.session, turn=msg.turn, user_message=msg.text,
                     assistant_reply=reply, earlier=earlier[-EARLIER_MAX:],
-                    surfaced=turn.surfaced, turn_index=state.turns, client=msg.client))
+                    surfaced=turn.surfaced, turn_index=state.turns, client=msg.client,
+                    agent_wrote=turn.wrote, agent_forgot=turn.forgot))
         await self._bump_outcomes(turn, reason)
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 
@@ -736,6 +739,8 @@ class AgentActor:
         keys = list(dict.fromkeys(done.retired_keys + done.purged_keys))
         notes = len(set(done.forgotten_note_ids + done.rewritten_note_ids))
         what = ", ".join(keys + ([f"{notes} note{'s' if notes != 1 else ''}"] if notes else []))
+        if what and msg.session in self.turns:
+            self.turns[msg.session].forgot = True
         await self._emit(msg.session, Step(
             turn=msg.turn, step="notice",
             message=(f"forgot {what}, as you asked" if what else
@@ -804,6 +809,12 @@ class AgentActor:
         except (RuntimeFailure, trio.TooSlowError) as exc:
             return f"error: memory unavailable ({exc})"
         self.metrics.inc("agent.tool_calls", {"tool": name})
+        turn = self.turns.get(msg.session)
+        if turn is not None and OPS[name].writes:
+            if name not in REMOVE_TOOLS:
+                turn.wrote = True
+            elif not isinstance(result.data, dict) or result.data.get("removed", True):
+                turn.forgot = True
         return _summary(result.data)
 
 

@@ -35,6 +35,10 @@ Rules, and where each is read:
 ``stop_remembering``   "stop remembering …" — ``forget.forget_intent``
 ``dont_forget``        "don't forget", "I forgot": never a forget request —
                        ``forget.forget_intent``
+``claims_kept``        a reply saying it remembered, noted, saved or updated something
+                       — ``claims.memory_claims``
+``claims_forgot``      a reply saying it forgot, removed or deleted something —
+                       ``claims.memory_claims``
 ``forget_filler``      words of a forget request that name nothing (please, that,
                        the …) — ``forget.target_words``
 ``change``             something changed (actually, now, no longer, moved …) —
@@ -647,6 +651,42 @@ thanks thank you cheers bye goodbye ok okay lol haha""".split()),
         "ru": _w("""понедельник* | вторник* | среда | среду | четверг* | пятниц* | суббот* |
                  воскресень* | сегодня | завтра | январ* | феврал* | март* | апрел* | май | мая |
                  июн* | июл* | август* | сентябр* | октябр* | ноябр* | декабр*"""),
+    },
+    "claims_kept": {
+        "en": _w("""i'll remember | i will remember | i'll keep * in mind | i will keep * in mind |
+                 i'll make a note | i've made a note | i've noted | i have noted | duly noted |
+                 noted! | i've saved | i have saved | i've stored |
+                 i have stored | i've added * to * memory | i've updated | i have updated |
+                 i've recorded | i have recorded | saved to memory | stored in memory"""),
+        "fr": _w("""je m'en souviendrai | je vais m'en souvenir | je retiens | c'est noté |
+                 j'ai noté | je l'ai noté | j'ai enregistré | je l'ai enregistré |
+                 j'ai mis à jour | je garde ça en tête"""),
+        "de": _w("""ich werde mir * merken | ich merke mir | gemerkt | ich habe * notiert | notiert! |
+                 ich habe * gespeichert | gespeichert! | ich habe * aktualisiert"""),
+        "es": _w("""lo recordaré | recordaré | lo tendré en cuenta | he anotado | anotado! |
+                 lo he anotado | he guardado | lo he guardado | he actualizado"""),
+        "it": _w("""lo ricorderò | ricorderò | ho preso nota | ho annotato | ho salvato |
+                 l'ho salvato | ho aggiornato | terrò a mente"""),
+        "pt": _w("""vou lembrar | vou me lembrar | vou-me lembrar | anotei | anotado! | salvei |
+                 guardei | atualizei | vou ter em mente"""),
+        "ru": _w("""я запомню | запомню | я запомнил* | запомнил* | я записал* | записал* |
+                 я сохранил* | сохранил* | я обновил* | обновил*"""),
+    },
+    "claims_forgot": {
+        "en": _w("""i've forgotten | i have forgotten | i'll forget | i will forget |
+                 forgotten that | i've removed | i have removed | i've deleted |
+                 i have deleted | i've erased | i have erased | i no longer remember |
+                 i won't remember | removed from * memory | deleted from * memory"""),
+        "fr": _w("""j'ai oublié | je l'ai oublié | je vais oublier | c'est oublié | j'ai supprimé |
+                 je l'ai supprimé | j'ai effacé | je l'ai effacé"""),
+        "de": _w("""ich habe * vergessen | habe ich vergessen | ich werde * vergessen |
+                 ich habe * gelöscht | gelöscht! | vergessen!"""),
+        "es": _w("""he olvidado | lo he olvidado | lo olvidaré | olvidaré | he borrado |
+                 lo he borrado | he eliminado | lo he eliminado"""),
+        "it": _w("""ho dimenticato | l'ho dimenticato | dimenticherò | ho cancellato |
+                 l'ho cancellato | ho eliminato | l'ho eliminato"""),
+        "pt": _w("""esqueci | vou esquecer | apaguei | removi | eliminei"""),
+        "ru": _w("""я забыл* | забыл* | я забуду | забуду | я удалил* | удалил* | стёр | стер"""),
     },
     "request_verbs": {
         "en": tuple("""tell give write show explain list make create draft compose generate

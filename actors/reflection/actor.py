@@ -62,6 +62,7 @@ from actors.memory.messages import (
     ToolOp,
     VoteResult,
 )
+from actors.policy.claims import unmet_claims
 from actors.policy.corrections import corrections, says_correction
 from actors.policy.coverage import statement_count
 from actors.policy.skip import skip_reason
@@ -127,6 +128,10 @@ def transient(exc: BaseException) -> bool:
     return isinstance(exc, (RuntimeFailure, trio.TooSlowError, LLMUnavailable, LLMServerError,
                             LLMTimeout, LLMStreamIncomplete))
 
+
+ALREADY_KNOWN = "everything was already known or invalid"
+"""The ``none`` reason of a reflection whose every item memory held already (or was
+invalid)."""
 
 class ReflectionActor:
     """Handlers and per-session bookkeeping; see the module docstring."""
@@ -430,7 +435,7 @@ class ReflectionActor:
         if not (result.fact_keys or result.note_ids or result.retired_keys
                 or result.purged_keys or result.forgotten_note_ids
                 or result.rewritten_note_ids):
-            return "none", "everything was already known or invalid", result
+            return "none", ALREADY_KNOWN, result
         return "ok", "", result
 
     async def _record(self, msg: Reflect, outcome: str, reason: str,
@@ -462,6 +467,18 @@ class ReflectionActor:
             self.streaks.pop(msg.session, None)
             self.warned.discard(msg.session)
         not_kept = self.not_kept.pop(msg.turn, [])
+        unmet: list[str] = []
+        if outcome in ("ok", "none"):
+            unmet = unmet_claims(
+                msg.assistant_reply,
+                # memory already holding what was said bears a "noted" out as well
+                kept=msg.agent_wrote or reason == ALREADY_KNOWN
+                or bool(written and (written.fact_keys or written.note_ids)),
+                forgot=msg.agent_forgot or bool(written and (
+                    written.retired_keys or written.purged_keys or written.forgotten_note_ids
+                    or written.rewritten_note_ids)))
+            if unmet:
+                self.metrics.inc("agent.memory.reply_claims_unmet", by=len(unmet))
         try:
             await self.ctx.cast("root", ReflectionEvent(
                 session=msg.session, turn=msg.turn, outcome=outcome, latency_ms=round(latency_ms, 1),
@@ -471,7 +488,8 @@ class ReflectionActor:
                 forgotten_note_ids=written.forgotten_note_ids if written else [],
                 rewritten_note_ids=written.rewritten_note_ids if written else [],
                 timeout_ms=self.cfg.timeout_ms,
-                not_kept=not_kept if outcome in ("ok", "none") else []))
+                not_kept=not_kept if outcome in ("ok", "none") else [],
+                unmet_claims=unmet))
         except RuntimeFailure:
             pass
 

@@ -26,7 +26,9 @@ class Reflect(_M):
     "My sister is called Ana" before it. ``surfaced``: the
     memory items the turn rendered, for the link generator (its notes) and the vote
     runner (all of them); ``turn_index`` the session's turn number (vote audit);
-    ``client`` the app whose turn it was (the activity log names it)."""
+    ``client`` the app whose turn it was (the activity log names it); ``agent_wrote`` /
+    ``agent_forgot``: the agent itself wrote or removed memory in the turn (the reply's
+    claims are held against them and the reflection's own writes)."""
 
     session: str
     turn: str
@@ -36,6 +38,8 @@ class Reflect(_M):
     surfaced: list[Surfaced] = msgspec.field(default_factory=list)
     turn_index: int | None = None
     client: str | None = None  # the app that started the turn (its activity entries)
+    agent_wrote: bool = False  # the agent's own tool call stored or updated something
+    agent_forgot: bool = False  # the agent removed something (its forget, a tool call)
 
 
 EARLIER_MAX = 2
@@ -123,6 +127,8 @@ class ReflectionEvent(msgspec.Struct, tag="reflection", tag_field="kind", kw_onl
     (retired or deleted facts) and ``forgotten_note_ids``; ``not_kept``: proposals the
     guards dropped that nothing kept holds (:meth:`actors.reflection.plan.Plan.not_kept`);
     ``rewritten_note_ids``: notes rewritten without what the user asked to forget;
+    ``unmet_claims``: what the reply said it did to memory that the turn did not do
+    (``kept``, ``forgot``: :func:`actors.policy.claims.unmet_claims`);
     ``timeout_ms`` is the reflection timeout in force (for the client's warning)."""
 
     session: str
@@ -138,3 +144,4 @@ class ReflectionEvent(msgspec.Struct, tag="reflection", tag_field="kind", kw_onl
     timeout_ms: int = 0
     not_kept: list[NotKept] = msgspec.field(default_factory=list)
     rewritten_note_ids: list[int] = msgspec.field(default_factory=list)
+    unmet_claims: list[str] = msgspec.field(default_factory=list)

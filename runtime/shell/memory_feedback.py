@@ -11,6 +11,8 @@ Line shapes::
     memory: remembered city = Berlin (updated), name = Dana; noted #7 "The user's…"
     memory: forgot phone_number and 1 note
     memory: nothing to remember (a question)
+    memory: nothing to remember (small talk or a one-off instruction); the reply said it
+            would remember, but nothing from this message was kept
     memory: remembered name = Tomas; not kept: editor (not in your words: say it as a
             fact about you to keep it)
     memory: warning: reflection timed out after 60 s, nothing stored from this turn;
@@ -100,6 +102,18 @@ async def _preview(c: DaemonClient, note_id: int) -> str:
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
 
 
+UNMET_CLAIMS = {
+    "kept": "the reply said it would remember, but nothing from this message was kept",
+    "forgot": "the reply said it forgot, but nothing was removed from memory",
+}
+"""A reply's claim the turn did not bear out (a frame's ``unmetClaims``), plainly."""
+
+
+def _unmet(frame: dict[str, Any]) -> str:
+    claims = [UNMET_CLAIMS[c] for c in frame.get("unmetClaims") or [] if c in UNMET_CLAIMS]
+    return "; ".join(claims)
+
+
 async def describe(c: DaemonClient, frame: dict[str, Any]) -> str:
     """The one line for a ``reflection`` frame (see the module doc)."""
     outcome = frame.get("outcome", "?")
@@ -114,8 +128,10 @@ async def describe(c: DaemonClient, frame: dict[str, Any]) -> str:
                 f"nothing stored from this turn; see logs/reflection.log")
     if outcome == "aborted":
         return "memory: this turn's reflection was interrupted; it is retried with the next one"
+    unmet = _unmet(frame)
     if outcome == "none":
-        return f"memory: nothing to remember ({_none_reason(reason)})"
+        return (f"memory: nothing to remember ({_none_reason(reason)})"
+                + (f"; {unmet}" if unmet else ""))
     parts: list[str] = []
     keys = list(frame.get("factKeys") or [])
     updated = set(frame.get("updatedKeys") or [])
@@ -142,4 +158,6 @@ async def describe(c: DaemonClient, frame: dict[str, Any]) -> str:
                 for k in frame.get("notKept") or [] if isinstance(k, dict)]
     if not_kept:
         parts.append("not kept: " + ", ".join(not_kept))
+    if unmet:
+        parts.append(unmet)
     return "memory: " + ("; ".join(parts) if parts else f"{outcome} ({reason})")

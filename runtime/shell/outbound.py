@@ -157,6 +157,7 @@ class ReflectionFrame(_Out, tag="reflection"):
     timeout_ms: int
     not_kept: list[NotKept] = msgspec.field(default_factory=list)
     rewritten_note_ids: list[int] = msgspec.field(default_factory=list)
+    unmet_claims: list[str] = msgspec.field(default_factory=list)
 
 
 class ActorRestarting(_Out, tag="actor.restarting"):

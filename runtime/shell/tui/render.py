@@ -9,9 +9,12 @@ lists of strings, so they are tested directly.
 from __future__ import annotations
 
 import re
+import textwrap
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+from ..memory_feedback import UNMET_CLAIMS
 
 CHANNELS = ("profile", "notes", "lessons", "procedures", "links", "votes")
 """The Manage → Memory channels, in the order of the ``1``–``6`` keys."""
@@ -318,6 +321,13 @@ def panel_lines(mem: TurnMemory, width: int = 30) -> list[str]:
         lines.append(one_line(f"{r.get('outcome')}{took}", width))
         if r.get("reason"):
             lines.append(one_line(f"  {r['reason']}", width))
+        for k in r.get("notKept") or []:
+            if isinstance(k, dict):
+                lines.append(one_line(f"  not kept: {k.get('key')}", width))
+        for claim in r.get("unmetClaims") or []:
+            if claim in UNMET_CLAIMS:
+                lines += ["  ! " + part for part in textwrap.wrap(UNMET_CLAIMS[claim],
+                                                                  max(width - 4, 10))]
     if mem.wrote:
         lines += ["", "WROTE"] + [one_line(w, width) for w in mem.wrote]
     return lines
