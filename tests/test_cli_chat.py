@@ -28,8 +28,9 @@ async def test_chat_commands_are_commands_and_session_switching_works(tmp_path):
         async with open_client(url=d.url, token=d.token) as c:
             await c.memory("memory.profile.set", {"key": "name", "value": "Robin"})
             await c.memory("memory.notes.store", {"content": "Robin keeps four chickens"})
-        script = ("/help\n/memory\n/session\n/bogus thing\nhello\n/session garden\n"
-                  "hi there\n/session\n/session 7\n/session 1\n/quit\n")
+        script = ("/help\n/memory\n/session\n/title Too early\n/bogus thing\nhello\n"
+                  "/session garden\nhi there\n/title Raised   beds\n/session\n/session 7\n"
+                  "/session 1\n/quit\n")
         done = await trio.to_thread.run_sync(lambda: _chat(state, script))
         assert done.returncode == 0, done.stderr
         assert "Traceback" not in done.stderr + done.stdout
@@ -41,7 +42,10 @@ async def test_chat_commands_are_commands_and_session_switching_works(tmp_path):
         assert out.count("agent> Hello there.") == 2
         assert "(new session 'garden': no session had that id" in done.stderr
         assert "session garden — type a message" in done.stderr
-        assert " 1. * garden  '" in out and "  1 turn, updated 20" in out  # numbered
+        assert " 1. * garden  'Raised beds'" in out and "  1 turn, updated 20" in out
+        assert "this session has no turn yet: it is saved, and titled, with its first " \
+               "message" in out  # /title before the first turn
+        assert "this session is now titled 'Raised beds'" in out
         assert "you>" not in out  # piped input: no prompts
         assert "no session 7 in the last list (1-2)" in out
         prompts = [r["prompt"] for r in fake.completions() if "reply" in r.get("grammar", "")]

@@ -137,6 +137,17 @@ async def test_every_change_needs_the_csrf_token_and_the_dashboards_origin(tmp_p
                 assert back.status_code == 303
                 restored = (await http.get(back.headers["location"])).text
                 assert "The user keeps bees" in restored and "hobby" in restored
+                history = (await http.get("/ui/profile/city")).text
+                assert history.count("<td>dashboard</td>") == 2, history  # who ended each
+                async with open_client(state, session="bees") as c:
+                    [f async for f in c.say("Hello there")]
+                renamed = await http.post("/ui/sessions/bees/rename", headers=own,
+                                          data={"title": "  Bee   keeping ", "csrf": token})
+                assert renamed.status_code == 303, renamed.text
+                assert "<td>Bee keeping</td>" in (await http.get("/ui/sessions")).text
+                missing = await http.post("/ui/sessions/nope/rename", headers=own,
+                                          data={"title": "x", "csrf": token})
+                assert missing.status_code == 400 and "Nothing was changed" in missing.text
                 out = await http.post("/ui/logout", headers=own, data={"csrf": token})
                 assert out.status_code == 303
                 assert (await http.get("/ui")).status_code == 401

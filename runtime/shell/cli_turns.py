@@ -18,7 +18,7 @@ from pathlib import Path
 import trio
 
 from .cli_output import EXIT_FAILED, turns_text, when
-from .client import DaemonClient, open_client
+from .client import ClientError, DaemonClient, open_client
 from .memory_feedback import describe as describe_memory
 from .status_line import StatusLine
 
@@ -175,6 +175,7 @@ CHAT_HELP = """commands:
   /session        this session and the others, numbered (newest first)
   /session N|ID   switch to session N of that list, or to session ID; /session new
                   starts a new one
+  /title TEXT     give this session a title (/title alone: its first line again)
   /quit           leave (Ctrl-D too); memory of the last turn is waited for"""
 
 
@@ -211,6 +212,13 @@ async def _chat_sessions(c: DaemonClient, listed: list[str]) -> None:
     print("  /session N or ID switches, /session new starts one")
 
 
+def _title_error(exc: ClientError) -> str:
+    """A refused ``/title`` in words: a session without a turn has nothing to name yet."""
+    if exc.code == "not_found":
+        return "this session has no turn yet: it is saved, and titled, with its first message"
+    return f"error: {exc}"
+
+
 async def _chat_command(c: DaemonClient, line: str, awaiting: set[str],
                         listed: list[str]) -> int | SwitchSession | None:
     """Run one ``/command`` line; an int or SwitchSession ends this connection's chat.
@@ -230,6 +238,14 @@ async def _chat_command(c: DaemonClient, line: str, awaiting: set[str],
         print("  /session first lists the sessions; then /session N picks one")
     elif command == "/session" and rest.isdigit() and not 1 <= int(rest) <= len(listed):
         print(f"  no session {rest} in the last list (1-{len(listed)})")
+    elif command == "/title":
+        try:
+            renamed = await c.request({"type": "session.rename", "session": c.session,
+                                       "title": " ".join(rest.split())}, "session.renamed")
+        except ClientError as exc:
+            print(f"  {_title_error(exc)}")
+        else:
+            print(f"  this session is now titled {renamed['data']['title']!r}")
     elif command == "/session":
         await _drain_memory_lines(c, awaiting)
         target = listed[int(rest) - 1] if rest.isdigit() else rest

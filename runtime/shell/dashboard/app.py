@@ -369,6 +369,9 @@ class DashboardApp:
                           else "/ui/notes" if action["op"].startswith("memory.notes")
                           else "/ui/profile")
                 await send_redirect(send, target)
+            elif m := re.fullmatch(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})/rename", path):
+                await b.rename_session(m.group(1), " ".join(f.get("title", "").split()))
+                await send_redirect(send, f"/ui/sessions/{m.group(1)}")
             elif path == "/ui/clients/add":
                 scopes = [s for s in SCOPES if f.get(f"scope_{s}")]
                 name = f.get("name", "").strip()

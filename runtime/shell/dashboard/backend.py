@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from actors.agent.messages import GetSession, ListSessions
+from actors.agent.messages import GetSession, ListSessions, RenameSession
 from actors.memory.messages import ActivityQuery, OpResult, Stats, ToolOp
 from runtime.kernel.errors import RemoteError, RuntimeFailure
 
@@ -70,6 +70,13 @@ class Backend:
     async def session(self, session: str, messages: int = 200) -> dict[str, Any]:
         data: dict[str, Any] = await self._ask(
             "agent", GetSession(session=session, messages=messages), dict)
+        return data
+
+    async def rename_session(self, session: str, title: str) -> dict[str, Any]:
+        """Give ``session`` a title (``""``: its first line's again) → ``{"id", "title"}``;
+        BackendError ``not_found`` / ``invalid_argument`` (over 200 characters)."""
+        data: dict[str, Any] = await self._ask(
+            "agent", RenameSession(session=session, title=title), dict)
         return data
 
     async def metrics(self) -> dict[str, Any]:

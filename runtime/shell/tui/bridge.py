@@ -127,6 +127,13 @@ class DaemonBridge:
         reply = await self._call(self._request, {"type": "sessions", "limit": limit})
         return reply["data"]
 
+    async def rename(self, session: str, title: str) -> str:
+        """Give ``session`` a title (``""``: its first line's again); returns the title
+        now shown. ClientError ``not_found`` for a session without a turn yet."""
+        reply = await self._call(self._request, {"type": "session.rename", "session": session,
+                                                 "title": title})
+        return str(reply["data"]["title"])
+
     async def history(self, session: str, messages: int = 20) -> list[dict[str, Any]]:
         """The last ``messages`` transcript entries of ``session`` (``role``, ``text``,
         ``at``), oldest first; ``[]`` for a session without a turn yet."""

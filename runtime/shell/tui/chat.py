@@ -28,6 +28,7 @@ from .render import TurnMemory, one_line, panel_lines, parse_tail, when
 HELP = """commands: /memory  open Manage → Memory (also F2)
           /memory dump  print the active profile here
           /session  list sessions; /session ID|N|new  switch
+          /title TEXT  give this session a title (/title alone: its first line)
           /cancel  cancel the running turn; /quit  leave (Ctrl+Q)"""
 
 MAX_MESSAGE_BYTES = 500_000
@@ -306,6 +307,8 @@ class ChatScreen(Screen):
         elif cmd == "/session" and len(rest) <= 1:
             self.run_worker(self._session(rest[0] if rest else None), group="session",
                             exit_on_error=False)
+        elif cmd == "/title":
+            self.run_worker(self._title(" ".join(rest)), group="cmd", exit_on_error=False)
         elif cmd == "/cancel" and not rest:
             self.action_cancel_turn()
         else:
@@ -334,6 +337,17 @@ class ChatScreen(Screen):
                  + (f" [keywords: {', '.join(f['keywords'])}]" if f.get("keywords") else "")
                  for f in facts]
         self.add_line("active profile:\n" + ("\n".join(lines) or "(no profile facts)"), "info")
+
+    async def _title(self, title: str) -> None:
+        bridge = self.tui.bridge
+        try:
+            shown = await bridge.rename(bridge.session, title)
+        except ClientError as exc:
+            self.add_line("this session has no turn yet: it is saved, and titled, with its "
+                          "first message" if exc.code == "not_found" else f"error: {exc}",
+                          "error")
+            return
+        self.add_line(f"this session is now titled {shown!r}", "info")
 
     async def _session(self, target: str | None) -> None:
         bridge = self.tui.bridge
