@@ -30,7 +30,8 @@ category, drawn evenly from the conversations) and prints 95 % confidence interv
 (normal approximation of the mean over questions); ``--full`` asks every question
 (~1,000 x 3 turns: hours on 2 cores).
 
-Usage: ``python -m bench.locomo_qa [--per-category N | --full] [--seed S] [--write]``;
+Usage: ``python -m bench.locomo_qa [--per-category N | --full] [--seed S] [--category C]
+[--write]``;
 every answer in ``/tmp/bench-locomo-qa.json``.
 """
 
@@ -151,6 +152,8 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Ingest, ask every arm, return ``{"questions": [...], "runs": {arm: [rows]}}``."""
     convs = json.loads(Path(args.data).read_text())
     qs = sample_questions(convs, None if args.full else args.per_category, args.seed)
+    if args.category:  # the same sample, one category's questions
+        qs = [q for q in qs if q["category"] in args.category]
     runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -311,6 +314,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="questions per category in the sample (default 20; 5 categories)")
     p.add_argument("--full", action="store_true", help="every question (hours on 2 cores)")
     p.add_argument("--seed", type=int, default=7, help="the sample's seed (default 7)")
+    p.add_argument("--category", type=int, action="append", choices=sorted(CATEGORIES),
+                   help="ask only this category's questions of the same sample (repeatable; "
+                        "5: the adversarial ones, scored as abstention)")
     p.add_argument("--data", type=Path, default=DATA, help="LoCoMo-format conversations")
     p.add_argument("--llm-url", help="use this llama-server instead of the embedded one")
     p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")

@@ -13,7 +13,9 @@ from actors.policy.coverage import statement_count, uncovered_sentences
 from actors.policy.introduction import greeting, introduced_name
 from actors.reflection.parser import parse_reflection
 from actors.reflection.plan import plan_reflection
+from actors.policy.claims import memory_claims, unmet_claims
 from actors.store.dates import day_note
+from actors.store.focus import someone_else
 from actors.store.person import second_person
 
 SOFIA = ("Hi! I'm Sofia, 29, a vet in Valencia. I walk to work, I'm learning Korean, "
@@ -194,3 +196,51 @@ def test_forgetting_rewrites_a_note_that_holds_other_facts(conn):
     with write_txn(conn):  # "name" alone names no cafe_name
         assert apply_forget(conn, retire_keys=[], purge_keys=[], targets=[["name"]],
                             now_ms=6).purged_keys == []
+
+
+RACE = ["Melanie: I ran a charity race for mental health last Saturday; I realized "
+        "self-care is important.",
+        "Caroline: I went to a support group yesterday and it was so powerful.",
+        "Caroline: Melanie, that's awesome about the race!"]
+
+
+@pytest.mark.parametrize(("question", "items", "expected"), [
+    # what memory holds on it was said by someone else
+    ("What did Caroline realize after her charity race?", RACE,
+     [("Caroline", "realize charity race")]),
+    ("What is Tom's job?", ["Your sister Ana works as a nurse (job)",
+                            "Your brother Tom lives in Oslo"], [("Tom", "job")]),
+    # the person's own words, a request, the user's own item beside one in other words
+    ("What did Melanie realize after her charity race?", RACE, []),
+    ("When did Caroline go to the support group?", RACE, []),
+    ("Can you suggest a gift for Klara?", ["Your wife Mei would like a gift"], []),
+    ("When is Klara's birthday?", ["Your daughter Klara turns 9 on 14 March",
+                                   "Your birthday is 3 May"], []),
+    ("Which city does Luis like?", ["Your partner Luis loves the city of Seville",
+                                    "Your city: Valencia"], []),
+])
+def test_a_question_about_someone_is_not_answered_with_another_persons_memory(
+        question, items, expected):
+    assert someone_else(question, items) == expected
+
+
+@pytest.mark.parametrize(("reply", "claims"), [
+    ("Got it! I'll remember that you use VS Code.", {"kept"}),
+    ("Noted, Tomas.", {"kept"}),
+    ("C'est noté !", {"kept"}),
+    ("Lo recordaré.", {"kept"}),
+    ("Done, I've forgotten your phone number.", {"forgot"}),
+    ("Ich habe deine Telefonnummer gelöscht!", {"forgot"}),
+    ("You live in Brno.", set()),
+    ("As you noted, the bridge is long.", set()),
+])
+def test_what_a_reply_says_it_did_to_memory(reply, claims):
+    assert memory_claims(reply) == claims
+
+
+def test_a_claim_is_unmet_only_where_the_turn_did_not_do_it():
+    reply = "Noted! And I've forgotten your old address."
+    assert unmet_claims(reply, kept=True, forgot=True) == []
+    assert unmet_claims(reply, kept=False, forgot=True) == ["kept"]
+    assert unmet_claims(reply, kept=False, forgot=False) == ["kept", "forgot"]
+    assert unmet_claims("Sure, here is the plan.", kept=False, forgot=False) == []

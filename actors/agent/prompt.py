@@ -479,6 +479,15 @@ and draws the conclusion itself ("Since you are allergic to shellfish, avoid the
 paella"; "You have a job interview on Tuesday at 10am"). ``bench/memuse.py``."""
 
 
+ELSEWHERE = ("Memory says nothing about {name} and \"{topic}\": what it holds on that is "
+             "about someone else. Reply that it is not mentioned for {name}; do not give "
+             "someone else's details as {name}'s.")
+"""Added to ``### respond`` for a question about a named person's something that memory
+holds only about someone else (:func:`actors.store.focus.someone_else`): LoCoMo's
+adversarial questions ask Caroline's what Melanie said, and the default model answered
+every one of 20 with Melanie's details (``bench/locomo_qa.py``)."""
+
+
 NOT_STORED = ("The user asks memory to keep an instruction to the assistant; memory does not "
               "keep instructions: say that it was not stored.")
 """Added to ``### respond`` when :func:`.write_guard.stores_an_instruction`: nothing of
@@ -519,7 +528,7 @@ def forgot_text(what: str) -> str:
 
 def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "",
                  same_day: str = "", unknown: str = "", care: str = "",
-                 intro: str = "", forgot: str | None = None) -> str:
+                 intro: str = "", forgot: str | None = None, elsewhere: str = "") -> str:
     """The ``### respond`` body, in this order:
 
     1. :data:`RESPOND`; ``rules``, the user's standing reply preferences
@@ -539,7 +548,11 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
        the user's own name was given as their brother's);
     5. :data:`NOT_STORED` when the message asks memory to keep an instruction;
        :data:`INTRO` when it introduces the user by the name ``intro``; what the
-       agent forgot as the user asked (``forgot``, :func:`forgot_text`).
+       agent forgot as the user asked (``forgot``, :func:`forgot_text`);
+    6. ``elsewhere`` (``name|topic`` pairs, ``;``-separated,
+       :func:`actors.store.focus.someone_else`): what memory holds on the topic is about
+       someone else, so the reply says it is not mentioned for ``name`` (the focus is
+       left out then: it would show the other person's note first).
     """
     last = next((text for role, text in reversed(history) if role == "user"), "")
     head = RESPOND
@@ -548,7 +561,7 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
     # Asked about someone memory does not know, a small model answers with whatever
     # the focus names ("Rafael is your cousin's name"): the focus is left out then.
     tail = (f"\n{FOCUS_HEAD}: {' '.join(neutralise(focus).split())}.\n{FOCUS_RULE}"
-            if focus.strip() and not unknown.strip() else "")
+            if focus.strip() and not unknown.strip() and not elsewhere.strip() else "")
     if care.strip():
         tail += f"\n{CARE_HEAD}: {' '.join(neutralise(care).split())}. {CARE_RULE}"
     if same_day.strip():
@@ -558,6 +571,9 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
             tail += (f"\nMemory holds nothing about the user's {who}: reply that you do not "
                      "know" + (f"; what memory says is about the user, not their {who}."
                                if who.lower() in RELATIONS else " rather than guess."))
+    for pair in (p for p in neutralise(elsewhere).split(";") if "|" in p):
+        name, topic = (" ".join(x.split()) for x in pair.split("|", 1))
+        tail += "\n" + ELSEWHERE.format(name=name, topic=topic)
     if stores_an_instruction(last):
         tail += f"\n{NOT_STORED}"
     if intro.strip():
@@ -586,7 +602,8 @@ def build_tail(t: TailInput) -> str:
         "respond": respond_text(t.history, t.memory.get("focus", ""),
                                 t.memory.get("reply-rules", ""), t.memory.get("same-day", ""),
                                 t.memory.get("unknown", ""), t.memory.get("care", ""),
-                                t.memory.get("intro", ""), t.memory.get("forgot")),
+                                t.memory.get("intro", ""), t.memory.get("forgot"),
+                                t.memory.get("elsewhere", "")),
     }
     used = estimate_tokens(STABLE_PREFIX) + sum(estimate_tokens(v) + 4 for v in fixed.values() if v)
     room = t.context_window - used - t.reply_reserve - SAFETY_MARGIN_TOKENS

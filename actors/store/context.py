@@ -48,7 +48,7 @@ from actors.policy.standing import reply_rules
 
 from .corrections import superseded_by
 from .dates import TimeWindow, time_window, user_zone
-from .focus import care_items, render_focus, same_day, unknown_people
+from .focus import care_items, render_focus, same_day, someone_else, unknown_people
 from .lessons import LessonPointer
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
@@ -401,7 +401,9 @@ def render_context(
     (:mod:`actors.store.focus`). With ``message`` (the user's), ``"care"`` lists the
     health and diet items shown when the message is about food, medicine, exercise or
     travel, ``"same-day"`` lists what memory has on a day the message names and
-    ``"unknown"`` the people it asks about that memory does not mention
+    ``"elsewhere"`` ``name|topic`` pairs, ``;``-separated, of questions about a named
+    person's something that memory holds only about someone else
+    (:func:`.focus.someone_else`), ``"unknown"`` the people it asks about that memory does not mention
     (:func:`.focus.care_items`, :func:`.focus.same_day`, :func:`.focus.unknown_people`;
     all with ``focus_items``). ``"reply-rules"`` states the user's standing reply
     preferences from the shown profile ("Answer in Italian. Use metric units.",
@@ -485,6 +487,10 @@ def render_context(
         bodies["care"], bodies["same-day"], said = "; ".join(cares), "; ".join(days), cares + days
         shown_text = " ".join([index, recalled, bodies["profile"], bodies["session-facts"]])
         bodies["unknown"] = ", ".join(unknown_people(message, shown_text))
+        items = [n.content for n in hits] + [f"{f.key.replace('_', ' ')}: {f.value}"
+                                             for f in facts]
+        bodies["elsewhere"] = "; ".join(f"{name}|{topic}"
+                                        for name, topic in someone_else(message, items))
     bodies["focus"] = render_focus(facts, hits, superseded=marks, max_items=focus_items,
                                    owner="your" if b.second_person else "the user's",
                                    fact_lines=fact_lines, said=said, note_days={

@@ -17,7 +17,9 @@ repeats, after the user's message:
   the index included: getting these wrong harms the user;
 * :func:`same_day` — what memory has on a day the message names;
 * :func:`unknown_people` — the people or pets the message asks about that memory does not
-  mention, so the reply says it does not know instead of inventing. Text that reads as an instruction is never repeated
+  mention, so the reply says it does not know instead of inventing;
+* :func:`someone_else` — a question about a named person's something where what memory
+  holds on it is about someone else. Text that reads as an instruction is never repeated
 (``instructions.reads_as_instruction``); everything goes through ``render.neutralise``.
 """
 
@@ -35,7 +37,7 @@ from .profile import ProfileFact
 from .render import clip_preview, neutralise
 
 __all__ = ["CARE", "CARE_TOPIC", "FOCUS_ITEMS", "FOCUS_ITEM_CHARS", "care_items", "render_focus",
-           "same_day", "unknown_people"]
+           "same_day", "someone_else", "unknown_people"]
 
 FOCUS_ITEMS = 5
 """Most items on the focus line (each costs the reply's first token a few tokens)."""
@@ -242,4 +244,69 @@ def unknown_people(message: str, memory_text: str) -> list[str]:
             thing = person or next((w for w in words if w not in _MINE_STOP), None)
             if thing and _canonical(thing) not in known and thing not in out:
                 out.append(thing)
+    return out
+
+
+_WH_OPEN = re.compile(r"^\W*(?:what|when|where|who|whom|whose|which|why|how)\b", re.I)
+"""A question for a fact: it opens with a question word ("Can you suggest a gift for
+Klara?" asks for something, not about her)."""
+_NAME = re.compile(r"(?<![\w'’])([A-Z][a-z]{2,})(?=['’]s\b|\b)")
+_TOPIC_STOP = frozenset("""what when where whom whose which does have been with about after
+before that this these those from they them their there your yours like know would could
+should into over some much many also ever were will kind sort type time much more most
+make made doing done being than then only just very really did the and for her his she him
+you was are has had its our any can get got how why who not but all one two yet""".split())
+_NOT_NAMES = frozenset("""What When Where Who Whom Whose Which Why How The And But You Your
+Yours She They Their His Her Him Its Our This That These Those There Then Since User Today
+Yesterday Tomorrow Also Please Thanks Yes Not Now Just Maybe Sure Okay Hello Monday
+Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June
+July August September October November December""".split())
+
+
+def _stem(word: str) -> str:
+    return word.lower()[:5]
+
+
+def someone_else(message: str, items: Sequence[str]) -> list[tuple[str, str]]:
+    """``(name, topic)`` for each question about a named person's something ("What did
+    Caroline realize after her charity race?") where the memory items that say most about
+    that something (``items``: the notes and facts the prompt shows) never name the person:
+    what memory holds on it is about someone else, and a small model hands it to whoever
+    was asked about (LoCoMo's adversarial questions, Maharana et al., ACL 2024, 0 of 20
+    answered "not mentioned"). ``topic``: the question's own words for the something.
+
+    Only sentences that open with a question word and end with "?"; a name is a
+    capitalised word after the first (``_NOT_NAMES`` aside); words are compared by their
+    first five letters. Only when every item that says most names someone else (a note
+    "Melanie: I ran a charity race…"): an item of the user's own ("your birthday: 3 May")
+    may sit beside one that answers in other words ("Klara turns 9 on 14 March"). Nothing
+    when no item shares a word with the question (the reply then says what it knows, or
+    :func:`unknown_people` speaks)."""
+    words = [{_stem(w) for w in re.findall(r"[^\W\d_]+", item)} for item in items]
+    named = [{n for n in _NAME.findall(item) if n not in _NOT_NAMES} for item in items]
+    out: list[tuple[str, str]] = []
+    for sentence in _SENTENCE_END.split(message):
+        sentence = sentence.strip()
+        if not (sentence.endswith("?") and _WH_OPEN.match(sentence)):
+            continue
+        first = re.match(r"\W*[^\W\d_]+", sentence)
+        body = sentence[first.end():] if first else sentence
+        names = [n for n in dict.fromkeys(_NAME.findall(body)) if n not in _NOT_NAMES]
+        if len(names) != 1:
+            continue  # no one, or several: whose is what cannot be told apart here
+        name = names[0]
+        topic = [w for w in re.findall(r"[^\W\d_]+", body)
+                 if len(w) >= 3 and w.lower() not in _TOPIC_STOP and w != name]
+        asked = {_stem(w) for w in topic}
+        if not asked:
+            continue
+        overlap = [len(asked & ws) for ws in words]
+        best = max(overlap, default=0)
+        if best == 0:
+            continue
+        top = [i for i, n in enumerate(overlap) if n == best]
+        if all(_stem(name) not in words[i] and named[i] - {name} for i in top):
+            pair = (name, " ".join(topic))
+            if pair not in out:
+                out.append(pair)
     return out
