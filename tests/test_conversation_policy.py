@@ -15,7 +15,9 @@ from actors.reflection.parser import parse_reflection
 from actors.reflection.plan import plan_reflection
 from actors.policy.claims import memory_claims, unmet_claims
 from actors.store.dates import day_note
-from actors.store.focus import someone_else
+from actors.store.focus import care_items, someone_else
+from actors.store.records import Note
+from actors.store.staleness import states_old_value
 from actors.store.person import second_person
 
 SOFIA = ("Hi! I'm Sofia, 29, a vet in Valencia. I walk to work, I'm learning Korean, "
@@ -244,3 +246,25 @@ def test_a_claim_is_unmet_only_where_the_turn_did_not_do_it():
     assert unmet_claims(reply, kept=False, forgot=True) == ["kept"]
     assert unmet_claims(reply, kept=False, forgot=False) == ["kept", "forgot"]
     assert unmet_claims("Sure, here is the plan.", kept=False, forgot=False) == []
+
+
+def test_a_dislike_in_a_long_note_is_said_beside_a_food_question():
+    intro = Note(id=1, content="You said: Hi! You're Sofia, 29, a vet in Valencia. You walk "
+                               "to work, you're learning Korean, you can't stand olives, and "
+                               "your partner Luis is a chef.", tags=[], source="agent",
+                 scope="all", working_dir=None, created_at=0, updated_at=0)
+    assert care_items("Suggest pizza toppings I'd enjoy.", [], [intro], []) == [
+        "… you can't stand olives"]
+    assert care_items("How do I get to work?", [], [intro], []) == []  # not about food
+
+
+@pytest.mark.parametrize(("content", "old", "new", "stale"), [
+    ("The user's name is Ana.", "Ana", "Anna", True),  # the user's own attribute
+    ("The user said: My name is Ana.", "Ana", "Anna", True),
+    ("The user's favourite colour is blue.", "blue", "green", True),
+    ("The user's sister lives in Linz.", "Linz", "Graz", False),  # hers, not the user's
+    ("The user's older sister lives in Linz.", "Linz", "Graz", False),
+    ("The user moved from Linz to Graz.", "Linz", "Graz", False),  # holds the new value
+])
+def test_a_corrected_value_stales_the_notes_that_still_state_it(content, old, new, stale):
+    assert states_old_value(content, old, new) is stale

@@ -50,15 +50,21 @@ CARE = re.compile(
     r"anticoagul|heart\s+condition|chronic|disorder|disease|illness|injur|surgery|"
     r"\bdiet\b|vegan|vegetarian|pescatarian|halal|kosher|gluten|coeliac|celiac|"
     r"lactose|dairy-free|nut-free|sober|alcohol|can't eat|cannot eat|must avoid|"
-    r"must not|phobi|wheelchair|disabilit|deaf|blind",
+    r"must not|phobi|wheelchair|disabilit|deaf|blind|"
+    r"can[’']?t stand|cannot stand|dislike|\bhates?\b|(?:don|doesn)[’']?t like|"
+    r"do(?:es)? not like|never eats?\b|won[’']?t eat|not a fan of",
     re.I)
-"""Health, diet and safety words: an item holding one may change any answer about food,
-drink, medicine, exercise or travel, whether or not the question names it."""
+"""Health, diet and safety words, and dislikes: an item holding one may change any answer
+about food, drink, medicine, exercise or travel, whether or not the question names it
+("Suggest pizza toppings" with "you can't stand olives" in memory)."""
 
 
 CARE_TOPIC = re.compile(
     r"\b(?:eat\w*|ate|food|dish\w*|meal\w*|recipe\w*|cook\w*|bak\w*|dessert\w*|snack\w*|"
     r"restaurant\w*|order\w*|dinner|lunch|breakfast|brunch|drink\w*|menu|cuisine|"
+    r"pizza\w*|topping\w*|pasta|salad\w*|sandwich\w*|burger\w*|soup\w*|cake\w*|"
+    r"sauce\w*|flavou?r\w*|tast\w*|grocer\w*|picnic\w*|barbecue|bbq|sushi|curry|"
+    r"snack\w*|treat\w*|"
     r"ingredient\w*|pill\w*|medicine\w*|medication\w*|drug\w*|tablet\w*|painkiller\w*|"
     r"dose|headache|pain|ache|fever|cold|flu|sick|ill|hurt\w*|symptom\w*|take\s+(?:some|a|an)\b|"
     r"prescri\w*|doctor\w*|pharmac\w*|dentist\w*|hospital\w*|infection\w*|vaccin\w*|"
@@ -86,10 +92,28 @@ def care_items(message: str, profile: Sequence[ProfileFact], recalled: Sequence[
     for text, raw in texts:
         if len(out) < max_items and CARE.search(raw.replace("_", " ")) \
                 and not reads_as_instruction(text):
-            item = neutralise(clip_preview(text.rstrip(". "), FOCUS_ITEM_CHARS))
+            item = neutralise(clip_preview(_care_clause(text).rstrip(". "), FOCUS_ITEM_CHARS))
             if item not in out:
                 out.append(item)
     return out
+
+
+_CLAUSE_END = re.compile(r"(?<=[.;!?])\s+|,\s+(?:and\s+|but\s+)?")
+
+
+def _care_clause(text: str) -> str:
+    """``text`` if it fits one focus item, else the clause holding its care word behind
+    "…": a quoted introduction clipped at 110 characters had lost "you can't stand
+    olives" at its end."""
+    m = CARE.search(text)
+    if m is None or len(text) <= FOCUS_ITEM_CHARS:
+        return text
+    start = 0
+    for cut in _CLAUSE_END.finditer(text):
+        if cut.start() > m.start():
+            return ("… " if start else "") + text[start:cut.start()]
+        start = cut.end()
+    return ("… " if start else "") + text[start:]
 
 
 def _fact_text(fact: ProfileFact, line: str = "", owner: str = "the user's") -> str:

@@ -10,8 +10,9 @@ runs whenever a profile fact gets a new value (reflection, the agent's tool, a c
 * hold every distinctive word of the old value ("Linz", "Honda Civic"),
 * do not hold the new value, if any (a note "The user moved from Linz to Graz" is
   current),
-* say it of the user: the sentence holding it starts with "The user" / "User" / "I" and
-  not "The user's …" ("The user's sister lives in Linz" is hers, not stale),
+* say it of the user: the sentence holding it starts with "The user" / "User" / "I", or
+  "The user's …" of an attribute ("The user's name is Ana") but not of a person or a
+  pet ("The user's sister lives in Linz" is hers, not stale),
 * and were written before the new value (never a note of the same write).
 
 Runs inside the caller's transaction; pure SQL over ``memories`` plus
@@ -24,6 +25,7 @@ import re
 from typing import cast
 
 from actors.policy.forget import WORD_RE, matches
+from actors.policy.relations import RELATIONS
 
 from .notes import MemoryStore
 
@@ -33,6 +35,9 @@ _STOP = frozenset("""the a an and or of to in on at for with by from is are was 
 our your their his her its at true false yes no none""".split())
 _SENTENCE = re.compile(r"(?<=[.!?;])\s+|\n+")
 _USER_SUBJECT = re.compile(r"^\s*(?:the\s+user|user|i)\b(?!['’]s)", re.I)
+_USERS_OWN = re.compile(r"^\s*(?:the\s+)?user['’]s\s+(?:[^\W\d_]+\s+)?([^\W\d_]+)", re.I)
+"""``The user's name is …``, ``The user's favourite colour is …``: the user's own
+attribute, unless the word is a person or a pet (``The user's sister lives in …``)."""
 _MAX_SCAN = 2000
 """Active notes scanned per change at most (the newest; an FTS pre-filter picks them)."""
 
@@ -48,8 +53,15 @@ def value_words(value: str) -> list[str]:
     return out
 
 
+def _user_subject(sentence: str) -> bool:
+    if _USER_SUBJECT.match(sentence):
+        return True
+    own = _USERS_OWN.match(sentence)
+    return own is not None and not any(w.lower() in RELATIONS for w in own.group(0).split()[2:])
+
+
 def _about_user(content: str, words: list[str]) -> bool:
-    return any(_USER_SUBJECT.match(s) and matches(words, s) for s in _SENTENCE.split(content))
+    return any(_user_subject(s) and matches(words, s) for s in _SENTENCE.split(content))
 
 
 def states_old_value(content: str, old_value: str, new_value: str) -> bool:
