@@ -7,6 +7,8 @@ session.
 * a dense introduction (six statements) is kept whole: nothing the model left out is lost;
 * the reply speaks to the user as "you", never of "the user" or of them by name;
 * a question that says "left" ("How many weeks are left until summer?") changes nothing;
+* small talk keeps nothing, and a reply that says it remembered something is called out
+  in the turn's ``reflection`` frame (``unmetClaims``);
 * "forget that I can't stand olives" removes that and only that — the note that quoted
   the whole introduction keeps its other facts — and the reply says so honestly;
 * with nothing in memory about the user's brother, the reply says it does not know.
@@ -21,6 +23,7 @@ import re
 import pytest
 import trio
 
+from actors.policy.claims import memory_claims
 from bench.chain import third_person
 from runtime.shell.client import open_client
 from tests.daemon import run_daemon
@@ -75,6 +78,13 @@ async def test_a_conversation_goes_right_on_the_default_model(tmp_path):
         before = await _memory(d)
         await _turn(d, "summer", "How many weeks are left until summer?")
         assert await _memory(d) == before  # "left" asks nothing to be forgotten
+
+        # small talk keeps nothing: a reply that says it remembered is called out
+        reply, _, event = await _turn(d, "thanks", "Thanks, that's all for now.")
+        assert await _memory(d) == before
+        assert event is not None
+        assert ("kept" in event["unmetClaims"]) == ("kept" in memory_claims(reply)), (
+            reply, event)
 
         reply, frames, event = await _turn(d, "forget", "Please forget that I can't stand "
                                                         "olives.")

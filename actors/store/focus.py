@@ -287,6 +287,14 @@ Tuesday Wednesday Thursday Friday Saturday Sunday January February March April M
 July August September October November December""".split())
 
 
+_VOCATIVE = re.compile(
+    r"(?:^|(?<=:\s)|(?<=[.!?]\s))(?:(?i:hey|hi|hello|thanks|thank\s+you|congrats|"
+    r"congratulations|wow|yeah|yes|oh|ok|okay|sure|great|aw+|well|dear)[,!]?\s+)?"
+    r"[A-Z][a-z]{2,}[,!]|,\s+[A-Z][a-z]{2,}(?=[!?.])")
+"""A name the speaker addresses ("Hey Nate!", "Thanks, Melanie!", "…, Joanna."): whom the
+words are said to, not whom they are about."""
+
+
 def _stem(word: str) -> str:
     return word.lower()[:5]
 
@@ -301,13 +309,15 @@ def someone_else(message: str, items: Sequence[str]) -> list[tuple[str, str]]:
 
     Only sentences that open with a question word and end with "?"; a name is a
     capitalised word after the first (``_NOT_NAMES`` aside); words are compared by their
-    first five letters. Only when every item that says most names someone else (a note
+    first five letters; a name the item's speaker addresses ("Hey Nate! I had an
+    audition…") does not count as a mention. Only when every item that says most names someone else (a note
     "Melanie: I ran a charity race…"): an item of the user's own ("your birthday: 3 May")
     may sit beside one that answers in other words ("Klara turns 9 on 14 March"). Nothing
     when no item shares a word with the question (the reply then says what it knows, or
     :func:`unknown_people` speaks)."""
-    words = [{_stem(w) for w in re.findall(r"[^\W\d_]+", item)} for item in items]
-    named = [{n for n in _NAME.findall(item) if n not in _NOT_NAMES} for item in items]
+    said = [_VOCATIVE.sub(" ", item) for item in items]
+    words = [{_stem(w) for w in re.findall(r"[^\W\d_]+", item)} for item in said]
+    named = [{n for n in _NAME.findall(item) if n not in _NOT_NAMES} for item in said]
     out: list[tuple[str, str]] = []
     for sentence in _SENTENCE_END.split(message):
         sentence = sentence.strip()
