@@ -675,8 +675,8 @@ thanks thank you cheers bye goodbye ok okay lol haha""".split()),
     "claims_forgot": {
         "en": _w("""i've forgotten | i have forgotten | i'll forget | i will forget |
                  forgotten that | i've removed | i have removed | i've deleted |
-                 i have deleted | i've erased | i have erased | i no longer remember |
-                 i won't remember | removed from * memory | deleted from * memory"""),
+                 i have deleted | i've erased | i have erased | removed from * memory |
+                 deleted from * memory"""),
         "fr": _w("""j'ai oublié | je l'ai oublié | je vais oublier | c'est oublié | j'ai supprimé |
                  je l'ai supprimé | j'ai effacé | je l'ai effacé"""),
         "de": _w("""ich habe * vergessen | habe ich vergessen | ich werde * vergessen |

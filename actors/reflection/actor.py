@@ -133,6 +133,7 @@ ALREADY_KNOWN = "everything was already known or invalid"
 """The ``none`` reason of a reflection whose every item memory held already (or was
 invalid)."""
 
+
 class ReflectionActor:
     """Handlers and per-session bookkeeping; see the module docstring."""
 

@@ -340,6 +340,9 @@ class ChatScreen(Screen):
 
     async def _title(self, title: str) -> None:
         bridge = self.tui.bridge
+        if bridge.session is None:
+            self.add_line("not connected to a session", "error")
+            return
         try:
             shown = await bridge.rename(bridge.session, title)
         except ClientError as exc:
