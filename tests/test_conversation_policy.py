@@ -216,6 +216,10 @@ RACE = ["Melanie: I ran a charity race for mental health last Saturday; I realiz
     ("What did Melanie realize after her charity race?", RACE, []),
     ("When did Caroline go to the support group?", RACE, []),
     ("Can you suggest a gift for Klara?", ["Your wife Mei would like a gift"], []),
+    # a holiday, a place: no one asked about
+    ("What could I get my son for Christmas?", ["Your son Leo is 4 and loves dinosaurs."],
+     []),
+    ("Where should I eat in Lisbon?", ["Your sister Ana loves eating fish"], []),
     ("When is Klara's birthday?", ["Your daughter Klara turns 9 on 14 March",
                                    "Your birthday is 3 May"], []),
     ("Which city does Luis like?", ["Your partner Luis loves the city of Seville",

@@ -275,6 +275,12 @@ _WH_OPEN = re.compile(r"^\W*(?:what|when|where|who|whom|whose|which|why|how)\b",
 """A question for a fact: it opens with a question word ("Can you suggest a gift for
 Klara?" asks for something, not about her)."""
 _NAME = re.compile(r"(?<![\w'’])([A-Z][a-z]{2,})(?=['’]s\b|\b)")
+_ASKED_ABOUT = re.compile(
+    r"(?<![\w'’])([A-Z][a-z]{2,})['’]s\b"  # "Melanie's necklace"
+    r"|\b(?:did|does|do|is|was|has|had|will|would|can|could|should)\s+"
+    r"(?:[a-z]+\s+)?([A-Z][a-z]{2,})\b(?!['’]s)")  # "did Caroline realize", "will John"
+"""Whom a question asks about: a name with a possessive, or the subject after the
+question's verb ("What could I get my son for Christmas?" asks about no Christmas)."""
 _TOPIC_STOP = frozenset("""what when where whom whose which does have been with about after
 before that this these those from they them their there your yours like know would could
 should into over some much many also ever were will kind sort type time much more most
@@ -282,7 +288,8 @@ make made doing done being than then only just very really did the and for her h
 you was are has had its our any can get got how why who not but all one two yet""".split())
 _NOT_NAMES = frozenset("""What When Where Who Whom Whose Which Why How The And But You Your
 Yours She They Their His Her Him Its Our This That These Those There Then Since User Today
-Yesterday Tomorrow Also Please Thanks Yes Not Now Just Maybe Sure Okay Hello Monday
+Yesterday Tomorrow Also Please Thanks Yes Not Now Just Maybe Sure Okay Hello Christmas
+Easter Halloween Thanksgiving Hanukkah Ramadan Diwali Eid New Year Monday
 Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June
 July August September October November December""".split())
 
@@ -307,8 +314,9 @@ def someone_else(message: str, items: Sequence[str]) -> list[tuple[str, str]]:
     was asked about (LoCoMo's adversarial questions, Maharana et al., ACL 2024, 0 of 20
     answered "not mentioned"). ``topic``: the question's own words for the something.
 
-    Only sentences that open with a question word and end with "?"; a name is a
-    capitalised word after the first (``_NOT_NAMES`` aside); words are compared by their
+    Only sentences that open with a question word and end with "?", about one name: a
+    capitalised word after the first (``_NOT_NAMES`` aside) with a possessive or after the
+    question's verb (:data:`_ASKED_ABOUT`); words are compared by their
     first five letters; a name the item's speaker addresses ("Hey Nate! I had an
     audition…") does not count as a mention. Only when every item that says most names someone else (a note
     "Melanie: I ran a charity race…"): an item of the user's own ("your birthday: 3 May")
@@ -326,8 +334,9 @@ def someone_else(message: str, items: Sequence[str]) -> list[tuple[str, str]]:
         first = re.match(r"\W*[^\W\d_]+", sentence)
         body = sentence[first.end():] if first else sentence
         names = [n for n in dict.fromkeys(_NAME.findall(body)) if n not in _NOT_NAMES]
-        if len(names) != 1:
-            continue  # no one, or several: whose is what cannot be told apart here
+        about = [n for pair in _ASKED_ABOUT.findall(body) for n in pair if n in names]
+        if len(names) != 1 or not about:
+            continue  # no one asked about, or several: whose is what cannot be told apart
         name = names[0]
         topic = [w for w in re.findall(r"[^\W\d_]+", body)
                  if len(w) >= 3 and w.lower() not in _TOPIC_STOP and w != name]
