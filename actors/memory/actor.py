@@ -64,6 +64,7 @@ from .messages import (
     ApplyReflection,
     ApplyResult,
     ApplyVotes,
+    Audited,
     BuildContext,
     BumpOutcomes,
     ClaimClusters,
@@ -487,12 +488,13 @@ class MemoryActor:
             self.metrics.observe("agent.memory.query_embed_ms", (time.monotonic() - t0) * 1000)
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
-        """Only :class:`Refused` is cast here (an entry for the activity log)."""
+        """Only :class:`Refused` and :class:`Audited` are cast here (entries for the
+        activity log)."""
         try:
             msg = self._decoder.decode(body)
         except msgspec.DecodeError:
             msg = None
-        if isinstance(msg, Refused):
+        if isinstance(msg, (Refused, Audited)):
             self.activity.record(self.ctx.nursery, entry_for(msg, None, msg.outcome))
         else:
             log.warning("memory.unexpected_cast", src=src)

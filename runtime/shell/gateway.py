@@ -140,6 +140,17 @@ def _needs(frame: Any) -> tuple[str, ...]:
     return ()
 
 
+
+def _app(principal: Principal) -> str | None:
+    """The app a principal's sessions belong to: its token's name; None for the owner,
+    who reaches every session."""
+    return None if principal.owner else principal.name
+
+
+def _scopes(principal: Principal) -> list[str] | None:
+    """What a turn started by ``principal`` may do: its scopes; None for the owner (all)."""
+    return None if principal.owner else sorted(principal.scopes)
+
 class Client:
     """One connected, authenticated client."""
 
@@ -265,7 +276,8 @@ class Gateway:
             case ReflectionEvent():
                 # the frame is the event under its client-facing type (the same fields)
                 self._to_channel("reflection",
-                                 ReflectionFrame(**msgspec.structs.asdict(event)))
+                                 ReflectionFrame(**msgspec.structs.asdict(event)),
+                                 session=event.session)
 
     def _to_session(self, session: str, frame: OutboundFrame) -> None:
         for c in list(self.clients):
@@ -279,9 +291,13 @@ class Gateway:
             actor=crash.name, exit_code=crash.exitcode, error=crash.remote_type or None,
             restarts=self.sup.restart_count + 1))
 
-    def _to_channel(self, channel: str, frame: OutboundFrame) -> None:
+    def _to_channel(self, channel: str, frame: OutboundFrame,
+                    session: str | None = None) -> None:
+        """Push ``frame`` to ``channel``'s subscribers; a frame of one ``session`` reaches
+        an app's connections only on that session (the owner's reach every session's)."""
         for c in list(self.clients):
-            if channel in c.channels:
+            if channel in c.channels and (session is None or c.principal.owner
+                                          or c.session == session):
                 c.push(frame)
 
     # ------------------------------------------------------------------- serving
@@ -454,7 +470,8 @@ class Gateway:
                 else principal.name
             try:
                 info = await self.sup.request("agent", OpenSession(
-                    session=frame.session, working_dir=frame.working_dir), dict)
+                    session=frame.session, working_dir=frame.working_dir,
+                    app=_app(principal)), dict)
             except RemoteError as exc:
                 await self._refuse(client, exc.code, exc.message)
                 return False
@@ -503,7 +520,9 @@ class Gateway:
                 case CancelFrame(id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              CancelTurn(session=client.session), dict),
+                                              CancelTurn(session=client.session,
+                                                         app=_app(client.principal),
+                                                         client=client.label), dict),
                                       CancelResult, slots=client.control, rid=rid)
                 case MemoryFrame():
                     await self._spawn(nursery, client, self._memory, client, frame,
@@ -522,22 +541,26 @@ class Gateway:
                 case SessionsFrame(limit=limit, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              ListSessions(limit=limit), list),
+                                              ListSessions(limit=limit,
+                                                           app=_app(client.principal)), list),
                                       SessionsResult, rid=rid)
                 case SessionGetFrame(session=session, messages=count, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              GetSession(session=session, messages=count),
+                                              GetSession(session=session, messages=count,
+                                                         app=_app(client.principal)),
                                               dict), SessionResult, rid=rid)
                 case SessionDeleteFrame(session=session, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              DeleteSession(session=session), dict),
+                                              DeleteSession(session=session,
+                                                            app=_app(client.principal)), dict),
                                       SessionDeleted, rid=rid)
                 case SessionRenameFrame(session=session, title=title, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              RenameSession(session=session, title=title),
+                                              RenameSession(session=session, title=title,
+                                                            app=_app(client.principal)),
                                               dict), SessionRenamed, rid=rid)
                 case Ping():
                     client.push(Pong())
@@ -625,9 +648,10 @@ class Gateway:
         session = client.session
         assert session is not None
         try:
-            await self.sup.request("agent", RunTurn(session=session, turn=turn, text=frame.text,
-                                                    debug=frame.debug, recalled=frame.recalled,
-                                                    client=client.label), TurnResult)
+            await self.sup.request("agent", RunTurn(
+                session=session, turn=turn, text=frame.text, debug=frame.debug,
+                recalled=frame.recalled, client=client.label, app=_app(client.principal),
+                scopes=_scopes(client.principal)), TurnResult)
             client.session_saved = True
         except RemoteError as exc:
             client.push(ErrorFrame(code=exc.code, message=exc.message, id=None))

@@ -48,7 +48,7 @@ from actors.agent.sessions import valid_session_id
 from actors.memory.messages import Refused
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 
-from .clients import ClientRegistry, Principal, bearer_token
+from .clients import OWNER_PRINCIPAL, ClientRegistry, Principal, bearer_token
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 
 log = structlog.get_logger()
@@ -191,8 +191,7 @@ class OpenAIApi:
             elif path == "/v1/models/" + MODEL_ID and method == "GET":
                 await _json(send, 200, self._model())
             elif path == "/v1/chat/completions" and method == "POST":
-                await self._chat(headers, await self._body(receive, headers), send,
-                                 "openai-api" if principal.owner else principal.name)
+                await self._chat(headers, await self._body(receive, headers), send, principal)
             elif path in ("/v1/models", "/v1/chat/completions"):
                 raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")
             else:
@@ -282,18 +281,25 @@ class OpenAIApi:
 
     # -------------------------------------------------------------------- chat
     async def _chat(self, headers: dict[bytes, bytes], request: ChatRequest, send: Send,
-                    client: str = "openai-api") -> None:
+                    principal: Principal = OWNER_PRINCIPAL) -> None:
+        """One turn. It acts under ``principal``'s scopes, in a session of its own: an app
+        reaches only the sessions it started (its default session is ``openai-<name>``)."""
+        client = "openai-api" if principal.owner else principal.name
+        app = None if principal.owner else principal.name
         text = _last_user_text(request.messages)
         session = (headers.get(SESSION_HEADER, b"").decode(errors="replace")
-                   or request.user or DEFAULT_SESSION)
+                   or request.user or (DEFAULT_SESSION if app is None
+                                       else f"{DEFAULT_SESSION}-{app}"))
         if not valid_session_id(session):
             raise ApiError(400, "invalid_argument", "the session (X-Atomic-Session header or "
                                                     "user field) must be 1-64 characters of "
                                                     "letters, digits, _ . -")
         try:
-            await self.request("agent", OpenSession(session=session), dict)
+            await self.request("agent", OpenSession(session=session, app=app), dict)
         except RemoteError as exc:
-            raise ApiError(400, exc.code, exc.message) from None
+            raise ApiError(403 if exc.code == "forbidden" else 400, exc.code, exc.message,
+                           "permission_error" if exc.code == "forbidden"
+                           else "invalid_request_error") from None
         except RuntimeFailure as exc:
             raise ApiError(503, "unavailable", str(exc), "server_error") from None
         turn = f"t-{secrets.token_hex(5)}"
@@ -302,9 +308,10 @@ class OpenAIApi:
 
         async def run() -> None:
             try:
-                await self.request("agent", RunTurn(session=session, turn=turn, text=text,
-                                                    client=client),
-                                   TurnResult)
+                await self.request("agent", RunTurn(
+                    session=session, turn=turn, text=text, client=client, app=app,
+                    scopes=None if principal.owner else sorted(principal.scopes)),
+                    TurnResult)
             except RemoteError as exc:
                 if exc.code == "busy":
                     failure.append(ApiError(409, "busy", f"a turn is already running in "
