@@ -181,6 +181,27 @@ async def test_revoking_one_app_disconnects_it_and_leaves_the_others(tmp_path):
                 assert await _memory(c2, "memory.profile.list") == []
 
 
+async def test_a_name_revoked_and_added_again_is_a_new_identity(tmp_path):
+    """The rotation race: revoked and re-added under the same name and scopes before the
+    daemon's next look at clients.json, the old token's open connection writes nothing
+    more — its very next request closes it — and the new token works."""
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path / "fake") as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            old = add_client(state, "rotating", ["read", "write"])
+            await trio.sleep(0.7)
+            async with open_client(url=d.url, token=old) as c:
+                await _memory(c, "memory.notes.store", {"content": "before the rotation"})
+                set_client(state, "rotating", revoke=True)
+                new = add_client(state, "rotating", ["read", "write"])
+                with pytest.raises(ClientError) as closed:  # no wait for the watcher
+                    await _memory(c, "memory.notes.store", {"content": "after the rotation"})
+                assert closed.value.code == "closed" and "revoked" in str(closed.value)
+            async with open_client(url=d.url, token=new) as fresh:
+                notes = await _memory(fresh, "memory.notes.list")
+    assert [n["content"] for n in notes] == ["before the rotation"]
+
+
 async def test_the_openai_api_and_mcp_take_client_tokens_with_their_scopes(tmp_path):
     state = tmp_path / "state"
     rules = [{"grammar_contains": "reply", "response": '{"reply": "Hi."}'}]

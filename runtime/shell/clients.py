@@ -85,12 +85,15 @@ class ClientsFile(msgspec.Struct, kw_only=True):
 
 
 class Principal(msgspec.Struct, frozen=True):
-    """Who a token belongs to: ``name`` (``owner`` for the daemon token) and its
-    ``scopes``."""
+    """Who a token belongs to: ``name`` (``owner`` for the daemon token), its ``scopes``
+    and ``token_sha256``, the digest of the token itself: a name revoked and added again
+    is another identity (another token), which a connection of the old one never
+    inherits."""
 
     name: str
     scopes: frozenset[str]
     owner: bool = False
+    token_sha256: str = ""
 
     def lacks(self, *needed: str) -> str | None:
         """The first of ``needed`` this principal does not have; None when it has all."""
@@ -248,6 +251,8 @@ class ClientRegistry:
         self._stamp: tuple[int, int, int] | None = None
         self.entries: list[ClientEntry] = []
         self.error: str | None = None
+        self.generation = 0
+        """Counts the reloads that found the file changed (a watcher compares it)."""
         self.reload()
 
     def reload(self) -> bool:
@@ -266,6 +271,7 @@ class ClientRegistry:
         if stamp == self._stamp:
             return False
         self._stamp = stamp
+        self.generation += 1
         try:
             self.entries = read_clients(self.state_dir).clients
             self.error = None
@@ -279,12 +285,14 @@ class ClientRegistry:
         digest)."""
         if hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self._owner):
             return OWNER_PRINCIPAL
+        self.reload()  # a revoke or pause is seen by the very next request
         digest = token_digest(token)
         for entry in self.entries:
             if hmac.compare_digest(digest, entry.token_sha256):
                 if entry.paused:
                     return None
-                return Principal(entry.name, frozenset(entry.scopes))
+                return Principal(entry.name, frozenset(entry.scopes),
+                                 token_sha256=entry.token_sha256)
         return None
 
     def paused(self, token: str) -> str | None:
@@ -295,9 +303,13 @@ class ClientRegistry:
                      if e.paused and hmac.compare_digest(digest, e.token_sha256)), None)
 
     def still_allowed(self, principal: Principal) -> bool:
-        """Whether a connected principal may go on after a reload (not revoked, not
-        paused, same scopes)."""
+        """Whether a connected principal may go on: the file read again if it changed
+        (a ``stat``), and its own token still there — not revoked, not paused, the same
+        scopes. A name revoked and added again has a new token: the old connection is not
+        it."""
         if principal.owner:
             return True
+        self.reload()
         return any(e.name == principal.name and not e.paused
+                   and e.token_sha256 == principal.token_sha256
                    and frozenset(e.scopes) == principal.scopes for e in self.entries)

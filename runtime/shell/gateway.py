@@ -504,6 +504,9 @@ class Gateway:
             except BadFrame as exc:
                 client.push(ErrorFrame(code="bad_frame", message=exc.message, id=exc.id))
                 continue
+            if not self.registry.still_allowed(client.principal):
+                await self._drop_revoked(client)
+                return
             lacking = client.principal.lacks(*_needs(frame))
             if lacking is not None:
                 await self._forbid(client, frame, lacking)
@@ -587,21 +590,39 @@ class Gateway:
         """Read clients.json again every ``interval_s`` while the daemon runs; a
         connection whose client was revoked, paused or given other scopes is closed
         (1008, the reason starting ``revoked:``); the others stay."""
+        seen = self.registry.generation
         while True:
             await trio.sleep(interval_s)
-            if not self.registry.reload():
+            self.registry.reload()
+            if self.registry.generation == seen:
                 continue
+            seen = self.registry.generation
             for c in list(self.clients):
                 if not self.registry.still_allowed(c.principal):
-                    log.info("gateway.client_revoked", client=c.principal.name)
-                    ROOT_METRICS.inc("gateway.closed", {"reason": "revoked"})
-                    # The close frame says why (1008 with this reason): a frame queued
-                    # now would be cut off by the close.
-                    c.close_reason = (f"revoked: the client {c.principal.name!r} was revoked, "
-                                      "paused or given other scopes")[:120]
-                    c.dropped = True
-                    if c.scope is not None:
-                        c.scope.cancel()
+                    await self._drop_revoked(c)
+
+    async def _drop_revoked(self, c: Client) -> None:
+        """Close the connection of a client revoked, paused or given other scopes
+        (1008, the reason starting ``revoked:``) and cancel the turn it has running."""
+        if c.dropped:
+            return
+        log.info("gateway.client_revoked", client=c.principal.name)
+        ROOT_METRICS.inc("gateway.closed", {"reason": "revoked"})
+        # The close frame says why (1008 with this reason): a frame queued
+        # now would be cut off by the close.
+        c.close_reason = (f"revoked: the client {c.principal.name!r} was revoked, "
+                          "paused or given other scopes")[:120]
+        c.dropped = True
+        if c.session is not None:
+            with trio.move_on_after(5):
+                try:
+                    await self.sup.request("agent", CancelTurn(
+                        session=c.session, app=_app(c.principal),
+                        client=c.label), dict)
+                except (RemoteError, RuntimeFailure):
+                    pass
+        if c.scope is not None:
+            c.scope.cancel()
 
     @staticmethod
     async def _spawn(nursery: trio.Nursery, client: Client,
