@@ -165,6 +165,14 @@ async def test_a_bad_export_file_is_one_error_and_writes_nothing(tmp_path):
         "badkind.jsonl": (lines + ['{"type": "link", "fromId": 1, "toId": 2, "kind": "X"}'],
                           "line 3"),
         "empty.jsonl": ([], "is empty"),
+        # a time from the future would date every later write after it
+        "future.jsonl": (lines + ['{"type": "note", "id": 9, "content": "x", "tags": [], '
+                                  '"createdAt": 4102444800000}'],
+                         "line 3: createdAt is 2100-01-01, more than a day ahead"),
+        "huge.jsonl": (lines + ['{"type": "note", "id": 99999999999999999999, '
+                                '"content": "x", "tags": [], "createdAt": 1}'],
+                       "line 3: id 99999999999999999999 is out of range"),
+        "twice.jsonl": (lines + [lines[1]], "line 3: note id"),
     }
     other = tmp_path / "other"
     other.mkdir()

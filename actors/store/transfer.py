@@ -48,11 +48,13 @@ import json
 import os
 import secrets
 import time
+from datetime import datetime, timezone
 from typing import Any, Literal, cast
 
 import apsw
 import msgspec
 
+from .clock import CLOCK, FUTURE_LIMIT_MS
 from .dedup import near_match
 from .errors import ValidationError, optional_text
 from .files import FileRoom
@@ -254,12 +256,41 @@ def _camel(column: str) -> str:
 
 
 # ---------------------------------------------------------------------------- import
+def _bad_number(value: Any, latest: int, field: str = "") -> str | None:
+    """Why a decoded record's numbers cannot be stored, or None: an integer outside
+    SQLite's 64 bits, a time (``…At``, ``validFrom``) before 1970 or after ``latest``
+    (more than :data:`~actors.store.clock.FUTURE_LIMIT_MS` ahead of now: one such time
+    would date every later write after it)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if (why := _bad_number(item, latest, key)) is not None:
+                return why
+    elif isinstance(value, list):
+        for item in value:
+            if (why := _bad_number(item, latest, field)) is not None:
+                return why
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not -(2**63) <= value < 2**63:
+            return f"{field or 'a number'} {value} is out of range"
+        if field.endswith("At") or field == "validFrom":
+            if value < 0:
+                return f"{field} {value} is before 1970"
+            if value > latest:
+                when = datetime.fromtimestamp(min(value, 253402300799000) / 1000,
+                                              timezone.utc).strftime("%Y-%m-%d")
+                return (f"{field} is {when}, more than a day ahead of this machine's clock "
+                        "(a time from the future would date every later write after it)")
+    return None
+
+
 def read_records(path: str, room: FileRoom) -> list[Record]:
     """Parse and check the whole file ``path`` names in ``room``; ValidationError (field
     ``path``) for a file the room refuses (:meth:`FileRoom.read`) or naming the first bad
     line. Blank lines are ignored; the first record must be the header."""
     source, raw = room.read(path)
     records: list[Record] = []
+    ids: dict[tuple[str, int], int] = {}  # (kind, id) → the line that had it first
+    latest = CLOCK.source() + FUTURE_LIMIT_MS
     for number, line in enumerate(raw.splitlines(), 1):
         if not line.strip():
             continue
@@ -267,6 +298,15 @@ def read_records(path: str, room: FileRoom) -> list[Record]:
             record = _decode.decode(line)
         except msgspec.DecodeError as exc:
             raise ValidationError("path", f"{source.name} line {number}: {exc}") from None
+        if (bad := _bad_number(msgspec.to_builtins(record), latest)) is not None:
+            raise ValidationError("path", f"{source.name} line {number}: {bad}")
+        rid = getattr(record, "id", None)
+        if isinstance(rid, int) and not isinstance(record, Header):
+            kind = str(type(record).__struct_config__.tag)
+            if (kind, rid) in ids:
+                raise ValidationError("path", f"{source.name} line {number}: {kind} id {rid} "
+                                              f"again (line {ids[kind, rid]} has it)")
+            ids[kind, rid] = number
         if not records and not isinstance(record, Header):
             raise ValidationError("path", f"{source.name} is not an atomic-agent memory "
                                           f"export (line {number} is not its header)")
