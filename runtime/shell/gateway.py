@@ -239,7 +239,8 @@ class Gateway:
         self.turn_nursery: trio.Nursery | None = None
         self.connections: set[Client] = set()  # every accepted websocket, until closed
         self.turn_events = TurnEvents()  # turns run by the OpenAI-compatible HTTP API
-        self.pending: dict[str, int] = {}  # connections before hello, by peer address
+        # connections before hello, by peer address, oldest first
+        self.pending: dict[str, list[Client]] = {}
         # Called with the op of every memory change (the dashboard's live pages).
         self.memory_listeners: list[Callable[[str], None]] = []
 
@@ -339,37 +340,39 @@ class Gateway:
             await request.reject(status, body=body.encode())
             return
         peer = str(getattr(request.remote, "address", request.remote))
-        if self.pending.get(peer, 0) >= self.cfg.max_pending_per_peer:
-            ROOT_METRICS.inc("gateway.refused", {"reason": "pending_per_peer"})
-            log.warning("gateway.refused", reason="pending_per_peer", peer=peer,
-                        pending=self.pending[peer])
-            await request.reject(429, body=b"too many connections from this address waiting "
-                                            b"for hello (server.maxPendingPerPeer)")
-            return
-        self.pending[peer] = self.pending.get(peer, 0) + 1
-        try:
-            ws = await request.accept()
-        except BaseException:
-            self._settled(peer)
-            raise
+        ws = await request.accept()
         client = Client(ws, self.cfg.client_queue, next(self._ids), self.cfg.client_inflight)
+        waiting = self.pending.setdefault(peer, [])
+        if len(waiting) >= self.cfg.max_pending_per_peer:
+            # The oldest connection still without a hello goes, never the new one: a
+            # flood of connections that never say hello (or say it with a wrong token)
+            # cannot hold the places a client with the right token needs (it says hello
+            # within milliseconds of connecting).
+            oldest = waiting.pop(0)
+            ROOT_METRICS.inc("gateway.refused", {"reason": "pending_per_peer"})
+            oldest.close_reason = ("hello_required: too many connections from this address "
+                                   "waiting for hello (server.maxPendingPerPeer)")
+            oldest.dropped = True
+            if oldest.scope is not None:
+                oldest.scope.cancel()
+        waiting.append(client)
         client.peer = peer
         self.connections.add(client)
         try:
             await self._serve_connection(client)
         finally:
             self.connections.discard(client)
-            self._settled(client.peer)
-            client.peer = None
+            self._settled(client)
 
-    def _settled(self, peer: str | None) -> None:
-        """A connection from ``peer`` said hello or went away: one fewer pending."""
+    def _settled(self, client: Client) -> None:
+        """``client`` said hello (right or wrong) or went away: it waits no more."""
+        peer, client.peer = client.peer, None
         if peer is None:
             return
-        left = self.pending.get(peer, 1) - 1
-        if left > 0:
-            self.pending[peer] = left
-        else:
+        waiting = self.pending.get(peer, [])
+        if client in waiting:
+            waiting.remove(client)
+        if not waiting:
             self.pending.pop(peer, None)
 
     async def _serve_connection(self, client: Client) -> None:
@@ -377,12 +380,13 @@ class Gateway:
         try:
             async with trio.open_nursery() as nursery:
                 client.scope = nursery.cancel_scope
+                if client.dropped:  # pushed out of the waiting places before it began
+                    nursery.cancel_scope.cancel()
                 nursery.start_soon(self._pump, client, nursery.cancel_scope)
                 if self.cfg.ping_interval_ms:
                     nursery.start_soon(self._heartbeat, client)
                 authenticated = await self._authenticate(client)
-                self._settled(client.peer)
-                client.peer = None
+                self._settled(client)
                 if authenticated:
                     self.clients.add(client)
                     await self._serve_client(client, nursery)
@@ -451,6 +455,7 @@ class Gateway:
                                    "the first frame must be hello with the token"
                                    + (f" ({reason})" if frame is None else ""))
                 return False
+            self._settled(client)  # a hello, right or wrong: it holds no waiting place
             principal = self.registry.resolve(frame.token)
             if principal is None:
                 paused = self.registry.paused(frame.token)
