@@ -93,6 +93,50 @@ def test_the_activity_log_is_bounded_and_counts_what_it_dropped(tmp_path):
     log.close()
 
 
+def test_the_log_cannot_be_emptied_by_the_app_it_audits(tmp_path):
+    """An app's one write stays in the log whatever it sends after (cheap reads, refused
+    requests, 28,000 of them); repeated refusals fold into one counted row; the counts
+    are totals, not the rows kept."""
+    log = ActivityLog(tmp_path / "activity.sqlite", bounds={"write": 5, "refusal": 3,
+                                                            "read": 5})
+    log.append([ActivityEntry(1000, "app", "memory.notes.store", [1], "ok", True)])
+    log.append([ActivityEntry(2000 + i, "app", "memory.export", [], "forbidden", True)
+                for i in range(28_000)])
+    (folded,) = log.entries(reads=False, client="app", limit=1)
+    assert (folded["op"], folded["count"]) == ("memory.export", 28_000)
+    log.append([ActivityEntry(40_000 + i, "app", "memory.notes.list", [], "ok")
+                for i in range(50)])
+    log.append([ActivityEntry(900_000, "app", f"memory.op{i}", [], "forbidden")
+                for i in range(6)])  # six different refusals: three kept
+    writes = log.entries(reads=False, client="app")
+    assert [e["op"] for e in writes if e["outcome"] == "ok"] == ["memory.notes.store"]
+    (app,) = log.clients()
+    assert (app["writes"], app["reads"], app["refusals"]) == (1, 50, 28_006)
+    assert log.count() == 1 + 5 + 3
+    log.close()
+
+
+def test_a_program_with_the_owners_token_cannot_claim_anothers_name(tmp_path):
+    add_client(tmp_path, "notes-app", ["read"])
+    registry = ClientRegistry(tmp_path, "owner-token")
+    for claimed in ("dashboard", "Reflection", "reflection for notes-app", "agent for x",
+                    "NOTES-APP", "owner", "backfill", None, ""):
+        assert registry.owner_label(claimed) == "owner", claimed
+    for own in ("cli", "tui", "my-script"):
+        assert registry.owner_label(own) == own
+
+
+def test_a_refusal_repeated_within_a_minute_is_one_counted_row(tmp_path):
+    log = ActivityLog(tmp_path / "activity.sqlite")
+    log.append([ActivityEntry(1000 + i, "app", "memory.export", [], "forbidden", True)
+                for i in range(100)])
+    log.append([ActivityEntry(1000 + 120_000, "app", "memory.export", [], "forbidden", True)])
+    rows = log.entries()
+    assert [(r["op"], r["count"]) for r in rows] == [("memory.export", 1),
+                                                    ("memory.export", 100)]
+    log.close()
+
+
 async def _memory(c, op: str, args: dict | None = None):
     return await c.memory(op, args or {})
 

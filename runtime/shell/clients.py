@@ -54,6 +54,8 @@ OWNER = "owner"
 RESERVED = frozenset({OWNER, "agent", "reflection", "consolidator", "backfill", "dashboard",
                       "cli", "tui"})
 """Names the daemon uses for itself in the activity log."""
+OWN_PROGRAMS = frozenset({"cli", "tui"})
+"""Reserved names the owner's own programs declare (``atomic-agent`` commands, the TUI)."""
 
 _FORGET_OPS = frozenset({"memory.notes.forget", "memory.profile.remove",
                          "memory.profile.purge"})
@@ -294,6 +296,21 @@ class ClientRegistry:
                 return Principal(entry.name, frozenset(entry.scopes),
                                  token_sha256=entry.token_sha256)
         return None
+
+    def owner_label(self, declared: str | None) -> str:
+        """The activity log's name for a program holding the owner's token that declared
+        ``declared`` (``hello``'s ``client``): its label (:func:`activity_label`) unless
+        that is a name the daemon uses for itself (:data:`RESERVED` but ``cli`` and
+        ``tui``, the owner's own programs; ``agent for …``, ``reflection for …``) or an
+        app's name in clients.json; then ``owner``."""
+        label = activity_label(declared)
+        if label is None:
+            return OWNER
+        low = label.lower()
+        if (low in RESERVED - OWN_PROGRAMS or low.startswith(("agent for", "reflection for"))
+                or any(e.name.lower() == low for e in self.entries)):
+            return OWNER
+        return label
 
     def paused(self, token: str) -> str | None:
         """The name of the paused client ``token`` belongs to, for a refusal that says

@@ -66,7 +66,7 @@ from runtime.kernel.unicode import encode_repaired
 from runtime.services.config import ServerConfig
 from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_snapshots
 
-from .clients import OWNER, OWNER_PRINCIPAL, ClientRegistry, Principal, activity_label, op_scope
+from .clients import OWNER, OWNER_PRINCIPAL, ClientRegistry, Principal, op_scope
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 from .openai_api import TurnEvents
 from .outbound import (ActorRestarting, CancelResult, ConsolidationFrame, ErrorFrame,
@@ -471,8 +471,8 @@ class Gateway:
                 await self._refuse(client, "unauthorized", "wrong token")
                 return False
             client.principal = principal
-            client.label = (activity_label(frame.client) or OWNER) if principal.owner \
-                else principal.name
+            client.label = (self.registry.owner_label(frame.client) if principal.owner
+                            else principal.name)  # an app is its token's name, whatever it says
             try:
                 info = await self.sup.request("agent", OpenSession(
                     session=frame.session, working_dir=frame.working_dir,
