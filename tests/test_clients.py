@@ -80,6 +80,44 @@ def test_a_broken_clients_file_is_named_and_never_overwritten(tmp_path):
                                           .created_at}]  # JSON only, and no token
 
 
+async def test_a_tampered_clients_file_is_said_at_start_in_health_and_to_apps(tmp_path):
+    """A clients.json the daemon cannot read fails closed, and says so: one line when
+    the daemon starts, ``/health`` degraded naming the file and the fix, and an app's
+    token is refused with ``clients_unreadable`` (not "wrong token"); the owner's token
+    still works, and a fixed file is read again."""
+    state = tmp_path / "state"
+    state.mkdir()
+    app = add_client(state, "notes-app", ["read"])
+    good = (state / "clients.json").read_text()
+    (state / "clients.json").write_text(good[: len(good) // 2])  # cut short
+    async with open_fake_llama(tmp_path / "fake") as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            base = d.ready["openaiUrl"].removesuffix("/v1")
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                health = await http.get("/health")
+                assert health.status_code == 503, health.text
+                (problem,) = health.json()["problems"]
+                assert "clients.json is not a clients file" in problem
+                assert "fix or remove it" in problem
+                refused = await http.post("/v1/chat/completions", json={}, headers={
+                    "Authorization": f"Bearer {app}"})
+                assert refused.json()["error"]["code"] == "clients_unreadable"
+            with pytest.raises(ClientError) as info:
+                async with open_client(url=d.url, token=app):
+                    pass
+            assert info.value.code == "clients_unreadable"
+            async with open_client(url=d.url, token=d.token) as owner:  # the owner's works
+                await owner.request({"type": "ping"}, "pong")
+            (state / "clients.json").write_text(good)
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                assert (await http.get("/health")).json() == {"status": "ok", "problems": []}
+            async with open_client(url=d.url, token=app) as c:
+                await c.request({"type": "ping"}, "pong")
+    started = [line for line in d.stderr_path.read_text().splitlines()
+               if line.startswith("atomic-agent: warning:")]
+    assert len(started) == 1 and "clients.json is not a clients file" in started[0], started
+
+
 def test_the_activity_log_is_bounded_and_counts_what_it_dropped(tmp_path):
     log = ActivityLog(tmp_path / "activity.sqlite", max_entries=5)
     log.append([ActivityEntry(1000 + i, "a" if i % 2 else "b", "memory.notes.store", [i])

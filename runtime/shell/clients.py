@@ -36,9 +36,12 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
+import structlog
 
 from actors.memory.ops import OPS
 from runtime.services.private_files import replacing
+
+log = structlog.get_logger()
 
 __all__ = ["OWNER", "OWNER_PRINCIPAL", "SCOPES", "ClientEntry", "ClientRegistry", "ClientsError",
            "Principal", "activity_label", "add_client", "bearer_token", "op_scope", "parse_scopes",
@@ -259,8 +262,10 @@ class ClientRegistry:
 
     def reload(self) -> bool:
         """Read clients.json again when it changed; True when it did. A file that cannot
-        be read keeps the last good list (and :attr:`error` says why). Without a state
-        directory only the owner's token is known."""
+        be read or is not a clients file fails closed: no app token is accepted until it
+        is fixed, :attr:`error` says why (logged once per change, shown by ``/health``,
+        and apps are told ``clients_unreadable``). Without a state directory only the
+        owner's token is known."""
         if self.state_dir is None:
             return False
         try:
@@ -276,9 +281,15 @@ class ClientRegistry:
         self.generation += 1
         try:
             self.entries = read_clients(self.state_dir).clients
+            if self.error is not None:
+                log.warning("clients.readable_again", file=str(_path(self.state_dir)))
             self.error = None
         except ClientsError as exc:
-            self.error = str(exc)
+            self.entries = []
+            self.error = (f"{exc}: no app token is accepted until it is fixed (the owner's "
+                          "token still works; `atomic-agent clients list` says what it "
+                          "holds)")
+            log.error("clients.unreadable", error=self.error)
         return True
 
     def resolve(self, token: str) -> Principal | None:

@@ -467,8 +467,11 @@ class Gateway:
                                                          "atomic-agent clients resume)")
                     return False
                 log.warning("gateway.auth_failed", client=client.id)
-                await THROTTLE.failed("websocket")  # slowed, one at a time (listen_guard)
-                await self._refuse(client, "unauthorized", "wrong token")
+                await THROTTLE.failed("websocket")  # slowed (listen_guard)
+                if self.registry.error is not None:  # every app token is refused: say why
+                    await self._refuse(client, "clients_unreadable", self.registry.error)
+                else:
+                    await self._refuse(client, "unauthorized", "wrong token")
                 return False
             client.principal = principal
             client.label = (self.registry.owner_label(frame.client) if principal.owner

@@ -176,6 +176,9 @@ class OpenAIApi:
         if scope["type"] != "http":
             return
         headers = {k.lower(): v for k, v in scope.get("headers") or []}
+        if scope["path"].rstrip("/") == "/health" and scope["method"] == "GET":
+            await self._health(headers, send)
+            return
         try:
             principal = await self._check_access(headers)
             path, method = scope["path"].rstrip("/"), scope["method"]
@@ -205,6 +208,24 @@ class OpenAIApi:
                 extra.append((b"connection", b"close"))
             await _json(send, exc.status, exc.body(), extra)
 
+    async def _health(self, headers: dict[bytes, bytes], send: Send) -> None:
+        """``GET /health``, no token needed (a supervisor's or a load balancer's probe):
+        200 ``{"status": "ok", "problems": []}``, or 503 ``{"status": "degraded",
+        "problems": [one line each]}`` — today, a clients.json the daemon cannot read.
+        Host and Origin are checked as for every request (421, 403)."""
+        if not host_allowed(headers.get(b"host"), self.cfg.host, self.cfg.allow_remote):
+            await _json(send, 421, ApiError(421, "misdirected_request", "Host header not "
+                                            "allowed (localhost or server.host only)").body())
+            return
+        if not origin_allowed(headers.get(b"origin"), self.cfg.allowed_origins):
+            await _json(send, 403, ApiError(403, "origin_not_allowed",
+                                            "browser origin not allowed").body())
+            return
+        self.registry.reload()
+        problems = [self.registry.error] if self.registry.error else []
+        await _json(send, 503 if problems else 200,
+                    {"status": "degraded" if problems else "ok", "problems": problems})
+
     # ------------------------------------------------------------------ checks
     async def _check_access(self, headers: dict[bytes, bytes]) -> Principal:
         """Host, Origin (:mod:`.listen_guard`) and the token (the daemon's or a client's,
@@ -231,6 +252,9 @@ class OpenAIApi:
                                               "clients resume)", "permission_error")
             log.warning("openai_api.auth_failed")
             await THROTTLE.failed("openai_api")
+            if self.registry.error is not None:
+                raise ApiError(503, "clients_unreadable", self.registry.error,
+                               "authentication_error")
             raise ApiError(401, "invalid_api_key", "send the daemon token, or a client token "
                                                    "(atomic-agent clients add), as the API "
                                                    "key (Authorization: Bearer <token>; the "
