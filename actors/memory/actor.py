@@ -141,6 +141,8 @@ class MemoryActor:
         self.embed_backend = "backfill" if self.cfg.embeddings.enabled else ""
         # Export, backup and import touch files in <state>/exports/ only (.files).
         self.files = FileRoom(boot.path / EXPORTS_DIR)
+        if stale := self.files.remove_stale():  # left by an export killed mid-write
+            log.info("memory.stale_temp_files_removed", count=stale)
         self.db_path = boot.path / "memory.sqlite"
         self.activity = ActivityRecorder(boot.path / "activity.sqlite", self.metrics)
         self.last_write = time.monotonic()  # the idle checkpoint waits for a quiet spell
