@@ -38,6 +38,7 @@ import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from runtime.services.private_files import replacing
 
@@ -206,23 +207,25 @@ class FileRoom:
                 raise _refuse(f"cannot write {target}: {exc.strerror or exc}") from None
             return
         with self._held() as fd:
-            tmp = f".{target.name[:200]}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+            name = f".{target.name[:200]}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
             try:
-                os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
                                  0o600, dir_fd=fd))
             except OSError as exc:
                 raise _refuse(f"cannot write {target}: {exc.strerror or exc}") from None
             try:
-                yield (_PROC_FD / str(fd) / tmp) if _PROC_FD.is_dir() else self.folder / tmp
-                os.replace(tmp, target.name, src_dir_fd=fd, dst_dir_fd=fd)
+                yield (_PROC_FD / str(fd) / name) if _PROC_FD.is_dir() else self.folder / name
+                os.replace(name, target.name, src_dir_fd=fd, dst_dir_fd=fd)
             except OSError as exc:
                 raise _refuse(f"cannot write {target}: {exc.strerror or exc}") from None
             finally:
                 with contextlib.suppress(OSError):
-                    os.unlink(tmp, dir_fd=fd)
+                    os.unlink(name, dir_fd=fd)
 
-    def read(self, name: str, limit: int = MAX_IMPORT_BYTES) -> tuple[Path, bytes]:
-        """``(path, bytes)`` of the regular file ``name`` names, at most ``limit`` bytes.
+    @contextlib.contextmanager
+    def opened(self, name: str, limit: int = MAX_IMPORT_BYTES) -> Iterator[tuple[Path, BinaryIO]]:
+        """``(path, binary file)`` of the regular file ``name`` names, at most ``limit``
+        bytes, open for the block (an import reads it line by line, more than once).
         Raises ValidationError: a bad or disallowed name, a missing file, a link (in the
         daemon's folder), a FIFO, device or folder, a file over ``limit``."""
         path = self._path(name)
@@ -245,12 +248,24 @@ class FileRoom:
                 raise _refuse(f"{path} is {st.st_size / 1e6:.0f} MB; an import reads at "
                               f"most {limit / 1e6:.0f} MB")
             os.set_blocking(fd, True)
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                data = f.read(limit + 1)
+            f = os.fdopen(fd, "rb")
         except OSError as exc:
-            raise _refuse(f"cannot read {path}: {exc.strerror or exc}") from None
-        finally:
             os.close(fd)
+            raise _refuse(f"cannot read {path}: {exc.strerror or exc}") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
+            yield path, f
+
+    def read(self, name: str, limit: int = MAX_IMPORT_BYTES) -> tuple[Path, bytes]:
+        """``(path, bytes)`` of the regular file ``name`` names, at most ``limit`` bytes
+        (:meth:`opened`'s checks and errors)."""
+        with self.opened(name, limit) as (path, f):
+            try:
+                data = f.read(limit + 1)
+            except OSError as exc:
+                raise _refuse(f"cannot read {path}: {exc.strerror or exc}") from None
         if len(data) > limit:
             raise _refuse(f"{path} grew past {limit / 1e6:.0f} MB while being read")
         return path, data
