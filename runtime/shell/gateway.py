@@ -512,9 +512,14 @@ class Gateway:
             except BadFrame as exc:
                 client.push(ErrorFrame(code="bad_frame", message=exc.message, id=exc.id))
                 continue
+            seen = self.registry.generation
             if not self.registry.still_allowed(client.principal):
                 await self._drop_revoked(client)
                 return
+            if client.principal.owner:
+                self.registry.reload()
+            if self.registry.generation != seen:  # apply it to every connection now
+                await self._sweep_revoked()
             lacking = client.principal.lacks(*_needs(frame))
             if lacking is not None:
                 await self._forbid(client, frame, lacking)
@@ -605,9 +610,13 @@ class Gateway:
             if self.registry.generation == seen:
                 continue
             seen = self.registry.generation
-            for c in list(self.clients):
-                if not self.registry.still_allowed(c.principal):
-                    await self._drop_revoked(c)
+            await self._sweep_revoked()
+
+    async def _sweep_revoked(self) -> None:
+        """Close every connection whose token clients.json no longer allows."""
+        for c in list(self.clients):
+            if not self.registry.still_allowed(c.principal):
+                await self._drop_revoked(c)
 
     async def _drop_revoked(self, c: Client) -> None:
         """Close the connection of a client revoked, paused or given other scopes
