@@ -152,7 +152,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     """Ingest, ask every arm, return ``{"questions": [...], "runs": {arm: [rows]}}``."""
     convs = json.loads(Path(args.data).read_text())
     qs = sample_questions(convs, None if args.full else args.per_category, args.seed)
-    if args.category:  # the same sample, one category's questions
+    if getattr(args, "category", None):  # the same sample, one category's questions
         qs = [q for q in qs if q["category"] in args.category]
     runs: dict[str, list[dict]] = {arm: [] for arm in ARMS}
     with tempfile.TemporaryDirectory() as tmp:
