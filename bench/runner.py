@@ -88,6 +88,9 @@ BENCHES = (
     Bench("integrations", "## MCP and OpenAI API overhead",
           "a recall through MCP (stdio, HTTP) and a turn through the OpenAI-compatible API "
           "vs the same over the websocket, same run (reported)"),
+    Bench("auth_flood", "## Wrong-token flood: no lock-out",
+          "200 wrong-token connections a second while the websocket client, the CLI and "
+          "MCP connect: every connect within 1 s, none refused"),
     Bench("turn", "## Turns through the daemon",
           "a turn's own cost beside the scripted LLM's; memory work p99 ≤ 15 ms"),
     Bench("reflection", "## Reflection on / off",

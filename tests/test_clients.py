@@ -80,6 +80,44 @@ def test_a_broken_clients_file_is_named_and_never_overwritten(tmp_path):
                                           .created_at}]  # JSON only, and no token
 
 
+async def test_a_tampered_clients_file_is_said_at_start_in_health_and_to_apps(tmp_path):
+    """A clients.json the daemon cannot read fails closed, and says so: one line when
+    the daemon starts, ``/health`` degraded naming the file and the fix, and an app's
+    token is refused with ``clients_unreadable`` (not "wrong token"); the owner's token
+    still works, and a fixed file is read again."""
+    state = tmp_path / "state"
+    state.mkdir()
+    app = add_client(state, "notes-app", ["read"])
+    good = (state / "clients.json").read_text()
+    (state / "clients.json").write_text(good[: len(good) // 2])  # cut short
+    async with open_fake_llama(tmp_path / "fake") as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            base = d.ready["openaiUrl"].removesuffix("/v1")
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                health = await http.get("/health")
+                assert health.status_code == 503, health.text
+                (problem,) = health.json()["problems"]
+                assert "clients.json is not a clients file" in problem
+                assert "fix or remove it" in problem
+                refused = await http.post("/v1/chat/completions", json={}, headers={
+                    "Authorization": f"Bearer {app}"})
+                assert refused.json()["error"]["code"] == "clients_unreadable"
+            with pytest.raises(ClientError) as info:
+                async with open_client(url=d.url, token=app):
+                    pass
+            assert info.value.code == "clients_unreadable"
+            async with open_client(url=d.url, token=d.token) as owner:  # the owner's works
+                await owner.request({"type": "ping"}, "pong")
+            (state / "clients.json").write_text(good)
+            async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                assert (await http.get("/health")).json() == {"status": "ok", "problems": []}
+            async with open_client(url=d.url, token=app) as c:
+                await c.request({"type": "ping"}, "pong")
+    started = [line for line in d.stderr_path.read_text().splitlines()
+               if line.startswith("atomic-agent: warning:")]
+    assert len(started) == 1 and "clients.json is not a clients file" in started[0], started
+
+
 def test_the_activity_log_is_bounded_and_counts_what_it_dropped(tmp_path):
     log = ActivityLog(tmp_path / "activity.sqlite", max_entries=5)
     log.append([ActivityEntry(1000 + i, "a" if i % 2 else "b", "memory.notes.store", [i])
@@ -90,6 +128,50 @@ def test_the_activity_log_is_bounded_and_counts_what_it_dropped(tmp_path):
     assert {e["client"] for e in log.entries(client="a")} == {"a"}
     assert log.entries(limit=2, before=entries[1]["id"])[0]["ids"] == [5]
     assert {c["client"] for c in log.clients()} == {"a", "b"}
+    log.close()
+
+
+def test_the_log_cannot_be_emptied_by_the_app_it_audits(tmp_path):
+    """An app's one write stays in the log whatever it sends after (cheap reads, refused
+    requests, 28,000 of them); repeated refusals fold into one counted row; the counts
+    are totals, not the rows kept."""
+    log = ActivityLog(tmp_path / "activity.sqlite", bounds={"write": 5, "refusal": 3,
+                                                            "read": 5})
+    log.append([ActivityEntry(1000, "app", "memory.notes.store", [1], "ok", True)])
+    log.append([ActivityEntry(2000 + i, "app", "memory.export", [], "forbidden", True)
+                for i in range(28_000)])
+    (folded,) = log.entries(reads=False, client="app", limit=1)
+    assert (folded["op"], folded["count"]) == ("memory.export", 28_000)
+    log.append([ActivityEntry(40_000 + i, "app", "memory.notes.list", [], "ok")
+                for i in range(50)])
+    log.append([ActivityEntry(900_000, "app", f"memory.op{i}", [], "forbidden")
+                for i in range(6)])  # six different refusals: three kept
+    writes = log.entries(reads=False, client="app")
+    assert [e["op"] for e in writes if e["outcome"] == "ok"] == ["memory.notes.store"]
+    (app,) = log.clients()
+    assert (app["writes"], app["reads"], app["refusals"]) == (1, 50, 28_006)
+    assert log.count() == 1 + 5 + 3
+    log.close()
+
+
+def test_a_program_with_the_owners_token_cannot_claim_anothers_name(tmp_path):
+    add_client(tmp_path, "notes-app", ["read"])
+    registry = ClientRegistry(tmp_path, "owner-token")
+    for claimed in ("dashboard", "Reflection", "reflection for notes-app", "agent for x",
+                    "NOTES-APP", "owner", "backfill", None, ""):
+        assert registry.owner_label(claimed) == "owner", claimed
+    for own in ("cli", "tui", "my-script"):
+        assert registry.owner_label(own) == own
+
+
+def test_a_refusal_repeated_within_a_minute_is_one_counted_row(tmp_path):
+    log = ActivityLog(tmp_path / "activity.sqlite")
+    log.append([ActivityEntry(1000 + i, "app", "memory.export", [], "forbidden", True)
+                for i in range(100)])
+    log.append([ActivityEntry(1000 + 120_000, "app", "memory.export", [], "forbidden", True)])
+    rows = log.entries()
+    assert [(r["op"], r["count"]) for r in rows] == [("memory.export", 1),
+                                                    ("memory.export", 100)]
     log.close()
 
 
@@ -179,6 +261,27 @@ async def test_revoking_one_app_disconnects_it_and_leaves_the_others(tmp_path):
             await trio.sleep(0.7)
             async with open_client(url=d.url, token=two) as c2:
                 assert await _memory(c2, "memory.profile.list") == []
+
+
+async def test_a_name_revoked_and_added_again_is_a_new_identity(tmp_path):
+    """The rotation race: revoked and re-added under the same name and scopes before the
+    daemon's next look at clients.json, the old token's open connection writes nothing
+    more — its very next request closes it — and the new token works."""
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path / "fake") as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            old = add_client(state, "rotating", ["read", "write"])
+            await trio.sleep(0.7)
+            async with open_client(url=d.url, token=old) as c:
+                await _memory(c, "memory.notes.store", {"content": "before the rotation"})
+                set_client(state, "rotating", revoke=True)
+                new = add_client(state, "rotating", ["read", "write"])
+                with pytest.raises(ClientError) as closed:  # no wait for the watcher
+                    await _memory(c, "memory.notes.store", {"content": "after the rotation"})
+                assert closed.value.code == "closed" and "revoked" in str(closed.value)
+            async with open_client(url=d.url, token=new) as fresh:
+                notes = await _memory(fresh, "memory.notes.list")
+    assert [n["content"] for n in notes] == ["before the rotation"]
 
 
 async def test_the_openai_api_and_mcp_take_client_tokens_with_their_scopes(tmp_path):

@@ -272,3 +272,23 @@ def test_a_dislike_in_a_long_note_is_said_beside_a_food_question():
 ])
 def test_a_corrected_value_stales_the_notes_that_still_state_it(content, old, new, stale):
     assert states_old_value(content, old, new) is stale
+
+
+@pytest.mark.parametrize(("key", "value", "time"), [
+    ("city", "Saturday night", True), ("destination", "Sunday morning", True),
+    ("city", "tonight at 8pm", True), ("city", "New York", False),
+    ("home_city", "Paris", False), ("job", "night shift", False),
+])
+def test_a_time_is_no_place(key, value, time):
+    from actors.policy.keys import not_a_place
+
+    assert not_a_place(key, value) is time
+
+
+def test_staying_in_on_saturday_night_stores_no_city():
+    message = "I'm running a half marathon on Sunday morning, so I'm staying in on Saturday night."
+    got = plan_reflection(parse_reflection("SET city=Saturday night\n", max_facts=10,
+                                           max_notes=10, keep_duplicates=True),
+                          message, {}, max_facts=6, max_notes=6)
+    assert [f.key for f in got.facts] == []
+    assert [d.reason for d in got.dropped] == ["not_a_place"]

@@ -192,3 +192,35 @@ async def test_poison_frames_of_every_kind_never_crash_the_memory_actor(tmp_path
     assert "The user keeps bees" in [n["content"] for n in notes]
     assert sum(codes.values()) == POISON_FRAMES >= 100
     assert "Traceback" not in d.stderr_path.read_text()
+
+
+def test_an_exports_folder_swapped_for_a_link_cannot_redirect_a_write(tmp_path):
+    """The folder is held for the whole write: swapped for a symbolic link mid-export,
+    the file still lands in the folder that was checked, never where the link points;
+    a folder that is a link when an export begins is refused."""
+    folder, elsewhere = tmp_path / "exports", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    room = FileRoom(folder)
+    target = room.target("memory.jsonl", overwrite=False)
+    with room.writing(target) as tmp:
+        folder.rename(tmp_path / "moved")  # the swap, while the export writes
+        folder.symlink_to(elsewhere)
+        Path(tmp).write_text("exported\n")
+    assert (tmp_path / "moved" / "memory.jsonl").read_text() == "exported\n"
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(ValidationError) as info:
+        with room.writing(room.target("again.jsonl", overwrite=False)):
+            pass
+    assert "is not a folder" in str(info.value)
+    with pytest.raises(ValidationError):
+        room.read("memory.jsonl")
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_write_killed_midway_leaves_no_temp_file_past_the_next_start(tmp_path):
+    folder = tmp_path / "exports"
+    folder.mkdir()
+    (folder / ".memory.jsonl.4242-0a1b2c3d.tmp").write_text("half an export")
+    (folder / "memory.jsonl").write_text("a finished export")
+    assert FileRoom(folder).remove_stale() == 1
+    assert [p.name for p in folder.iterdir()] == ["memory.jsonl"]

@@ -16,7 +16,7 @@ import time
 import httpx
 import pytest
 import trio
-from trio_websocket import open_websocket_url
+from trio_websocket import ConnectionClosed, open_websocket_url
 
 from runtime.shell.listen_guard import AuthThrottle, host_allowed, is_loopback, origin_allowed
 from tests.daemon import REPO, run_daemon
@@ -107,27 +107,35 @@ async def test_waiting_connections_are_capped_and_let_go_in_time(tmp_path):
             port = int(d.url.rsplit(":", 1)[1])
             async with trio.open_nursery() as nursery:
                 closed: list[float] = []
+                why: list[str] = []
 
                 async def silent() -> None:  # upgraded, never says hello
                     t0 = time.monotonic()
                     async with open_websocket_url(d.url) as ws:
-                        frame = json.loads(await ws.get_message())
-                        assert frame["code"] == "hello_required"
+                        try:
+                            why.append(json.loads(await ws.get_message())["code"])
+                        except ConnectionClosed as exc:  # pushed out by a newer one
+                            why.append(str(exc.reason.reason).split(":")[0])
                     closed.append(time.monotonic() - t0)
 
                 for _ in range(3):
                     nursery.start_soon(silent)
                 await trio.sleep(0.3)
-                assert await upgrade_status(port, f"localhost:{port}") == 429
+                # the places are full of silent connections: the right token still gets
+                # in at once (the oldest silent one goes), never a 429
+                from runtime.shell.client import open_client
+
+                with trio.fail_after(1):
+                    async with open_client(url=d.url, token=d.token) as c:
+                        await c.request({"type": "ping"}, "pong")
                 # a raw connection that never sends its upgrade is closed too
                 raw = await trio.open_tcp_stream("127.0.0.1", port)
                 with trio.fail_after(5):
                     assert await raw.receive_some(10) == b""
                 await raw.aclose()
             assert len(closed) == 3 and max(closed) < 3
+            assert sorted(why) == ["hello_required"] * 3, why
             # and the address may connect again
-            from runtime.shell.client import open_client
-
             async with open_client(url=d.url, token=d.token) as c:
                 await c.request({"type": "ping"}, "pong")
                 metrics = await c.request({"type": "metrics"}, "metrics.result")
@@ -142,7 +150,7 @@ async def test_waiting_connections_are_capped_and_let_go_in_time(tmp_path):
                         head = await s.receive_some(4096)
                     assert head.startswith(b"HTTP/1.1 408")
     assert metrics["counters"]["gateway.refused{reason=pending_per_peer}"] == 1
-    assert metrics["counters"]["gateway.closed{reason=hello_timeout}"] == 3
+    assert metrics["counters"]["gateway.closed{reason=hello_timeout}"] == 2
 
 
 @pytest.mark.parametrize("allow", [False, True])

@@ -9,7 +9,10 @@ import json
 import shutil
 import subprocess
 import sys
+import tracemalloc
 from pathlib import Path
+
+import trio
 
 from actors.store.lessons import LessonStore
 from actors.store.procedures import ProcedureStore
@@ -165,6 +168,14 @@ async def test_a_bad_export_file_is_one_error_and_writes_nothing(tmp_path):
         "badkind.jsonl": (lines + ['{"type": "link", "fromId": 1, "toId": 2, "kind": "X"}'],
                           "line 3"),
         "empty.jsonl": ([], "is empty"),
+        # a time from the future would date every later write after it
+        "future.jsonl": (lines + ['{"type": "note", "id": 9, "content": "x", "tags": [], '
+                                  '"createdAt": 4102444800000}'],
+                         "line 3: createdAt is 2100-01-01, more than a day ahead"),
+        "huge.jsonl": (lines + ['{"type": "note", "id": 99999999999999999999, '
+                                '"content": "x", "tags": [], "createdAt": 1}'],
+                       "line 3: id 99999999999999999999 is out of range"),
+        "twice.jsonl": (lines + [lines[1]], "line 3: note id"),
     }
     other = tmp_path / "other"
     other.mkdir()
@@ -180,3 +191,68 @@ async def test_a_bad_export_file_is_one_error_and_writes_nothing(tmp_path):
     done = cli(state, "memory", "export", str(good), check=False)
     assert done.returncode == 1 and "exists" in done.stderr and "--overwrite" in done.stderr
     cli(state, "memory", "export", str(good), "--overwrite")
+
+
+def _facts_file(path: Path, n: int) -> None:
+    with open(path, "w") as f:
+        f.write(json.dumps({"type": "atomic-agent.memory", "version": 1}) + "\n")
+        for i in range(n):
+            f.write(json.dumps({"type": "fact", "key": f"imported_{i}", "versions": [
+                {"value": f"value {i} " + "x" * 60, "validFrom": 1_700_000_000_000 + i}]})
+                + "\n")
+
+
+def test_a_100000_line_import_holds_no_more_than_a_chunk(tmp_path):
+    """The file is read line by line (checked, then written in three passes, a chunk per
+    transaction): a 16 MB export imports with well under a megabyte of Python objects
+    at its peak, where reading it whole held the file and every record (~130 MB)."""
+    from actors.store.files import FileRoom
+    from actors.store.notes import MemoryStore
+    from actors.store.transfer import import_memory
+
+    _facts_file(tmp_path / "big.jsonl", 100_000)
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    tracemalloc.start()
+    try:
+        result = import_memory(MemoryStore(conn), str(tmp_path / "big.jsonl"), FileRoom(None))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert result["added"]["factVersions"] == 100_000
+    assert peak < 8_000_000, peak
+    conn.close()
+
+
+async def test_an_import_goes_on_beside_turns_and_writes(tmp_path):
+    """A large import runs in steps: memory writes and turns made meanwhile are answered
+    at once and kept (the import lets the store go between two chunks)."""
+    state = tmp_path / "state"
+    _facts_file(tmp_path / "big.jsonl", 30_000)
+    rules = [{"grammar_contains": "reply", "response": '{"reply": "Hello."}'}]
+    async with open_fake_llama(tmp_path / "fake", rules) as fake, \
+            run_daemon(state, llm_url=fake.url) as d:
+        waits: list[float] = []
+        async with trio.open_nursery() as nursery:
+            done = trio.Event()
+
+            async def importing() -> None:
+                await trio.to_thread.run_sync(
+                    lambda: cli(state, "memory", "import", str(tmp_path / "big.jsonl")))
+                done.set()
+
+            nursery.start_soon(importing)
+            async with open_client(url=d.url, token=d.token) as c:
+                i = 0
+                while not done.is_set():
+                    t0 = trio.current_time()
+                    with trio.fail_after(10):
+                        await c.memory("memory.profile.set", {"key": f"during_{i}",
+                                                              "value": f"kept {i}"})
+                        [f async for f in c.say("hello")]
+                    waits.append(trio.current_time() - t0)
+                    i += 1
+        async with open_client(url=d.url, token=d.token) as c:
+            facts = {f["key"]: f["value"] for f in await c.memory("memory.profile.list")}
+    assert i >= 1 and all(facts[f"during_{k}"] == f"kept {k}" for k in range(i))
+    assert sum(k.startswith("imported_") for k in facts) == 30_000
+    assert max(waits) < 5, waits

@@ -447,6 +447,34 @@ def test_a_restart_after_the_step_keeps_the_order(tmp_path, stepping_clock):
     assert clock.now() == 100 and clock.skews == 0  # (seeded, then behind: no new step)
 
 
+def test_a_time_from_the_future_never_moves_the_clock(tmp_path, stepping_clock):
+    """One stored time in 2100 (an old import) froze the clock there: every later note
+    and fact was dated 2100. The store repairs such rows when it is opened, and the clock
+    never observes a time more than a day ahead."""
+    conn = open_database(str(tmp_path / "memory.sqlite"))
+    notes, profiles = MemoryStore(conn), ProfileStore(conn)
+    poisoned = notes.store("imported long ago").id
+    profiles.set("city", "Lyon")
+    year_2100 = 4_102_444_800_000
+    conn.execute("UPDATE memories SET created_at = ?, updated_at = ?", (year_2100, year_2100))
+    conn.execute("UPDATE profile_facts SET valid_from = ?, updated_at = ?",
+                 (year_2100, year_2100))
+    conn.close()
+    CLOCK.floor = 0  # a new process
+    conn = open_database(str(tmp_path / "memory.sqlite"))  # repaired here, logged once
+    now = stepping_clock["now"]
+    row = conn.execute("SELECT created_at, updated_at FROM memories WHERE id = ?",
+                       (poisoned,)).fetchall()[0]
+    assert row == (now, now)
+    later = MemoryStore(conn).store("written today")
+    assert later.created_at == now  # not 2100
+    assert ProfileStore(conn).set("city", "Berlin").valid_from == now
+    conn.close()
+    clock = WallClock(lambda: 5)
+    clock.observe(year_2100)
+    assert clock.now() == 5
+
+
 def test_a_lease_taken_before_the_step_is_held_after_it(tmp_path):
     conn = open_database(str(tmp_path / "memory.sqlite"))
     notes, links = MemoryStore(conn), LinkStore(conn)

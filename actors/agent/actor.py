@@ -30,8 +30,8 @@ import structlog
 import trio
 
 from actors.backfill.messages import Similarity, SimilarityReply
-from actors.memory.messages import (ApplyReflection, ApplyResult, BuildContext, BumpOutcomes,
-                                    ForgetIn, OpResult, ToolOp)
+from actors.memory.messages import (ApplyReflection, ApplyResult, Audited, BuildContext,
+                                    BumpOutcomes, ForgetIn, OpResult, Refused, ToolOp)
 from actors.memory.ops import OPS, TOOL_NAMES
 from actors.policy.forget import forget_intent, request_targets
 from actors.policy.introduction import introduced_name
@@ -74,6 +74,7 @@ from .offer import offered_tools
 from .prompt import (
     CLIP_MARKER,
     LAST_STEP_NOTICE,
+    NOT_ALLOWED,
     REPLY_PREFILL,
     WARMING,
     Finish,
@@ -112,6 +113,11 @@ class AgentError(Exception):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+def _may(msg: RunTurn, scope: str) -> bool:
+    """Whether the app that started the turn holds ``scope`` (the owner holds all)."""
+    return msg.scopes is None or scope in msg.scopes
 
 
 @dataclass
@@ -248,7 +254,8 @@ class AgentActor:
         # without an embedded server): a turn that starts before it says so.
         self.warmed = trio.Event()
         self._foreground_seq = 0  # Foreground.seq of the last count cast
-        self.opened: dict[str, str | None] = {}  # opened, no turn yet: id → working dir
+        # opened, no turn yet: id → (working dir, the app that opened it)
+        self.opened: dict[str, tuple[str | None, str | None]] = {}
         self.db_lock = trio.Lock()
         self.n_ctx: int | None = None
         self.rewriter = Rewriter(llm, self.cfg.memory.rewriter,
@@ -263,21 +270,30 @@ class AgentActor:
                 return await self._open_session(msg)
             case RunTurn() as msg:
                 return await self._run_turn(msg)
-            case CancelTurn(session=session):
+            case CancelTurn(session=session) as msg:
+                try:
+                    await self._reach(session, msg.app)
+                except AgentError:
+                    await self._audit(msg.client or msg.app or "owner", "turn.cancel",
+                                      session, "forbidden")
+                    raise
                 turn = self.turns.get(session)
                 if turn is not None:
                     turn.reason = "cancelled"
                     turn.scope.cancel()
+                    await self._audit(msg.client or msg.app or "owner", "turn.cancel",
+                                      turn.turn)
                 return {"cancelled": turn is not None}
-            case ListSessions(limit=limit):
-                return await self._db(self.store.list, limit)
-            case DeleteSession(session=session):
+            case ListSessions(limit=limit, app=app):
+                return await self._db(self.store.list, limit, app)
+            case DeleteSession(session=session, app=app):
+                await self._reach(session, app)
                 if session in self.turns:
                     raise AgentError("busy", "that session has a turn running")
                 self.opened.pop(session, None)
                 return {"removed": await self._db(self.store.delete, session)}
-            case GetSession(session=session, messages=count):
-                state = await self._load(session)
+            case GetSession(session=session, messages=count, app=app):
+                state = await self._reach(session, app)
                 if state is None:
                     raise AgentError("not_found", f"no session {session!r} (sessions exist "
                                                   "once they have a turn)")
@@ -288,9 +304,10 @@ class AgentActor:
                         "workingDir": state.working_dir,
                         "messages": [{"role": m.role, "text": m.text, "at": m.at}
                                      for m in shown]}
-            case RenameSession(session=session, title=title):
+            case RenameSession(session=session, title=title, app=app):
                 if len(title) > 200:
                     raise AgentError("invalid_argument", "a title is at most 200 characters")
+                await self._reach(session, app)
                 renamed = await self._db(self.store.rename, session, title)
                 if renamed is None:
                     raise AgentError("not_found", f"no session {session!r} (sessions exist "
@@ -332,18 +349,50 @@ class AgentActor:
     async def _save(self, state: SessionState) -> None:
         await self._db(self.store.save, state)
 
+    async def _reach(self, session: str, app: str | None) -> SessionState | None:
+        """The stored session ``session`` (None when it has no turn yet), if ``app`` may
+        reach it: the owner (``app`` None) reaches every session, an app those it
+        started. Raises AgentError ``forbidden`` otherwise."""
+        state = await self._load(session)
+        started_by = state.app if state is not None else self.opened.get(session, (None, None))[1]
+        if app is not None and started_by != app and (state is not None or session in self.opened):
+            raise AgentError("forbidden", f"the session {session!r} belongs to another app: "
+                                          "an app reaches only the sessions it started")
+        return state
+
+    async def _refused(self, msg: RunTurn, op: str) -> None:
+        """Record in the activity log that the turn of ``msg``'s app was refused ``op``
+        for want of a scope."""
+        try:
+            await self.ctx.cast("memory", Refused(
+                client=f"agent for {msg.client}" if msg.client else msg.app or "agent",
+                op=op, outcome="forbidden"))
+        except RuntimeFailure:
+            pass
+
+    async def _audit(self, client: str, op: str, what: str, outcome: str = "ok") -> None:
+        """An activity-log entry for an action outside memory (``Audited``); a memory
+        actor that is down misses it, the action stands."""
+        try:
+            await self.ctx.cast("memory", Audited(client=client, op=op, ids=[what],
+                                                  outcome=outcome))
+        except RuntimeFailure:
+            pass
+
     async def _open_session(self, msg: OpenSession) -> SessionInfo:
         if msg.session is not None and not valid_session_id(msg.session):
             raise AgentError("invalid_argument",
                              "session ids are 1-64 characters of letters, digits, _ . -")
         if msg.session is not None:
-            state = await self._load(msg.session)
+            state = await self._reach(msg.session, msg.app)
             if state is not None:
                 return SessionInfo(session=state.id, created=False, turns=state.turns)
+            if msg.session in self.opened:  # opened by this app, no turn yet
+                return SessionInfo(session=msg.session, created=True)
         # Not persisted until its first turn: a client that only reads memory, lists
         # sessions or watches leaves nothing behind.
         state = SessionStore.new(msg.session, msg.working_dir)
-        self.opened[state.id] = state.working_dir
+        self.opened[state.id] = (state.working_dir, msg.app)
         while len(self.opened) > OPENED_MAX:
             self.opened.pop(next(iter(self.opened)))
         return SessionInfo(session=state.id, created=True)
@@ -388,14 +437,16 @@ class AgentActor:
         if msg.session in self.turns:
             raise AgentError("busy", "a turn is already running in this session; "
                                      "wait for turn.finished or send cancel")
-        state = await self._load(msg.session)
+        state = await self._reach(msg.session, msg.app)
         if state is None:
             # Opened by a hello (OpenSession), first turn now; the gateway only runs turns
             # in sessions it opened, so an id it sends after an agent restart (which
             # forgets ``opened``) is created too, without its working directory.
             if not valid_session_id(msg.session):
                 raise AgentError("invalid_argument", f"bad session id {msg.session!r}")
-            state = SessionStore.new(msg.session, self.opened.pop(msg.session, None))
+            working_dir, _ = self.opened.pop(msg.session, (None, None))
+            state = SessionStore.new(msg.session, working_dir)
+            state.app = msg.app
         if not msg.text.strip():
             raise AgentError("invalid_argument", "say.text must not be empty")
         turn = _Turn(turn=msg.turn, scope=trio.CancelScope())
@@ -480,7 +531,8 @@ class AgentActor:
                     session=msg.session, turn=msg.turn, user_message=msg.text,
                     assistant_reply=reply, earlier=earlier[-EARLIER_MAX:],
                     surfaced=turn.surfaced, turn_index=state.turns, client=msg.client,
-                    agent_wrote=turn.wrote, agent_forgot=turn.forgot))
+                    agent_wrote=turn.wrote, agent_forgot=turn.forgot,
+                    may_forget=_may(msg, "forget")))
         await self._bump_outcomes(turn, reason)
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 
@@ -725,6 +777,13 @@ class AgentActor:
         forgot_text`), or None when the message asks nothing to be forgotten."""
         if not forget_intent(msg.text):
             return None
+        if not _may(msg, "forget"):
+            await self._refused(msg, "turn.forget")
+            await self._emit(msg.session, Step(
+                turn=msg.turn, step="notice",
+                message=f"nothing was forgotten: the app {msg.app or msg.client!r} may not "
+                        "forget memory (its token lacks the forget scope)"))
+            return NOT_ALLOWED
         targets = request_targets(msg.text)
         if not targets:
             return ""
@@ -792,6 +851,11 @@ class AgentActor:
                         f"available: {', '.join(self.prompt.tools) or 'none'}")
             return (f"error: unknown tool {name!r}; available: "
                     f"{', '.join(self.prompt.tools) or 'none'}")
+        needed = "forget" if name in REMOVE_TOOLS else "write" if OPS[name].writes else "read"
+        if not _may(msg, needed):
+            await self._refused(msg, name)
+            return (f"error: forbidden: the app the user talks through lacks the {needed!r} "
+                    "scope; answer the user instead")
         refused = refusal(name, args, msg.text)
         if refused is None and name in REMOVE_TOOLS:
             refused = await self._removal_refusal(msg, name, args)

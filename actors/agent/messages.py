@@ -1,4 +1,8 @@
-"""Messages of the agent actor and the turn events it casts."""
+"""Messages of the agent actor and the turn events it casts.
+
+The messages that reach sessions carry ``app``: the app that asks (a client token's
+name), None for the owner. The owner reaches every session, an app only those it started
+(the agent answers ``forbidden`` otherwise)."""
 
 from __future__ import annotations
 
@@ -13,10 +17,11 @@ class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
 
 class OpenSession(_M):
     """Resume ``session`` (created when unknown) or create a new one (None)
-    → :class:`SessionInfo`."""
+    → :class:`SessionInfo`; ``forbidden`` for another app's session."""
 
     session: str | None = None
     working_dir: str | None = None
+    app: str | None = None  # the app that asks; None: the owner (every session)
 
 
 class SessionInfo(msgspec.Struct):
@@ -30,7 +35,8 @@ class RunTurn(_M):
     when the turn ends. ``debug`` adds a ``prompt`` step event with the tail;
     ``recalled`` (note ids) replaces recall's hits in ``### recalled`` (None = recall);
     ``client``: the app the turn is for (its memory reads and tool calls are recorded
-    under it in the activity log)."""
+    under it in the activity log); ``scopes``: what that app may do (None: everything,
+    the owner) — the turn's tool calls and the reflection it causes do no more."""
 
     session: str
     turn: str
@@ -38,6 +44,8 @@ class RunTurn(_M):
     debug: bool = False
     recalled: list[int] | None = None
     client: str | None = None  # the app that asked (the activity log's name for its reads)
+    scopes: list[str] | None = None  # the app's scopes; None: the owner's (all)
+    app: str | None = None  # the app that asks; None: the owner (every session)
 
 
 class TurnResult(msgspec.Struct):
@@ -47,17 +55,24 @@ class TurnResult(msgspec.Struct):
 
 
 class CancelTurn(_M):
-    """Cancel the running turn of ``session`` → ``{"cancelled": bool}``."""
+    """Cancel the running turn of ``session`` → ``{"cancelled": bool}``; ``client``:
+    who asks, as the activity log names them (the cancel is recorded there)."""
 
     session: str
+    client: str | None = None
+    app: str | None = None  # the app that asks; None: the owner (every session)
 
 
 class ListSessions(_M):
+    """The sessions ``app`` started (all for the owner), newest first."""
+
     limit: int = 50
+    app: str | None = None  # the app that asks; None: the owner (every session)
 
 
 class DeleteSession(_M):
     session: str
+    app: str | None = None  # the app that asks; None: the owner (every session)
 
 
 class GetSession(_M):
@@ -67,6 +82,7 @@ class GetSession(_M):
 
     session: str
     messages: int = 50
+    app: str | None = None  # the app that asks; None: the owner (every session)
 
 
 class RenameSession(_M):
@@ -75,6 +91,7 @@ class RenameSession(_M):
 
     session: str
     title: str
+    app: str | None = None  # the app that asks; None: the owner (every session)
 
 
 AgentMsg = (OpenSession | RunTurn | CancelTurn | ListSessions | DeleteSession | GetSession

@@ -515,6 +515,11 @@ FORGOT = ("Forgotten in this turn, as the user asked: {what}. Tell the user it i
 FORGOT_NOTHING = ("Memory held nothing that matches what the user asked to forget: tell "
                   "them so.")
 FORGET_WHAT = "The user asked to forget something without naming it: ask them what."
+FORGET_FORBIDDEN = ("The app the user is talking through may not forget memory: nothing was "
+                    "forgotten. Tell the user so, and that the memory's owner can forget it.")
+"""A forget request in a turn of an app without the ``forget`` scope (the marker
+:data:`NOT_ALLOWED` as ``what``)."""
+NOT_ALLOWED = "\x00not-allowed"
 
 
 def forgot_text(what: str) -> str:
@@ -523,6 +528,8 @@ def forgot_text(what: str) -> str:
     when the request named nothing): the reply then says what was actually done."""
     if not what:
         return FORGET_WHAT
+    if what == NOT_ALLOWED:
+        return FORGET_FORBIDDEN
     return FORGOT_NOTHING if what == "nothing" else FORGOT.format(what=what)
 
 
@@ -579,7 +586,8 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
     if intro.strip():
         tail += "\n" + INTRO.format(name=" ".join(neutralise(intro).split()))
     if forgot is not None:
-        tail += "\n" + forgot_text(" ".join(neutralise(forgot).split()))
+        tail += "\n" + forgot_text(forgot if forgot == NOT_ALLOWED
+                                    else " ".join(neutralise(forgot).split()))
     if not last.strip():
         return head + tail
     quoted = " ".join(neutralise(last).split())

@@ -65,6 +65,7 @@ class SessionState(msgspec.Struct, kw_only=True):
     messages: list[Message] = msgspec.field(default_factory=list)
     turns: int = 0
     title: str = ""  # what the user named it; "" shows the first user line (session_title)
+    app: str | None = None  # the app that started it (a client token's name); None: the owner
     recalled_notes: list[int] = msgspec.field(default_factory=list)
     memory_index: list[int] = msgspec.field(default_factory=list)
     known_facts: list[int] = msgspec.field(default_factory=list)
@@ -185,15 +186,22 @@ class SessionStore:
                 "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state",
                 (clean.id, clean.created_at, clean.updated_at, self._enc.encode(clean)))
 
-    def list(self, limit: int = 50) -> list[dict]:
-        """Newest first: ``{"id", "title", "createdAt", "updatedAt", "turns"}``."""
-        out = []
+    def list(self, limit: int = 50, app: str | None = None) -> list[dict]:
+        """Newest first: ``{"id", "title", "createdAt", "updatedAt", "turns", "app"}``
+        (``app``: the app that started it, None for the owner's); with
+        ``app``, only the sessions that app started (None: every session)."""
+        out: list[dict] = []
+        limit = max(1, min(limit, 1000))
         for sid, created, updated, blob in self.conn.execute(
                 "SELECT id, created_at, updated_at, state FROM sessions "
-                "ORDER BY updated_at DESC LIMIT ?", (max(1, min(limit, 1000)),)):
+                "ORDER BY updated_at DESC"):
             state = self._dec.decode(blob)
+            if app is not None and state.app != app:
+                continue
             out.append({"id": sid, "title": session_title(state), "createdAt": created,
-                        "updatedAt": updated, "turns": state.turns})
+                        "updatedAt": updated, "turns": state.turns, "app": state.app})
+            if len(out) >= limit:
+                break
         return out
 
     def rename(self, session_id: str, title: str) -> SessionState | None:

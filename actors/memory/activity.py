@@ -10,7 +10,8 @@ keys, ``lesson:<id>``, ``procedure:<id>``); a reflection's writes as
 ``reflection``. Ids are what the op touched or returned: note ids, fact keys, lesson
 and procedure ids (at most :data:`~actors.store.activity.MAX_IDS`). A request a listener
 refused before it reached memory (a missing scope, a paused app) is cast here as
-``Refused`` and recorded with that outcome. The dashboard's and the backfill's successful
+``Refused`` and recorded with that outcome; an action outside memory the log must show (a
+turn cancelled) is cast as ``Audited``. The dashboard's and the backfill's successful
 reads are not recorded (:data:`UNRECORDED_READERS`).
 
 Entries are buffered and appended every :data:`FLUSH_S` in one transaction, on a worker
@@ -32,7 +33,8 @@ from actors.store.activity import MAX_IDS, ActivityEntry, ActivityLog, now_ms
 from actors.store.records import MemoryContext
 from runtime.services.metrics import Metrics
 
-from .messages import ApplyReflection, ApplyResult, BuildContext, OpResult, Refused, ToolOp
+from .messages import (ApplyReflection, ApplyResult, Audited, BuildContext, OpResult, Refused,
+                       ToolOp)
 from .ops import OPS
 
 __all__ = ["FLUSH_S", "UNRECORDED_READERS", "ActivityRecorder", "entry_for", "ids_of"]
@@ -106,6 +108,9 @@ def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
                 return ActivityEntry(now_ms(), client, op, done[:MAX_IDS], outcome, True)
         case Refused():
             return ActivityEntry(now_ms(), msg.client, msg.op, [], msg.outcome)
+        case Audited():
+            return ActivityEntry(now_ms(), msg.client, msg.op, list(msg.ids[:MAX_IDS]),
+                                 msg.outcome, True)
     return None
 
 

@@ -49,6 +49,7 @@ from actors.store.profile import ProfileFact
 from actors.store.query_embedder import QueryEmbedder
 from actors.store.recall import LIMITED
 from actors.store.schema import BUSY_TIMEOUT_MS, user_version, write_txn
+from actors.store.transfer import import_steps
 from actors.store.staleness import archive_stale
 from actors.store.stores import StoreSet, file_stats, open_or_quarantine, open_reader, open_stores
 from actors.store.vectors import VectorCache
@@ -64,6 +65,7 @@ from .messages import (
     ApplyReflection,
     ApplyResult,
     ApplyVotes,
+    Audited,
     BuildContext,
     BumpOutcomes,
     ClaimClusters,
@@ -84,6 +86,7 @@ from .messages import (
     VectorTodo,
 )
 from .ops import OPS
+from .ops import ImportArgs, decode_args
 from .router import OpCall, context_answer, run_op
 
 T = TypeVar("T")
@@ -140,6 +143,8 @@ class MemoryActor:
         self.embed_backend = "backfill" if self.cfg.embeddings.enabled else ""
         # Export, backup and import touch files in <state>/exports/ only (.files).
         self.files = FileRoom(boot.path / EXPORTS_DIR)
+        if stale := self.files.remove_stale():  # left by an export killed mid-write
+            log.info("memory.stale_temp_files_removed", count=stale)
         self.db_path = boot.path / "memory.sqlite"
         self.activity = ActivityRecorder(boot.path / "activity.sqlite", self.metrics)
         self.last_write = time.monotonic()  # the idle checkpoint waits for a quiet spell
@@ -341,6 +346,8 @@ class MemoryActor:
                 data, change = await self._read(lambda s: self._run_op(s, msg, True))
                 self._queue_bump(change.get("bump", []))
                 return OpResult(data=data)
+            case ToolOp() if msg.op == "memory.import":
+                return await self._import(msg)
             case ToolOp():
                 before = self.w.notes.deletions
                 try:
@@ -396,6 +403,22 @@ class MemoryActor:
                 return await self.activity.query(msg.limit, msg.client, msg.before, msg.reads)
             case _:
                 return await self._cold(msg)
+
+    async def _import(self, msg: ToolOp) -> OpResult:
+        """``memory.import`` in steps (:func:`actors.store.transfer.import_steps`): the
+        file checked, then written a chunk per transaction, the store's lock let go
+        between two, so turns and other writes go on while a large file imports."""
+        args = cast(ImportArgs, decode_args(msg.op, msg.args))
+        steps = import_steps(self.w.notes, args.path, self.files)
+        try:
+            result = None
+            while result is None:
+                result = await self._db(next, steps)
+        finally:
+            steps.close()
+        await self._changed(msg.op, {"keys": ["*"] if result["added"]["factVersions"] else [],
+                                     "ids": result["noteIds"]}, msg.session)
+        return OpResult(data=result)
 
     async def _link_similar(self, msg: PutVectors) -> None:
         """Link newly embedded notes to their nearest notes (``memory.links``
@@ -487,12 +510,13 @@ class MemoryActor:
             self.metrics.observe("agent.memory.query_embed_ms", (time.monotonic() - t0) * 1000)
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
-        """Only :class:`Refused` is cast here (an entry for the activity log)."""
+        """Only :class:`Refused` and :class:`Audited` are cast here (entries for the
+        activity log)."""
         try:
             msg = self._decoder.decode(body)
         except msgspec.DecodeError:
             msg = None
-        if isinstance(msg, Refused):
+        if isinstance(msg, (Refused, Audited)):
             self.activity.record(self.ctx.nursery, entry_for(msg, None, msg.outcome))
         else:
             log.warning("memory.unexpected_cast", src=src)

@@ -178,6 +178,17 @@ class Refused(_M):
     outcome: str
 
 
+class Audited(_M):
+    """Cast to the memory actor for an action outside memory that the activity log must
+    show as a change (a turn cancelled, a session deleted): recorded under ``client`` as
+    ``op`` with ``ids`` and ``outcome``, shown by default like a write."""
+
+    client: str
+    op: str
+    ids: list[str] = msgspec.field(default_factory=list)
+    outcome: str = "ok"
+
+
 class ApplyLinks(_M):
     """Link generator → memory: upsert these links (weight 1.0) in one
     transaction → the number written (int)."""
@@ -262,7 +273,7 @@ class SweepCold(_M):
 
 
 MemoryMsg = (BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors | Stats
-             | ActivityQuery | Refused | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
+             | ActivityQuery | Refused | Audited | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
              | ReleaseCluster | SweepCold)
 
 
@@ -292,7 +303,7 @@ __all__ = [
     "LinkIn", "PersistDistilled", "Persisted", "ReleaseCluster", "SweepCold", "SweepResult",
     "VoteIn", "VoteResult",
     "ApplyReflection", "ApplyResult", "BuildContext", "FactIn", "Lesson", "LessonPointer",
-    "ActivityQuery", "Link", "MemoryChanged", "Refused", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
+    "ActivityQuery", "Link", "MemoryChanged", "Refused", "Audited", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
     "NotesWritten", "OpResult", "Procedure", "ProcedurePointer", "ProcedureStep",
     "ProfileFact", "PutVectors", "Stats", "ToolOp", "VectorTodo", "Vote",
 ]

@@ -12,8 +12,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from .lexicon import compile_rules
+
 __all__ = ["FLAG_VALUES", "GROUPS", "DIETS", "canonical_key", "group_words", "holds_value",
-           "one_attribute", "spell_out"]
+           "not_a_place", "one_attribute", "spell_out"]
 
 GROUPS: tuple[tuple[str, ...], ...] = (
     ("name", "user_name", "first_name", "full_name", "my_name", "given_name"),
@@ -146,3 +148,22 @@ def one_attribute(key: str, value: str, relations: Iterable[str] = ()) -> tuple[
         return base, value
     return key, value
 
+
+
+_PLACE_WORDS = frozenset("""city country town hometown location residence destination home
+address neighbourhood neighborhood region village place""".split())
+_TIME_RE = compile_rules("dates")
+_TIME_WORDS = re.compile(r"^(?:\d{1,2}(?::\d\d)?(?:am|pm)?|morning|afternoon|evening|night|"
+                         r"nights|weekend|weekends|noon|midnight|tonight|today|tomorrow|"
+                         r"yesterday|on|at|in|the|this|next|last|every|a|an)$", re.I)
+
+
+def not_a_place(key: str, value: str) -> bool:
+    """Whether ``value`` is a time, not a place, for a place key (``city``,
+    ``destination``, ``home`` …): "I'm staying in on Saturday night" gave ``city =
+    Saturday night``. True when every word of the value is a day, a month, a part of the
+    day or a clock time (lexicon rule ``dates``)."""
+    if not _PLACE_WORDS & set(key.lower().split("_")):
+        return False
+    words = re.findall(r"[^\W_]+(?::\d\d)?", value)
+    return bool(words) and all(_TIME_WORDS.match(w) or _TIME_RE.fullmatch(w) for w in words)

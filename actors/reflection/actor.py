@@ -58,7 +58,9 @@ from actors.memory.messages import (
     ApplyReflection,
     ApplyResult,
     ApplyVotes,
+    ForgetIn,
     OpResult,
+    Refused,
     ToolOp,
     VoteResult,
 )
@@ -419,6 +421,17 @@ class ReflectionActor:
                      reasons=sorted({d.reason for d in plan.dropped}),
                      fact_keys=[d.key for d in plan.dropped if d.key],
                      notes=sum(1 for d in plan.dropped if d.item == "note"))
+        forget = plan.forget
+        if not msg.may_forget and (forget.retire_keys or forget.purge_keys or forget.targets):
+            # The app whose turn this was may not forget: nothing is forgotten or retired.
+            plan = msgspec.structs.replace(plan, forget=ForgetIn())
+            self.metrics.inc("memory.reflection.refused", {"reason": "forget_scope"})
+            try:
+                await self.ctx.cast("memory", Refused(
+                    client=f"reflection for {msg.client}" if msg.client else "reflection",
+                    op="reflection.forget", outcome="forbidden"))
+            except RuntimeFailure:
+                pass
         self.not_kept[msg.turn] = [NotKept(key=k, reason=r) for k, r in plan.not_kept()]
         while len(self.not_kept) > MAX_TRACKED_SESSIONS:
             self.not_kept.pop(next(iter(self.not_kept)))

@@ -28,7 +28,9 @@ class Reflect(_M):
     runner (all of them); ``turn_index`` the session's turn number (vote audit);
     ``client`` the app whose turn it was (the activity log names it); ``agent_wrote`` /
     ``agent_forgot``: the agent itself wrote or removed memory in the turn (the reply's
-    claims are held against them and the reflection's own writes)."""
+    claims are held against them and the reflection's own writes); ``may_forget``: the
+    app holds the ``forget`` scope — without it the reflection forgets and retires
+    nothing (refused in the activity log)."""
 
     session: str
     turn: str
@@ -40,6 +42,7 @@ class Reflect(_M):
     client: str | None = None  # the app that started the turn (its activity entries)
     agent_wrote: bool = False  # the agent's own tool call stored or updated something
     agent_forgot: bool = False  # the agent removed something (its forget, a tool call)
+    may_forget: bool = True  # the turn's app holds the ``forget`` scope
 
 
 EARLIER_MAX = 2

@@ -83,7 +83,7 @@ from actors.policy.instructions import (from_instruction, instruction_sentences,
 from actors.policy.lexicon import entries
 from actors.policy.lexicon import pattern as lexicon_pattern
 from actors.policy.keys import (FLAG_VALUES, GROUPS, canonical_key, group_words, holds_value,
-                                one_attribute, spell_out)
+                                 not_a_place, one_attribute, spell_out)
 from actors.policy.relations import RELATIONS
 from actors.policy.stance import IDENTITY_KEYS, clauses, denied_word, judge
 from actors.policy.standing import standing_preferences
@@ -339,6 +339,8 @@ def plan_reflection(parsed: ParsedReflection, user_message: str, known: dict[str
             return "negated_key"  # "no_drink_coffee=yes": kept as the user's sentence
         if key is not None and coming_age(key, text, user_message):
             return "coming_age"  # "turns 9 on 14 March" is no age of 9: the sentence
+        if key is not None and not_a_place(key, text):
+            return "not_a_place"  # "staying in on Saturday night" is no city
         if from_instruction(item, user_message, injected):
             return "injection"
         reason = judge(key, text, parts, user_message)

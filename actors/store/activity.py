@@ -8,12 +8,19 @@ one process every memory read and write passes through), so it is never part of
     activity(id INTEGER PRIMARY KEY, at INTEGER  -- unix ms
              client TEXT, op TEXT, ids TEXT       -- JSON list: note ids, fact keys, ...
              outcome TEXT,                         -- "ok" or an error code
-             writes INTEGER)                       -- 1 when the op changes memory
+             writes INTEGER,                       -- 1 when the op changes memory
+             kind TEXT,                            -- write | refusal | read
+             count INTEGER)                        -- folded repeats (refusals)
 
-Bounded: after each append the oldest rows beyond :data:`MAX_ENTRIES` are deleted and
-counted (``meta`` row ``dropped``), so the file stays a few MB whatever the traffic.
-Entries come in batches (the actor buffers them and appends every half second), one
-transaction per batch.
+Three kinds of row, each with its own bound (:data:`BOUNDS`): **writes** (an op that
+changed memory), **refusals** (any outcome but ``ok``) and **reads**. After each append
+the oldest rows of a kind beyond its bound are deleted and counted (``meta`` row
+``dropped``), so a flood of cheap reads or refused requests never pushes an app's writes
+out of the log. A refusal repeating the one just logged for the same app and op within
+:data:`FOLD_MS` is folded into it (its ``count`` goes up, its ``at`` moves on). What the
+dashboard and ``activity`` count per app comes from running totals (table ``totals``),
+never from the rows still kept. Entries come in batches (the actor buffers them and
+appends every half second), one transaction per batch.
 """
 
 from __future__ import annotations
@@ -21,17 +28,22 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import msgspec
 
 from runtime.services.sqlite_files import connect
 
-__all__ = ["MAX_ENTRIES", "MAX_IDS", "ActivityEntry", "ActivityLog"]
+__all__ = ["BOUNDS", "FOLD_MS", "MAX_ENTRIES", "MAX_IDS", "ActivityEntry", "ActivityLog",
+           "kind_of"]
 
 MAX_ENTRIES = 20_000
-"""Rows kept (oldest dropped first): about 2-3 MB of SQLite."""
+"""Rows kept of the writes and of the reads each (oldest dropped first): a few MB."""
+BOUNDS = {"write": MAX_ENTRIES, "refusal": 5_000, "read": MAX_ENTRIES}
+"""Rows kept per kind: a kind's rows push out only older rows of the same kind."""
+FOLD_MS = 60_000
+"""A refusal repeating the last one of the same app and op within this is folded in."""
 MAX_IDS = 20
 """Ids kept per entry (a recall of 50 notes records its first 20)."""
 
@@ -47,7 +59,31 @@ CREATE TABLE IF NOT EXISTS activity (
 );
 CREATE INDEX IF NOT EXISTS activity_client ON activity(client, id);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS totals (
+    client TEXT PRIMARY KEY,
+    reads INTEGER NOT NULL DEFAULT 0,
+    writes INTEGER NOT NULL DEFAULT 0,
+    refusals INTEGER NOT NULL DEFAULT 0,
+    last_at INTEGER NOT NULL DEFAULT 0
+);
 """
+_V2 = """
+ALTER TABLE activity ADD COLUMN kind TEXT NOT NULL DEFAULT 'read';
+ALTER TABLE activity ADD COLUMN count INTEGER NOT NULL DEFAULT 1;
+UPDATE activity SET kind = CASE WHEN outcome != 'ok' THEN 'refusal'
+                                WHEN writes = 1 THEN 'write' ELSE 'read' END;
+CREATE INDEX activity_kind ON activity(kind, id);
+INSERT OR REPLACE INTO totals(client, reads, writes, refusals, last_at)
+    SELECT client, SUM(kind = 'read'), SUM(kind = 'write'), SUM(kind = 'refusal'), MAX(at)
+    FROM activity GROUP BY client;
+"""
+"""v2 of the file: the kind of each row and its folded count, and the running totals
+(a v1 file's rows are counted into them once)."""
+
+
+def kind_of(outcome: str, writes: bool) -> str:
+    """``refusal`` for any outcome but ``ok``, else ``write`` or ``read``."""
+    return "refusal" if outcome != "ok" else "write" if writes else "read"
 
 
 class ActivityEntry(msgspec.Struct, array_like=True, frozen=True):
@@ -69,47 +105,76 @@ class ActivityLog:
     """``<state>/activity.sqlite`` (module docstring). Methods run in one thread at a
     time (the caller serialises them); apsw errors propagate."""
 
-    def __init__(self, path: Path, max_entries: int = MAX_ENTRIES) -> None:
+    def __init__(self, path: Path, max_entries: int = MAX_ENTRIES,
+                 bounds: dict[str, int] | None = None) -> None:
         self.path = path
         self.max_entries = max_entries
+        self.bounds = dict(bounds or {**BOUNDS, "write": max_entries, "read": max_entries})
         self.conn = connect(str(path))  # (a state dir that is not UTF-8 goes by its URI)
         self.conn.setbusytimeout(2000)
         self.conn.execute("PRAGMA journal_mode=WAL").fetchall()
         self.conn.execute("PRAGMA synchronous=NORMAL")
-        self.conn.execute(_SCHEMA)
+        with self.conn:
+            self.conn.execute(_SCHEMA)
+            if self._int("PRAGMA user_version") < 2:
+                self.conn.execute(_V2)
+                self.conn.execute("PRAGMA user_version = 2")
 
     def append(self, entries: list[ActivityEntry]) -> None:
-        """Write ``entries`` in one transaction, then drop the oldest rows beyond the
-        bound (counted in :meth:`dropped`)."""
+        """Write ``entries`` in one transaction (a refusal repeating the last one of its
+        app and op within :data:`FOLD_MS` folded into it), add them to the running
+        totals, then drop the oldest rows of each kind beyond its bound (counted in
+        :meth:`dropped`)."""
         if not entries:
             return
         with self.conn:
-            self.conn.executemany(
-                "INSERT INTO activity(at, client, op, ids, outcome, writes) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                [(e.at, e.client[:80], e.op[:80], json.dumps(e.ids[:MAX_IDS]), e.outcome[:40],
-                  int(e.writes)) for e in entries])
-            last = self._int("SELECT MAX(id) FROM activity")
-            cut = last - self.max_entries
-            if cut > 0:
-                gone = self._int("SELECT COUNT(*) FROM activity WHERE id <= ?", cut)
-                if gone:
-                    self.conn.execute("DELETE FROM activity WHERE id <= ?", (cut,))
+            for e in entries:
+                kind = kind_of(e.outcome, e.writes)
+                client, op, outcome = e.client[:80], e.op[:80], e.outcome[:40]
+                self.conn.execute(
+                    "INSERT INTO totals(client, reads, writes, refusals, last_at) "
+                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT(client) DO UPDATE SET "
+                    "reads = reads + excluded.reads, writes = writes + excluded.writes, "
+                    "refusals = refusals + excluded.refusals, "
+                    "last_at = MAX(last_at, excluded.last_at)",
+                    (client, int(kind == "read"), int(kind == "write"),
+                     int(kind == "refusal"), e.at))
+                if kind == "refusal":
+                    last = self.conn.execute(
+                        "SELECT id, op, outcome, at FROM activity WHERE client = ? "
+                        "ORDER BY id DESC LIMIT 1", (client,)).fetchall()
+                    if last and last[0][1] == op and last[0][2] == outcome \
+                            and e.at - cast(int, last[0][3]) <= FOLD_MS:
+                        self.conn.execute("UPDATE activity SET count = count + 1, at = ? "
+                                          "WHERE id = ?", (e.at, last[0][0]))
+                        continue
+                self.conn.execute(
+                    "INSERT INTO activity(at, client, op, ids, outcome, writes, kind) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (e.at, client, op, json.dumps(e.ids[:MAX_IDS]), outcome, int(e.writes),
+                     kind))
+            for kind, bound in self.bounds.items():
+                kept = self._int("SELECT COUNT(*) FROM activity WHERE kind = ?", kind)
+                if kept > bound:
+                    self.conn.execute(
+                        "DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE "
+                        "kind = ? ORDER BY id LIMIT ?)", (kind, kept - bound))
                     self.conn.execute(
                         "INSERT INTO meta(name, value) VALUES ('dropped', ?) ON CONFLICT(name) "
-                        "DO UPDATE SET value = value + excluded.value", (gone,))
+                        "DO UPDATE SET value = value + excluded.value", (kept - bound,))
 
     def entries(self, *, limit: int = 100, client: str | None = None,
                 before: int | None = None, op_prefix: str | None = None,
                 reads: bool = True) -> list[dict[str, Any]]:
-        """Newest first: ``{"id", "at", "client", "op", "ids", "outcome", "writes"}``, at
+        """Newest first: ``{"id", "at", "client", "op", "ids", "outcome", "writes",
+        "count"}`` (``count``: the folded repeats of a refusal, else 1), at
         most ``limit`` (1..1000), only ``client``'s when given, only ids below ``before``
         (the next page), only ops starting with ``op_prefix``; without ``reads``, only
         writes and refusals (what changed memory, and what was stopped)."""
         where: list[str] = ["1"]
         args: list[Any] = []
         if not reads:
-            where.append("(writes = 1 OR outcome != 'ok')")
+            where.append("kind != 'read'")
         if client:
             where.append("client = ?")
             args.append(client)
@@ -120,20 +185,23 @@ class ActivityLog:
             where.append("substr(op, 1, ?) = ?")
             args += [len(op_prefix), op_prefix]
         rows = self.conn.execute(
-            f"SELECT id, at, client, op, ids, outcome, writes FROM activity "
+            f"SELECT id, at, client, op, ids, outcome, writes, count FROM activity "
             f"WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
             (*args, max(1, min(limit, 1000)))).fetchall()
         return [{"id": r[0], "at": r[1], "client": r[2], "op": r[3],
-                 "ids": json.loads(str(r[4])), "outcome": r[5], "writes": bool(r[6])}
+                 "ids": json.loads(str(r[4])), "outcome": r[5], "writes": bool(r[6]),
+                 "count": cast(int, r[7])}
                 for r in rows]
 
     def clients(self) -> list[dict[str, Any]]:
-        """Each client seen: ``{"client", "reads", "writes", "lastAt"}``, latest first."""
+        """Each client seen: ``{"client", "reads", "writes", "refusals", "lastAt"}``,
+        latest first — running totals since the file was made, whatever rows the bounds
+        have dropped since."""
         rows = self.conn.execute(
-            "SELECT client, COUNT(*), SUM(writes), MAX(at) FROM activity GROUP BY client "
-            "ORDER BY MAX(at) DESC").fetchall()
-        return [{"client": r[0], "reads": int(r[1] or 0) - int(r[2] or 0),
-                 "writes": int(r[2] or 0), "lastAt": r[3]} for r in rows]
+            "SELECT client, reads, writes, refusals, last_at FROM totals "
+            "ORDER BY last_at DESC").fetchall()
+        return [{"client": r[0], "reads": cast(int, r[1]), "writes": cast(int, r[2]),
+                 "refusals": cast(int, r[3]), "lastAt": r[4]} for r in rows]
 
     def dropped(self) -> int:
         """Rows dropped for the bound since the file was made."""

@@ -11,6 +11,10 @@ the first evicted. So the store reads time from :data:`CLOCK`, which returns
 * :meth:`WallClock.observe` raises that floor to the newest timestamp already in a
   database when it is opened (``schema.open_database``), so a restart after a step
   back keeps the order too;
+* a stamp more than :data:`FUTURE_LIMIT_MS` ahead of the wall clock is never observed:
+  one imported ``createdAt`` in 2100 would otherwise date every later write 2100
+  (``memory.clock_future`` is logged once); ``schema.open_database`` repairs such rows
+  first (:func:`actors.store.schema.repair_future_stamps`) and imports refuse them;
 * a step back of more than :data:`SKEW_WARN_MS` is logged once
   (``memory.clock_skew``, with how far behind) and counted (:attr:`WallClock.skews`,
   the memory actor's ``memory.clock_skew`` counter); time then stands still at the
@@ -26,12 +30,15 @@ from collections.abc import Callable
 
 import structlog
 
-__all__ = ["CLOCK", "SKEW_WARN_MS", "WallClock"]
+__all__ = ["CLOCK", "FUTURE_LIMIT_MS", "SKEW_WARN_MS", "WallClock"]
 
 log = structlog.get_logger("actors.store.clock")
 
 SKEW_WARN_MS = 1000
 """A wall clock this far behind the floor is a step back worth a warning (ms)."""
+FUTURE_LIMIT_MS = 24 * 3600 * 1000
+"""A stored time further ahead of the wall clock than this (a day: time zones and a
+clock set a little wrong stay well inside it) is no time this machine issued."""
 
 
 class WallClock:
@@ -43,11 +50,19 @@ class WallClock:
         self.floor = 0
         self.skews = 0
         self._behind = False
+        self._warned_future = False
 
     def observe(self, stamp: int | None) -> None:
-        """Raise the floor to ``stamp`` (a time already stored); None is ignored."""
-        if stamp is not None and stamp > self.floor:
-            self.floor = int(stamp)
+        """Raise the floor to ``stamp`` (a time already stored); None is ignored, and so
+        is a stamp more than :data:`FUTURE_LIMIT_MS` ahead of the wall clock (logged once)."""
+        if stamp is None or stamp <= self.floor:
+            return
+        if stamp > self.source() + FUTURE_LIMIT_MS:
+            if not self._warned_future:
+                self._warned_future = True
+                log.warning("memory.clock_future", stamp=int(stamp))
+            return
+        self.floor = int(stamp)
 
     def now(self) -> int:
         """The current time in Unix ms, never less than an earlier result or an

@@ -20,15 +20,25 @@ supervisor give up. Writes go through a temporary file created with ``O_EXCL`` b
 target and renamed into place; an existing target must be a regular file (not a link, a
 device or a folder). Reads open with ``O_NONBLOCK`` (a FIFO never blocks the actor) and
 take only a regular file of at most :data:`MAX_IMPORT_BYTES`.
+
+In the daemon's folder every step goes through one handle on the folder, opened
+``O_DIRECTORY | O_NOFOLLOW`` when the op begins (``openat``-style ``dir_fd`` calls, and
+``/proc/self/fd/<fd>/<name>`` where a library takes a path, as SQLite does for a backup):
+a folder swapped for a symbolic link while an export runs cannot redirect a write, and
+one swapped before it is refused. Temporary files a killed export left behind are removed
+when the memory actor starts (:meth:`FileRoom.remove_stale`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import re
+import secrets
 import stat
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
 from runtime.services.private_files import replacing
 
@@ -49,6 +59,12 @@ PATH_MAX = 4096
 
 def _refuse(message: str) -> ValidationError:
     return ValidationError("path", message)
+
+
+_TMP_RE = re.compile(r"^\..+\.\d+-[0-9a-f]{8}\.tmp$")
+"""A temporary file of a write (:func:`runtime.services.private_files.replacing`'s and
+:meth:`FileRoom.writing`'s names)."""
+_PROC_FD = Path("/proc/self/fd")
 
 
 class FileRoom:
@@ -105,6 +121,38 @@ class FileRoom:
             raise _refuse(f"give a plain file name in {folder} (no folders, no leading dot)")
         return folder / path.name
 
+    @contextlib.contextmanager
+    def _held(self) -> Iterator[int]:
+        """A handle on the daemon's folder for one op (module docstring); ValidationError
+        when the folder is a link or cannot be opened."""
+        assert self.folder is not None
+        try:
+            fd = os.open(self.folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        except OSError as exc:
+            raise _refuse(f"cannot use {self.folder}: {exc.strerror or exc} (it must be a "
+                          "real folder, not a link)") from None
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def remove_stale(self) -> int:
+        """Remove the temporary files a killed write left in the daemon's folder; the
+        number removed (0 offline, or when the folder cannot be read)."""
+        if self.folder is None:
+            return 0
+        removed = 0
+        try:
+            with self._held() as fd:
+                for name in os.listdir(fd):
+                    if _TMP_RE.match(name):
+                        with contextlib.suppress(OSError):
+                            os.unlink(name, dir_fd=fd)
+                            removed += 1
+        except ValidationError:
+            return 0
+        return removed
+
     def folder_ready(self) -> Path | None:
         """Create the daemon's folder (0700) when missing; the folder, or None offline.
         Raises ValidationError when it cannot be made or is not a real folder."""
@@ -125,10 +173,14 @@ class FileRoom:
         without ``overwrite``, or an existing entry that is not a regular file."""
         self.folder_ready()
         path = self._path(name)
-        if not path.parent.is_dir():
-            raise _refuse(f"no such folder: {path.parent}")
         try:
-            st = os.lstat(path)
+            if self.folder is not None:
+                with self._held() as fd:
+                    st = os.lstat(path.name, dir_fd=fd)
+            else:
+                if not path.parent.is_dir():
+                    raise _refuse(f"no such folder: {path.parent}")
+                st = os.lstat(path)
         except FileNotFoundError:
             return path
         except OSError as exc:
@@ -144,21 +196,46 @@ class FileRoom:
     def writing(self, target: Path) -> Iterator[Path]:
         """:func:`runtime.services.private_files.replacing` for ``target``: a fresh
         private temporary file beside it, renamed onto it when the block ends without
-        error. OSError of the file system becomes ValidationError naming ``target``."""
-        try:
-            with replacing(target) as tmp:
-                yield tmp
-        except OSError as exc:
-            raise _refuse(f"cannot write {target}: {exc.strerror or exc}") from None
+        error. OSError of the file system becomes ValidationError naming ``target``. In
+        the daemon's folder the file is made, written and renamed through one handle on
+        the folder (module docstring); the path yielded reaches it through that handle."""
+        if self.folder is None:
+            try:
+                with replacing(target) as tmp:
+                    yield tmp
+            except OSError as exc:
+                raise _refuse(f"cannot write {target}: {exc.strerror or exc}") from None
+            return
+        with self._held() as fd:
+            name = f".{target.name[:200]}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
+            try:
+                os.close(os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                                 0o600, dir_fd=fd))
+            except OSError as exc:
+                raise _refuse(f"cannot write {target}: {exc.strerror or exc}") from None
+            try:
+                yield (_PROC_FD / str(fd) / name) if _PROC_FD.is_dir() else self.folder / name
+                os.replace(name, target.name, src_dir_fd=fd, dst_dir_fd=fd)
+            except OSError as exc:
+                raise _refuse(f"cannot write {target}: {exc.strerror or exc}") from None
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=fd)
 
-    def read(self, name: str, limit: int = MAX_IMPORT_BYTES) -> tuple[Path, bytes]:
-        """``(path, bytes)`` of the regular file ``name`` names, at most ``limit`` bytes.
+    @contextlib.contextmanager
+    def opened(self, name: str, limit: int = MAX_IMPORT_BYTES) -> Iterator[tuple[Path, BinaryIO]]:
+        """``(path, binary file)`` of the regular file ``name`` names, at most ``limit``
+        bytes, open for the block (an import reads it line by line, more than once).
         Raises ValidationError: a bad or disallowed name, a missing file, a link (in the
         daemon's folder), a FIFO, device or folder, a file over ``limit``."""
         path = self._path(name)
         flags = os.O_RDONLY | os.O_NONBLOCK | (os.O_NOFOLLOW if self.folder else 0)
         try:
-            fd = os.open(path, flags)
+            if self.folder is not None:
+                with self._held() as folder_fd:
+                    fd = os.open(path.name, flags, dir_fd=folder_fd)
+            else:
+                fd = os.open(path, flags)
         except FileNotFoundError:
             raise _refuse(f"no such file: {path}") from None
         except OSError as exc:
@@ -171,12 +248,24 @@ class FileRoom:
                 raise _refuse(f"{path} is {st.st_size / 1e6:.0f} MB; an import reads at "
                               f"most {limit / 1e6:.0f} MB")
             os.set_blocking(fd, True)
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                data = f.read(limit + 1)
+            f = os.fdopen(fd, "rb")
         except OSError as exc:
-            raise _refuse(f"cannot read {path}: {exc.strerror or exc}") from None
-        finally:
             os.close(fd)
+            raise _refuse(f"cannot read {path}: {exc.strerror or exc}") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        with f:
+            yield path, f
+
+    def read(self, name: str, limit: int = MAX_IMPORT_BYTES) -> tuple[Path, bytes]:
+        """``(path, bytes)`` of the regular file ``name`` names, at most ``limit`` bytes
+        (:meth:`opened`'s checks and errors)."""
+        with self.opened(name, limit) as (path, f):
+            try:
+                data = f.read(limit + 1)
+            except OSError as exc:
+                raise _refuse(f"cannot read {path}: {exc.strerror or exc}") from None
         if len(data) > limit:
             raise _refuse(f"{path} grew past {limit / 1e6:.0f} MB while being read")
         return path, data

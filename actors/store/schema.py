@@ -31,13 +31,16 @@ from collections.abc import Iterator
 from typing import cast
 
 import apsw
+import structlog
 
 from runtime.services.sqlite_files import connect
 
-from .clock import CLOCK
+from .clock import CLOCK, FUTURE_LIMIT_MS
 from .errors import DatabaseCorrupt, SchemaTooNew
 from .fts import index_text
 from .wal import WAL_SIZE_LIMIT
+
+log = structlog.get_logger("actors.store.schema")
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -407,6 +410,7 @@ def open_database(path: str, *, apply_migrations: bool = True, check: bool = Fal
                 raise apsw.CorruptError("; ".join(problems)[:500])
         if apply_migrations:
             migrate(conn)
+            repair_future_stamps(conn)
             CLOCK.observe(newest_stamp(conn))
     except (apsw.NotADBError, apsw.CorruptError) as exc:
         # Leave a damaged file as it is: no WAL checkpoint into it on close.
@@ -423,6 +427,34 @@ _STAMPED = (("memories", "updated_at"), ("memories", "last_recalled_at"),
             ("memories", "consolidating_at"), ("profile_facts", "updated_at"),
             ("profile_facts", "valid_from"), ("lessons", "updated_at"),
             ("procedures", "updated_at"), ("memory_links", "created_at"))
+
+
+_TIMES = (("memories", ("created_at", "updated_at", "last_recalled_at", "consolidating_at")),
+          ("profile_facts", ("valid_from", "created_at", "updated_at")),
+          ("lessons", ("created_at", "updated_at", "deprecated_at")),
+          ("procedures", ("created_at", "updated_at", "deprecated_at")),
+          ("memory_links", ("created_at",)))
+"""Every time column of the store (Unix ms)."""
+
+
+def repair_future_stamps(conn: apsw.Connection) -> int:
+    """Set every stored time more than :data:`~actors.store.clock.FUTURE_LIMIT_MS` ahead
+    of the wall clock to now (a store poisoned before imports refused such times: one
+    ``createdAt`` in 2100 dated every later write 2100); returns the rows changed, logged
+    once as ``memory.clock_repaired`` when any."""
+    now = CLOCK.source()
+    limit = now + FUTURE_LIMIT_MS
+    changed: dict[str, int] = {}
+    with write_txn(conn):
+        for table, columns in _TIMES:
+            for col in columns:
+                conn.execute(f"UPDATE {table} SET {col} = ? WHERE {col} > ?", (now, limit))
+                if n := conn.changes():
+                    changed[f"{table}.{col}"] = n
+    if changed:
+        log.warning("memory.clock_repaired", columns=changed,
+                    hint="times from the future (an old import) were set to now")
+    return sum(changed.values())
 
 
 def newest_stamp(conn: apsw.Connection) -> int | None:

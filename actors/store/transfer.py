@@ -28,8 +28,10 @@ Times are Unix milliseconds. Vectors are not exported (the backfill actor embeds
 imported notes with whatever embedder the target runs); votes are not either (they
 decay within days). An export is read in one transaction, so it is one snapshot.
 
-Import is idempotent: the whole file is checked first (a bad line is one error naming
-the line; nothing is written), then everything is written in one transaction. A note
+Import is idempotent: the whole file is checked first, line by line (a bad line is one
+error naming the line; nothing is written), then written in transactions of
+:data:`IMPORT_CHUNK` records, the file read again for each of three passes, so a large
+file imports in bounded memory and beside running turns (:func:`import_steps`). A note
 whose text is already stored (same :func:`content_key`, or near-identical, as
 :meth:`MemoryStore.store` deduplicates) is not added again; a fact version already in
 the key's history (same value and ``validFrom``) is skipped, and an imported current
@@ -48,11 +50,15 @@ import json
 import os
 import secrets
 import time
-from typing import Any, Literal, cast
+from datetime import datetime, timezone
+from collections.abc import Generator, Iterator
+from pathlib import Path
+from typing import Any, BinaryIO, Literal, cast
 
 import apsw
 import msgspec
 
+from .clock import CLOCK, FUTURE_LIMIT_MS
 from .dedup import near_match
 from .errors import ValidationError, optional_text
 from .files import FileRoom
@@ -61,7 +67,8 @@ from .notes import MemoryStore, validate_content, validate_tags
 from .profile import validate_key, validate_value
 from .schema import SCHEMA_VERSION, write_txn
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "export_memory", "import_memory"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "IMPORT_CHUNK", "export_memory", "import_memory",
+           "import_steps"]
 
 FORMAT = "atomic-agent.memory"
 FORMAT_VERSION = 1
@@ -254,72 +261,190 @@ def _camel(column: str) -> str:
 
 
 # ---------------------------------------------------------------------------- import
-def read_records(path: str, room: FileRoom) -> list[Record]:
-    """Parse and check the whole file ``path`` names in ``room``; ValidationError (field
-    ``path``) for a file the room refuses (:meth:`FileRoom.read`) or naming the first bad
-    line. Blank lines are ignored; the first record must be the header."""
-    source, raw = room.read(path)
-    records: list[Record] = []
-    for number, line in enumerate(raw.splitlines(), 1):
-        if not line.strip():
-            continue
+def _bad_number(value: Any, latest: int, field: str = "") -> str | None:
+    """Why a decoded record's numbers cannot be stored, or None: an integer outside
+    SQLite's 64 bits, a time (``…At``, ``validFrom``) before 1970 or after ``latest``
+    (more than :data:`~actors.store.clock.FUTURE_LIMIT_MS` ahead of now: one such time
+    would date every later write after it)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if (why := _bad_number(item, latest, key)) is not None:
+                return why
+    elif isinstance(value, list):
+        for item in value:
+            if (why := _bad_number(item, latest, field)) is not None:
+                return why
+    elif isinstance(value, int) and not isinstance(value, bool):
+        if not -(2**63) <= value < 2**63:
+            return f"{field or 'a number'} {value} is out of range"
+        if field.endswith("At") or field == "validFrom":
+            if value < 0:
+                return f"{field} {value} is before 1970"
+            if value > latest:
+                when = datetime.fromtimestamp(min(value, 253402300799000) / 1000,
+                                              timezone.utc).strftime("%Y-%m-%d")
+                return (f"{field} is {when}, more than a day ahead of this machine's clock "
+                        "(a time from the future would date every later write after it)")
+    return None
+
+
+IMPORT_CHUNK = 500
+"""Records written per transaction by an import (:func:`import_steps`); between two the
+memory actor serves other requests, so a long import never holds a turn up."""
+
+
+def _check(rec: Record, notes: MemoryStore) -> None:
+    """The field checks a record's write would make, made before anything is written
+    (ValidationError naming the field)."""
+    match rec:
+        case NoteRec():
+            validate_content(rec.content, notes.max_content_chars)
+            validate_tags(rec.tags)
+            if rec.scope == "project" and optional_text(rec.working_dir, "workingDir") is None:
+                raise ValidationError("workingDir", "project notes need a workingDir")
+            for value, field in ((rec.session_id, "sessionId"), (rec.turn_id, "turnId"),
+                                 (rec.batch_id, "batchId")):
+                optional_text(value, field)
+        case FactRec():
+            validate_key(rec.key)
+            for version in rec.versions:
+                validate_value(version.value)
+                for value, field in ((version.session_id, "sessionId"),
+                                     (version.turn_id, "turnId"),
+                                     (version.removed_by, "removedBy"),
+                                     (version.removed_turn_id, "removedTurnId")):
+                    optional_text(value, field)
+
+
+def _lines(f: BinaryIO) -> Iterator[tuple[int, bytes]]:
+    """``(line number, line)`` of a file from its start, blank lines left out."""
+    f.seek(0)
+    for number, line in enumerate(f, 1):
+        if line.strip():
+            yield number, line
+
+
+def _scan(source: Path, f: BinaryIO, notes: MemoryStore) -> int:
+    """Check the whole file, line by line, holding no record (module docstring): the
+    first record is the header, every line decodes and passes the checks of
+    :func:`_bad_number` and :func:`_check`, no id repeats. Returns the number of records.
+    Raises ValidationError (field ``path``) naming the first bad line."""
+    ids: dict[tuple[str, int], int] = {}  # (kind, id) → the line that had it first
+    latest = CLOCK.source() + FUTURE_LIMIT_MS
+    count = 0
+    for number, line in _lines(f):
         try:
             record = _decode.decode(line)
         except msgspec.DecodeError as exc:
             raise ValidationError("path", f"{source.name} line {number}: {exc}") from None
-        if not records and not isinstance(record, Header):
+        if not count and not isinstance(record, Header):
             raise ValidationError("path", f"{source.name} is not an atomic-agent memory "
                                           f"export (line {number} is not its header)")
-        if isinstance(record, Header) and records:
-            raise ValidationError("path", f"{source.name} line {number}: a second header")
-        if isinstance(record, Header) and record.version > FORMAT_VERSION:
-            raise ValidationError("path", f"{source.name} is format version "
-                                          f"{record.version}; this atomic-agent reads up to "
-                                          f"{FORMAT_VERSION} (upgrade it)")
-        records.append(record)
-    if not records:
+        if isinstance(record, Header):
+            if count:
+                raise ValidationError("path", f"{source.name} line {number}: a second header")
+            if record.version > FORMAT_VERSION:
+                raise ValidationError("path", f"{source.name} is format version "
+                                              f"{record.version}; this atomic-agent reads up "
+                                              f"to {FORMAT_VERSION} (upgrade it)")
+        if (bad := _bad_number(msgspec.to_builtins(record), latest)) is not None:
+            raise ValidationError("path", f"{source.name} line {number}: {bad}")
+        try:
+            _check(record, notes)
+        except ValidationError as exc:
+            raise ValidationError("path", f"{source.name} line {number}: {exc}") from None
+        rid = getattr(record, "id", None)
+        if isinstance(rid, int) and not isinstance(record, Header):
+            kind = str(type(record).__struct_config__.tag)
+            if (kind, rid) in ids:
+                raise ValidationError("path", f"{source.name} line {number}: {kind} id {rid} "
+                                              f"again (line {ids[kind, rid]} has it)")
+            ids[kind, rid] = number
+        count += 1
+    if not count:
         raise ValidationError("path", f"{source.name} is empty")
-    return records
+    return count
 
 
-def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> dict:
-    """Import the export ``path`` names in ``room`` into ``notes``' database in one transaction (module
-    docstring); returns ``{"path", "added": {"factVersions", "notes", "links",
-    "lessons", "procedures"}, "skipped": {… same keys}, "noteIds": [ids of the notes
-    added]}``.
-
-    Raises:
-        ValidationError: field ``path`` (unreadable file, bad line, newer format) --
-            nothing is written; or a note/fact field that the stores refuse.
-    """
-    records = read_records(path, room)
+def import_steps(notes: MemoryStore, path: str, room: FileRoom,
+                 chunk: int = IMPORT_CHUNK) -> Generator[dict | None, None, None]:
+    """The import of ``path`` (in ``room``) as steps: each ``next()`` does one step and
+    yields None, the last yields the result (:func:`import_memory`'s). The first step
+    checks the whole file, line by line (nothing is written when a line is bad: its
+    ValidationError names it); then the records are written in three passes over the
+    file (notes; facts, links and lessons; procedures: each needs the ids the one before
+    made), :data:`IMPORT_CHUNK` per transaction, one transaction per step. Memory holds
+    the id maps, never the records: a 100,000-line file imports in bounded memory. A
+    file changed between passes is refused (ValidationError); what the earlier steps
+    wrote stays, and importing again completes it (an import is idempotent)."""
     conn = notes.conn
     added = dict.fromkeys(("factVersions", "notes", "links", "lessons", "procedures"), 0)
     skipped = dict(added)
     note_ids: dict[int, int] = {}
     lesson_ids: dict[int, int] = {}
     batch = f"import-{secrets.token_hex(5)}"
-    with write_txn(conn):
+    with room.opened(path) as (source, f):
+        stamp = os.fstat(f.fileno())
+        _scan(source, f, notes)
+        yield None
         newest = cast(int, conn.execute(
             "SELECT COALESCE(max(id), 0) FROM memories").fetchall()[0][0])
-        for rec in records:
-            if isinstance(rec, NoteRec):
-                _import_note(conn, notes, rec, note_ids, added, skipped, batch)
-        for rec in records:
+
+        def write(rec: Record) -> None:
             match rec:
+                case NoteRec():
+                    _import_note(conn, notes, rec, note_ids, added, skipped, batch)
                 case FactRec():
                     _import_fact(conn, rec, added, skipped)
                 case LinkRec():
                     _import_link(conn, rec, note_ids, added, skipped)
                 case LessonRec():
                     _import_lesson(conn, rec, note_ids, lesson_ids, added, skipped)
-        for rec in records:
-            if isinstance(rec, ProcedureRec):
-                _import_procedure(conn, rec, note_ids, lesson_ids, added, skipped)
+                case ProcedureRec():
+                    _import_procedure(conn, rec, note_ids, lesson_ids, added, skipped)
+
+        for kinds in ((NoteRec,), (FactRec, LinkRec, LessonRec), (ProcedureRec,)):
+            now = os.fstat(f.fileno())
+            if (now.st_size, now.st_mtime_ns) != (stamp.st_size, stamp.st_mtime_ns):
+                raise ValidationError("path", f"{source.name} changed while it was being "
+                                              "imported; import it again")
+            pending: list[Record] = []
+            for _number, line in _lines(f):
+                rec = _decode.decode(line)
+                if isinstance(rec, kinds):
+                    pending.append(rec)
+                if len(pending) >= chunk:
+                    with write_txn(conn):
+                        for r in pending:
+                            write(r)
+                    pending = []
+                    yield None
+            if pending:
+                with write_txn(conn):
+                    for r in pending:
+                        write(r)
+                yield None
         if added["notes"]:
-            notes._evict(0)  # the store's cap holds for imported notes too
+            with write_txn(conn):
+                notes._evict(0)  # the store's cap holds for imported notes too
     new_ids = sorted(i for i in set(note_ids.values()) if i > newest)
-    return {"path": path, "added": added, "skipped": skipped, "noteIds": new_ids}
+    yield {"path": path, "added": added, "skipped": skipped, "noteIds": new_ids}
+
+
+def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> dict:
+    """Import the export ``path`` names in ``room`` into ``notes``' database (module
+    docstring; every step of :func:`import_steps` at once); returns ``{"path", "added":
+    {"factVersions", "notes", "links", "lessons", "procedures"}, "skipped": {… same
+    keys}, "noteIds": [ids of the notes added]}``.
+
+    Raises:
+        ValidationError: field ``path`` (unreadable file, bad line, newer format, a file
+            changed while imported) -- nothing is written for a bad line.
+    """
+    for step in import_steps(notes, path, room):
+        if step is not None:
+            return step
+    raise AssertionError("import_steps ends with its result")  # pragma: no cover
 
 
 def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,

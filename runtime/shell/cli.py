@@ -35,6 +35,7 @@ from .cli_memory import state_arg as _state_arg
 from .cli_turns import ask, chat_loop
 from .client import ClientError, DaemonClient, open_client
 from .dashboard.cli import add_ui_parser, ui_command
+from .safe_text import install as install_safe_output
 from .state import read_daemon_info, resolve_state_dir
 
 
@@ -673,6 +674,8 @@ def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``atomic-agent`` console script; returns the exit code."""
     args = build_parser().parse_args(argv)
+    if args.command not in ("mcp", "tui"):  # (their stdout is a protocol or a screen)
+        install_safe_output()
     try:
         state_dir = resolve_state_dir(getattr(args, "state_dir", None) or args.global_state_dir)
     except (UnicodeError, ValueError, OSError) as exc:  # e.g. a lone surrogate in the path

@@ -67,6 +67,26 @@ def add_activity_parser(sub: Any, state_arg: Any) -> None:
     a.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
 
 
+def _applied(state_dir: Path) -> None:
+    """Make a running daemon apply clients.json now: a frame from the owner has it read
+    the file again and close the connections of apps revoked or paused before it answers,
+    so when ``clients revoke`` returns, the app's connections are closed. Nothing when no
+    daemon runs (it reads the file when it starts)."""
+    import trio
+
+    from .client import ClientError, open_client
+
+    async def ping() -> None:
+        with trio.move_on_after(10):
+            async with open_client(state_dir, client="cli") as c:
+                await c.request({"type": "ping"}, "pong")
+
+    try:
+        trio.run(ping)
+    except (ClientError, OSError):
+        pass
+
+
 def clients_command(args: argparse.Namespace, state_dir: Path) -> int:
     """Run ``clients ACTION``; errors are one line on stderr (exit 1, or 2 for a bad
     argument)."""
@@ -99,6 +119,8 @@ def clients_command(args: argparse.Namespace, state_dir: Path) -> int:
         action = args.clients_command
         set_client(state_dir, args.name, revoke=action == "revoke",
                    paused={"pause": True, "resume": False}.get(action))
+        if action != "resume":
+            _applied(state_dir)
         print({"revoke": f"client {args.name!r} revoked",
                "pause": f"client {args.name!r} paused",
                "resume": f"client {args.name!r} resumed"}[action])

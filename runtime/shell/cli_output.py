@@ -10,6 +10,7 @@ from typing import Any
 from actors.store.dates import written_date
 
 from .client import DaemonClient
+from .safe_text import one_line
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
 """1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running."""
@@ -27,7 +28,7 @@ def print_fact(f: dict[str, Any]) -> None:
     """One profile fact: ``*`` pinned (always shown) or ``~`` shown on its keywords."""
     mark = "*" if f.get("pinned") else "~"
     kw = f" [keywords: {', '.join(f['keywords'])}]" if f.get("keywords") else ""
-    print(f"{mark} {f['key']}: {f['value']}{kw}")
+    print(f"{mark} {f['key']}: {one_line(f['value'])}{one_line(kw)}")
     if f.get("warning"):
         print(f"atomic-agent: warning: {f['warning']}", file=sys.stderr)
 
@@ -68,8 +69,8 @@ def print_history(versions: list[dict[str, Any]]) -> None:
         if state != "active" and v.get("removedBy"):
             ended = f"; {state} by {v['removedBy']}" + (
                 f", turn {v['removedTurnId']}" if v.get("removedTurnId") else "")
-        print(f"{when(v['validFrom'])}  {state:<8}  {v['value']:<{min(width, 40)}}  "
-              f"({provenance(v)}{ended})")
+        print(f"{when(v['validFrom'])}  {state:<8}  {one_line(v['value']):<{min(width, 40)}}  "
+              f"({one_line(provenance(v) + ended)})")
 
 
 async def print_note_detail(c: DaemonClient, n: dict[str, Any]) -> None:

@@ -36,9 +36,12 @@ from pathlib import Path
 from typing import Literal
 
 import msgspec
+import structlog
 
 from actors.memory.ops import OPS
 from runtime.services.private_files import replacing
+
+log = structlog.get_logger()
 
 __all__ = ["OWNER", "OWNER_PRINCIPAL", "SCOPES", "ClientEntry", "ClientRegistry", "ClientsError",
            "Principal", "activity_label", "add_client", "bearer_token", "op_scope", "parse_scopes",
@@ -54,6 +57,8 @@ OWNER = "owner"
 RESERVED = frozenset({OWNER, "agent", "reflection", "consolidator", "backfill", "dashboard",
                       "cli", "tui"})
 """Names the daemon uses for itself in the activity log."""
+OWN_PROGRAMS = frozenset({"cli", "tui"})
+"""Reserved names the owner's own programs declare (``atomic-agent`` commands, the TUI)."""
 
 _FORGET_OPS = frozenset({"memory.notes.forget", "memory.profile.remove",
                          "memory.profile.purge"})
@@ -85,12 +90,15 @@ class ClientsFile(msgspec.Struct, kw_only=True):
 
 
 class Principal(msgspec.Struct, frozen=True):
-    """Who a token belongs to: ``name`` (``owner`` for the daemon token) and its
-    ``scopes``."""
+    """Who a token belongs to: ``name`` (``owner`` for the daemon token), its ``scopes``
+    and ``token_sha256``, the digest of the token itself: a name revoked and added again
+    is another identity (another token), which a connection of the old one never
+    inherits."""
 
     name: str
     scopes: frozenset[str]
     owner: bool = False
+    token_sha256: str = ""
 
     def lacks(self, *needed: str) -> str | None:
         """The first of ``needed`` this principal does not have; None when it has all."""
@@ -248,12 +256,16 @@ class ClientRegistry:
         self._stamp: tuple[int, int, int] | None = None
         self.entries: list[ClientEntry] = []
         self.error: str | None = None
+        self.generation = 0
+        """Counts the reloads that found the file changed (a watcher compares it)."""
         self.reload()
 
     def reload(self) -> bool:
         """Read clients.json again when it changed; True when it did. A file that cannot
-        be read keeps the last good list (and :attr:`error` says why). Without a state
-        directory only the owner's token is known."""
+        be read or is not a clients file fails closed: no app token is accepted until it
+        is fixed, :attr:`error` says why (logged once per change, shown by ``/health``,
+        and apps are told ``clients_unreadable``). Without a state directory only the
+        owner's token is known."""
         if self.state_dir is None:
             return False
         try:
@@ -266,11 +278,18 @@ class ClientRegistry:
         if stamp == self._stamp:
             return False
         self._stamp = stamp
+        self.generation += 1
         try:
             self.entries = read_clients(self.state_dir).clients
+            if self.error is not None:
+                log.warning("clients.readable_again", file=str(_path(self.state_dir)))
             self.error = None
         except ClientsError as exc:
-            self.error = str(exc)
+            self.entries = []
+            self.error = (f"{exc}: no app token is accepted until it is fixed (the owner's "
+                          "token still works; `atomic-agent clients list` says what it "
+                          "holds)")
+            log.error("clients.unreadable", error=self.error)
         return True
 
     def resolve(self, token: str) -> Principal | None:
@@ -279,13 +298,30 @@ class ClientRegistry:
         digest)."""
         if hmac.compare_digest(token.encode("utf-8", "surrogatepass"), self._owner):
             return OWNER_PRINCIPAL
+        self.reload()  # a revoke or pause is seen by the very next request
         digest = token_digest(token)
         for entry in self.entries:
             if hmac.compare_digest(digest, entry.token_sha256):
                 if entry.paused:
                     return None
-                return Principal(entry.name, frozenset(entry.scopes))
+                return Principal(entry.name, frozenset(entry.scopes),
+                                 token_sha256=entry.token_sha256)
         return None
+
+    def owner_label(self, declared: str | None) -> str:
+        """The activity log's name for a program holding the owner's token that declared
+        ``declared`` (``hello``'s ``client``): its label (:func:`activity_label`) unless
+        that is a name the daemon uses for itself (:data:`RESERVED` but ``cli`` and
+        ``tui``, the owner's own programs; ``agent for …``, ``reflection for …``) or an
+        app's name in clients.json; then ``owner``."""
+        label = activity_label(declared)
+        if label is None:
+            return OWNER
+        low = label.lower()
+        if (low in RESERVED - OWN_PROGRAMS or low.startswith(("agent for", "reflection for"))
+                or any(e.name.lower() == low for e in self.entries)):
+            return OWNER
+        return label
 
     def paused(self, token: str) -> str | None:
         """The name of the paused client ``token`` belongs to, for a refusal that says
@@ -295,9 +331,13 @@ class ClientRegistry:
                      if e.paused and hmac.compare_digest(digest, e.token_sha256)), None)
 
     def still_allowed(self, principal: Principal) -> bool:
-        """Whether a connected principal may go on after a reload (not revoked, not
-        paused, same scopes)."""
+        """Whether a connected principal may go on: the file read again if it changed
+        (a ``stat``), and its own token still there — not revoked, not paused, the same
+        scopes. A name revoked and added again has a new token: the old connection is not
+        it."""
         if principal.owner:
             return True
+        self.reload()
         return any(e.name == principal.name and not e.paused
+                   and e.token_sha256 == principal.token_sha256
                    and frozenset(e.scopes) == principal.scopes for e in self.entries)

@@ -389,8 +389,10 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                                on_crash=on_crash, log_dir=str(opts.state_dir / "logs"),
                                log_level=opts.log_level or cfg.logging.level,
                                prestarted=forked) as sup:
-        gateway = Gateway(sup, token, cfg.server, shutdown.set,
-                          ClientRegistry(opts.state_dir, token))
+        registry = ClientRegistry(opts.state_dir, token)
+        if registry.error is not None:  # one line at start; /health says it too
+            print(f"atomic-agent: warning: {registry.error}", file=sys.stderr, flush=True)
+        gateway = Gateway(sup, token, cfg.server, shutdown.set, registry)
         gateways.append(gateway)
         async with trio.open_nursery() as conns:
             async with trio.open_nursery() as listen:

@@ -66,7 +66,7 @@ from runtime.kernel.unicode import encode_repaired
 from runtime.services.config import ServerConfig
 from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_snapshots
 
-from .clients import OWNER, OWNER_PRINCIPAL, ClientRegistry, Principal, activity_label, op_scope
+from .clients import OWNER, OWNER_PRINCIPAL, ClientRegistry, Principal, op_scope
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 from .openai_api import TurnEvents
 from .outbound import (ActorRestarting, CancelResult, ConsolidationFrame, ErrorFrame,
@@ -139,6 +139,17 @@ def _needs(frame: Any) -> tuple[str, ...]:
             return ("admin",)
     return ()
 
+
+
+def _app(principal: Principal) -> str | None:
+    """The app a principal's sessions belong to: its token's name; None for the owner,
+    who reaches every session."""
+    return None if principal.owner else principal.name
+
+
+def _scopes(principal: Principal) -> list[str] | None:
+    """What a turn started by ``principal`` may do: its scopes; None for the owner (all)."""
+    return None if principal.owner else sorted(principal.scopes)
 
 class Client:
     """One connected, authenticated client."""
@@ -228,7 +239,8 @@ class Gateway:
         self.turn_nursery: trio.Nursery | None = None
         self.connections: set[Client] = set()  # every accepted websocket, until closed
         self.turn_events = TurnEvents()  # turns run by the OpenAI-compatible HTTP API
-        self.pending: dict[str, int] = {}  # connections before hello, by peer address
+        # connections before hello, by peer address, oldest first
+        self.pending: dict[str, list[Client]] = {}
         # Called with the op of every memory change (the dashboard's live pages).
         self.memory_listeners: list[Callable[[str], None]] = []
 
@@ -265,7 +277,8 @@ class Gateway:
             case ReflectionEvent():
                 # the frame is the event under its client-facing type (the same fields)
                 self._to_channel("reflection",
-                                 ReflectionFrame(**msgspec.structs.asdict(event)))
+                                 ReflectionFrame(**msgspec.structs.asdict(event)),
+                                 session=event.session)
 
     def _to_session(self, session: str, frame: OutboundFrame) -> None:
         for c in list(self.clients):
@@ -279,9 +292,13 @@ class Gateway:
             actor=crash.name, exit_code=crash.exitcode, error=crash.remote_type or None,
             restarts=self.sup.restart_count + 1))
 
-    def _to_channel(self, channel: str, frame: OutboundFrame) -> None:
+    def _to_channel(self, channel: str, frame: OutboundFrame,
+                    session: str | None = None) -> None:
+        """Push ``frame`` to ``channel``'s subscribers; a frame of one ``session`` reaches
+        an app's connections only on that session (the owner's reach every session's)."""
         for c in list(self.clients):
-            if channel in c.channels:
+            if channel in c.channels and (session is None or c.principal.owner
+                                          or c.session == session):
                 c.push(frame)
 
     # ------------------------------------------------------------------- serving
@@ -323,37 +340,39 @@ class Gateway:
             await request.reject(status, body=body.encode())
             return
         peer = str(getattr(request.remote, "address", request.remote))
-        if self.pending.get(peer, 0) >= self.cfg.max_pending_per_peer:
-            ROOT_METRICS.inc("gateway.refused", {"reason": "pending_per_peer"})
-            log.warning("gateway.refused", reason="pending_per_peer", peer=peer,
-                        pending=self.pending[peer])
-            await request.reject(429, body=b"too many connections from this address waiting "
-                                            b"for hello (server.maxPendingPerPeer)")
-            return
-        self.pending[peer] = self.pending.get(peer, 0) + 1
-        try:
-            ws = await request.accept()
-        except BaseException:
-            self._settled(peer)
-            raise
+        ws = await request.accept()
         client = Client(ws, self.cfg.client_queue, next(self._ids), self.cfg.client_inflight)
+        waiting = self.pending.setdefault(peer, [])
+        if len(waiting) >= self.cfg.max_pending_per_peer:
+            # The oldest connection still without a hello goes, never the new one: a
+            # flood of connections that never say hello (or say it with a wrong token)
+            # cannot hold the places a client with the right token needs (it says hello
+            # within milliseconds of connecting).
+            oldest = waiting.pop(0)
+            ROOT_METRICS.inc("gateway.refused", {"reason": "pending_per_peer"})
+            oldest.close_reason = ("hello_required: too many connections from this address "
+                                   "waiting for hello (server.maxPendingPerPeer)")
+            oldest.dropped = True
+            if oldest.scope is not None:
+                oldest.scope.cancel()
+        waiting.append(client)
         client.peer = peer
         self.connections.add(client)
         try:
             await self._serve_connection(client)
         finally:
             self.connections.discard(client)
-            self._settled(client.peer)
-            client.peer = None
+            self._settled(client)
 
-    def _settled(self, peer: str | None) -> None:
-        """A connection from ``peer`` said hello or went away: one fewer pending."""
+    def _settled(self, client: Client) -> None:
+        """``client`` said hello (right or wrong) or went away: it waits no more."""
+        peer, client.peer = client.peer, None
         if peer is None:
             return
-        left = self.pending.get(peer, 1) - 1
-        if left > 0:
-            self.pending[peer] = left
-        else:
+        waiting = self.pending.get(peer, [])
+        if client in waiting:
+            waiting.remove(client)
+        if not waiting:
             self.pending.pop(peer, None)
 
     async def _serve_connection(self, client: Client) -> None:
@@ -361,12 +380,13 @@ class Gateway:
         try:
             async with trio.open_nursery() as nursery:
                 client.scope = nursery.cancel_scope
+                if client.dropped:  # pushed out of the waiting places before it began
+                    nursery.cancel_scope.cancel()
                 nursery.start_soon(self._pump, client, nursery.cancel_scope)
                 if self.cfg.ping_interval_ms:
                     nursery.start_soon(self._heartbeat, client)
                 authenticated = await self._authenticate(client)
-                self._settled(client.peer)
-                client.peer = None
+                self._settled(client)
                 if authenticated:
                     self.clients.add(client)
                     await self._serve_client(client, nursery)
@@ -435,6 +455,7 @@ class Gateway:
                                    "the first frame must be hello with the token"
                                    + (f" ({reason})" if frame is None else ""))
                 return False
+            self._settled(client)  # a hello, right or wrong: it holds no waiting place
             principal = self.registry.resolve(frame.token)
             if principal is None:
                 paused = self.registry.paused(frame.token)
@@ -446,15 +467,19 @@ class Gateway:
                                                          "atomic-agent clients resume)")
                     return False
                 log.warning("gateway.auth_failed", client=client.id)
-                await THROTTLE.failed("websocket")  # slowed, one at a time (listen_guard)
-                await self._refuse(client, "unauthorized", "wrong token")
+                await THROTTLE.failed("websocket")  # slowed (listen_guard)
+                if self.registry.error is not None:  # every app token is refused: say why
+                    await self._refuse(client, "clients_unreadable", self.registry.error)
+                else:
+                    await self._refuse(client, "unauthorized", "wrong token")
                 return False
             client.principal = principal
-            client.label = (activity_label(frame.client) or OWNER) if principal.owner \
-                else principal.name
+            client.label = (self.registry.owner_label(frame.client) if principal.owner
+                            else principal.name)  # an app is its token's name, whatever it says
             try:
                 info = await self.sup.request("agent", OpenSession(
-                    session=frame.session, working_dir=frame.working_dir), dict)
+                    session=frame.session, working_dir=frame.working_dir,
+                    app=_app(principal)), dict)
             except RemoteError as exc:
                 await self._refuse(client, exc.code, exc.message)
                 return False
@@ -487,6 +512,14 @@ class Gateway:
             except BadFrame as exc:
                 client.push(ErrorFrame(code="bad_frame", message=exc.message, id=exc.id))
                 continue
+            seen = self.registry.generation
+            if not self.registry.still_allowed(client.principal):
+                await self._drop_revoked(client)
+                return
+            if client.principal.owner:
+                self.registry.reload()
+            if self.registry.generation != seen:  # apply it to every connection now
+                await self._sweep_revoked()
             lacking = client.principal.lacks(*_needs(frame))
             if lacking is not None:
                 await self._forbid(client, frame, lacking)
@@ -503,7 +536,9 @@ class Gateway:
                 case CancelFrame(id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              CancelTurn(session=client.session), dict),
+                                              CancelTurn(session=client.session,
+                                                         app=_app(client.principal),
+                                                         client=client.label), dict),
                                       CancelResult, slots=client.control, rid=rid)
                 case MemoryFrame():
                     await self._spawn(nursery, client, self._memory, client, frame,
@@ -522,22 +557,26 @@ class Gateway:
                 case SessionsFrame(limit=limit, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              ListSessions(limit=limit), list),
+                                              ListSessions(limit=limit,
+                                                           app=_app(client.principal)), list),
                                       SessionsResult, rid=rid)
                 case SessionGetFrame(session=session, messages=count, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              GetSession(session=session, messages=count),
+                                              GetSession(session=session, messages=count,
+                                                         app=_app(client.principal)),
                                               dict), SessionResult, rid=rid)
                 case SessionDeleteFrame(session=session, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              DeleteSession(session=session), dict),
+                                              DeleteSession(session=session,
+                                                            app=_app(client.principal)), dict),
                                       SessionDeleted, rid=rid)
                 case SessionRenameFrame(session=session, title=title, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
-                                              RenameSession(session=session, title=title),
+                                              RenameSession(session=session, title=title,
+                                                            app=_app(client.principal)),
                                               dict), SessionRenamed, rid=rid)
                 case Ping():
                     client.push(Pong())
@@ -564,21 +603,43 @@ class Gateway:
         """Read clients.json again every ``interval_s`` while the daemon runs; a
         connection whose client was revoked, paused or given other scopes is closed
         (1008, the reason starting ``revoked:``); the others stay."""
+        seen = self.registry.generation
         while True:
             await trio.sleep(interval_s)
-            if not self.registry.reload():
+            self.registry.reload()
+            if self.registry.generation == seen:
                 continue
-            for c in list(self.clients):
-                if not self.registry.still_allowed(c.principal):
-                    log.info("gateway.client_revoked", client=c.principal.name)
-                    ROOT_METRICS.inc("gateway.closed", {"reason": "revoked"})
-                    # The close frame says why (1008 with this reason): a frame queued
-                    # now would be cut off by the close.
-                    c.close_reason = (f"revoked: the client {c.principal.name!r} was revoked, "
-                                      "paused or given other scopes")[:120]
-                    c.dropped = True
-                    if c.scope is not None:
-                        c.scope.cancel()
+            seen = self.registry.generation
+            await self._sweep_revoked()
+
+    async def _sweep_revoked(self) -> None:
+        """Close every connection whose token clients.json no longer allows."""
+        for c in list(self.clients):
+            if not self.registry.still_allowed(c.principal):
+                await self._drop_revoked(c)
+
+    async def _drop_revoked(self, c: Client) -> None:
+        """Close the connection of a client revoked, paused or given other scopes
+        (1008, the reason starting ``revoked:``) and cancel the turn it has running."""
+        if c.dropped:
+            return
+        log.info("gateway.client_revoked", client=c.principal.name)
+        ROOT_METRICS.inc("gateway.closed", {"reason": "revoked"})
+        # The close frame says why (1008 with this reason): a frame queued
+        # now would be cut off by the close.
+        c.close_reason = (f"revoked: the client {c.principal.name!r} was revoked, "
+                          "paused or given other scopes")[:120]
+        c.dropped = True
+        if c.session is not None:
+            with trio.move_on_after(5):
+                try:
+                    await self.sup.request("agent", CancelTurn(
+                        session=c.session, app=_app(c.principal),
+                        client=c.label), dict)
+                except (RemoteError, RuntimeFailure):
+                    pass
+        if c.scope is not None:
+            c.scope.cancel()
 
     @staticmethod
     async def _spawn(nursery: trio.Nursery, client: Client,
@@ -625,9 +686,10 @@ class Gateway:
         session = client.session
         assert session is not None
         try:
-            await self.sup.request("agent", RunTurn(session=session, turn=turn, text=frame.text,
-                                                    debug=frame.debug, recalled=frame.recalled,
-                                                    client=client.label), TurnResult)
+            await self.sup.request("agent", RunTurn(
+                session=session, turn=turn, text=frame.text, debug=frame.debug,
+                recalled=frame.recalled, client=client.label, app=_app(client.principal),
+                scopes=_scopes(client.principal)), TurnResult)
             client.session_saved = True
         except RemoteError as exc:
             client.push(ErrorFrame(code=exc.code, message=exc.message, id=None))

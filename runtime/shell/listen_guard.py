@@ -9,8 +9,12 @@ wrong tokens.
 * **Origin** (a browser page calling the daemon): absent (not a browser) is fine; else it
   must be in ``server.allowedOrigins``, compared case-insensitively (scheme and host are),
   without a trailing ``/``.
-* **Wrong tokens** are answered after :data:`AUTH_FAILURE_DELAY_S`, one at a time across
-  the process (:class:`AuthThrottle`), and counted, so guessing is slow and visible.
+* **Wrong tokens** are answered after :data:`AUTH_FAILURE_DELAY_S` and counted
+  (:class:`AuthThrottle`), so a script trying tokens is slowed and visible. The wait holds
+  nothing a right token needs: no lock shared with other connections and no place among
+  the connections waiting for ``hello`` (those went one at a time through one lock, and a
+  flood of wrong tokens from any local program kept every client out). Tokens are 256-bit
+  random strings: the delay is not what keeps them from being guessed.
 
 See https://developer.mozilla.org/docs/Web/HTTP/Headers/Origin and the MCP transport's
 security warning (https://modelcontextprotocol.io/specification/2025-06-18/basic/transports).
@@ -28,8 +32,10 @@ __all__ = ["AUTH_FAILURE_DELAY_S", "THROTTLE", "AuthThrottle", "host_allowed", "
            "origin_allowed", "remote_bind_problem"]
 
 AUTH_FAILURE_DELAY_S = 0.5
-"""Seconds before a wrong token is answered; failures are answered one at a time across
-the process, so at most ~2 guesses a second get through however many connections try."""
+"""Seconds before a wrong token is answered."""
+MAX_DELAYED = 64
+"""Wrong tokens waiting out their delay at once; past this they are answered at once
+(a flood must not pile up waiting tasks)."""
 
 
 def is_loopback(host: str) -> bool:
@@ -100,13 +106,19 @@ class AuthThrottle:
     def __init__(self, delay_s: float = AUTH_FAILURE_DELAY_S) -> None:
         self.delay_s = delay_s
         self.failures: dict[str, int] = {}
-        self._lock = trio.Lock()
+        self.delayed = 0
 
     async def failed(self, listener: str) -> None:
-        """Count one wrong token on ``listener`` and wait before it is answered."""
+        """Count one wrong token on ``listener`` and wait :attr:`delay_s` before it is
+        answered (at once when :data:`MAX_DELAYED` already wait)."""
         self.failures[listener] = self.failures.get(listener, 0) + 1
-        async with self._lock:
+        if self.delayed >= MAX_DELAYED:
+            return
+        self.delayed += 1
+        try:
             await trio.sleep(self.delay_s)
+        finally:
+            self.delayed -= 1
 
 
 THROTTLE = AuthThrottle()

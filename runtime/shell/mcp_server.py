@@ -333,8 +333,12 @@ class BearerGuard:
                 refused = 403, b'{"error":"origin not allowed (server.allowedOrigins)"}'
             elif not self._known(headers.get(b"authorization", b"")):
                 await self.throttle.failed("mcp")
-                refused = 401, (b'{"error":"unauthorized: send Authorization: Bearer '
-                                b'<the daemon token or a client token>"}')
+                if self.registry is not None and self.registry.error is not None:
+                    refused = 503, json.dumps({"error": "clients_unreadable: "
+                                               + self.registry.error}).encode()
+                else:
+                    refused = 401, (b'{"error":"unauthorized: send Authorization: Bearer '
+                                    b'<the daemon token or a client token>"}')
             if refused is not None:
                 status, body = refused
                 await send({"type": "http.response.start", "status": status, "headers": [

@@ -62,6 +62,7 @@ NOT_KEPT_REASONS = {
     "comparison": "it compares you with something else",
     "injection": "it reads as an instruction to the assistant",
     "coming_age": "an age still to come; your sentence is kept instead",
+    "not_a_place": "a time, not a place",
 }
 """Why a proposal was not kept (a frame's ``notKept``), in a person's words."""
 NOT_KEPT_OTHER = "the memory guards dropped it"

@@ -48,7 +48,7 @@ from actors.agent.sessions import valid_session_id
 from actors.memory.messages import Refused
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 
-from .clients import ClientRegistry, Principal, bearer_token
+from .clients import OWNER_PRINCIPAL, ClientRegistry, Principal, bearer_token
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 
 log = structlog.get_logger()
@@ -176,6 +176,9 @@ class OpenAIApi:
         if scope["type"] != "http":
             return
         headers = {k.lower(): v for k, v in scope.get("headers") or []}
+        if scope["path"].rstrip("/") == "/health" and scope["method"] == "GET":
+            await self._health(headers, send)
+            return
         try:
             principal = await self._check_access(headers)
             path, method = scope["path"].rstrip("/"), scope["method"]
@@ -191,8 +194,7 @@ class OpenAIApi:
             elif path == "/v1/models/" + MODEL_ID and method == "GET":
                 await _json(send, 200, self._model())
             elif path == "/v1/chat/completions" and method == "POST":
-                await self._chat(headers, await self._body(receive, headers), send,
-                                 "openai-api" if principal.owner else principal.name)
+                await self._chat(headers, await self._body(receive, headers), send, principal)
             elif path in ("/v1/models", "/v1/chat/completions"):
                 raise ApiError(405, "method_not_allowed", f"{method} is not allowed on {path}")
             else:
@@ -205,6 +207,24 @@ class OpenAIApi:
             if exc.status in (408, 413):  # the rest of the body is not read: the connection ends
                 extra.append((b"connection", b"close"))
             await _json(send, exc.status, exc.body(), extra)
+
+    async def _health(self, headers: dict[bytes, bytes], send: Send) -> None:
+        """``GET /health``, no token needed (a supervisor's or a load balancer's probe):
+        200 ``{"status": "ok", "problems": []}``, or 503 ``{"status": "degraded",
+        "problems": [one line each]}`` — today, a clients.json the daemon cannot read.
+        Host and Origin are checked as for every request (421, 403)."""
+        if not host_allowed(headers.get(b"host"), self.cfg.host, self.cfg.allow_remote):
+            await _json(send, 421, ApiError(421, "misdirected_request", "Host header not "
+                                            "allowed (localhost or server.host only)").body())
+            return
+        if not origin_allowed(headers.get(b"origin"), self.cfg.allowed_origins):
+            await _json(send, 403, ApiError(403, "origin_not_allowed",
+                                            "browser origin not allowed").body())
+            return
+        self.registry.reload()
+        problems = [self.registry.error] if self.registry.error else []
+        await _json(send, 503 if problems else 200,
+                    {"status": "degraded" if problems else "ok", "problems": problems})
 
     # ------------------------------------------------------------------ checks
     async def _check_access(self, headers: dict[bytes, bytes]) -> Principal:
@@ -232,6 +252,9 @@ class OpenAIApi:
                                               "clients resume)", "permission_error")
             log.warning("openai_api.auth_failed")
             await THROTTLE.failed("openai_api")
+            if self.registry.error is not None:
+                raise ApiError(503, "clients_unreadable", self.registry.error,
+                               "authentication_error")
             raise ApiError(401, "invalid_api_key", "send the daemon token, or a client token "
                                                    "(atomic-agent clients add), as the API "
                                                    "key (Authorization: Bearer <token>; the "
@@ -282,18 +305,25 @@ class OpenAIApi:
 
     # -------------------------------------------------------------------- chat
     async def _chat(self, headers: dict[bytes, bytes], request: ChatRequest, send: Send,
-                    client: str = "openai-api") -> None:
+                    principal: Principal = OWNER_PRINCIPAL) -> None:
+        """One turn. It acts under ``principal``'s scopes, in a session of its own: an app
+        reaches only the sessions it started (its default session is ``openai-<name>``)."""
+        client = "openai-api" if principal.owner else principal.name
+        app = None if principal.owner else principal.name
         text = _last_user_text(request.messages)
         session = (headers.get(SESSION_HEADER, b"").decode(errors="replace")
-                   or request.user or DEFAULT_SESSION)
+                   or request.user or (DEFAULT_SESSION if app is None
+                                       else f"{DEFAULT_SESSION}-{app}"))
         if not valid_session_id(session):
             raise ApiError(400, "invalid_argument", "the session (X-Atomic-Session header or "
                                                     "user field) must be 1-64 characters of "
                                                     "letters, digits, _ . -")
         try:
-            await self.request("agent", OpenSession(session=session), dict)
+            await self.request("agent", OpenSession(session=session, app=app), dict)
         except RemoteError as exc:
-            raise ApiError(400, exc.code, exc.message) from None
+            raise ApiError(403 if exc.code == "forbidden" else 400, exc.code, exc.message,
+                           "permission_error" if exc.code == "forbidden"
+                           else "invalid_request_error") from None
         except RuntimeFailure as exc:
             raise ApiError(503, "unavailable", str(exc), "server_error") from None
         turn = f"t-{secrets.token_hex(5)}"
@@ -302,9 +332,10 @@ class OpenAIApi:
 
         async def run() -> None:
             try:
-                await self.request("agent", RunTurn(session=session, turn=turn, text=text,
-                                                    client=client),
-                                   TurnResult)
+                await self.request("agent", RunTurn(
+                    session=session, turn=turn, text=text, client=client, app=app,
+                    scopes=None if principal.owner else sorted(principal.scopes)),
+                    TurnResult)
             except RemoteError as exc:
                 if exc.code == "busy":
                     failure.append(ApiError(409, "busy", f"a turn is already running in "

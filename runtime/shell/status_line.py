@@ -42,15 +42,22 @@ class StatusLine:
     def clear(self) -> None:
         """Erase the status (before other output); idempotent."""
         if self.label is not None and self.enabled:
-            self.stream.write("\r\033[K")
+            self._control("\r\033[K")
             self.stream.flush()
         self.label = None
 
     def _draw(self) -> None:
         if self.enabled and self.label is not None:
             elapsed = time.monotonic() - self.since
-            self.stream.write(f"\r\033[K… {self.label} ({elapsed:.0f} s)")
+            self._control("\r\033[K")
+            self.stream.write(f"… {self.label} ({elapsed:.0f} s)")
             self.stream.flush()
+
+    def _control(self, sequence: str) -> None:
+        """Write the status line's own terminal control past a terminal-safe stream
+        (:class:`~runtime.shell.safe_text.SafeStream`, which would show it escaped)."""
+        write = getattr(self.stream, "write_control", self.stream.write)
+        write(sequence)
 
     async def run(self) -> None:
         """Redraw every :data:`REDRAW_S` seconds until cancelled."""

@@ -22,6 +22,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
 from ..client import ClientError
+from ..safe_text import visible
 from .bridge import BridgeHost
 from .render import TurnMemory, one_line, panel_lines, parse_tail, when
 
@@ -120,8 +121,9 @@ class ChatScreen(Screen):
 
     def add_line(self, text: str, kind: str = "info") -> Static:
         """Append one block to the transcript (``kind``: user, agent, tool, info,
-        error) and scroll to it. Text is shown verbatim (no markup)."""
-        widget = Static(text, classes=kind, markup=False)
+        error) and scroll to it. Text is shown verbatim (no markup), control characters
+        as escapes (:func:`~runtime.shell.safe_text.visible`)."""
+        widget = Static(visible(text), classes=kind, markup=False)
         box = self.query_one("#transcript", VerticalScroll)
         extra = len(box.children) + 1 - MAX_BLOCKS
         if extra > 0:

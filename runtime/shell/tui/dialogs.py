@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from ..client import ClientError
+from ..safe_text import visible
 from .render import neighbourhood
 
 KEYS_HELP = """Manage → Memory keys
@@ -75,7 +76,7 @@ class DetailScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         """Title, scrollable body, key hint."""
         with Vertical():
-            yield Static(self.title_text, classes="hint", markup=False)
+            yield Static(visible(self.title_text), classes="hint", markup=False)
             with VerticalScroll():
                 yield Static("loading…", id="detail-body", markup=False)
             hint = "Esc close · j/k scroll" + (" · g expand links" if self.note_id else "")
@@ -94,7 +95,8 @@ class DetailScreen(ModalScreen[None]):
         self._show_body()
 
     def _show_body(self) -> None:
-        self.query_one("#detail-body", Static).update("\n".join(self.lines + self.extra))
+        self.query_one("#detail-body", Static).update(
+            visible("\n".join(self.lines + self.extra)))
 
     def body_text(self) -> str:
         """The detail's current text (``""`` before it is composed)."""
@@ -166,7 +168,7 @@ class ConfirmScreen(ModalScreen[bool]):
     def compose(self) -> ComposeResult:
         """The question and the keys."""
         with Vertical():
-            yield Static(self.question, id="question", markup=False)
+            yield Static(visible(self.question), id="question", markup=False)
             yield Static("y = yes · n / Esc = no", classes="hint", markup=False)
 
     def action_answer(self, yes: bool) -> None:
@@ -211,7 +213,7 @@ class EditFactScreen(_SaveDialog):
         kind = ("pinned" if self.fact.get("pinned")
                 else f"contextual [{', '.join(self.fact.get('keywords') or [])}]")
         with Vertical():
-            yield Static(f"edit {self.fact['key']} ({kind})", markup=False)
+            yield Static(visible(f"edit {self.fact['key']} ({kind})"), markup=False)
             yield Input(self.fact["value"], id="value")
             yield Static("", id="edit-error", classes="error", markup=False)
             yield Static("Enter save · Esc cancel", classes="hint", markup=False)

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..memory_feedback import UNMET_CLAIMS
+from ..safe_text import one_line as escape_line
+from ..safe_text import visible
 
 CHANNELS = ("profile", "notes", "lessons", "procedures", "links", "votes")
 """The Manage → Memory channels, in the order of the ``1``–``6`` keys."""
@@ -61,9 +63,10 @@ def channel_status(channel: str, n: int, *, archive: str = "active", query: str 
 
 
 def one_line(text: str, width: int) -> str:
-    """``text`` with runs of whitespace folded to one space, cut to ``width``
-    characters (an ellipsis marks a cut). ``width`` < 1 gives ``""``."""
-    flat = " ".join(str(text).split())
+    """``text`` with runs of whitespace folded to one space and control characters shown
+    as escapes (:func:`~runtime.shell.safe_text.visible`), cut to ``width`` characters (an
+    ellipsis marks a cut). ``width`` < 1 gives ``""``."""
+    flat = " ".join(visible(str(text)).split())
     if width < 1:
         return ""
     return flat if len(flat) <= width else flat[: max(width - 1, 0)] + "…"
@@ -145,7 +148,7 @@ def fact_history(key: str, history: list[dict[str, Any]]) -> list[str]:
             ended += f", turn {f['removedTurnId']}" if f.get("removedTurnId") else ""
         lines.append(f"v{i}  {when(f.get('validFrom'))}  {state}  ({shown}; by {by}{where}"
                      f"{ended})")
-        lines.append(f"    {f.get('value', '')}")
+        lines.append(f"    {escape_line(str(f.get('value', '')))}")
     if not history:
         lines.append("(no history)")
     return lines
