@@ -17,7 +17,7 @@ import httpx
 import pytest
 import trio
 
-from runtime.shell.client import open_client
+from runtime.shell.client import ClientError, open_client
 from runtime.shell.clients import add_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
@@ -148,6 +148,16 @@ async def test_every_change_needs_the_csrf_token_and_the_dashboards_origin(tmp_p
                 missing = await http.post("/ui/sessions/nope/rename", headers=own,
                                           data={"title": "x", "csrf": token})
                 assert missing.status_code == 400 and "Nothing was changed" in missing.text
+                # revoking an app closes its connection before the page answers
+                app_token = add_client(state, "doomed", ["read"])
+                async with open_client(url=d.url, token=app_token) as app:
+                    await app.request({"type": "ping"}, "pong")
+                    revoked = await http.post("/ui/clients/doomed/revoke", headers=own,
+                                              data={"csrf": token})
+                    assert revoked.status_code == 303
+                    with trio.fail_after(1), pytest.raises(ClientError) as closed:
+                        await app.wait_for(lambda f: False)
+                    assert "revoked" in str(closed.value)
                 out = await http.post("/ui/logout", headers=own, data={"csrf": token})
                 assert out.status_code == 303
                 assert (await http.get("/ui")).status_code == 401

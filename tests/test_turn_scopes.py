@@ -136,6 +136,10 @@ async def test_an_app_reaches_only_the_sessions_it_started(daemon):
         async with open_client(url=daemon.url, token=daemon.reader, session="app-chat"):
             pass
     assert info.value.code == "forbidden"
+    # every refusal is in the activity log under the app
+    assert {("session.get", "forbidden"), ("session.rename", "forbidden")} <= \
+        await _activity(daemon.state, "notes-app")
+    assert ("hello", "forbidden") in await _activity(daemon.state, "viewer")
     # the owner reaches every session, and sees whose each is
     async with open_client(daemon.state) as owner:
         listed = await owner.request({"type": "sessions"}, "sessions.result")

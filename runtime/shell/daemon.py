@@ -465,6 +465,7 @@ async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Any,
     dashboard = DashboardApp(Backend(sup.request, gateway.metrics, gateway.registry.state_dir),
                              gateway.registry, cfg.server)
     gateway.memory_listeners.append(dashboard.memory_changed)
+    dashboard.clients_changed = gateway.apply_clients
     app = PathRouter(OpenAIApi(sup.request, conns.start_soon, gateway.turn_events,
                                gateway.registry, cfg.server, sup.cast),
                      {"/ui": dashboard, "/favicon.ico": dashboard})

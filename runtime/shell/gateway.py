@@ -141,6 +141,11 @@ def _needs(frame: Any) -> tuple[str, ...]:
 
 
 
+_REQUEST_OF: dict[type, str] = {CancelResult: "cancel", SessionsResult: "sessions",
+                                SessionResult: "session.get", SessionDeleted: "session.delete",
+                                SessionRenamed: "session.rename"}
+"""The frame a session answer replies to (the activity log's name for a refusal)."""
+
 def _app(principal: Principal) -> str | None:
     """The app a principal's sessions belong to: its token's name; None for the owner,
     who reaches every session."""
@@ -481,6 +486,9 @@ class Gateway:
                     session=frame.session, working_dir=frame.working_dir,
                     app=_app(principal)), dict)
             except RemoteError as exc:
+                if exc.code == "forbidden":  # another app's session: logged under the app
+                    await self.sup.cast("memory", Refused(client=client.label, op="hello",
+                                                          outcome="forbidden"))
                 await self._refuse(client, exc.code, exc.message)
                 return False
             except RuntimeFailure as exc:
@@ -612,6 +620,12 @@ class Gateway:
             seen = self.registry.generation
             await self._sweep_revoked()
 
+    async def apply_clients(self) -> None:
+        """Read clients.json now and close the connections it no longer allows (the
+        dashboard calls this after revoking or pausing an app)."""
+        self.registry.reload()
+        await self._sweep_revoked()
+
     async def _sweep_revoked(self) -> None:
         """Close every connection whose token clients.json no longer allows."""
         for c in list(self.clients):
@@ -674,6 +688,10 @@ class Gateway:
         try:
             data = await call()
         except RemoteError as exc:
+            if exc.code == "forbidden":  # another app's session: logged under the app
+                await self.sup.cast("memory", Refused(
+                    client=client.label, op=_REQUEST_OF.get(answer, "session"),
+                    outcome="forbidden"))
             client.push(ErrorFrame(code=exc.code, message=exc.message, id=rid))
             return
         except RuntimeFailure as exc:

@@ -321,6 +321,8 @@ class OpenAIApi:
         try:
             await self.request("agent", OpenSession(session=session, app=app), dict)
         except RemoteError as exc:
+            if exc.code == "forbidden":
+                await self._refused(client, "openai-api session", "forbidden")
             raise ApiError(403 if exc.code == "forbidden" else 400, exc.code, exc.message,
                            "permission_error" if exc.code == "forbidden"
                            else "invalid_request_error") from None

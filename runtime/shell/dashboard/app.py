@@ -20,6 +20,7 @@ import json
 import re
 import secrets
 from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
@@ -60,6 +61,8 @@ class DashboardApp:
         self.registry = registry
         self.cfg = cfg
         self.logins = Logins()
+        # set by the daemon: apply clients.json now (close revoked apps' connections)
+        self.clients_changed: Callable[[], Awaitable[None]] | None = None
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"),
                                autoescape=select_autoescape(default=True, default_for_string=True))
         self.env.filters["when"] = when
@@ -382,6 +385,8 @@ class DashboardApp:
                 name, action = m.group(1), m.group(2)
                 set_client(b.state_dir, name, revoke=action == "revoke",
                            paused={"pause": True, "resume": False}.get(action))
+                if self.clients_changed is not None:  # closed before the page answers
+                    await self.clients_changed()
                 await send_redirect(send, "/ui/clients")
             else:
                 await self._page(send, 404, "error.html", session, title="Not found",
