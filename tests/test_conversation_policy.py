@@ -200,6 +200,33 @@ def test_forgetting_rewrites_a_note_that_holds_other_facts(conn):
                             now_ms=6).purged_keys == []
 
 
+def test_a_forgotten_fact_leaves_the_notes_that_word_it_otherwise(conn):
+    """"Forget what I told you about my job" purges ``job = bridge designer``; the notes
+    reflection wrote in its own words ("designs bridges", "I design bridges") lose that
+    clause and keep the rest; a note on a bridge club, which is not the job, stays."""
+    from actors.store.forgetting import apply_forget
+    from actors.store.notes import MemoryStore
+    from actors.store.profile import ProfileStore
+    from actors.store.schema import write_txn
+
+    notes, profiles = MemoryStore(conn), ProfileStore(conn)
+    profiles.set("job", "bridge designer")
+    quote = notes.store("The user said: I'm Tomas, I live in Brno, I design bridges, my "
+                        "daughter Klara turns 9 on 14 March.")
+    summary = notes.store("The user lives in Brno, designs bridges, has a daughter named "
+                          "Klara, and is vegetarian.")
+    club = notes.store("The user's bridge club meets on Fridays.")
+    with write_txn(conn):
+        out = apply_forget(conn, retire_keys=[], purge_keys=[], targets=[["job"]], now_ms=5)
+    assert out.purged_keys == ["job"] and sorted(out.rewritten_note_ids) == [quote.id,
+                                                                          summary.id]
+    assert notes.get(quote.id).content == ("The user said: I'm Tomas, I live in Brno, my "
+                                           "daughter Klara turns 9 on 14 March.")
+    assert notes.get(summary.id).content == ("The user lives in Brno, has a daughter named "
+                                             "Klara, and is vegetarian.")
+    assert notes.get(club.id).content == "The user's bridge club meets on Fridays."
+
+
 RACE = ["Melanie: I ran a charity race for mental health last Saturday; I realized "
         "self-care is important.",
         "Caroline: I went to a support group yesterday and it was so powerful.",

@@ -244,18 +244,19 @@ def _drop_list_member(text: str, word: str) -> str:
     return text
 
 
-def without(content: str, words: list[str]) -> str | None:
+def without(content: str, words: list[str], lists: bool = True) -> str | None:
     """A note's ``content`` with what a forget target's ``words`` name taken out, its
     other facts kept in the same words, or None when nothing of its own is left (the
     note goes). First a list member ("The user's daughter Klara likes Lego and horses."
     less Lego → "… likes horses."), else the clauses holding a target word ("The user
     said: I live in Graz and I work at a brewery." less "work" → "The user said: I live
     in Graz."); a note that is not the user's quoted sentence keeps its first clause (its
-    subject) or goes. Pure; never raises."""
+    subject) or goes. ``lists=False`` skips the list member (the words of one value,
+    "designs bridges", are one clause, never two members). Pure; never raises."""
     if not words or not names_note(words, content):
         return content
     listed = content
-    for word in words:
+    for word in words if lists else []:
         listed = _drop_list_member(listed, word)
     left = sum(1 for w in words if matches([w], listed))
     if listed != content and left <= 1 and not names_note(words, listed):

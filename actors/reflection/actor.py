@@ -67,6 +67,7 @@ from actors.memory.messages import (
 from actors.policy.claims import unmet_claims
 from actors.policy.corrections import corrections, says_correction
 from actors.policy.coverage import statement_count
+from actors.policy.forget import forget_intent
 from actors.policy.skip import skip_reason
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RuntimeFailure
@@ -481,6 +482,9 @@ class ReflectionActor:
             self.streaks.pop(msg.session, None)
             self.warned.discard(msg.session)
         not_kept = self.not_kept.pop(msg.turn, [])
+        if forget_intent(msg.user_message):  # what a forget turn's model left blank
+            gone = set(written.retired_keys + written.purged_keys) if written else set()
+            not_kept = [k for k in not_kept if k.reason != "no_value" and k.key not in gone]
         unmet: list[str] = []
         if outcome in ("ok", "none"):
             unmet = unmet_claims(

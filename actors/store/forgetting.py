@@ -34,7 +34,7 @@ from typing import cast
 import apsw
 import msgspec
 
-from actors.policy.forget import WORD_RE, matches, names_fact, names_note, without
+from actors.policy.forget import WORD_RE, matches, names_fact, names_note, target_words, without
 
 from .cold import drop_derived
 from .fts import content_key
@@ -105,6 +105,19 @@ def _same_turn_facts(conn: apsw.Connection, note_id: int, content: str) -> list[
     return [key for key, value in facts if _stems(f"{key} {value}") & stems]
 
 
+def _as_written(words: list[str], content: str) -> list[str]:
+    """A purged value's ``words`` as ``content`` writes them: a word the note does not
+    hold is replaced by the note's word with the same first five letters ("bridge
+    designer" in "I design bridges" is ``bridge``, ``design``)."""
+    have = [w.lower() for w in WORD_RE.findall(content)]
+    out = []
+    for w in words:
+        if not matches([w], content) and len(w) >= 5:
+            w = next((h for h in have if len(h) >= 5 and h[:5] == w[:5]), w)
+        out.append(w)
+    return out
+
+
 def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: list[str],
                  targets: list[list[str]], now_ms: int, by: str | None = None,
                  turn_id: str | None = None) -> Forgotten:
@@ -131,23 +144,36 @@ def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: l
         for key, value in rows:
             if names_fact(words, key, value) and key not in purge:
                 purge.append(key)
+    note_targets = [list(t) for t in targets]
+    loose: list[list[str]] = []  # a purged fact's value: the note may word it otherwise
     for key in purge:
+        # what the fact said goes from the notes that quoted it too ("what I told you
+        # about my job" purges job = bridge designer; "I design bridges" leaves the note)
+        values = cast(list[tuple[str]], conn.execute(
+            "SELECT DISTINCT value FROM profile_facts WHERE key = ?", (key,)).fetchall())
         conn.execute("DELETE FROM profile_facts WHERE key = ?", (key,))
         if conn.changes():
             out.purged_keys.append(key)
             if key in out.retired_keys:
                 out.retired_keys.remove(key)
-    for words in targets:
-        if not words:
+            for (value,) in values:
+                words = [w for w in target_words(value) if len(w) >= 3]
+                if words and words not in note_targets:
+                    note_targets.append(words)
+                    loose.append(words)
+    for target in note_targets:
+        if not target:
             continue
+        stems = target in loose
         # a note a target names holds most of its words: one of them, at least
         id_rows = cast(list[tuple[int, str]], conn.execute(
             "SELECT id, content FROM memories WHERE " + " OR ".join(
-                ["lower(content) LIKE ? ESCAPE '\\'"] * len(words)),
-            [_like(w.rstrip("s")) for w in words]).fetchall())
+                ["lower(content) LIKE ? ESCAPE '\\'"] * len(target)),
+            [_like(w[:5] if stems else w.rstrip("s")) for w in target]).fetchall())
         for note_id, content in id_rows:
+            words = _as_written(target, content) if stems else target
             if note_id not in out.note_ids and names_note(words, content):
-                rest = without(content, words)
+                rest = without(content, words, lists=not stems)
                 if rest is not None:  # its other facts stay, in the same words
                     kept = {w.lower() for w in WORD_RE.findall(rest)}
                     gone = " ".join(w for w in WORD_RE.findall(content) if w.lower() not in kept)
