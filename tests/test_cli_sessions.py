@@ -105,6 +105,8 @@ async def test_sessions_have_titles_that_can_be_renamed(tmp_path):
                      "on a budget?")
         await run_cli(state, "ask", "--session", "dinners", long_line)
         await run_cli(state, "ask", "--session", "dinners", "and a dessert too")
+        assert json.loads((await run_cli(state, "sessions", "--json")).stdout) == \
+            json.loads((await run_cli(state, "sessions", "list", "--json")).stdout)
         listed = json.loads((await run_cli(state, "sessions", "list", "--json")).stdout)
         title = listed[0]["title"]
         assert title.endswith("…") and long_line.startswith(title[:-1]) and len(title) <= 60

@@ -173,6 +173,9 @@ def _add_sessions(sub: Any) -> None:
                     "rename ID TITLE` names it (\"\" for its first line again); `sessions "
                     "delete ID` removes it (its memory stays).")
     _state_arg(ss)
+    # `sessions --json` / `sessions --limit N` as `sessions list …` (the bare command lists)
+    ss.add_argument("--limit", type=_count, default=20, help="how many to list (default 20)")
+    ss.add_argument("--json", action="store_true", help="print the list as JSON")
     ssub = ss.add_subparsers(dest="action", metavar="ACTION")
     sl = ssub.add_parser("list", help="sessions, newest first")
     _state_arg(sl)
