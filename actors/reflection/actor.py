@@ -482,9 +482,9 @@ class ReflectionActor:
             self.streaks.pop(msg.session, None)
             self.warned.discard(msg.session)
         not_kept = self.not_kept.pop(msg.turn, [])
-        if forget_intent(msg.user_message):  # what a forget turn's model left blank
-            gone = set(written.retired_keys + written.purged_keys) if written else set()
-            not_kept = [k for k in not_kept if k.reason != "no_value" and k.key not in gone]
+        if forget_intent(msg.user_message):
+            # a forget turn states nothing new: what its model proposed echoes the request
+            not_kept = []
         unmet: list[str] = []
         if outcome in ("ok", "none"):
             unmet = unmet_claims(
