@@ -73,46 +73,37 @@ async def _series(seconds: float, url: str, token: str, state: Path, mcp_url: st
     """Connect times (ms) of the three doors for ``seconds``; a failure is ``inf``."""
     out: dict[str, list[float]] = {"websocket": [], "CLI": [], "MCP": []}
 
-    async def websocket() -> None:
+    async def timed(door: str, attempt, pause: float) -> None:
+        """``attempt()`` (True when it worked) again and again for ``seconds``."""
         end = trio.current_time() + seconds
         while trio.current_time() < end:
             t0 = time.perf_counter()
             try:
                 with trio.fail_after(10):
-                    async with open_client(url=url, token=token) as c:
-                        await c.request({"type": "ping"}, "pong")
-                out["websocket"].append((time.perf_counter() - t0) * 1000)
-            except Exception:  # noqa: BLE001 - counted as a failure
-                out["websocket"].append(float("inf"))
-            await trio.sleep(0.25)
-
-    async def cli() -> None:
-        end = trio.current_time() + seconds
-        while trio.current_time() < end:
-            t0 = time.perf_counter()
-            done = await trio.run_process(
-                [sys.executable, "-m", "runtime.shell.cli", "memory", "stats", "--state-dir",
-                 str(state)], capture_stdout=True, capture_stderr=True, check=False, cwd=ROOT)
-            ms = (time.perf_counter() - t0) * 1000
-            out["CLI"].append(ms if done.returncode == 0 else float("inf"))
-
-    async def mcp_calls() -> None:
-        end = trio.current_time() + seconds
-        while trio.current_time() < end:
-            t0 = time.perf_counter()
-            try:
-                with trio.fail_after(10):
-                    got = await mcp.call_tool("memory_profile_list", {})
-                ok = not got.is_error
-            except Exception:  # noqa: BLE001
+                    ok = await attempt()
+            except Exception:  # noqa: BLE001 - refused, closed, timed out: a failure
                 ok = False
-            out["MCP"].append((time.perf_counter() - t0) * 1000 if ok else float("inf"))
-            await trio.sleep(0.25)
+            out[door].append((time.perf_counter() - t0) * 1000 if ok else float("inf"))
+            await trio.sleep(pause)
+
+    async def websocket() -> bool:
+        async with open_client(url=url, token=token) as c:
+            await c.request({"type": "ping"}, "pong")
+        return True
+
+    async def cli() -> bool:
+        done = await trio.run_process(
+            [sys.executable, "-m", "runtime.shell.cli", "memory", "stats", "--state-dir",
+             str(state)], capture_stdout=True, capture_stderr=True, check=False, cwd=ROOT)
+        return done.returncode == 0
+
+    async def mcp_call() -> bool:
+        return not (await mcp.call_tool("memory_profile_list", {})).is_error
 
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(websocket)
-        nursery.start_soon(cli)
-        nursery.start_soon(mcp_calls)
+        nursery.start_soon(timed, "websocket", websocket, 0.25)
+        nursery.start_soon(timed, "CLI", cli, 0.0)
+        nursery.start_soon(timed, "MCP", mcp_call, 0.25)
     return out
 
 

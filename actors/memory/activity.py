@@ -37,7 +37,8 @@ from .messages import (ApplyReflection, ApplyResult, Audited, BuildContext, OpRe
                        ToolOp)
 from .ops import OPS
 
-__all__ = ["FLUSH_S", "UNRECORDED_READERS", "ActivityRecorder", "entry_for", "ids_of"]
+__all__ = ["FLUSH_S", "UNRECORDED_READERS", "ActivityRecorder", "entry_for", "ids_of",
+           "writer_of"]
 
 log = structlog.get_logger()
 
@@ -71,6 +72,14 @@ def ids_of(data: Any, change: dict[str, Any] | None = None) -> list[int | str]:
     return out[:MAX_IDS]
 
 
+def writer_of(msg: ApplyReflection) -> str:
+    """Who writes an :class:`ApplyReflection`, as the activity log and a fact's
+    ``removed_by`` name them: ``agent for <app>`` (the agent's forget in that app's turn)
+    or ``reflection for <app>``; without an app, ``agent`` / ``reflection``."""
+    who = "agent" if msg.agent else "reflection"
+    return f"{who} for {msg.client}" if msg.client else who
+
+
 def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
     """The activity log's entry for one memory request and what it answered (the module
     docstring says what each kind is recorded as); None for requests that read or write no
@@ -102,10 +111,9 @@ def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
                     *result.purged_keys, *result.forgotten_note_ids,
                     *result.rewritten_note_ids]))
             if done or outcome != "ok":  # under the app whose turn caused it
-                who = "agent" if msg.agent else "reflection"
-                client = f"{who} for {msg.client}" if msg.client else who
                 op = "turn.forget" if msg.agent else "reflection"
-                return ActivityEntry(now_ms(), client, op, done[:MAX_IDS], outcome, True)
+                return ActivityEntry(now_ms(), writer_of(msg), op, done[:MAX_IDS], outcome,
+                                     True)
         case Refused():
             return ActivityEntry(now_ms(), msg.client, msg.op, [], msg.outcome)
         case Audited():

@@ -58,7 +58,7 @@ from runtime.kernel.actor import ActorContext
 from runtime.services.config import ActorBoot
 from runtime.services.metrics import Metrics, MetricsRequest, count_process_wide
 
-from .activity import ActivityRecorder, entry_for
+from .activity import ActivityRecorder, entry_for, writer_of
 from .messages import (
     ActivityQuery,
     ApplyLinks,
@@ -540,8 +540,7 @@ class MemoryActor:
         replaced_pinned: list[str] = []
         skipped = 0
         stale: list[int] = []
-        who = "agent" if msg.agent else "reflection"
-        by = f"{who} for {msg.client}" if msg.client else who
+        by = writer_of(msg)
         forgotten = self.forgotten_in_turn.pop((msg.session, msg.turn), [])
         if msg.agent:  # the turn's reflection comes next and reads this list
             forgotten = self.forgotten_in_turn.setdefault((msg.session, msg.turn), forgotten)

@@ -100,6 +100,17 @@ class Principal(msgspec.Struct, frozen=True):
     owner: bool = False
     token_sha256: str = ""
 
+    @property
+    def app(self) -> str | None:
+        """The app its sessions belong to: the token's name; None for the owner, who
+        reaches every session."""
+        return None if self.owner else self.name
+
+    @property
+    def turn_scopes(self) -> list[str] | None:
+        """What a turn it starts may do: its scopes; None for the owner (all)."""
+        return None if self.owner else sorted(self.scopes)
+
     def lacks(self, *needed: str) -> str | None:
         """The first of ``needed`` this principal does not have; None when it has all."""
         return next((s for s in needed if s not in self.scopes), None)

@@ -146,15 +146,6 @@ _REQUEST_OF: dict[type, str] = {CancelResult: "cancel", SessionsResult: "session
                                 SessionRenamed: "session.rename"}
 """The frame a session answer replies to (the activity log's name for a refusal)."""
 
-def _app(principal: Principal) -> str | None:
-    """The app a principal's sessions belong to: its token's name; None for the owner,
-    who reaches every session."""
-    return None if principal.owner else principal.name
-
-
-def _scopes(principal: Principal) -> list[str] | None:
-    """What a turn started by ``principal`` may do: its scopes; None for the owner (all)."""
-    return None if principal.owner else sorted(principal.scopes)
 
 class Client:
     """One connected, authenticated client."""
@@ -484,7 +475,7 @@ class Gateway:
             try:
                 info = await self.sup.request("agent", OpenSession(
                     session=frame.session, working_dir=frame.working_dir,
-                    app=_app(principal)), dict)
+                    app=principal.app), dict)
             except RemoteError as exc:
                 if exc.code == "forbidden":  # another app's session: logged under the app
                     await self.sup.cast("memory", Refused(client=client.label, op="hello",
@@ -545,7 +536,7 @@ class Gateway:
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               CancelTurn(session=client.session,
-                                                         app=_app(client.principal),
+                                                         app=client.principal.app,
                                                          client=client.label), dict),
                                       CancelResult, slots=client.control, rid=rid)
                 case MemoryFrame():
@@ -566,25 +557,25 @@ class Gateway:
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               ListSessions(limit=limit,
-                                                           app=_app(client.principal)), list),
+                                                           app=client.principal.app), list),
                                       SessionsResult, rid=rid)
                 case SessionGetFrame(session=session, messages=count, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               GetSession(session=session, messages=count,
-                                                         app=_app(client.principal)),
+                                                         app=client.principal.app),
                                               dict), SessionResult, rid=rid)
                 case SessionDeleteFrame(session=session, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               DeleteSession(session=session,
-                                                            app=_app(client.principal)), dict),
+                                                            app=client.principal.app), dict),
                                       SessionDeleted, rid=rid)
                 case SessionRenameFrame(session=session, title=title, id=rid):
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               RenameSession(session=session, title=title,
-                                                            app=_app(client.principal)),
+                                                            app=client.principal.app),
                                               dict), SessionRenamed, rid=rid)
                 case Ping():
                     client.push(Pong())
@@ -648,7 +639,7 @@ class Gateway:
             with trio.move_on_after(5):
                 try:
                     await self.sup.request("agent", CancelTurn(
-                        session=c.session, app=_app(c.principal),
+                        session=c.session, app=c.principal.app,
                         client=c.label), dict)
                 except (RemoteError, RuntimeFailure):
                     pass
@@ -706,8 +697,8 @@ class Gateway:
         try:
             await self.sup.request("agent", RunTurn(
                 session=session, turn=turn, text=frame.text, debug=frame.debug,
-                recalled=frame.recalled, client=client.label, app=_app(client.principal),
-                scopes=_scopes(client.principal)), TurnResult)
+                recalled=frame.recalled, client=client.label, app=client.principal.app,
+                scopes=client.principal.turn_scopes), TurnResult)
             client.session_saved = True
         except RemoteError as exc:
             client.push(ErrorFrame(code=exc.code, message=exc.message, id=None))

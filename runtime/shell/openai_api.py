@@ -309,7 +309,7 @@ class OpenAIApi:
         """One turn. It acts under ``principal``'s scopes, in a session of its own: an app
         reaches only the sessions it started (its default session is ``openai-<name>``)."""
         client = "openai-api" if principal.owner else principal.name
-        app = None if principal.owner else principal.name
+        app = principal.app
         text = _last_user_text(request.messages)
         session = (headers.get(SESSION_HEADER, b"").decode(errors="replace")
                    or request.user or (DEFAULT_SESSION if app is None
@@ -336,7 +336,7 @@ class OpenAIApi:
             try:
                 await self.request("agent", RunTurn(
                     session=session, turn=turn, text=text, client=client, app=app,
-                    scopes=None if principal.owner else sorted(principal.scopes)),
+                    scopes=principal.turn_scopes),
                     TurnResult)
             except RemoteError as exc:
                 if exc.code == "busy":

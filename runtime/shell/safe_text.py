@@ -5,7 +5,7 @@ Memory holds text any write-scoped app or imported file put there. Printed raw, 
 could write the clipboard (OSC 52, ``ESC ] 52 ; c ; … BEL``), retitle the window, clear
 the screen, hide text behind a bidi override (U+202E) or forge a line of output
 (``CR`` then ``name: Mallory``). :func:`visible` writes each such character as a JSON-style
-``\\uXXXX`` escape: readable, and inside JSON output the same character, so ``--json``
+``\\u`` escape with four hex digits (``\\u001b``): readable, and inside JSON output the same character, so ``--json``
 stays exact.
 
 What is escaped (:data:`_UNSAFE`): C0 controls but line feed and tab, DEL, C1 controls
@@ -39,7 +39,7 @@ def _escape(m: re.Match[str]) -> str:
 
 def visible(text: str) -> str:
     """``text`` with every control and invisible format character (module docstring)
-    written as ``\\uXXXX``; line feeds and tabs kept.
+    written as a ``\\u`` escape with four hex digits; line feeds and tabs kept.
 
     >>> visible("hi\\x1b]52;c;ZXZpbA==\\x07 there")
     'hi\\\\u001b]52;c;ZXZpbA==\\\\u0007 there'
