@@ -6,15 +6,13 @@ and kernel (which they use). May import ``runtime.services`` and ``runtime.kerne
 never ``runtime.shell`` (import-linter contract in ``pyproject.toml``). Beside the
 actors sit two libraries they share: the memory store (:mod:`actors.store`) and, below
 it, the memory policy (:mod:`actors.policy`). Actors talk through each other's
-``messages`` and memory's op table (:mod:`actors.memory.ops`) only; another import
-between two actors is refused by a contract.
+``messages``, memory's op table (:mod:`actors.memory.ops`) and its typed client
+(:mod:`actors.memory.client`) only; another import between two actors is refused by a
+contract. Importing this package loads no HTTP client: an actor that talks to an LLM
+gets httpx through :mod:`runtime.services`, which keeps httpx's command-line tool out.
 """
 
 from __future__ import annotations
-
-from runtime.kernel.lean_imports import import_hiding as _import_hiding
-
-_import_hiding("httpx", ("httpx._main",))  # its CLI stays out (runtime.kernel.lean_imports)
 
 from runtime.kernel import ActorSpec
 

@@ -40,7 +40,8 @@ import trio
 
 from actors import actor_spec
 from actors.store.hybrid import VectorSide, hybrid_recall
-from actors.memory.messages import Stats
+from actors.memory import ops
+from actors.memory.client import actor_memory
 from actors.store.notes import MemoryStore
 from actors.store.schema import open_database
 from actors.store.vectors import VectorCache, VectorStore
@@ -106,7 +107,7 @@ async def run_backfill(state: Path, notes: int, model: str = LocalEmbedder.MODEL
         t0 = None
         with trio.fail_after(600):
             while True:
-                done = (await sup.request("memory", Stats(), dict))["embeddings"]["vectors"]
+                done = (await actor_memory(sup.request).run(ops.Stats()))["embeddings"]["vectors"]
                 if done and t0 is None:
                     t0, first = time.perf_counter(), done
                 if done >= notes:
@@ -144,7 +145,7 @@ async def run_actor_recall(state: Path, block: dict, questions: list[str], n: in
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(state), config=cfg))
     async with open_supervisor([actor_spec("memory", config=boot)]) as sup:
         with trio.fail_after(60):
-            while (await sup.request("memory", Stats(), dict))["embeddings"]["recall"] != "hybrid":
+            while (await actor_memory(sup.request).run(ops.Stats()))["embeddings"]["recall"] != "hybrid":
                 await trio.sleep(0.05)
         out = await time_actor_reads(sup, questions, n, again=again)
         metrics = await sup.request("memory", MetricsRequest(), dict)

@@ -21,7 +21,7 @@ Per size, on the same WAL file, interleaved query by query after a warm-up:
 
 At 1,000 notes also through the daemon: a real memory actor process started by
 ``runtime.open_supervisor``, timed around ``sup.request``, interleaved:
-``ToolOp("memory.notes.recall", k=5)`` (the tool's path: recall on the actor's read
+``ops.NotesRecall(query=…, k=5)`` (the tool's path: recall on the actor's read
 connection, the recall counters bumped after the reply), ``BuildContext`` (recall k=3
 plus gated profile, memory-index and lessons/procedures recall as configured by
 default) and, as the floor of the actor path (IPC, decoding, dispatch),
@@ -49,7 +49,9 @@ import trio
 
 from actors import actor_spec
 from actors.store.context import MemoryContext
-from actors.memory.messages import BuildContext, OpResult, ToolOp
+from actors.memory import ops
+from actors.memory.client import actor_memory
+from actors.memory.messages import BuildContext
 from actors.store.notes import MemoryStore
 from actors.store.recall import build_recall_query
 from actors.store.schema import open_database
@@ -140,6 +142,7 @@ def run_local(path: Path, notes: int, questions: list[str], n: int) -> dict[str,
     conn = open_database(str(path))
     store = MemoryStore(conn, max_entries=max(notes, 1000))
     out: dict[str, list[float]] = defaultdict(list)
+    memory = actor_memory(sup.request)
     for i in range(n + n // 10):
         q = questions[i % len(questions)]
         rq = build_recall_query(q)
@@ -175,23 +178,21 @@ async def time_actor_reads(sup: Any, questions: list[str], n: int, k: int = K,
     ``again``, the same ``memory.notes.recall`` is sent a second time right after the
     first (``tool_again``: a server-embedded query vector is then in hand)."""
     out: dict[str, list[float]] = defaultdict(list)
+    memory = actor_memory(sup.request)
     for i in range(n + n // 10):
         q = questions[i % len(questions)]
         t0 = time.perf_counter()
-        await sup.request("memory", ToolOp(op="memory.notes.recall",
-                                           args={"query": q, "k": k}), OpResult)
+        await memory.run(ops.NotesRecall(query=q, k=k))
         if again:
             ta = time.perf_counter()
-            await sup.request("memory", ToolOp(op="memory.notes.recall",
-                                               args={"query": q, "k": k}), OpResult)
+            await memory.run(ops.NotesRecall(query=q, k=k))
             if i >= n // 10:
                 out["tool_again"].append((time.perf_counter() - ta) * 1000)
             t0 += time.perf_counter() - ta  # tool times the first request only
         t1 = time.perf_counter()
         await sup.request("memory", BuildContext(session="b", user_message=q), MemoryContext)
         t2 = time.perf_counter()
-        await sup.request("memory", ToolOp(op="memory.notes.recall",
-                                           args={"id": 1 + i % 1000}), OpResult)
+        await memory.run(ops.NotesRecall(id=1 + i % 1000))
         t3 = time.perf_counter()
         if i >= n // 10:
             out["tool"].append((t1 - t0) * 1000)

@@ -49,7 +49,8 @@ import trio
 
 from actors import actor_spec
 from actors.store.stores import open_or_quarantine, open_reader, open_stores
-from actors.memory.messages import OpResult, ToolOp
+from actors.memory import ops
+from actors.memory.client import actor_memory
 from actors.store.schema import open_database
 from bench._results import ROOT, machine_line, percentile, publish, utc_now
 from bench.locomo import DATA
@@ -102,7 +103,7 @@ async def actor_start_stop(state: Path, cfg: Config) -> tuple[float, float]:
     async with open_supervisor([actor_spec("memory", config=boot)],
                                log_level="warning") as sup:
         t1 = time.perf_counter()
-        await sup.request("memory", ToolOp(op="memory.notes.recall", args={"id": 1}), OpResult)
+        await actor_memory(sup.request).run(ops.NotesRecall(id=1))
         t2 = time.perf_counter()
     return (t1 - t0) * 1000, (time.perf_counter() - t2) * 1000
 

@@ -19,7 +19,7 @@ import-linter contracts in ``pyproject.toml``, run by ``tests/test_architecture.
 Importing this package has no effect beyond importing the kernel.
 """
 
-from .kernel import PROTOCOL_VERSION as PROTOCOL_VERSION
+from .kernel import ENVELOPE_VERSION as ENVELOPE_VERSION
 from .kernel import ActorContext as ActorContext
 from .kernel import ActorCrashed as ActorCrashed
 from .kernel import ActorSpec as ActorSpec

@@ -43,3 +43,16 @@ def test_runtime_init_only_imports_the_kernel():
     assert "importlib" not in code and "sys.modules" not in code
     statements = [line for line in code.splitlines() if line.startswith(("import ", "from "))]
     assert statements and all(line.startswith("from .kernel import ") for line in statements)
+
+
+def test_talking_to_an_actor_loads_no_sqlite_numpy_or_http_client() -> None:
+    """The actors package, every actor's messages, memory's op table and its typed client
+    load no apsw, numpy or httpx (the import-linter contract checks the imports it can
+    see; this checks what a fresh process really loads, ``importlib`` included)."""
+    code = ("import sys, actors, actors.memory.client, actors.memory.ops, "
+            "actors.memory.messages, actors.agent.messages, actors.reflection.messages, "
+            "actors.backfill.messages; "
+            "print(sorted(m for m in ('apsw', 'numpy', 'httpx') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=Path(__file__).resolve().parent.parent)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr

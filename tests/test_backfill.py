@@ -22,7 +22,8 @@ import trio
 
 from actors import actor_spec
 from actors.backfill.messages import BackfillStatus
-from actors.memory.messages import OpResult, Stats, ToolOp
+from actors.memory import ops
+from tests.memory_ops import memory_op, memory_stats
 from actors.store.notes import MemoryStore
 from actors.store.schema import open_database, write_txn
 from runtime import ActorSpec, open_supervisor
@@ -194,7 +195,7 @@ class _FakeMemory:
         self.puts: list[list[int]] = []
 
     async def request(self, dest, body, reply_type):
-        from actors.memory.messages import MissingVectors, PutVectors, VectorTodo
+        from actors.memory.messages import MissingVectors, PutVectors, ToolOp, VectorTodo
 
         assert dest == "memory"
         match body:
@@ -206,7 +207,7 @@ class _FakeMemory:
                 self.puts.append(list(ids))
                 self.vectors.update(zip(ids, blobs))
                 return len(ids)
-            case Stats():
+            case ToolOp(request=ops.Stats()):
                 return {"notes": len(self.notes), "embeddings": {"vectors": len(self.vectors)}}
         raise AssertionError(f"unexpected {body!r}")
 
@@ -297,7 +298,7 @@ def vector_rows(state_dir) -> list[tuple[int, str, int, int, int]]:
 
 
 async def vectors(sup) -> int:
-    stats = await sup.request("memory", Stats(), dict)
+    stats = await memory_stats(sup)
     return stats["embeddings"]["vectors"]
 
 
@@ -349,9 +350,8 @@ async def test_new_note_is_embedded_soon_after_it_is_written(tmp_path):
     cfg = make_config(backfill=False)  # no sweep: only the NotesWritten path embeds
     async with open_supervisor(specs(tmp_path, cfg)) as sup:
         with trio.fail_after(30):
-            res = await sup.request("memory", ToolOp(
-                op="memory.notes.store", args={"content": "I prefer pytest for unit work"},
-                source="user"), OpResult)
+            res = await memory_op(sup, "memory.notes.store", {"content": "I prefer pytest for unit work"},
+                source="user")
             new_id = res.data["id"]
             while await vectors(sup) < 1:
                 await trio.sleep(0.05)
@@ -388,8 +388,7 @@ async def test_inactive_backfill_writes_nothing(tmp_path, embeddings, state, rea
     cfg = make_config(backfillStartDelayMs=0, **embeddings)
     async with open_supervisor(specs(tmp_path, cfg)) as sup:
         with trio.fail_after(30):
-            await sup.request("memory", ToolOp(
-                op="memory.notes.store", args={"content": "a fresh note"}), OpResult)
+            await memory_op(sup, "memory.notes.store", {"content": "a fresh note"})
             await trio.sleep(1.0)
             status = await sup.request("backfill", BackfillStatus(), dict)
             metrics = await sup.request("backfill", MetricsRequest(), dict)

@@ -14,7 +14,7 @@ import runtime
 from runtime.kernel._channel import Channel
 from runtime.kernel._codec import HEADER_BYTES, EnvelopeCodec, frame
 from runtime.kernel.errors import FrameTooLarge, ProtocolViolation, TransportClosed
-from runtime.kernel.messages import PROTOCOL_VERSION, Cancel, Error, Hello, Reply, Request
+from runtime.kernel.messages import ENVELOPE_VERSION, Cancel, ChildHello, Error, Reply, Request
 
 
 def pair(max_frame: int = 1 << 20) -> tuple[Channel, Channel]:
@@ -31,7 +31,7 @@ def test_frame_is_u32_big_endian_length_prefix():
 async def test_envelopes_round_trip(size):
     left, right = pair(max_frame=(1 << 20) + 1024)
     body = msgspec.Raw(msgspec.msgpack.encode(b"x" * size))
-    sent = [Hello(name="memory", pid=1, version=PROTOCOL_VERSION),
+    sent = [ChildHello(name="memory", pid=1, version=ENVELOPE_VERSION),
             Request(src="agent", dest="memory", id=7, body=body),
             Reply(src="memory", dest="agent", id=7, body=body),
             Error(src="memory", dest="agent", id=7, kind="remote", code="bad", message="m"),
@@ -87,7 +87,7 @@ def test_envelope_is_strict():
 
 
 KERNEL_SURFACE = [
-    "PROTOCOL_VERSION", "ActorContext", "ActorCrashed", "ActorSpec", "ActorTooSlow",
+    "ENVELOPE_VERSION", "ActorContext", "ActorCrashed", "ActorSpec", "ActorTooSlow",
     "ActorUnavailable", "Channel", "ForkedProcess", "FrameTooLarge", "Handler",
     "ProtocolViolation", "RemoteError", "RestartIntensityExceeded", "RestartPolicy",
     "RuntimeFailure", "Supervisor", "TransportClosed", "configure_cli_logging",

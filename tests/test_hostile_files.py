@@ -159,7 +159,7 @@ def poison_frames() -> list[tuple[str, dict]]:
               -1, 0, 2**62, 1.5e308, True, None, [], [[["deep"]]], {"a": {"b": 1}}]
     frames = []
     for op, spec in OPS.items():
-        for field in spec.args.__struct_fields__:
+        for field in spec.__struct_fields__:
             for value in values:
                 frames.append((op, {_camel(field): value}))
     return frames

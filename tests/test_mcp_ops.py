@@ -4,7 +4,7 @@ The MCP server (:mod:`runtime.shell.mcp_server`) is a curated face of the memory
 its own names, titles and argument descriptions for MCP clients. This holds it to the
 op table (:data:`actors.memory.ops.OPS`): each tool, called with its required arguments
 and then with every optional one, sends an op the table has, with arguments the op's
-argument Struct accepts (:func:`actors.memory.ops.decode_args`), so the two cannot drift
+request Struct accepts (:func:`actors.memory.ops.decode_op`), so the two cannot drift
 apart.
 """
 
@@ -12,14 +12,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from actors.memory.ops import OPS, decode_args
+import pytest
+from mcp.server.mcpserver.exceptions import ToolError
+
+from actors.memory.ops import OPS, decode_op
+from runtime.shell.client import ClientError
 from runtime.shell.mcp_server import build_server
 
 SAMPLES = {"string": "Lisbon", "integer": 1, "boolean": True, "array": ["travel"]}
 
 
 class RecordingLink:
-    """Stands in for the daemon link: records each op and answers with an empty shape."""
+    """Stands in for the daemon link: records each op and refuses it (what comes back is
+    not this test's subject)."""
 
     def __init__(self) -> None:
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -27,11 +32,7 @@ class RecordingLink:
 
     async def memory(self, op: str, args: dict[str, Any]) -> Any:
         self.calls.append((op, args))
-        if op == "memory.context":
-            return {"text": ""}
-        if op == "memory.notes.recall" and "id" in args:
-            return [{"id": args["id"]}]
-        return {}
+        raise ClientError("recorded", op)
 
 
 def sample(schema: dict[str, Any]) -> Any:
@@ -54,8 +55,9 @@ async def test_every_mcp_tool_sends_an_op_the_op_table_accepts() -> None:
         required = tool.input_schema.get("required", [])
         for names in (required, list(props)):
             link.calls.clear()
-            await server.call_tool(tool.name, {n: sample(props[n]) for n in names})
+            with pytest.raises(ToolError, match="^recorded: "):
+                await server.call_tool(tool.name, {n: sample(props[n]) for n in names})
             assert len(link.calls) == 1, (tool.name, link.calls)
             op, args = link.calls[0]
             assert op in OPS, (tool.name, op)
-            decode_args(op, args)  # raises ValidationError naming a field the op refuses
+            decode_op(op, args)  # raises ValidationError naming a field the op refuses

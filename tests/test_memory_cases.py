@@ -16,7 +16,8 @@ import pytest
 import trio
 
 from actors import actor_spec
-from actors.memory.messages import ApplyReflection, ApplyResult, FactIn, NoteIn, OpResult, ToolOp
+from actors.memory.messages import ApplyReflection, ApplyResult, FactIn, NoteIn
+from tests.memory_ops import memory_op
 from actors.store.profile import ProfileStore
 from actors.store.render import render_profile
 from actors.store.schema import open_database
@@ -56,13 +57,13 @@ def hold_lock(db, seconds: float) -> subprocess.Popen:
 
 
 async def notes(sup) -> list[str]:
-    data = (await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)).data
+    data = (await memory_op(sup, "memory.notes.list")).data
     return sorted(n["content"] for n in data)
 
 
 async def test_a_write_waits_for_the_other_process_and_both_notes_exist(tmp_path):
     async with open_supervisor(memory_spec(tmp_path)) as sup:
-        journal = await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)
+        journal = await memory_op(sup, "memory.notes.list")
         assert journal.data == []
         a = hold_lock(tmp_path / "memory.sqlite", 1.5)
         t0 = time.monotonic()
@@ -77,7 +78,7 @@ async def test_a_write_waits_for_the_other_process_and_both_notes_exist(tmp_path
 
 async def test_a_lock_held_past_the_busy_timeout_is_a_visible_error_not_a_drop(tmp_path):
     async with open_supervisor(memory_spec(tmp_path)) as sup:
-        await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)
+        await memory_op(sup, "memory.notes.list")
         a = hold_lock(tmp_path / "memory.sqlite", 7)
         with trio.fail_after(20):
             with pytest.raises(RemoteError) as info:
@@ -86,8 +87,7 @@ async def test_a_lock_held_past_the_busy_timeout_is_a_visible_error_not_a_drop(t
         assert info.value.code == "database_busy"
         a.wait(20)
         # the actor is still the same, and later writes work
-        await sup.request("memory", ToolOp(op="memory.notes.store",
-                                           args={"content": "after the lock"}), OpResult)
+        await memory_op(sup, "memory.notes.store", {"content": "after the lock"})
         assert await notes(sup) == ["after the lock", "written by process A"]
 
 
@@ -123,14 +123,14 @@ async def test_the_pinned_budget_holds_on_every_write_path(tmp_path):
     conn.close()
 
     async with open_supervisor(memory_spec(tmp_path, pinned_budget_chars=200)) as sup:
-        await sup.request("memory", ToolOp(op="memory.profile.set", args={
-            "key": "name", "value": "Dana Q. Example, who likes long names"}), OpResult)
+        await memory_op(sup, "memory.profile.set", {
+            "key": "name", "value": "Dana Q. Example, who likes long names"})
         await sup.request("memory", ApplyReflection(session="s", turn="t", facts=[
             FactIn(key="city", value="Lisbon, Portugal, near the river"),
             FactIn(key="job", value="software engineer on distributed databases"),
             FactIn(key="pet", value=LONG)]), ApplyResult)
-        over_ws = await sup.request("memory", ToolOp(op="memory.profile.set", args={
-            "key": "pet3", "value": LONG}), OpResult)
+        over_ws = await memory_op(sup, "memory.profile.set", {
+            "key": "pet3", "value": LONG})
         assert over_ws.data["pinned"] is False and "pinnedBudgetChars" in over_ws.data["warning"]
     conn = open_database(str(tmp_path / "memory.sqlite"))
     assert pinned_chars(conn) <= 200
@@ -168,8 +168,8 @@ async def test_memory_actor_counts_and_times_its_requests(tmp_path):
     from runtime.services.metrics import MetricsRequest
 
     async with open_supervisor(memory_spec(tmp_path)) as sup:
-        await sup.request("memory", ToolOp(op="memory.notes.store", args={"content": "x y z"}), OpResult)
-        await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)
+        await memory_op(sup, "memory.notes.store", {"content": "x y z"})
+        await memory_op(sup, "memory.notes.list")
         snap = await sup.request("memory", MetricsRequest(), dict)
     assert snap["counters"] == {"agent.memory.requests{kind=memory.notes.store}": 1,
                                 "agent.memory.requests{kind=memory.notes.list}": 1}
@@ -183,16 +183,13 @@ async def test_reads_are_not_queued_behind_a_write_waiting_for_the_lock(tmp_path
     from actors.memory.messages import BuildContext
 
     async with open_supervisor(memory_spec(tmp_path)) as sup:
-        await sup.request("memory", ToolOp(op="memory.notes.store",
-                                           args={"content": "Dana prefers pytest"}), OpResult)
+        await memory_op(sup, "memory.notes.store", {"content": "Dana prefers pytest"})
         a = hold_lock(tmp_path / "memory.sqlite", 2.0)
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(sup.request, "memory", ToolOp(
-                op="memory.notes.store", args={"content": "queued behind the lock"}), OpResult)
+            nursery.start_soon(memory_op, sup, "memory.notes.store", {"content": "queued behind the lock"})
             await trio.sleep(0.2)  # the write now waits for the lock
             t0 = time.monotonic()
-            hits = (await sup.request("memory", ToolOp(
-                op="memory.notes.recall", args={"query": "pytest"}), OpResult)).data
+            hits = (await memory_op(sup, "memory.notes.recall", {"query": "pytest"})).data
             ctx = await sup.request("memory", BuildContext(session="s", user_message="pytest?"),
                                     MemoryContext)
             assert time.monotonic() - t0 < 1.0

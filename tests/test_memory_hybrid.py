@@ -110,7 +110,7 @@ async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_clean
     import trio
 
     from actors import actor_spec
-    from actors.memory.messages import OpResult, Stats, ToolOp
+    from tests.memory_ops import memory_op, memory_stats
     from runtime import open_supervisor
     from runtime.services.config import ActorBoot, parse_config
 
@@ -121,18 +121,16 @@ async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_clean
     async with open_supervisor(specs) as sup:
         for text in ("I prefer pytest for unit work", "My sister lives in Lyon",
                      "I drink oat flat whites"):
-            await sup.request("memory", ToolOp(op="memory.notes.store", args={"content": text}),
-                              OpResult)
+            await memory_op(sup, "memory.notes.store", {"content": text})
         with trio.fail_after(60):
             while True:
-                stats = await sup.request("memory", Stats(), dict)
+                stats = await memory_stats(sup)
                 if stats["embeddings"]["vectors"] == 3 and stats["embeddings"]["recall"] == "hybrid":
                     break
                 await trio.sleep(0.05)
-        hits = (await sup.request("memory", ToolOp(op="memory.notes.recall",
-                                                   args={"query": query}), OpResult)).data
-        by_tag = (await sup.request("memory", ToolOp(op="memory.notes.recall", args={
-            "query": query, "tags": ["nope"]}), OpResult)).data
+        hits = (await memory_op(sup, "memory.notes.recall", {"query": query})).data
+        by_tag = (await memory_op(sup, "memory.notes.recall", {
+            "query": query, "tags": ["nope"]})).data
         from actors.store.context import MemoryContext
         from actors.memory.messages import BuildContext
 
@@ -266,7 +264,7 @@ async def test_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path, cap
     import trio
 
     from actors import actor_spec
-    from actors.memory.messages import Stats
+    from tests.memory_ops import memory_stats
     from actors.store.notes import MemoryStore
     from actors.store.schema import open_database
     from actors.store.vectors import VectorStore
@@ -282,7 +280,7 @@ async def test_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path, cap
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(tmp_path), config=cfg))
     async with open_supervisor([actor_spec("memory", config=boot)]) as sup:
         with trio.fail_after(30):
-            while (stats := await sup.request("memory", Stats(), dict))["embeddings"][
+            while (stats := await memory_stats(sup))["embeddings"][
                     "state"] != "attached":
                 await trio.sleep(0.05)
         await trio.sleep(0.3)

@@ -86,7 +86,7 @@ REMEMBER = {
 def test_remember(asked: str, not_asked: str) -> None:
     assert write_guard.may_write(asked)
     assert not write_guard.may_write(not_asked)
-    assert write_guard.refusal("memory.notes.store", {"content": "x"}, not_asked)
+    assert write_guard.refusal("note", {"content": "x"}, not_asked)
 
 
 # --- forget verbs and "don't forget" ---------------------------------------------------

@@ -12,7 +12,7 @@ import msgspec
 import trio
 
 from actors import actor_spec
-from actors.memory.messages import OpResult, ToolOp
+from tests.memory_ops import memory_op
 from actors.reflection.messages import AbortPending, Reflect, ReflectionEvent
 from runtime import ActorSpec, open_supervisor
 from runtime.services.config import ActorBoot, Config
@@ -50,7 +50,7 @@ def reflect(session: str, user: str) -> Reflect:
 
 
 async def profile(sup) -> dict[str, str]:
-    facts = (await sup.request("memory", ToolOp(op="memory.profile.list"), OpResult)).data
+    facts = (await memory_op(sup, "memory.profile.list")).data
     return {f["key"]: f["value"] for f in facts}
 
 
@@ -69,7 +69,7 @@ async def test_ok_writes_facts_and_notes_once(tmp_path):
             # the same fact and the same note again: nothing new is written
             assert second.outcome == "none" and second.fact_keys == []
             assert await profile(sup) == {"name": "Dana"}
-            notes = (await sup.request("memory", ToolOp(op="memory.notes.list"), OpResult)).data
+            notes = (await memory_op(sup, "memory.notes.list")).data
             assert [n["tags"] for n in notes] == [["reflection", "testing"]]
     body = [b for b in fake.completions()][0]
     assert body["id_slot"] == 1 and "SET" in body["grammar"] and "NOTE" in body["grammar"]

@@ -7,7 +7,8 @@ database and the pinned budget on the reflection write path: ``test_memory_cases
 from __future__ import annotations
 
 from actors.store.context import MemoryContext
-from actors.memory.messages import BuildContext, OpResult, ToolOp
+from actors.memory.messages import BuildContext
+from tests.memory_ops import memory_op
 from actors.store.schema import open_database
 from actors.reflection.messages import Reflect
 from runtime import open_supervisor
@@ -34,8 +35,7 @@ async def test_near_identical_notes_and_facts_are_written_once(tmp_path):
     seen = {}
 
     async def then(sup):
-        hits = (await sup.request("memory", ToolOp(op="memory.notes.recall",
-                                                   args={"query": "ferns"}), OpResult)).data
+        hits = (await memory_op(sup, "memory.notes.recall", {"query": "ferns"})).data
         seen["hits"] = hits
         seen["profile"] = await profile(sup)
 
@@ -65,7 +65,7 @@ async def test_one_current_fact_per_key_and_options_replace(tmp_path):
         ctx = await sup.request("memory", BuildContext(
             session="s", user_message="what should I cook for dinner?"), MemoryContext)
         seen["prompt_facts"] = {f.key: f.value for f in ctx.profile}
-        facts = (await sup.request("memory", ToolOp(op="memory.profile.list"), OpResult)).data
+        facts = (await memory_op(sup, "memory.profile.list")).data
         seen["facts"] = {f["key"]: f for f in facts}
 
     outcomes = await run_exchanges(tmp_path, [

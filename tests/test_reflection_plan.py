@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from actors.memory.ops import OPS
 from actors.policy.write_guard import refusal
 from actors.policy.forget import (dropped_values, forget_intent, let_go_objects, request_targets,
                                   target_words)
@@ -251,7 +252,7 @@ def test_let_go_objects_name_the_head_of_what_ended():
     ("memory.notes.recall", {"query": "jazz"}, "What music do I like?", False),
 ])
 def test_the_agents_memory_writes_pass_the_same_guards(tool, args, message, refused):
-    assert (refusal(tool, args, message) is not None) is refused
+    assert (refusal(OPS[tool].guard, args, message) is not None) is refused
 
 
 def test_a_fact_about_someone_else_is_kept_as_a_note_in_the_users_words():

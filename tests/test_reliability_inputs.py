@@ -366,7 +366,7 @@ async def test_undecodable_argv_bytes_in_the_real_command(tmp_path):
 
 
 # ================================================================ model output
-_FIELDS = {name: [f.encode_name for f in msgspec.structs.fields(OPS[name].args)]
+_FIELDS = {name: [f.encode_name for f in msgspec.structs.fields(OPS[name])]
            for name in TOOL_NAMES}
 _CANARY_ID = 1
 _SURROGATE = re.compile("[\ud800-\udfff]")

@@ -30,16 +30,18 @@ import structlog
 import trio
 
 from actors.backfill.messages import Similarity, SimilarityReply
+from actors.memory import ops
+from actors.memory.client import MemoryClient, actor_memory
 from actors.memory.messages import (ApplyReflection, ApplyResult, Audited, BuildContext,
-                                    BumpOutcomes, ForgetIn, OpResult, Refused, ToolOp)
-from actors.memory.ops import OPS, TOOL_NAMES
+                                    BumpOutcomes, ForgetIn, Refused)
+from actors.memory.ops import OPS, TOOL_NAMES, decode_op
 from actors.policy.forget import forget_intent, request_targets
 from actors.policy.introduction import introduced_name
-from actors.policy.write_guard import REMOVE_TOOLS, refusal, removal_refusal, spelled_call
+from actors.policy.write_guard import refusal, removal_refusal, spelled_call
 from actors.reflection.messages import EARLIER_MAX, AbortPending, Foreground, Reflect, Surfaced
 from actors.store.context import MemoryContext, render_context
 from actors.store.plans import RenderBudget
-from actors.store.errors import StorageFailure
+from actors.store.errors import StorageFailure, ValidationError
 from actors.store.render import estimate_tokens
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RemoteError, RuntimeFailure
@@ -720,7 +722,7 @@ class AgentActor:
             t_llm = time.monotonic()
             tools = offered_tools(self.prompt.tools, msg.text, memory, called)
             if forgot and forgot != "nothing":  # the request is done: nothing to remove
-                tools = tuple(t for t in tools if t not in REMOVE_TOOLS)
+                tools = tuple(t for t in tools if OPS[t].guard != "removal")
             try:
                 stream = _ReplyStream(self, msg)
                 completion = await self._complete(msg, tail, n, last, stream, tools, intro)
@@ -812,7 +814,7 @@ class AgentActor:
         (:func:`actors.policy.write_guard.removal_refusal`): the fact's value, or the
         note's text, from the turn's context, else read from memory."""
         turn = self.turns.get(msg.session)
-        if name == "memory.profile.remove":
+        if name == ops.ProfileRemove.name:
             key = str(args.get("key", ""))
             facts = turn.facts if turn is not None else {}
             why = removal_refusal(msg.text, key=key, value=facts.get(key, ""))
@@ -828,58 +830,64 @@ class AgentActor:
         if content is None:
             try:
                 with trio.fail_after(10):
-                    found = await self.ctx.request("memory", ToolOp(
-                        op="memory.notes.recall", args={"id": note_id}, session=msg.session,
-                        source="agent", turn=msg.turn), OpResult)
-                hits = msgspec.to_builtins(found.data) or []
-                content = hits[0].get("content") if hits and isinstance(hits[0], dict) else None
+                    hits = await self._memory(msg).run(ops.NotesRecall(id=note_id))
+                content = hits[0].content if hits else None
             except (RemoteError, RuntimeFailure, trio.TooSlowError):
                 content = None
         return removal_refusal(msg.text, note=content)
 
     async def _call_tool(self, msg: RunTurn, name: str, args: dict[str, Any]) -> str:
         """Run a memory tool; errors go back to the model as the result (it can retry)."""
-        spelled = spelled_call(name, args, msg.text)
-        if spelled[0] in self.prompt.tools:  # "allergy_peanuts=yes" → "allergy=peanuts"
-            name, args = spelled
+        if name in OPS:
+            guard, spelled = spelled_call(OPS[name].guard, args, msg.text)
+            if guard == "note" and ops.NotesStore.name in self.prompt.tools:
+                name, args = ops.NotesStore.name, spelled  # the user's sentence, as a note
+            elif guard == "fact":  # "allergy_peanuts=yes" → "allergy=peanuts"
+                args = spelled
         if name not in self.prompt.tools:
             if name in TOOL_NAMES:  # switched off, not unknown
-                switch = ("memory.notes.enabled" if name.startswith("memory.notes.")
-                          else "memory.profile.enabled" if name.startswith("memory.profile.")
-                          else f"memory.{name.split('.')[1]}.enabled")
+                switch = f"memory.{OPS[name].family}.enabled"
                 return (f"error: tool {name!r} is turned off ({switch} is false); "
                         f"available: {', '.join(self.prompt.tools) or 'none'}")
             return (f"error: unknown tool {name!r}; available: "
                     f"{', '.join(self.prompt.tools) or 'none'}")
-        needed = "forget" if name in REMOVE_TOOLS else "write" if OPS[name].writes else "read"
+        try:
+            request = decode_op(name, args)
+        except ValidationError as exc:  # the model can retry with the field named
+            return f"error: {exc.code}: {exc}"
+        needed = request.access
         if not _may(msg, needed):
             await self._refused(msg, name)
             return (f"error: forbidden: the app the user talks through lacks the {needed!r} "
                     "scope; answer the user instead")
-        refused = refusal(name, args, msg.text)
-        if refused is None and name in REMOVE_TOOLS:
+        refused = refusal(request.guard, args, msg.text)
+        if refused is None and request.guard == "removal":
             refused = await self._removal_refusal(msg, name, args)
         if refused is not None:
             self.metrics.inc("agent.tool_refused", {"tool": name})
             return f"error: not_done: {refused}; answer the user instead"
         try:
             with trio.fail_after(10):
-                result = await self.ctx.request("memory", ToolOp(
-                    op=name, args=args, session=msg.session, source="agent", turn=msg.turn,
-                    client=f"agent for {msg.client}" if msg.client else None),
-                    OpResult)
+                result = await self._memory(msg, client=f"agent for {msg.client}"
+                                            if msg.client else None).run(request)
         except RemoteError as exc:
             return f"error: {exc.code}: {exc.message}"
         except (RuntimeFailure, trio.TooSlowError) as exc:
             return f"error: memory unavailable ({exc})"
         self.metrics.inc("agent.tool_calls", {"tool": name})
         turn = self.turns.get(msg.session)
-        if turn is not None and OPS[name].writes:
-            if name not in REMOVE_TOOLS:
+        if turn is not None and request.writes:
+            if request.access != "forget":
                 turn.wrote = True
-            elif not isinstance(result.data, dict) or result.data.get("removed", True):
+            elif not isinstance(result, ops.Removed) or result.removed:
                 turn.forgot = True
-        return _summary(result.data)
+        return _summary(result)
+
+    def _memory(self, msg: RunTurn, client: str | None = None) -> MemoryClient:
+        """Memory as this turn's tool calls reach it (provenance ``tool``, the turn's
+        session and id; ``client``: who the activity log names)."""
+        return actor_memory(self.ctx.request, source="agent", session=msg.session,
+                            turn=msg.turn, client=client)
 
 
 @asynccontextmanager

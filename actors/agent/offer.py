@@ -33,16 +33,17 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
-from actors.policy.write_guard import REMOVE_TOOLS, WRITE_TOOLS, may_remove, may_write
+from actors.memory.ops import OPS, LessonsRecall, NotesRecall, ProceduresRecall, ProfileList
+from actors.policy.write_guard import may_remove, may_write
 from actors.store.render import NO_PROFILE
 
 __all__ = ["offered_tools"]
 
 _SHOWN_BY: dict[str, tuple[str, ...]] = {
-    "memory.notes.recall": ("recalled", "memory-index"),
-    "memory.profile.list": ("profile",),
-    "memory.lessons.recall": ("lessons",),
-    "memory.procedures.recall": ("procedures",),
+    NotesRecall.name: ("recalled", "memory-index"),
+    ProfileList.name: ("profile",),
+    LessonsRecall.name: ("lessons",),
+    ProceduresRecall.name: ("procedures",),
 }
 """A read tool, and the tail sections whose rows it reads in full."""
 
@@ -54,9 +55,9 @@ _ASKS_WHAT_IS_KNOWN = re.compile(
 
 def _shown(sections: Mapping[str, str], name: str, tool: str) -> bool:
     body = sections.get(name, "").strip()
-    if tool == "memory.notes.recall":
+    if tool == NotesRecall.name:
         return any(line.rstrip().endswith("…") for line in body.splitlines())
-    if tool == "memory.profile.list":
+    if tool == ProfileList.name:
         return "[truncated]" in body
     return bool(body) and body != NO_PROFILE
 
@@ -83,11 +84,12 @@ def offered_tools(enabled: Iterable[str], user_message: str, sections: Mapping[s
     for tool in enabled:
         if tool in done:
             continue
-        if tool in WRITE_TOOLS and not writes:
+        guard = OPS[tool].guard
+        if guard in ("fact", "note") and not writes:
             continue
-        if tool in REMOVE_TOOLS and not removes:
+        if guard == "removal" and not removes:
             continue
-        asked = tool == "memory.profile.list" and _ASKS_WHAT_IS_KNOWN.search(user_message)
+        asked = tool == ProfileList.name and _ASKS_WHAT_IS_KNOWN.search(user_message)
         if tool in _SHOWN_BY and not asked and not any(
                 _shown(sections, s, tool) for s in _SHOWN_BY[tool]):
             continue

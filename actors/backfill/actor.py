@@ -49,15 +49,10 @@ import msgspec
 import structlog
 import trio
 
-from actors.memory.messages import (
-    MissingVectors,
-    NotesWritten,
-    OpResult,
-    PutVectors,
-    Stats,
-    ToolOp,
-    VectorTodo,
-)
+from actors.memory.client import actor_memory
+from actors.memory.messages import MissingVectors, NotesWritten, PutVectors, VectorTodo
+from actors.memory.ops import NotesRecall
+from actors.memory.ops import Stats as MemoryStats
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RuntimeFailure
 from runtime.services.config import ActorBoot, EmbeddingsConfig
@@ -117,6 +112,9 @@ class BackfillActor:
 
     def __init__(self, ctx: ActorContext, boot: ActorBoot) -> None:
         self.ctx = ctx
+        # Memory as the backfill reads it (its successful reads are not logged).
+        self.memory = actor_memory(lambda dest, body, kind: self._request(body, kind),
+                                   client="backfill")
         self.cfg = boot.config.memory.embeddings
         self.model = self.cfg.model
         self.batch_size = self.cfg.backfill_batch_size
@@ -278,13 +276,8 @@ class BackfillActor:
         try:
             todo: list[VectorTodo] = []
             for note_id in ids:
-                res = await self._request(
-                    ToolOp(op="memory.notes.recall", args={"id": note_id},
-                           client="backfill"), OpResult)
-                for note in res.data or []:
-                    content = note.get("content") if isinstance(note, dict) else None
-                    if isinstance(content, str) and content:
-                        todo.append(VectorTodo(id=note_id, content=content))
+                notes = await self.memory.run(NotesRecall(id=note_id))
+                todo += [VectorTodo(id=note_id, content=n.content) for n in notes if n.content]
             if todo:
                 written = await self._write(todo, link_new=True)
                 log.debug("backfill.new_notes", ids=[t.id for t in todo], written=written)
@@ -298,7 +291,7 @@ class BackfillActor:
         """Notes still lacking a vector (memory ``Stats``), for progress lines; None if
         the memory actor cannot say."""
         try:
-            stats = await self._request(Stats(), dict)
+            stats = await self.memory.run(MemoryStats())
             return max(0, int(stats["notes"]) - int(stats["embeddings"]["vectors"]))
         except (RuntimeFailure, trio.TooSlowError, KeyError, TypeError, ValueError):
             return None

@@ -33,9 +33,7 @@ from actors.store.activity import MAX_IDS, ActivityEntry, ActivityLog, now_ms
 from actors.store.records import MemoryContext
 from runtime.services.metrics import Metrics
 
-from .messages import (ApplyReflection, ApplyResult, Audited, BuildContext, OpResult, Refused,
-                       ToolOp)
-from .ops import OPS
+from .messages import ApplyReflection, ApplyResult, Audited, BuildContext, Refused, ToolOp
 
 __all__ = ["FLUSH_S", "UNRECORDED_READERS", "ActivityRecorder", "entry_for", "ids_of",
            "writer_of"]
@@ -86,16 +84,16 @@ def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
     memory (stats, vectors, the cold path's bookkeeping) and for the successful reads of
     :data:`UNRECORDED_READERS`."""
     match msg:
-        case ToolOp():
-            spec = OPS.get(msg.op)
-            writes = spec is not None and spec.writes
-            if msg.client in UNRECORDED_READERS and not writes and outcome == "ok":
+        case ToolOp(request=request):
+            writes = request.writes
+            if not request.logged or (msg.client in UNRECORDED_READERS and not writes
+                                      and outcome == "ok"):
                 return None
-            ids = ids_of(result.data if isinstance(result, OpResult) else None) or [
-                v for v in (msg.args.get("id"), msg.args.get("key"))
+            ids = ids_of(result) or [
+                v for v in (getattr(request, "id", None), getattr(request, "key", None))
                 if isinstance(v, (int, str)) and not isinstance(v, bool)]
-            return ActivityEntry(now_ms(), msg.client or msg.source, msg.op, ids[:MAX_IDS],
-                                 outcome, writes)
+            return ActivityEntry(now_ms(), msg.client or msg.source, request.name,
+                                 ids[:MAX_IDS], outcome, writes)
         case BuildContext() if isinstance(result, MemoryContext):
             given: list[int | str] = [n.id for n in result.recalled]
             given += [f.key for f in result.profile]

@@ -4,7 +4,7 @@ Holds two apsw connections to the file. Writes run in a worker thread behind a
 ``CapacityLimiter(1)`` (one writer, in a thread) on the writer connection, so the trio loop
 keeps routing while a write waits for the lock and writes are serialised; one request
 message = one write transaction. Reads (``BuildContext`` and every op whose
-``OpSpec.writes`` is false) run on the trio thread against a second, read connection:
+``writes`` is false, :mod:`.ops`) run on the trio thread against a second, read connection:
 WAL readers never wait for the writer, and skipping the thread hop takes ~0.4 ms off
 each turn's context (``bench.recall``). A read that still meets ``SQLITE_BUSY`` (WAL
 recovery by another process) is retried on the writer path. The recall counters of
@@ -16,7 +16,7 @@ them off the request path (docs/architecture.md §4, step 15).
 
 A corrupt or unreadable file is never silently replaced: it is moved aside to
 ``memory.sqlite.corrupt-<unix ms>`` and a fresh file is started; the event is logged
-(``memory.quarantined``) and reported by ``Stats``. A file from a newer schema
+(``memory.quarantined``) and reported by ``memory.stats``. A file from a newer schema
 stops the actor with ``SchemaTooNew`` (the daemon refuses to start, data untouched).
 """
 
@@ -60,7 +60,6 @@ from runtime.services.metrics import Metrics, MetricsRequest, count_process_wide
 
 from .activity import ActivityRecorder, entry_for, writer_of
 from .messages import (
-    ActivityQuery,
     ApplyLinks,
     ApplyReflection,
     ApplyResult,
@@ -74,20 +73,18 @@ from .messages import (
     MemoryMsg,
     MissingVectors,
     NotesWritten,
-    OpResult,
     PersistDistilled,
     Persisted,
     PutVectors,
     Refused,
     ReleaseCluster,
-    Stats,
     SweepCold,
     ToolOp,
     VectorTodo,
 )
-from .ops import OPS
-from .ops import ImportArgs, decode_args
-from .router import OpCall, context_answer, run_op
+from . import ops
+from .ops import ActivityPage, ContextAnswer, MemoryOp
+from .router import Change, OpCall, context_answer, import_change, run
 
 T = TypeVar("T")
 log = structlog.get_logger()
@@ -97,6 +94,8 @@ log = structlog.get_logger()
 count_process_wide(lambda: {"memory.clock_skew": CLOCK.skews,
                             **{f"memory.recall.limited{{reason={why}}}": n
                                for why, n in LIMITED.items()}})
+_ADDS_NOTES = frozenset({ops.NotesStore.name, ops.Import.name, "reflection"})
+"""Writes whose new notes the backfill embeds."""
 FORGOTTEN_TURNS = 64
 """Turns whose forgotten texts are kept (in memory) for their reflection to check."""
 
@@ -222,32 +221,34 @@ class MemoryActor:
             for ids in batch:
                 self.w.notes.bump_recall(ids)
 
-    def _run_op(self, s: StoreSet, msg: ToolOp, defer_bump: bool = False) -> tuple[Any, dict]:
-        return run_op(s, msg.op, msg.args, OpCall(
+    def _run_op(self, s: StoreSet, msg: ToolOp, defer_bump: bool = False
+                ) -> tuple[Any, Change]:
+        return run(s, msg.request, OpCall(
             source=msg.source, session=msg.session, turn=msg.turn, batch=msg.batch,
             client=msg.client, default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
             recall=self._recall_for(s), context=lambda a: self._context_answer(s, msg.session, a),
             files=self.files))
 
-    def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[Any, dict, list[str]]:
+    def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[Any, Change, list[str]]:
         """:meth:`_run_op` for a write, plus the text it forgot when it deleted a note or
         removed a fact (the note's content, the fact's value), ``[]`` otherwise."""
         text = None
-        if msg.op == "memory.notes.forget" and isinstance(msg.args.get("id"), int):
-            note = s.notes.get(msg.args["id"]) if msg.args["id"] > 0 else None
-            text = note.content if note is not None else None
-        elif msg.op in ("memory.profile.remove", "memory.profile.purge") and isinstance(
-                msg.args.get("key"), str):
-            try:
-                fact = s.profiles.get(msg.args["key"])
-            except ValidationError:
-                fact = None
-            text = fact.value if fact is not None else None
+        match msg.request:
+            case ops.NotesForget(id=note_id):
+                note = s.notes.get(note_id) if note_id > 0 else None
+                text = note.content if note is not None else None
+            case ops.ProfileRemove(key=key) | ops.ProfilePurge(key=key):
+                try:
+                    fact = s.profiles.get(key)
+                except ValidationError:
+                    fact = None
+                text = fact.value if fact is not None else None
         data, change = self._run_op(s, msg)
-        removed = isinstance(data, dict) and data.get("removed")
+        removed = isinstance(data, (ops.Removed, ops.Purged)) and data.removed
         return data, change, [text] if text and removed else []
 
-    def _context_answer(self, s: StoreSet, session: str | None, a: Any) -> dict[str, Any]:
+    def _context_answer(self, s: StoreSet, session: str | None,
+                        a: ops.ContextPreview) -> ContextAnswer:
         """``memory.context``: the turn's context for ``a.message`` with every switch and
         budget of ``memory.*`` applied, no recall counter bumped."""
         ctx = self._build_context(s, BuildContext(session=session or "", user_message=a.message,
@@ -290,15 +291,18 @@ class MemoryActor:
 
         return recall
 
-    async def _changed(self, op: str, change: dict[str, list], session: str | None) -> None:
+    async def _changed(self, op: str, change: Change, session: str | None,
+                       replaced: list[str] | None = None,
+                       replaced_pinned: list[str] | None = None) -> None:
+        """Announce a committed write (``op``: the op's name, or ``reflection``) to the
+        root, and new notes to the backfill."""
         keys, ids = change.get("keys", []), change.get("ids", [])
         if not keys and not ids:
             return
         await self.ctx.cast("root", MemoryChanged(
-            op=op, keys=keys, ids=ids, session=session, replaced=change.get("replaced", []),
-            replaced_pinned=change.get("replacedPinned", [])))
-        if ids and op in ("memory.notes.store", "memory.import", "reflection") \
-                and self.embed_backend:
+            op=op, keys=keys, ids=ids, session=session, replaced=replaced or [],
+            replaced_pinned=replaced_pinned or []))
+        if ids and op in _ADDS_NOTES and self.embed_backend:
             await self.ctx.cast("backfill", NotesWritten(ids=ids))
 
     async def on_request(self, src: str, body: msgspec.Raw) -> Any:
@@ -307,7 +311,7 @@ class MemoryActor:
         msg = self._decoder.decode(body)
         if isinstance(msg, MetricsRequest):
             return self.metrics.snapshot()
-        kind = msg.op if isinstance(msg, ToolOp) else type(msg).__name__
+        kind = msg.request.name if isinstance(msg, ToolOp) else type(msg).__name__
         t0 = time.monotonic()
         result: Any = None
         outcome = "ok"
@@ -322,9 +326,9 @@ class MemoryActor:
             if not isinstance(msg, ToolOp):
                 raise
             # No client op may crash the actor (errors.OpFailed).
-            log.exception("memory.op_failed", op=msg.op)
-            self.metrics.inc("agent.memory.op_failed", {"op": msg.op})
-            raise OpFailed(msg.op, exc) from None
+            log.exception("memory.op_failed", op=msg.request.name)
+            self.metrics.inc("agent.memory.op_failed", {"op": msg.request.name})
+            raise OpFailed(msg.request.name, exc) from None
         finally:
             self.activity.record(self.ctx.nursery, entry_for(msg, result, outcome))
             self.metrics.inc("agent.memory.requests", {"kind": kind})
@@ -338,16 +342,21 @@ class MemoryActor:
                 context = await self._read(lambda s: self._build_context(s, msg))
                 self._queue_bump([n.id for n in context.recalled])
                 return context
-            case ToolOp() if msg.op in OPS and not OPS[msg.op].writes:
-                if msg.op == "memory.notes.recall" and isinstance(msg.args.get("query"), str):
-                    await self._prepare_query(msg.args["query"])
-                if msg.op == "memory.context" and isinstance(msg.args.get("message"), str):
-                    await self._prepare_query(recall_query(msg.args["message"]))
+            case ToolOp(request=ops.Stats()):
+                return await self._db(self._stats)
+            case ToolOp(request=ops.Activity() as asked):
+                return await self._activity(asked)
+            case ToolOp(request=ops.Import()):
+                return await self._import(msg)
+            case ToolOp(request=request) if not request.writes:
+                match request:
+                    case ops.NotesRecall(query=str(text)):
+                        await self._prepare_query(text)
+                    case ops.ContextPreview(message=message):
+                        await self._prepare_query(recall_query(message))
                 data, change = await self._read(lambda s: self._run_op(s, msg, True))
                 self._queue_bump(change.get("bump", []))
-                return OpResult(data=data)
-            case ToolOp() if msg.op == "memory.import":
-                return await self._import(msg)
+                return data
             case ToolOp():
                 before = self.w.notes.deletions
                 try:
@@ -359,8 +368,8 @@ class MemoryActor:
                         self.forgotten_in_turn.get((msg.session, msg.turn), []) + gone)
                     while len(self.forgotten_in_turn) > FORGOTTEN_TURNS:
                         self.forgotten_in_turn.pop(next(iter(self.forgotten_in_turn)))
-                await self._changed(msg.op, change, msg.session)
-                return OpResult(data=data)
+                await self._changed(msg.request.name, change, msg.session)
+                return data
             case ApplyReflection():
                 before = self.w.notes.deletions
                 try:
@@ -377,9 +386,8 @@ class MemoryActor:
                 await self._changed("reflection", {
                     "keys": result.fact_keys + result.retired_keys + result.purged_keys,
                     "ids": result.note_ids + result.forgotten_note_ids
-                    + result.archived_note_ids + result.rewritten_note_ids,
-                    "replaced": result.updated_keys,
-                    "replacedPinned": result.replaced_pinned}, msg.session)
+                    + result.archived_note_ids + result.rewritten_note_ids},
+                    msg.session, result.updated_keys, result.replaced_pinned)
                 return result
             case MissingVectors():
                 rows = await self._db(self.w.vectors.missing, msg.model, msg.limit,
@@ -397,28 +405,31 @@ class MemoryActor:
                         self.vector_cache.generation += 1
                     if written and msg.link_new:
                         await self._link_similar(msg)
-            case Stats():
-                return await self._db(self._stats)
-            case ActivityQuery():
-                return await self.activity.query(msg.limit, msg.client, msg.before, msg.reads)
             case _:
                 return await self._cold(msg)
 
-    async def _import(self, msg: ToolOp) -> OpResult:
+    async def _activity(self, query: ops.Activity) -> ActivityPage:
+        """``memory.activity``: the log's page (``limit`` 1..1000, else ValidationError)."""
+        if not 1 <= query.limit <= 1000:
+            raise ValidationError("limit", "must be 1..1000")
+        page = await self.activity.query(query.limit, query.client, query.before, query.reads)
+        return msgspec.convert(page, ActivityPage)
+
+    async def _import(self, msg: ToolOp) -> ops.ImportResult:
         """``memory.import`` in steps (:func:`actors.store.transfer.import_steps`): the
         file checked, then written a chunk per transaction, the store's lock let go
         between two, so turns and other writes go on while a large file imports."""
-        args = cast(ImportArgs, decode_args(msg.op, msg.args))
-        steps = import_steps(self.w.notes, args.path, self.files)
+        request = cast(ops.Import, msg.request)
+        steps = import_steps(self.w.notes, request.path, self.files)
         try:
-            result = None
-            while result is None:
-                result = await self._db(next, steps)
+            done = None
+            while done is None:
+                done = await self._db(next, steps)
         finally:
             steps.close()
-        await self._changed(msg.op, {"keys": ["*"] if result["added"]["factVersions"] else [],
-                                     "ids": result["noteIds"]}, msg.session)
-        return OpResult(data=result)
+        result = msgspec.convert(done, ops.ImportResult)
+        await self._changed(request.name, import_change(result), msg.session)
+        return result
 
     async def _link_similar(self, msg: PutVectors) -> None:
         """Link newly embedded notes to their nearest notes (``memory.links``

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from actors.memory.ops import MemoryRequest
 from actors.store.records import (Cluster, Lesson, LessonPointer, Link, LinkIn, MemoryContext, Note,
                                   Procedure, ProcedurePointer, ProcedureStep, ProfileFact,
                                   SweepResult, Vote, VoteIn, VoteResult)
@@ -35,24 +36,16 @@ class BuildContext(_M):
 
 
 class ToolOp(_M):
-    """A memory tool or read-only operation by name (the ``memory`` frames of
-    docs/protocol.md, and the agent's memory tools) → :class:`OpResult`. ``args`` are
-    validated against
-    the op's own Struct; errors come back as ``invalid_argument``."""
+    """One memory op (:mod:`.ops`: a ``memory`` frame of docs/protocol.md, an agent's tool
+    call, the dashboard's and the shell's requests) and who asks → the op's reply
+    (``type(request).reply``). The actor named by the op's ``route`` answers it."""
 
-    op: str
-    args: dict[str, Any] = msgspec.field(default_factory=dict)
+    request: MemoryRequest
     session: str | None = None
     source: str = "agent"
     turn: str | None = None  # the agent's turn that made this tool call (provenance)
     batch: str | None = None  # the writer's batch: one client connection (recall's context)
     client: str | None = None  # who asked, for the activity log (None: the ``source``)
-
-
-class OpResult(msgspec.Struct):
-    """Result of a ToolOp: a note, a fact, a list, or ``{"removed": bool}``."""
-
-    data: Any
 
 
 class FactIn(msgspec.Struct):
@@ -149,23 +142,6 @@ class PutVectors(_M):
     ids: list[int]
     vectors: list[bytes]
     link_new: bool = False
-
-
-class Stats(_M):
-    """→ dict of counts (notes, profile, lessons, procedures, links, votes), schema
-    version, embedding status."""
-
-
-class ActivityQuery(_M):
-    """→ ``{"entries": [...], "clients": [...], "kept": int, "dropped": int}``: the activity
-    log (:mod:`actors.store.activity`), newest first, ``limit`` 1..1000, only ``client``'s
-    when given, ids below ``before`` (paging). Pending entries are written first."""
-
-    limit: int = 100
-    client: str | None = None
-    before: int | None = None
-    reads: bool = True
-    """False: only writes and refusals (``atomic-agent activity`` without ``--all``)."""
 
 
 class Refused(_M):
@@ -272,8 +248,8 @@ class SweepCold(_M):
     decay: float | None = None
 
 
-MemoryMsg = (BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors | Stats
-             | ActivityQuery | Refused | Audited | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
+MemoryMsg = (BuildContext | ToolOp | ApplyReflection | MissingVectors | PutVectors
+             | Refused | Audited | ApplyLinks | ApplyVotes | BumpOutcomes | ClaimClusters | PersistDistilled
              | ReleaseCluster | SweepCold)
 
 
@@ -303,7 +279,7 @@ __all__ = [
     "LinkIn", "PersistDistilled", "Persisted", "ReleaseCluster", "SweepCold", "SweepResult",
     "VoteIn", "VoteResult",
     "ApplyReflection", "ApplyResult", "BuildContext", "FactIn", "Lesson", "LessonPointer",
-    "ActivityQuery", "Link", "MemoryChanged", "Refused", "Audited", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
-    "NotesWritten", "OpResult", "Procedure", "ProcedurePointer", "ProcedureStep",
-    "ProfileFact", "PutVectors", "Stats", "ToolOp", "VectorTodo", "Vote",
+    "Link", "MemoryChanged", "Refused", "Audited", "MemoryContext", "MemoryMsg", "MissingVectors", "Note", "NoteIn",
+    "NotesWritten", "Procedure", "ProcedurePointer", "ProcedureStep",
+    "ProfileFact", "PutVectors", "ToolOp", "VectorTodo", "Vote",
 ]

@@ -1,35 +1,45 @@
-"""The memory actor's router: each memory operation's handler, by the op's name.
+"""The memory actor's router: what each memory operation does over the store library.
 
-The ops themselves (argument Structs, descriptions, which are agent tools, which write)
-are :data:`actors.memory.ops.OPS`; :data:`HANDLERS` holds one function per op over the
-stores of one connection (:class:`~actors.store.stores.StoreSet`), and :func:`run_op`
-decodes an op's arguments and calls its handler. The memory actor, the offline CLI and
-the tests run ops through here alike.
+The ops themselves (request Structs, replies, descriptions, scopes, which write) are
+:mod:`actors.memory.ops`; :func:`run` answers one request over the stores of one
+connection (:class:`~actors.store.stores.StoreSet`) with a ``match`` on its type, and
+:func:`run_op` decodes an op's name and JSON arguments first. The memory actor, the
+offline CLI and the tests run ops through here alike. ``memory.stats``,
+``memory.activity`` and ``memory.consolidate`` are answered by the actors themselves
+(they read the actor's state or run the consolidator), not here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
+
+import msgspec
 
 from actors.store.backup import backup_database
 from actors.store.context import MemoryContext, build_context, context_text, render_context
 from actors.store.errors import NotFound, ValidationError
 from actors.store.files import FileRoom
+from actors.store.lessons import LessonStore
 from actors.store.notes import Note
 from actors.store.plans import RecallPlan, TurnScope
+from actors.store.procedures import ProcedureStore
 from actors.store.staleness import archive_stale
 from actors.store.stores import StoreSet
 from actors.store.transfer import export_memory, import_memory
 
-from .ops import (ArchiveArgs, BackupArgs, ContextArgs, DistilledRecallArgs, ExportArgs, IdArgs,
-                  ImportArgs, KeyArgs, LimitArgs, LinksAddArgs, NotesRecallArgs, NotesStoreArgs,
-                  ProfileSetArgs, decode_args)
+from . import ops
+from .ops import ContextAnswer, MemoryOp, decode_op
 
-Change = dict[str, list[Any]]
-"""What an op wrote: ``keys`` (profile keys), ``ids`` (note ids), and for a recall with
-``defer_bump`` the hits to bump later (``bump``); empty for reads."""
+
+class Change(TypedDict, total=False):
+    """What an op wrote: ``keys`` (profile keys), ``ids`` (note ids), and for a recall
+    with ``defer_bump`` the hits to bump later (``bump``); empty for reads."""
+
+    keys: list[str]
+    ids: list[int]
+    bump: list[int]
 
 
 @dataclass(frozen=True)
@@ -68,27 +78,107 @@ class OpCall:
     default_k: int = 5
     defer_bump: bool = False
     recall: Callable[..., list[Note]] | None = None
-    context: Callable[[ContextArgs], Any] | None = None
+    context: Callable[[ops.ContextPreview], ContextAnswer] | None = None
     files: FileRoom | None = None
 
 
-Handler = Callable[[Any, StoreSet, OpCall], tuple[Any, Change]]
-
-
 def run_op(stores: StoreSet, op: str, args: Any, call: OpCall = OpCall()) -> tuple[Any, Change]:
-    """Run one op over ``stores``; return (result data, change).
+    """Decode op ``op``'s JSON ``args`` (:func:`~actors.memory.ops.decode_op`) and
+    :func:`run` it. ValidationError (code ``invalid_argument``) for an unknown op or bad
+    arguments."""
+    return run(stores, decode_op(op, args), call)
 
-    Shapes: a note / a fact / a list / ``{"removed": bool}``; lessons, procedures, links
-    and votes as their Structs (camelCase keys). ``memory.links.add`` reports both note
+
+def run(stores: StoreSet, request: MemoryOp[Any], call: OpCall = OpCall()) -> tuple[Any, Change]:
+    """Answer one request over ``stores``: (its reply, what it changed). The reply is of
+    the request's type (``type(request).reply``); ``memory.links.add`` reports both note
     ids as changed.
 
-    Errors: ValidationError (code ``invalid_argument``) for an unknown op or bad
-    arguments; NotFound (code ``not_found``) for ``memory.lessons.get`` /
+    Errors: ValidationError (code ``invalid_argument``) for bad arguments and for an op
+    the store does not answer (stats, activity, consolidate); NotFound (code
+    ``not_found``) for ``memory.notes.get`` / ``memory.lessons.get`` /
     ``memory.procedures.get`` of an unknown id, an archive of a missing note and a link
     to a missing note.
     """
-    a = decode_args(op, args)
-    return HANDLERS[op](a, stores, call)
+    s, c = stores, call
+    match request:
+        case ops.ProfileSet():
+            return _profile_set(request, s, c)
+        case ops.ProfileRemove(key=key):
+            removed = s.profiles.remove(key, by=c.client or c.source, turn_id=c.turn)
+            return ops.Removed(removed), {"keys": [key] if removed else []}
+        case ops.ProfileList():
+            return s.profiles.list(), {}
+        case ops.ProfileHistory(key=key):
+            return s.profiles.history(key), {}
+        case ops.ProfilePurge(key=key):
+            versions = s.profiles.purge(key)
+            return ops.Purged(versions > 0, versions), {"keys": [key] if versions else []}
+        case ops.NotesStore():
+            note = s.notes.store(request.content, tags=request.tags, source=c.source,
+                                 scope=request.scope, working_dir=request.working_dir,
+                                 session_id=c.session, origin=_origin(c.source),
+                                 turn_id=c.turn, batch_id=c.batch)
+            return note, {"ids": [note.id]}
+        case ops.NotesRecall():
+            return _notes_recall(request, s, c)
+        case ops.NotesGet(id=note_id):
+            found = s.notes.get(note_id) if note_id > 0 else None
+            if found is None:
+                raise NotFound(f"no note #{note_id}")
+            return found, {}
+        case ops.NotesSearch():
+            return s.notes.recall(request.query, k=request.k or c.default_k, scope="all",
+                                  tags=request.tags, bump=False), {}
+        case ops.NotesForget(id=note_id):
+            removed = s.notes.forget(note_id)
+            return ops.Removed(removed), {"ids": [note_id] if removed else []}
+        case ops.NotesArchive(id=note_id, archived=archived):
+            if not s.notes.set_archived(note_id, archived):
+                raise NotFound(f"no note #{note_id}")
+            return s.notes.get(note_id), {"ids": [note_id]}
+        case ops.NotesList(limit=limit, archived=which):
+            return s.notes.list(limit, which), {}
+        case ops.LessonsRecall(query=query, id=row_id, k=k):
+            return _distilled_recall(s.lessons, query, row_id, k), {}
+        case ops.ProceduresRecall(query=query, id=row_id, k=k):
+            return _distilled_recall(s.procedures, query, row_id, k), {}
+        case ops.LessonsList(limit=limit):
+            return s.lessons.list_index(limit), {}
+        case ops.ProceduresList(limit=limit):
+            return s.procedures.list_index(limit), {}
+        case ops.LessonsGet(id=row_id):
+            return _distilled_get(s.lessons, "lesson", row_id), {}
+        case ops.ProceduresGet(id=row_id):
+            return _distilled_get(s.procedures, "procedure", row_id), {}
+        case ops.LinksList(limit=limit, id=note_id):
+            return s.links.list_all(limit, note_id=note_id), {}
+        case ops.LinksAdd():
+            link = s.links.add(request.from_id, request.to_id, request.kind, request.weight)
+            return link, {"ids": [link.from_id, link.to_id]}
+        case ops.VotesTail(limit=limit):
+            return s.votes.tail(limit), {}
+        case ops.ContextPreview():
+            return _context(request, s, c), {}
+        case ops.Export(path=path, overwrite=overwrite):
+            return msgspec.convert(export_memory(s.conn, path, _needs_files(c, request),
+                                                 overwrite=overwrite), ops.ExportResult), {}
+        case ops.Import(path=path):
+            result = msgspec.convert(import_memory(s.notes, path, _needs_files(c, request)),
+                                     ops.ImportResult)
+            return result, import_change(result)
+        case ops.Backup(path=path, overwrite=overwrite):
+            return msgspec.convert(backup_database(s.conn, path, _needs_files(c, request),
+                                                   overwrite=overwrite), ops.BackupResult), {}
+        case _:
+            raise ValidationError("op", f"{request.name} is answered by the daemon, not "
+                                        "by the store")
+
+
+def import_change(result: ops.ImportResult) -> Change:
+    """What an import changed: every key when fact versions were added, its notes."""
+    return {"keys": ["*"] if result.added.get("factVersions") else [],
+            "ids": list(result.note_ids)}
 
 
 def _origin(source: str) -> str:
@@ -96,34 +186,20 @@ def _origin(source: str) -> str:
     return "tool" if source == "agent" else "user"
 
 
-def _profile_set(a: ProfileSetArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
+def _profile_set(a: ops.ProfileSet, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
     before = s.profiles.get(a.key)
     fact = s.profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords,
                           source=_origin(c.source), session_id=c.session, turn_id=c.turn,
                           by=c.client or c.source)
     stale = (archive_stale(s.notes, before.value, fact.value)
              if before is not None and before.id != fact.id else [])
-    return fact, {"keys": [fact.key], **({"ids": stale} if stale else {})}
+    change: Change = {"keys": [fact.key]}
+    if stale:
+        change["ids"] = stale
+    return fact, change
 
 
-def _profile_remove(a: KeyArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    removed = s.profiles.remove(a.key, by=c.client or c.source, turn_id=c.turn)
-    return {"removed": removed}, {"keys": [a.key] if removed else []}
-
-
-def _profile_purge(a: KeyArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    versions = s.profiles.purge(a.key)
-    return {"removed": versions > 0, "versions": versions}, {"keys": [a.key] if versions else []}
-
-
-def _notes_store(a: NotesStoreArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    note = s.notes.store(a.content, tags=a.tags, source=c.source, scope=a.scope,
-                         working_dir=a.working_dir, session_id=c.session,
-                         origin=_origin(c.source), turn_id=c.turn, batch_id=c.batch)
-    return note, {"ids": [note.id]}
-
-
-def _notes_recall(a: NotesRecallArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
+def _notes_recall(a: ops.NotesRecall, s: StoreSet, c: OpCall) -> tuple[list[Note], Change]:
     if a.id is not None:
         note = s.notes.get(a.id)
         return ([note] if note is not None else []), {}
@@ -136,120 +212,45 @@ def _notes_recall(a: NotesRecallArgs, s: StoreSet, c: OpCall) -> tuple[Any, Chan
     return hits, ({"bump": [n.id for n in hits]} if c.defer_bump else {})
 
 
-def _notes_archive(a: ArchiveArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    if not s.notes.set_archived(a.id, a.archived):
-        raise NotFound(f"no note #{a.id}")
-    return s.notes.get(a.id), {"ids": [a.id]}
+def _distilled_recall(store: LessonStore | ProcedureStore, query: str | None, row_id: int | None,
+                      k: int | None) -> list[Any]:
+    """``memory.lessons.recall`` / ``memory.procedures.recall``: one by id (any status),
+    else up to ``k`` (default 2) active ones matching ``query``."""
+    if row_id is not None:
+        row = store.get(row_id)
+        return [row] if row is not None else []
+    if query is None:
+        raise ValidationError("query", "give either query or id")
+    return store.recall(query, k=k or 2)
 
 
-def _notes_forget(a: IdArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    removed = s.notes.forget(a.id)
-    return {"removed": removed}, {"ids": [a.id] if removed else []}
+def _distilled_get(store: LessonStore | ProcedureStore, noun: str, row_id: int) -> Any:
+    row = store.get(row_id)
+    if row is None:
+        raise NotFound(f"no {noun} #{row_id}")
+    return row
 
 
-def _distilled(noun: str) -> tuple[Handler, Handler, Handler]:
-    """The recall, list and get handlers of the lessons or procedures store (the same
-    shapes over either: :class:`~actors.store.lessons.DistilledStore`)."""
-
-    def store(s: StoreSet) -> Any:
-        return s.lessons if noun == "lesson" else s.procedures
-
-    def recall(a: DistilledRecallArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-        if a.id is not None:
-            row = store(s).get(a.id)
-            return ([row] if row is not None else []), {}
-        if a.query is None:
-            raise ValidationError("query", "give either query or id")
-        return store(s).recall(a.query, k=a.k or 2), {}
-
-    def list_(a: LimitArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-        return store(s).list_index(a.limit), {}
-
-    def get(a: IdArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-        row = store(s).get(a.id)
-        if row is None:
-            raise NotFound(f"no {noun} #{a.id}")
-        return row, {}
-
-    return recall, list_, get
-
-
-def _links_add(a: LinksAddArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    link = s.links.add(a.from_id, a.to_id, a.kind, a.weight)
-    return link, {"ids": [link.from_id, link.to_id]}
-
-
-def _needs_files(c: OpCall, op: str) -> FileRoom:
+def _needs_files(c: OpCall, request: MemoryOp[Any]) -> FileRoom:
     if c.files is None:
-        raise ValidationError("op", f"{op} needs a folder for its files (the daemon's "
-                                    "exports folder, or the CLI's own)")
+        raise ValidationError("op", f"{request.name} needs a folder for its files (the "
+                                    "daemon's exports folder, or the CLI's own)")
     return c.files
 
 
-def _backup(a: BackupArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    return backup_database(s.conn, a.path, _needs_files(c, "memory.backup"),
-                           overwrite=a.overwrite), {}
-
-
-def _export(a: ExportArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    return export_memory(s.conn, a.path, _needs_files(c, "memory.export"),
-                         overwrite=a.overwrite), {}
-
-
-def _import(a: ImportArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
-    result = import_memory(s.notes, a.path, _needs_files(c, "memory.import"))
-    return result, {"keys": ["*"] if result["added"]["factVersions"] else [],
-                    "ids": result["noteIds"]}
-
-
-def _context(a: ContextArgs, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
+def _context(a: ops.ContextPreview, s: StoreSet, c: OpCall) -> ContextAnswer:
     if c.context is not None:
-        return c.context(a), {}
+        return c.context(a)
     ctx = build_context(s, a.message, RecallPlan(), TurnScope(working_dir=a.working_dir),
                         bump=False)
-    return context_answer(ctx, render_context(ctx)), {}
+    return context_answer(ctx, render_context(ctx))
 
 
-_lessons_recall, _lessons_list, _lessons_get = _distilled("lesson")
-_procedures_recall, _procedures_list, _procedures_get = _distilled("procedure")
-
-HANDLERS: dict[str, Handler] = {
-    "memory.profile.set": _profile_set,
-    "memory.profile.remove": _profile_remove,
-    "memory.profile.list": lambda a, s, c: (s.profiles.list(), {}),
-    "memory.profile.history": lambda a, s, c: (s.profiles.history(a.key), {}),
-    "memory.profile.purge": _profile_purge,
-    "memory.notes.store": _notes_store,
-    "memory.notes.recall": _notes_recall,
-    "memory.notes.search": lambda a, s, c: (s.notes.recall(
-        a.query, k=a.k or c.default_k, scope="all", tags=a.tags, bump=False), {}),
-    "memory.notes.forget": _notes_forget,
-    "memory.notes.archive": _notes_archive,
-    "memory.notes.list": lambda a, s, c: (s.notes.list(a.limit, a.archived), {}),
-    "memory.lessons.recall": _lessons_recall,
-    "memory.procedures.recall": _procedures_recall,
-    "memory.lessons.list": _lessons_list,
-    "memory.procedures.list": _procedures_list,
-    "memory.lessons.get": _lessons_get,
-    "memory.procedures.get": _procedures_get,
-    "memory.links.list": lambda a, s, c: (s.links.list_all(a.limit, note_id=a.id), {}),
-    "memory.links.add": _links_add,
-    "memory.votes.tail": lambda a, s, c: (s.votes.tail(a.limit), {}),
-    "memory.context": _context,
-    "memory.export": _export,
-    "memory.import": _import,
-    "memory.backup": _backup,
-}
-"""One handler per op of :data:`~actors.memory.ops.OPS` (the same names; a test holds
-the two tables equal)."""
-
-
-def context_answer(ctx: MemoryContext, sections: dict[str, str]) -> dict[str, Any]:
-    """The ``memory.context`` result: ``text`` (the sections as the prompt tail shows
+def context_answer(ctx: MemoryContext, sections: dict[str, str]) -> ContextAnswer:
+    """The ``memory.context`` reply: ``text`` (the sections as the prompt tail shows
     them, "" when memory adds nothing), ``sections`` (name → body) and the items behind
     them (``profile`` facts, ``recalled`` notes, ``index`` notes, ``lessons`` and
     ``procedures`` pointers)."""
-    return {"text": context_text(sections), "sections": sections, "profile": ctx.profile,
-            "recalled": ctx.recalled, "index": ctx.index, "lessons": ctx.lessons,
-            "procedures": ctx.procedures}
-
+    return ContextAnswer(text=context_text(sections), sections=sections, profile=ctx.profile,
+                         recalled=ctx.recalled, index=ctx.index, lessons=ctx.lessons,
+                         procedures=ctx.procedures)

@@ -18,7 +18,7 @@ instead; the reply never shows it raw.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from .candidates import ParsedFact, ParsedNote
 from .forget import (CHANGE, dropped_values, forget_intent, let_go_objects, matches,
@@ -30,16 +30,18 @@ from .lexicon import compile_rules
 from .skip import skip_reason
 from .stance import clauses, judge
 
-__all__ = ["EXPLICIT", "WRITE_TOOLS", "REMOVE_TOOLS", "may_remove", "may_write", "refusal",
-           "removal_refusal", "stores_an_instruction"]
+__all__ = ["EXPLICIT", "Guard", "may_remove", "may_write", "refusal", "removal_refusal",
+           "spelled_call", "stores_an_instruction"]
 
 EXPLICIT = compile_rules("remember")
 """A request to remember (:mod:`.lexicon` rule ``remember``, every language of the
 lexicon): only then may the agent write memory itself; everything
 else is reflection's job (with its canonical keys, supersede and guards)."""
 
-WRITE_TOOLS = frozenset({"memory.profile.set", "memory.notes.store"})
-REMOVE_TOOLS = frozenset({"memory.profile.remove", "memory.notes.forget"})
+Guard = Literal["fact", "note", "removal"]
+"""What an agent's memory call does, as the guards judge it: writes a profile ``fact``
+(``key``, ``value``), stores a ``note`` (``content``), or is a ``removal`` (of a fact or
+a note). The op table names each tool's guard (``actors.memory.ops``)."""
 
 
 def may_remove(user_message: str, known: dict[str, str] | None = None) -> bool:
@@ -106,38 +108,39 @@ def may_write(user_message: str) -> bool:
     return _write_refusal(user_message) is None
 
 
-def spelled_call(tool: str, args: dict[str, Any], user_message: str
-                 ) -> tuple[str, dict[str, Any]]:
-    """The call to run for a ``memory.profile.set`` whose key holds its value
+def spelled_call(guard: Guard | None, args: dict[str, Any], user_message: str
+                 ) -> tuple[Guard | None, dict[str, Any]]:
+    """The call to run for a ``fact`` write whose key holds its value
     (``{"key": "allergy_peanuts", "value": "yes"}``): the fact spelled out in the user's
-    words (``allergy=peanuts``, :func:`actors.policy.keys.spell_out`), else a
-    ``memory.notes.store`` of the user's sentence ("The user said: My partner Sam is
-    vegetarian."), the same the reflection keeps. Any other call, or one whose sentence
-    cannot be found, is returned unchanged. Pure; never raises."""
-    if tool != "memory.profile.set":
-        return tool, args
+    words (``allergy=peanuts``, :func:`actors.policy.keys.spell_out`), else a ``note`` of
+    the user's sentence (``{"content": "The user said: My partner Sam is vegetarian."}``),
+    the same the reflection keeps. Any other call, or one whose sentence cannot be found,
+    is returned unchanged. Pure; never raises."""
+    if guard != "fact":
+        return guard, args
     key, value = str(args.get("key", "")).lower(), str(args.get("value", ""))
     if not holds_value(key, value):
-        return tool, args
+        return guard, args
     spelled = spell_out(key, value, user_message)
     if spelled is not None:
-        return tool, {**args, "key": spelled[0], "value": spelled[1]}
+        return guard, {**args, "key": spelled[0], "value": spelled[1]}
     said = sentence_with(user_message, key.replace("_", " "))
     if not said:
-        return tool, args
-    return "memory.notes.store", {"content": f"The user said: {said}"[:400]}
+        return guard, args
+    return "note", {"content": f"The user said: {said}"[:400]}
 
 
-def refusal(tool: str, args: dict[str, Any], user_message: str) -> str | None:
-    """Why the agent may not run this memory tool for this user message, or None.
-    Pure; never raises (malformed ``args`` are left to the memory actor to refuse)."""
-    if tool in REMOVE_TOOLS:  # what it removes is judged by removal_refusal
+def refusal(guard: Guard | None, args: dict[str, Any], user_message: str) -> str | None:
+    """Why the agent may not make this memory call (its ``guard``; None: a read) for this
+    user message, or None. Pure; never raises (malformed ``args`` are left to the op's
+    validation)."""
+    if guard == "removal":  # what it removes is judged by removal_refusal
         return None if may_remove(user_message) else "the user did not ask to forget anything"
-    if tool not in WRITE_TOOLS:
+    if guard is None:
         return None
     if (why := _write_refusal(user_message)) is not None:
         return why
-    if tool == "memory.profile.set":
+    if guard == "fact":
         key, text = str(args.get("key", "")).lower(), str(args.get("value", ""))
         if holds_value(key, text):
             return ("the key holds the value: write the attribute as the key and the "

@@ -35,7 +35,8 @@ turn's side calls on the same slot: the link generator
 (``memory.voting.enabled``, :mod:`.voting`), each on the items the turn surfaced
 (``Reflect.surfaced``) and within its own timeout. The actor also runs the periodic
 consolidator (:mod:`.consolidator`, started in :meth:`ReflectionActor.on_ready`) and
-answers ``Consolidate`` requests with a tick's :class:`~.messages.TickReport`.
+answers ``memory.consolidate`` (a ``ToolOp`` of ``actors.memory.ops.Consolidate``) with a
+tick's :class:`~.messages.TickReport`.
 
 Every LLM call of this actor goes through a :class:`~.foreground.ForegroundGate`
 (turns first, docs/architecture.md §10): it waits while the agent runs a turn
@@ -59,18 +60,19 @@ from actors.memory.messages import (
     ApplyResult,
     ApplyVotes,
     ForgetIn,
-    OpResult,
     Refused,
     ToolOp,
     VoteResult,
 )
+from actors.memory import ops
+from actors.memory.client import actor_memory
 from actors.policy.claims import unmet_claims
 from actors.policy.corrections import corrections, says_correction
 from actors.policy.coverage import statement_count
 from actors.policy.forget import forget_intent
 from actors.policy.skip import skip_reason
 from runtime.kernel.actor import ActorContext
-from runtime.kernel.errors import RuntimeFailure
+from runtime.kernel.errors import RemoteError, RuntimeFailure
 from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
 from runtime.services.config import ActorBoot
 from runtime.services.llm import (LLMError, LLMServerError, LLMStreamIncomplete, LLMTimeout,
@@ -83,7 +85,6 @@ from .grammar import MAX_ENTRIES, REFLECTION_GRAMMAR
 from .linkgen import LINK_SYSTEM, build_link_prompt, link_grammar, parse_links
 from .messages import (
     AbortPending,
-    Consolidate,
     ConsolidationEvent,
     Foreground,
     NotKept,
@@ -160,7 +161,7 @@ class ReflectionActor:
         # (bounded: a turn whose event never comes is forgotten oldest first).
         self.not_kept: dict[str, list[NotKept]] = {}
         self.warned: set[str] = set()
-        self._decoder = msgspec.msgpack.Decoder(ReflectionMsg | MetricsRequest)
+        self._decoder = msgspec.msgpack.Decoder(ReflectionMsg | ToolOp | MetricsRequest)
         self.consolidator = Consolidator(ctx, boot.config.memory, llm, self.metrics,
                                          self._emit_consolidation)
         self.periodic = trio.CancelScope()  # the periodic consolidator (on_ready)
@@ -198,8 +199,11 @@ class ReflectionActor:
         match self._decoder.decode(body):
             case MetricsRequest():
                 return self.metrics.snapshot()
-            case Consolidate(ignore_cooldown=ignore):
+            case ToolOp(request=ops.Consolidate(ignore_cooldown=ignore)):
                 return await self.consolidator.tick(ignore_cooldown=ignore)
+            case ToolOp(request=request):
+                raise RemoteError("invalid_argument", f"{request.name} is not answered "
+                                                      "by reflection")
             case msg:
                 await self.on_message(msg)
                 return {}
@@ -377,10 +381,9 @@ class ReflectionActor:
             self.metrics.inc("agent.memory.reflection.skipped", {"reason": skip})
             return "none", skip, None
         with trio.fail_after(10):
-            known = await self.ctx.request("memory", ToolOp(op="memory.profile.list",
-                                                            source="agent",
-                                                            client="reflection"), OpResult)
-        pairs = [(f["key"], f["value"]) for f in known.data]
+            known = await actor_memory(self.ctx.request, client="reflection").run(
+                ops.ProfileList())
+        pairs = [(f.key, f.value) for f in known]
         if skip is not None and not corrections(user_text, dict(pairs)):
             # "Small correction: it's Anna" reads as impersonal: it goes on only when it
             # spells a known value anew (actors/policy/corrections.py)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 
+from actors.memory.ops import TickReport
+
 
 class _M(msgspec.Struct, tag_field="kind", tag=str.lower, kw_only=True):
     """Base of reflection-actor messages."""
@@ -68,36 +70,7 @@ class Foreground(_M):
     seq: int = 0
 
 
-class Consolidate(_M):
-    """Request (root → reflection): run one consolidator tick now → :class:`TickReport`.
-    ``ignore_cooldown``: also notes younger than ``memory.consolidation.cooldownMs``."""
-
-    ignore_cooldown: bool = False
-
-
-class TickReport(msgspec.Struct, kw_only=True, rename="camel"):
-    """One consolidator tick (docs/architecture.md §4, "The consolidator"):
-    ``outcome`` ``ok`` (a lesson was
-    made) | ``none`` | ``failed`` (every cluster failed) | ``busy`` (a tick was already
-    running) | ``off`` (consolidation, lessons or the LLM not available: ``reason``);
-    ``clusters`` claimed; ``lessons`` / ``procedures`` ids created; ``abstained``,
-    ``failed``, ``changed`` (refused because a note changed) cluster counts;
-    ``deprecated`` by ``kind:reason``; ``duration_ms``. Camel-cased on the wire, so
-    ``msgspec.to_builtins`` is the ``memory.consolidate`` result as is."""
-
-    outcome: str
-    clusters: int = 0
-    lessons: list[int] = msgspec.field(default_factory=list)
-    procedures: list[int] = msgspec.field(default_factory=list)
-    abstained: int = 0
-    failed: int = 0
-    changed: int = 0
-    deprecated: dict[str, int] = msgspec.field(default_factory=dict)
-    duration_ms: float = 0.0
-    reason: str = ""
-
-
-ReflectionMsg = Reflect | AbortPending | Foreground | Consolidate
+ReflectionMsg = Reflect | AbortPending | Foreground
 
 
 class ConsolidationEvent(msgspec.Struct, tag="consolidation", tag_field="kind", kw_only=True):

@@ -20,9 +20,8 @@ Error texts never contain stored memory content, only field names, limits and id
 
 from __future__ import annotations
 
+import sys
 import unicodedata
-
-import apsw
 
 from .clock import CLOCK
 
@@ -212,6 +211,11 @@ class StorageFailure(MemoryFailure):
         """The StorageFailure for an apsw storage error, or None for any other error.
         ``what`` names the data in the message ("memory", "the session"); ``reading``
         words it for a failed read instead of a refused write."""
+        # apsw as this process loaded it: the error types stay pure (talking to memory
+        # loads no SQLite), and where apsw was never loaded no error can be one of its.
+        apsw = sys.modules.get("apsw")
+        if apsw is None:
+            return None
         # SQLite may roll back by itself on SQLITE_FULL; the rollback that follows then
         # fails ("cannot rollback - no transaction is active") with the FullError only
         # as its context: look through the chain of causes.

@@ -50,10 +50,10 @@ from .errors import RemoteError as RemoteError
 from .errors import RestartIntensityExceeded as RestartIntensityExceeded
 from .errors import RuntimeFailure as RuntimeFailure
 from .errors import TransportClosed as TransportClosed
-from .messages import PROTOCOL_VERSION as PROTOCOL_VERSION
+from .messages import ENVELOPE_VERSION as ENVELOPE_VERSION
 
 __all__ = [
-    "PROTOCOL_VERSION",
+    "ENVELOPE_VERSION",
     "ActorContext",
     "ActorCrashed",
     "ActorSpec",

@@ -25,7 +25,7 @@ import trio
 from ._channel import Channel
 from ._codec import DEFAULT_MAX_FRAME
 from .errors import ActorCrashed, ActorTooSlow, ProtocolViolation, TransportClosed
-from .messages import PROTOCOL_VERSION, Boot, Cancel, Envelope, Error, Hello, Ready
+from .messages import ENVELOPE_VERSION, Boot, ChildHello, Cancel, Envelope, Error, Ready
 
 log = structlog.get_logger()
 
@@ -179,11 +179,11 @@ async def _handshake(spec: ActorSpec, proc: trio.Process, channel: Channel) -> N
         return env
 
     hello = await receive(HELLO_TIMEOUT_S, "hello")
-    if not isinstance(hello, Hello) or hello.name != spec.name:
+    if not isinstance(hello, ChildHello) or hello.name != spec.name:
         raise ProtocolViolation(f"actor {spec.name!r}: expected hello, got {hello!r}")
-    if hello.version != PROTOCOL_VERSION:
+    if hello.version != ENVELOPE_VERSION:
         raise ProtocolViolation(
-            f"actor {spec.name!r} speaks protocol {hello.version}, root speaks {PROTOCOL_VERSION}"
+            f"actor {spec.name!r} speaks protocol {hello.version}, root speaks {ENVELOPE_VERSION}"
         )
     await channel.send(Boot(config=msgspec.Raw(spec.config)))
     ready = await receive(READY_TIMEOUT_S, "ready")

@@ -35,13 +35,13 @@ from ._calls import Calls, encode_body
 from ._channel import Channel
 from .errors import ActorTooSlow, ProtocolViolation, TransportClosed
 from .messages import (
-    PROTOCOL_VERSION,
+    ENVELOPE_VERSION,
     Boot,
     Bye,
     Cancel,
     Cast,
     Error,
-    Hello,
+    ChildHello,
     Ready,
     Reply,
     Request,
@@ -167,7 +167,7 @@ async def run_actor(name: str, channel: Channel, open_actor: OpenActor) -> int:
     sent to the root first when the channel still works).
     """
     try:
-        await channel.send(Hello(name=name, pid=os.getpid(), version=PROTOCOL_VERSION))
+        await channel.send(ChildHello(name=name, pid=os.getpid(), version=ENVELOPE_VERSION))
         with trio.fail_after(BOOT_TIMEOUT_S):
             boot = await channel.receive()
         if isinstance(boot, Cancel) and boot.id == 0:

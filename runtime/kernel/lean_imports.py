@@ -6,8 +6,9 @@ and ``httpx`` imports its command-line tool (``httpx._main``: click, rich, pygme
 whenever those happen to be installed. Together ~200 ms of CPU in each of the daemon's
 five processes at start on 2 cores (``python -X importtime -c "import runtime.kernel._child"``;
 ``bench.lifecycle``). Each floor that uses such a library imports it through
-:func:`import_hiding` in its package ``__init__`` (the kernel: structlog; services, actors
-and the shell: httpx), before any of its modules does. Both stay importable afterwards
+:func:`import_hiding` before it (the kernel, in its package ``__init__``: structlog; the
+shell, in its ``__init__``: httpx; the services, in each module that imports httpx, so that
+a process that only talks to an actor loads no HTTP client at all). Both stay importable afterwards
 (the terminal UI imports rich itself).
 """
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import msgspec
 
-PROTOCOL_VERSION = 1
+ENVELOPE_VERSION = 1
+"""The version of the kernel's envelopes (root ↔ actor processes); a child speaking
+another is refused at its handshake. The websocket protocol's version is another thing:
+``runtime.shell.protocol.PROTOCOL_VERSION``."""
 """Bumped on any incompatible envelope change; checked in the hello handshake."""
 
 
@@ -23,8 +26,8 @@ class _Env(msgspec.Struct, tag_field="t", forbid_unknown_fields=True, array_like
     """Base of all envelopes: array-like encoding keeps frames small."""
 
 
-class Hello(_Env, tag="hello"):
-    """child → root, first frame: who I am. ``version`` must equal PROTOCOL_VERSION."""
+class ChildHello(_Env, tag="hello"):
+    """child → root, first frame: who I am. ``version`` must equal ENVELOPE_VERSION."""
 
     name: str
     pid: int
@@ -98,4 +101,4 @@ class Bye(_Env, tag="bye"):
     """child → root: I have finished shutting down and will exit now."""
 
 
-Envelope = Hello | Boot | Ready | Request | Reply | Cast | Error | Cancel | Bye
+Envelope = ChildHello | Boot | Ready | Request | Reply | Cast | Error | Cancel | Bye

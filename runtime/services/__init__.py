@@ -15,6 +15,3 @@ May import: the kernel (``runtime.kernel``) and libraries. Never ``actors`` or
 ``runtime.shell`` (import-linter contract in ``pyproject.toml``).
 """
 
-from runtime.kernel.lean_imports import import_hiding as _import_hiding
-
-_import_hiding("httpx", ("httpx._main",))  # its CLI stays out (runtime.kernel.lean_imports)

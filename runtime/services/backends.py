@@ -35,7 +35,10 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-import httpx
+from runtime.kernel.lean_imports import import_hiding
+
+import_hiding("httpx", ("httpx._main",))  # its CLI stays out (runtime.kernel.lean_imports)
+import httpx  # noqa: E402
 import msgspec
 import structlog
 import trio

@@ -51,7 +51,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-import httpx
+from runtime.kernel.lean_imports import import_hiding
+
+import_hiding("httpx", ("httpx._main",))  # its CLI stays out (runtime.kernel.lean_imports)
+import httpx  # noqa: E402
 import structlog
 import trio
 

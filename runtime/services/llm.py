@@ -41,7 +41,10 @@ from contextlib import contextmanager
 from types import TracebackType
 from typing import Any
 
-import httpx
+from runtime.kernel.lean_imports import import_hiding
+
+import_hiding("httpx", ("httpx._main",))  # its CLI stays out (runtime.kernel.lean_imports)
+import httpx  # noqa: E402
 import msgspec
 import trio
 

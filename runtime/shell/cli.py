@@ -23,6 +23,7 @@ from typing import Any
 import msgspec
 import trio
 
+from actors.memory import ops
 from runtime.kernel import configure_cli_logging as configure_cli
 from runtime.services.config import Config, ConfigError, config_to_json, load_config
 from runtime.services.models import DEFAULT_MODEL
@@ -350,13 +351,14 @@ async def _memory_cmd(c: DaemonClient, args: argparse.Namespace,
     if what == "export" and args.file in (None, "-"):
         return await _export_to_stdout(c, state_dir)
     command = command_for(args)
-    op, payload = command.request(args)
-    if state_dir is not None and what in ("backup", "export"):
-        data = await export_to(c, op, args.file, args.overwrite, state_dir)
-    elif state_dir is not None and what == "import":
+    request = command.request(args)
+    data: Any
+    if state_dir is not None and isinstance(request, (ops.Backup, ops.Export)):
+        data = await export_to(c, type(request), args.file, args.overwrite, state_dir)
+    elif state_dir is not None and isinstance(request, ops.Import):
         data = await import_from(c, args.file, state_dir)
     else:
-        data = await c.memory(op, payload)
+        data = msgspec.to_builtins(await c.run(request))
     if args.json:
         print(json.dumps(data, ensure_ascii=False))
     missing = command.missing(args, data)
@@ -431,12 +433,13 @@ async def _export_to_stdout(c: DaemonClient, state_dir: Path | None) -> int:
     from .file_ops import exported_file
 
     if state_dir is not None:
-        async with exported_file(c, "memory.export", ".jsonl") as (data, path):
+        async with exported_file(c, ops.Export, ".jsonl") as (data, path):
             with open(path, "rb") as src:
                 shutil.copyfileobj(src, sys.stdout.buffer)
     else:
         with tempfile.TemporaryDirectory(prefix="atomic-agent-export-") as tmp:
-            data = await c.memory("memory.export", {"path": str(Path(tmp) / "memory.jsonl")})
+            data = msgspec.to_builtins(await c.run(ops.Export(
+                path=str(Path(tmp) / "memory.jsonl"))))
             with open(data["path"], "rb") as src:
                 shutil.copyfileobj(src, sys.stdout.buffer)
     sys.stdout.flush()
@@ -527,9 +530,8 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
                 if not 1 <= args.limit <= 1000:
                     print("atomic-agent: --limit must be 1..1000", file=sys.stderr)
                     return EXIT_USAGE
-                data = await c.memory("memory.activity", {"limit": args.limit,
-                                                          "client": args.client,
-                                                          "reads": args.all})
+                data = msgspec.to_builtins(await c.run(ops.Activity(
+                    limit=args.limit, client=args.client, reads=args.all)))
                 print(json.dumps(data, indent=2) if args.json
                       else activity_text(data, args.client))
             case "metrics":

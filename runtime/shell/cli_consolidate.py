@@ -16,6 +16,9 @@ from typing import Any
 
 import trio
 
+from actors.memory import ops
+from actors.memory.ops import args_of
+
 from .client import ClientError, DaemonClient
 
 __all__ = ["add_parser", "consolidate", "report_text"]
@@ -86,8 +89,8 @@ async def consolidate(c: DaemonClient, args: argparse.Namespace) -> int:
     await c.request({"type": "subscribe", "channels": ["memory"], "id": "consolidate-sub"},
                     "subscribed")
     rid = "consolidate"
-    await c.send({"type": "memory", "id": rid, "op": "memory.consolidate",
-                  "args": {"ignoreCooldown": bool(args.ignore_cooldown)}})
+    tick = ops.Consolidate(ignore_cooldown=bool(args.ignore_cooldown))
+    await c.send({"type": "memory", "id": rid, "op": tick.name, "args": args_of(tick)})
     while True:
         frame = await c.receive()
         if frame.get("type") == "memory.consolidation":

@@ -2,8 +2,9 @@
 and its printer.
 
 Every row of :data:`COMMANDS` is a :class:`MemoryCommand`: where it sits
-(``("notes", "list")``), its help, the arguments it adds, the memory op and arguments it
-sends (docs/protocol.md lists the ops), and how its result is printed. The parser is
+(``("notes", "list")``), its help, the arguments it adds, the memory op's request it
+sends (:mod:`actors.memory.ops`; docs/protocol.md lists the ops), and how its result is
+printed. The parser is
 built from the table (:func:`add_memory_parser`); :func:`command_for` finds a parsed
 command's row. ``reindex``, ``recover`` and ``consolidate`` are no single memory op: they
 have their own modules and are added beside the table.
@@ -17,6 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from actors.memory import ops
+from actors.memory.ops import MemoryOp
 
 from .cli_output import (
     counts_text,
@@ -51,7 +55,7 @@ def row_id(text: str) -> int:
                                          ) from None
 
 
-Request = Callable[[argparse.Namespace], tuple[str, dict[str, Any]]]
+Request = Callable[[argparse.Namespace], MemoryOp[Any]]
 Printer = Callable[[DaemonClient, argparse.Namespace, Any], Awaitable[None] | None]
 
 
@@ -62,8 +66,9 @@ class MemoryCommand:
     Attributes:
         path: its words after ``memory`` (``("stats",)``, ``("notes", "list")``).
         help: the one line ``--help`` of its parent shows.
-        request: ``(op, args)`` to send for the parsed arguments.
-        show: prints the op's result as text (``--json`` prints the result instead).
+        request: the op's request for the parsed arguments.
+        show: prints the op's result (as JSON data) as text (``--json`` prints the
+            result instead).
         arguments: adds its own arguments to its parser.
         description: its own ``--help`` text (default: ``help``).
         missing: with a result that says nothing was there (``{"removed": false}``, no
@@ -126,22 +131,14 @@ def _option(*names: str, **kw: Any) -> Callable[[argparse.ArgumentParser], objec
     return lambda p: p.add_argument(*names, **kw)
 
 
-def _profile_set(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+def _profile_set(args: argparse.Namespace) -> ops.ProfileSet:
     kws = [k.strip() for k in args.contextual.split(",")] if args.contextual else None
-    return "memory.profile.set", {"key": args.key, "value": args.value, "pinned": kws is None,
-                                  "keywords": kws}
+    return ops.ProfileSet(key=args.key, value=args.value, pinned=kws is None, keywords=kws)
 
 
-def _notes_store(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+def _notes_store(args: argparse.Namespace) -> ops.NotesStore:
     tags = [t.strip() for t in args.tags.split(",")] if args.tags else None
-    return "memory.notes.store", {"content": args.content, "tags": tags}
-
-
-def _links_list(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
-    query: dict[str, Any] = {"limit": args.limit}
-    if args.note is not None:
-        query["id"] = args.note
-    return "memory.links.list", query
+    return ops.NotesStore(content=args.content, tags=tags)
 
 
 def _profile_history(c: DaemonClient, args: argparse.Namespace, data: Any) -> None:
@@ -159,17 +156,18 @@ _NOTE_ID = _positional("id", "the note's id (N or #N, as listings show it)", typ
 _KEY = _positional("key", "the fact's key")
 
 
-def _distilled(what: str, noun: str) -> list[MemoryCommand]:
+def _distilled(what: str, noun: str, list_op: type[ops.LessonsList] | type[ops.ProceduresList],
+               get_op: type[ops.LessonsGet] | type[ops.ProceduresGet]) -> list[MemoryCommand]:
     """``memory lessons|procedures list|show``."""
     mark = "*" if what == "lessons" else ">"
     return [
         MemoryCommand((what, "list"), f"active {what}, newest first",
-                      lambda args: (f"memory.{what}.list", {"limit": args.limit}),
+                      lambda args: list_op(limit=args.limit),
                       _listing(f"(no {what})", lambda row: print(pointer(mark, row))),
                       _option("--limit", type=int, default=20,
                               help="at most this many (1-100)")),
         MemoryCommand((what, "show"), f"one {noun} by id, any status",
-                      lambda args: (f"memory.{what}.get", {"id": args.id}),
+                      lambda args: get_op(id=args.id),
                       lambda c, args, data: (print_lesson if what == "lessons"
                                              else print_procedure)(data),
                       _positional("id", f"the {noun}'s id (N, or as listed)", type=row_id)),
@@ -178,7 +176,7 @@ def _distilled(what: str, noun: str) -> list[MemoryCommand]:
 
 COMMANDS: list[MemoryCommand] = [
     MemoryCommand(("profile", "list"), "list active facts",
-                  lambda args: ("memory.profile.list", {}),
+                  lambda args: ops.ProfileList(),
                   _listing("(no profile facts)", print_fact)),
     MemoryCommand(("profile", "set"), "set a fact", _profile_set,
                   lambda c, args, data: print_fact(data),
@@ -188,8 +186,8 @@ COMMANDS: list[MemoryCommand] = [
                                 help="comma-separated keywords: show the fact only when one "
                                      "is mentioned"))),
     MemoryCommand(("profile", "remove"), "remove a fact (history kept; --purge deletes it too)",
-                  lambda args: (f"memory.profile.{'purge' if args.purge else 'remove'}",
-                                {"key": args.key}),
+                  lambda args: (ops.ProfilePurge(key=args.key) if args.purge
+                                else ops.ProfileRemove(key=args.key)),
                   _say(lambda args, data: f"purged {data['versions']} version(s) of "
                        f"{args.key!r}" if "versions" in data else "removed"),
                   _args(_positional("key", "the fact's key (memory profile list shows them)"),
@@ -199,18 +197,17 @@ COMMANDS: list[MemoryCommand] = [
                   missing=_removed(lambda args: f"fact {args.key!r} (nothing to purge)"
                                    if args.purge else f"active fact {args.key!r}")),
     MemoryCommand(("profile", "history"), "every version of a fact",
-                  lambda args: ("memory.profile.history", {"key": args.key}),
+                  lambda args: ops.ProfileHistory(key=args.key),
                   _profile_history, _KEY),
     MemoryCommand(("notes", "list"), "newest notes",
-                  lambda args: ("memory.notes.list", {"limit": args.limit,
-                                                      "archived": args.archived}),
+                  lambda args: ops.NotesList(limit=args.limit, archived=args.archived),
                   _listing("(no notes)", print_note),
                   _args(_option("--limit", type=int, default=50, help="how many (default 50)"),
                         _option("--archived", choices=["active", "archived", "all"],
                                 default="active",
                                 help="which notes: active (default), archived or all"))),
     MemoryCommand(("notes", "show"), "one note by id",
-                  lambda args: ("memory.notes.recall", {"id": args.id}),
+                  lambda args: ops.NotesRecall(id=args.id),
                   lambda c, args, data: print_note_detail(c, data[0]), _NOTE_ID,
                   missing=lambda args, data: None if data else f"note #{args.id}"),
     MemoryCommand(("notes", "store"), "store a note", _notes_store,
@@ -218,29 +215,28 @@ COMMANDS: list[MemoryCommand] = [
                   _args(_positional("content", "the note's text (quote it)"),
                         _option("--tags", help="comma-separated tags"))),
     MemoryCommand(("notes", "recall"), "search notes",
-                  lambda args: ("memory.notes.recall", {"query": args.query, "k": args.k}),
+                  lambda args: ops.NotesRecall(query=args.query, k=args.k),
                   _listing("(no matching notes)", print_note),
                   _args(_positional("query", "what to look for (words or a sentence)"),
                         _option("-k", type=int, default=5, help="how many notes (default 5)"))),
     MemoryCommand(("notes", "forget"), "delete a note",
-                  lambda args: ("memory.notes.forget", {"id": args.id}),
+                  lambda args: ops.NotesForget(id=args.id),
                   _say(lambda args, data: "forgotten"), _NOTE_ID,
                   missing=_removed(lambda args: f"note #{args.id}")),
     MemoryCommand(("notes", "archive"), "archive a note: it leaves the memory index but "
                   "stays recallable (--restore undoes it)",
-                  lambda args: ("memory.notes.archive", {"id": args.id,
-                                                         "archived": not args.restore}),
+                  lambda args: ops.NotesArchive(id=args.id, archived=not args.restore),
                   _say(lambda args, data: f"#{data['id']} " + (
                       "archived (out of the index, still recallable)" if data["archived"]
                       else "restored")),
                   _args(_NOTE_ID, _option("--restore", action="store_true",
                                           help="bring an archived note back"))),
     MemoryCommand(("stats",), "counts, schema, embedding status",
-                  lambda args: ("memory.stats", {}),
+                  lambda args: ops.Stats(),
                   lambda c, args, data: print(json.dumps(data, indent=2))),
     MemoryCommand(
         ("backup",), "a consistent copy of memory.sqlite, also while the daemon runs",
-        lambda args: ("memory.backup", {"path": _file(args), "overwrite": args.overwrite}),
+        lambda args: ops.Backup(path=_file(args), overwrite=args.overwrite),
         _say(lambda args, data: f"backed up memory to {data['path']} ({data['bytes']:,} bytes)"),
         _args(_positional("file", "where to write the copy"),
               _option("--overwrite", action="store_true", help="replace FILE if it exists")),
@@ -250,7 +246,7 @@ COMMANDS: list[MemoryCommand] = [
                     "with the daemon stopped to restore it."),
     MemoryCommand(
         ("export",), "write all memory to a JSON-lines file (or stdout)",
-        lambda args: ("memory.export", {"path": _file(args), "overwrite": args.overwrite}),
+        lambda args: ops.Export(path=_file(args), overwrite=args.overwrite),
         _say(lambda args, data: f"exported {counts_text(data['counts'])} to {data['path']} "
                                 f"({data['bytes']:,} bytes)"),
         _args(_positional("file", "where to write it (default, or -: stdout)", nargs="?"),
@@ -261,7 +257,7 @@ COMMANDS: list[MemoryCommand] = [
                     "stdout. Read by `memory import` here or on another machine."),
     MemoryCommand(
         ("import",), "add the memory of an export file (idempotent)",
-        lambda args: ("memory.import", {"path": _file(args)}),
+        lambda args: ops.Import(path=_file(args)),
         _say(lambda args, data: f"imported from {data['path']}: added "
                                 f"{counts_text(data['added'])}; already there: "
                                 f"{counts_text(data['skipped'])}"),
@@ -273,23 +269,24 @@ COMMANDS: list[MemoryCommand] = [
                     "first; a bad line is one error and nothing is written."),
     MemoryCommand(
         ("context",), "what a turn on MESSAGE would get from memory",
-        lambda args: ("memory.context", {"message": args.message}),
+        lambda args: ops.ContextPreview(message=args.message),
         _say(lambda args, data: data["text"] or "(memory has nothing for this message)"),
         _positional("message", "a user message (quote it)"),
         description="Print the memory sections a turn on MESSAGE would put in the prompt "
                     "(profile, recalled notes, memory index, lessons, procedures), with the "
                     "configured budgets. Nothing is written (no recall counters)."),
-    *_distilled("lessons", "lesson"),
-    *_distilled("procedures", "procedure"),
-    MemoryCommand(("links", "list"), "edges, newest first", _links_list,
+    *_distilled("lessons", "lesson", ops.LessonsList, ops.LessonsGet),
+    *_distilled("procedures", "procedure", ops.ProceduresList, ops.ProceduresGet),
+    MemoryCommand(("links", "list"), "edges, newest first",
+                  lambda args: ops.LinksList(limit=args.limit, id=args.note),
                   _listing("(no links)", _edge),
                   _args(_option("--limit", type=int, default=100,
                                 help="at most this many (1-1000)"),
                         _option("--note", type=int, metavar="ID",
                                 help="only edges of this note"))),
     MemoryCommand(("links", "add"), "link two notes (the consolidator distils linked notes)",
-                  lambda args: ("memory.links.add", {"fromId": args.from_id,
-                                                     "toId": args.to_id, "kind": args.kind}),
+                  lambda args: ops.LinksAdd(from_id=args.from_id, to_id=args.to_id,
+                                            kind=args.kind),
                   _say(lambda args, data: f"linked #{data['fromId']} -{data['kind']}-> "
                                           f"#{data['toId']}"),
                   _args(_positional("from_id", "the first note's id", type=row_id),

@@ -7,6 +7,7 @@ import sys
 import time
 from typing import Any
 
+from actors.memory import ops
 from actors.store.dates import written_date
 
 from .client import DaemonClient
@@ -84,9 +85,9 @@ async def print_note_detail(c: DaemonClient, n: dict[str, Any]) -> None:
     count = n.get("recallCount", 0)
     print(f"  recalled: {count} time{'s' if count != 1 else ''}"
           + (f", last {when(n['lastRecalledAt'])}" if n.get("lastRecalledAt") else ""))
-    links = await c.memory("memory.links.list", {"id": n["id"], "limit": 50})
-    rows = [f"-{e['kind']}-> #{e['toId']}" if e["fromId"] == n["id"]
-            else f"<-{e['kind']}- #{e['fromId']}" for e in links]
+    links = await c.run(ops.LinksList(id=n["id"], limit=50))
+    rows = [f"-{e.kind}-> #{e.to_id}" if e.from_id == n["id"]
+            else f"<-{e.kind}- #{e.from_id}" for e in links]
     print(f"  links: {', '.join(rows) if rows else '-'}")
 
 

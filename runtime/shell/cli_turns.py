@@ -18,6 +18,8 @@ from pathlib import Path
 import trio
 
 from .cli_output import EXIT_FAILED, turns_text, when
+from actors.memory import ops
+
 from .client import ClientError, DaemonClient, open_client
 from .memory_feedback import describe as describe_memory
 from .status_line import StatusLine
@@ -187,12 +189,12 @@ class SwitchSession:
 
 
 async def _chat_memory(c: DaemonClient) -> None:
-    facts = await c.memory("memory.profile.list")
-    notes = await c.memory("memory.notes.list", {"limit": 5})
-    print("  profile: " + ("; ".join(f"{f['key']} = {f['value']}" for f in facts)
+    facts = await c.run(ops.ProfileList())
+    notes = await c.run(ops.NotesList(limit=5))
+    print("  profile: " + ("; ".join(f"{f.key} = {f.value}" for f in facts)
                            or "(nothing yet)"))
     for n in notes:
-        print(f"  note #{n['id']}: {n['content'][:100]}")
+        print(f"  note #{n.id}: {n.content[:100]}")
     if not notes:
         print("  notes: (none yet)")
     print("  (`atomic-agent memory …` or `atomic-agent tui` show and edit all of it)")

@@ -12,12 +12,17 @@ import json
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import trio
 from trio_websocket import ConnectionClosed, HandshakeError, WebSocketConnection, open_websocket_url
 
+from actors.memory.client import MemoryClient
+from actors.memory.ops import MemoryOp, args_of
+
 from .state import read_daemon_info
+
+R = TypeVar("R")
 
 
 class ClientError(Exception):
@@ -78,6 +83,7 @@ class DaemonClient:
         self.created = created  # the session did not exist (no turn yet) at hello
         self._ids = itertools.count(1)
         self.backlog: list[dict] = []
+        self.memory_client = MemoryClient(lambda op: self.memory(op.name, args_of(op)))
 
     async def send(self, frame: dict[str, Any]) -> None:
         """Send one frame as JSON text. ClientError: see :func:`encode_frame`; code
@@ -124,8 +130,15 @@ class DaemonClient:
             if frame.get("type") in ("turn.finished", "error"):
                 return
 
+    async def run(self, request: MemoryOp[R]) -> R:
+        """Run one memory op (:mod:`actors.memory.ops`) through the daemon; its typed
+        reply, or ClientError(code, message)."""
+        return await self.memory_client.run(request)
+
     async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
-        """Run a memory op; return its ``data`` or raise ClientError(code, message)."""
+        """Send a ``memory`` frame as is (op name and JSON arguments: the wire, for a
+        caller that forwards them); its ``data`` as JSON, or ClientError(code,
+        message). Typed callers use :meth:`run`."""
         rid = f"m{next(self._ids)}"
         await self.send({"type": "memory", "id": rid, "op": op, "args": args or {}})
         return memory_result_data(await self.wait_for(lambda f: f.get("id") == rid))

@@ -29,6 +29,7 @@ import hashlib
 import hmac
 import os
 import re
+import typing
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -38,7 +39,7 @@ from typing import Literal
 import msgspec
 import structlog
 
-from actors.memory.ops import OPS
+from actors.memory.ops import OPS, Scope
 from runtime.services.private_files import replacing
 
 log = structlog.get_logger()
@@ -47,8 +48,7 @@ __all__ = ["OWNER", "OWNER_PRINCIPAL", "SCOPES", "ClientEntry", "ClientRegistry"
            "Principal", "activity_label", "add_client", "bearer_token", "op_scope", "parse_scopes",
            "set_client", "update_clients"]
 
-Scope = Literal["read", "write", "forget", "admin"]
-SCOPES: tuple[str, ...] = ("read", "write", "forget", "admin")
+SCOPES: tuple[str, ...] = typing.get_args(Scope)
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,39}")
 """A client name: 1-40 characters of letters, digits, ``_ . -``, not starting with a
 punctuation mark (it shows in the activity log and the dashboard)."""
@@ -59,11 +59,6 @@ RESERVED = frozenset({OWNER, "agent", "reflection", "consolidator", "backfill", 
 """Names the daemon uses for itself in the activity log."""
 OWN_PROGRAMS = frozenset({"cli", "tui"})
 """Reserved names the owner's own programs declare (``atomic-agent`` commands, the TUI)."""
-
-_FORGET_OPS = frozenset({"memory.notes.forget", "memory.profile.remove",
-                         "memory.profile.purge"})
-_ADMIN_OPS = frozenset({"memory.export", "memory.import", "memory.backup",
-                        "memory.activity", "memory.consolidate"})
 
 
 class ClientsError(Exception):
@@ -120,15 +115,13 @@ OWNER_PRINCIPAL = Principal(OWNER, frozenset(SCOPES), owner=True)
 
 
 def op_scope(op: str) -> str:
-    """The scope a memory operation needs: ``forget`` for deletions, ``admin`` for file
-    access, the activity log and consolidation, ``write`` for other writes, ``read``
-    otherwise (``memory.stats`` included)."""
-    if op in _FORGET_OPS:
-        return "forget"
-    if op in _ADMIN_OPS:
-        return "admin"
-    spec = OPS.get(op)
-    return "write" if spec is not None and spec.writes else "read"
+    """The scope a memory operation needs, as the op table says (``access`` in
+    :mod:`actors.memory.ops`: ``forget`` for deletions, ``admin`` for file access, the
+    activity log and consolidation, ``write`` for other writes, ``read`` otherwise,
+    ``memory.stats`` included); ``read`` for an unknown op, which its validation then
+    refuses."""
+    cls = OPS.get(op)
+    return cls.access if cls is not None else "read"
 
 
 _LABEL_RE = re.compile(r"[^\x20-\x7e]+")

@@ -16,6 +16,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
+from actors.memory import ops
 from actors.store.errors import ValidationError
 from actors.store.files import EXPORTS_DIR, FileRoom
 
@@ -33,10 +36,11 @@ def _fresh_name(suffix: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def exported_file(c: Any, op: str, suffix: str):
+async def exported_file(c: Any, op: type[ops.Export] | type[ops.Backup], suffix: str):
     """Ask the daemon for ``op`` (``memory.export`` / ``memory.backup``) into a fresh
-    file of its exports folder; yield ``(data, path)`` and remove the file afterwards."""
-    data = await c.memory(op, {"path": _fresh_name(suffix)})
+    file of its exports folder; yield ``(data, path)`` (its reply as JSON) and remove
+    the file afterwards."""
+    data = msgspec.to_builtins(await c.run(op(path=_fresh_name(suffix))))
     path = Path(data["path"])
     try:
         yield data, path
@@ -45,7 +49,8 @@ async def exported_file(c: Any, op: str, suffix: str):
             path.unlink()
 
 
-async def export_to(c: Any, op: str, file: str, overwrite: bool, state_dir: Path
+async def export_to(c: Any, op: type[ops.Export] | type[ops.Backup], file: str,
+                    overwrite: bool, state_dir: Path
                     ) -> dict[str, Any]:
     """``op`` (``memory.export`` or ``memory.backup``) to the user's ``file``: checked
     first (an existing file needs ``overwrite``; nothing in ``state_dir`` but its
@@ -57,7 +62,7 @@ async def export_to(c: Any, op: str, file: str, overwrite: bool, state_dir: Path
         target = room.target(str(Path(file).expanduser().absolute()), overwrite)
     except ValidationError as exc:
         raise _invalid(exc) from None
-    suffix = ".sqlite" if op == "memory.backup" else ".jsonl"
+    suffix = ".sqlite" if op is ops.Backup else ".jsonl"
     async with exported_file(c, op, suffix) as (data, source):
         try:
             with room.writing(target) as tmp:
@@ -88,7 +93,7 @@ async def import_from(c: Any, file: str, state_dir: Path) -> dict[str, Any]:
     except ValidationError as exc:
         raise _invalid(exc) from None
     try:
-        result = await c.memory("memory.import", {"path": name})
+        result = msgspec.to_builtins(await c.run(ops.Import(path=name)))
     finally:
         with contextlib.suppress(OSError):
             (state_dir / EXPORTS_DIR / name).unlink()

@@ -51,14 +51,11 @@ from actors.agent.messages import (
     TurnFinished,
     TurnResult,
 )
-from actors.memory.messages import (ActivityQuery, MemoryChanged, OpResult, Refused, Stats,
-                                   ToolOp)
-from actors.reflection.messages import (
-    Consolidate,
-    ConsolidationEvent,
-    ReflectionEvent,
-    TickReport,
-)
+from actors.memory.client import actor_memory
+from actors.memory.messages import MemoryChanged, Refused
+from actors.memory.ops import decode_op
+from actors.reflection.messages import ConsolidationEvent, ReflectionEvent
+from actors.store.errors import ValidationError
 from runtime.kernel import Supervisor
 from runtime.kernel.actor import leaf_exception
 from runtime.kernel.errors import ActorCrashed, ActorUnavailable, RemoteError, RuntimeFailure
@@ -105,18 +102,6 @@ _json = msgspec.json.Encoder()
 ROOT_METRICS = Metrics()
 """The root process's own counters (connections closed by reason; ``text.repaired``),
 merged into ``metrics.result`` with the actors'."""
-
-
-def activity_query(args: dict[str, Any]) -> ActivityQuery:
-    """``memory.activity``'s args (``limit`` 1..1000, ``client``, ``before``) as the
-    memory actor's query; raises RemoteError ``invalid_argument`` naming a bad one."""
-    try:
-        query = msgspec.convert(args, type=ActivityQuery)
-    except msgspec.ValidationError as exc:
-        raise RemoteError("invalid_argument", f"memory.activity: {exc}") from None
-    if not 1 <= query.limit <= 1000:
-        raise RemoteError("invalid_argument", "memory.activity: limit must be 1..1000")
-    return query
 
 
 def _needs(frame: Any) -> tuple[str, ...]:
@@ -711,26 +696,22 @@ class Gateway:
             self.finished_turns.discard(turn)
 
     async def _memory(self, client: Client, frame: MemoryFrame) -> None:
+        """One ``memory`` frame: its op and arguments as the op's request (an
+        ``invalid_argument`` error frame naming the field when they do not fit), run
+        through the typed memory client as this connection (its label, batch, and its
+        session once that exists), answered with ``memory.result``."""
         try:
-            if frame.op == "memory.stats":
-                data: Any = await self.sup.request("memory", Stats(), dict)
-            elif frame.op == "memory.activity":
-                data = await self.sup.request("memory", activity_query(frame.args), dict)
-            elif frame.op == "memory.consolidate":
-                ignore = frame.args.get("ignoreCooldown", False)
-                if not isinstance(ignore, bool) or set(frame.args) - {"ignoreCooldown"}:
-                    raise RemoteError("invalid_argument", "memory.consolidate takes only "
-                                      "ignoreCooldown (true or false)")
-                data = await self.sup.request(
-                    "reflection", Consolidate(ignore_cooldown=ignore), TickReport)
-            else:
-                # A write names the session only once it exists (has a turn): a CLI
-                # or MCP connection's unsaved session is no provenance.
-                data = (await self.sup.request("memory", ToolOp(
-                    op=frame.op, args=frame.args, source="user",
-                    session=client.session if client.session_saved else None,
-                    batch=client.batch, client=client.label),
-                    OpResult)).data
+            request = decode_op(frame.op, frame.args)
+            # A write names the session only once it exists (has a turn): a CLI or MCP
+            # connection's unsaved session is no provenance.
+            memory = actor_memory(self.sup.request, source="user",
+                                  session=client.session if client.session_saved else None,
+                                  batch=client.batch, client=client.label)
+            data = await memory.run(request)
+        except ValidationError as exc:
+            client.push(MemoryResult(id=frame.id, ok=False,
+                                     error={"code": exc.code, "message": str(exc)}))
+            return
         except RemoteError as exc:
             client.push(MemoryResult(id=frame.id, ok=False,
                                      error={"code": exc.code, "message": exc.message}))

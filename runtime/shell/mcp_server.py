@@ -25,17 +25,19 @@ tool                           daemon op                   kind
 ``memory_notes_store``         ``memory.notes.store``      write (deduplicated)
 ``memory_notes_recall``        ``memory.notes.recall``     read-only (hybrid recall)
 ``memory_notes_search``        ``memory.notes.search``     read-only (keywords)
-``memory_notes_get``           ``memory.notes.recall`` id  read-only
+``memory_notes_get``           ``memory.notes.get``        read-only
 ``memory_notes_forget``        ``memory.notes.forget``     destructive
 ``memory_lessons_list/get``    ``memory.lessons.*``        read-only
 ``memory_procedures_list/get`` ``memory.procedures.*``     read-only
 ``memory_context``             ``memory.context``          read-only
 =============================  ==========================  =========================
 
-Errors come back as MCP tool errors (``isError``) whose text starts with the daemon's
-error code (``invalid_argument: …``, ``not_found: …``, ``not_running: …``). Arguments
-are typed (JSON Schema in ``tools/list``) and checked by the SDK before the daemon
-checks them again.
+The tools, their titles, descriptions, argument schemas and hints are made from the op
+table (``actors.memory.ops``: the ops with an MCP title), so they say what the websocket's
+``memory`` frames and the agent's tools say. Errors come back as MCP tool errors
+(``isError``) whose text starts with the daemon's error code (``invalid_argument: …``,
+``not_found: …``, ``not_running: …``). Arguments are typed (JSON Schema in
+``tools/list``) and checked by the op's request Struct before they are sent.
 
 Per-app access: with ``ATOMIC_AGENT_TOKEN`` set to a client token (``atomic-agent clients
 add``) the connection to the daemon uses it, and a tool beyond its scopes is the tool error
@@ -53,22 +55,26 @@ as the websocket gateway and the OpenAI API (:mod:`.listen_guard`).
 
 from __future__ import annotations
 
-import contextvars
 import functools
 import hmac
 import json
 import signal
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
+import msgspec
 import structlog
 import trio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
-from mcp.types import ToolAnnotations
-from pydantic import Field, ValidationError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import Tool as MCPTool
+
+from actors.memory.ops import (OPS, ContextAnswer, MemoryOp, args_of, args_schema, decode_op,
+                               reply_of)
+from actors.store.errors import MemoryFailure
 
 from .client import ClientError
 from .clients import ClientRegistry, activity_label, bearer_token
@@ -94,44 +100,49 @@ _ADD = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_
 _DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                           open_world_hint=False)
 
-Id = Annotated[int, Field(ge=1, le=2**63 - 1, description="The id (#N in listings).")]
-Limit = Annotated[int, Field(ge=1, le=1000, description="At most this many, newest first.")]
-K = Annotated[int | None, Field(ge=1, le=100, description="How many notes (default: the "
-                                                          "daemon's memory.notes.recallDefaultK).")]
-Tags = Annotated[list[str] | None, Field(description="Only notes with all of these tags.")]
-WorkingDir = Annotated[str | None, Field(description="A project directory: its project-scoped "
-                                                     "notes are included.")]
 
 
 class MemoryMCPServer(MCPServer):
-    """``MCPServer`` whose argument errors read like the daemon's: ``invalid_argument:
-    id: Input should be a valid integer`` instead of pydantic's report with its model
-    names and URL."""
+    """``MCPServer`` whose tools are the op table's (:func:`mcp_ops`): listed from it,
+    their arguments checked by the op's request Struct (errors read like the daemon's:
+    ``invalid_argument: id: Expected `int`, got `str```), run through the daemon
+    connection of the caller's bearer token."""
 
     link: DaemonLink | None = None
     links: LinkPool | None = None  # over HTTP: one daemon connection per bearer token
 
-    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+    async def list_tools(self) -> list[MCPTool]:
+        return [mcp_tool(name, cls) for name, cls in mcp_ops().items()]
+
+    def _tool_input_schema(self, name: str) -> dict[str, Any] | None:
+        # The SDK's hook for checking a request's parameters against a tool's schema
+        # (it reads registered functions; ours are the op table's).
+        cls = mcp_ops().get(name)
+        return None if cls is None else args_schema(cls)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> CallToolResult:
         link = self.links.for_headers(_headers(context)) if self.links is not None else self.link
-        if link is not None and link.client is None:
+        if link is None:
+            raise ToolError("unavailable: no daemon connection")
+        if link.client is None:
             link.client = mcp_client_label(context)
-        token = _LINK.set(link)
+        cls = mcp_ops().get(name)
+        if cls is None:
+            raise ToolError(f"invalid_argument: unknown tool {name!r}")
         try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, ValidationError):
-                problems = "; ".join(
-                    f"{'.'.join(str(p) for p in err['loc']) or 'arguments'}: {err['msg']}"
-                    for err in cause.errors())
-                raise ToolError(f"invalid_argument: {problems}") from None
-            raise
-        finally:
-            _LINK.reset(token)
-
-
-_LINK: contextvars.ContextVar[DaemonLink | None] = contextvars.ContextVar("mcp_link", default=None)
-"""The daemon connection of the tool call running now (its bearer token's, over HTTP)."""
+            request = decode_op(cls.name, {k: v for k, v in arguments.items() if v is not None})
+            data = await link.memory(request.name, args_of(request))
+            reply = reply_of(request, data)
+        except MemoryFailure as exc:
+            raise ToolError(f"{exc.code}: {exc}") from None
+        except ClientError as exc:
+            raise ToolError(f"{exc.code}: {exc}") from None
+        if isinstance(reply, ContextAnswer):
+            text = reply.text or "(memory has nothing for this message)"
+        else:
+            text = _json(msgspec.to_builtins(reply))
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=False)
 
 
 def _headers(context: Any) -> Any:
@@ -176,119 +187,34 @@ def mcp_client_label(context: Any) -> str:
     return f"mcp:{name}" if name else "mcp"
 
 
+def mcp_ops() -> dict[str, type[MemoryOp[Any]]]:
+    """The ops served as MCP tools (those with an MCP title in the op table), by tool
+    name: the op's name with ``_`` for ``.`` (several clients accept only
+    ``[A-Za-z0-9_-]`` in tool names)."""
+    return {name.replace(".", "_"): cls for name, cls in OPS.items() if cls.mcp}
+
+
+def mcp_tool(name: str, cls: type[MemoryOp[Any]]) -> MCPTool:
+    """One tool's listing: title, description and argument schema from the op table;
+    ``readOnlyHint`` for ops that do not write, ``destructiveHint`` for deletions."""
+    if not cls.writes:
+        hints = _READ
+    else:
+        hints = _DELETE if cls.access == "forget" else _ADD
+    description = cls.summary
+    if cls.__doc__ and not cls.__doc__.startswith(cls.__name__ + "("):
+        description += " " + " ".join(cls.__doc__.split())
+    return MCPTool(name=name, title=cls.mcp, description=description,
+                   input_schema=args_schema(cls),
+                   annotations=hints.model_copy(update={"title": cls.mcp}))
+
+
 def build_server(link: DaemonLink) -> MCPServer:
-    """The MCP server with every memory tool bound to ``link`` (module docstring)."""
+    """The MCP server with every MCP tool of the op table bound to ``link`` (module
+    docstring)."""
     server = MemoryMCPServer(name="atomic-agent", title="atomic-agent memory",
-                       instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
+                             instructions=INSTRUCTIONS, version=_version(), log_level="WARNING")
     server.link = link
-
-    async def call(op: str, args: dict[str, Any]) -> Any:
-        current = _LINK.get() or link
-        try:
-            return await current.memory(op, {k: v for k, v in args.items() if v is not None})
-        except ClientError as exc:
-            raise ToolError(f"{exc.code}: {exc}") from None
-
-    def tool(name: str, title: str, annotations: ToolAnnotations, description: str):
-        return server.tool(name=name, title=title, description=description,
-                           annotations=annotations.model_copy(update={"title": title}),
-                           structured_output=False)
-
-    @tool("memory_profile_set", "Set a profile fact", _ADD,
-          "Remember a durable fact about the user as key=value (a new value replaces the "
-          "old one, which stays in the fact's history). pinned (default true) facts are "
-          "always shown; pinned=false facts only when one of their keywords appears in the "
-          "user's message.")
-    async def profile_set(
-            key: Annotated[str, Field(min_length=1, max_length=64,
-                                      description="Snake_case name, e.g. name, home_city.")],
-            value: Annotated[str, Field(min_length=1, description="The fact's value.")],
-            pinned: bool | None = None,
-            keywords: Annotated[list[str] | None, Field(
-                description="Words that bring an unpinned fact into context.")] = None) -> str:
-        return _json(await call("memory.profile.set", {"key": key, "value": value,
-                                                       "pinned": pinned, "keywords": keywords}))
-
-    @tool("memory_profile_remove", "Remove a profile fact", _DELETE,
-          "Forget the profile fact with this key (its history is kept).")
-    async def profile_remove(key: Annotated[str, Field(min_length=1)]) -> str:
-        return _json(await call("memory.profile.remove", {"key": key}))
-
-    @tool("memory_profile_list", "List profile facts", _READ,
-          "Every active profile fact about the user.")
-    async def profile_list() -> str:
-        return _json(await call("memory.profile.list", {}))
-
-    @tool("memory_profile_history", "Profile fact history", _READ,
-          "Every version of a profile fact, oldest first (what the user said before).")
-    async def profile_history(key: Annotated[str, Field(min_length=1)]) -> str:
-        return _json(await call("memory.profile.history", {"key": key}))
-
-    @tool("memory_notes_store", "Store a note", _ADD,
-          "Save a freeform note for later recall. A near-duplicate of an existing note is "
-          "merged into it (its id is returned).")
-    async def notes_store(
-            content: Annotated[str, Field(min_length=1, description="The note's text.")],
-            tags: Annotated[list[str] | None, Field(description="Short topic tags.")] = None,
-            scope: Annotated[Literal["all", "project"], Field(
-                description="project: only shown for working_dir.")] = "all",
-            working_dir: WorkingDir = None) -> str:
-        return _json(await call("memory.notes.store", {"content": content, "tags": tags,
-                                                       "scope": scope,
-                                                       "workingDir": working_dir}))
-
-    @tool("memory_notes_recall", "Recall notes", _READ,
-          "Search notes by meaning and keywords (hybrid recall), best first.")
-    async def notes_recall(query: Annotated[str, Field(min_length=1)], k: K = None,
-                           tags: Tags = None, working_dir: WorkingDir = None) -> str:
-        return _json(await call("memory.notes.recall", {"query": query, "k": k, "tags": tags,
-                                                        "workingDir": working_dir}))
-
-    @tool("memory_notes_search", "Keyword search", _READ,
-          "Keyword-only (BM25) note search: exact words, no embeddings.")
-    async def notes_search(query: Annotated[str, Field(min_length=1)], k: K = None,
-                           tags: Tags = None) -> str:
-        return _json(await call("memory.notes.search", {"query": query, "k": k, "tags": tags}))
-
-    @tool("memory_notes_get", "Get a note", _READ, "One note by id.")
-    async def notes_get(id: Id) -> str:  # noqa: A002 - the protocol's field name
-        found = await call("memory.notes.recall", {"id": id})
-        if not found:
-            raise ToolError(f"not_found: no note #{id}")
-        return _json(found[0])
-
-    @tool("memory_notes_forget", "Forget a note", _DELETE, "Delete the note with this id.")
-    async def notes_forget(id: Id) -> str:  # noqa: A002
-        return _json(await call("memory.notes.forget", {"id": id}))
-
-    @tool("memory_lessons_list", "List lessons", _READ, "Active lessons, newest first.")
-    async def lessons_list(limit: Limit = 50) -> str:
-        return _json(await call("memory.lessons.list", {"limit": limit}))
-
-    @tool("memory_lessons_get", "Get a lesson", _READ, "One lesson by id, any status.")
-    async def lessons_get(id: Id) -> str:  # noqa: A002
-        return _json(await call("memory.lessons.get", {"id": id}))
-
-    @tool("memory_procedures_list", "List procedures", _READ,
-          "Active procedures, newest first.")
-    async def procedures_list(limit: Limit = 50) -> str:
-        return _json(await call("memory.procedures.list", {"limit": limit}))
-
-    @tool("memory_procedures_get", "Get a procedure", _READ,
-          "One procedure by id with its steps, any status.")
-    async def procedures_get(id: Id) -> str:  # noqa: A002
-        return _json(await call("memory.procedures.get", {"id": id}))
-
-    @tool("memory_context", "Memory context for a message", _READ,
-          "What atomic-agent would put in its prompt for this user message: the profile "
-          "facts, the notes it recalls, an index of recent notes, lessons and procedures, "
-          "as '### section' blocks. Empty text means memory has nothing for it.")
-    async def context(message: Annotated[str, Field(min_length=1,
-                                                    description="The user's message.")],
-                      working_dir: WorkingDir = None) -> str:
-        data = await call("memory.context", {"message": message, "workingDir": working_dir})
-        return data["text"] or "(memory has nothing for this message)"
-
     return server
 
 

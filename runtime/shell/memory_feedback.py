@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from actors.memory import ops
+
 from .client import ClientError, DaemonClient
 
 __all__ = ["describe", "NONE_REASONS"]
@@ -86,20 +88,20 @@ async def _values(c: DaemonClient, keys: list[str]) -> dict[str, str]:
     if not keys:
         return {}
     try:
-        facts = await c.memory("memory.profile.list")
+        facts = await c.run(ops.ProfileList())
     except ClientError:
         return {}
-    return {f["key"]: f["value"] for f in facts if f["key"] in keys}
+    return {f.key: f.value for f in facts if f.key in keys}
 
 
 async def _preview(c: DaemonClient, note_id: int) -> str:
     try:
-        notes = await c.memory("memory.notes.recall", {"id": note_id})
+        notes = await c.run(ops.NotesRecall(id=note_id))
     except ClientError:
         return ""
     if not notes:
         return ""
-    text = " ".join(notes[0]["content"].split())
+    text = " ".join(notes[0].content.split())
     return text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS - 1] + "…"
 
 

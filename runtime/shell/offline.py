@@ -2,7 +2,7 @@
 
 ``atomic-agent memory …`` talks to the running daemon when there is one. When there
 is none, :class:`OfflineMemory` opens ``<state>/memory.sqlite`` itself and runs the
-very same operation table (``actors.memory.router.run_op``) with the configured caps,
+very same operations (``actors.memory.router.run``) with the configured caps,
 so results have the same shapes. It is safe next to a daemon that starts meanwhile:
 WAL, a 5 s busy timeout and ``BEGIN IMMEDIATE`` writes (a busy database is waited for,
 and no read transaction ever has to become a write one, which SQLite may refuse as
@@ -13,7 +13,7 @@ A file that is corrupt or from a newer schema is reported, never modified.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import apsw
 import msgspec
@@ -22,12 +22,15 @@ from actors.store.stores import file_stats, open_stores
 from actors.store.errors import MemoryFailure, StorageFailure
 from actors.store.files import FileRoom
 from actors.store.schema import open_database
-from actors.memory.ops import OPS
-from actors.memory.router import OpCall, run_op
+from actors.memory import ops
+from actors.memory.ops import MemoryOp, decode_op, reply_of
+from actors.memory.router import OpCall, run
 from runtime.services.config import Config
 
 from .client import ClientError
 from .state import StateError, check_writable, ensure_state_dir, tighten
+
+R = TypeVar("R")
 
 
 def _storage_error(exc: apsw.Error, path: Path) -> ClientError:
@@ -41,7 +44,8 @@ def _storage_error(exc: apsw.Error, path: Path) -> ClientError:
 
 
 class OfflineMemory:
-    """Duck-types :meth:`runtime.shell.client.DaemonClient.memory` for a stopped daemon.
+    """:meth:`runtime.shell.client.DaemonClient.run` (and ``memory``) for a stopped
+    daemon.
 
     Errors: ClientError with the store's code (``invalid_argument``, ``schema_too_new``,
     ``database_corrupt``) and a one-line message.
@@ -73,7 +77,16 @@ class OfflineMemory:
         return self._conn
 
     async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
-        """Run ``op`` on the file; returns JSON-shaped data like the daemon would.
+        """:meth:`run` of op ``op`` with JSON ``args``; its reply as JSON, like the
+        daemon's ``memory.result``."""
+        try:
+            request = decode_op(op, args or {})
+        except MemoryFailure as exc:
+            raise ClientError(exc.code, str(exc)) from None
+        return msgspec.to_builtins(await self.run(request))
+
+    async def run(self, request: MemoryOp[R]) -> R:
+        """Run ``request`` on the file; its reply, of the same type the daemon answers.
 
         A state directory that does not exist yet (a new install, before the daemon's
         first start) is created by the first write — a store, a fact, an import (moving
@@ -82,16 +95,14 @@ class OfflineMemory:
         creates it, so a mistyped ``--state-dir`` never leaves a directory behind. An
         import of a file that does not exist creates nothing."""
         if not self.path.parent.exists():
-            spec = OPS.get(op)
-            if spec is None or not spec.writes:
+            if not request.writes:
                 raise ClientError("not_found", (
                     f"no memory at {self.path.parent} yet: nothing was stored there. A "
                     "write creates it (atomic-agent memory notes store \"…\", memory "
                     "profile set KEY VALUE, memory import FILE), and so does atomic-agent "
                     "serve"))
-            wanted = (args or {}).get("path")
-            if op == "memory.import" and isinstance(wanted, str) and not Path(wanted).is_file():
-                raise ClientError("invalid_argument", f"path: no such file: {wanted}")
+            if isinstance(request, ops.Import) and not Path(request.path).is_file():
+                raise ClientError("invalid_argument", f"path: no such file: {request.path}")
             try:
                 ensure_state_dir(self.path.parent)
             except StateError as exc:
@@ -100,18 +111,18 @@ class OfflineMemory:
         m = self.cfg.memory
         stores = open_stores(conn, m)
         try:
-            if op == "memory.stats":  # (the attach state of embeddings needs a daemon)
-                return {"offline": True, **file_stats(stores, m)}
+            if isinstance(request, ops.Stats):  # (the attach state of embeddings needs a daemon)
+                return cast(R, {"offline": True, **file_stats(stores, m)})
             # The user's own process: files go where the user says, never onto the
             # state directory's own (the live database, its WAL, the token).
-            data, _change = run_op(stores, op, args or {}, OpCall(
+            data, _change = run(stores, request, OpCall(
                 source="user", default_k=m.notes.recall_default_k,
                 files=FileRoom(None, private=self.path.parent)))
         except MemoryFailure as exc:
             raise ClientError(exc.code, str(exc)) from None
         except apsw.Error as exc:
             raise _storage_error(exc, self.path) from None
-        return msgspec.to_builtins(data)
+        return reply_of(request, data)
 
     def close(self) -> None:
         """Close the connection (checkpointing the WAL; a disk that refuses the

@@ -52,7 +52,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import httpx
+from runtime.kernel.lean_imports import import_hiding
+
+import_hiding("httpx", ("httpx._main",))  # its CLI stays out (runtime.kernel.lean_imports)
+import httpx  # noqa: E402
 import msgspec
 import numpy as np
 import structlog

@@ -21,11 +21,15 @@ import re
 import secrets
 from pathlib import Path
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Literal
 
 import structlog
 import trio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from actors.memory import ops
+from actors.memory.ops import MemoryOp
+from actors.store.records import Note
 
 from ..clients import (SCOPES, ClientRegistry, ClientsError, add_client, bearer_token,
                        op_scope, read_clients, set_client)
@@ -46,6 +50,9 @@ STATIC = {"app.css": b"text/css; charset=utf-8", "ui.js": b"text/javascript; cha
 KEY_RE = re.compile(r"[a-z0-9][a-z0-9_.-]{0,119}")
 EVENT_KEEPALIVE_S = 15.0
 
+
+_WRITERS = frozenset({ops.ProfileSet.name, ops.NotesStore.name, ops.Import.name, "reflection"})
+"""Activity-log ops that write a fact or a note (the ``written by`` column)."""
 
 class DashboardApp:
     """The ASGI app for ``/ui`` (module docstring).
@@ -210,12 +217,12 @@ class DashboardApp:
                 await self._page(send, 200, "overview.html", session, nav="overview",
                                  **await self._overview())
             elif path == "/ui/profile":
-                facts = await b.op("memory.profile.list")
+                facts = await b.data(ops.ProfileList())
                 await self._page(send, 200, "profile.html", session, nav="profile", facts=facts,
                                  writers=await self._writers())
             elif m := re.fullmatch(r"/ui/profile/([^/]+)", path):
                 key = m.group(1)
-                history = await b.op("memory.profile.history", key=key)
+                history = await b.data(ops.ProfileHistory(key=key))
                 await self._page(send, 200, "fact.html", session, nav="profile", key=key,
                                  history=history, writers=await self._writers())
             elif path == "/ui/notes":
@@ -223,15 +230,15 @@ class DashboardApp:
                                  **await self._notes(q))
             elif m := re.fullmatch(r"/ui/notes/(\d{1,18})", path):
                 note_id = int(m.group(1))
-                found = await b.op("memory.notes.recall", id=note_id)
-                links = await b.op("memory.links.list", id=note_id, limit=50)
+                found = await b.data(ops.NotesRecall(id=note_id))
+                links = await b.data(ops.LinksList(id=note_id, limit=50))
                 await self._page(send, 200, "note.html", session, nav="notes",
                                  note=found[0] if found else None, links=links,
                                  confirm=q.get("confirm"), writers=await self._writers())
             elif path == "/ui/lessons":
                 await self._page(send, 200, "lessons.html", session, nav="lessons",
-                                 lessons=await b.op("memory.lessons.list", limit=100),
-                                 procedures=await b.op("memory.procedures.list", limit=100))
+                                 lessons=await b.data(ops.LessonsList(limit=100)),
+                                 procedures=await b.data(ops.ProceduresList(limit=100)))
             elif path == "/ui/sessions":
                 await self._page(send, 200, "sessions.html", session, nav="sessions",
                                  sessions=await b.sessions(100))
@@ -261,8 +268,8 @@ class DashboardApp:
     async def _overview(self) -> dict[str, Any]:
         b = self.backend
         stats = await b.stats()
-        notes = await b.op("memory.notes.list", limit=1000, archived="all")
-        facts = await b.op("memory.profile.list")
+        notes = await b.data(ops.NotesList(limit=1000, archived="all"))
+        facts = await b.data(ops.ProfileList())
         activity = await b.activity(limit=1000)
         forgets = [e["at"] for e in activity["entries"]
                    if op_scope(e["op"]) == "forget" and e["outcome"] == "ok"]
@@ -277,7 +284,7 @@ class DashboardApp:
                 given[kind + "s"] = [int(i.split(":", 1)[1]) for i in named
                                      if i.startswith(kind + ":") and i.split(":", 1)[1].isdigit()]
             for note_id in [i for i in last["ids"] if isinstance(i, int)][:10]:
-                found = await b.op("memory.notes.recall", id=note_id)
+                found = await b.data(ops.NotesRecall(id=note_id))
                 given["notes"].append(found[0] if found else {"id": note_id, "content": None})
             given["at"] = last["at"]
         metrics = await b.metrics()
@@ -294,8 +301,7 @@ class DashboardApp:
         entries = (await self.backend.activity(limit=1000))["entries"]
         out: dict[str | int, str] = {}
         for e in entries:  # newest first: the first writer seen is the latest
-            if e["outcome"] == "ok" and (e["op"] in ("memory.profile.set", "memory.notes.store",
-                                                     "reflection", "memory.import")):
+            if e["outcome"] == "ok" and e["op"] in _WRITERS:
                 for item in e["ids"]:
                     out.setdefault(item, e["client"])
         return out
@@ -304,14 +310,16 @@ class DashboardApp:
         b = self.backend
         query = q.get("q", "").strip()
         mode = "meaning" if q.get("mode") == "meaning" else "keyword"
-        archived = q.get("archived") if q.get("archived") in ("archived", "all") else "active"
+        archived: Literal["active", "archived", "all"] = (
+            "archived" if q.get("archived") == "archived"
+            else "all" if q.get("archived") == "all" else "active")
         if query and mode == "meaning":
-            notes = await b.op("memory.notes.recall", query=query, k=50)
+            notes = await b.data(ops.NotesRecall(query=query, k=50))
         elif query:
-            notes = await b.op("memory.notes.search", query=query, k=50)
+            notes = await b.data(ops.NotesSearch(query=query, k=50))
         else:
-            notes = await b.op("memory.notes.list", limit=200, archived=archived)
-        links = await b.op("memory.links.list", limit=1000)
+            notes = await b.data(ops.NotesList(limit=200, archived=archived))
+        links = await b.data(ops.LinksList(limit=1000))
         newer = {l["toId"]: l["fromId"] for l in links if l["kind"] == "SUPERSEDES"}
         return {"notes": notes, "q": query, "mode": mode, "archived": archived,
                 "writers": await self._writers(), "newer": newer}
@@ -329,47 +337,46 @@ class DashboardApp:
             if path == "/ui/profile/set":
                 key, value = f.get("key", "").strip().lower(), f.get("value", "").strip()
                 before = await _active_value(b, key)
-                await b.op("memory.profile.set", key=key, value=value)
+                await b.run(ops.ProfileSet(key=key, value=value))
                 if before is not None and before != value:
-                    self._undo(session, f"Changed {key}", "memory.profile.set",
-                               key=key, value=before)
+                    self._undo(session, f"Changed {key}", ops.ProfileSet(key=key, value=before))
                 await send_redirect(send, "/ui/profile")
             elif m := re.fullmatch(r"/ui/profile/([^/]+)/forget", path):
                 key = m.group(1)
                 before = await _active_value(b, key)
-                await b.op("memory.profile.remove", key=key)
+                await b.run(ops.ProfileRemove(key=key))
                 if before is not None:
-                    self._undo(session, f"Forgot {key}", "memory.profile.set", key=key,
-                               value=before)
+                    self._undo(session, f"Forgot {key}", ops.ProfileSet(key=key, value=before))
                 await send_redirect(send, "/ui/profile")
             elif path == "/ui/notes/add":
                 tags = [t.strip() for t in f.get("tags", "").split(",") if t.strip()]
-                note = await b.op("memory.notes.store", content=f.get("content", ""),
-                                  tags=tags or None)
-                await send_redirect(send, f"/ui/notes/{note['id']}")
+                note = await b.run(ops.NotesStore(content=f.get("content", ""),
+                                                  tags=tags or None))
+                await send_redirect(send, f"/ui/notes/{note.id}")
             elif m := re.fullmatch(r"/ui/notes/(\d{1,18})/(forget|archive|restore)", path):
                 note_id, action = int(m.group(1)), m.group(2)
-                found = await b.op("memory.notes.recall", id=note_id)
+                found = await b.run(ops.NotesRecall(id=note_id))
                 if action == "forget":
-                    await b.op("memory.notes.forget", id=note_id)
+                    await b.run(ops.NotesForget(id=note_id))
                     if found:
-                        self._undo(session, f"Forgot note #{note_id}", "memory.notes.store",
-                                   content=found[0]["content"], tags=found[0]["tags"] or None)
+                        self._undo(session, f"Forgot note #{note_id}", ops.NotesStore(
+                            content=found[0].content, tags=found[0].tags or None))
                     await send_redirect(send, "/ui/notes")
                     return
-                await b.op("memory.notes.archive", id=note_id, archived=action == "archive")
+                await b.run(ops.NotesArchive(id=note_id, archived=action == "archive"))
                 if action == "archive":
-                    self._undo(session, f"Archived note #{note_id}", "memory.notes.archive",
-                               id=note_id, archived=False)
+                    self._undo(session, f"Archived note #{note_id}",
+                               ops.NotesArchive(id=note_id, archived=False))
                 await send_redirect(send, f"/ui/notes/{note_id}")
             elif m := re.fullmatch(r"/ui/undo/([A-Za-z0-9_-]{1,64})", path):
                 entry = session.undo.pop(m.group(1), None)
                 if entry is None:
                     raise BackendError("not_found", "there is nothing to undo any more")
                 label, action = entry
-                data = await b.op(action["op"], **action["args"])
-                target = (f"/ui/notes/{data['id']}" if action["op"] == "memory.notes.store"
-                          else "/ui/notes" if action["op"].startswith("memory.notes")
+                data = await b.run(action)
+                target = (f"/ui/notes/{data.id}" if isinstance(data, Note)
+                          and isinstance(action, ops.NotesStore)
+                          else "/ui/notes" if isinstance(action, ops.NotesArchive)
                           else "/ui/profile")
                 await send_redirect(send, target)
             elif m := re.fullmatch(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})/rename", path):
@@ -398,10 +405,11 @@ class DashboardApp:
                              "error.html", session, title="Nothing was changed",
                              message=str(exc), back=section)
 
-    def _undo(self, session: UiSession, label: str, op: str, **args: Any) -> None:
-        """Offer one undo (the newest is shown; at most 20 kept per session)."""
+    def _undo(self, session: UiSession, label: str, action: MemoryOp[Any]) -> None:
+        """Offer one undo: ``action`` run again (the newest is shown; at most 20 kept per
+        session)."""
         uid = secrets.token_urlsafe(8)
-        session.undo[uid] = (label, {"op": op, "args": args})
+        session.undo[uid] = (label, action)
         session.offer = uid
         while len(session.undo) > 20:
             session.undo.pop(next(iter(session.undo)))
@@ -411,6 +419,6 @@ async def _active_value(b: Backend, key: str) -> str | None:
     """The active value of a profile fact, None when there is none."""
     if not KEY_RE.fullmatch(key):
         return None
-    facts = await b.op("memory.profile.list")
-    return next((f["value"] for f in facts if f["key"] == key), None)
+    facts = await b.run(ops.ProfileList())
+    return next((f.value for f in facts if f.key == key), None)
 

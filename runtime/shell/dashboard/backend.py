@@ -1,22 +1,28 @@
 """What the dashboard reads and changes, through the same actors every other client uses:
-memory ops as :class:`~actors.memory.messages.ToolOp` (recorded in the activity log as
-``dashboard``), sessions from the agent, the activity log, metrics from the gateway,
-and per-app tokens in ``clients.json`` (:mod:`runtime.shell.clients`).
+memory ops through the typed memory client (:mod:`actors.memory.client`; recorded in the
+activity log as ``dashboard``), sessions from the agent, the activity log, metrics from
+the gateway, and per-app tokens in ``clients.json`` (:mod:`runtime.shell.clients`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import msgspec
 
 from actors.agent.messages import GetSession, ListSessions, RenameSession
-from actors.memory.messages import ActivityQuery, OpResult, Stats, ToolOp
+from actors.memory import ops
+from actors.memory.client import actor_memory
+from actors.memory.ops import MemoryOp
+from actors.store.errors import ValidationError
 from runtime.kernel.errors import RemoteError, RuntimeFailure
 
 __all__ = ["Backend", "BackendError"]
 
 CLIENT = "dashboard"
+R = TypeVar("R")
 
 
 class BackendError(Exception):
@@ -36,6 +42,7 @@ class Backend:
         self._request = request
         self._metrics = metrics
         self.state_dir = state_dir
+        self.memory = actor_memory(request, source="user", client=CLIENT)
 
     async def _ask(self, actor: str, message: Any, kind: type) -> Any:
         try:
@@ -45,22 +52,31 @@ class Backend:
         except RuntimeFailure as exc:
             raise BackendError("unavailable", str(exc)) from None
 
-    async def op(self, op: str, **args: Any) -> Any:
-        """One memory op (``args`` in the op's camelCase names); its ``data``."""
-        result = await self._ask("memory", ToolOp(
-            op=op, args={k: v for k, v in args.items() if v is not None}, source="user",
-            client=CLIENT), OpResult)
-        return result.data
+    async def run(self, request: MemoryOp[R]) -> R:
+        """One memory op (a request built from a form: its text checked as
+        :func:`~actors.memory.ops.decode_op` would); its typed reply. BackendError
+        with the daemon's code."""
+        try:
+            ops.check(request)
+            return await self.memory.run(request)
+        except ValidationError as exc:
+            raise BackendError(exc.code, str(exc)) from None
+        except RemoteError as exc:
+            raise BackendError(exc.code, exc.message) from None
+        except RuntimeFailure as exc:
+            raise BackendError("unavailable", str(exc)) from None
+
+    async def data(self, request: MemoryOp[Any]) -> Any:
+        """:meth:`run`, its reply as JSON data (what the templates read)."""
+        return msgspec.to_builtins(await self.run(request))
 
     async def stats(self) -> dict[str, Any]:
-        data: dict[str, Any] = await self._ask("memory", Stats(), dict)
-        return data
+        return await self.run(ops.Stats())
 
     async def activity(self, *, limit: int = 100, client: str | None = None,
                        before: int | None = None, reads: bool = True) -> dict[str, Any]:
-        data: dict[str, Any] = await self._ask(
-            "memory", ActivityQuery(limit=limit, client=client, before=before, reads=reads),
-            dict)
+        data: dict[str, Any] = await self.data(
+            ops.Activity(limit=limit, client=client, before=before, reads=reads))
         return data
 
     async def sessions(self, limit: int = 50) -> list[dict[str, Any]]:

@@ -25,6 +25,9 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import Any
+
+from actors.memory.ops import MemoryOp
 
 __all__ = ["CODE_TTL_S", "COOKIE", "SECURITY_HEADERS", "SESSION_TTL_S", "Logins", "UiSession",
            "same_origin"]
@@ -59,7 +62,7 @@ class UiSession:
     sid: str
     csrf: str
     last: float
-    undo: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    undo: dict[str, tuple[str, MemoryOp[Any]]] = field(default_factory=dict)
     offer: str | None = None  # the undo id the next page shows (once)
     new_token: tuple[str, str] | None = None  # (app, token) the apps page shows once
 

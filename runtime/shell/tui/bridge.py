@@ -28,11 +28,17 @@ import itertools
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import msgspec
 import trio
 
+from actors.memory.client import MemoryClient
+from actors.memory.ops import MemoryOp, args_of
+
 from ..client import ClientError, DaemonClient, memory_result_data, open_client
+
+R = TypeVar("R")
 
 SUBSCRIBE = ["memory", "reflection"]
 """Channels the TUI follows (docs/protocol.md §2 ``subscribe``)."""
@@ -96,6 +102,7 @@ class DaemonBridge:
         self._conn_scope: trio.CancelScope | None = None
         self._conn_done: trio.Event | None = None
         self._ids = itertools.count(1)
+        self.memory_client = MemoryClient(lambda op: self._call(self._memory, op))
         self._pending: dict[str, trio.MemorySendChannel] = {}
         self._open_lock: trio.Lock | None = None
 
@@ -116,10 +123,15 @@ class DaemonBridge:
         unknown); returns the session id. ClientError as :meth:`connect`."""
         return await self._call(self._open, session)
 
-    async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
-        """Run one memory op; returns its ``data``. ClientError(code, message) when the
-        daemon refuses it, on timeout, or when not connected."""
-        return await self._call(self._memory, op, args or {})
+    async def run(self, request: MemoryOp[R]) -> R:
+        """Run one memory op (:mod:`actors.memory.ops`); its typed reply.
+        ClientError(code, message) when the daemon refuses it, on timeout, or when not
+        connected."""
+        return await self.memory_client.run(request)
+
+    async def data(self, request: MemoryOp[Any]) -> Any:
+        """:meth:`run`, the reply as JSON data (what the browser's rows read)."""
+        return msgspec.to_builtins(await self.run(request))
 
     async def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Sessions, newest first: dicts with ``id``, ``createdAt``, ``updatedAt`` (Unix
@@ -339,8 +351,9 @@ class DaemonBridge:
         except trio.EndOfChannel:
             raise ClientError("closed", "the connection to the daemon closed") from None
 
-    async def _memory(self, op: str, args: dict[str, Any]) -> Any:
-        frame = await self._request({"type": "memory", "op": op, "args": args}, op)
+    async def _memory(self, request: MemoryOp[Any]) -> Any:
+        frame = await self._request({"type": "memory", "op": request.name,
+                                     "args": args_of(request)}, request.name)
         return memory_result_data(frame)
 
     async def _request(self, frame: dict[str, Any], what: str | None = None

@@ -15,7 +15,7 @@ line; nothing typed can crash it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -24,6 +24,9 @@ from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import DataTable, Footer, Header, Input, Static
+
+from actors.memory import ops
+from actors.memory.ops import MemoryOp
 
 from ..client import ClientError
 from .bridge import BridgeHost
@@ -48,11 +51,11 @@ from .render import (
 AUTO_REFRESH_S = 5.0
 """Seconds between refreshes while auto-refresh (``a``) is on."""
 
-LIST_OPS = {"profile": ("memory.profile.list", {}),
-            "lessons": ("memory.lessons.list", {"limit": 100}),
-            "procedures": ("memory.procedures.list", {"limit": 100}),
-            "links": ("memory.links.list", {"limit": 1000}),
-            "votes": ("memory.votes.tail", {"limit": 1000})}
+LIST_OPS: dict[str, MemoryOp[Any]] = {
+    "profile": ops.ProfileList(), "lessons": ops.LessonsList(limit=100),
+    "procedures": ops.ProceduresList(limit=100), "links": ops.LinksList(limit=1000),
+    "votes": ops.VotesTail(limit=1000)}
+"""The request that lists each channel's rows (the notes' depends on the search)."""
 
 
 class MemoryTable(DataTable):
@@ -97,7 +100,7 @@ class MemoryScreen(Screen):
     def __init__(self) -> None:
         super().__init__()
         self.channel = "profile"
-        self.archive = "active"
+        self.archive: Literal["active", "archived", "all"] = "active"
         self.query_text = ""
         self.rows: list[dict[str, Any]] = []
         self.loaded: str | None = None  # the channel whose rows are shown, once read
@@ -192,15 +195,14 @@ class MemoryScreen(Screen):
         self.run_worker(self._load(), group="load", exclusive=True, exit_on_error=False)
 
     async def _fetch(self) -> list[dict[str, Any]]:
-        memory = self.tui.bridge.memory
+        data = self.tui.bridge.data
         if self.channel == "notes":
             if self.query_text:
-                return await memory("memory.notes.search", {"query": self.query_text, "k": 50})
-            return await memory("memory.notes.list", {"limit": 200, "archived": self.archive})
-        op, args = LIST_OPS[self.channel]
-        rows = await memory(op, args)
+                return await data(ops.NotesSearch(query=self.query_text, k=50))
+            return await data(ops.NotesList(limit=200, archived=self.archive))
+        rows = await data(LIST_OPS[self.channel])
         if self.channel == "votes":
-            self.voting_enabled = (await memory("memory.stats"))["votes"]["enabled"]
+            self.voting_enabled = (await data(ops.Stats()))["votes"]["enabled"]
         if self.query_text:
             rows = [r for r in rows if matches(self.channel, r, self.query_text)]
         return rows
@@ -335,37 +337,36 @@ class MemoryScreen(Screen):
         if row is None:
             self.status("nothing to show here")
             return
-        memory = self.tui.bridge.memory
+        data = self.tui.bridge.data
         channel = self.channel
 
         async def load() -> list[str]:
             if channel == "profile":
-                return fact_history(row["key"], await memory("memory.profile.history",
-                                                             {"key": row["key"]}))
+                return fact_history(row["key"], await data(ops.ProfileHistory(key=row["key"])))
             if channel == "notes":
-                found = await memory("memory.notes.recall", {"id": row["id"]})
+                found = await data(ops.NotesRecall(id=row["id"]))
                 if not found:
                     return [f"note #{row['id']} is gone"]
-                edges = await memory("memory.links.list", {"id": row["id"], "limit": 1000})
+                edges = await data(ops.LinksList(id=row["id"], limit=1000))
                 return note_detail(found[0], edges, await self._notes(
                     {e["fromId"] for e in edges} | {e["toId"] for e in edges}))
             if channel == "lessons":
-                lesson = await memory("memory.lessons.get", {"id": row["id"]})
+                lesson = await data(ops.LessonsGet(id=row["id"]))
                 return lesson_detail(lesson, await self._notes(set(lesson["parentIds"])))
             if channel == "procedures":
-                return procedure_detail(await memory("memory.procedures.get", {"id": row["id"]}))
+                return procedure_detail(await data(ops.ProceduresGet(id=row["id"])))
             if channel == "links":
                 return link_detail(row, await self._notes({row["fromId"], row["toId"]}))
             return vote_detail(row)
 
         title = f"{channel} · {' '.join(row_cells(channel, row, 60)[:2])}"
         note_id = row["id"] if channel == "notes" else None
-        self.app.push_screen(DetailScreen(title, load, memory, note_id=note_id))
+        self.app.push_screen(DetailScreen(title, load, data, note_id=note_id))
 
     async def _notes(self, ids: set[int]) -> dict[int, dict[str, Any]]:
         out = {}
         for nid in sorted(ids):
-            found = await self.tui.bridge.memory("memory.notes.recall", {"id": nid})
+            found = await self.tui.bridge.data(ops.NotesRecall(id=nid))
             if found:
                 out[nid] = found[0]
         return out
@@ -382,17 +383,18 @@ class MemoryScreen(Screen):
             return
         if self.channel == "profile":
             question = f"Forget the profile fact {row['key']} = {one_line(row['value'], 40)}?"
-            op, args, label = "memory.profile.remove", {"key": row["key"]}, row["key"]
+            request: ops.ProfileRemove | ops.NotesForget = ops.ProfileRemove(key=row["key"])
+            label = row["key"]
         else:
             question = f"Forget note #{row['id']}: {one_line(row['content'], 50)}?"
-            op, args, label = "memory.notes.forget", {"id": row["id"]}, f"note #{row['id']}"
+            request, label = ops.NotesForget(id=row["id"]), f"note #{row['id']}"
 
         async def answered(yes: bool | None) -> None:
             if not yes:
                 self.status("kept")
                 return
             try:
-                removed = (await self.tui.bridge.memory(op, args))["removed"]
+                removed = (await self.tui.bridge.run(request)).removed
             except ClientError as exc:
                 self.status(f"error: {exc}")
                 return
@@ -411,11 +413,11 @@ class MemoryScreen(Screen):
         warnings: list[str] = []
 
         async def save(value: str) -> Any:
-            fact = await self.tui.bridge.memory("memory.profile.set", {
-                "key": row["key"], "value": value, "pinned": row.get("pinned", True),
-                "keywords": row.get("keywords") or None})
-            if fact.get("warning"):
-                warnings.append(fact["warning"])
+            fact = await self.tui.bridge.run(ops.ProfileSet(
+                key=row["key"], value=value, pinned=row.get("pinned", True),
+                keywords=row.get("keywords") or None))
+            if fact.warning:
+                warnings.append(fact.warning)
             return fact
 
         def done(saved: bool | None) -> None:
@@ -430,15 +432,15 @@ class MemoryScreen(Screen):
 
     def action_new(self) -> None:
         """``n``: add a profile fact (key, value) or a note, in those channels."""
-        memory = self.tui.bridge.memory
+        run = self.tui.bridge.run
         if self.channel == "profile":
             async def save(key: str, value: str) -> Any:
-                return await memory("memory.profile.set", {"key": key.strip(), "value": value})
+                return await run(ops.ProfileSet(key=key.strip(), value=value))
             screen = NewEntryScreen("new profile fact (pinned: always shown)",
                                     ["key", "value"], save)
         elif self.channel == "notes":
             async def save(content: str) -> Any:  # type: ignore[misc]
-                return await memory("memory.notes.store", {"content": content})
+                return await run(ops.NotesStore(content=content))
             screen = NewEntryScreen("new note", ["content"], save)
         else:
             self.status(f"n adds a fact (1 profile) or a note (2 notes); {self.channel} "

@@ -21,6 +21,9 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
+from actors.memory import ops
+from actors.memory.ops import OPS
+
 from ..client import ClientError
 from ..safe_text import visible
 from .bridge import BridgeHost
@@ -56,8 +59,8 @@ def panel_columns(screen_width: int) -> int:
     """Columns of the side panel for a terminal ``screen_width`` columns wide."""
     return max(PANEL_WIDTH + 4, min(PANEL_MAX, int(screen_width * PANEL_SHARE)))
 
-WRITE_TOOLS = ("memory.profile.set", "memory.profile.remove", "memory.notes.store",
-               "memory.notes.forget")
+WRITE_TOOLS = frozenset(name for name, op in OPS.items() if op.tool and op.writes)
+"""The agent's tools that change memory (the panel lists their calls)."""
 
 
 class ChatScreen(Screen):
@@ -248,13 +251,13 @@ class ChatScreen(Screen):
             return
         lines = []
         try:
-            facts = {f["key"]: f for f in await self.tui.bridge.memory("memory.profile.list")}
+            facts = {f.key: f for f in await self.tui.bridge.run(ops.ProfileList())}
             for key in frame.get("factKeys") or []:
-                value = facts[key]["value"] if key in facts else "(gone)"
+                value = facts[key].value if key in facts else "(gone)"
                 lines.append(f"fact {key} = {value}")
             for nid in frame.get("noteIds") or []:
-                found = await self.tui.bridge.memory("memory.notes.recall", {"id": nid})
-                lines.append(f"note #{nid} {found[0]['content'] if found else '(gone)'}")
+                found = await self.tui.bridge.run(ops.NotesRecall(id=nid))
+                lines.append(f"note #{nid} {found[0].content if found else '(gone)'}")
         except ClientError as exc:
             lines.append(f"(could not read: {exc})")
         mem.wrote.extend(lines)
@@ -331,7 +334,7 @@ class ChatScreen(Screen):
 
     async def _dump_profile(self) -> None:
         try:
-            facts = await self.tui.bridge.memory("memory.profile.list")
+            facts = await self.tui.bridge.data(ops.ProfileList())
         except ClientError as exc:
             self.add_line(f"error: {exc}", "error")
             return

@@ -16,6 +16,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from actors.memory import ops
+
 from ..client import ClientError
 from ..safe_text import visible
 from .render import neighbourhood
@@ -141,7 +143,7 @@ class DetailScreen(ModalScreen[None]):
         for _ in range(depth):
             nxt = []
             for nid in frontier:
-                for e in await self.memory("memory.links.list", {"id": nid, "limit": 1000}):
+                for e in await self.memory(ops.LinksList(id=nid, limit=1000)):
                     edges[(e["fromId"], e["toId"], e["kind"])] = e
                     for other in (e["fromId"], e["toId"]):
                         if other not in seen:
@@ -149,7 +151,7 @@ class DetailScreen(ModalScreen[None]):
                             nxt.append(other)
             frontier = nxt
         for nid in seen:
-            found = await self.memory("memory.notes.recall", {"id": nid})
+            found = await self.memory(ops.NotesRecall(id=nid))
             if found:
                 notes[nid] = found[0]
         return list(edges.values()), notes

@@ -12,7 +12,7 @@ import re
 import textwrap
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from ..memory_feedback import UNMET_CLAIMS
 from ..safe_text import one_line as escape_line
@@ -21,7 +21,7 @@ from ..safe_text import visible
 CHANNELS = ("profile", "notes", "lessons", "procedures", "links", "votes")
 """The Manage → Memory channels, in the order of the ``1``–``6`` keys."""
 
-ARCHIVE_FILTERS = ("active", "archived", "all")
+ARCHIVE_FILTERS: tuple[Literal["active", "archived", "all"], ...] = ("active", "archived", "all")
 """Values of ``memory.notes.list`` ``archived``, in the order ``f`` cycles them."""
 
 COLUMNS: dict[str, tuple[str, ...]] = {
