@@ -25,9 +25,10 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 __all__ = ["CODE_TTL_S", "COOKIE", "SECURITY_HEADERS", "SESSION_TTL_S", "Logins", "UiSession",
-           "same_origin"]
+           "UndoAction", "same_origin"]
 
 CODE_TTL_S = 120.0
 """Seconds a login code printed by ``atomic-agent ui`` stays valid."""
@@ -50,6 +51,14 @@ SECURITY_HEADERS: list[tuple[bytes, bytes]] = [
 ]
 
 
+class UndoAction(TypedDict):
+    """What an undo does: the memory ``op`` to run, with its ``args`` (the op's
+    camelCase argument names)."""
+
+    op: str
+    args: dict[str, object]
+
+
 @dataclass
 class UiSession:
     """One logged-in browser: its cookie value ``sid``, CSRF token, last use (monotonic
@@ -59,7 +68,7 @@ class UiSession:
     sid: str
     csrf: str
     last: float
-    undo: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    undo: dict[str, tuple[str, UndoAction]] = field(default_factory=dict)
     offer: str | None = None  # the undo id the next page shows (once)
     new_token: tuple[str, str] | None = None  # (app, token) the apps page shows once
 
