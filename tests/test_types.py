@@ -1,7 +1,9 @@
-"""The type checker: mypy (``[tool.mypy]`` in ``pyproject.toml``), strict on the kernel
-and the services, at mypy's default level on the actors (agent, memory, reflection,
-backfill and the libraries ``actors.store`` and ``actors.policy``) and the shell
-(``runtime.shell``, its TUI included)."""
+"""The type checker: mypy (``[tool.mypy]`` in ``pyproject.toml``), strict on the kernel,
+the services, the store library (``actors.store``), the agent's sessions and the shell's
+daemon, state, safe_text, openai_api and dashboard security modules (the strict
+override's list), at mypy's default level on the rest of the actors (agent, memory,
+reflection, backfill, ``actors.policy``) and of the shell (``runtime.shell``, its TUI
+included)."""
 
 from __future__ import annotations
 

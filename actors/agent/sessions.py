@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import cast
+from typing import TypedDict, cast
 
 import apsw
 import msgspec
@@ -69,6 +69,18 @@ class SessionState(msgspec.Struct, kw_only=True):
     recalled_notes: list[int] = msgspec.field(default_factory=list)
     memory_index: list[int] = msgspec.field(default_factory=list)
     known_facts: list[int] = msgspec.field(default_factory=list)
+
+
+class SessionSummary(TypedDict):
+    """One session of :meth:`SessionStore.list`: ``app`` is the app that started it,
+    None for the owner's."""
+
+    id: str
+    title: str
+    createdAt: int
+    updatedAt: int
+    turns: int
+    app: str | None
 
 
 EPHEMERAL_FIELDS = ("recalled_notes", "memory_index", "known_facts")
@@ -186,11 +198,11 @@ class SessionStore:
                 "ON CONFLICT(id) DO UPDATE SET updated_at = excluded.updated_at, state = excluded.state",
                 (clean.id, clean.created_at, clean.updated_at, self._enc.encode(clean)))
 
-    def list(self, limit: int = 50, app: str | None = None) -> list[dict]:
+    def list(self, limit: int = 50, app: str | None = None) -> list[SessionSummary]:
         """Newest first: ``{"id", "title", "createdAt", "updatedAt", "turns", "app"}``
         (``app``: the app that started it, None for the owner's); with
         ``app``, only the sessions that app started (None: every session)."""
-        out: list[dict] = []
+        out: list[SessionSummary] = []
         limit = max(1, min(limit, 1000))
         for sid, created, updated, blob in self.conn.execute(
                 "SELECT id, created_at, updated_at, state FROM sessions "

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, cast
+from typing import TypedDict, cast
 
 import apsw
 import msgspec
@@ -36,7 +36,7 @@ import msgspec
 from runtime.services.sqlite_files import connect
 
 __all__ = ["BOUNDS", "FOLD_MS", "MAX_ENTRIES", "MAX_IDS", "ActivityEntry", "ActivityLog",
-           "kind_of"]
+           "ActivityRow", "ClientTotals", "kind_of"]
 
 MAX_ENTRIES = 20_000
 """Rows kept of the writes and of the reads each (oldest dropped first): a few MB."""
@@ -99,6 +99,30 @@ class ActivityEntry(msgspec.Struct, array_like=True, frozen=True):
     ids: list[int | str]
     outcome: str = "ok"
     writes: bool = False
+
+
+class ActivityRow(TypedDict):
+    """One row of :meth:`ActivityLog.entries` (``count``: the folded repeats of a
+    refusal, else 1)."""
+
+    id: int
+    at: int
+    client: str
+    op: str
+    ids: list[int | str]
+    outcome: str
+    writes: bool
+    count: int
+
+
+class ClientTotals(TypedDict):
+    """One client's running totals (:meth:`ActivityLog.clients`)."""
+
+    client: str
+    reads: int
+    writes: int
+    refusals: int
+    lastAt: int
 
 
 class ActivityLog:
@@ -165,14 +189,14 @@ class ActivityLog:
 
     def entries(self, *, limit: int = 100, client: str | None = None,
                 before: int | None = None, op_prefix: str | None = None,
-                reads: bool = True) -> list[dict[str, Any]]:
+                reads: bool = True) -> list[ActivityRow]:
         """Newest first: ``{"id", "at", "client", "op", "ids", "outcome", "writes",
         "count"}`` (``count``: the folded repeats of a refusal, else 1), at
         most ``limit`` (1..1000), only ``client``'s when given, only ids below ``before``
         (the next page), only ops starting with ``op_prefix``; without ``reads``, only
         writes and refusals (what changed memory, and what was stopped)."""
         where: list[str] = ["1"]
-        args: list[Any] = []
+        args: list[str | int] = []
         if not reads:
             where.append("kind != 'read'")
         if client:
@@ -184,24 +208,24 @@ class ActivityLog:
         if op_prefix:
             where.append("substr(op, 1, ?) = ?")
             args += [len(op_prefix), op_prefix]
-        rows = self.conn.execute(
+        rows = cast(list[tuple[int, int, str, str, str, str, int, int]], self.conn.execute(
             f"SELECT id, at, client, op, ids, outcome, writes, count FROM activity "
             f"WHERE {' AND '.join(where)} ORDER BY id DESC LIMIT ?",
-            (*args, max(1, min(limit, 1000)))).fetchall()
+            (*args, max(1, min(limit, 1000)))).fetchall())
         return [{"id": r[0], "at": r[1], "client": r[2], "op": r[3],
                  "ids": json.loads(str(r[4])), "outcome": r[5], "writes": bool(r[6]),
-                 "count": cast(int, r[7])}
+                 "count": r[7]}
                 for r in rows]
 
-    def clients(self) -> list[dict[str, Any]]:
+    def clients(self) -> list[ClientTotals]:
         """Each client seen: ``{"client", "reads", "writes", "refusals", "lastAt"}``,
         latest first — running totals since the file was made, whatever rows the bounds
         have dropped since."""
-        rows = self.conn.execute(
+        rows = cast(list[tuple[str, int, int, int, int]], self.conn.execute(
             "SELECT client, reads, writes, refusals, last_at FROM totals "
-            "ORDER BY last_at DESC").fetchall()
-        return [{"client": r[0], "reads": cast(int, r[1]), "writes": cast(int, r[2]),
-                 "refusals": cast(int, r[3]), "lastAt": r[4]} for r in rows]
+            "ORDER BY last_at DESC").fetchall())
+        return [{"client": r[0], "reads": r[1], "writes": r[2], "refusals": r[3],
+                 "lastAt": r[4]} for r in rows]
 
     def dropped(self) -> int:
         """Rows dropped for the bound since the file was made."""
@@ -211,7 +235,7 @@ class ActivityLog:
         """Rows kept now."""
         return self._int("SELECT COUNT(*) FROM activity")
 
-    def _int(self, sql: str, *args: Any) -> int:
+    def _int(self, sql: str, *args: str | int) -> int:
         """The first column of the first row as an int (0 for no row or NULL)."""
         rows = self.conn.execute(sql, args).fetchall()
         value = rows[0][0] if rows else None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+from typing import TypedDict
 
 import apsw
 
@@ -20,11 +21,19 @@ from runtime.services.sqlite_files import connect
 from .errors import ValidationError
 from .files import FileRoom
 
-__all__ = ["backup_database"]
+__all__ = ["BackupResult", "backup_database"]
+
+
+class BackupResult(TypedDict):
+    """What :func:`backup_database` answers: the file written, its size and pages."""
+
+    path: str
+    bytes: int
+    pages: int
 
 
 def backup_database(conn: apsw.Connection, target: str, room: FileRoom, *,
-                    overwrite: bool = False) -> dict:
+                    overwrite: bool = False) -> BackupResult:
     """Copy ``conn``'s main database to the file ``target`` names in ``room``
     (:class:`~actors.store.files.FileRoom`); return ``{"path": str, "bytes": int,
     "pages": int}``.

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from typing import Any, cast
+from typing import cast
 
 import apsw
 import msgspec
@@ -45,6 +45,7 @@ from .links import LinkStore
 from .procedures import ProcedureStep, ProcedureStore
 from .records import Cluster, LinkIn, SweepResult, VoteIn, VoteResult
 from .schema import write_txn
+from .vectors import VectorStore
 from .votes import VOTE_KINDS, VoteStore
 
 log = structlog.get_logger()
@@ -136,7 +137,7 @@ def bump_outcomes(conn: apsw.Connection, lessons: LessonStore, procedures: Proce
     return bumped
 
 
-def similarity_links(conn: apsw.Connection, links: LinkStore, vectors: Any, *, model: str,
+def similarity_links(conn: apsw.Connection, links: LinkStore, vectors: VectorStore, *, model: str,
                      dim: int, new_ids: Sequence[int], floor: float, per_note: int,
                      ceiling: int) -> int:
     """Link each of ``new_ids`` to its ``per_note`` nearest other notes whose cosine is
@@ -333,7 +334,7 @@ def sweep(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStor
         if n:
             result.deprecated[key] = result.deprecated.get(key, 0) + n
 
-    def demote(kind: str, reason: str, sql: str, args: tuple) -> None:
+    def demote(kind: str, reason: str, sql: str, args: tuple[int, ...]) -> None:
         """Deprecate the rows ``sql`` picks (at most ``left``); a lesson cascades."""
         nonlocal left
         if left <= 0:

@@ -4,10 +4,14 @@ serve every store."""
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 import msgspec
 
+_T = TypeVar("_T")
 
-def decode_json_list(raw: str | None, decoder: msgspec.json.Decoder) -> list:
+
+def decode_json_list(raw: str | None, decoder: msgspec.json.Decoder[list[_T]]) -> list[_T]:
     """Decode a JSON array column; ``[]`` for NULL, empty or malformed text."""
     if not raw:
         return []

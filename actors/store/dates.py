@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import date, datetime, timedelta, timezone, tzinfo
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = ["TIMEZONE_KEYS", "TimeWindow", "user_zone", "resolve_zone", "written_date",
@@ -25,7 +25,17 @@ TIMEZONE_KEYS = ("timezone", "time_zone", "tz")
 """Profile keys read as the user's time zone, first found wins."""
 
 
-def user_zone(facts: Iterable[Any]) -> str | None:
+class _KeyValue(Protocol):
+    """A profile fact as :func:`user_zone` reads it (``ProfileFact`` is one)."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def value(self) -> str: ...
+
+
+def user_zone(facts: Iterable[_KeyValue]) -> str | None:
     """The value of the first :data:`TIMEZONE_KEYS` fact among ``facts`` (objects with
     ``key`` and ``value``), stripped; None when there is none. The name is not checked
     here: :func:`resolve_zone` falls back to the machine's zone for an unknown one."""

@@ -27,6 +27,7 @@ from typing import Any, ClassVar, Generic, TypeVar, cast
 
 import apsw
 import msgspec
+from structlog.typing import FilteringBoundLogger
 
 from .columns import encode_json
 from .errors import ValidationError, optional_text, require_int, require_positive_id
@@ -173,7 +174,7 @@ def fts_recall_rows(
     k: int,
     include_deprecated: bool,
     working_dir: str | None,
-) -> list[tuple[tuple, float]]:
+) -> list[tuple[apsw.SQLiteValues, float]]:
     """Run a keyword recall over ``<table>_fts`` and return ``(row, score)`` pairs.
 
     ``table`` and ``cols`` come from class constants (``lessons`` / ``procedures``),
@@ -203,8 +204,8 @@ def fts_recall_rows(
     return [(r[:-1], s) for r, s in zip(rows, scores)]
 
 
-def vote_rerank(conn: apsw.Connection, table: str, hits: list[tuple[tuple, float]], k: int,
-                blend: float) -> list[tuple[tuple, float]]:
+def vote_rerank(conn: apsw.Connection, table: str, hits: list[tuple[apsw.SQLiteValues, float]],
+                k: int, blend: float) -> list[tuple[apsw.SQLiteValues, float]]:
     """Order a BM25 pool by ``blend × vote_score + (1 − blend) × (success_count −
     failure_count)``, descending, ties by BM25 rank; keep ``k``.
 
@@ -247,12 +248,12 @@ class DistilledStore(ABC, Generic[RowT]):
     COLS: ClassVar[str] = ""
     COUNTERS: ClassVar[tuple[str, ...]] = ()
     DEPRECATED_EVENT: ClassVar[str] = ""
-    LOG: ClassVar[Any]
+    LOG: ClassVar[FilteringBoundLogger]
     _sql_get: ClassVar[str]
     _sql_index: ClassVar[str]
     _sql_deprecate: ClassVar[str]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
+    def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         cls._sql_get = f"SELECT {cls.COLS} FROM {cls.TABLE} t WHERE t.id = ?"
         cls._sql_index = (

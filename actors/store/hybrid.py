@@ -97,8 +97,8 @@ def cosine_scores(query: Sequence[float] | np.ndarray, rows: np.ndarray,
         if norms is None:
             norms = np.sqrt(np.einsum("ij,ij->i", m, m))
         denom = norms * np.sqrt(float(q @ q))
-        out = np.divide(dots, denom, out=np.zeros(m.shape[0], dtype=np.float32),
-                        where=denom > 0)
+        out = np.zeros(m.shape[0], dtype=np.float32)
+        np.divide(dots, denom, out=out, where=denom > 0)
     out[~np.isfinite(out)] = 0.0
     return np.clip(out, -1.0, 1.0).astype(np.float64)
 

@@ -19,6 +19,7 @@ milliseconds; every write goes through ``schema.write_txn``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import structlog
 
@@ -112,7 +113,7 @@ class LessonStore(DistilledStore[Lesson]):
     LOG = log
 
     @staticmethod
-    def _row(row: Sequence, score: float | None = None) -> Lesson:
+    def _row(row: Sequence[Any], score: float | None = None) -> Lesson:
         return Lesson(
             row[0], row[1], row[2], decode_json_list(row[3], STR_LIST), row[4], row[5],
             row[6], decode_json_list(row[7], INT_LIST), row[8], row[9], row[10], row[11],

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import apsw
 import msgspec
@@ -124,7 +124,7 @@ _SQL_FOR_NOTE = (
 )
 
 
-def _row(row: Sequence) -> Link:
+def _row(row: Sequence[Any]) -> Link:
     return Link(row[0], row[1], row[2], float(row[3]), row[4], row[5])
 
 

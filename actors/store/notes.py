@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Iterable, Sequence
-from typing import cast
+from typing import Any, cast
 
 import apsw
 import msgspec
@@ -146,7 +146,7 @@ _SQL_SCOPE_PROJECT = " AND m.working_dir = ?"
 _SQL_SCOPE_VISIBLE = " AND (m.scope = 'all' OR m.working_dir = ?)"
 _SQL_NEWEST = " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
 _SQL_ARCHIVED = {"active": " WHERE m.archived = 0", "archived": " WHERE m.archived = 1", "all": ""}
-def _row(row: Sequence, score: float | None = None) -> Note:
+def _row(row: Sequence[Any], score: float | None = None) -> Note:
     """Map a ``_COLS`` row (plus optional score) to a Note."""
     return Note(row[0], row[1], _decode_tags(row[2]), row[3], row[4], row[5], row[6], row[7],
                 score, bool(row[8]), row[9], row[10], row[11], row[12], row[13])

@@ -184,7 +184,7 @@ class ProcedureStore(DistilledStore[Procedure]):
     LOG = log
 
     @staticmethod
-    def _row(row: Sequence, score: float | None = None) -> Procedure:
+    def _row(row: Sequence[Any], score: float | None = None) -> Procedure:
         return Procedure(
             row[0], row[1], _decode_steps(row[2]), decode_json_list(row[3], STR_LIST),
             row[4], row[5], row[6], row[7], decode_json_list(row[8], INT_LIST),
@@ -195,7 +195,7 @@ class ProcedureStore(DistilledStore[Procedure]):
     def create(
         self,
         activation: str,
-        steps: Sequence[ProcedureStep | dict | str],
+        steps: Sequence[ProcedureStep | dict[str, object] | str],
         *,
         tags: Sequence[str] | None = None,
         parent_lesson_ids: Sequence[int] | None = None,

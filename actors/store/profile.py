@@ -21,7 +21,7 @@ from __future__ import annotations
 import builtins
 import re
 from collections.abc import Iterable
-from typing import cast
+from typing import Any, cast
 
 import apsw
 import msgspec
@@ -158,7 +158,7 @@ _SQL_EVICT = (
 )
 
 
-def _row(row: tuple) -> ProfileFact:
+def _row(row: tuple[Any, ...]) -> ProfileFact:
     return ProfileFact(
         id=row[0],
         key=row[1],
@@ -205,7 +205,7 @@ class ProfileStore:
         self.max_unpinned = max_unpinned
         self.pinned_budget_chars = pinned_budget_chars
 
-    def _fetch_one(self, sql: str, args: tuple) -> ProfileFact | None:
+    def _fetch_one(self, sql: str, args: tuple[str | int, ...]) -> ProfileFact | None:
         rows = self.conn.execute(sql, args).fetchall()
         return _row(rows[0]) if rows else None
 

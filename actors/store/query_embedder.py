@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from typing import Any
+from typing import Literal, TypedDict
 
 import numpy as np
 import structlog
@@ -41,7 +41,7 @@ from runtime.services.embeddings.providers import (
     attach_until_ready,
 )
 
-__all__ = ["QUERY_TIMEOUT_S", "QueryEmbedder"]
+__all__ = ["QUERY_TIMEOUT_S", "EmbedderStatus", "QueryEmbedder"]
 
 log = structlog.get_logger()
 
@@ -51,6 +51,14 @@ turn's context must not wait the full ``timeoutMs`` for a slow embedding server.
 MEMO_SIZE = 64
 """Query vectors kept (from :meth:`QueryEmbedder.prepare`, or the local model's), the
 least recently used dropped first."""
+
+
+class EmbedderStatus(TypedDict):
+    """:meth:`QueryEmbedder.status`: the recall it gives, its state and why."""
+
+    recall: Literal["hybrid", "keyword"]
+    state: str
+    reason: str
 
 
 class QueryEmbedder:
@@ -186,7 +194,7 @@ class QueryEmbedder:
         if self.embedder is not None:
             await self.embedder.aclose()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> EmbedderStatus:
         """``{"recall": "hybrid" | "keyword", "state", "reason"}`` for ``memory stats``."""
         hybrid = self.attached and self.cfg.vector_weight > 0 and not self.cooling_down
         return {"recall": "hybrid" if hybrid else "keyword", "state": self.state,

@@ -172,9 +172,10 @@ class _Tokenizer:
             if self._tok is None:
                 self._conn = apsw.Connection(":memory:")
                 self._tok = self._conn.fts5_tokenizer("porter", ["unicode61"])
-            # apsw's typing: the result does not narrow to list[str] without offsets/colocated
-            return self._tok(text.encode("utf-8"), mode, None,  # type: ignore[return-value]
-                             include_offsets=False, include_colocated=False)
+            # apsw types the result for every flag combination (an iterable of strings or
+            # tuples); without offsets and colocated tokens it is a list of strings
+            return cast(list[str], self._tok(text.encode("utf-8"), mode, None,
+                                             include_offsets=False, include_colocated=False))
 
 
 _TOKENIZE = _Tokenizer()
@@ -267,8 +268,8 @@ def _coverage(api: apsw.FTS5ExtensionApi, *_args: object) -> float:
     n = api.phrase_count
     if n <= 1:
         return float(n)
-    # apsw's type hints: phrase_columns is typed tuple[int] (one column), not tuple[int, ...]
-    return (n - list(map(api.phrase_columns, range(n))).count(())) / n  # type: ignore[arg-type]
+    # a phrase found in no column of this row has no columns (an empty tuple)
+    return (n - sum(1 for i in range(n) if not api.phrase_columns(i))) / n
 
 
 def _corpus(api: apsw.FTS5ExtensionApi, *_args: object) -> str:
@@ -370,7 +371,7 @@ def ranked_search(
     context_radius: int | None = None,
     split_common: bool = True,
     asking_weight: float | None = None,
-) -> list[tuple[tuple, float]]:
+) -> list[tuple[tuple[Any, ...], float]]:
     """Return up to ``k`` ``(row, score)`` pairs, best first (steps 2-5 above).
 
     Args:
@@ -445,7 +446,7 @@ def _ranked(
     context_radius: int | None,
     split_common: bool,
     asking_weight: float,
-) -> list[tuple[tuple, float]]:
+) -> list[tuple[tuple[Any, ...], float]]:
     want = max(POOL_PER_K * k, POOL_MIN)
     common = _common_terms(conn, query) if split_common else {}
     rare = [p for p, (t, star) in zip(query.parts, query.phrases)
@@ -472,7 +473,7 @@ def _ranked(
             limit *= 4
         if len(kept) >= want or n == len(plans) - 1:
             break
-    rows: dict[int, tuple] = {}
+    rows: dict[int, tuple[Any, ...]] = {}
     base: dict[int, float] = {}
     for rowid, raw, cover, corpus, *row in kept[:want]:
         rows[rowid] = tuple(row)

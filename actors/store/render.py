@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import unicodedata
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import Protocol
 
@@ -95,7 +95,7 @@ def truncate_to_tokens(text: str, max_tokens: int) -> str:
     if estimate_tokens(text) <= max_tokens:
         return text
 
-    def longest(fits) -> int:
+    def longest(fits: Callable[[int], bool]) -> int:
         lo, hi = 0, len(text)
         while lo < hi:
             mid = (lo + hi + 1) // 2

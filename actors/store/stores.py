@@ -13,7 +13,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import apsw
 import structlog
@@ -117,7 +117,9 @@ def file_stats(s: StoreSet, m: MemoryConfig) -> dict[str, Any]:
     model's vectors), the same with or without a daemon: the memory actor adds the
     query embedder's state, the quarantine and the last storage error; the offline CLI
     adds ``offline: true``."""
-    one = lambda sql: s.conn.execute(sql).fetchall()[0][0]  # noqa: E731
+    def one(sql: str) -> int:
+        return cast(int, s.conn.execute(sql).fetchall()[0][0])
+
     model = m.embeddings.model
     return {
         "schemaVersion": user_version(s.conn),

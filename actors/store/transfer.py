@@ -53,7 +53,7 @@ import time
 from datetime import datetime, timezone
 from collections.abc import Generator, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, cast
+from typing import Any, BinaryIO, Literal, TypedDict, cast
 
 import apsw
 import msgspec
@@ -67,8 +67,8 @@ from .notes import MemoryStore, validate_content, validate_tags
 from .profile import validate_key, validate_value
 from .schema import SCHEMA_VERSION, write_txn
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "IMPORT_CHUNK", "export_memory", "import_memory",
-           "import_steps"]
+__all__ = ["FORMAT", "FORMAT_VERSION", "IMPORT_CHUNK", "ExportResult", "ImportResult",
+           "export_memory", "import_memory", "import_steps"]
 
 FORMAT = "atomic-agent.memory"
 FORMAT_VERSION = 1
@@ -170,13 +170,34 @@ _decode = msgspec.json.Decoder(Record)
 _encode = msgspec.json.Encoder()
 
 
+class ExportResult(TypedDict):
+    """What :func:`export_memory` answers: the file, its size and the records of each
+    kind (``facts``, ``factVersions``, ``notes``, ``links``, ``lessons``,
+    ``procedures``)."""
+
+    path: str
+    bytes: int
+    counts: dict[str, int]
+
+
+class ImportResult(TypedDict):
+    """What an import answers (:func:`import_memory`): per kind (``factVersions``,
+    ``notes``, ``links``, ``lessons``, ``procedures``) the records added and skipped,
+    and the ids of the notes it added."""
+
+    path: str
+    added: dict[str, int]
+    skipped: dict[str, int]
+    noteIds: list[int]
+
+
 def _now() -> int:
     return int(time.time() * 1000)
 
 
 # ---------------------------------------------------------------------------- export
 def export_memory(conn: apsw.Connection, path: str, room: FileRoom, *,
-                  overwrite: bool = False) -> dict:
+                  overwrite: bool = False) -> ExportResult:
     """Write every fact (with history), note, link, lesson and procedure of ``conn`` to
     the file ``path`` names in ``room`` (:class:`~actors.store.files.FileRoom`) as the
     JSON-lines file of the module docstring, through a private temporary file renamed
@@ -203,13 +224,13 @@ def export_memory(conn: apsw.Connection, path: str, room: FileRoom, *,
     return {"path": str(target), "bytes": target.stat().st_size, "counts": counts}
 
 
-def _records(conn: apsw.Connection, counts: dict[str, int]):
+def _records(conn: apsw.Connection, counts: dict[str, int]) -> Iterator[bytes]:
     """Yield the encoded record lines (facts, notes, links, lessons, procedures)."""
     rows = conn.execute(
         "SELECT key, value, pinned, keywords, valid_from, created_at, updated_at,"
         " superseded_by, source, session_id, turn_id, removed_by, removed_turn_id"
         " FROM profile_facts ORDER BY key, valid_from, id").fetchall()
-    by_key: dict[str, list[tuple]] = {}
+    by_key: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
         by_key.setdefault(cast(str, row[0]), []).append(row)
     for key, versions in by_key.items():
@@ -227,7 +248,7 @@ def _records(conn: apsw.Connection, counts: dict[str, int]):
         names = [_camel(c) for c in columns]
         for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table} ORDER BY {order}"):
             counts[kind + "s"] += 1
-            record: dict[str, Any] = {"type": kind}
+            record: dict[str, object] = {"type": kind}
             for column, name, value in zip(columns, names, row):
                 record[name] = (json.loads(value) if column in _JSON_COLUMNS
                                 else bool(value) if column in _BOOL_COLUMNS else value)
@@ -261,7 +282,7 @@ def _camel(column: str) -> str:
 
 
 # ---------------------------------------------------------------------------- import
-def _bad_number(value: Any, latest: int, field: str = "") -> str | None:
+def _bad_number(value: object, latest: int, field: str = "") -> str | None:
     """Why a decoded record's numbers cannot be stored, or None: an integer outside
     SQLite's 64 bits, a time (``…At``, ``validFrom``) before 1970 or after ``latest``
     (more than :data:`~actors.store.clock.FUTURE_LIMIT_MS` ahead of now: one such time
@@ -367,7 +388,7 @@ def _scan(source: Path, f: BinaryIO, notes: MemoryStore) -> int:
 
 
 def import_steps(notes: MemoryStore, path: str, room: FileRoom,
-                 chunk: int = IMPORT_CHUNK) -> Generator[dict | None, None, None]:
+                 chunk: int = IMPORT_CHUNK) -> Generator[ImportResult | None, None, None]:
     """The import of ``path`` (in ``room``) as steps: each ``next()`` does one step and
     yields None, the last yields the result (:func:`import_memory`'s). The first step
     checks the whole file, line by line (nothing is written when a line is bad: its
@@ -431,7 +452,7 @@ def import_steps(notes: MemoryStore, path: str, room: FileRoom,
     yield {"path": path, "added": added, "skipped": skipped, "noteIds": new_ids}
 
 
-def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> dict:
+def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> ImportResult:
     """Import the export ``path`` names in ``room`` into ``notes``' database (module
     docstring; every step of :func:`import_steps` at once); returns ``{"path", "added":
     {"factVersions", "notes", "links", "lessons", "procedures"}, "skipped": {… same
@@ -448,7 +469,8 @@ def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> dict:
 
 
 def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
-                 note_ids: dict[int, int], added: dict, skipped: dict, batch: str) -> None:
+                 note_ids: dict[int, int], added: dict[str, int],
+                 skipped: dict[str, int], batch: str) -> None:
     content = validate_content(rec.content, notes.max_content_chars)
     tags = validate_tags(rec.tags)
     working_dir = optional_text(rec.working_dir, "workingDir")
@@ -475,7 +497,8 @@ def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
     added["notes"] += 1
 
 
-def _import_fact(conn: apsw.Connection, rec: FactRec, added: dict, skipped: dict) -> None:
+def _import_fact(conn: apsw.Connection, rec: FactRec, added: dict[str, int],
+                 skipped: dict[str, int]) -> None:
     key = validate_key(rec.key)
     have = {(v, t) for v, t in conn.execute(
         "SELECT value, valid_from FROM profile_facts WHERE key = ?", (key,))}
@@ -524,7 +547,7 @@ def _label(value: object, field: str) -> str | None:
 
 
 def _import_link(conn: apsw.Connection, rec: LinkRec, note_ids: dict[int, int],
-                 added: dict, skipped: dict) -> None:
+                 added: dict[str, int], skipped: dict[str, int]) -> None:
     a, b = note_ids.get(rec.from_id), note_ids.get(rec.to_id)
     if a is None or b is None or a == b:
         skipped["links"] += 1
@@ -540,7 +563,8 @@ def _import_link(conn: apsw.Connection, rec: LinkRec, note_ids: dict[int, int],
 
 
 def _import_lesson(conn: apsw.Connection, rec: LessonRec, note_ids: dict[int, int],
-                   lesson_ids: dict[int, int], added: dict, skipped: dict) -> None:
+                   lesson_ids: dict[int, int], added: dict[str, int],
+                   skipped: dict[str, int]) -> None:
     same = cast(list[tuple[int]], conn.execute(
         "SELECT id FROM lessons WHERE activation = ? AND principle = ?",
         (rec.activation, rec.principle)).fetchall())
@@ -561,7 +585,8 @@ def _import_lesson(conn: apsw.Connection, rec: LessonRec, note_ids: dict[int, in
 
 
 def _import_procedure(conn: apsw.Connection, rec: ProcedureRec, note_ids: dict[int, int],
-                      lesson_ids: dict[int, int], added: dict, skipped: dict) -> None:
+                      lesson_ids: dict[int, int], added: dict[str, int],
+                      skipped: dict[str, int]) -> None:
     steps = json.dumps(rec.steps)
     same = conn.execute("SELECT 1 FROM procedures WHERE activation = ? AND steps = ?",
                         (rec.activation, steps)).fetchall()

@@ -95,15 +95,16 @@ class VectorCache:
 
     def __init__(self) -> None:
         self.generation = 0
-        self._key: tuple | None = None
+        self._key: tuple[int, str, int, int] | None = None  # (generation, model, dim, ceiling)
         self._value: LoadedVectors | None = None
 
-    def get(self, key: tuple) -> LoadedVectors | None:
+    def get(self, key: tuple[str, int, int]) -> LoadedVectors | None:
         """The scan stored under ``key`` at the current generation, or None."""
         return self._value if self._key == (self.generation, *key) else None
 
-    def put(self, key: tuple, value: LoadedVectors) -> None:
-        """Keep ``value`` (the newest-``ceiling`` scan) for ``key`` at this generation."""
+    def put(self, key: tuple[str, int, int], value: LoadedVectors) -> None:
+        """Keep ``value`` (the newest-``ceiling`` scan) for ``key`` (model, dim, ceiling)
+        at this generation."""
         self._key, self._value = (self.generation, *key), value
 
     def add(self, model: str, dim: int, pairs: Sequence[tuple[int, bytes]]) -> bool:
@@ -127,7 +128,8 @@ class VectorCache:
         old_ids = value.ids[:keep]
         merged_ids = (fresh.ids + old_ids)[:ceiling]
         rows = np.concatenate([fresh.rows, value.rows[:len(old_ids)]])[:ceiling]
-        norms = np.concatenate([fresh.norms, value.norms[:len(old_ids)]])[:ceiling]  # type: ignore[index]
+        assert value.norms is not None  # (every scan this module builds carries its norms)
+        norms = np.concatenate([fresh.norms, value.norms[:len(old_ids)]])[:ceiling]
         dropped = len(fresh.ids) + len(value.ids) - len(merged_ids)
         self._value = LoadedVectors(
             ids=merged_ids, rows=rows, overflow=value.overflow + dropped, stale=value.stale,

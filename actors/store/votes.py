@@ -17,7 +17,7 @@ Times are Unix milliseconds; writes go through ``schema.write_txn``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import apsw
 
@@ -54,7 +54,7 @@ _SQL_TRIM = (
 _SQL_TAIL = f"SELECT {_COLS} FROM votes ORDER BY id DESC LIMIT ?"
 
 
-def _row(row: Sequence) -> Vote:
+def _row(row: Sequence[Any]) -> Vote:
     return Vote(*row)
 
 

@@ -21,16 +21,32 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, cast
+from typing import TypedDict, cast
 
 import apsw
 
-__all__ = ["IDLE_CHECKPOINT_S", "WAL_SIZE_LIMIT", "holders", "idle_checkpoint", "wal_state"]
+__all__ = ["IDLE_CHECKPOINT_S", "WAL_SIZE_LIMIT", "Holder", "WalState", "holders",
+           "idle_checkpoint", "wal_state"]
 
 WAL_SIZE_LIMIT = 4 * 1024 * 1024
 """Bytes the WAL file is cut back to whenever the log starts over."""
 IDLE_CHECKPOINT_S = 30.0
 """Seconds without a write before the memory actor checkpoints and truncates the WAL."""
+
+
+class Holder(TypedDict):
+    """Another process that has the database open (:func:`holders`)."""
+
+    pid: int
+    command: str
+
+
+class WalState(TypedDict):
+    """``memory stats``' ``wal`` block (:func:`wal_state`)."""
+
+    bytes: int
+    pendingFrames: int
+    heldBackBy: list[Holder]
 
 
 def idle_checkpoint(conn: apsw.Connection, busy_timeout_ms: int) -> dict[str, int]:
@@ -54,13 +70,13 @@ def idle_checkpoint(conn: apsw.Connection, busy_timeout_ms: int) -> dict[str, in
     return {"busy": int(busy), "frames": max(0, frames), "copied": max(0, copied)}
 
 
-def holders(db: Path, me: int | None = None) -> list[dict[str, Any]]:
+def holders(db: Path, me: int | None = None) -> list[Holder]:
     """Other processes with ``db`` (or its ``-wal``) open: ``[{"pid", "command"}]``, read
     from ``/proc/<pid>/fd`` (Linux; ``[]`` where there is none or it cannot be read).
     ``me``: a pid to leave out (default this process)."""
     me = os.getpid() if me is None else me
     targets = {str(db), f"{db}-wal"}
-    out = []
+    out: list[Holder] = []
     try:
         pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
     except OSError:
@@ -80,7 +96,7 @@ def holders(db: Path, me: int | None = None) -> list[dict[str, Any]]:
     return out
 
 
-def wal_state(db: Path, last: dict[str, int] | None) -> dict[str, Any]:
+def wal_state(db: Path, last: dict[str, int] | None) -> WalState:
     """``memory stats``' ``wal`` block: ``bytes`` (the WAL file's size), ``pendingFrames``
     (not copied at the last checkpoint, ``last``), and ``heldBackBy``: the other processes
     that have the database open (this one and its parent, the daemon's root, left out),

@@ -22,19 +22,20 @@ import signal
 import socket
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
 
 import httpx
 import msgspec
 import structlog
 import trio
+from trio_websocket import WebSocketServer
 
 from actors import ACTOR_NAMES, actor_spec
-from runtime.kernel import (ActorSpec, ForkedProcess, configure_logging, fork_actors,
-                            open_supervisor, reap_unadopted)
+from runtime.kernel import (ActorSpec, ForkedProcess, Supervisor, configure_logging,
+                            fork_actors, open_supervisor, reap_unadopted)
 from runtime.kernel.actor import leaf_exception
 from runtime.kernel.errors import ActorCrashed, RestartIntensityExceeded
 from runtime.services.backends import api_key_for, primary_structured_mode
@@ -47,6 +48,7 @@ from .clients import ClientRegistry
 from .gateway import Gateway
 from .listen_guard import is_loopback, remote_bind_problem
 from .state import (
+    DaemonInfo,
     DaemonLock,
     StateError,
     ensure_state_dir,
@@ -258,11 +260,13 @@ def _crash_reason(exc: ActorCrashed) -> str:
     return re.sub(r"^[\w.]+\.(\w+): ", r"\1: ", lines[-1])  # drop the module path
 
 
-def partial_llama(cfg: Config, opts: ServeOptions, model: str):
+def partial_llama(cfg: Config, opts: ServeOptions, model: str
+                  ) -> Callable[[trio.TaskStatus[tuple[str, str]]], Awaitable[None]]:
     """The embedded llama-server task for GGUF ``model``, bound to this config (for
     ``nursery.start``: it starts with ``(url, server description)``)."""
 
-    async def task(task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def task(
+            task_status: trio.TaskStatus[tuple[str, str]] = trio.TASK_STATUS_IGNORED) -> None:
         await run_llama_server(model=model, parallel=cfg.llm.parallel,
                                ctx_size=cfg.llm.ctx_size,
                                log_path=opts.state_dir / "logs" / "llama-server.log",
@@ -416,13 +420,14 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                     print(f"atomic-agent: warning: the LLM at {llm_url} {what}; memory "
                           "works, turns fail until it does", file=sys.stderr, flush=True)
                 structured = primary_structured_mode(cfg)
-                info = {"url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
-                        "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc,
-                        "structuredOutput": structured,
-                        "openaiUrl": openai_url,
-                        # what this daemon runs with (file + defaults + serve's options),
-                        # for `config show` while it runs; secrets masked
-                        "config": config_to_builtins(cfg)}
+                info: DaemonInfo = {
+                    "url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
+                    "stateDir": str(opts.state_dir), "llm": llm_url, "llmKind": llm_desc,
+                    "structuredOutput": structured,
+                    "openaiUrl": openai_url,
+                    # what this daemon runs with (file + defaults + serve's options),
+                    # for `config show` while it runs; secrets masked
+                    "config": config_to_builtins(cfg)}
                 write_daemon_info(opts.state_dir, info)
                 ready = {"event": "ready", "url": url, "openaiUrl": openai_url,
                          "tokenFile": info["tokenFile"],
@@ -451,7 +456,7 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
     return EXIT_OK
 
 
-async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Any,
+async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Supervisor,
                           conns: trio.Nursery, token: str, cfg: Config) -> str:
     """Start the OpenAI-compatible HTTP API (``runtime.shell.openai_api``) in ``listen`` (it
     stops accepting with the gateway); its turns run in ``conns``, the daemon-lifetime
@@ -480,9 +485,12 @@ async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Any,
     return f"http://{host}:{bound}/v1"
 
 
-def partial_serve(gateway: Gateway, conns: trio.Nursery):
-    """The gateway listener task (for ``nursery.start``)."""
+def partial_serve(gateway: Gateway, conns: trio.Nursery
+                  ) -> Callable[[trio.TaskStatus[WebSocketServer]], Awaitable[None]]:
+    """The gateway listener task (for ``nursery.start``: it starts with the listening
+    server)."""
 
-    async def task(task_status=trio.TASK_STATUS_IGNORED) -> None:
+    async def task(
+            task_status: trio.TaskStatus[WebSocketServer] = trio.TASK_STATUS_IGNORED) -> None:
         await gateway.serve(handler_nursery=conns, task_status=task_status)
     return task

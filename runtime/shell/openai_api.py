@@ -36,7 +36,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from functools import partial
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 import structlog
@@ -47,6 +47,7 @@ from actors.agent.messages import (OpenSession, ReplyDelta, ReplyText, RunTurn, 
 from actors.agent.sessions import valid_session_id
 from actors.memory.messages import Refused
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
+from runtime.services.config import ServerConfig
 
 from .clients import OWNER_PRINCIPAL, ClientRegistry, Principal, bearer_token
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
@@ -62,6 +63,18 @@ the final ``reply``/``turn.finished`` (those always fit: see :meth:`TurnEvents.p
 
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
+App = Callable[[dict[str, Any], Receive, Send], Awaitable[None]]
+"""An ASGI application (scope, receive, send), as :class:`OpenAIApi` and the dashboard are."""
+
+_T = TypeVar("_T")
+
+
+class Request(Protocol):
+    """``sup.request``: ``await request(actor, message, reply_type)`` is the actor's
+    reply, decoded as ``reply_type``."""
+
+    def __call__(self, dest: str, body: msgspec.Struct, reply_type: type[_T], /
+                 ) -> Awaitable[_T]: ...
 
 
 class ChatMessage(msgspec.Struct):
@@ -108,7 +121,7 @@ class ApiError(Exception):
         super().__init__(message)
         self.status, self.code, self.kind = status, code, kind
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> dict[str, dict[str, str | None]]:
         return {"error": {"message": str(self), "type": self.kind, "code": self.code,
                           "param": None}}
 
@@ -157,10 +170,11 @@ class OpenAIApi:
         token: the daemon token; cfg: ``server.*`` (allowedOrigins, maxFrameBytes).
     """
 
-    def __init__(self, request: Callable[..., Awaitable[Any]],
-                 spawn_turn: Callable[..., None], events: TurnEvents,
-                 registry: ClientRegistry | str, cfg: Any,
-                 cast: Callable[[str, Any], Awaitable[None]] | None = None) -> None:
+    def __init__(self, request: Request,
+                 spawn_turn: Callable[[Callable[[], Awaitable[None]]], None],
+                 events: TurnEvents, registry: ClientRegistry | str, cfg: ServerConfig,
+                 cast: Callable[[str, msgspec.Struct], Awaitable[None]] | None = None
+                 ) -> None:
         self.request = request
         self.cast = cast  # ``sup.cast``: refusals go to the activity log
         self.spawn_turn = spawn_turn
@@ -300,7 +314,7 @@ class OpenAIApi:
                                                     "uses its own memory tools")
         return request
 
-    def _model(self) -> dict[str, Any]:
+    def _model(self) -> dict[str, str | int]:
         return {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "atomic-agent"}
 
     # -------------------------------------------------------------------- chat
@@ -384,12 +398,12 @@ class OpenAIApi:
             (b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"), *extra]})
         created = int(time.time())
 
-        async def event(choices: list[dict[str, Any]], **extra: Any) -> None:
+        async def event(choices: list[dict[str, object]], **extra: object) -> None:
             await _sse(send, {"id": completion_id, "object": "chat.completion.chunk",
                               "created": created, "model": MODEL_ID, "system_fingerprint": None,
                               "choices": choices, **extra})
 
-        async def chunk(delta: dict[str, Any], finish: str | None = None) -> None:
+        async def chunk(delta: dict[str, str], finish: str | None = None) -> None:
             await event([{"index": 0, "delta": delta, "logprobs": None,
                           "finish_reason": finish}])
 
@@ -483,7 +497,7 @@ def _finish(reason: str) -> str:
         else reason
 
 
-async def _json(send: Send, status: int, body: Any,
+async def _json(send: Send, status: int, body: object,
                 headers: list[tuple[bytes, bytes]] | None = None) -> None:
     data = json.dumps(body, ensure_ascii=False).encode()
     await send({"type": "http.response.start", "status": status, "headers": [
@@ -492,7 +506,7 @@ async def _json(send: Send, status: int, body: Any,
     await send({"type": "http.response.body", "body": data, "more_body": False})
 
 
-async def _sse(send: Send, obj: dict[str, Any]) -> None:
+async def _sse(send: Send, obj: dict[str, object]) -> None:
     await send({"type": "http.response.body", "more_body": True,
                 "body": b"data: " + json.dumps(obj, ensure_ascii=False).encode() + b"\n\n"})
 
@@ -511,7 +525,7 @@ class PathRouter:
     """ASGI: requests whose path is one of ``routes``' prefixes (or under it) go to that
     app (the dashboard's ``/ui``), every other request and the lifespan to ``default``."""
 
-    def __init__(self, default: Any, routes: dict[str, Any]) -> None:
+    def __init__(self, default: App, routes: dict[str, App]) -> None:
         self.default = default
         self.routes = routes
 
@@ -525,7 +539,7 @@ class PathRouter:
         await self.default(scope, receive, send)
 
 
-async def serve_api(app: Any, host: str, port: int,
+async def serve_api(app: App, host: str, port: int,
                     task_status: trio.TaskStatus[int] = trio.TASK_STATUS_IGNORED) -> None:
     """Serve ``app`` with hypercorn on trio at ``host:port`` until cancelled;
     ``task_status`` gets the bound port.

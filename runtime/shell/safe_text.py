@@ -25,7 +25,7 @@ from __future__ import annotations
 import io
 import re
 import sys
-from typing import TextIO
+from typing import BinaryIO, TextIO
 
 __all__ = ["SafeStream", "install", "one_line", "visible"]
 
@@ -83,10 +83,11 @@ class SafeStream(io.TextIOBase):
         return True
 
     @property
-    def buffer(self):  # type: ignore[no-untyped-def]
+    def buffer(self) -> BinaryIO:
         """The raw stream's binary buffer (bytes written there are the caller's)."""
-        return self.raw.buffer  # type: ignore[attr-defined]
+        return self.raw.buffer
 
+    # TextIOBase declares ``encoding`` a plain attribute; here it is raw's, read-only
     @property
     def encoding(self) -> str:  # type: ignore[override]
         return self.raw.encoding

@@ -16,10 +16,28 @@ import secrets
 import stat
 import sys
 from pathlib import Path
+from typing import Any, TypedDict
 
 import platformdirs
 
 from runtime.services.private_files import replacing
+
+
+class DaemonInfo(TypedDict):
+    """``daemon.json``: how client commands reach the running daemon (its websocket
+    ``url``, ``pid``, ``tokenFile``, ``stateDir``, the LLM it uses and how, the
+    OpenAI-compatible API's ``openaiUrl`` or None) and the ``config`` it runs with
+    (JSON data, secrets masked) for ``config show``."""
+
+    url: str
+    pid: int
+    tokenFile: str
+    stateDir: str
+    llm: str
+    llmKind: str
+    structuredOutput: str
+    openaiUrl: str | None
+    config: dict[str, Any]
 
 
 class StateError(Exception):
@@ -236,18 +254,18 @@ def _write_private(path: Path, data: bytes) -> None:
         os.fsync(f.fileno())
 
 
-def write_daemon_info(state_dir: Path, info: dict) -> None:
+def write_daemon_info(state_dir: Path, info: DaemonInfo) -> None:
     """Atomically write ``daemon.json`` (url, pid, tokenFile …) for client commands,
     through a private temporary file (:func:`_write_private`)."""
     _write_private(state_dir / "daemon.json", json.dumps(info).encode())
 
 
-def read_daemon_info(state_dir: Path) -> dict | None:
+def read_daemon_info(state_dir: Path) -> DaemonInfo | None:
     """The running daemon's ``daemon.json``, or None if absent/unreadable/stale. Stale
     means its pid is gone, or nobody holds ``daemon.lock`` (:func:`lock_is_free`): a pid
     recycled by another program after a crash must not read as a running daemon."""
     try:
-        info = json.loads((state_dir / "daemon.json").read_text())
+        info: DaemonInfo = json.loads((state_dir / "daemon.json").read_text())
     except (OSError, ValueError):
         return None
     pid = info.get("pid")
