@@ -28,4 +28,6 @@ def actor_spec(name: str, **kw: object) -> ActorSpec:
     other fields (``config``, ``env``, ``nice``). Raises ValueError for another name."""
     if name not in ACTOR_NAMES:
         raise ValueError(f"no actor named {name!r}; the actors are {', '.join(ACTOR_NAMES)}")
+    # kw are ActorSpec's own fields, of the types its annotations give (msgspec checks
+    # them when the spec is encoded); ``object`` keeps the signature open to new ones.
     return ActorSpec(name=name, module=f"actors.{name}.actor", **kw)  # type: ignore[arg-type]

@@ -142,7 +142,6 @@ def run_local(path: Path, notes: int, questions: list[str], n: int) -> dict[str,
     conn = open_database(str(path))
     store = MemoryStore(conn, max_entries=max(notes, 1000))
     out: dict[str, list[float]] = defaultdict(list)
-    memory = actor_memory(sup.request)
     for i in range(n + n // 10):
         q = questions[i % len(questions)]
         rq = build_recall_query(q)

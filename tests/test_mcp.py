@@ -81,9 +81,9 @@ async def _exercise(client: Client) -> None:
 
     # errors: the SDK's schema check, then the daemon's own code
     text = await _error(client, "memory_notes_get", {"id": "seven"})
-    assert text.startswith("invalid_argument: id: Input should be a valid integer"), text
+    assert text.startswith("invalid_argument: id: Expected `int`, got `str`"), text
     assert "pydantic" not in text and "notes_getArguments" not in text
-    assert "invalid_argument: value: Field required" in await _error(
+    assert "invalid_argument: value: Object missing required field `value`" in await _error(
         client, "memory_profile_set", {"key": "name"})
     assert "invalid_argument: key" in await _error(client, "memory_profile_set",
                                                    {"key": "Bad Key!", "value": "x"})

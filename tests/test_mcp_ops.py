@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver.exceptions import ToolError
 
-from actors.memory.ops import OPS, decode_op
+from actors.memory.ops import OPS, MemoryOp, args_of, decode_op
 from runtime.shell.client import ClientError
 from runtime.shell.mcp_server import build_server
 
@@ -30,9 +30,9 @@ class RecordingLink:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.client: str | None = None  # (the MCP server names its client here)
 
-    async def memory(self, op: str, args: dict[str, Any]) -> Any:
-        self.calls.append((op, args))
-        raise ClientError("recorded", op)
+    async def run_op(self, request: MemoryOp[Any]) -> Any:
+        self.calls.append((request.name, args_of(request)))
+        raise ClientError("recorded", request.name)
 
 
 def sample(schema: dict[str, Any]) -> Any:

@@ -322,28 +322,31 @@ def test_bridge_matches_answers_by_id_and_serialises_session_opens(env):
     """Every request carries an ``id``: an ``error`` answer reaches its own request and
     the answers after it stay matched (no stray error in the transcript); two session
     switches at once run one after the other and leave one connection."""
+    from actors.memory import ops
     from runtime.shell.client import ClientError
-    from runtime.shell.tui.bridge import DaemonBridge
+    from runtime.shell.outbound import ErrorFrame
+    from runtime.shell.protocol import Subscribe
+    from runtime.shell.tui.bridge import BridgeFrame, DaemonBridge
 
     async def scenario() -> None:
-        frames: list[dict] = []
+        frames: list[BridgeFrame] = []
         bridge = DaemonBridge(None, frames.append, url=env.url, token=env.token)
         try:
             first = await bridge.connect("tui-bridge-a")
             assert env.clients() == 1
             with pytest.raises(ClientError) as refused:
-                await bridge._call(bridge._request, {"type": "subscribe", "channels": ["nope"]})
+                await bridge._call(bridge._request, Subscribe(channels=["nope"]))
             assert refused.value.code == "invalid_argument"
             assert await bridge.cancel() is False  # no turn runs
             # a session is saved with its first turn: opening one leaves nothing behind
             assert first not in [s["id"] for s in await bridge.sessions()]
             assert await bridge.history(first) == []
-            assert [f for f in frames if f.get("type") == "error"] == []
+            assert [f for f in frames if isinstance(f, ErrorFrame)] == []
             got = await asyncio.gather(bridge.switch("tui-bridge-b"),
                                        bridge.switch("tui-bridge-c"))
             assert sorted(got) == ["tui-bridge-b", "tui-bridge-c"]
             assert bridge.session in got and env.clients() == 1
-            assert (await bridge.memory("memory.stats"))["notes"] >= 1
+            assert (await bridge.run(ops.Stats()))["notes"] >= 1
         finally:
             await asyncio.to_thread(bridge.close)
         assert env.clients() == 0

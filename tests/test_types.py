@@ -1,9 +1,6 @@
-"""The type checker: mypy (``[tool.mypy]`` in ``pyproject.toml``), strict on the kernel,
-the services, the store library (``actors.store``), the agent's sessions and the shell's
-daemon, state, safe_text, openai_api and dashboard security modules (the strict
-override's list), at mypy's default level on the rest of the actors (agent, memory,
-reflection, backfill, ``actors.policy``) and of the shell (``runtime.shell``, its TUI
-included)."""
+"""The type checker: mypy (``[tool.mypy]`` in ``pyproject.toml``) with ``strict = true``
+on the whole package: the kernel, the services, the actors (the store library and the
+policy included) and the shell (its TUI included)."""
 
 from __future__ import annotations
 
@@ -20,13 +17,13 @@ def _mypy(*packages: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=600)
 
 
-def test_kernel_and_services_type_check_strictly():
+def test_kernel_and_services_type_check_strictly() -> None:
     done = _mypy("runtime.kernel", "runtime.services")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "Success: no issues found" in done.stdout
 
 
-def test_actors_and_shell_type_check():
+def test_actors_and_shell_type_check_strictly() -> None:
     done = _mypy("actors", "runtime.shell")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "Success: no issues found" in done.stdout

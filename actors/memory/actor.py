@@ -727,7 +727,7 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
 def _with_earlier_forgets(result: ApplyResult, earlier: ApplyResult) -> ApplyResult:
     """``result`` with what ``earlier`` (the agent's forget in the same turn) retired,
     purged and deleted added, each once."""
-    def both(a: list, b: list) -> list:
+    def both(a: list[T], b: list[T]) -> list[T]:
         return list(dict.fromkeys(b + a))
 
     return msgspec.structs.replace(

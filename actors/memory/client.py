@@ -24,7 +24,7 @@ from typing import Any, Protocol, TypeVar, cast
 from .messages import ToolOp
 from .ops import MemoryOp, MemoryRequest, reply_of
 
-__all__ = ["MemoryClient", "Requester", "actor_memory"]
+__all__ = ["MemoryClient", "MemoryRunner", "Requester", "actor_memory"]
 
 R = TypeVar("R")
 T = TypeVar("T")
@@ -37,6 +37,13 @@ class Requester(Protocol):
     """An actor context's or the supervisor's ``request(dest, body, reply_type)``."""
 
     def __call__(self, dest: str, body: Any, reply_type: Any, /) -> Awaitable[Any]: ...
+
+
+class MemoryRunner(Protocol):
+    """Whatever runs memory ops with typed replies: a :class:`MemoryClient`, the shell's
+    websocket client, its offline stand-in (code that only needs memory takes this)."""
+
+    async def run(self, request: MemoryOp[R], /) -> R: ...
 
 
 class MemoryClient:

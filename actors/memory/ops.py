@@ -503,7 +503,7 @@ def decode_op(name: str, args: object) -> MemoryOp[Any]:
             field = named.group(1) if named else "args"
         raise ValidationError(field, text.split(" - at ")[0]) from None
     check(decoded)
-    return decoded
+    return typing.cast(MemoryOp[Any], decoded)
 
 
 def check(request: MemoryOp[Any]) -> None:

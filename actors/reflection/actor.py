@@ -47,7 +47,7 @@ is held back at most ``DEFER_MAX_S`` in all.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 
 import msgspec
@@ -195,7 +195,7 @@ class ReflectionActor:
         with self.periodic:
             await self.consolidator.run_periodic()
 
-    async def on_request(self, src: str, body: msgspec.Raw):
+    async def on_request(self, src: str, body: msgspec.Raw) -> object:
         match self._decoder.decode(body):
             case MetricsRequest():
                 return self.metrics.snapshot()
@@ -211,7 +211,7 @@ class ReflectionActor:
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         await self.on_message(self._decoder.decode(body))
 
-    async def on_message(self, msg) -> None:
+    async def on_message(self, msg: object) -> None:
         match msg:
             case Foreground(turns=turns, seq=seq):
                 self.gate.set_busy(turns, seq or None)  # 0: a sender without order
@@ -303,7 +303,8 @@ class ReflectionActor:
             if outcome != "skipped":
                 self.metrics.inc("agent.memory.vote_runner", {"outcome": outcome})
 
-    async def _guarded(self, fn, msg: Reflect, timeout_ms: int) -> str:
+    async def _guarded(self, fn: Callable[[Reflect], Awaitable[str]], msg: Reflect,
+                       timeout_ms: int) -> str:
         t0 = time.monotonic()
         try:
             with trio.move_on_after(timeout_ms / 1000) as timer:

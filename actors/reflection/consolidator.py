@@ -55,7 +55,9 @@ from .distill import (
     distill_grammar,
     parse_distill,
 )
-from .messages import ConsolidationEvent, TickReport
+from actors.memory.ops import TickReport
+
+from .messages import ConsolidationEvent
 
 log = structlog.get_logger()
 

@@ -94,6 +94,7 @@ class Channel:
         """One direct ``sendmsg`` (gathering the parts, no copy); the rest (if the kernel
         took only part) the trio way."""
         try:
+            # (only called when the socket is a real one: _send checks sendmsg first)
             sent = self._sock.sendmsg(parts)  # type: ignore[union-attr]
         except BlockingIOError:
             sent = 0

@@ -180,6 +180,8 @@ def _child_main(spec: ActorSpec, module: object, sock: socket.socket, drop: list
         os.environ.update(spec.env)
         from ._child import serve_actor
 
+        # sock is the forked end of a socketpair (a socket.socket: sendmsg, fileno);
+        # serve_actor is typed for the trio socket its spawned twin gets.
         code = serve_actor(spec.name, sock, module,  # type: ignore[arg-type]
                            log_dir=log_dir, log_level=log_level, nice=spec.nice)
     except BaseException:  # noqa: BLE001 - the child's last words, then exit 1

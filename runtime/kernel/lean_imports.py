@@ -28,7 +28,7 @@ def import_hiding(name: str, hidden: tuple[str, ...]) -> None:
         return
     saved = {h: sys.modules.get(h) for h in hidden if h in sys.modules}
     for h in hidden:
-        sys.modules[h] = None  # type: ignore[assignment]
+        sys.modules[h] = None  # type: ignore[assignment]  # None blocks the import (documented)
     try:
         importlib.import_module(name)
     finally:

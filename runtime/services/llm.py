@@ -628,6 +628,7 @@ class LlamaClient:
                                  url=str(response.url)) from None
         reported = isinstance(wire.total_slots, int) and wire.total_slots >= 1
         props = Props(
+            # ``reported`` is the isinstance check above, which mypy does not carry over
             total_slots=wire.total_slots if reported else 1,  # type: ignore[arg-type]
             slots_reported=reported,
             model_path=wire.model_path,

@@ -18,12 +18,14 @@ import os
 import sys
 from functools import partial
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import msgspec
 import trio
 
 from actors.memory import ops
+from actors.memory.client import MemoryRunner
 from runtime.kernel import configure_cli_logging as configure_cli
 from runtime.services.config import Config, ConfigError, config_to_json, load_config
 from runtime.services.models import DEFAULT_MODEL
@@ -34,11 +36,14 @@ from .cli_clients import activity_text, add_activity_parser, add_clients_parser,
 from .cli_memory import add_memory_parser, command_for
 from .cli_memory import state_arg as _state_arg
 from .cli_turns import ask, chat_loop
-from .client import ClientError, DaemonClient, open_client
+from .client import ClientError, DaemonClient, open_daemon
+from .outbound import (MetricsResult, SessionDeleted, SessionRenamed, SessionResult,
+                       SessionsResult, ShuttingDown)
+from .protocol import (MetricsFrame, SessionDeleteFrame, SessionGetFrame, SessionRenameFrame,
+                       SessionsFrame, Shutdown)
 from .dashboard.cli import add_ui_parser, ui_command
 from .safe_text import install as install_safe_output
 from .state import read_daemon_info, resolve_state_dir
-
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every subcommand (one ``_add_<command>`` each; the memory
@@ -310,7 +315,7 @@ def _add_recover(msub: Any) -> None:
                     help="the damaged file (default: the newest memory.sqlite.corrupt-*)")
 
 
-def _bounded_int(low: int, high: int, what: str):
+def _bounded_int(low: int, high: int, what: str) -> Callable[[str], int]:
     """argparse type: a whole number ``low``-``high`` (``what`` names it in errors)."""
 
     def parse(text: str) -> int:
@@ -339,7 +344,7 @@ def _positive_seconds(text: str) -> float:
     return value
 
 
-async def _memory_cmd(c: DaemonClient, args: argparse.Namespace,
+async def _memory_cmd(c: MemoryRunner, args: argparse.Namespace,
                       state_dir: Path | None = None) -> int:
     """Run one ``memory`` command of the table (:mod:`.cli_memory`): its op, then the result
     as text, or as JSON with ``--json``. Exit 1 when the named fact or note does not exist.
@@ -378,9 +383,9 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     action = args.action or "list"
     as_json = getattr(args, "json", False)
     if action == "list":
-        reply = await c.request({"type": "sessions", "limit": getattr(args, "limit", 20)},
-                                "sessions.result")
-        rows = [s for s in reply["data"] if s.get("turns", 0) > 0]
+        reply = await c.request(SessionsFrame(limit=getattr(args, "limit", 20)),
+                                SessionsResult)
+        rows = [s for s in reply.data if s.get("turns", 0) > 0]
         if as_json:
             print(json.dumps(rows, ensure_ascii=False))
             return 0
@@ -391,8 +396,8 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
             print("(no sessions yet: `atomic-agent ask \"…\"` starts one)")
         return 0
     if action == "show":
-        data = (await c.request({"type": "session.get", "session": args.id,
-                                 "messages": args.messages}, "session.result"))["data"]
+        data = (await c.request(SessionGetFrame(session=args.id, messages=args.messages),
+                                SessionResult)).data
         if as_json:
             print(json.dumps(data, ensure_ascii=False))
             return 0
@@ -404,15 +409,14 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
             print(f"[{when(m['at'])}] {m['role']}: {m['text']}")
         return 0
     if action == "rename":
-        data = (await c.request({"type": "session.rename", "session": args.id,
-                                 "title": args.title}, "session.renamed"))["data"]
+        data = (await c.request(SessionRenameFrame(session=args.id, title=args.title),
+                                SessionRenamed)).data
         if as_json:
             print(json.dumps(data, ensure_ascii=False))
         else:
             print(f"session {data['id']} is now {data['title']!r}")
         return 0
-    data = (await c.request({"type": "session.delete", "session": args.id},
-                            "session.deleted"))["data"]
+    data = (await c.request(SessionDeleteFrame(session=args.id), SessionDeleted)).data
     if as_json:
         print(json.dumps(data))
     if not data.get("removed"):
@@ -423,7 +427,7 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     return 0
 
 
-async def _export_to_stdout(c: DaemonClient, state_dir: Path | None) -> int:
+async def _export_to_stdout(c: MemoryRunner, state_dir: Path | None) -> int:
     """``memory export`` without FILE: the daemon writes a private file (in its exports
     folder; offline, a temporary folder), which is copied to stdout and removed; the
     summary goes to stderr."""
@@ -457,7 +461,7 @@ async def _offline_memory(args: argparse.Namespace, state_dir: Path) -> int:
         raise ClientError("config_invalid", str(exc)) from None
     offline = OfflineMemory(state_dir, cfg)
     try:
-        return await _memory_cmd(offline, args)  # type: ignore[arg-type]
+        return await _memory_cmd(offline, args)
     finally:
         offline.close()
 
@@ -514,7 +518,7 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
         return await chat_loop(state_dir, session)
     if args.command == "ask" and not args.text.strip():
         raise ClientError("invalid_argument", "the message is empty: ask \"your message\"")
-    async with open_client(state_dir, session=session, client="cli") as c:
+    async with open_daemon(state_dir, session=session, client="cli") as c:
         match args.command:
             case "ask":
                 return await ask(c, args)
@@ -535,14 +539,14 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
                 print(json.dumps(data, indent=2) if args.json
                       else activity_text(data, args.client))
             case "metrics":
-                result = await c.request({"type": "metrics"}, "metrics.result")
+                result = msgspec.to_builtins(await c.request(MetricsFrame(), MetricsResult))
                 if args.json:
                     print(json.dumps(result, indent=2))
                 else:
                     from .metrics_summary import summarize
                     print(summarize(result))
             case "stop":
-                await c.request({"type": "shutdown"}, "shutting_down")
+                await c.request(Shutdown(), ShuttingDown)
                 if args.no_wait:
                     print("daemon is shutting down")
                     return 0

@@ -74,12 +74,14 @@ def _applied(state_dir: Path) -> None:
     daemon runs (it reads the file when it starts)."""
     import trio
 
-    from .client import ClientError, open_client
+    from .client import ClientError, open_daemon
+    from .outbound import Pong
+    from .protocol import Ping
 
     async def ping() -> None:
         with trio.move_on_after(10):
-            async with open_client(state_dir, client="cli") as c:
-                await c.request({"type": "ping"}, "pong")
+            async with open_daemon(state_dir, client="cli") as c:
+                await c.request(Ping(), Pong)
 
     try:
         trio.run(ping)

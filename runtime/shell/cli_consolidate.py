@@ -14,12 +14,15 @@ import json
 import sys
 from typing import Any
 
+import msgspec
 import trio
 
 from actors.memory import ops
-from actors.memory.ops import args_of
+from actors.memory.ops import TickReport, args_of, reply_of
 
-from .client import ClientError, DaemonClient
+from .client import ClientError, DaemonClient, answers, result_data
+from .outbound import ConsolidationFrame, ErrorFrame, MemoryResult, Subscribed
+from .protocol import MemoryFrame, Subscribe
 
 __all__ = ["add_parser", "consolidate", "report_text"]
 
@@ -46,38 +49,41 @@ def add_parser(msub: Any, state_arg: Any) -> None:
                    help="print the op's result as JSON (docs/protocol.md shapes)")
 
 
-def report_text(report: dict[str, Any]) -> str:
+def report_text(report: TickReport) -> str:
     """One line for a tick report (``memory.consolidate``'s result)."""
-    outcome = report.get("outcome")
+    outcome = report.outcome
     if outcome in ("off", "busy"):
-        return f"consolidation did not run: {report.get('reason')}"
-    parts = [f"{report['clusters']} cluster(s)", f"{len(report['lessons'])} lesson(s)",
-             f"{len(report['procedures'])} procedure(s)"]
-    for key, word in (("abstained", "abstained"), ("failed", "failed"),
-                      ("changed", "skipped (changed)")):
-        if report.get(key):
-            parts.append(f"{report[key]} {word}")
-    dep = sum(report.get("deprecated", {}).values())
+        return f"consolidation did not run: {report.reason}"
+    parts = [f"{report.clusters} cluster(s)", f"{len(report.lessons)} lesson(s)",
+             f"{len(report.procedures)} procedure(s)"]
+    for count, word in ((report.abstained, "abstained"), (report.failed, "failed"),
+                        (report.changed, "skipped (changed)")):
+        if count:
+            parts.append(f"{count} {word}")
+    dep = sum(report.deprecated.values())
     if dep:
         parts.append(f"{dep} deprecated")
     line = f"consolidation {outcome}: " + ", ".join(parts) + \
-        f" in {report['durationMs'] / 1000:.1f} s"
-    if report["clusters"] == 0:
+        f" in {report.duration_ms / 1000:.1f} s"
+    if report.clusters == 0:
         line += (" (no cluster of linked notes old enough: a cluster needs "
                  "memory.consolidation.minClusterSize (3) notes linked together; notes are "
                  "linked by meaning once embedded, or by `memory links add`)")
     return line
 
 
-def _progress(frame: dict[str, Any]) -> None:
-    if frame.get("stage") == "started":
-        n = frame.get("clusters", 0)
+def _progress(frame: ConsolidationFrame) -> None:
+    if frame.stage == "started":
+        n = frame.clusters
         print(f"consolidating: {n} cluster(s) to distil" + (" …" if n else ""),
               file=sys.stderr, flush=True)
-    elif frame.get("stage") == "cluster":
-        word = _RESULT_WORDS.get(frame.get("result", ""), frame.get("result", ""))
-        print(f"  cluster {frame.get('index')}/{frame.get('clusters')}: "
-              f"{word.format(id=frame.get('lessonId'))}", file=sys.stderr, flush=True)
+    elif frame.stage == "cluster":
+        result = frame.result if isinstance(frame.result, str) else ""
+        word = _RESULT_WORDS.get(result, result)
+        index = frame.index if isinstance(frame.index, int) else None
+        lesson = frame.lesson_id if isinstance(frame.lesson_id, int) else None
+        print(f"  cluster {index}/{frame.clusters}: {word.format(id=lesson)}",
+              file=sys.stderr, flush=True)
 
 
 async def consolidate(c: DaemonClient, args: argparse.Namespace) -> int:
@@ -86,26 +92,23 @@ async def consolidate(c: DaemonClient, args: argparse.Namespace) -> int:
     if not hasattr(c, "ws"):
         raise ClientError("not_running", "memory consolidate needs the running daemon (it "
                                          "uses the LLM): start it with atomic-agent serve")
-    await c.request({"type": "subscribe", "channels": ["memory"], "id": "consolidate-sub"},
-                    "subscribed")
+    await c.request(Subscribe(channels=["memory"], id="consolidate-sub"), Subscribed)
     rid = "consolidate"
     tick = ops.Consolidate(ignore_cooldown=bool(args.ignore_cooldown))
-    await c.send({"type": "memory", "id": rid, "op": tick.name, "args": args_of(tick)})
+    await c.send(MemoryFrame(id=rid, op=tick.name, args=args_of(tick)))
+    is_answer = answers(rid)
     while True:
         frame = await c.receive()
-        if frame.get("type") == "memory.consolidation":
+        if isinstance(frame, ConsolidationFrame):
             if not getattr(args, "json", False):
                 _progress(frame)
             continue
-        if frame.get("id") == rid:
+        if isinstance(frame, (MemoryResult, ErrorFrame)) and is_answer(frame):
             break
         await trio.lowlevel.checkpoint()
-    if not frame.get("ok"):
-        err = frame.get("error") or {}
-        raise ClientError(err.get("code", "error"), err.get("message", "consolidation failed"))
-    report = frame["data"]
+    report = reply_of(tick, result_data(frame))
     if getattr(args, "json", False):
-        print(json.dumps(report, ensure_ascii=False))
+        print(json.dumps(msgspec.to_builtins(report), ensure_ascii=False))
     else:
         print(report_text(report))
-    return 0 if report.get("outcome") in ("ok", "none") else 1
+    return 0 if report.outcome in ("ok", "none") else 1

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.memory import ops
+from actors.memory.client import MemoryRunner
 from actors.memory.ops import MemoryOp
 
 from .cli_output import (
@@ -32,7 +33,6 @@ from .cli_output import (
     print_note_detail,
     print_procedure,
 )
-from .client import DaemonClient
 
 __all__ = ["COMMANDS", "GROUPS", "MemoryCommand", "add_memory_parser", "command_for",
            "row_id", "state_arg"]
@@ -56,7 +56,7 @@ def row_id(text: str) -> int:
 
 
 Request = Callable[[argparse.Namespace], MemoryOp[Any]]
-Printer = Callable[[DaemonClient, argparse.Namespace, Any], Awaitable[None] | None]
+Printer = Callable[[MemoryRunner, argparse.Namespace, Any], Awaitable[None] | None]
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ def _file(args: argparse.Namespace) -> str:
 
 
 def _listing(empty: str, line: Callable[[Any], None]) -> Printer:
-    def show(c: DaemonClient, args: argparse.Namespace, data: Any) -> None:
+    def show(c: MemoryRunner, args: argparse.Namespace, data: Any) -> None:
         for row in data:
             line(row)
         if not data:
@@ -104,7 +104,7 @@ def _listing(empty: str, line: Callable[[Any], None]) -> Printer:
 
 
 def _say(text: Callable[[argparse.Namespace, Any], str]) -> Printer:
-    def show(c: DaemonClient, args: argparse.Namespace, data: Any) -> None:
+    def show(c: MemoryRunner, args: argparse.Namespace, data: Any) -> None:
         print(text(args, data))
     return show
 
@@ -141,7 +141,7 @@ def _notes_store(args: argparse.Namespace) -> ops.NotesStore:
     return ops.NotesStore(content=args.content, tags=tags)
 
 
-def _profile_history(c: DaemonClient, args: argparse.Namespace, data: Any) -> None:
+def _profile_history(c: MemoryRunner, args: argparse.Namespace, data: Any) -> None:
     print_history(data)
     if not data:
         print(f"(no history for {args.key!r})")

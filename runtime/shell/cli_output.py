@@ -3,19 +3,27 @@ procedures and provenance as text (``--json`` prints the protocol's shapes inste
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 from typing import Any
 
+import msgspec
+
 from actors.memory import ops
+from actors.memory.client import MemoryRunner
 from actors.store.dates import written_date
 
-from .client import DaemonClient
 from .safe_text import one_line
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
 """1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running."""
 
+
+
+def json_line(frame: object) -> str:
+    """A frame (or any reply) as one line of JSON, as the daemon sent it (``--json``)."""
+    return json.dumps(msgspec.to_builtins(frame))
 
 def when(ms: int | None) -> str:
     """Unix milliseconds as local ``YYYY-MM-DD HH:MM ZONE`` ("-" for None): the zone
@@ -74,7 +82,7 @@ def print_history(versions: list[dict[str, Any]]) -> None:
               f"({one_line(provenance(v) + ended)})")
 
 
-async def print_note_detail(c: DaemonClient, n: dict[str, Any]) -> None:
+async def print_note_detail(c: MemoryRunner, n: dict[str, Any]) -> None:
     """``memory notes show``: the note and everything known about it."""
     print(f"#{n['id']} {n['content']}")
     print(f"  tags: {', '.join(n['tags']) or '-'}")

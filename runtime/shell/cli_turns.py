@@ -17,11 +17,14 @@ from pathlib import Path
 
 import trio
 
-from .cli_output import EXIT_FAILED, turns_text, when
+from actors.agent.messages import ReplyDelta, ReplyText, Step, TurnFinished
 from actors.memory import ops
 
-from .client import ClientError, DaemonClient, open_client
+from .cli_output import EXIT_FAILED, json_line, turns_text, when
+from .client import ClientError, DaemonClient, open_daemon
 from .memory_feedback import describe as describe_memory
+from .outbound import ErrorFrame, ReflectionFrame, SessionRenamed, SessionsResult, Subscribed
+from .protocol import SessionRenameFrame, SessionsFrame, Subscribe
 from .status_line import StatusLine
 
 
@@ -55,62 +58,63 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
     shown = ""  # reply text printed so far (deltas)
     watch_memory = not args.no_memory
     if watch_memory:
-        await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+        await c.request(Subscribe(channels=["reflection"]), Subscribed)
     with trio.fail_after(args.timeout):
         status.show("the model is working")
         async for frame in c.say(args.text, debug=args.show_prompt):
-            if frame.get("type") == "turn.finished":
-                turn, reason = frame.get("turn"), frame.get("reason")
-            kind = frame.get("type")
-            if kind == "step" and frame.get("step") == "error":
-                why = frame.get("message", "")
-            if kind == "error" or (kind == "turn.finished"
-                                   and frame["reason"] not in ("reply", "finish")):
-                code = EXIT_FAILED
+            match frame:
+                case TurnFinished():
+                    turn, reason = frame.turn, frame.reason
+                    if frame.reason not in ("reply", "finish"):
+                        code = EXIT_FAILED
+                case Step(step="error"):
+                    why = frame.message or ""
+                case ErrorFrame():
+                    code = EXIT_FAILED
             if args.json:
-                print(json.dumps(frame), flush=True)
+                print(json_line(frame), flush=True)
                 continue
-            if kind in ("reply.delta", "reply", "step", "turn.finished", "error"):
+            if isinstance(frame, (ReplyDelta, ReplyText, Step, TurnFinished, ErrorFrame)):
                 status.clear()
-            if kind == "step" and frame.get("step") == "prompt":
-                print(f"--- prompt tail (step {frame['n']}) ---\n{frame['tail']}--- end ---",
-                      file=sys.stderr)
-            elif kind == "step" and frame.get("step") == "tool":
-                print(f"[tool] {frame['tool']} {json.dumps(frame['args'])}", file=sys.stderr)
-                status.show(f"running {frame['tool']}")
-            elif kind == "step" and frame.get("step") == "tool.result" and str(
-                    frame.get("summary", "")).startswith("error:"):
-                print(f"[tool] {frame['tool']} → {frame['summary']}", file=sys.stderr)
-            elif kind == "step" and frame.get("step") == "tool.result":
-                status.show("the model is working")
-            elif kind == "step" and frame.get("step") == "notice":
-                print(f"atomic-agent: note: {frame.get('message', '')}", file=sys.stderr)
-            elif kind == "reply.delta":
-                shown += frame["text"]
-                print(frame["text"], end="", flush=True)
-            elif kind == "reply":
-                text = frame["text"]
-                rest = text[len(shown):] if text.startswith(shown) else "\n" + text
-                print(rest, flush=True)
-                shown = text
-            elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
-                if shown:
-                    print(flush=True)  # end a streamed line that never got its reply
-                detail = frame.get("message") or why
-                print(f"atomic-agent: turn ended: {frame['reason']}"
-                      + (f": {detail}" if detail else ""), file=sys.stderr)
-            elif kind == "error":
-                print(f"atomic-agent: {frame['code']}: {frame['message']}", file=sys.stderr)
+            match frame:
+                case Step(step="prompt"):
+                    print(f"--- prompt tail (step {frame.n}) ---\n{frame.tail}--- end ---",
+                          file=sys.stderr)
+                case Step(step="tool"):
+                    print(f"[tool] {frame.tool} {json.dumps(frame.args)}", file=sys.stderr)
+                    status.show(f"running {frame.tool}")
+                case Step(step="tool.result") if (frame.summary or "").startswith("error:"):
+                    print(f"[tool] {frame.tool} → {frame.summary}", file=sys.stderr)
+                case Step(step="tool.result"):
+                    status.show("the model is working")
+                case Step(step="notice"):
+                    print(f"atomic-agent: note: {frame.message or ''}", file=sys.stderr)
+                case ReplyDelta():
+                    shown += frame.text
+                    print(frame.text, end="", flush=True)
+                case ReplyText(text=text):
+                    rest = text[len(shown):] if text.startswith(shown) else "\n" + text
+                    print(rest, flush=True)
+                    shown = text
+                case TurnFinished() if frame.reason not in ("reply", "finish"):
+                    if shown:
+                        print(flush=True)  # end a streamed line that never got its reply
+                    detail = frame.message or why
+                    print(f"atomic-agent: turn ended: {frame.reason}"
+                          + (f": {detail}" if detail else ""), file=sys.stderr)
+                case ErrorFrame():
+                    print(f"atomic-agent: {frame.code}: {frame.message}", file=sys.stderr)
         if watch_memory and turn and reason in ("reply", "finish", "max_steps"):
             # The turn's reflection lands a few seconds later: say what memory did.
             if not args.json:
                 status.show("memory: reflecting on this turn")
             with trio.move_on_after(args.timeout) as waiting:
-                event = await c.wait_for(lambda f: f.get("type") == "reflection"
-                                         and f.get("turn") == turn)
+                event = await c.wait_for(
+                    lambda f: isinstance(f, ReflectionFrame) and f.turn == turn)
+                assert isinstance(event, ReflectionFrame)
                 status.clear()
                 if args.json:
-                    print(json.dumps(event), flush=True)
+                    print(json_line(event), flush=True)
                 else:
                     print(await describe_memory(c, event), file=sys.stderr, flush=True)
             if waiting.cancelled_caught:
@@ -131,9 +135,10 @@ async def _input_while_watching(c: DaemonClient, awaiting: set[str]) -> str | No
 
     async def watch() -> None:
         while True:
-            event = await c.wait_for(lambda f: f.get("type") == "reflection"
-                                     and f.get("session") == c.session)
-            awaiting.discard(event.get("turn"))
+            event = await c.wait_for(
+                lambda f: isinstance(f, ReflectionFrame) and f.session == c.session)
+            assert isinstance(event, ReflectionFrame)
+            awaiting.discard(event.turn)
             again = "you> " if sys.stdin.isatty() else ""
             print(f"\r  {await describe_memory(c, event)}\n{again}", end="", flush=True)
 
@@ -165,9 +170,10 @@ async def _drain_memory_lines(c: DaemonClient, awaiting: set[str]) -> None:
     print("  (waiting for memory to take in the last turn; Ctrl-C to skip)", file=sys.stderr)
     with trio.move_on_after(CHAT_QUIT_WAIT_S):
         while awaiting:
-            event = await c.wait_for(lambda f: f.get("type") == "reflection"
-                                     and f.get("turn") in awaiting)
-            awaiting.discard(event["turn"])
+            event = await c.wait_for(
+                lambda f: isinstance(f, ReflectionFrame) and f.turn in awaiting)
+            assert isinstance(event, ReflectionFrame)
+            awaiting.discard(event.turn)
             print(f"  {await describe_memory(c, event)}", flush=True)
 
 
@@ -202,8 +208,8 @@ async def _chat_memory(c: DaemonClient) -> None:
 
 async def _chat_sessions(c: DaemonClient, listed: list[str]) -> None:
     """Print the sessions, numbered; ``listed`` gets their ids (``/session N``)."""
-    reply = await c.request({"type": "sessions", "limit": 20}, "sessions.result")
-    rows = [s for s in reply["data"] if s.get("turns", 0) > 0]
+    reply = await c.request(SessionsFrame(limit=20), SessionsResult)
+    rows = [s for s in reply.data if s.get("turns", 0) > 0]
     listed[:] = [s["id"] for s in rows]
     if c.session not in listed:
         print(f"      * {c.session}  (this one; saved with its first turn)")
@@ -242,12 +248,13 @@ async def _chat_command(c: DaemonClient, line: str, awaiting: set[str],
         print(f"  no session {rest} in the last list (1-{len(listed)})")
     elif command == "/title":
         try:
-            renamed = await c.request({"type": "session.rename", "session": c.session,
-                                       "title": " ".join(rest.split())}, "session.renamed")
+            renamed = await c.request(SessionRenameFrame(session=c.session,
+                                                         title=" ".join(rest.split())),
+                                      SessionRenamed)
         except ClientError as exc:
             print(f"  {_title_error(exc)}")
         else:
-            print(f"  this session is now titled {renamed['data']['title']!r}")
+            print(f"  this session is now titled {renamed.data['title']!r}")
     elif command == "/session":
         await _drain_memory_lines(c, awaiting)
         target = listed[int(rest) - 1] if rest.isdigit() else rest
@@ -265,7 +272,7 @@ async def _chat(c: DaemonClient) -> int | SwitchSession:
     bytes never end the chat with a UnicodeDecodeError)."""
     print(f"session {c.session} — type a message; /help for commands, /quit or Ctrl-D to "
           f"leave", file=sys.stderr)
-    await c.request({"type": "subscribe", "channels": ["reflection"]}, "subscribed")
+    await c.request(Subscribe(channels=["reflection"]), Subscribed)
     awaiting: set[str] = set()  # turns whose memory line has not been printed yet
     listed: list[str] = []  # the ids the last /session printed
     while True:
@@ -297,44 +304,43 @@ async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str]) -> None:
         nursery.start_soon(status.run)
         status.show("the model is working")
         async for frame in c.say(line):
-            kind = frame.get("type")
-            if kind != "reply.delta" or shown is None:
+            if not isinstance(frame, ReplyDelta) or shown is None:
                 status.clear()
-            if kind == "turn.finished" and frame["reason"] in ("reply", "finish", "max_steps"):
-                awaiting.add(frame["turn"])
-            elif kind == "reflection" and frame.get("session") == c.session:
-                # an earlier turn's memory landed while this one ran (piped input)
-                awaiting.discard(frame.get("turn"))
-                print(f"  {await describe_memory(c, frame)}")
-            if kind == "reply.delta":
-                if shown is None:
-                    shown = ""
-                    print("agent> ", end="")
-                shown += frame["text"]
-                print(frame["text"], end="", flush=True)
-            elif kind == "reply":
-                text = frame["text"]
-                if shown is None:
-                    print(f"agent> {text}", flush=True)
-                else:
-                    print(text[len(shown):] if text.startswith(shown) else "\n" + text,
-                          flush=True)
-                shown = text
-            elif kind == "step" and frame.get("step") == "tool":
-                print(f"  [tool] {frame['tool']} {json.dumps(frame['args'])}")
-            elif kind == "step" and frame.get("step") == "tool.result" and str(
-                    frame.get("summary", "")).startswith("error:"):
-                print(f"  [tool] {frame['tool']} → {frame['summary']}")
-            elif kind == "step" and frame.get("step") == "error":
-                print(f"  error: {frame.get('message', '')}")
-            elif kind == "step" and frame.get("step") == "notice":
-                print(f"  note: {frame.get('message', '')}")
-            elif kind == "turn.finished" and frame["reason"] not in ("reply", "finish"):
-                if shown is not None and not shown.endswith("\n"):
-                    print()
-                print(f"  (turn ended: {frame['reason']})")
-            elif kind == "error":
-                print(f"  error: {frame['code']}: {frame['message']}")
+            match frame:
+                case TurnFinished() if frame.reason in ("reply", "finish", "max_steps"):
+                    awaiting.add(frame.turn)
+                case ReflectionFrame() if frame.session == c.session:
+                    # an earlier turn's memory landed while this one ran (piped input)
+                    awaiting.discard(frame.turn)
+                    print(f"  {await describe_memory(c, frame)}")
+            match frame:
+                case ReplyDelta():
+                    if shown is None:
+                        shown = ""
+                        print("agent> ", end="")
+                    shown += frame.text
+                    print(frame.text, end="", flush=True)
+                case ReplyText(text=text):
+                    if shown is None:
+                        print(f"agent> {text}", flush=True)
+                    else:
+                        print(text[len(shown):] if text.startswith(shown) else "\n" + text,
+                              flush=True)
+                    shown = text
+                case Step(step="tool"):
+                    print(f"  [tool] {frame.tool} {json.dumps(frame.args)}")
+                case Step(step="tool.result") if (frame.summary or "").startswith("error:"):
+                    print(f"  [tool] {frame.tool} → {frame.summary}")
+                case Step(step="error"):
+                    print(f"  error: {frame.message or ''}")
+                case Step(step="notice"):
+                    print(f"  note: {frame.message or ''}")
+                case TurnFinished() if frame.reason not in ("reply", "finish"):
+                    if shown is not None and not shown.endswith("\n"):
+                        print()
+                    print(f"  (turn ended: {frame.reason})")
+                case ErrorFrame():
+                    print(f"  error: {frame.code}: {frame.message}")
         status.clear()
         nursery.cancel_scope.cancel()
 
@@ -348,7 +354,7 @@ async def chat_loop(state_dir: Path, session: str | None) -> int:
         reconfigure(errors="surrogateescape")
     target, notice = session, session
     while True:
-        async with open_client(state_dir, session=target, client="cli") as c:
+        async with open_daemon(state_dir, session=target, client="cli") as c:
             new_session_notice(c, notice)
             outcome = await _chat(c)
         if isinstance(outcome, int):

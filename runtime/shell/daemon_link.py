@@ -1,7 +1,7 @@
 """One shared connection to the running daemon for a long-lived client process.
 
 The MCP server (:mod:`runtime.shell.mcp_server`) answers tool calls from many tasks, but a
-websocket connection (:func:`runtime.shell.client.open_client`) lives inside one task's
+websocket connection (:func:`runtime.shell.client.open_daemon`) lives inside one task's
 context manager. :class:`DaemonLink` owns that connection in its own task
 (:meth:`DaemonLink.run`, started in the caller's nursery) and serves requests sent to
 it over a memory channel, one at a time. The connection is opened on the first request
@@ -13,22 +13,25 @@ after it breaks; a request that finds no daemon fails with ``ClientError`` code
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import trio
 
-from .client import ClientError, DaemonClient, NotSent, daemon_endpoint, open_client
+from actors.memory.ops import MemoryOp
+
+from .client import ClientError, DaemonClient, NotSent, daemon_endpoint, open_daemon
+
+R = TypeVar("R")
 
 REQUEST_TIMEOUT_S = 60.0
 """Bound on one request (connect included); memory ops answer in milliseconds."""
 
 
 class _Request:
-    """One memory op waiting for its answer (``data`` or ``error``)."""
+    """One memory op waiting for its reply (``data``) or ``error``."""
 
-    def __init__(self, op: str, args: dict[str, Any]) -> None:
-        self.op = op
-        self.args = args
+    def __init__(self, request: MemoryOp[Any]) -> None:
+        self.request = request
         self.done = trio.Event()
         self.data: Any = None
         self.error: ClientError | None = None
@@ -59,24 +62,24 @@ class DaemonLink:
         self._send, self._recv = trio.open_memory_channel[_Request](0)
         self._current: _Request | None = None  # the request on the wire now
 
-    async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:
-        """Run one memory op in the daemon; return its ``data``.
+    async def run_op(self, request: MemoryOp[R]) -> R:
+        """Run one memory op (:mod:`actors.memory.ops`) in the daemon; its typed reply.
 
         Raises:
             ClientError: the daemon's error (``code`` e.g. ``invalid_argument``,
                 ``not_found``), or ``not_running`` / ``connect_failed`` / ``closed`` /
                 ``timeout`` when the daemon cannot be reached or stops answering.
         """
-        req = _Request(op, args or {})
+        req = _Request(request)
         with trio.move_on_after(REQUEST_TIMEOUT_S):
             await self._send.send(req)
             await req.done.wait()
         if not req.done.is_set():
-            raise ClientError("timeout", f"the daemon did not answer {op} within "
+            raise ClientError("timeout", f"the daemon did not answer {request.name} within "
                                          f"{REQUEST_TIMEOUT_S:.0f} s")
         if req.error is not None:
             raise req.error
-        return req.data
+        return cast(R, req.data)
 
     async def run(self) -> None:
         """Serve requests until cancelled (run it in a nursery)."""
@@ -95,7 +98,7 @@ class DaemonLink:
                     url = token = None
                     if self.token is not None:
                         url, token = daemon_endpoint(self.state_dir)[0], self.token
-                    async with open_client(self.state_dir, url=url, token=token,
+                    async with open_daemon(self.state_dir, url=url, token=token,
                                            session=self.session,
                                            client=self.client) as client:
                         pending = await self._serve(client, req)
@@ -112,7 +115,7 @@ class DaemonLink:
         req = first
         while True:
             try:
-                req.answer(data=await client.memory(req.op, req.args))
+                req.answer(data=await client.run(req.request))
             except NotSent:
                 return req  # the send failed (closed while idle): not seen, send again
             except ClientError as exc:

@@ -11,6 +11,7 @@ file in the folder is removed either way.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import AsyncIterator
 import secrets
 import shutil
 from pathlib import Path
@@ -19,6 +20,7 @@ from typing import Any
 import msgspec
 
 from actors.memory import ops
+from actors.memory.client import MemoryRunner
 from actors.store.errors import ValidationError
 from actors.store.files import EXPORTS_DIR, FileRoom
 
@@ -36,7 +38,8 @@ def _fresh_name(suffix: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def exported_file(c: Any, op: type[ops.Export] | type[ops.Backup], suffix: str):
+async def exported_file(c: MemoryRunner, op: type[ops.Export] | type[ops.Backup], suffix: str
+                        ) -> AsyncIterator[tuple[dict[str, Any], Path]]:
     """Ask the daemon for ``op`` (``memory.export`` / ``memory.backup``) into a fresh
     file of its exports folder; yield ``(data, path)`` (its reply as JSON) and remove
     the file afterwards."""
@@ -49,7 +52,7 @@ async def exported_file(c: Any, op: type[ops.Export] | type[ops.Backup], suffix:
             path.unlink()
 
 
-async def export_to(c: Any, op: type[ops.Export] | type[ops.Backup], file: str,
+async def export_to(c: MemoryRunner, op: type[ops.Export] | type[ops.Backup], file: str,
                     overwrite: bool, state_dir: Path
                     ) -> dict[str, Any]:
     """``op`` (``memory.export`` or ``memory.backup``) to the user's ``file``: checked
@@ -75,7 +78,7 @@ async def export_to(c: Any, op: type[ops.Export] | type[ops.Backup], file: str,
     return {**data, "path": str(target), "bytes": target.stat().st_size}
 
 
-async def import_from(c: Any, file: str, state_dir: Path) -> dict[str, Any]:
+async def import_from(c: MemoryRunner, file: str, state_dir: Path) -> dict[str, Any]:
     """``memory.import`` of the user's ``file``: read here (a regular file of at most
     :data:`~actors.store.files.MAX_IMPORT_BYTES`), copied into the daemon's exports
     folder (0600), imported, removed. Returns the op's data with ``path`` = ``file``.

@@ -36,7 +36,8 @@ import msgspec
 from msgspec import UNSET
 import structlog
 import trio
-from trio_websocket import ConnectionClosed, WebSocketConnection, WebSocketRequest, serve_websocket
+from trio_websocket import (ConnectionClosed, WebSocketConnection, WebSocketRequest,
+                            WebSocketServer, serve_websocket)
 
 from actors import ACTOR_NAMES
 from actors.agent.messages import (
@@ -284,7 +285,7 @@ class Gateway:
 
     # ------------------------------------------------------------------- serving
     async def serve(self, *, handler_nursery: trio.Nursery,
-                    task_status=trio.TASK_STATUS_IGNORED) -> None:
+                    task_status: trio.TaskStatus[WebSocketServer] = trio.TASK_STATUS_IGNORED) -> None:
         """Listen until cancelled; reports the bound port through ``task_status``.
         Connections live in ``handler_nursery`` so closing the listener (stop
         accepting) does not cut clients off mid-shutdown."""
@@ -378,7 +379,7 @@ class Gateway:
                 raise
             if isinstance(leaf, ConnectionClosed):
                 code = getattr(leaf.reason, "code", None)
-                reason = CLOSE_REASONS.get(code, "client")  # type: ignore[arg-type]
+                reason = CLOSE_REASONS.get(code, "client") if isinstance(code, int) else "client"
                 ROOT_METRICS.inc("gateway.closed", {"reason": reason})
                 if reason != "client":
                     log.warning("gateway.closed", client=client.id, reason=reason, code=code)
@@ -724,7 +725,7 @@ class Gateway:
 
     async def metrics(self) -> dict[str, Any]:
         """Aggregate every running actor's metrics snapshot."""
-        snaps: dict[str, dict] = {}
+        snaps: dict[str, dict[str, Any]] = {}
         for name in ACTOR_NAMES:
             try:
                 with trio.fail_after(5):

@@ -72,8 +72,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 
-from actors.memory.ops import (OPS, ContextAnswer, MemoryOp, args_of, args_schema, decode_op,
-                               reply_of)
+from actors.memory.ops import OPS, ContextAnswer, MemoryOp, args_schema, decode_op
 from actors.store.errors import MemoryFailure
 
 from .client import ClientError
@@ -132,8 +131,7 @@ class MemoryMCPServer(MCPServer):
             raise ToolError(f"invalid_argument: unknown tool {name!r}")
         try:
             request = decode_op(cls.name, {k: v for k, v in arguments.items() if v is not None})
-            data = await link.memory(request.name, args_of(request))
-            reply = reply_of(request, data)
+            reply = await link.run_op(request)
         except MemoryFailure as exc:
             raise ToolError(f"{exc.code}: {exc}") from None
         except ClientError as exc:
@@ -209,7 +207,7 @@ def mcp_tool(name: str, cls: type[MemoryOp[Any]]) -> MCPTool:
                    annotations=hints.model_copy(update={"title": cls.mcp}))
 
 
-def build_server(link: DaemonLink) -> MCPServer:
+def build_server(link: DaemonLink) -> MemoryMCPServer:
     """The MCP server with every MCP tool of the op table bound to ``link`` (module
     docstring)."""
     server = MemoryMCPServer(name="atomic-agent", title="atomic-agent memory",
@@ -249,7 +247,7 @@ class BearerGuard:
         self.allowed_origins = list(allowed_origins or [])
         self.throttle = throttle
 
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "http":
             headers = {k.lower(): v for k, v in scope.get("headers") or []}
             refused: tuple[int, bytes] | None = None
@@ -322,7 +320,7 @@ async def serve_http(link: DaemonLink, *, host: str, port: int, token: str,
     async with trio.open_nursery() as nursery:
         pool = LinkPool(link.state_dir, link.session, token, nursery)
         pool.links[""] = link
-        server.links = pool  # type: ignore[attr-defined]
+        server.links = pool
         nursery.start_soon(link.run)
         binds = await nursery.start(serve, app, config)
         task_status.started(binds[0] + "/mcp")

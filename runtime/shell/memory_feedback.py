@@ -28,6 +28,7 @@ from typing import Any
 from actors.memory import ops
 
 from .client import ClientError, DaemonClient
+from .outbound import ReflectionFrame
 
 __all__ = ["describe", "NONE_REASONS"]
 
@@ -112,17 +113,17 @@ UNMET_CLAIMS = {
 """A reply's claim the turn did not bear out (a frame's ``unmetClaims``), plainly."""
 
 
-def _unmet(frame: dict[str, Any]) -> str:
-    claims = [UNMET_CLAIMS[c] for c in frame.get("unmetClaims") or [] if c in UNMET_CLAIMS]
+def _unmet(frame: ReflectionFrame) -> str:
+    claims = [UNMET_CLAIMS[c] for c in frame.unmet_claims if c in UNMET_CLAIMS]
     return "; ".join(claims)
 
 
-async def describe(c: DaemonClient, frame: dict[str, Any]) -> str:
+async def describe(c: DaemonClient, frame: ReflectionFrame) -> str:
     """The one line for a ``reflection`` frame (see the module doc)."""
-    outcome = frame.get("outcome", "?")
-    reason = frame.get("reason") or ""
+    outcome = frame.outcome or "?"
+    reason = frame.reason or ""
     if outcome == "timeout":
-        secs = (frame.get("timeoutMs") or 0) / 1000
+        secs = (frame.timeout_ms or 0) / 1000
         return (f"memory: warning: reflection timed out after {secs:g} s, nothing stored "
                 f"from this turn; raise memory.reflection.timeoutMs in config.json "
                 f"(atomic-agent config show prints it)")
@@ -136,19 +137,19 @@ async def describe(c: DaemonClient, frame: dict[str, Any]) -> str:
         return (f"memory: nothing to remember ({_none_reason(reason)})"
                 + (f"; {unmet}" if unmet else ""))
     parts: list[str] = []
-    keys = list(frame.get("factKeys") or [])
-    updated = set(frame.get("updatedKeys") or [])
+    keys = list(frame.fact_keys)
+    updated = set(frame.updated_keys)
     values = await _values(c, keys)
     if keys:
         facts = ", ".join(f"{k} = {values.get(k, '?')}" + (" (updated)" if k in updated else "")
                           for k in keys)
         parts.append(f"remembered {facts}")
-    for note_id in frame.get("noteIds") or []:
+    for note_id in frame.note_ids:
         preview = await _preview(c, note_id)
         parts.append(f'noted #{note_id}' + (f' "{preview}"' if preview else ""))
-    forgot_keys = list(frame.get("forgottenKeys") or [])
-    forgot_notes = len(frame.get("forgottenNoteIds") or [])
-    rewritten = len(frame.get("rewrittenNoteIds") or [])
+    forgot_keys = list(frame.forgotten_keys)
+    forgot_notes = len(frame.forgotten_note_ids)
+    rewritten = len(frame.rewritten_note_ids)
     if forgot_keys or forgot_notes:
         what = [", ".join(forgot_keys)] if forgot_keys else []
         if forgot_notes:
@@ -157,8 +158,8 @@ async def describe(c: DaemonClient, frame: dict[str, Any]) -> str:
     if rewritten:
         parts.append(f"took it out of {rewritten} note{'s' if rewritten != 1 else ''} "
                      "(their other facts kept)")
-    not_kept = [f"{k.get('key')} ({NOT_KEPT_REASONS.get(k.get('reason', ''), NOT_KEPT_OTHER)})"
-                for k in frame.get("notKept") or [] if isinstance(k, dict)]
+    not_kept = [f"{k.key} ({NOT_KEPT_REASONS.get(k.reason, NOT_KEPT_OTHER)})"
+                for k in frame.not_kept]
     if not_kept:
         parts.append("not kept: " + ", ".join(not_kept))
     if unmet:

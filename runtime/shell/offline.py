@@ -94,6 +94,10 @@ class OfflineMemory:
         read there answers ``not_found`` saying that nothing was stored yet and what
         creates it, so a mistyped ``--state-dir`` never leaves a directory behind. An
         import of a file that does not exist creates nothing."""
+        try:
+            ops.check(request)  # text from argv: what SQLite could not bind, named
+        except MemoryFailure as exc:
+            raise ClientError(exc.code, str(exc)) from None
         if not self.path.parent.exists():
             if not request.writes:
                 raise ClientError("not_found", (

@@ -22,16 +22,17 @@ from textual.message import Message
 from textual.worker import Worker, WorkerState
 
 from ..client import ClientError, daemon_endpoint
-from .bridge import DaemonBridge
+from ..outbound import MemoryChangedFrame, ReflectionFrame
+from .bridge import BridgeFrame, DaemonBridge
 from .browser import MemoryScreen
 from .chat import ChatScreen
 
 
 class DaemonFrame(Message):
-    """One frame pushed by the daemon (a dict, docs/protocol.md §3), or the bridge's
-    own ``{"type": "bridge.closed", "message": str}``."""
+    """One frame pushed by the daemon (:mod:`runtime.shell.outbound`, docs/protocol.md
+    §3), or the bridge's own :class:`~runtime.shell.tui.bridge.BridgeClosed`."""
 
-    def __init__(self, frame: dict[str, Any]) -> None:
+    def __init__(self, frame: BridgeFrame) -> None:
         super().__init__()
         self.frame = frame
 
@@ -63,7 +64,7 @@ class AtomicTUI(App[int]):
         self.chat = ChatScreen()
         self.memory_screen = MemoryScreen()
 
-    def _deliver(self, frame: dict[str, Any]) -> None:
+    def _deliver(self, frame: BridgeFrame) -> None:
         """Bridge thread → app (thread-safe)."""
         self.post_message(DaemonFrame(frame))
 
@@ -92,10 +93,10 @@ class AtomicTUI(App[int]):
         frame = message.frame
         try:
             self.chat.handle_frame(frame)
-            if frame.get("type") in ("memory.changed", "reflection"):
+            if isinstance(frame, (MemoryChangedFrame, ReflectionFrame)):
                 self.memory_screen.memory_changed(frame)
         except Exception as exc:  # noqa: BLE001 - a frame we cannot show must not end the UI
-            self.chat.add_line(f"could not show a {frame.get('type')!r} frame: "
+            self.chat.add_line(f"could not show a {type(frame).__name__} frame: "
                                f"{type(exc).__name__}: {exc}", "error")
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:

@@ -13,7 +13,9 @@ Only one task reads the websocket (``_reader``): answers are matched to their re
 by ``id`` (``memory``, ``sessions``, ``cancel`` and ``subscribe`` frames all carry one,
 docs/protocol.md), every other frame (turn frames, ``memory.changed``, ``reflection``,
 errors of other frames) goes to the ``on_frame`` callback, called in the trio thread.
-When the connection ends the callback gets ``{"type": "bridge.closed", "message": str}``.
+Frames are typed both ways: :mod:`runtime.shell.protocol` Structs go out, and what comes
+back is :mod:`runtime.shell.outbound`'s. When the connection ends the callback gets a
+:class:`BridgeClosed`.
 
 Rules: one connection at a time (:meth:`DaemonBridge.switch` closes it and opens
 another with a new ``hello``; opens are serialised); waiting for an answer is bounded
@@ -36,9 +38,27 @@ import trio
 from actors.memory.client import MemoryClient
 from actors.memory.ops import MemoryOp, args_of
 
-from ..client import ClientError, DaemonClient, memory_result_data, open_client
+from ..client import ClientError, DaemonClient, open_daemon, result_data
+from ..outbound import (CancelResult, ErrorFrame, MemoryResult, OutboundFrame, SessionRenamed,
+                        SessionResult, SessionsResult)
+from ..protocol import (CancelFrame, MemoryFrame, Say, SessionGetFrame, SessionRenameFrame,
+                        SessionsFrame, Subscribe)
 
 R = TypeVar("R")
+F = TypeVar("F")
+
+
+class BridgeClosed(msgspec.Struct, frozen=True):
+    """The bridge's own event: the connection to the daemon ended (``message``: why)."""
+
+    message: str
+
+
+BridgeFrame = OutboundFrame | BridgeClosed
+"""What ``on_frame`` receives."""
+
+Request = MemoryFrame | SessionsFrame | SessionGetFrame | SessionRenameFrame | CancelFrame | Subscribe
+"""The frames that carry an ``id`` their answer echoes."""
 
 SUBSCRIBE = ["memory", "reflection"]
 """Channels the TUI follows (docs/protocol.md §2 ``subscribe``)."""
@@ -77,14 +97,15 @@ class DaemonBridge:
         state_dir: where ``daemon.json`` is read (ignored when ``url`` and ``token``
             are given).
         on_frame: called in the bridge thread with each frame that is not the answer
-            to a request (a dict as sent by the daemon, or ``bridge.closed``). It must
-            not block; textual's thread-safe ``post_message`` fits.
+            to a request (an :mod:`runtime.shell.outbound` frame, or
+            :class:`BridgeClosed`). It must not block; textual's thread-safe
+            ``post_message`` fits.
         url, token: connect here instead of reading ``daemon.json``.
         working_dir: sent in ``hello`` (stored when a session is created).
         request_timeout_s: seconds to wait for any answer (ClientError ``timeout``).
     """
 
-    def __init__(self, state_dir: Path | None, on_frame: Callable[[dict[str, Any]], None], *,
+    def __init__(self, state_dir: Path | None, on_frame: Callable[[BridgeFrame], None], *,
                  url: str | None = None, token: str | None = None,
                  working_dir: str | None = None, request_timeout_s: float = 30.0) -> None:
         self.state_dir = state_dir
@@ -103,7 +124,7 @@ class DaemonBridge:
         self._conn_done: trio.Event | None = None
         self._ids = itertools.count(1)
         self.memory_client = MemoryClient(lambda op: self._call(self._memory, op))
-        self._pending: dict[str, trio.MemorySendChannel] = {}
+        self._pending: dict[str, trio.MemorySendChannel[OutboundFrame]] = {}
         self._open_lock: trio.Lock | None = None
 
     # ------------------------------------------------------------ asyncio side
@@ -116,12 +137,12 @@ class DaemonBridge:
                                             daemon=True)
             self._thread.start()
             await asyncio.to_thread(self._ready.wait, 10.0)
-        return await self._call(self._open, session)
+        return str(await self._call(self._open, session))
 
     async def switch(self, session: str | None) -> str:
         """Close this connection and open one on ``session`` (new when None or
         unknown); returns the session id. ClientError as :meth:`connect`."""
-        return await self._call(self._open, session)
+        return str(await self._call(self._open, session))
 
     async def run(self, request: MemoryOp[R]) -> R:
         """Run one memory op (:mod:`actors.memory.ops`); its typed reply.
@@ -136,37 +157,41 @@ class DaemonBridge:
     async def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Sessions, newest first: dicts with ``id``, ``createdAt``, ``updatedAt`` (Unix
         ms) and ``turns``."""
-        reply = await self._call(self._request, {"type": "sessions", "limit": limit})
-        return reply["data"]
+        reply = await self._call(self._request, SessionsFrame(limit=limit), SessionsResult)
+        rows: list[dict[str, Any]] = reply.data
+        return rows
 
     async def rename(self, session: str, title: str) -> str:
         """Give ``session`` a title (``""``: its first line's again); returns the title
         now shown. ClientError ``not_found`` for a session without a turn yet."""
-        reply = await self._call(self._request, {"type": "session.rename", "session": session,
-                                                 "title": title})
-        return str(reply["data"]["title"])
+        reply = await self._call(self._request,
+                                 SessionRenameFrame(session=session, title=title),
+                                 SessionRenamed)
+        return str(reply.data["title"])
 
     async def history(self, session: str, messages: int = 20) -> list[dict[str, Any]]:
         """The last ``messages`` transcript entries of ``session`` (``role``, ``text``,
         ``at``), oldest first; ``[]`` for a session without a turn yet."""
         try:
-            reply = await self._call(self._request, {"type": "session.get", "session": session,
-                                                     "messages": messages})
+            reply = await self._call(self._request,
+                                     SessionGetFrame(session=session, messages=messages),
+                                     SessionResult)
         except ClientError as exc:
             if exc.code == "not_found":
                 return []
             raise
-        return reply["data"]["messages"]
+        messages_: list[dict[str, Any]] = reply.data["messages"]
+        return messages_
 
     async def say(self, text: str, *, debug: bool = True) -> None:
         """Start a turn; its frames arrive through ``on_frame``. With ``debug`` the
         ``prompt`` steps show the memory the turn was given."""
-        await self._call(self._send, {"type": "say", "text": text, "debug": debug})
+        await self._call(self._send, Say(text=text, debug=debug))
 
     async def cancel(self) -> bool:
         """Cancel this session's running turn; True when one was running."""
-        reply = await self._call(self._request, {"type": "cancel"})
-        return bool((reply.get("data") or {}).get("cancelled"))
+        reply = await self._call(self._request, CancelFrame(), CancelResult)
+        return bool((reply.data or {}).get("cancelled"))
 
     def close(self) -> None:
         """Close the connection and end the thread (bounded, about 3 s at most)."""
@@ -268,7 +293,7 @@ class DaemonBridge:
                 self._conn_scope.cancel()
                 await self._conn_done.wait()
             try:
-                return await self._nursery.start(self._hold, session)
+                return str(await self._nursery.start(self._hold, session))
             except Exception as exc:  # noqa: BLE001 - ClientError, maybe inside a group
                 refusal = as_client_error(exc)
                 if previous is not None:
@@ -276,9 +301,8 @@ class DaemonBridge:
                         await self._nursery.start(self._hold, previous)
                     except Exception as again:  # noqa: BLE001 - the refusal is the news
                         self.session = None
-                        self.on_frame({"type": "bridge.closed", "message":
-                                       f"{refusal}; reopening {previous} failed too: "
-                                       f"{as_client_error(again)}"})
+                        self.on_frame(BridgeClosed(f"{refusal}; reopening {previous} failed "
+                                                   f"too: {as_client_error(again)}"))
                 raise refusal from None
 
     async def _hold(self, session: str | None, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -290,14 +314,14 @@ class DaemonBridge:
         started = False
         try:
             with scope:
-                async with open_client(self.state_dir, url=self.url, token=self.token,
+                async with open_daemon(self.state_dir, url=self.url, token=self.token,
                                        session=session, working_dir=self.working_dir,
                                        client="tui") as c:  # its edits are the TUI's
                     self._client = c
                     lost: list[str] = []
                     async with trio.open_nursery() as inner:
                         inner.start_soon(self._reader, c, inner.cancel_scope, lost)
-                        await self._request({"type": "subscribe", "channels": SUBSCRIBE})
+                        await self._request(Subscribe(channels=SUBSCRIBE))
                         self.session = c.session
                         task_status.started(c.session)
                         started = True
@@ -317,14 +341,14 @@ class DaemonBridge:
             if self._conn_scope is scope:
                 self._conn_scope = None
         if reason != "closed by the TUI":
-            self.on_frame({"type": "bridge.closed", "message": reason})
+            self.on_frame(BridgeClosed(reason))
 
     async def _reader(self, c: DaemonClient, scope: trio.CancelScope, lost: list[str]) -> None:
         """The only task that reads: route answers to waiters, the rest to on_frame."""
         try:
             while True:
                 frame = await c.receive()
-                rid = frame.get("id")
+                rid = getattr(frame, "id", None)
                 if isinstance(rid, str) and rid in self._pending:
                     self._pending.pop(rid).send_nowait(frame)
                 else:
@@ -338,10 +362,11 @@ class DaemonBridge:
             raise ClientError("closed", "not connected to the daemon")
         return self._client
 
-    async def _send(self, frame: dict[str, Any]) -> None:
+    async def _send(self, frame: Say) -> None:
         await self._require().send(frame)
 
-    async def _await_answer(self, recv: trio.MemoryReceiveChannel, what: str) -> dict[str, Any]:
+    async def _await_answer(self, recv: trio.MemoryReceiveChannel[OutboundFrame],
+                            what: str) -> OutboundFrame:
         try:
             with trio.fail_after(self.request_timeout_s):
                 return await recv.receive()
@@ -352,24 +377,26 @@ class DaemonBridge:
             raise ClientError("closed", "the connection to the daemon closed") from None
 
     async def _memory(self, request: MemoryOp[Any]) -> Any:
-        frame = await self._request({"type": "memory", "op": request.name,
-                                     "args": args_of(request)}, request.name)
-        return memory_result_data(frame)
+        answer = await self._request(MemoryFrame(op=request.name, args=args_of(request)),
+                                     MemoryResult, request.name)
+        return result_data(answer)
 
-    async def _request(self, frame: dict[str, Any], what: str | None = None
-                       ) -> dict[str, Any]:
-        """Send ``frame`` with a fresh ``id`` and return the frame that answers it
-        (its result, or an ``error`` frame: ClientError). ``what`` names it in a
-        timeout message (default: the frame's type)."""
+    async def _request(self, frame: Request, reply: type[F] | None = None,
+                       what: str | None = None) -> F:
+        """Send ``frame`` with a fresh ``id`` and return the frame that answers it, of
+        type ``reply`` (an ``error`` frame: ClientError). ``what`` names it in a timeout
+        message (default: the frame's type)."""
         c = self._require()
         rid = f"tui-{next(self._ids)}"
-        send, recv = trio.open_memory_channel[dict](1)
+        send, recv = trio.open_memory_channel[OutboundFrame](1)
         self._pending[rid] = send
         try:
-            await c.send({**frame, "id": rid})
-            answer = await self._await_answer(recv, what or frame["type"])
+            await c.send(msgspec.structs.replace(frame, id=rid))
+            answer = await self._await_answer(recv, what or str(type(frame).__struct_config__.tag))
         finally:
             self._pending.pop(rid, None)
-        if answer.get("type") == "error":
-            raise ClientError(answer.get("code", "failed"), answer.get("message", ""))
-        return answer
+        if isinstance(answer, ErrorFrame):
+            raise ClientError(answer.code or "failed", answer.message)
+        if reply is not None and not isinstance(answer, reply):
+            raise ClientError("failed", f"unexpected answer {type(answer).__name__}")
+        return answer  # type: ignore[return-value]  # (checked against reply above)

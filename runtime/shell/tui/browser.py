@@ -58,7 +58,7 @@ LIST_OPS: dict[str, MemoryOp[Any]] = {
 """The request that lists each channel's rows (the notes' depends on the search)."""
 
 
-class MemoryTable(DataTable):
+class MemoryTable(DataTable[str | Text]):
     """The rows table; Enter on an empty table still answers (with a status line)."""
 
     def action_select_cursor(self) -> None:
@@ -69,7 +69,7 @@ class MemoryTable(DataTable):
         super().action_select_cursor()
 
 
-class MemoryScreen(Screen):
+class MemoryScreen(Screen[None]):
     """The browser. State: the channel, the notes archive filter, the search query,
     the rows shown (dicts as the daemon sent them) and the auto-refresh timer."""
 
@@ -114,7 +114,7 @@ class MemoryScreen(Screen):
     @property
     def tui(self) -> BridgeHost:
         """The application, as far as this screen uses it."""
-        return self.app  # type: ignore[return-value]
+        return self.app  # type: ignore[return-value]  # textual types it App[object]
 
     def compose(self) -> ComposeResult:
         """Channel bar, table, search line, status line."""
@@ -166,7 +166,7 @@ class MemoryScreen(Screen):
             extra.append("auto")
         self.query_one("#channels", Static).update("".join(parts) + " " + " ".join(extra))
 
-    def memory_changed(self, frame: dict[str, Any]) -> None:
+    def memory_changed(self, frame: object) -> None:
         """A ``memory.changed`` or ``reflection`` frame arrived: refresh soon (now if
         shown, else when the screen comes back)."""
         if not self.is_mounted or not self.is_current:
@@ -195,11 +195,15 @@ class MemoryScreen(Screen):
         self.run_worker(self._load(), group="load", exclusive=True, exit_on_error=False)
 
     async def _fetch(self) -> list[dict[str, Any]]:
+        """The channel's rows as JSON data (what the table and the renderers read)."""
         data = self.tui.bridge.data
         if self.channel == "notes":
             if self.query_text:
-                return await data(ops.NotesSearch(query=self.query_text, k=50))
-            return await data(ops.NotesList(limit=200, archived=self.archive))
+                rows: list[dict[str, Any]] = await data(
+                    ops.NotesSearch(query=self.query_text, k=50))
+                return rows
+            rows = await data(ops.NotesList(limit=200, archived=self.archive))
+            return rows
         rows = await data(LIST_OPS[self.channel])
         if self.channel == "votes":
             self.voting_enabled = (await data(ops.Stats()))["votes"]["enabled"]
@@ -439,9 +443,9 @@ class MemoryScreen(Screen):
             screen = NewEntryScreen("new profile fact (pinned: always shown)",
                                     ["key", "value"], save)
         elif self.channel == "notes":
-            async def save(content: str) -> Any:  # type: ignore[misc]
+            async def save_note(content: str) -> Any:
                 return await run(ops.NotesStore(content=content))
-            screen = NewEntryScreen("new note", ["content"], save)
+            screen = NewEntryScreen("new note", ["content"], save_note)
         else:
             self.status(f"n adds a fact (1 profile) or a note (2 notes); {self.channel} "
                         "are read-only here")

@@ -21,12 +21,15 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
+from actors.agent.messages import ReplyDelta, ReplyText, Step, TurnFinished, TurnStarted
 from actors.memory import ops
 from actors.memory.ops import OPS
 
-from ..client import ClientError
+from ..client import ClientError, encode_frame
+from ..outbound import ErrorFrame, ReflectionFrame
+from ..protocol import Say
 from ..safe_text import visible
-from .bridge import BridgeHost
+from .bridge import BridgeClosed, BridgeFrame, BridgeHost
 from .render import TurnMemory, one_line, panel_lines, parse_tail, when
 
 HELP = """commands: /memory  open Manage → Memory (also F2)
@@ -63,7 +66,7 @@ WRITE_TOOLS = frozenset(name for name, op in OPS.items() if op.tool and op.write
 """The agent's tools that change memory (the panel lists their calls)."""
 
 
-class ChatScreen(Screen):
+class ChatScreen(Screen[None]):
     """Transcript on the left, memory panel on the right, input below."""
 
     DEFAULT_CSS = """
@@ -98,7 +101,7 @@ class ChatScreen(Screen):
     @property
     def tui(self) -> BridgeHost:
         """The application, as far as this screen uses it."""
-        return self.app  # type: ignore[return-value]
+        return self.app  # type: ignore[return-value]  # textual types it App[object]
 
     def compose(self) -> ComposeResult:
         """Header, transcript beside the memory panel, input, footer."""
@@ -161,54 +164,51 @@ class ChatScreen(Screen):
 
     # ------------------------------------------------------------------ frames
 
-    def handle_frame(self, frame: dict[str, Any]) -> None:
+    def handle_frame(self, frame: BridgeFrame) -> None:
         """Show one daemon frame (docs/protocol.md §3). Frames of other sessions
         (``reflection``, ``memory.changed`` come from every session) stay out of the
         panel."""
-        kind = frame.get("type")
-        turn = frame.get("turn")
-        if kind == "turn.started":
-            assert turn is not None  # a turn.started frame names its turn
-            self.waiting, self.turn = False, turn
-            self.turns[turn] = TurnMemory()
-            for old in list(self.turns)[:-MAX_TURNS]:
-                del self.turns[old]
-            self._reply, self._reply_text = None, ""
-            self._show_panel(turn)
-        elif kind == "step":
-            self._step(turn, frame)
-        elif kind == "reply.delta":
-            self._reply_text += frame.get("text", "")
-            self._reply_widget().update(f"agent> {self._reply_text}")
-        elif kind == "reply":
-            self._reply_text = frame.get("text", "")
-            self._reply_widget().update(f"agent> {self._reply_text}")
-        elif kind == "turn.finished":
-            self.waiting, self.turn = False, None
-            reason = frame.get("reason")
-            ms = (frame.get("timings") or {}).get("totalMs")
-            if reason not in ("reply", "finish"):
-                why = frame.get("message", "")
-                self.add_line(f"(turn ended: {reason}{': ' + why if why else ''})", "error")
-            elif isinstance(ms, (int, float)):
-                self.add_line(f"({reason} in {ms:.0f} ms)", "info")
-        elif (kind == "reflection" and turn is not None
-              and frame.get("session") == self.tui.bridge.session):
-            mem = self.turns.get(turn)
-            if mem is not None and mem.reflection is None:
-                mem.reflection = frame
+        match frame:
+            case TurnStarted(turn=turn):
+                self.waiting, self.turn = False, turn
+                self.turns[turn] = TurnMemory()
+                for old in list(self.turns)[:-MAX_TURNS]:
+                    del self.turns[old]
+                self._reply, self._reply_text = None, ""
                 self._show_panel(turn)
-                if frame.get("factKeys") or frame.get("noteIds"):
-                    self.run_worker(self._reflection_wrote(turn, frame), group="panel",
-                                    exit_on_error=False)
-        elif kind == "error":
-            self.waiting = False  # our say was refused (busy, …); a running turn goes on
-            self.add_line(f"error: {frame.get('code')}: {frame.get('message')}", "error")
-        elif kind == "bridge.closed":
-            self.waiting, self.turn = False, None
-            session = self.tui.bridge.session or "new"
-            self.add_line(f"the connection to the daemon was lost: {frame.get('message')}. "
-                          f"Is it still running? /session {session} reconnects.", "error")
+            case Step():
+                self._step(frame.turn, frame)
+            case ReplyDelta(text=text):
+                self._reply_text += text
+                self._reply_widget().update(f"agent> {self._reply_text}")
+            case ReplyText(text=text):
+                self._reply_text = text
+                self._reply_widget().update(f"agent> {self._reply_text}")
+            case TurnFinished(reason=reason):
+                self.waiting, self.turn = False, None
+                ms = frame.timings.total_ms if frame.timings is not None else None
+                if reason not in ("reply", "finish"):
+                    why = frame.message or ""
+                    self.add_line(f"(turn ended: {reason}{': ' + why if why else ''})",
+                                  "error")
+                elif ms is not None:
+                    self.add_line(f"({reason} in {ms:.0f} ms)", "info")
+            case ReflectionFrame(turn=turn) if frame.session == self.tui.bridge.session:
+                mem = self.turns.get(turn)
+                if mem is not None and mem.reflection is None:
+                    mem.reflection = frame
+                    self._show_panel(turn)
+                    if frame.fact_keys or frame.note_ids:
+                        self.run_worker(self._reflection_wrote(turn, frame), group="panel",
+                                        exit_on_error=False)
+            case ErrorFrame():
+                self.waiting = False  # our say was refused (busy, …); a running turn goes on
+                self.add_line(f"error: {frame.code}: {frame.message}", "error")
+            case BridgeClosed(message=message):
+                self.waiting, self.turn = False, None
+                session = self.tui.bridge.session or "new"
+                self.add_line(f"the connection to the daemon was lost: {message}. "
+                              f"Is it still running? /session {session} reconnects.", "error")
 
     def _reply_widget(self) -> Static:
         if self._reply is None:
@@ -217,34 +217,33 @@ class ChatScreen(Screen):
             self.query_one("#transcript", VerticalScroll).scroll_end(animate=False)
         return self._reply
 
-    def _step(self, turn: str | None, frame: dict[str, Any]) -> None:
-        step = frame.get("step")
-        mem = self.turns.get(turn) if turn else None
-        if step == "prompt":
-            if mem is not None and frame.get("n") == 1:
-                parsed = parse_tail(frame.get("tail", ""))
-                parsed.reflection, parsed.wrote = mem.reflection, mem.wrote
-                assert turn is not None  # mem was found under it
-                self.turns[turn] = parsed
-                self._show_panel(turn)
-        elif step == "tool":
-            args = json.dumps(frame.get("args"), ensure_ascii=False)
-            self.add_line(f"  [tool] {frame.get('tool')} {one_line(args, 160)}", "tool")
-            if mem is not None and frame.get("tool") in WRITE_TOOLS:
-                mem.wrote.append(f"tool {frame['tool'].removeprefix('memory.')}")
-                self._show_panel(turn)
-        elif step == "tool.result":
-            self.add_line(f"    → {one_line(frame.get('summary', ''), 120)}", "tool")
-        elif step == "rewrite":
-            self.add_line(f"  (recall query: {frame.get('query')})", "info")
-        elif step == "invalid":
-            self.add_line(f"  (invalid action: {frame.get('reason')})", "info")
-        elif step == "finish":
-            self.add_line(f"  (finished: {frame.get('text', '')})", "info")
-        elif step == "error":
-            self.add_line(f"  error: {frame.get('message', '')}", "error")
+    def _step(self, turn: str, frame: Step) -> None:
+        mem = self.turns.get(turn)
+        match frame.step:
+            case "prompt":
+                if mem is not None and frame.n == 1:
+                    parsed = parse_tail(frame.tail or "")
+                    parsed.reflection, parsed.wrote = mem.reflection, mem.wrote
+                    self.turns[turn] = parsed
+                    self._show_panel(turn)
+            case "tool":
+                args = json.dumps(frame.args, ensure_ascii=False)
+                self.add_line(f"  [tool] {frame.tool} {one_line(args, 160)}", "tool")
+                if mem is not None and frame.tool in WRITE_TOOLS:
+                    mem.wrote.append(f"tool {(frame.tool or '').removeprefix('memory.')}")
+                    self._show_panel(turn)
+            case "tool.result":
+                self.add_line(f"    → {one_line(frame.summary or '', 120)}", "tool")
+            case "rewrite":
+                self.add_line(f"  (recall query: {frame.query})", "info")
+            case "invalid":
+                self.add_line(f"  (invalid action: {frame.reason})", "info")
+            case "finish":
+                self.add_line(f"  (finished: {frame.text or ''})", "info")
+            case "error":
+                self.add_line(f"  error: {frame.message or ''}", "error")
 
-    async def _reflection_wrote(self, turn: str, frame: dict[str, Any]) -> None:
+    async def _reflection_wrote(self, turn: str, frame: ReflectionFrame) -> None:
         """Fetch the values reflection wrote (the frame carries keys and ids only)."""
         mem = self.turns.get(turn)
         if mem is None:
@@ -252,10 +251,10 @@ class ChatScreen(Screen):
         lines = []
         try:
             facts = {f.key: f for f in await self.tui.bridge.run(ops.ProfileList())}
-            for key in frame.get("factKeys") or []:
+            for key in frame.fact_keys:
                 value = facts[key].value if key in facts else "(gone)"
                 lines.append(f"fact {key} = {value}")
-            for nid in frame.get("noteIds") or []:
+            for nid in frame.note_ids:
                 found = await self.tui.bridge.run(ops.NotesRecall(id=nid))
                 lines.append(f"note #{nid} {found[0].content if found else '(gone)'}")
         except ClientError as exc:
@@ -281,8 +280,11 @@ class ChatScreen(Screen):
             self.add_line("a turn is still running: wait for it, or /cancel (Esc)", "error")
             return
         # The frame as the client will encode it (JSON escapes can double the text).
-        size = len(json.dumps({"type": "say", "text": text, "debug": True},
-                              ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        try:
+            size = len(encode_frame(Say(text=text, debug=True)).encode("utf-8"))
+        except ClientError as exc:
+            self.add_line(f"error: {exc}", "error")
+            return
         if size > MAX_MESSAGE_BYTES:
             self.add_line(f"that message is too long ({size} bytes; at most "
                           f"{MAX_MESSAGE_BYTES}): not sent", "error")

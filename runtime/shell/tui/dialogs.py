@@ -134,10 +134,10 @@ class DetailScreen(ModalScreen[None]):
             self.extra = [""] + neighbourhood(self.note_id, edges, notes, depth)
         self._show_body()
 
-    async def _walk(self, depth: int) -> tuple[list[dict], dict[int, dict]]:
+    async def _walk(self, depth: int) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
         """Edges and notes within ``depth`` hops of the note (BFS over the daemon)."""
-        edges: dict[tuple, dict] = {}
-        notes: dict[int, dict] = {}
+        edges: dict[tuple[int, int, str], dict[str, Any]] = {}
+        notes: dict[int, dict[str, Any]] = {}
         assert self.note_id is not None
         frontier, seen = [self.note_id], {self.note_id}
         for _ in range(depth):

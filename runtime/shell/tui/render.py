@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..memory_feedback import UNMET_CLAIMS
+from ..outbound import ReflectionFrame
 from ..safe_text import one_line as escape_line
 from ..safe_text import visible
 
@@ -278,7 +279,7 @@ class TurnMemory:
     lessons: list[str] = field(default_factory=list)
     procedures: list[str] = field(default_factory=list)
     index_size: int = 0
-    reflection: dict[str, Any] | None = None
+    reflection: ReflectionFrame | None = None
     wrote: list[str] = field(default_factory=list)
 
 
@@ -319,15 +320,12 @@ def panel_lines(mem: TurnMemory, width: int = 30) -> list[str]:
     if r is None:
         lines.append("  (pending)")
     else:
-        ms = r.get("latencyMs")
-        took = f" in {ms:.0f} ms" if isinstance(ms, (int, float)) else ""
-        lines.append(one_line(f"{r.get('outcome')}{took}", width))
-        if r.get("reason"):
-            lines.append(one_line(f"  {r['reason']}", width))
-        for k in r.get("notKept") or []:
-            if isinstance(k, dict):
-                lines.append(one_line(f"  not kept: {k.get('key')}", width))
-        for claim in r.get("unmetClaims") or []:
+        lines.append(one_line(f"{r.outcome} in {r.latency_ms:.0f} ms", width))
+        if r.reason:
+            lines.append(one_line(f"  {r.reason}", width))
+        for k in r.not_kept:
+            lines.append(one_line(f"  not kept: {k.key}", width))
+        for claim in r.unmet_claims:
             if claim in UNMET_CLAIMS:
                 lines += ["  ! " + part for part in textwrap.wrap(UNMET_CLAIMS[claim],
                                                                   max(width - 4, 10))]
