@@ -56,3 +56,21 @@ def test_talking_to_an_actor_loads_no_sqlite_numpy_or_http_client() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parent.parent)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_agent_reflection_and_backfill_load_no_module_of_the_sqlite_engine() -> None:
+    """What a fresh process of each of those actors loads of the memory store: its pure
+    core only (records, rendering, ranking arithmetic, text rules); the SQLite engine
+    is the memory actor's alone."""
+    pure = {"actors.store", "actors.store.clock", "actors.store.columns", "actors.store.dates",
+            "actors.store.errors", "actors.store.files", "actors.store.focus",
+            "actors.store.fts", "actors.store.old_values", "actors.store.person",
+            "actors.store.plans", "actors.store.records", "actors.store.render",
+            "actors.store.tail"}
+    for actor in ("agent", "reflection", "backfill"):
+        code = (f"import sys, actors.{actor}.actor; print(sorted(m for m in sys.modules "
+                "if m.startswith('actors.store')))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, cwd=Path(__file__).resolve().parent.parent)
+        loaded = set(eval(out.stdout))  # noqa: S307 - a list of module names we printed
+        assert loaded <= pure, (actor, sorted(loaded - pure))

@@ -34,7 +34,8 @@ import trio
 
 from actors.store import cold
 from actors.store.clock import CLOCK
-from actors.store.context import MemoryContext, build_context, recall_query, render_context
+from actors.store.context import MemoryContext, build_context, recall_query
+from actors.store.tail import render_context
 from actors.store.plans import RecallPlan, RenderBudget, TurnScope
 from actors.store.corrections import newest_first
 from actors.store.errors import (DatabaseBusy, MemoryFailure, OpFailed, StorageFailure,

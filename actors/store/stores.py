@@ -21,12 +21,16 @@ import structlog
 from runtime.services.config import MemoryConfig
 
 from .errors import DatabaseCorrupt
+from .files import FileRoom
 from .lessons import LessonStore
 from .links import LinkStore
 from .notes import MemoryStore
+from .plans import RecallPlan, TurnScope
 from .procedures import ProcedureStore
 from .profile import ProfileStore
+from .records import MemoryContext
 from .schema import SCHEMA_VERSION, open_database, user_version
+from .staleness import archive_stale
 from .vectors import VectorStore
 from .votes import VoteStore
 
@@ -65,7 +69,8 @@ def open_or_quarantine(path: Path) -> tuple[apsw.Connection, str | None]:
 
 @dataclass(frozen=True)
 class StoreSet:
-    """Every store over one connection, built with the ``memory.*`` config."""
+    """Every store over one connection, built with the ``memory.*`` config: the SQLite
+    engine of :class:`actors.store.engine.MemoryEngine`."""
 
     conn: apsw.Connection
     profiles: ProfileStore
@@ -90,6 +95,36 @@ class StoreSet:
                    procedures=procedures if procedures is not None else ProcedureStore(conn),
                    links=links if links is not None else LinkStore(conn),
                    vectors=VectorStore(conn))
+
+
+    def export(self, path: str, files: FileRoom, *, overwrite: bool = False) -> object:
+        """The JSON-lines export (:func:`actors.store.transfer.export_memory`)."""
+        from .transfer import export_memory
+
+        return export_memory(self.conn, path, files, overwrite=overwrite)
+
+    def backup(self, path: str, files: FileRoom, *, overwrite: bool = False) -> object:
+        """SQLite's online backup (:func:`actors.store.backup.backup_database`)."""
+        from .backup import backup_database
+
+        return backup_database(self.conn, path, files, overwrite=overwrite)
+
+    def import_file(self, path: str, files: FileRoom) -> object:
+        """An export file, imported idempotently (:func:`actors.store.transfer.import_memory`)."""
+        from .transfer import import_memory
+
+        return import_memory(self.notes, path, files)
+
+    def archive_stale(self, old_value: str, new_value: str) -> list[int]:
+        """:func:`actors.store.staleness.archive_stale` over the notes."""
+        return archive_stale(self.notes, old_value, new_value)
+
+    def context(self, message: str, working_dir: str | None = None) -> MemoryContext:
+        """:func:`actors.store.context.build_context` with the default plan, unbumped."""
+        from .context import build_context
+
+        return build_context(self, message, RecallPlan(), TurnScope(working_dir=working_dir),
+                             bump=False)
 
 
 def open_stores(conn: apsw.Connection, m: MemoryConfig) -> StoreSet:
