@@ -84,7 +84,7 @@ from .messages import (
     VectorTodo,
 )
 from . import ops
-from .ops import ActivityPage, ContextAnswer, MemoryOp
+from .ops import ActivityPage, ContextAnswer
 from .router import Change, OpCall, context_answer, import_change, run
 
 T = TypeVar("T")

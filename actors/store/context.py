@@ -35,39 +35,23 @@ the agent loads none of the store's SQL modules).
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 import apsw
-import msgspec
 import structlog
-
-from actors.policy.standing import reply_rules
 
 from .corrections import superseded_by
 from .dates import TimeWindow, time_window, user_zone
-from .focus import care_items, render_focus, same_day, someone_else, unknown_people
 from .lessons import LessonPointer
 from .links import LinkStore
 from .notes import MAX_QUERY_CHARS, MemoryStore, Note
-from .person import second_person, without_name
 from .plans import RecallPlan, RenderBudget, TurnScope
 from .procedures import ProcedurePointer
 from .recall import build_recall_query
 from .records import MemoryContext
-from .render import (
-    estimate_tokens,
-    note_day,
-    gate_profile,
-    render_index,
-    render_lessons,
-    render_procedures,
-    render_profile,
-    render_recalled,
-    render_session_facts,
-)
+from .render import gate_profile
 
 if TYPE_CHECKING:  # (the engine builds a context through this module: no import circle)
     from .stores import StoreSet
@@ -76,7 +60,6 @@ __all__ = ["MemoryContext", "RecallPlan", "RenderBudget", "TurnScope", "build_co
            "recall_query", "timed_recall"]
 
 log = structlog.get_logger("actors.store.context")
-_INDEX_ID = re.compile(r"^- #(\d+)", re.M)
 T = TypeVar("T")
 
 
