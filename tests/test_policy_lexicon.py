@@ -122,6 +122,7 @@ KEPT_IN_CODE = {
     "forget._KEY_GENERIC": "parts of profile keys",
     "stance.IDENTITY_KEYS": "profile keys",
     "stance._NAME_KEYS": "profile keys",
+    "write_guard.Guard": "a type's values (the kinds of memory call), not words",
     # Not yet in the lexicon: whole sentence shapes of prompt injection in seven languages
     # whose spellings ("api[\s_-]*keys", "[\w-]*") the lexicon's notation cannot write.
     "instructions._RULES": "prompt-injection shapes",
