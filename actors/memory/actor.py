@@ -49,7 +49,7 @@ from actors.store.procedures import ProcedureStep
 from actors.store.profile import ProfileFact
 from actors.store.query_embedder import QueryEmbedder
 from actors.store.recall import LIMITED
-from actors.store.schema import BUSY_TIMEOUT_MS, user_version, write_txn
+from actors.store.schema import BUSY_TIMEOUT_MS, user_version
 from actors.store.transfer import import_steps
 from actors.store.staleness import archive_stale
 from actors.store.stores import StoreSet, file_stats, open_or_quarantine, open_reader, open_stores
@@ -218,7 +218,7 @@ class MemoryActor:
 
     def _apply_bumps(self, batch: list[list[int]]) -> None:
         """One transaction; each surfaced list counts once (``bump_recall``)."""
-        with write_txn(self.conn):
+        with self.w.transaction():
             for ids in batch:
                 self.w.notes.bump_recall(ids)
 
@@ -556,7 +556,7 @@ class MemoryActor:
         forgotten = self.forgotten_in_turn.pop((msg.session, msg.turn), [])
         if msg.agent:  # the turn's reflection comes next and reads this list
             forgotten = self.forgotten_in_turn.setdefault((msg.session, msg.turn), forgotten)
-        with write_txn(self.conn):
+        with self.w.transaction():
             retiring = {k: f.value for k in msg.forget.retire_keys
                         if (f := self.w.profiles.get(k)) is not None}
             active = {f.key: f.value for f in self.w.profiles.list()} if msg.agent else {}

@@ -16,14 +16,15 @@ This module is pure (Protocols and records only).
 from __future__ import annotations
 
 import builtins
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Protocol
 
 from .files import FileRoom
 from .records import Lesson, Link, MemoryContext, Note, Procedure, ProfileFact, Vote
 
 __all__ = ["DistilledEngine", "LinkEngine", "MemoryEngine", "NoteEngine", "ProfileEngine",
-           "VoteEngine"]
+           "VectorEngine", "VoteEngine"]
 
 
 class ProfileEngine(Protocol):
@@ -118,10 +119,29 @@ class VoteEngine(Protocol):
         """The newest vote events first."""
 
 
+class VectorEngine(Protocol):
+    """The notes' embedding vectors (float32, ``dim`` each), by embedding model."""
+
+    def missing(self, model: str, limit: int, below: int | None = None
+                ) -> list[tuple[int, str]]:
+        """Up to ``limit`` (id, content) of notes without a vector for ``model``, newest
+        first; ``below``: only ids smaller than this."""
+
+    def put(self, model: str, dim: int, rows: Sequence[tuple[int, bytes]]) -> int:
+        """Store the vectors (notes deleted meanwhile are skipped); the rows written."""
+
+    def count(self, model: str) -> int:
+        """The vectors stored for ``model``."""
+
+    def others(self, model: str, dim: int) -> list[tuple[str, int, int]]:
+        """``(model, dim, vectors)`` of each stored group other than ``model`` at ``dim``."""
+
+
 class MemoryEngine(Protocol):
     """One memory store: its parts, and the operations on the whole of it.
 
-    ``export`` / ``backup`` / ``import_file`` read and write only where ``files``
+    ``transaction`` groups writes (one reflection's result is one); ``export`` /
+    ``backup`` / ``import_file`` read and write only where ``files``
     allows (:class:`~actors.store.files.FileRoom`) and answer JSON-shaped reports
     (``actors.memory.ops.ExportResult`` … convert them); ``archive_stale`` archives the
     active notes that still state a fact's old value (:mod:`.staleness`), returning their
@@ -144,6 +164,15 @@ class MemoryEngine(Protocol):
 
     @property
     def votes(self) -> VoteEngine: ...
+
+    @property
+    def vectors(self) -> VectorEngine: ...
+
+    def transaction(self) -> AbstractContextManager[object]:
+        """A block of writes applied atomically (nested: a savepoint of the outer one)."""
+
+    def schema_version(self) -> int:
+        """The version of the store's schema (migrations are applied when it opens)."""
 
     def export(self, path: str, files: FileRoom, *, overwrite: bool = False) -> object:
         """Every record, with its history, as a JSON-lines file."""

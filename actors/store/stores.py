@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -20,6 +21,7 @@ import structlog
 
 from runtime.services.config import MemoryConfig
 
+from .engine import MemoryEngine
 from .errors import DatabaseCorrupt
 from .files import FileRoom
 from .lessons import LessonStore
@@ -29,7 +31,7 @@ from .plans import RecallPlan, TurnScope
 from .procedures import ProcedureStore
 from .profile import ProfileStore
 from .records import MemoryContext
-from .schema import SCHEMA_VERSION, open_database, user_version
+from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
 from .staleness import archive_stale
 from .vectors import VectorStore
 from .votes import VoteStore
@@ -97,6 +99,16 @@ class StoreSet:
                    vectors=VectorStore(conn))
 
 
+    def transaction(self) -> AbstractContextManager[object]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` (a savepoint inside an open transaction):
+        :func:`actors.store.schema.write_txn`."""
+        return write_txn(self.conn)
+
+    def schema_version(self) -> int:
+        """``PRAGMA user_version`` (:data:`actors.store.schema.SCHEMA_VERSION` once
+        migrated)."""
+        return user_version(self.conn)
+
     def export(self, path: str, files: FileRoom, *, overwrite: bool = False) -> object:
         """The JSON-lines export (:func:`actors.store.transfer.export_memory`)."""
         from .transfer import export_memory
@@ -125,6 +137,12 @@ class StoreSet:
 
         return build_context(self, message, RecallPlan(), TurnScope(working_dir=working_dir),
                              bump=False)
+
+
+def _is_an_engine(stores: StoreSet) -> MemoryEngine:
+    """(For mypy: a StoreSet is a :class:`~actors.store.engine.MemoryEngine`; this
+    fails the type check the day it is not.)"""
+    return stores
 
 
 def open_stores(conn: apsw.Connection, m: MemoryConfig) -> StoreSet:
