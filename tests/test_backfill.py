@@ -260,7 +260,7 @@ async def test_a_note_the_server_cannot_embed_is_skipped_and_the_pass_still_ends
 def make_config(**embeddings) -> Config:
     """The backfill's mechanics are tested with wordllama (fast, 256-d); the default
     model, MiniLM, is tested end to end in test_minilm_embedder.py and
-    test_memory_hybrid.py."""
+    test_store_hybrid.py."""
     block = {"backfillStartDelayMs": 50, "model": MODEL, **embeddings}
     return parse_config(msgspec.json.encode(
         {"memory": {"notes": {"maxEntries": 10_000}, "embeddings": block}}))

@@ -2,7 +2,7 @@
 or fact is written once) and contradictions (one current fact per key): a scripted
 llama-server answers each exchange with the case's reflection output, the real
 reflection actor parses and grounds it, the real memory actor writes it. (A busy
-database and the pinned budget on the reflection write path: ``test_memory_cases.py``.)"""
+database and the pinned budget on the reflection write path: ``test_memory_actor_cases.py``.)"""
 
 from __future__ import annotations
 
