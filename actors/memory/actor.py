@@ -223,14 +223,14 @@ class MemoryActor:
                 self.w.notes.bump_recall(ids)
 
     def _run_op(self, s: StoreSet, msg: ToolOp, defer_bump: bool = False
-                ) -> tuple[Any, Change]:
+                ) -> tuple[object, Change]:
         return run(s, msg.request, OpCall(
             source=msg.source, session=msg.session, turn=msg.turn, batch=msg.batch,
             client=msg.client, default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
             recall=self._recall_for(s), context=lambda a: self._context_answer(s, msg.session, a),
             files=self.files))
 
-    def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[Any, Change, list[str]]:
+    def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[object, Change, list[str]]:
         """:meth:`_run_op` for a write, plus the text it forgot when it deleted a note or
         removed a fact (the note's content, the fact's value), ``[]`` otherwise."""
         text = None
@@ -306,7 +306,7 @@ class MemoryActor:
         if ids and op in _ADDS_NOTES and self.embed_backend:
             await self.ctx.cast("backfill", NotesWritten(ids=ids))
 
-    async def on_request(self, src: str, body: msgspec.Raw) -> Any:
+    async def on_request(self, src: str, body: msgspec.Raw) -> object:
         """Dispatch one request; counts ``agent.memory.requests{kind}`` and times
         ``agent.memory.request_ms`` (metrics requests themselves excluded)."""
         msg = self._decoder.decode(body)
@@ -314,7 +314,7 @@ class MemoryActor:
             return self.metrics.snapshot()
         kind = msg.request.name if isinstance(msg, ToolOp) else type(msg).__name__
         t0 = time.monotonic()
-        result: Any = None
+        result: object = None
         outcome = "ok"
         try:
             result = await self._dispatch(msg)
@@ -335,7 +335,7 @@ class MemoryActor:
             self.metrics.inc("agent.memory.requests", {"kind": kind})
             self.metrics.observe("agent.memory.request_ms", (time.monotonic() - t0) * 1000)
 
-    async def _dispatch(self, msg: Any) -> Any:
+    async def _dispatch(self, msg: MemoryMsg) -> object:
         match msg:
             case BuildContext():
                 if self.cfg.recall_injection.enabled:

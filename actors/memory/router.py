@@ -13,7 +13,7 @@ imports no module of the SQLite engine. ``memory.stats``,
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -22,7 +22,7 @@ import msgspec
 from actors.store.engine import DistilledEngine, MemoryEngine
 from actors.store.errors import NotFound, ValidationError
 from actors.store.files import FileRoom
-from actors.store.records import MemoryContext, Note
+from actors.store.records import Lesson, MemoryContext, Note, Procedure, ProfileFact
 from actors.store.tail import context_text, render_context
 
 from . import ops
@@ -78,8 +78,8 @@ class OpCall:
     files: FileRoom | None = None
 
 
-def run_op(stores: MemoryEngine, op: str, args: Any, call: OpCall = OpCall()
-           ) -> tuple[Any, Change]:
+def run_op(stores: MemoryEngine, op: str, args: object, call: OpCall = OpCall()
+           ) -> tuple[object, Change]:
     """Decode op ``op``'s JSON ``args`` (:func:`~actors.memory.ops.decode_op`) and
     :func:`run` it. ValidationError (code ``invalid_argument``) for an unknown op or bad
     arguments."""
@@ -87,7 +87,7 @@ def run_op(stores: MemoryEngine, op: str, args: Any, call: OpCall = OpCall()
 
 
 def run(stores: MemoryEngine, request: MemoryOp[Any], call: OpCall = OpCall()
-        ) -> tuple[Any, Change]:
+        ) -> tuple[object, Change]:
     """Answer one request over ``stores``: (its reply, what it changed). The reply is of
     the request's type (``type(request).reply``); ``memory.links.add`` reports both note
     ids as changed.
@@ -184,7 +184,7 @@ def _origin(source: str) -> str:
     return "tool" if source == "agent" else "user"
 
 
-def _profile_set(a: ops.ProfileSet, s: MemoryEngine, c: OpCall) -> tuple[Any, Change]:
+def _profile_set(a: ops.ProfileSet, s: MemoryEngine, c: OpCall) -> tuple[ProfileFact, Change]:
     before = s.profiles.get(a.key)
     fact = s.profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords,
                           source=_origin(c.source), session_id=c.session, turn_id=c.turn,
@@ -212,7 +212,7 @@ def _notes_recall(a: ops.NotesRecall, s: MemoryEngine, c: OpCall
 
 
 def _distilled_recall(store: DistilledEngine, query: str | None, row_id: int | None,
-                      k: int | None) -> list[Any]:
+                      k: int | None) -> Sequence[Lesson | Procedure]:
     """``memory.lessons.recall`` / ``memory.procedures.recall``: one by id (any status),
     else up to ``k`` (default 2) active ones matching ``query``."""
     if row_id is not None:
@@ -223,7 +223,7 @@ def _distilled_recall(store: DistilledEngine, query: str | None, row_id: int | N
     return store.recall(query, k=k or 2)
 
 
-def _distilled_get(store: DistilledEngine, noun: str, row_id: int) -> Any:
+def _distilled_get(store: DistilledEngine, noun: str, row_id: int) -> Lesson | Procedure:
     row = store.get(row_id)
     if row is None:
         raise NotFound(f"no {noun} #{row_id}")
