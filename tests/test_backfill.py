@@ -325,6 +325,7 @@ async def test_backfill_embeds_every_note_newest_first(tmp_path):
     assert stamps == sorted(stamps)
 
 
+@pytest.mark.slow
 async def test_shutdown_during_backfill_is_fast_and_leaves_whole_batches(tmp_path):
     n, batch = 3000, 8
     ids = populate(tmp_path, n)
@@ -376,6 +377,7 @@ def test_a_local_model_name_the_provider_cannot_run_is_refused_in_the_config():
     assert server.memory.embeddings.model == "x"  # a server's model is the server's business
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("embeddings", "state", "reason"),
     [

@@ -6,6 +6,8 @@ database and the pinned budget on the reflection write path: ``test_memory_actor
 
 from __future__ import annotations
 
+import pytest
+
 from actors.store.context import MemoryContext
 from actors.memory.messages import BuildContext
 from tests.memory_ops import memory_op
@@ -14,6 +16,8 @@ from actors.reflection.messages import Reflect
 from runtime import open_supervisor
 from tests.fakes.llama_server import open_fake_llama
 from tests.test_reflection_actor import Events, profile, specs
+
+pytestmark = pytest.mark.slow  # real actor processes against a scripted server
 
 
 async def run_exchanges(tmp_path, exchanges: list[tuple[str, str]], then) -> list[str]:

@@ -551,6 +551,7 @@ async def test_the_turn_that_forgets_does_not_store_it_again(tmp_path):
                 assert await c.memory("memory.profile.history", {"key": "home_city"}) == []
 
 
+@pytest.mark.slow
 def test_purge_from_the_cli_without_a_daemon(tmp_path):
     import subprocess
     import sys

@@ -203,6 +203,7 @@ def test_hostile_queries_never_raise(lessons, procedures, query):
     assert isinstance(procedures.recall(query), list)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=200))

@@ -201,6 +201,7 @@ _OPS = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(derandomize=True, max_examples=100, deadline=None)
 @given(st.sampled_from(["utility", "fifo"]), st.integers(1, 6), _OPS)
 def test_cap_and_index_hold_under_any_sequence(eviction, cap, ops):
