@@ -34,7 +34,8 @@ import trio
 from actors.agent.now import now_line
 from actors.agent.prompt import REPLY_GRAMMAR, STABLE_PREFIX, TailInput, build_tail
 from actors.store import render
-from actors.store.context import RecallPlan, RenderBudget, build_context, render_context
+from actors.store.context import RecallPlan, RenderBudget, build_context
+from actors.store.tail import render_context
 from actors.store.notes import MemoryStore
 from actors.store.profile import ProfileStore
 from actors.store.schema import open_database

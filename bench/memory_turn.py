@@ -30,7 +30,8 @@ import trio
 from actors import actor_spec
 from actors.agent.sessions import Message, SessionStore
 from actors.memory.messages import BuildContext
-from actors.store.context import MemoryContext, build_context, render_context
+from actors.store.context import MemoryContext, build_context
+from actors.store.tail import render_context
 from actors.store.notes import MemoryStore
 from actors.store.profile import ProfileStore
 from actors.store.schema import open_database

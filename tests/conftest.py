@@ -4,13 +4,23 @@ Rules for every test: no child process may survive a test. ``no_orphans`` (autou
 snapshots this process's descendants before the test and fails if new ones are
 still alive afterwards (tractor's reap-per-test idea); it kills them so one leak
 does not cascade into other tests.
+
+The fast tier: ``pytest_collection_modifyitems`` marks ``slow`` every test that starts a
+real daemon (it reaches ``tests.daemon.run_daemon``: in its body, a helper or a fixture)
+and every ``real_llm`` test; other tests that take a second or more carry
+``@pytest.mark.slow`` (or a module's ``pytestmark``) themselves. ``-m "not slow"`` leaves
+them all out.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import signal
+import sys
 import time
+import types
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +30,63 @@ from actors.store.recall import LIMITED
 from actors.store.schema import open_database
 from runtime.kernel import unicode
 from runtime.services.backends import REFUSED_FIELDS
+from tests.daemon import run_daemon
+
+#: Calling one of these starts a real daemon: a test that reaches one is ``slow``.
+DAEMON_STARTERS = (run_daemon,)
+
+
+def _referenced(func: types.FunctionType) -> Iterator[object]:
+    """The objects ``func``'s code (nested functions and lambdas included) names: its
+    globals, and what it imports inside its body (``from tests.daemon import run_daemon``
+    names both ``tests.daemon`` and ``run_daemon``)."""
+    todo = [func.__code__]
+    while todo:
+        code = todo.pop()
+        todo += [c for c in code.co_consts if isinstance(c, types.CodeType)]
+        modules = [sys.modules[n] for n in code.co_names if n in sys.modules]
+        for name in code.co_names:
+            yield func.__globals__.get(name)
+            for module in modules:
+                yield getattr(module, name, None)
+
+
+def reaches(obj: object, targets: tuple, seen: set[int] | None = None) -> bool:
+    """True if ``obj`` (a test, a fixture or a helper of this test suite) calls one of
+    ``targets``, directly or through the suite's own helpers and classes (``tests.*``),
+    as far as its code names them."""
+    seen = set() if seen is None else seen
+    obj = getattr(obj, "__func__", obj)  # a method
+    inner = getattr(getattr(obj, "hypothesis", None), "inner_test", None)  # @given
+    obj = inspect.unwrap(inner or obj)
+    module = getattr(obj, "__module__", None) or ""
+    if id(obj) in seen or not (module == "tests" or module.startswith("tests.")):
+        return False
+    seen.add(id(obj))
+    if isinstance(obj, type):
+        return any(reaches(v, targets, seen) for v in vars(obj).values()
+                   if isinstance(v, (types.FunctionType, staticmethod, classmethod)))
+    if not isinstance(obj, types.FunctionType):
+        return False
+    return any(any(ref is t for t in targets)
+               or (isinstance(ref, (types.FunctionType, type)) and reaches(ref, targets, seen))
+               for ref in _referenced(obj))
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` deselects by marker
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.get_closest_marker("slow"):
+            continue
+        if item.get_closest_marker("real_llm"):
+            item.add_marker(pytest.mark.slow)
+            continue
+        fixtures = getattr(item, "_fixtureinfo", None)
+        defs = fixtures.name2fixturedefs.values() if fixtures else ()
+        seen: set[int] = set()
+        if (reaches(getattr(item, "obj", None), DAEMON_STARTERS, seen)
+                or any(reaches(d.func, DAEMON_STARTERS, seen) for ds in defs for d in ds)):
+            item.add_marker(pytest.mark.slow)
 
 
 def actor_name(pid: int) -> str | None:

@@ -7,6 +7,7 @@ the actors' wire contracts leaves; no import circle among any package's siblings
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -56,3 +57,38 @@ def test_talking_to_an_actor_loads_no_sqlite_numpy_or_http_client() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parent.parent)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_the_agent_reflection_and_backfill_load_no_module_of_the_sqlite_engine() -> None:
+    """What a fresh process of each of those actors loads of the memory store: its pure
+    core only (records, rendering, ranking arithmetic, text rules); the SQLite engine
+    is the memory actor's alone."""
+    pure = {"actors.store", "actors.store.clock", "actors.store.columns", "actors.store.dates",
+            "actors.store.errors", "actors.store.files", "actors.store.focus",
+            "actors.store.fts", "actors.store.old_values", "actors.store.person",
+            "actors.store.plans", "actors.store.records", "actors.store.render",
+            "actors.store.tail"}
+    for actor in ("agent", "reflection", "backfill"):
+        code = (f"import sys, actors.{actor}.actor; print(sorted(m for m in sys.modules "
+                "if m.startswith('actors.store')))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             check=True, cwd=Path(__file__).resolve().parent.parent)
+        loaded = set(eval(out.stdout))  # noqa: S307 - a list of module names we printed
+        assert loaded <= pure, (actor, sorted(loaded - pure))
+
+
+def test_the_module_counts_the_architecture_doc_gives_are_true() -> None:
+    """docs/architecture.md counts each floor's modules ("kernel 13, services 14, …"):
+    the counts it gives are the tree's."""
+    root = Path(__file__).resolve().parent.parent
+    text = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
+    found = re.search(r"kernel (\d+), services (\d+), actors (\d+) \((\d+) of them the store, "
+                      r"(\d+) the policy\), shell (\d+)", " ".join(text.split()))
+    assert found, "the module counts are no longer in docs/architecture.md"
+
+    def modules(folder: str) -> int:
+        return sum(1 for p in (root / folder).rglob("*.py") if p.name != "__init__.py")
+
+    assert [int(g) for g in found.groups()] == [
+        modules("runtime/kernel"), modules("runtime/services"), modules("actors"),
+        modules("actors/store"), modules("actors/policy"), modules("runtime/shell")]

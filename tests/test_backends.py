@@ -94,6 +94,7 @@ async def test_a_prefill_is_put_in_the_models_mouth_on_llama_server_only(tmp_pat
     assert chat.openai_requests()[0]["body"]["grammar"] == "root ::= full"
 
 
+@pytest.mark.slow
 async def test_fallback_is_sticky_per_session_and_sub_calls_never_move_it(tmp_path):
     async with open_fake_llama(tmp_path / "a", [{"match": "hi", "response": "from A"}]) as a, \
             open_fake_llama(tmp_path / "b", [{"match": "hi", "response": "from B"}]) as b:
@@ -119,6 +120,7 @@ async def test_fallback_is_sticky_per_session_and_sub_calls_never_move_it(tmp_pa
     assert "fallback-1" in message and "HTTP 500" in message
 
 
+@pytest.mark.slow
 async def test_malformed_json_and_refused_connections_fall_back(tmp_path):
     async with open_fake_llama(tmp_path / "b", [{"match": "hi", "response": "fine"}]) as b, \
             open_fake_llama(tmp_path / "c", [{"match": "hi", "raw_body": "not json {"}]) as c:

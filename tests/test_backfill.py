@@ -260,7 +260,7 @@ async def test_a_note_the_server_cannot_embed_is_skipped_and_the_pass_still_ends
 def make_config(**embeddings) -> Config:
     """The backfill's mechanics are tested with wordllama (fast, 256-d); the default
     model, MiniLM, is tested end to end in test_minilm_embedder.py and
-    test_memory_hybrid.py."""
+    test_store_hybrid.py."""
     block = {"backfillStartDelayMs": 50, "model": MODEL, **embeddings}
     return parse_config(msgspec.json.encode(
         {"memory": {"notes": {"maxEntries": 10_000}, "embeddings": block}}))
@@ -325,6 +325,7 @@ async def test_backfill_embeds_every_note_newest_first(tmp_path):
     assert stamps == sorted(stamps)
 
 
+@pytest.mark.slow
 async def test_shutdown_during_backfill_is_fast_and_leaves_whole_batches(tmp_path):
     n, batch = 3000, 8
     ids = populate(tmp_path, n)
@@ -376,6 +377,7 @@ def test_a_local_model_name_the_provider_cannot_run_is_refused_in_the_config():
     assert server.memory.embeddings.model == "x"  # a server's model is the server's business
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("embeddings", "state", "reason"),
     [

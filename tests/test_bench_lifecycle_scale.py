@@ -9,7 +9,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from bench.runner import tally
+
+pytestmark = pytest.mark.slow  # each runs a benchmark in a subprocess
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = REPO / "bench" / "RESULTS.md"

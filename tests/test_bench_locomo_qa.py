@@ -86,6 +86,7 @@ def test_the_sample_is_seeded_stratified_and_deals_from_every_conversation():
     assert len(every) == 15 and every[-1]["gold"] == "a lake sunrise"  # adversarial answer
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_three_arms_through_real_daemons_on_the_scripted_model(tmp_path):
     data = tmp_path / "conv.json"
@@ -105,6 +106,7 @@ async def test_three_arms_through_real_daemons_on_the_scripted_model(tmp_path):
     assert "Category 5 (adversarial, 1 questions" in text
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(240)
 async def test_locomo_ops_stores_through_the_websocket_and_recalls_the_evidence(tmp_path):
     """``bench/locomo_ops.py`` on two tiny conversations: every turn stored with

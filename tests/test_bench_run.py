@@ -8,6 +8,8 @@ import importlib
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from bench.runner import BENCHES, tally
 
 REPO = Path(__file__).resolve().parent.parent
@@ -42,6 +44,7 @@ def test_tally_counts_table_rows_and_sentences_once():
     assert tally(section) == (2, 3)
 
 
+@pytest.mark.slow
 def test_quick_run_of_one_benchmark_prints_its_table_and_the_summary():
     before = (REPO / "bench" / "RESULTS.md").read_bytes()
     done = subprocess.run([RUN, "--quick", "ipc"], capture_output=True, text=True,

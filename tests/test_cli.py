@@ -27,6 +27,7 @@ def cli(*args: str, timeout: float = 60) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("config, message", [
     ('{"memory": {"reflection": {"timeoutMs": -1}}}', "memory.reflection.timeoutMs: Expected `int` >= 100"),
     ('{"memory": {"bogus": 1}}', "memory.bogus: unknown key"),
@@ -106,6 +107,7 @@ def test_client_commands_without_a_daemon_exit_3(tmp_path):
     assert "no atomic-agent daemon is running" in r.stderr and "atomic-agent serve" in r.stderr
 
 
+@pytest.mark.slow
 def test_memory_commands_on_a_new_install_before_the_daemon_ever_ran(tmp_path):
     """A read on a state directory that does not exist says nothing was stored and what
     creates it, and creates nothing (a mistyped --state-dir leaves no directory); the first
@@ -165,6 +167,7 @@ async def test_memory_commands_work_on_a_stopped_daemon_and_the_daemon_sees_it(t
                 assert facts[0]["keywords"] == ["editor", "vim"] and not facts[0]["pinned"]
 
 
+@pytest.mark.slow
 def test_memory_reindex_embeds_missing_vectors_with_progress_and_prunes(tmp_path):
     """``memory reindex [--prune]`` on a stopped daemon's file."""
     import json as _json
@@ -251,6 +254,7 @@ async def test_failed_turns_say_why_and_exit_1_also_with_json(tmp_path):
     assert "Traceback" not in plain.stderr + as_json.stderr + empty.stderr + stop.stderr
 
 
+@pytest.mark.slow
 def test_state_dir_is_accepted_before_the_command_too(tmp_path):
     state = tmp_path / "state"
     state.mkdir()

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
@@ -22,6 +24,7 @@ def cli(state: Path, *argv: str, code: int = 0) -> subprocess.CompletedProcess:
     return done
 
 
+@pytest.mark.slow
 def test_get_set_unset_with_checks_and_suggestions(tmp_path):
     state = tmp_path
     assert cli(state, "get", "memory.reflection.timeoutMs").stdout == "60000\n"

@@ -7,10 +7,13 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from runtime.shell.cli import build_parser
 from tests.daemon import REPO
 
 
+@pytest.mark.slow
 def test_every_memory_op_command_takes_json(tmp_path):
     state = tmp_path / "state"
     state.mkdir()

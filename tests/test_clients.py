@@ -62,6 +62,7 @@ def test_tokens_are_stored_as_digests_with_their_scopes(tmp_path):
     assert op_scope("memory.notes.store") == "write" and op_scope("memory.notes.recall") == "read"
 
 
+@pytest.mark.slow
 def test_a_broken_clients_file_is_named_and_never_overwritten(tmp_path):
     (tmp_path / "clients.json").write_text("{not json")
     for args in (("list", "--json"), ("add", "x", "--scopes", "read")):

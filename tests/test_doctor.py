@@ -54,6 +54,7 @@ async def test_prose_and_invented_facts_are_reported_and_fail(tmp_path):
     assert lines[3].startswith("reflection: FAIL -- the format works but no fact holds")
 
 
+@pytest.mark.slow
 async def test_a_refused_schema_is_said_and_a_missing_server_fails_in_one_line(tmp_path):
     refusal = {"status": 400, "raw_body": json.dumps({"error": {
         "message": "response_format is not supported", "type": "invalid_request_error"}})}

@@ -48,6 +48,7 @@ async def test_request_reply_and_routing_between_actors():
             assert await sup.request("a", Relay(dest="b", text="x"), dict) == {"text": "x", "by": "b"}
 
 
+@pytest.mark.slow
 async def test_actors_start_together_and_a_request_to_one_still_starting_waits(tmp_path):
     """The actors start concurrently (``serve`` ready is bounded by the slowest start, not
     the sum); ``a``, ready first, asks ``slow`` at once: the request waits for ``slow``
@@ -65,6 +66,7 @@ async def test_actors_start_together_and_a_request_to_one_still_starting_waits(t
     assert started_s < 7.5  # one after another: at least 8 s of boot delay alone
 
 
+@pytest.mark.slow
 async def test_a_cast_to_an_actor_still_starting_is_delivered_once_it_is_ready(tmp_path):
     async with open_supervisor([spec("a", cast_at_ready="slow"),
                                 spec("slow", boot_delay_s=2.0, marker_dir=str(tmp_path))]):
@@ -175,6 +177,7 @@ async def test_shutdown_is_ordered_and_bounded():
     assert not any(pid_alive(p) for p in pids)
 
 
+@pytest.mark.slow
 async def test_ladder_escalates_to_sigterm_then_sigkill():
     proc, chan = await spawn_actor(spec("stubborn", stubborn=True))
     t0 = time.monotonic()

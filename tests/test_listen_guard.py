@@ -153,6 +153,7 @@ async def test_waiting_connections_are_capped_and_let_go_in_time(tmp_path):
     assert metrics["counters"]["gateway.closed{reason=hello_timeout}"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("allow", [False, True])
 def test_a_remote_bind_needs_allow_remote(tmp_path, allow):
     state = tmp_path / "state"

@@ -418,6 +418,7 @@ def test_retry_after_reads_seconds_and_http_dates():
     assert retry_after_s(formatdate(time.time() - 60, usegmt=True)) == 0.0
 
 
+@pytest.mark.slow
 async def test_a_429_is_waited_out_when_short_and_reported_when_long(tmp_path):
     """A hosted API's 429 with ``Retry-After: 1`` is retried after that second; one that
     asks for an hour fails at once with the wait in the message (the pool then tries

@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import httpx2
+import pytest
 import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
@@ -166,6 +167,7 @@ async def test_mcp_over_streamable_http_needs_the_token_and_refuses_browser_orig
                 assert await proc.wait() == 0
 
 
+@pytest.mark.slow
 async def test_mcp_cli_refuses_bad_options_in_one_line(tmp_path):
     for argv, expected in ((["--port", "80"], "--port needs --http"),
                            (["--http", "--port", "70000"], "--port must be 0-65535")):

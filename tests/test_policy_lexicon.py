@@ -1,6 +1,7 @@
 """The memory guards read one lexicon (:mod:`actors.policy.lexicon`), and every rule
 works in every language of it: English, French, German, Spanish, Italian, Portuguese
-and Russian.
+and Russian. The lexicon's rules of some languages (``PARTIAL``) are checked for their
+shape only; no policy module keeps a word list of its own (:func:`test_no_word_list_in_code`).
 
 Each test takes one rule and, per language, a sentence the rule must catch and a near
 miss it must not, and checks them through the guards' public functions (the write
@@ -10,6 +11,8 @@ reflection plan), not through the word lists themselves.
 
 from __future__ import annotations
 
+import ast
+import pathlib
 import re
 
 import pytest
@@ -22,6 +25,7 @@ from actors.reflection.parser import ParsedReflection
 from actors.reflection.plan import plan_reflection
 
 LANGS = lexicon.LANGUAGES
+_ACTORS = pathlib.Path(lexicon.__file__).parents[1]
 
 
 def _by_lang(table: dict[str, tuple]) -> list:
@@ -52,14 +56,41 @@ def test_every_rule_covers_every_language() -> None:
             assert all(e == e.strip() and e for e in table[lang]), (rule, lang)
 
 
+def test_partial_rules_name_some_languages() -> None:
+    """A rule of some languages has entries for some of the lexicon's languages, not all
+    (it would be a rule of :data:`RULES`), and no name of a rule of every language."""
+    assert not set(lexicon.PARTIAL) & set(lexicon.RULES)
+    for rule, table in lexicon.PARTIAL.items():
+        assert table and set(table) < set(LANGS), rule
+        for lang, words in table.items():
+            assert words and all(e == e.strip() and e for e in words), (rule, lang)
+
+
+def test_value_tables_give_one_value_per_word() -> None:
+    for table in (lexicon.LANGUAGE_NAMES, lexicon.NUMBER_WORDS):
+        for value, names in table.items():
+            for lang, words in names.items():
+                assert words and all(w == w.strip().lower() for w in words), (value, lang)
+        by_word: dict[str, set[str]] = {}
+        for value, names in table.items():
+            for words in names.values():
+                for w in words:
+                    by_word.setdefault(w, set()).add(value)
+        assert all(len(v) == 1 for v in by_word.values()), by_word
+        assert lexicon.meanings(table) == {w: v.pop() for w, v in by_word.items()}
+
+
 def test_every_rule_is_documented_and_read() -> None:
     doc = lexicon.__doc__ or ""
-    for rule in lexicon.RULES:
+    sources = "\n".join(p.read_text(encoding="utf-8") for p in _ACTORS.rglob("*.py")
+                        if p.name != "lexicon.py")
+    for rule in (*lexicon.RULES, *lexicon.PARTIAL):
         assert f"``{rule}``" in doc, f"rule {rule!r} missing from the module docstring"
+        assert re.search(rf"[\"']{rule}[\"']", sources), f"rule {rule!r} is read by no guard"
 
 
 def test_patterns_compile_and_bound_words() -> None:
-    for rule in lexicon.RULES:
+    for rule in (*lexicon.RULES, *lexicon.PARTIAL):
         lexicon.compile_rules(rule)  # every rule compiles
     rx = lexicon.compile_rules("negation")
     assert rx.search("I do NOT eat meat") and not rx.search("a note on nothingness")
@@ -67,6 +98,111 @@ def test_patterns_compile_and_bound_words() -> None:
     assert lexicon.compile_rules("first_person").search("J’habite à Lyon")
     assert lexicon.compile_rules("remember").search("ЗАПОМНИ это")  # case folding, Cyrillic
     assert not lexicon.compile_rules("persist").search("nevertheless")
+    # unbounded, an entry also matches a word's start; a rule of some languages, only those
+    assert re.match(lexicon.pattern("echo_verbs", bound=False), "replying")
+    assert not re.match(lexicon.pattern("echo_verbs"), "replying")
+    assert lexicon.entries("echo_verbs", languages=("fr",)) == ()
+
+
+# --- no word list outside the lexicon ---------------------------------------------
+
+_WORD = r"[^\W\d_]+(?:['’-][^\W\d_]+)*"
+_WORDS = re.compile(rf"{_WORD}")
+_ALTERNATION = re.compile(  # two or more words as alternatives: "reply|respond", "tools?|x"
+    rf"(?<![\w\\]){_WORD}(?:\\s[+*]{_WORD})*(?:\\w\*|s\?)?"
+    rf"(?:\|{_WORD}(?:\\s[+*]{_WORD})*(?:\\w\*|s\?)?)+")
+
+KEPT_IN_CODE = {
+    "grounding._RU_ENDINGS": "Russian case endings, transliterated: parts of words",
+    "grounding._NAME_KEY_RE": "profile keys that name the user",
+    "keys.GROUPS": "profile keys",
+    "keys._GENERIC": "parts of profile keys",
+    "keys._KEY_STOP": "parts of profile keys",
+    "keys._PLACE_WORDS": "parts of profile keys",
+    "forget._KEY_GENERIC": "parts of profile keys",
+    "stance.IDENTITY_KEYS": "profile keys",
+    "stance._NAME_KEYS": "profile keys",
+    "write_guard.Guard": "a type's values (the kinds of memory call), not words",
+    # Not yet in the lexicon: whole sentence shapes of prompt injection in seven languages
+    # whose spellings ("api[\s_-]*keys", "[\w-]*") the lexicon's notation cannot write.
+    "instructions._RULES": "prompt-injection shapes",
+    "instructions._SECRETS": "prompt-injection shapes",
+    "instructions._PATTERNS": "prompt-injection shapes",
+}
+"""What a policy module may keep in code that looks like a word list, and why: profile
+keys are identifiers, not words of a language; the prompt-injection shapes are not yet
+the lexicon's."""
+
+
+def _is_word(text: object) -> bool:
+    return isinstance(text, str) and len(text) >= 2 and bool(_WORDS.fullmatch(text))
+
+
+def _holds_words(node: ast.AST, docs: set[int]) -> bool:
+    """Whether ``node`` is a word list: a set, list or tuple of three words or more, a
+    dict of three words or more to words (not keyed by the lexicon's languages), a
+    string of three words or more split into a list, or a regex with an alternation of
+    words."""
+    if isinstance(node, (ast.Set, ast.List, ast.Tuple)):
+        return sum(isinstance(e, ast.Constant) and _is_word(e.value) for e in node.elts) >= 3
+    if isinstance(node, ast.Dict):
+        pairs = [(k.value, v.value) for k, v in zip(node.keys, node.values)
+                 if isinstance(k, ast.Constant) and isinstance(v, ast.Constant)]
+        return sum(_is_word(k) and _is_word(v) for k, v in pairs) >= 3 \
+            and not {k for k, _ in pairs} <= set(LANGS)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+            and node.func.attr == "split" and isinstance(node.func.value, ast.Constant):
+        return sum(map(_is_word, str(node.func.value.value).split())) >= 3
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docs:
+        return bool(_ALTERNATION.search(node.value.replace("\\b", "")))
+    return False
+
+
+def _word_lists(path: pathlib.Path) -> list[str]:
+    """``module.NAME`` (line) of each word list in the module's code, docstrings aside."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {id(n.value) for n in ast.walk(tree)
+            if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
+    found = []
+    for stmt in tree.body:
+        targets = (stmt.targets if isinstance(stmt, ast.Assign)
+                   else [stmt.target] if isinstance(stmt, ast.AnnAssign) else [stmt])
+        name = ", ".join(getattr(t, "id", getattr(t, "name", "?")) for t in targets)
+        if name == "__all__":
+            continue
+        found += [f"{path.stem}.{name} (line {getattr(n, 'lineno', 0)})" for n in ast.walk(stmt)
+                  if _holds_words(n, docs)]
+    return found
+
+
+def test_no_word_list_in_code() -> None:
+    """Every word list the policy reads is the lexicon's: no module of
+    :mod:`actors.policy` keeps one of its own (but :data:`KEPT_IN_CODE`)."""
+    found = [hit for path in sorted((_ACTORS / "policy").glob("*.py"))
+             if path.name != "lexicon.py" for hit in _word_lists(path)]
+    kept = [hit for hit in found if hit.split(" (")[0] not in KEPT_IN_CODE]
+    assert not kept, f"word lists outside actors/policy/lexicon.py: {kept}"
+    allowed = {hit.split(" (")[0] for hit in found}
+    assert allowed == set(KEPT_IN_CODE), "KEPT_IN_CODE names what is gone"
+
+
+def test_the_word_list_check_sees_word_lists(tmp_path: pathlib.Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text('''"""Doc: reply|respond|answer."""
+import re
+A = frozenset({"please", "just", "now"})
+B = frozenset("one two three".split())
+C = re.compile(r"\\b(?:reply|respond)\\b")
+D = {"short": "short", "brief": "short", "long": "detailed"}
+H = {"trivial": "small talk is not kept", "question": "a question", "request": "no"}
+def f(w):
+    return w in ("little", "big", "older")
+E = {"en": "You", "fr": "Vous", "de": "Du"}
+F = ("a", "b", "c", "1", "ab_c")
+G = re.compile(r"[.!?;\\n]+|,\\s+|(?<=[.!?])\\s+|\\n+")
+''', encoding="utf-8")
+    assert [h.split(" (")[0] for h in _word_lists(module)] == ["m.A", "m.B", "m.C", "m.D",
+                                                               "m.f"]
 
 
 # --- request to remember (write_guard.EXPLICIT / may_write) ---------------------------

@@ -9,6 +9,7 @@ read through the memory actor. Wall-clock bounds only.
 from __future__ import annotations
 
 import msgspec
+import pytest
 import trio
 
 from actors import actor_spec
@@ -17,6 +18,8 @@ from actors.reflection.messages import AbortPending, Reflect, ReflectionEvent
 from runtime import ActorSpec, open_supervisor
 from runtime.services.config import ActorBoot, Config
 from tests.fakes.llama_server import open_fake_llama
+
+pytestmark = pytest.mark.slow  # real actor processes; the scripted server waits on purpose
 
 
 def specs(tmp_path, url: str, **reflection) -> list[ActorSpec]:

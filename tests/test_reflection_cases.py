@@ -2,9 +2,11 @@
 or fact is written once) and contradictions (one current fact per key): a scripted
 llama-server answers each exchange with the case's reflection output, the real
 reflection actor parses and grounds it, the real memory actor writes it. (A busy
-database and the pinned budget on the reflection write path: ``test_memory_cases.py``.)"""
+database and the pinned budget on the reflection write path: ``test_memory_actor_cases.py``.)"""
 
 from __future__ import annotations
+
+import pytest
 
 from actors.store.context import MemoryContext
 from actors.memory.messages import BuildContext
@@ -14,6 +16,8 @@ from actors.reflection.messages import Reflect
 from runtime import open_supervisor
 from tests.fakes.llama_server import open_fake_llama
 from tests.test_reflection_actor import Events, profile, specs
+
+pytestmark = pytest.mark.slow  # real actor processes against a scripted server
 
 
 async def run_exchanges(tmp_path, exchanges: list[tuple[str, str]], then) -> list[str]:

@@ -130,6 +130,7 @@ async def test_errors_and_outer_cancellation_pass_through(clock):
     assert outer.cancelled_caught and gate.yields == 0
 
 
+@pytest.mark.slow
 async def test_reflection_waits_for_turns_and_restarts_after_one(tmp_path):
     """A reflection cast while a turn runs is not sent until it ends; one already
     running when a turn starts is cancelled and sent again after it, and lands once."""

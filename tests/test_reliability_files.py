@@ -117,6 +117,7 @@ REFUSED: dict[str, tuple[Callable[[Path], Path | None], Callable[[Path], None] |
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(REFUSED))
 async def test_hostile_file_refuses_start_with_one_line_and_is_left_untouched(tmp_path, case):
     state = tmp_path / "state"

@@ -53,6 +53,8 @@ from tests.daemon import run_daemon
 from tests.fakes.llama_server import _write_rules, open_fake_llama
 from tests.fuzzing import fuzz_settings
 
+pytestmark = pytest.mark.slow  # hypothesis batches against a fake server process and a daemon
+
 LLM_GENERATED = 120
 """Generated hostile LLM answers per run (after :data:`LLM_EXPLICIT`)."""
 EMBEDDING_GENERATED = 70

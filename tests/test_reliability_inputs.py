@@ -73,6 +73,8 @@ from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
 from tests.fuzzing import fuzz_settings
 
+pytestmark = pytest.mark.slow  # hypothesis batches through the CLI, agent and reflection
+
 # ------------------------------------------------------------------ case counts
 CLI_ARGVS = 240
 """Argument lists run through ``main`` in-process per CI run (for docs/RELIABILITY.md)."""

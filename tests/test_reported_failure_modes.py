@@ -33,7 +33,8 @@ from actors.reflection.parser import parse_reflection
 from actors.reflection.plan import plan_reflection
 from actors.store import cold
 from actors.store.clock import CLOCK, WallClock
-from actors.store.context import build_context, render_context
+from actors.store.context import build_context
+from actors.store.tail import render_context
 from actors.store.corrections import polarity
 from actors.store.dedup import near_match
 from actors.store.forgetting import restates
@@ -550,6 +551,7 @@ async def test_the_turn_that_forgets_does_not_store_it_again(tmp_path):
                 assert await c.memory("memory.profile.history", {"key": "home_city"}) == []
 
 
+@pytest.mark.slow
 def test_purge_from_the_cli_without_a_daemon(tmp_path):
     import subprocess
     import sys

@@ -34,6 +34,7 @@ def cli(state: Path, *argv: str) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_stored_text_is_printed_with_visible_escapes(tmp_path):
     state = tmp_path / "state"
     state.mkdir()

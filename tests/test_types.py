@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # mypy in a subprocess
+
 REPO = Path(__file__).resolve().parents[1]
 
 

@@ -39,7 +39,8 @@ from actors.policy.forget import forget_intent, request_targets
 from actors.policy.introduction import introduced_name
 from actors.policy.write_guard import refusal, removal_refusal, spelled_call
 from actors.reflection.messages import EARLIER_MAX, AbortPending, Foreground, Reflect, Surfaced
-from actors.store.context import MemoryContext, render_context
+from actors.store.records import MemoryContext
+from actors.store.tail import render_context
 from actors.store.plans import RenderBudget
 from actors.store.errors import StorageFailure, ValidationError
 from actors.store.render import estimate_tokens

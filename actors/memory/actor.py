@@ -34,7 +34,8 @@ import trio
 
 from actors.store import cold
 from actors.store.clock import CLOCK
-from actors.store.context import MemoryContext, build_context, recall_query, render_context
+from actors.store.context import MemoryContext, build_context, recall_query
+from actors.store.tail import render_context
 from actors.store.plans import RecallPlan, RenderBudget, TurnScope
 from actors.store.corrections import newest_first
 from actors.store.errors import (DatabaseBusy, MemoryFailure, OpFailed, StorageFailure,
@@ -48,7 +49,7 @@ from actors.store.procedures import ProcedureStep
 from actors.store.profile import ProfileFact
 from actors.store.query_embedder import QueryEmbedder
 from actors.store.recall import LIMITED
-from actors.store.schema import BUSY_TIMEOUT_MS, user_version, write_txn
+from actors.store.schema import BUSY_TIMEOUT_MS, user_version
 from actors.store.transfer import import_steps
 from actors.store.staleness import archive_stale
 from actors.store.stores import StoreSet, file_stats, open_or_quarantine, open_reader, open_stores
@@ -83,7 +84,7 @@ from .messages import (
     VectorTodo,
 )
 from . import ops
-from .ops import ActivityPage, ContextAnswer, MemoryOp
+from .ops import ActivityPage, ContextAnswer
 from .router import Change, OpCall, context_answer, import_change, run
 
 T = TypeVar("T")
@@ -217,19 +218,19 @@ class MemoryActor:
 
     def _apply_bumps(self, batch: list[list[int]]) -> None:
         """One transaction; each surfaced list counts once (``bump_recall``)."""
-        with write_txn(self.conn):
+        with self.w.transaction():
             for ids in batch:
                 self.w.notes.bump_recall(ids)
 
     def _run_op(self, s: StoreSet, msg: ToolOp, defer_bump: bool = False
-                ) -> tuple[Any, Change]:
+                ) -> tuple[object, Change]:
         return run(s, msg.request, OpCall(
             source=msg.source, session=msg.session, turn=msg.turn, batch=msg.batch,
             client=msg.client, default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
             recall=self._recall_for(s), context=lambda a: self._context_answer(s, msg.session, a),
             files=self.files))
 
-    def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[Any, Change, list[str]]:
+    def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[object, Change, list[str]]:
         """:meth:`_run_op` for a write, plus the text it forgot when it deleted a note or
         removed a fact (the note's content, the fact's value), ``[]`` otherwise."""
         text = None
@@ -305,7 +306,7 @@ class MemoryActor:
         if ids and op in _ADDS_NOTES and self.embed_backend:
             await self.ctx.cast("backfill", NotesWritten(ids=ids))
 
-    async def on_request(self, src: str, body: msgspec.Raw) -> Any:
+    async def on_request(self, src: str, body: msgspec.Raw) -> object:
         """Dispatch one request; counts ``agent.memory.requests{kind}`` and times
         ``agent.memory.request_ms`` (metrics requests themselves excluded)."""
         msg = self._decoder.decode(body)
@@ -313,7 +314,7 @@ class MemoryActor:
             return self.metrics.snapshot()
         kind = msg.request.name if isinstance(msg, ToolOp) else type(msg).__name__
         t0 = time.monotonic()
-        result: Any = None
+        result: object = None
         outcome = "ok"
         try:
             result = await self._dispatch(msg)
@@ -334,7 +335,7 @@ class MemoryActor:
             self.metrics.inc("agent.memory.requests", {"kind": kind})
             self.metrics.observe("agent.memory.request_ms", (time.monotonic() - t0) * 1000)
 
-    async def _dispatch(self, msg: Any) -> Any:
+    async def _dispatch(self, msg: MemoryMsg) -> object:
         match msg:
             case BuildContext():
                 if self.cfg.recall_injection.enabled:
@@ -555,7 +556,7 @@ class MemoryActor:
         forgotten = self.forgotten_in_turn.pop((msg.session, msg.turn), [])
         if msg.agent:  # the turn's reflection comes next and reads this list
             forgotten = self.forgotten_in_turn.setdefault((msg.session, msg.turn), forgotten)
-        with write_txn(self.conn):
+        with self.w.transaction():
             retiring = {k: f.value for k in msg.forget.retire_keys
                         if (f := self.w.profiles.get(k)) is not None}
             active = {f.key: f.value for f in self.w.profiles.list()} if msg.agent else {}

@@ -4,30 +4,26 @@ The ops themselves (request Structs, replies, descriptions, scopes, which write)
 :mod:`actors.memory.ops`; :func:`run` answers one request over the stores of one
 connection (:class:`~actors.store.stores.StoreSet`) with a ``match`` on its type, and
 :func:`run_op` decodes an op's name and JSON arguments first. The memory actor, the
-offline CLI and the tests run ops through here alike. ``memory.stats``,
+offline CLI and the tests run ops through here alike. The ops are written against the
+engine interface (:class:`actors.store.engine.MemoryEngine`), not SQL: this module
+imports no module of the SQLite engine. ``memory.stats``,
 ``memory.activity`` and ``memory.consolidate`` are answered by the actors themselves
 (they read the actor's state or run the consolidator), not here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
 import msgspec
 
-from actors.store.backup import backup_database
-from actors.store.context import MemoryContext, build_context, context_text, render_context
+from actors.store.engine import DistilledEngine, MemoryEngine
 from actors.store.errors import NotFound, ValidationError
 from actors.store.files import FileRoom
-from actors.store.lessons import LessonStore
-from actors.store.notes import Note
-from actors.store.plans import RecallPlan, TurnScope
-from actors.store.procedures import ProcedureStore
-from actors.store.staleness import archive_stale
-from actors.store.stores import StoreSet
-from actors.store.transfer import export_memory, import_memory
+from actors.store.records import Lesson, MemoryContext, Note, Procedure, ProfileFact
+from actors.store.tail import context_text, render_context
 
 from . import ops
 from .ops import ContextAnswer, MemoryOp, decode_op
@@ -82,14 +78,16 @@ class OpCall:
     files: FileRoom | None = None
 
 
-def run_op(stores: StoreSet, op: str, args: Any, call: OpCall = OpCall()) -> tuple[Any, Change]:
+def run_op(stores: MemoryEngine, op: str, args: object, call: OpCall = OpCall()
+           ) -> tuple[object, Change]:
     """Decode op ``op``'s JSON ``args`` (:func:`~actors.memory.ops.decode_op`) and
     :func:`run` it. ValidationError (code ``invalid_argument``) for an unknown op or bad
     arguments."""
     return run(stores, decode_op(op, args), call)
 
 
-def run(stores: StoreSet, request: MemoryOp[Any], call: OpCall = OpCall()) -> tuple[Any, Change]:
+def run(stores: MemoryEngine, request: MemoryOp[Any], call: OpCall = OpCall()
+        ) -> tuple[object, Change]:
     """Answer one request over ``stores``: (its reply, what it changed). The reply is of
     the request's type (``type(request).reply``); ``memory.links.add`` reports both note
     ids as changed.
@@ -161,15 +159,15 @@ def run(stores: StoreSet, request: MemoryOp[Any], call: OpCall = OpCall()) -> tu
         case ops.ContextPreview():
             return _context(request, s, c), {}
         case ops.Export(path=path, overwrite=overwrite):
-            return msgspec.convert(export_memory(s.conn, path, _needs_files(c, request),
-                                                 overwrite=overwrite), ops.ExportResult), {}
+            return msgspec.convert(s.export(path, _needs_files(c, request),
+                                            overwrite=overwrite), ops.ExportResult), {}
         case ops.Import(path=path):
-            result = msgspec.convert(import_memory(s.notes, path, _needs_files(c, request)),
+            result = msgspec.convert(s.import_file(path, _needs_files(c, request)),
                                      ops.ImportResult)
             return result, import_change(result)
         case ops.Backup(path=path, overwrite=overwrite):
-            return msgspec.convert(backup_database(s.conn, path, _needs_files(c, request),
-                                                   overwrite=overwrite), ops.BackupResult), {}
+            return msgspec.convert(s.backup(path, _needs_files(c, request),
+                                            overwrite=overwrite), ops.BackupResult), {}
         case _:
             raise ValidationError("op", f"{request.name} is answered by the daemon, not "
                                         "by the store")
@@ -186,12 +184,12 @@ def _origin(source: str) -> str:
     return "tool" if source == "agent" else "user"
 
 
-def _profile_set(a: ops.ProfileSet, s: StoreSet, c: OpCall) -> tuple[Any, Change]:
+def _profile_set(a: ops.ProfileSet, s: MemoryEngine, c: OpCall) -> tuple[ProfileFact, Change]:
     before = s.profiles.get(a.key)
     fact = s.profiles.set(a.key, a.value, pinned=a.pinned, keywords=a.keywords,
                           source=_origin(c.source), session_id=c.session, turn_id=c.turn,
                           by=c.client or c.source)
-    stale = (archive_stale(s.notes, before.value, fact.value)
+    stale = (s.archive_stale(before.value, fact.value)
              if before is not None and before.id != fact.id else [])
     change: Change = {"keys": [fact.key]}
     if stale:
@@ -199,7 +197,8 @@ def _profile_set(a: ops.ProfileSet, s: StoreSet, c: OpCall) -> tuple[Any, Change
     return fact, change
 
 
-def _notes_recall(a: ops.NotesRecall, s: StoreSet, c: OpCall) -> tuple[list[Note], Change]:
+def _notes_recall(a: ops.NotesRecall, s: MemoryEngine, c: OpCall
+                  ) -> tuple[list[Note], Change]:
     if a.id is not None:
         note = s.notes.get(a.id)
         return ([note] if note is not None else []), {}
@@ -212,8 +211,8 @@ def _notes_recall(a: ops.NotesRecall, s: StoreSet, c: OpCall) -> tuple[list[Note
     return hits, ({"bump": [n.id for n in hits]} if c.defer_bump else {})
 
 
-def _distilled_recall(store: LessonStore | ProcedureStore, query: str | None, row_id: int | None,
-                      k: int | None) -> list[Any]:
+def _distilled_recall(store: DistilledEngine, query: str | None, row_id: int | None,
+                      k: int | None) -> Sequence[Lesson | Procedure]:
     """``memory.lessons.recall`` / ``memory.procedures.recall``: one by id (any status),
     else up to ``k`` (default 2) active ones matching ``query``."""
     if row_id is not None:
@@ -224,7 +223,7 @@ def _distilled_recall(store: LessonStore | ProcedureStore, query: str | None, ro
     return store.recall(query, k=k or 2)
 
 
-def _distilled_get(store: LessonStore | ProcedureStore, noun: str, row_id: int) -> Any:
+def _distilled_get(store: DistilledEngine, noun: str, row_id: int) -> Lesson | Procedure:
     row = store.get(row_id)
     if row is None:
         raise NotFound(f"no {noun} #{row_id}")
@@ -238,11 +237,10 @@ def _needs_files(c: OpCall, request: MemoryOp[Any]) -> FileRoom:
     return c.files
 
 
-def _context(a: ops.ContextPreview, s: StoreSet, c: OpCall) -> ContextAnswer:
+def _context(a: ops.ContextPreview, s: MemoryEngine, c: OpCall) -> ContextAnswer:
     if c.context is not None:
         return c.context(a)
-    ctx = build_context(s, a.message, RecallPlan(), TurnScope(working_dir=a.working_dir),
-                        bump=False)
+    ctx = s.context(a.message, a.working_dir)
     return context_answer(ctx, render_context(ctx))
 
 

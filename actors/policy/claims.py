@@ -8,9 +8,10 @@ instead the turn's ``reflection`` frame lists the claims the turn did not bear o
 (``unmetClaims``) and the ``memory:`` line says so in plain words.
 
 Claims are read with the lexicon rules ``claims_kept`` and ``claims_forgot``
-(:mod:`actors.policy.lexicon`, seven languages). A claim in a negated or hypothetical
-form ("I won't remember that", "if you want, I'll remember") is still read as a claim:
-the check errs towards saying plainly what memory holds.
+(:mod:`actors.policy.lexicon`, seven languages), and ``opens_noted`` for a reply that
+opens with "Noted." (English, French, German, Spanish). A claim in a negated or
+hypothetical form ("I won't remember that", "if you want, I'll remember") is still read
+as a claim: the check errs towards saying plainly what memory holds.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import re
 
 from .lexicon import compile_rules
+from .lexicon import pattern as lexicon_pattern
 
 __all__ = ["KEPT", "FORGOT", "memory_claims", "unmet_claims"]
 
@@ -27,8 +29,9 @@ FORGOT = "forgot"
 """The reply says it forgot, removed or deleted something."""
 
 _KEPT_RE = compile_rules("claims_kept")
-_OPENS_NOTED = re.compile(r"^\W*(?:noted|notiert|anotado|c'est noté)\b", re.I)
-"""A reply that opens with "Noted." (anywhere else the word is "as you noted")."""
+_OPENS_NOTED = re.compile(rf"^\W*{lexicon_pattern('opens_noted')}", re.I)
+"""A reply that opens with "Noted." (lexicon rule ``opens_noted``; anywhere else the word
+is "as you noted")."""
 _FORGOT_RE = compile_rules("claims_forgot")
 
 

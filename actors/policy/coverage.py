@@ -11,7 +11,10 @@ dismissed thought, or a clause that only says how things are today (lexicon rule
 returns the sentences that hold them, so the reflection keeps them in the user's own
 words ("The user said: …"). :func:`statement_count` is how many such statements a
 message makes: the reflection's per-call budget follows it. In a shorter message only
-the specifics count — a number or a name nothing kept holds.
+the specifics count — a number or a name nothing kept holds. Content words leave out
+the lexicon's ``coverage_stopwords``, first-person words (``first_person``,
+``first_person_object``, ``first_person_verbs``, ``first_person_possessive``) and
+``greeting_words``.
 
 Pure, no I/O; never raises for any ``str``.
 """
@@ -21,7 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .lexicon import compile_rules, word_set
+from .lexicon import compile_rules, entries, word_set
 from .stance import Clause, clauses, is_greeting
 
 __all__ = ["statement_count", "uncovered_sentences"]
@@ -29,14 +32,10 @@ __all__ = ["statement_count", "uncovered_sentences"]
 _PASSING = compile_rules("passing")
 _FIRST_PERSON = word_set("first_person", "first_person_object", "first_person_verbs",
                          "first_person_possessive", "greeting_words")
-_STOP = frozenset("""the and but for with from into about that this these those its are was
-were been being has have had does did not can't cannot don't also very really just only
-some any all every each over than then too who which what when where there here now
-always usually mostly these days lot lots bit one two live lives living work works
-working use uses using get got make makes like likes love loves enjoy enjoys prefer
-prefers""".split())
-"""Words that carry no fact of their own here: "I live in Graz" is held by ``city=Graz``,
-"I love olives" by ``likes=olives`` (a dislike is not: "can't stand" must be held)."""
+_STOP = frozenset(entries("coverage_stopwords"))
+"""Words that carry no fact of their own here (lexicon rule ``coverage_stopwords``): "I
+live in Graz" is held by ``city=Graz``, "I love olives" by ``likes=olives`` (a dislike is
+not: "can't stand" must be held)."""
 _WORD = re.compile(r"[^\W_]+")
 _SENTENCE = re.compile(r"[^.!?\n]+[.!?]*")
 

@@ -19,8 +19,10 @@ Two kinds of forgetting:
 into its distinctive words; a target naming a known profile key (``phone_number``) is
 that key. The words each step reads are :mod:`.lexicon`'s (rules ``forget_verbs``,
 ``delete_verbs``, ``memory_words``, ``stop_remembering``, ``dont_forget``, ``change``,
-``let_go``, ``forget_filler``), in every language of the lexicon. Pure, no I/O; never
-raises for any ``str``.
+``let_go``, ``let_go_loose``, ``forget_filler``, the first-person rules, ``third_person``
+and ``relations``), in every language of the lexicon; :func:`without` cuts a note at the
+English ``clause_joins`` and ``list_joins`` (and, but, or). Pure, no I/O; never raises
+for any ``str``.
 """
 
 from __future__ import annotations
@@ -218,9 +220,11 @@ def let_go_objects(user_message: str) -> list[tuple[str, str]]:
 
 
 _QUOTE_HEAD = re.compile(r"^(the user said:\s*)", re.I)
-_PIECES = re.compile(r"(\s*[,;]\s*(?:and\s+|but\s+)?|\s+(?:and|but)\s+)", re.I)
+_JOIN = lexicon_pattern("clause_joins")
+_PIECES = re.compile(rf"(\s*[,;]\s*(?:{_JOIN}\s+)?|\s+{_JOIN}\s+)", re.I)
 _CONTENT = re.compile(r"[^\W\d_]{3,}|\d+")
-_LIST_AFTER = r"(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or)\s+)"
+_LIST = lexicon_pattern("list_joins")
+_LIST_AFTER = rf"(?:\s*,\s*(?:{_LIST}\s+)?|\s+{_LIST}\s+)"
 
 
 _SUBJECTS = word_set("first_person", "first_person_possessive", "first_person_verbs",

@@ -10,13 +10,17 @@ prompt asks them not to, and this module makes sure.
 :func:`is_trivial_window` — the user's message is nothing but probe fragments (greetings,
 pings, thanks, "reply exactly PONG", "don't use tools", "no explanation"), so the LLM is
 not called at all. Clauses are split on ``. ! ? ;``, newlines and ", "; leading fillers
-(please, just, now, kindly) are dropped, and "ok"/"okay" too when a command follows. Any
+(please, just, now, kindly: :mod:`.lexicon` rule ``fillers``) are dropped, and "ok"/"okay"
+(``confirmations``) too when a command follows. A probe fragment is a greeting, ping or
+thanks (``probe``), an echo command (``echo_verbs``, ``echo_particles``,
+``echo_adverbs``, a payload of one to three words, ``echo_tail``), a tool restriction
+(``tool_restriction``) or a format-only clause (``format_only``). Any
 persistence marker (remember, always, never, from now on, next time, …: :mod:`.lexicon`
 rule ``persist``) or personal marker (I, my, me, we, our, je, ich, я, …: the lexicon's
 first-person rules) makes the window non-trivial, and so does a
 bare confirmation ("yes", "ok", "ok thanks": it may answer "shall I remember that?").
 An empty message is trivial. Style rules are not echoes: "reply only in YAML", "answer
-only briefly".
+only briefly" (a payload word of ``style_words``).
 
 :func:`filter_ungrounded` drops a fact (judged on its key with ``_`` as spaces plus its
 value) or a note body, with one reason each, in this order:
@@ -24,38 +28,46 @@ value) or a note body, with one reason each, in this order:
 * ``example_copy`` — a placeholder in angle brackets (``<name>``), the literal
   ``key``/``value``/``body`` of the format description, or a value of the prompt's
   examples (``Nairobi``) that the user did not write;
-* ``assistant_persona`` — "you are a/my/the … assistant|ai|agent|bot", "I am a/an/the/
-  your … ai|assistant|language model|llm|chatbot" ending the clause, "as an AI",
-  "memory extractor", a key about the assistant (``assistant_*``, ``ai_*``, ``bot_*``) or a
-  note whose subject is the assistant — unless the user wrote that phrase ("I am an
-  assistant professor" survives: the clause goes on);
+* ``assistant_persona`` — "you are a/my/the … assistant|ai|agent|bot" (rules
+  ``persona_addressed``, ``persona_addressed_as``), "I am a/an/the/your …
+  ai|assistant|language model|llm|chatbot" ending the clause (``persona_self``,
+  ``persona_self_as``), "as an AI", "memory extractor" (``persona_phrases``), a key about
+  the assistant (``assistant_*``, ``ai_*``, ``bot_*``: ``assistant_words``) or a note whose
+  subject is the assistant (``assistant_subject``, ``assistant_words``; not an
+  ``assistant_titles`` one: "assistant professor") — unless the user wrote that phrase
+  ("I am an assistant professor" survives: the clause goes on);
 * ``ungrounded_identity`` — a name-like key (``name``, ``preferred_name``, ``nickname``,
   …) or a naming phrase ("my name is X", "call me X", "the user's name is X", "меня зовут
-  X") whose name words are not found among the user's words; for the user's own name
-  (the key, or a phrase naming the user) only where the user names themself with it
-  ("my name is", "I'm", "call me", "this is", "je m'appelle", "меня зовут", "… here,":
-  the lexicon's rules ``self_naming`` and ``self_intro``; "my sister Anna", "tell Anna",
-  "we met Anna" never make the user Anna). Matching is fuzzy
+  X": rules ``self_naming``, ``user_naming``, ``naming_phrase``) whose name words (not
+  ``name_particles``: the, de, van, mr …) are not found among the user's words; for the
+  user's own name (the key, or a phrase naming the user) only where the user names
+  themself with it ("my name is", "I'm", "call me", "this is", "je m'appelle", "меня
+  зовут", "… here,": the lexicon's rules ``self_naming``, ``self_intro`` and
+  ``self_intro_after``; "my sister Anna", "tell Anna", "we met Anna" never make the user
+  Anna). Matching is fuzzy
   (Cyrillic transliterated, x→ks, j→y, w→v, ph→f, ia→ya, doubled letters collapsed; edit
   distance 1 up to 5 letters, 2 beyond, same first letter, both ≥ 3 letters); a word the
   user wrote lower-case or only at the start of a sentence vouches for a name of at most
   5 letters only after a naming lead ("my name is", "call me", "I'm", …);
 * ``one_off_payload`` — a distinctive token (≥ 3 chars with ``_`` or a digit, or ≥ 4
   capital letters) that the user used only inside a one-off echo command;
-* ``one_off_tool_restriction`` — the user restricted tools without a persistence marker,
-  and the item mentions tools and avoidance;
+* ``one_off_tool_restriction`` — the user restricted tools (``tool_restriction``)
+  without a persistence marker, and the item mentions tools (``tool_words``) and
+  avoidance (``avoidance``);
 * ``ungrounded_content`` — none of a fact's content words (its value; its key only when
   the value has none), or less than half of a note's, occurs in the user's message
-  (stopwords removed, compared by their first 5 letters, or for words of six letters or
-  more by their first six within one edit: "electrician" for "Elektriker"): the model did
-  not get it from the user. This check fails open when the message is
-  mostly in a script written without spaces (CJK, Thai …), where words cannot be split;
+  (the rule ``grounding_stopwords`` left out, compared by their first 5 letters, or for
+  words of six letters or more by their first six within one edit: "electrician" for
+  "Elektriker"): the model did not get it from the user. This check fails open when the
+  message is mostly in a script written without spaces (CJK, Thai …), where words cannot
+  be split;
 * ``invented_detail`` — the item is grounded but holds a number, or a capitalised word
   past the start of a sentence, that the user did not write: "my passport expires in
-  June" stored as "June 30, 2024" (numbers spelled out count: "nine" is 9; leading zeros
-  do not: "10:00" for "10 am"); a detail the assistant's reply of the same exchange named
-  is the user's choice, not an invention, once the item is grounded in the user's words
-  ("great, book Luigi" → "Booked Trattoria Luigi");
+  June" stored as "June 30, 2024" (numbers spelled out count: "nine" is 9,
+  :data:`.lexicon.NUMBER_WORDS`; leading zeros do not: "10:00" for "10 am"); a detail
+  the assistant's reply of the same exchange named is the user's choice, not an
+  invention, once the item is grounded in the user's words ("great, book Luigi" →
+  "Booked Trattoria Luigi");
 * ``assistant_only`` — an ``ungrounded_content`` item whose words the assistant's reply
   holds: the model took it from what the assistant said.
 """
@@ -69,56 +81,59 @@ from collections.abc import Sequence
 import msgspec
 
 from .candidates import ParsedFact, ParsedNote
-from .lexicon import compile_rules, entries
+from .lexicon import LANGUAGES, NUMBER_WORDS, compile_rules, entries, meanings
 from .lexicon import pattern as lexicon_pattern
 
 __all__ = ["Dropped", "Grounded", "filter_ungrounded", "is_trivial_window", "name_matches"]
 
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _CLAUSE_SPLIT_RE = re.compile(r"[.!?;\n]+|,\s+")
-_FILLERS = {"please", "pls", "just", "now", "kindly", "then", "so"}
-_CONFIRM = {"ok", "okay"}
+_FILLERS = frozenset(entries("fillers"))
+_CONFIRM = frozenset(entries("confirmations"))
 _GREETINGS = frozenset(entries("probe"))
 PERSIST = compile_rules("persist")
 """A request to keep something, or a rule for later (:mod:`.lexicon` rule ``persist``):
 makes a message worth reflecting on."""
 _PERSONAL = compile_rules("first_person", "first_person_object", "first_person_possessive",
                           "first_person_verbs")
-_ECHO_RE = re.compile(
-    r"^(?:reply|respond|answer|say|print|output|write|type|return|echo)"
-    r"(?:\s+(?:with|back))?(?:\s+(?:exactly|only|just|literally))?\s*:?\s*"
-    r"(?P<payload>\S+(?:\s+\S+){0,2}?)"
-    r"(?:\s+(?:and\s+nothing\s+else|only|exactly|verbatim))?$", re.I)
-_ECHO_RU_RE = re.compile(
-    r"^(?:ответь|скажи|напиши|выведи)(?:\s+(?:только|ровно|просто))?\s*:?\s*"
-    r"(?P<payload>\S+(?:\s+\S+){0,2}?)(?:\s+и\s+больше\s+ничего)?$", re.I)
-_STYLE_WORDS = {
-    "in", "as", "with", "using", "briefly", "concisely", "shortly", "politely", "formally",
-    "yaml", "json", "markdown", "xml", "csv", "html", "english", "russian", "french",
-    "german", "spanish", "italian", "chinese", "japanese", "korean", "portuguese",
-    "по-русски", "по-английски",
-}
-_TOOL_RESTRICTION = re.compile(
-    r"\b(?:do not|don't|dont|never|no|without)\s+(?:use\s+)?(?:any\s+)?tools?\b|"
-    r"без\s+инструментов|не\s+используй\s+инструменты", re.I)
-_FORMAT_ONLY = re.compile(
-    r"^(?:no explanations?|nothing else|no comments?|no details|only the answer|"
-    r"just the answer|keep it short|без объяснений|ничего больше)$", re.I)
-_TOOLS_WORD = re.compile(r"\b(tools?|инструмент\w*)\b", re.I)
-_AVOID_WORD = re.compile(r"\b(no|not|don't|dont|avoid\w*|without|never|без|не)\b", re.I)
+
+
+def _echo_re(lang: str) -> re.Pattern[str]:
+    """A one-off echo command in ``lang``: an ``echo_verbs`` word, then optionally
+    ``echo_particles`` and ``echo_adverbs`` words (each read as a word's start: "replying
+    X" is "reply" + "ing X"), a payload of one to three words and an ``echo_tail``."""
+    def slot(rule: str, bound: bool) -> str:
+        if not entries(rule, languages=(lang,)):
+            return ""
+        return rf"(?:\s+{lexicon_pattern(rule, languages=(lang,), bound=bound)})?"
+    return re.compile(
+        rf"^{lexicon_pattern('echo_verbs', languages=(lang,), bound=False)}"
+        rf"{slot('echo_particles', False)}{slot('echo_adverbs', False)}\s*:?\s*"
+        r"(?P<payload>\S+(?:\s+\S+){0,2}?)"
+        rf"{slot('echo_tail', True)}$", re.I)
+
+
+_ECHO_RES = tuple(_echo_re(lang) for lang in LANGUAGES
+                  if entries("echo_verbs", languages=(lang,)))
+_STYLE_WORDS = frozenset(entries("style_words"))
+_TOOL_RESTRICTION = compile_rules("tool_restriction")
+_FORMAT_ONLY = re.compile(rf"^{lexicon_pattern('format_only')}$", re.I)
+_TOOLS_WORD = compile_rules("tool_words")
+_AVOID_WORD = compile_rules("avoidance")
 
 _PLACEHOLDER_RE = re.compile(r"<[^<>\s]{1,40}>")
 _PERSONA_RES = (
-    re.compile(r"\byou\s+are\s+(?:my|a|an|the|your)\b[^.;!?\n]{0,40}?\b"
-               r"(?:assistant|ai|agent|bot|chatbot)\b", re.I),
-    re.compile(r"\bi\s*(?:am|'m|’m)\s+(?:an|a|the|your)\b[^.;!?\n]{0,40}?\b"
-               r"(?:ai|assistant|language\s+model|llm|chatbot|memory\s+extractor)\s*(?:[.;!?,]|$)",
-               re.I),
-    re.compile(r"\bas\s+an\s+ai\b|\bmemory\s+extractor\b|\blanguage\s+model\b", re.I),
+    re.compile(rf"{lexicon_pattern('persona_addressed')}[^.;!?\n]{{0,40}}?"
+               rf"{lexicon_pattern('persona_addressed_as')}", re.I),
+    re.compile(rf"{lexicon_pattern('persona_self')}[^.;!?\n]{{0,40}}?"
+               rf"{lexicon_pattern('persona_self_as')}\s*(?:[.;!?,]|$)", re.I),
+    compile_rules("persona_phrases"),
 )
 _ASSISTANT_SUBJECT_RE = re.compile(
-    r"^(?:the\s+)?(?:assistant|ai|bot|chatbot|model)\b(?!\s+professor)", re.I)
-_PERSONA_KEY_RE = re.compile(r"^(?:assistant|ai|bot|chatbot|model)(?:_|$)")
+    rf"^{lexicon_pattern('assistant_subject', 'assistant_words')}"
+    rf"(?!\s+{lexicon_pattern('assistant_titles')})", re.I)
+_PERSONA_KEY_RE = re.compile(  # a key is an identifier: "assistant_name", not "assistants"
+    rf"^(?:{'|'.join(re.escape(w) for w in entries('assistant_words'))})(?:_|$)")
 _NAME_KEY_RE = re.compile(
     r"^(?:user_|my_|preferred_|first_|last_|full_|given_|family_|middle_|nick_|display_|"
     r"real_)?(?:name|nickname|surname|username|alias|nick)$")
@@ -127,22 +142,12 @@ _NAMING_PHRASE_RE = re.compile(  # a phrase naming someone in a stored item
     r"(?P<name>[^\W\d_][\w'’-]*(?:\s+[A-ZА-ЯЁ][\w'’-]*)?)", re.I)
 _NAMING_LEADS = re.compile(  # the user's words right before their own name
     rf"{lexicon_pattern('self_naming', 'self_intro')}\s+$", re.I)
-_SELF_INTRO_RE = re.compile(r"[^\W\d_][\w'’-]*\s+here\b", re.I)  # "Anna here, …"
+_SELF_INTRO_RE = re.compile(  # "Anna here, …"
+    rf"[^\W\d_][\w'’-]*\s+{lexicon_pattern('self_intro_after')}", re.I)
 _SELF_NAMING_RE = re.compile(  # a naming phrase whose subject is the user, ending here
     rf"{lexicon_pattern('self_naming', 'user_naming')}(?:\s*:)?\s*$", re.I)
-_NAME_STOP = {"the", "user", "is", "a", "an", "and", "de", "van", "von", "da", "di", "le",
-              "la", "der", "den", "mr", "mrs", "ms", "dr", "name"}
-_STOPWORDS = {
-    "the", "a", "an", "and", "or", "but", "of", "to", "in", "on", "at", "for", "with",
-    "by", "from", "is", "are", "was", "were", "be", "been", "being", "has", "have", "had",
-    "does", "did", "do", "that", "this", "these", "those", "it", "its", "as", "about",
-    "user", "users", "user's", "prefers", "prefer", "likes", "like", "wants", "want",
-    "their", "they", "them", "he", "she", "his", "her", "who", "which", "what", "when",
-    "where", "there", "than", "then", "also", "very", "really", "usually", "often",
-    "favorite", "favourite", "preferred", "preference", "name", "uses", "use", "using",
-    "every", "each", "some", "any", "all", "not", "no", "yes", "into", "over", "only",
-    "true", "false", "none",
-}
+_NAME_STOP = frozenset(entries("name_particles"))
+_STOPWORDS = frozenset(entries("grounding_stopwords"))
 _TRANSLIT = str.maketrans({
     "а": "a", "б": "b", "в": "v", "г": "g", "д": "d", "е": "e", "ё": "e", "ж": "zh",
     "з": "z", "и": "i", "й": "y", "к": "k", "л": "l", "м": "m", "н": "n", "о": "o",
@@ -174,7 +179,7 @@ def _clauses(text: str) -> list[str]:
 
 
 def _is_echo(clause: str) -> re.Match[str] | None:
-    m = _ECHO_RE.match(clause) or _ECHO_RU_RE.match(clause)
+    m = next(filter(None, (rx.match(clause) for rx in _ECHO_RES)), None)
     if m is None:
         return None
     words = [w.lower() for w in m.group("payload").split()]
@@ -455,15 +460,7 @@ def _content_ok(key: str | None, text: str, window: _Window) -> bool:
     return _grounded_words(words, window)
 
 
-_NUMBER_WORDS = {
-    w: str(n) for n, words in enumerate((
-        "zero", "one a an first once", "two second twice both couple", "three third",
-        "four fourth", "five fifth", "six sixth", "seven seventh", "eight eighth",
-        "nine ninth", "ten tenth", "eleven eleventh", "twelve twelfth dozen",
-        "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen",
-        "twenty twentieth")) for w in words.split()}
-_NUMBER_WORDS.update({"thirty": "30", "forty": "40", "fifty": "50", "sixty": "60",
-                      "hundred": "100", "thousand": "1000", "noon": "12", "midnight": "12"})
+_NUMBER_WORDS = meanings(NUMBER_WORDS)
 _DIGITS_RE = re.compile(r"\d+")
 
 

@@ -4,11 +4,12 @@ Told "Hi, I'm Oskar. I just moved to Tallinn and I work as a carpenter.", the 1.
 answered "Hello! How can I assist you today?" three times out of three, or repeated the
 introduction as its own ("Hi! I'm Sofia, 29, a vet …"). :func:`introduced_name` finds the
 name the user gives for themselves ("I'm Oskar", "my name is Ana", "je m'appelle
-Élodie"; lexicon rules ``self_naming`` and ``self_intro``) in a message that is not a
-question, and :func:`greeting` the opening of a reply that greets them by it and goes on
-in the second person, in the language of the words that named them; the agent puts that
-opening in the model's mouth, so the reply starts with the name and goes on with what
-was said, said back to them.
+Élodie"; lexicon rules ``self_naming`` and ``self_intro``; a capitalised word, not one
+of ``not_names``: "I'm Sorry") in a message that is not a question, and
+:func:`greeting` the opening of a reply that greets them by it and goes on in the second
+person, in the language of the words that named them; the agent puts that opening in
+the model's mouth, so the reply starts with the name and goes on with what was said,
+said back to them.
 
 Pure; never raises for any ``str``.
 """
@@ -17,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-from .lexicon import LANGUAGES
+from .lexicon import LANGUAGES, entries
 from .lexicon import pattern as lexicon_pattern
 from .stance import clauses
 
@@ -41,10 +42,9 @@ to them ("You just moved to Tallinn …"); left to itself the model repeated it 
 ("I can't stand olives, and my partner Luis is a chef.")."""
 
 _NAME = r"(?P<name>[A-ZÀ-ÖØ-ÞА-ЯЁ][\w'’-]{1,30})"
-_NOT_NAMES = frozenset("""sorry afraid fine good okay ok here back new not just also still
-really very so the a an and but going trying looking working living moving learning
-allergic vegetarian vegan pescatarian married single retired busy tired happy glad sure
-from in at on with""".split())
+_NOT_NAMES = frozenset(entries("not_names"))
+"""Words after "I'm" that are no name ("I'm sorry", "I'm vegan"): lexicon rule
+``not_names``."""
 
 
 def _lead(language: str, rule: str) -> re.Pattern[str]:

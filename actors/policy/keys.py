@@ -5,6 +5,11 @@ history; a model that writes ``location=Berlin`` instead would leave two homes a
 The prompt asks the model to reuse a known key; :func:`canonical_key` makes sure: a key
 of a synonym group (:data:`GROUPS`) becomes the group's key already in the profile, else
 the group's first key. Keys outside every group are kept as written.
+
+The key vocabularies here (:data:`GROUPS` and the key parts each function names) are the
+profile's own identifiers, English by the format's convention, not words of a language;
+the words of values are :mod:`.lexicon`'s (rules ``flag_values``, ``diets``, ``dates``,
+``time_words``, ``clock_suffixes``).
 """
 
 from __future__ import annotations
@@ -12,7 +17,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .lexicon import compile_rules
+from .lexicon import compile_rules, entries
+from .lexicon import pattern as lexicon_pattern
 
 __all__ = ["FLAG_VALUES", "GROUPS", "DIETS", "canonical_key", "group_words", "holds_value",
            "not_a_place", "one_attribute", "spell_out"]
@@ -84,8 +90,9 @@ def group_words(key: str) -> set[str]:
     return words or {w for w in key.split("_") if w}
 
 
-FLAG_VALUES = frozenset({"true", "yes", "y", "1", "on", "always"})
-"""Fact values that only say "this key holds" (``halal=true``): the key is the fact."""
+FLAG_VALUES = frozenset(entries("flag_values"))
+"""Fact values that only say "this key holds" (``halal=true``; lexicon rule
+``flag_values``): the key is the fact."""
 
 _KEY_STOP = frozenset("a an the to of for in on at is are has have with".split())
 
@@ -126,9 +133,9 @@ def spell_out(key: str, value: str, user_message: str,
     return canonical_key(head, known_set), " ".join(said[w[:5]] for w in rest)
 
 
-DIETS = frozenset("""vegetarian vegan pescatarian pescetarian halal kosher keto paleo
-flexitarian omnivore carnivore lacto-vegetarian ovo-vegetarian plant-based""".split())
-"""Values that are a diet: ``job=pescatarian`` or ``vegetarian=yes`` is ``diet``."""
+DIETS = frozenset(entries("diets"))
+"""Values that are a diet (lexicon rule ``diets``): ``job=pescatarian`` or
+``vegetarian=yes`` is ``diet``."""
 
 
 def one_attribute(key: str, value: str, relations: Iterable[str] = ()) -> tuple[str, str]:
@@ -153,16 +160,16 @@ def one_attribute(key: str, value: str, relations: Iterable[str] = ()) -> tuple[
 _PLACE_WORDS = frozenset("""city country town hometown location residence destination home
 address neighbourhood neighborhood region village place""".split())
 _TIME_RE = compile_rules("dates")
-_TIME_WORDS = re.compile(r"^(?:\d{1,2}(?::\d\d)?(?:am|pm)?|morning|afternoon|evening|night|"
-                         r"nights|weekend|weekends|noon|midnight|tonight|today|tomorrow|"
-                         r"yesterday|on|at|in|the|this|next|last|every|a|an)$", re.I)
+_TIME_WORDS = re.compile(
+    rf"^(?:\d{{1,2}}(?::\d\d)?{lexicon_pattern('clock_suffixes', bound=False)}?|"
+    rf"{lexicon_pattern('time_words')})$", re.I)
 
 
 def not_a_place(key: str, value: str) -> bool:
     """Whether ``value`` is a time, not a place, for a place key (``city``,
     ``destination``, ``home`` …): "I'm staying in on Saturday night" gave ``city =
     Saturday night``. True when every word of the value is a day, a month, a part of the
-    day or a clock time (lexicon rule ``dates``)."""
+    day or a clock time (lexicon rules ``dates``, ``time_words``, ``clock_suffixes``)."""
     if not _PLACE_WORDS & set(key.lower().split("_")):
         return False
     words = re.findall(r"[^\W_]+(?::\d\d)?", value)

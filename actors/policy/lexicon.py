@@ -14,7 +14,8 @@ case, read case-insensitively, in this notation:
   remembering, remembered …; ``"*n't"`` is don't, isn't …);
 * everything else is literal. A regex built from entries (:func:`pattern`) puts a word
   boundary on each side that starts or ends with a letter, so ``"no"`` never matches
-  inside "note"; the guards compile them once, at import.
+  inside "note" (unless built with ``bound=False``, to match a word's start); the guards
+  compile them once, at import.
 
 Rules, and where each is read:
 
@@ -112,6 +113,93 @@ Rules, and where each is read:
                        …), as the first word of a clause — ``stance.is_request_only``
 ``request_openers``    please, can you … before such a verb — ``stance``
 ``wondering``          "I wonder" before a question states nothing — ``stance``
+``reply_verbs``        answer, write, speak, réponds, antworte, отвечай … (any ending)
+                       — ``standing`` (a reply language)
+``reply_fillers``      me, with us, always, only … between such a verb and the
+                       language — ``standing``
+``language_prepositions``  in, en, auf, em, на before the language — ``standing``
+
+Rules of some languages (:data:`PARTIAL`): the same shape, but only for the languages
+their guard was written in (English, some also Russian, French, German, Spanish,
+Italian or Portuguese); a guard reading one knows no other language yet. Translating
+one into every language moves it to :data:`RULES`.
+
+=====================  ==========================================================
+``fillers``            please, just, now … leading a clause — ``grounding``
+                       (trivial windows)
+``confirmations``      ok, okay: a bare confirmation — ``grounding``
+``echo_verbs``         reply, say, print, ответь … opening a one-off echo command
+                       ("reply exactly PONG"), matched as a word's start —
+                       ``grounding``
+``echo_particles``     with, back after such a verb — ``grounding``
+``echo_adverbs``       exactly, only, just, только … before the payload — ``grounding``
+``echo_tail``          and nothing else, verbatim … after the payload — ``grounding``
+``style_words``        in, as, yaml, briefly, english … : a payload holding one is a
+                       style rule, not an echo ("reply only in YAML") — ``grounding``
+``tool_restriction``   don't use tools, no tools, без инструментов … — ``grounding``
+                       (one-off commands, ``one_off_tool_restriction``)
+``format_only``        no explanations, nothing else, keep it short … as a whole
+                       clause — ``grounding`` (one-off commands)
+``tool_words``         tool, tools, инструмент… — ``grounding``
+                       (``one_off_tool_restriction``)
+``avoidance``          no, not, avoid…, without, без … — ``grounding``
+                       (``one_off_tool_restriction``)
+``persona_addressed``  you are my/a/an/the/your … — ``grounding``
+                       (``assistant_persona``), before one of
+``persona_addressed_as``  assistant, ai, agent, bot, chatbot
+``persona_self``       I am a/an/the/your … — ``grounding``, before one of
+``persona_self_as``    ai, assistant, language model, llm … ending the clause
+``persona_phrases``    as an AI, language model, memory extractor anywhere —
+                       ``grounding``
+``assistant_words``    assistant, ai, bot, chatbot, model: a key's first part, or
+                       (with ``assistant_subject``: the assistant …) a note's first
+                       words — ``grounding``
+``assistant_titles``   professor…: "assistant professor" is no assistant —
+                       ``grounding``
+``self_intro_after``   "Anna here, …": the user named before it — ``grounding``
+``name_particles``     the, user, de, van, von, mr, dr, name …: words of a naming
+                       phrase that are no name — ``grounding``
+``grounding_stopwords``  the, user, prefers, favorite … : no content word of an item
+                       — ``grounding`` (``ungrounded_content``, ``invented_detail``)
+``language_adverb``    "по-" of "по-русски", before the adverb's letters —
+                       ``standing`` (a reply language)
+``unit_systems``       metric, imperial — ``standing`` (``units``)
+``units_lead``         use, prefer, in … before a unit system — ``standing``
+``length_verbs``       keep, make (… your answers short) — ``standing``
+``reply_determiners``  your, the, all, my before the replies — ``standing``
+``reply_nouns``        answers, replies, responses — ``standing``
+``length_short``       short, brief, concise … — ``standing`` (``answer_length``
+                       short)
+``length_detailed``    detailed, long, thorough — ``standing`` (``answer_length``
+                       detailed)
+``length_detailed_before``  in-depth: detailed only right before the replies
+                       ("in-depth answers") — ``standing``
+``opens_noted``        "Noted.", "Notiert.", "C'est noté." opening a reply —
+                       ``claims``
+``coverage_stopwords`` words that hold no fact here (live, work, like, always …) —
+                       ``coverage``
+``clause_joins``       and, but between a note's clauses — ``forget.without``
+``list_joins``         and, or between list members — ``forget.without``
+``not_names``          sorry, fine, vegan, from …: no name after "I'm" —
+                       ``introduction``
+``time_words``         morning, tonight, next, at … : a time, with the rule
+                       ``dates`` — ``keys.not_a_place``
+``clock_suffixes``     am, pm right after a clock time (7pm) — ``keys.not_a_place``
+``diets``              vegetarian, vegan, halal … — ``keys.DIETS``
+``flag_values``        true, yes, 1, always …: a value saying only "this key holds" —
+                       ``keys.FLAG_VALUES``
+``stance_stopwords``   the, of, user, my … : no content word, no name — ``stance``
+``relation_adjectives``  little, older, best …: between "my" and a relation word —
+                       ``stance`` (clause subject)
+``greeting_fillers``   a, lot, so, much beside greeting words ("thanks a lot") —
+                       ``stance.is_greeting``
+=====================  ==========================================================
+
+Two tables give words a value, in the same shape with the value in place of the rule:
+:data:`LANGUAGE_NAMES` (a language's English name → its names per language; a language
+the lexicon does not cover files its own name under its own code, "nederlands" under
+``nl``) — ``standing`` (a reply language and its rule); :data:`NUMBER_WORDS` (a number →
+its words, English) — ``grounding`` (``invented_detail``). :func:`meanings` reads them.
 
 Pure data and a few pure builders; imports nothing of the policy.
 """
@@ -121,11 +209,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["LANGUAGES", "RULES", "WordSet", "compile_rules", "entries", "pattern",
-           "word_set"]
+__all__ = ["LANGUAGES", "LANGUAGE_NAMES", "NUMBER_WORDS", "PARTIAL", "RULES", "WordSet",
+           "compile_rules", "entries", "meanings", "pattern", "word_set"]
 
 LANGUAGES: tuple[str, ...] = ("en", "fr", "de", "es", "it", "pt", "ru")
-"""The languages every rule covers."""
+"""The languages every rule of :data:`RULES` covers."""
 
 
 def _w(text: str) -> tuple[str, ...]:
@@ -724,24 +812,260 @@ rewrite fix convert calculate compute name plan pick""".split()),
         "pt": _w("me pergunto | eu me pergunto | quero saber"),
         "ru": _w("интересно | хочу знать"),
     },
+    "reply_verbs": {
+        "en": _w("""answer* | reply* | respond* | talk* | speak* | write* | chat* |
+                 communicate*"""),
+        "fr": _w("réponds* | repondez* | répondez* | écris* | parle*"),
+        "de": _w("antworte* | schreib* | sprich*"),
+        "es": _w("responde* | contesta* | escribe* | háblame* | hablame*"),
+        "it": _w("rispondi* | rispondimi* | scrivi* | parla*"),
+        "pt": _w("responda* | escreva* | fala*"),
+        "ru": _w("отвечай* | пиши* | говори*"),
+    },
+    "reply_fillers": {
+        "en": _w("to | me | with | us | only | just"),
+        "fr": _w("moi | toujours | seulement"),
+        "de": _w("mir | immer | nur"),
+        "es": _w("me | siempre | solo"),
+        "it": _w("mi | me | sempre | solo"),
+        "pt": _w("sempre"),
+        "ru": _w("мне | со мной | всегда | только"),
+    },
+    "language_prepositions": {
+        "en": _w("in"),
+        "fr": _w("en"),
+        "de": _w("auf"),
+        "es": _w("en"),
+        "it": _w("in"),
+        "pt": _w("em"),
+        "ru": _w("на"),
+    },
 }
 """Each rule's entries per language (module docstring: the notation and the readers)."""
 
+_ASSISTANT = "assistant | ai | bot | chatbot | model"
+
+PARTIAL: dict[str, dict[str, tuple[str, ...]]] = {
+    # grounding: trivial windows and one-off commands
+    "fillers": {"en": _w("please | pls | just | now | kindly | then | so")},
+    "confirmations": {"en": _w("ok | okay")},
+    "echo_verbs": {
+        "en": _w("reply | respond | answer | say | print | output | write | type | return | echo"),
+        "ru": _w("ответь | скажи | напиши | выведи"),
+    },
+    "echo_particles": {"en": _w("with | back")},
+    "echo_adverbs": {
+        "en": _w("exactly | only | just | literally"),
+        "ru": _w("только | ровно | просто"),
+    },
+    "echo_tail": {
+        "en": _w("and nothing else | only | exactly | verbatim"),
+        "ru": _w("и больше ничего"),
+    },
+    "style_words": {
+        "en": tuple("""in as with using briefly concisely shortly politely formally yaml json
+markdown xml csv html english russian french german spanish italian chinese japanese korean
+portuguese""".split()),
+        "ru": _w("по-русски | по-английски"),
+    },
+    "tool_restriction": {
+        "en": _combine("do not | don't | dont | never | no | without",
+                       "tool | tools | use tool | use tools | any tool | any tools | "
+                       "use any tool | use any tools"),
+        "ru": _w("без инструментов* | не используй инструменты*"),
+    },
+    "format_only": {
+        "en": _w("""no explanation | no explanations | nothing else | no comment | no comments |
+                 no details | only the answer | just the answer | keep it short"""),
+        "ru": _w("без объяснений | ничего больше"),
+    },
+    "tool_words": {"en": _w("tool | tools"), "ru": _w("инструмент*")},
+    "avoidance": {
+        "en": _w("no | not | don't | dont | avoid* | without | never"),
+        "ru": _w("без | не"),
+    },
+    # grounding: the assistant's persona
+    "persona_addressed": {"en": _combine("you are", "my | a | an | the | your")},
+    "persona_addressed_as": {"en": _w("assistant | ai | agent | bot | chatbot")},
+    "persona_self": {"en": _combine("i am | iam | i'm | i 'm", "an | a | the | your")},
+    "persona_self_as": {
+        "en": _w("ai | assistant | language model | llm | chatbot | memory extractor"),
+    },
+    "persona_phrases": {"en": _w("as an ai | memory extractor | language model")},
+    "assistant_words": {"en": _w(_ASSISTANT)},
+    "assistant_subject": {"en": _combine("the", _ASSISTANT)},
+    "assistant_titles": {"en": _w("professor*")},
+    # grounding: names and content words
+    "self_intro_after": {"en": _w("here")},
+    "name_particles": {
+        "en": _w("the | user | is | a | an | and | mr | mrs | ms | dr | name"),
+        "fr": _w("de | le | la"),
+        "de": _w("von | der | den | van"),  # van: Dutch names, read alike
+        "es": _w("de | la"),
+        "it": _w("di | da | la"),
+        "pt": _w("da | de"),
+    },
+    "grounding_stopwords": {
+        "en": tuple("""the a an and or but of to in on at for with by from is are was were be
+been being has have had does did do that this these those it its as about user users user's
+prefers prefer likes like wants want their they them he she his her who which what when where
+there than then also very really usually often favorite favourite preferred preference name
+uses use using every each some any all not no yes into over only true false none""".split()),
+    },
+    # standing: reply language, units, answer length
+    "language_adverb": {"ru": _w("по-")},
+    "unit_systems": {"en": _w("metric | imperial")},
+    "units_lead": {"en": _w("use | using | prefer | want | like | give | show | in | with")},
+    "length_verbs": {"en": _w("keep | make")},
+    "reply_determiners": {"en": _w("your | the | all | my")},
+    "reply_nouns": {"en": _w("answers | replies | responses")},
+    "length_short": {"en": _w("short | brief | concise | shorter | succinct")},
+    "length_detailed": {"en": _w("detailed | long | thorough")},
+    "length_detailed_before": {"en": _w("in-depth")},
+    # claims, coverage, forget, introduction, keys, stance
+    "opens_noted": {
+        "en": _w("noted"), "fr": _w("c'est noté"), "de": _w("notiert"), "es": _w("anotado"),
+    },
+    "coverage_stopwords": {
+        "en": tuple("""the and but for with from into about that this these those its are was
+were been being has have had does did not can't cannot don't also very really just only
+some any all every each over than then too who which what when where there here now
+always usually mostly these days lot lots bit one two live lives living work works
+working use uses using get got make makes like likes love loves enjoy enjoys prefer
+prefers""".split()),
+    },
+    "clause_joins": {"en": _w("and | but")},
+    "list_joins": {"en": _w("and | or")},
+    "not_names": {
+        "en": tuple("""sorry afraid fine good okay ok here back new not just also still really
+very so the a an and but going trying looking working living moving learning allergic
+vegetarian vegan pescatarian married single retired busy tired happy glad sure from in at on
+with""".split()),
+    },
+    "time_words": {
+        "en": _w("""morning | afternoon | evening | night | nights | weekend | weekends | noon |
+                 midnight | tonight | today | tomorrow | yesterday | on | at | in | the | this |
+                 next | last | every | a | an"""),
+    },
+    "clock_suffixes": {"en": _w("am | pm")},
+    "diets": {
+        "en": tuple("""vegetarian vegan pescatarian pescetarian halal kosher keto paleo
+flexitarian omnivore carnivore lacto-vegetarian ovo-vegetarian plant-based""".split()),
+    },
+    "flag_values": {"en": _w("true | yes | y | 1 | on | always")},
+    "stance_stopwords": {
+        "en": tuple("""the a an and or but of to in on at for with by from is are was were be
+been being has have had do does did that this these those it its as about user users
+user's their they them he she his her who which what when where there than then also very
+really just only all any some every each into over not no yes i me my mine we our you
+your""".split()),
+    },
+    "relation_adjectives": {
+        "en": _w("little | big | older | younger | new | old | best | dear"),
+    },
+    "greeting_fillers": {"en": _w("a | lot | so | much")},
+}
+"""Rules of some languages (module docstring): ``{rule: {language: (entry, …)}}`` for the
+languages their guard was written in, a subset of :data:`LANGUAGES`."""
+
+LANGUAGE_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
+    "English": {"en": _w("english"), "fr": _w("anglais"), "de": _w("englisch"),
+                "es": _w("inglés | ingles"), "it": _w("inglese"), "pt": _w("inglês"),
+                "ru": _w("английском | английский | по-английски")},
+    "Italian": {"en": _w("italian"), "fr": _w("italien"), "de": _w("italienisch"),
+                "es": _w("italiano"), "it": _w("italiano | italiana"), "pt": _w("italiano"),
+                "ru": _w("итальянском | итальянский")},
+    "French": {"en": _w("french"), "fr": _w("français | francais"), "de": _w("französisch"),
+               "es": _w("francés | frances"), "it": _w("francese"), "pt": _w("francês"),
+               "ru": _w("французском | французский | по-французски")},
+    "German": {"en": _w("german"), "fr": _w("allemand"), "de": _w("deutsch"),
+               "es": _w("alemán | aleman"), "it": _w("tedesco"), "pt": _w("alemão"),
+               "ru": _w("немецком | немецкий | по-немецки")},
+    "Spanish": {"en": _w("spanish"), "fr": _w("espagnol"), "de": _w("spanisch"),
+                "es": _w("español | espanol | castellano"), "it": _w("spagnolo"),
+                "pt": _w("espanhol"), "ru": _w("испанском | испанский")},
+    "Portuguese": {"en": _w("portuguese"), "fr": _w("portugais"), "de": _w("portugiesisch"),
+                   "es": _w("portugués"), "it": _w("portoghese"),
+                   "pt": _w("português | portugues"), "ru": _w("португальском")},
+    "Russian": {"en": _w("russian"), "fr": _w("russe"), "de": _w("russisch"), "es": _w("ruso"),
+                "it": _w("russo"), "pt": _w("russo"),
+                "ru": _w("русском | русский | по-русски")},
+    "Dutch": {"en": _w("dutch"), "fr": _w("néerlandais"), "de": _w("niederländisch"),
+              "nl": _w("nederlands")},
+    "Polish": {"en": _w("polish"), "fr": _w("polonais"), "de": _w("polnisch"),
+               "pl": _w("polski")},
+    "Ukrainian": {"en": _w("ukrainian"), "ru": _w("украинском"), "uk": _w("українською")},
+    "Turkish": {"en": _w("turkish"), "fr": _w("turc"), "de": _w("türkisch"), "tr": _w("türkçe")},
+    "Greek": {"en": _w("greek"), "fr": _w("grec"), "de": _w("griechisch"), "el": _w("ελληνικά")},
+    "Swedish": {"en": _w("swedish"), "fr": _w("suédois"), "de": _w("schwedisch"),
+                "sv": _w("svenska")},
+    "Japanese": {"en": _w("japanese"), "fr": _w("japonais"), "de": _w("japanisch"),
+                 "ja": _w("日本語")},
+    "Chinese": {"en": _w("chinese | mandarin"), "fr": _w("chinois"), "de": _w("chinesisch"),
+                "zh": _w("中文")},
+    "Korean": {"en": _w("korean"), "fr": _w("coréen"), "de": _w("koreanisch"),
+               "ko": _w("한국어")},
+    "Hindi": {"en": _w("hindi")},
+    "Arabic": {"en": _w("arabic"), "fr": _w("arabe"), "de": _w("arabisch"), "es": _w("árabe"),
+               "pt": _w("árabe")},
+}
+"""A language's English name (what a reply rule says) → its names per language."""
+
+NUMBER_WORDS: dict[str, dict[str, tuple[str, ...]]] = {
+    "0": {"en": _w("zero")},
+    "1": {"en": _w("one | a | an | first | once")},
+    "2": {"en": _w("two | second | twice | both | couple")},
+    "3": {"en": _w("three | third")},
+    "4": {"en": _w("four | fourth")},
+    "5": {"en": _w("five | fifth")},
+    "6": {"en": _w("six | sixth")},
+    "7": {"en": _w("seven | seventh")},
+    "8": {"en": _w("eight | eighth")},
+    "9": {"en": _w("nine | ninth")},
+    "10": {"en": _w("ten | tenth")},
+    "11": {"en": _w("eleven | eleventh")},
+    "12": {"en": _w("twelve | twelfth | dozen | noon | midnight")},
+    "13": {"en": _w("thirteen")},
+    "14": {"en": _w("fourteen")},
+    "15": {"en": _w("fifteen")},
+    "16": {"en": _w("sixteen")},
+    "17": {"en": _w("seventeen")},
+    "18": {"en": _w("eighteen")},
+    "19": {"en": _w("nineteen")},
+    "20": {"en": _w("twenty | twentieth")},
+    "30": {"en": _w("thirty")},
+    "40": {"en": _w("forty")},
+    "50": {"en": _w("fifty")},
+    "60": {"en": _w("sixty")},
+    "100": {"en": _w("hundred")},
+    "1000": {"en": _w("thousand")},
+}
+"""A number (its digits) → its words per language."""
+
 
 def entries(*rules: str, languages: Iterable[str] = LANGUAGES) -> tuple[str, ...]:
-    """The entries of ``rules`` in every language (or those of ``languages``), lower
-    case, de-duplicated, in order."""
+    """The entries of ``rules`` (of :data:`RULES` or :data:`PARTIAL`) in every language
+    (or those of ``languages``) the rule has, lower case, de-duplicated, in order."""
     seen: dict[str, None] = {}
     for rule in rules:
+        table = RULES[rule] if rule in RULES else PARTIAL[rule]
         for lang in languages:
-            for e in RULES[rule][lang]:
+            for e in table.get(lang, ()):
                 seen.setdefault(e.lower().replace("’", "'"), None)
     return tuple(seen)
 
 
-def _entry_re(entry: str) -> str:
+def meanings(table: dict[str, dict[str, tuple[str, ...]]]) -> dict[str, str]:
+    """Each entry of a value table (:data:`LANGUAGE_NAMES`, :data:`NUMBER_WORDS`), lower
+    case, → the value it stands for."""
+    return {e.lower().replace("’", "'"): value for value, by_language in table.items()
+            for words in by_language.values() for e in words}
+
+
+def _entry_re(entry: str, bound: bool = True) -> str:
     core = entry.strip("*")
-    out = [r"\w*" if entry.startswith("*") else ("(?<!\\w)" if core[:1].isalnum() else "")]
+    start = "(?<!\\w)" if bound and core[:1].isalnum() else ""
+    out = [r"\w*" if entry.startswith("*") else start]
     for ch in core:
         if ch == " ":
             out.append(r"\s+")
@@ -752,17 +1076,19 @@ def _entry_re(entry: str) -> str:
         else:
             out.append(re.escape(ch))
     if entry.endswith(" *"):  # "next *": one more word
-        out.append(r"\w+(?!\w)")
+        out.append(r"\w+(?!\w)" if bound else r"\w+")
     else:
-        out.append(r"\w*" if entry.endswith("*") else ("(?!\\w)" if core[-1:].isalnum() else ""))
+        end = "(?!\\w)" if bound and core[-1:].isalnum() else ""
+        out.append(r"\w*" if entry.endswith("*") else end)
     return "".join(out)
 
 
-def pattern(*rules: str, languages: Iterable[str] = LANGUAGES) -> str:
+def pattern(*rules: str, languages: Iterable[str] = LANGUAGES, bound: bool = True) -> str:
     """One regex alternation (a group) of the entries of ``rules`` (in ``languages``,
     default all), longest first, each bounded as a word where it starts or ends with a
-    letter."""
-    return "(?:" + "|".join(_entry_re(e) for e in sorted(
+    letter; ``bound=False`` leaves the bounds out, so that an entry also matches a
+    word's start ("reply" in "replying")."""
+    return "(?:" + "|".join(_entry_re(e, bound) for e in sorted(
         entries(*rules, languages=languages), key=len, reverse=True)) + ")"
 
 

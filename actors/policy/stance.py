@@ -45,12 +45,16 @@ the user first ("I live in Oslo, any tips?" is not) and nothing asks to remember
 reflection call is skipped (outcome ``none``, reason ``question``).
 
 Every word list is :mod:`.lexicon`'s (rules ``conjunctions``, ``first_person*``,
-``third_person*``, ``relations``, ``negation``, ``negative_stance``, ``hypothetical``,
-``wish``, ``hypothetical_open``, ``daydream``, ``intent``, ``dismissal``, ``comparison``,
-``self_naming``, ``self_intro``, ``naming_lead``, ``greeting_words``, ``commitment``,
-``dates``, ``request_verbs``, ``request_openers``, ``wondering``), in every language of the
-lexicon:
-English, French, German, Spanish, Italian, Portuguese and Russian. Pure functions, no I/O; never raise for any ``str``.
+``third_person*``, ``relations``, ``negation``, ``negation_determiners``,
+``negative_stance``, ``replacement``, ``hypothetical``, ``wish``, ``hypothetical_open``,
+``daydream``, ``intent``, ``dismissal``, ``comparison``, ``articles``, ``self_naming``,
+``self_intro``, ``naming_lead``, ``greeting_words``, ``commitment``, ``dates``,
+``request_verbs``, ``request_openers``, ``wondering``), in every language of the lexicon:
+English, French, German, Spanish, Italian, Portuguese and Russian; and, English only,
+``stance_stopwords`` (no content word), ``relation_adjectives`` ("my little brother")
+and ``greeting_fillers`` ("thanks a lot"). The identity and name keys
+(:data:`IDENTITY_KEYS`) are profile keys, not words. Pure functions, no I/O; never raise
+for any ``str``.
 """
 
 from __future__ import annotations
@@ -95,11 +99,8 @@ def _hypothetical(text: str) -> bool:
     return bool(_HYPOTHETICAL_WORD.search(_WISH.sub(" ", text)))
 
 
-_STOP = frozenset("""the a an and or but of to in on at for with by from is are was were be
-been being has have had do does did that this these those it its as about user users
-user's their they them he she his her who which what when where there than then also very
-really just only all any some every each into over not no yes i me my mine we our you
-your""".split())
+_STOP = frozenset(entries("stance_stopwords"))
+_RELATION_ADJECTIVES = frozenset(entries("relation_adjectives"))
 
 IDENTITY_KEYS = frozenset("""name first_name last_name full_name user_name preferred_name
 nickname surname my_name city home_city current_city location residence lives_in live_in
@@ -138,8 +139,7 @@ def _subject(words: list[str], raw: str) -> str | None:
     if len(words) > 1 and words[1] in _POSSESSIVE_1P and first in _ARTICLES:
         first, words = words[1], words[1:]  # an article first: "il mio", "o meu"
     if first in _POSSESSIVE_1P:
-        nxt = [w for w in words[1:4] if w not in ("little", "big", "older", "younger",
-                                                  "new", "old", "best", "dear", "new")]
+        nxt = [w for w in words[1:4] if w not in _RELATION_ADJECTIVES]
         if nxt and (nxt[0].removesuffix("'s") in RELATIONS):
             return "other"
         return "user"
@@ -290,13 +290,15 @@ def judge(key: str | None, text: str, parts: list[Clause], user_message: str) ->
 
 
 _GREETING_WORDS = word_set("greeting_words", split=True)
+_GREETING_FILLERS = frozenset(entries("greeting_fillers"))
 _FIRST_PERSON = compile_rules("first_person", "first_person_object", "first_person_possessive",
                               "first_person_verbs")
 
 
 def is_greeting(clause: Clause) -> bool:
-    """A clause made only of greeting and thanks words ("hi there", "thanks a lot")."""
-    return bool(clause.words) and all(w in _GREETING_WORDS or w in ("a", "lot", "so", "much")
+    """A clause made only of greeting and thanks words ("hi there", "thanks a lot":
+    lexicon rules ``greeting_words``, ``greeting_fillers``)."""
+    return bool(clause.words) and all(w in _GREETING_WORDS or w in _GREETING_FILLERS
                                       for w in clause.words)
 
 

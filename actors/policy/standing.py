@@ -19,7 +19,21 @@ in English. So:
 A preference is *standing* when its sentence says so (always, from now on, by default,
 in future, every time, I prefer, …: :mod:`.lexicon` rule ``standing``, in every language of
 the lexicon) or speaks of replies in general
-("keep your answers short", "use metric units"). Pure; never raises for any ``str``.
+("keep your answers short", "use metric units"), and none of the rule ``negators`` negates
+it. Every word is the lexicon's:
+
+* a reply language: a verb of the rule ``reply_verbs``, up to three ``reply_fillers`` and
+  one of the ``language_prepositions`` (every language of the lexicon), or a Russian
+  adverb (``language_adverb``: "отвечай по-русски"), before a name of
+  :data:`.lexicon.LANGUAGE_NAMES`;
+* units: ``unit_systems`` (metric, imperial), standing or after ``units_lead`` (use,
+  prefer …);
+* an answer length: ``length_verbs``, ``reply_determiners``, ``reply_nouns`` and
+  ``length_short`` / ``length_detailed`` ("keep your answers short"), or such a length —
+  or ``length_detailed_before`` ("in-depth") — right before the ``reply_nouns``. English
+  only.
+
+Pure; never raises for any ``str``.
 """
 
 from __future__ import annotations
@@ -27,41 +41,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from .lexicon import compile_rules
+from .lexicon import LANGUAGE_NAMES, compile_rules, entries, meanings
+from .lexicon import pattern as lexicon_pattern
 
 __all__ = ["LANGUAGE_KEYS", "LANGUAGES", "reply_rules", "standing_preferences"]
 
-LANGUAGES: dict[str, str] = {
-    **{w: "English" for w in ("english", "anglais", "englisch", "inglés", "ingles", "inglese",
-                              "inglês", "английском", "английский", "по-английски")},
-    **{w: "Italian" for w in ("italian", "italiano", "italien", "italienisch", "italiana",
-                              "итальянском", "итальянский")},
-    **{w: "French" for w in ("french", "français", "francais", "französisch", "francés",
-                             "frances", "francese", "francês", "французском", "французский",
-                             "по-французски")},
-    **{w: "German" for w in ("german", "deutsch", "allemand", "alemán", "aleman", "tedesco",
-                             "alemão", "немецком", "немецкий", "по-немецки")},
-    **{w: "Spanish" for w in ("spanish", "español", "espanol", "espagnol", "spanisch",
-                              "spagnolo", "espanhol", "испанском", "испанский", "castellano")},
-    **{w: "Portuguese" for w in ("portuguese", "português", "portugues", "portugais",
-                                 "portugiesisch", "portugués", "portoghese",
-                                 "португальском")},
-    **{w: "Russian" for w in ("russian", "русском", "русский", "по-русски", "russe", "russisch",
-                              "ruso", "russo")},
-    **{w: "Dutch" for w in ("dutch", "nederlands", "néerlandais", "niederländisch")},
-    **{w: "Polish" for w in ("polish", "polski", "polonais", "polnisch")},
-    **{w: "Ukrainian" for w in ("ukrainian", "українською", "украинском")},
-    **{w: "Turkish" for w in ("turkish", "türkçe", "turc", "türkisch")},
-    **{w: "Greek" for w in ("greek", "ελληνικά", "grec", "griechisch")},
-    **{w: "Swedish" for w in ("swedish", "svenska", "suédois", "schwedisch")},
-    **{w: "Japanese" for w in ("japanese", "日本語", "japonais", "japanisch")},
-    **{w: "Chinese" for w in ("chinese", "中文", "chinois", "chinesisch", "mandarin")},
-    **{w: "Korean" for w in ("korean", "한국어", "coréen", "koreanisch")},
-    **{w: "Hindi" for w in ("hindi",)},
-    **{w: "Arabic" for w in ("arabic", "arabe", "arabisch", "árabe")},
-}
-"""Language names (lower case, English and the languages' own and neighbours' names) →
-the English name a rule uses."""
+LANGUAGES: dict[str, str] = meanings(LANGUAGE_NAMES)
+"""Language names (lower case, English and the languages' own and neighbours' names:
+:data:`.lexicon.LANGUAGE_NAMES`) → the English name a rule uses."""
 
 LANGUAGE_KEYS = frozenset({"reply_language", "response_language", "answer_language",
                            "preferred_language", "communication_language"})
@@ -70,29 +57,28 @@ often a language the user learns, speaks or codes in ("I'm learning Korean" →
 ``language=Korean``, and the next reply came in Korean)."""
 UNITS_KEYS = frozenset({"units", "unit_system", "measurement_system", "measurement_units"})
 LENGTH_KEYS = frozenset({"answer_length", "reply_length", "response_length"})
-_LENGTHS = {"short": "short", "brief": "short", "concise": "short", "shorter": "short",
-            "succinct": "short", "detailed": "detailed", "long": "detailed",
-            "thorough": "detailed", "in-depth": "detailed"}
+_LENGTHS = {**dict.fromkeys(entries("length_short"), "short"),
+            **dict.fromkeys(entries("length_detailed", "length_detailed_before"), "detailed")}
+_UNIT_SYSTEMS = frozenset(entries("unit_systems"))
 
 _STANDING = compile_rules("standing")
 _NEGATORS = compile_rules("negators")
-_REPLY_VERB = (r"(?:answer|reply|respond|talk|speak|write|chat|communicate|antworte|"
-               r"schreib|sprich|réponds|repondez|répondez|écris|parle|responde|contesta|"
-               r"escribe|háblame|hablame|rispondi|rispondimi|scrivi|parla|responda|escreva|"
-               r"fala|отвечай|пиши|говори)\w*")
+_REPLY_VERB = lexicon_pattern("reply_verbs")
 _LANGUAGE_RE = re.compile(
-    rf"\b{_REPLY_VERB}(?:[\s,-]+(?:to|me|with|us|moi|mir|mi|me|мне|со\s+мной|only|"
-    rf"immer|toujours|siempre|sempre|всегда|just|nur|seulement|solo|только)){{0,3}}\s+"
-    rf"(?:in|en|auf|in\s+lingua|em|на)\s+(?P<lang>[^\W\d_][\w-]*)", re.I)
-_LANGUAGE_RU_RE = re.compile(rf"\b{_REPLY_VERB}(?:\s+\w+){{0,2}}\s+(?P<lang>по-\w+)", re.I)
-_UNITS_RE = re.compile(
-    r"\b(?P<units>metric|imperial)(?:\s+(?:units?|system|measurements?))?\b", re.I)
-_UNITS_LEAD = re.compile(r"\b(?:use|using|prefer|want|like|give|show|in|with)\b", re.I)
+    rf"{_REPLY_VERB}(?:[\s,-]+{lexicon_pattern('reply_fillers')}){{0,3}}\s+"
+    rf"{lexicon_pattern('language_prepositions')}\s+(?P<lang>[^\W\d_][\w-]*)", re.I)
+_LANGUAGE_RU_RE = re.compile(
+    rf"{_REPLY_VERB}(?:\s+\w+){{0,2}}\s+(?P<lang>{lexicon_pattern('language_adverb')}\w+)",
+    re.I)
+_UNITS_RE = re.compile(rf"(?P<units>{lexicon_pattern('unit_systems')})", re.I)
+_UNITS_LEAD = compile_rules("units_lead")
+_REPLIES = (rf"(?:{lexicon_pattern('reply_determiners')}\s+)?"
+            rf"{lexicon_pattern('reply_nouns')}")
 _LENGTH_RE = re.compile(
-    r"\b(?:keep|make)\s+(?:your\s+|the\s+|all\s+|my\s+)?(?:answers|replies|responses)\s+"
-    r"(?:\w+\s+)?(?P<a>short|brief|concise|shorter|succinct|detailed|long|thorough)\b|"
-    r"\b(?P<b>short|brief|concise|shorter|succinct|detailed|long|thorough|in-depth)\s+"
-    r"(?:answers|replies|responses)\b", re.I)
+    rf"{lexicon_pattern('length_verbs')}\s+{_REPLIES}\s+(?:\w+\s+)?"
+    rf"(?P<a>{lexicon_pattern('length_short', 'length_detailed')})|"
+    rf"(?P<b>{lexicon_pattern('length_short', 'length_detailed', 'length_detailed_before')})"
+    rf"\s+{lexicon_pattern('reply_nouns')}", re.I)
 _SENTENCES = re.compile(r"(?<=[.!?;])\s+|\n+")
 
 
@@ -128,7 +114,7 @@ def reply_rules(facts: Iterable[tuple[str, str]]) -> list[str]:
         v = " ".join(value.lower().split())
         if key in LANGUAGE_KEYS and v in LANGUAGES and language is None:
             language = LANGUAGES[v]
-        elif key in UNITS_KEYS and v in ("metric", "imperial") and units is None:
+        elif key in UNITS_KEYS and v in _UNIT_SYSTEMS and units is None:
             units = v
         elif key in LENGTH_KEYS and v in _LENGTHS and length is None:
             length = _LENGTHS[v]

@@ -28,8 +28,8 @@ import re
 from collections.abc import Sequence
 
 from actors.memory.messages import DistilledIn
-from actors.store.lessons import ACTIVATION_MAX_CHARS, PRINCIPLE_MAX_CHARS
-from actors.store.procedures import STEP_MAX_CHARS, TOOL_HINT_MAX_CHARS
+from actors.store.records import (ACTIVATION_MAX_CHARS, PRINCIPLE_MAX_CHARS, STEP_MAX_CHARS,
+                                  TOOL_HINT_MAX_CHARS)
 from actors.store.render import neutralise
 from runtime.services.structured import with_schema
 

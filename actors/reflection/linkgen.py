@@ -20,8 +20,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 
-from actors.store.cold import LinkIn
-from actors.store.links import LINK_KINDS
+from actors.store.records import LINK_KINDS, LinkIn
 from actors.store.render import neutralise
 from runtime.services.structured import with_line_schema
 

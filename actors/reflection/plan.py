@@ -87,7 +87,7 @@ from actors.policy.keys import (FLAG_VALUES, GROUPS, canonical_key, group_words,
 from actors.policy.relations import RELATIONS
 from actors.policy.stance import IDENTITY_KEYS, clauses, denied_word, judge
 from actors.policy.standing import standing_preferences
-from actors.store.staleness import states_old_value
+from actors.store.old_values import states_old_value
 
 from .parser import ParsedReflection, normalize_key
 from .prompt import EXAMPLE_VALUES

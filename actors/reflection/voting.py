@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from actors.store.cold import VoteIn
+from actors.store.records import VoteIn
 from actors.store.render import neutralise
 from runtime.services.structured import with_line_schema
 

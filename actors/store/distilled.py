@@ -33,9 +33,9 @@ from .columns import encode_json
 from .errors import ValidationError, optional_text, require_int, require_positive_id
 from .errors import now_ms as _now
 from .fts import build_match_query, normalise_bm25
+from .records import ACTIVATION_MAX_CHARS
 from .schema import write_txn
 
-ACTIVATION_MAX_CHARS = 240
 MAX_TAGS = 12
 TAG_MAX_CHARS = 40
 MAX_QUERY_CHARS = 500

@@ -32,8 +32,7 @@ from actors.policy.instructions import reads_as_instruction
 from actors.policy.keys import GROUPS
 from actors.policy.relations import RELATIONS
 
-from .notes import Note
-from .profile import ProfileFact
+from .records import Note, ProfileFact
 from .render import clip_preview, neutralise
 
 __all__ = ["CARE", "CARE_TOPIC", "FOCUS_ITEMS", "FOCUS_ITEM_CHARS", "care_items", "render_focus",

@@ -25,7 +25,6 @@ import structlog
 
 from .columns import decode_json_list, encode_json
 from .distilled import (
-    ACTIVATION_MAX_CHARS,
     INDEX_LIMIT_DEFAULT,
     INDEX_LIMIT_MAX,
     INT_LIST,
@@ -46,7 +45,7 @@ from .distilled import (
 )
 from .errors import now_ms as _now
 from .errors import optional_text
-from .records import Lesson, LessonPointer
+from .records import ACTIVATION_MAX_CHARS, PRINCIPLE_MAX_CHARS, Lesson, LessonPointer
 
 __all__ = [
     "Lesson",
@@ -74,7 +73,6 @@ __all__ = [
 
 log = structlog.get_logger("actors.store.lessons")
 
-PRINCIPLE_MAX_CHARS = 800
 
 
 def validate_principle(value: object) -> str:

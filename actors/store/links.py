@@ -23,7 +23,7 @@ import msgspec
 
 from .errors import NotFound, ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
-from .records import Link
+from .records import LINK_KINDS, Link
 from .schema import write_txn
 
 __all__ = [
@@ -42,10 +42,6 @@ __all__ = [
     "clamp_weight",
 ]
 
-#: The six edge kinds.
-LINK_KINDS: tuple[str, ...] = (
-    "RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS", "DUPLICATES", "SUPERSEDES",
-)
 DEFAULT_KIND = "RELATES_TO"
 LINK_ORIGINS: tuple[str, ...] = ("manual", "similarity", "model", "correction")
 """Who wrote a link (schema v8): the ``memory.links.add`` op, links by meaning, the LLM

@@ -40,7 +40,7 @@ from .distilled import (
 )
 from .errors import ValidationError, optional_text, require_positive_id
 from .errors import now_ms as _now
-from .records import Procedure, ProcedurePointer, ProcedureStep
+from .records import STEP_MAX_CHARS, TOOL_HINT_MAX_CHARS, Procedure, ProcedurePointer, ProcedureStep
 from .schema import write_txn
 
 __all__ = [
@@ -60,8 +60,6 @@ __all__ = [
 
 log = structlog.get_logger("actors.store.procedures")
 
-STEP_MAX_CHARS = 240
-TOOL_HINT_MAX_CHARS = 64
 MIN_STEPS, MAX_STEPS = 2, 8
 PROCEDURE_TAG_MAX_CHARS = 64
 SOURCES = ("consolidator", "manual")

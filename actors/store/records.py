@@ -10,6 +10,22 @@ from __future__ import annotations
 
 import msgspec
 
+# -- the limits a record's text obeys (the stores validate them; reflection's planning,
+# which runs in a process without the stores, writes within them)
+
+ACTIVATION_MAX_CHARS = 240
+"""A lesson's or procedure's activation line (when it applies), at most."""
+PRINCIPLE_MAX_CHARS = 800
+"""A lesson's principle, at most."""
+STEP_MAX_CHARS = 240
+"""One step of a procedure, at most."""
+TOOL_HINT_MAX_CHARS = 64
+"""A procedure step's tool hint, at most."""
+LINK_KINDS: tuple[str, ...] = (
+    "RELATES_TO", "CAUSED_BY", "REFERENCES", "CONTRADICTS", "DUPLICATES", "SUPERSEDES",
+)
+"""The six kinds of an edge between two notes."""
+
 
 class Note(msgspec.Struct, rename="camel"):
     """One note as returned by the store (wire keys camelCase, docs/protocol.md §5).

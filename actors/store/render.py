@@ -27,8 +27,7 @@ from actors.policy.instructions import INERT, inert, reads_as_instruction
 
 from .dates import day_note, relative_to_now, written_date
 from .fts import contains_cjk, fold_latin
-from .notes import Note
-from .profile import ProfileFact
+from .records import Note, ProfileFact
 
 __all__ = [
     "TRUNCATION_MARKER",

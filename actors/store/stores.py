@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -20,13 +21,18 @@ import structlog
 
 from runtime.services.config import MemoryConfig
 
+from .engine import MemoryEngine
 from .errors import DatabaseCorrupt
+from .files import FileRoom
 from .lessons import LessonStore
 from .links import LinkStore
 from .notes import MemoryStore
+from .plans import RecallPlan, TurnScope
 from .procedures import ProcedureStore
 from .profile import ProfileStore
-from .schema import SCHEMA_VERSION, open_database, user_version
+from .records import MemoryContext
+from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
+from .staleness import archive_stale
 from .vectors import VectorStore
 from .votes import VoteStore
 
@@ -65,7 +71,8 @@ def open_or_quarantine(path: Path) -> tuple[apsw.Connection, str | None]:
 
 @dataclass(frozen=True)
 class StoreSet:
-    """Every store over one connection, built with the ``memory.*`` config."""
+    """Every store over one connection, built with the ``memory.*`` config: the SQLite
+    engine of :class:`actors.store.engine.MemoryEngine`."""
 
     conn: apsw.Connection
     profiles: ProfileStore
@@ -90,6 +97,52 @@ class StoreSet:
                    procedures=procedures if procedures is not None else ProcedureStore(conn),
                    links=links if links is not None else LinkStore(conn),
                    vectors=VectorStore(conn))
+
+
+    def transaction(self) -> AbstractContextManager[object]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT`` (a savepoint inside an open transaction):
+        :func:`actors.store.schema.write_txn`."""
+        return write_txn(self.conn)
+
+    def schema_version(self) -> int:
+        """``PRAGMA user_version`` (:data:`actors.store.schema.SCHEMA_VERSION` once
+        migrated)."""
+        return user_version(self.conn)
+
+    def export(self, path: str, files: FileRoom, *, overwrite: bool = False) -> object:
+        """The JSON-lines export (:func:`actors.store.transfer.export_memory`)."""
+        from .transfer import export_memory
+
+        return export_memory(self.conn, path, files, overwrite=overwrite)
+
+    def backup(self, path: str, files: FileRoom, *, overwrite: bool = False) -> object:
+        """SQLite's online backup (:func:`actors.store.backup.backup_database`)."""
+        from .backup import backup_database
+
+        return backup_database(self.conn, path, files, overwrite=overwrite)
+
+    def import_file(self, path: str, files: FileRoom) -> object:
+        """An export file, imported idempotently (:func:`actors.store.transfer.import_memory`)."""
+        from .transfer import import_memory
+
+        return import_memory(self.notes, path, files)
+
+    def archive_stale(self, old_value: str, new_value: str) -> list[int]:
+        """:func:`actors.store.staleness.archive_stale` over the notes."""
+        return archive_stale(self.notes, old_value, new_value)
+
+    def context(self, message: str, working_dir: str | None = None) -> MemoryContext:
+        """:func:`actors.store.context.build_context` with the default plan, unbumped."""
+        from .context import build_context
+
+        return build_context(self, message, RecallPlan(), TurnScope(working_dir=working_dir),
+                             bump=False)
+
+
+def _is_an_engine(stores: StoreSet) -> MemoryEngine:
+    """(For mypy: a StoreSet is a :class:`~actors.store.engine.MemoryEngine`; this
+    fails the type check the day it is not.)"""
+    return stores
 
 
 def open_stores(conn: apsw.Connection, m: MemoryConfig) -> StoreSet:

@@ -23,8 +23,6 @@ Never raises on a frame it does not expect: unknown outcomes print as they are.
 
 from __future__ import annotations
 
-from typing import Any
-
 from actors.memory import ops
 
 from .client import ClientError, DaemonClient

@@ -37,9 +37,11 @@ from ..listen_guard import THROTTLE, host_allowed
 from ..cli_output import when
 from ..metrics_summary import by_label
 from .backend import Backend, BackendError
-from .charts import count_bars, days_chart, stamps
+from .charts import count_bars, days_chart
 from .http import FormError, Receive, Request, Send, read_form, send_bytes, send_redirect
 from .security import Logins, UiSession, cookie_header, csrf_ok, same_origin
+from .views import (FactPage, GivenNote, LessonsPage, NotePage, NotesPage, OverviewPage,
+                    ProfilePage, View, context)
 
 __all__ = ["DashboardApp"]
 
@@ -208,92 +210,135 @@ class DashboardApp:
             **ctx)
         await send_bytes(send, status, html.encode(), b"text/html; charset=utf-8", extra)
 
-    # -------------------------------------------------------------------- GET
+    # ------------------------------------------------------------------ routes
     async def _get(self, req: Request, session: UiSession, send: Send) -> None:
-        path, q = req.path, req.query
-        b = self.backend
+        """A page: the first of :data:`GET_ROUTES` whose pattern matches the path."""
         try:
-            if path == "/ui":
-                await self._page(send, 200, "overview.html", session, nav="overview",
-                                 **await self._overview())
-            elif path == "/ui/profile":
-                facts = await b.data(ops.ProfileList())
-                await self._page(send, 200, "profile.html", session, nav="profile", facts=facts,
-                                 writers=await self._writers())
-            elif m := re.fullmatch(r"/ui/profile/([^/]+)", path):
-                key = m.group(1)
-                history = await b.data(ops.ProfileHistory(key=key))
-                await self._page(send, 200, "fact.html", session, nav="profile", key=key,
-                                 history=history, writers=await self._writers())
-            elif path == "/ui/notes":
-                await self._page(send, 200, "notes.html", session, nav="notes",
-                                 **await self._notes(q))
-            elif m := re.fullmatch(r"/ui/notes/(\d{1,18})", path):
-                note_id = int(m.group(1))
-                found = await b.data(ops.NotesRecall(id=note_id))
-                links = await b.data(ops.LinksList(id=note_id, limit=50))
-                await self._page(send, 200, "note.html", session, nav="notes",
-                                 note=found[0] if found else None, links=links,
-                                 confirm=q.get("confirm"), writers=await self._writers())
-            elif path == "/ui/lessons":
-                await self._page(send, 200, "lessons.html", session, nav="lessons",
-                                 lessons=await b.data(ops.LessonsList(limit=100)),
-                                 procedures=await b.data(ops.ProceduresList(limit=100)))
-            elif path == "/ui/sessions":
-                await self._page(send, 200, "sessions.html", session, nav="sessions",
-                                 sessions=await b.sessions(100))
-            elif m := re.fullmatch(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})", path):
-                await self._page(send, 200, "session.html", session, nav="sessions",
-                                 chat=await b.session(m.group(1)))
-            elif path == "/ui/activity":
-                client = q.get("client") or None
-                reads = q.get("reads") == "1"  # writes and refusals unless asked
-                data = await b.activity(limit=200, client=client, reads=reads)
-                await self._page(send, 200, "activity.html", session, nav="activity",
-                                 activity=data, client=client, reads=reads)
-            elif path == "/ui/clients":
-                token, session.new_token = session.new_token, None  # shown once
-                await self._page(send, 200, "clients.html", session, nav="clients",
-                                 clients=read_clients(self.backend.state_dir).clients,
-                                 scopes=SCOPES, token=token[1] if token else None,
-                                 token_name=token[0] if token else None)
-            else:
-                await self._page(send, 404, "error.html", session, title="Not found",
-                                 message=f"There is no page {path}.")
+            for pattern, handler in GET_ROUTES:
+                if m := pattern.fullmatch(req.path):
+                    await handler(self, req, session, send, m)
+                    return
+            await self._page(send, 404, "error.html", session, title="Not found",
+                             message=f"There is no page {req.path}.")
         except (BackendError, ClientsError) as exc:
             await self._page(send, 400 if exc.code in ("invalid_argument", "not_found")
                              else 503, "error.html", session, title="Could not show this",
                              message=f"{exc.code}: {exc}")
 
-    async def _overview(self) -> dict[str, Any]:
+    async def _post(self, req: Request, session: UiSession, send: Send) -> None:
+        """An action: the first of :data:`POST_ROUTES` whose pattern matches the path."""
+        try:
+            for pattern, handler in POST_ROUTES:
+                if m := pattern.fullmatch(req.path):
+                    await handler(self, req, session, send, m)
+                    return
+            await self._page(send, 404, "error.html", session, title="Not found",
+                             message=f"There is no action {req.path}.")
+        except (BackendError, ClientsError) as exc:
+            section = "/".join(req.path.split("/")[:3])  # /ui/notes/7/forget -> /ui/notes
+            await self._page(send, 400 if exc.code in ("invalid_argument", "not_found",
+                                                       "exists") else 503,
+                             "error.html", session, title="Nothing was changed",
+                             message=str(exc), back=section)
+
+    async def _view(self, send: Send, template: str, session: UiSession, view: View) -> None:
+        await self._page(send, 200, template, session, **context(view))
+
+    # -------------------------------------------------------------------- pages
+    async def overview_page(self, req: Request, session: UiSession, send: Send,
+                            m: re.Match[str]) -> None:
+        await self._view(send, "overview.html", session, await self._overview())
+
+    async def profile_page(self, req: Request, session: UiSession, send: Send,
+                           m: re.Match[str]) -> None:
+        facts = await self.backend.run(ops.ProfileList())
+        await self._view(send, "profile.html", session,
+                         ProfilePage(facts=facts, writers=await self._writers()))
+
+    async def fact_page(self, req: Request, session: UiSession, send: Send,
+                        m: re.Match[str]) -> None:
+        key = m.group(1)
+        history = await self.backend.run(ops.ProfileHistory(key=key))
+        await self._view(send, "fact.html", session,
+                         FactPage(key=key, history=history, writers=await self._writers()))
+
+    async def notes_page(self, req: Request, session: UiSession, send: Send,
+                         m: re.Match[str]) -> None:
+        await self._view(send, "notes.html", session, await self._notes(req.query))
+
+    async def note_page(self, req: Request, session: UiSession, send: Send,
+                        m: re.Match[str]) -> None:
+        note_id = int(m.group(1))
+        found = await self.backend.run(ops.NotesRecall(id=note_id))
+        links = await self.backend.run(ops.LinksList(id=note_id, limit=50))
+        await self._view(send, "note.html", session, NotePage(
+            note=found[0] if found else None, links=links, confirm=req.query.get("confirm"),
+            writers=await self._writers()))
+
+    async def lessons_page(self, req: Request, session: UiSession, send: Send,
+                           m: re.Match[str]) -> None:
+        b = self.backend
+        await self._view(send, "lessons.html", session, LessonsPage(
+            lessons=await b.run(ops.LessonsList(limit=100)),
+            procedures=await b.run(ops.ProceduresList(limit=100))))
+
+    async def sessions_page(self, req: Request, session: UiSession, send: Send,
+                            m: re.Match[str]) -> None:
+        await self._page(send, 200, "sessions.html", session, nav="sessions",
+                         sessions=await self.backend.sessions(100))
+
+    async def session_page(self, req: Request, session: UiSession, send: Send,
+                           m: re.Match[str]) -> None:
+        await self._page(send, 200, "session.html", session, nav="sessions",
+                         chat=await self.backend.session(m.group(1)))
+
+    async def activity_page(self, req: Request, session: UiSession, send: Send,
+                            m: re.Match[str]) -> None:
+        client = req.query.get("client") or None
+        reads = req.query.get("reads") == "1"  # writes and refusals unless asked
+        data = await self.backend.activity(limit=200, client=client, reads=reads)
+        await self._page(send, 200, "activity.html", session, nav="activity",
+                         activity=data, client=client, reads=reads)
+
+    async def clients_page(self, req: Request, session: UiSession, send: Send,
+                           m: re.Match[str]) -> None:
+        token, session.new_token = session.new_token, None  # shown once
+        await self._page(send, 200, "clients.html", session, nav="clients",
+                         clients=read_clients(self.backend.state_dir).clients,
+                         scopes=SCOPES, token=token[1] if token else None,
+                         token_name=token[0] if token else None)
+
+    async def _overview(self) -> OverviewPage:
         b = self.backend
         stats = await b.stats()
-        notes = await b.data(ops.NotesList(limit=1000, archived="all"))
-        facts = await b.data(ops.ProfileList())
+        notes = await b.run(ops.NotesList(limit=1000, archived="all"))
+        facts = await b.run(ops.ProfileList())
         activity = await b.activity(limit=1000)
         forgets = [e["at"] for e in activity["entries"]
                    if op_scope(e["op"]) == "forget" and e["outcome"] == "ok"]
-        chart = days_chart({"notes": stamps(notes, "createdAt"),
-                            "facts": stamps(facts, "validFrom"), "forgets": forgets})
-        last = next((e for e in activity["entries"] if e["op"] == "turn.context"), None)
-        given: dict[str, Any] = {"keys": [], "notes": [], "lessons": [], "procedures": []}
-        if last is not None:
-            named = [i for i in last["ids"] if isinstance(i, str)]
-            given["keys"] = [i for i in named if ":" not in i]
-            for kind in ("lesson", "procedure"):
-                given[kind + "s"] = [int(i.split(":", 1)[1]) for i in named
-                                     if i.startswith(kind + ":") and i.split(":", 1)[1].isdigit()]
-            for note_id in [i for i in last["ids"] if isinstance(i, int)][:10]:
-                found = await b.data(ops.NotesRecall(id=note_id))
-                given["notes"].append(found[0] if found else {"id": note_id, "content": None})
-            given["at"] = last["at"]
+        chart = days_chart({"notes": [n.created_at for n in notes],
+                            "facts": [f.valid_from for f in facts], "forgets": forgets})
         metrics = await b.metrics()
         counters = metrics.get("counters", {})
         figures = {"recall": count_bars(by_label(counters, "agent.memory.recall")),
                    "reflection": count_bars(by_label(counters, "agent.memory.reflection")),
                    "turns": count_bars(by_label(counters, "agent.turns"))}
-        return {"stats": stats, "chart": chart, "given": given, "last": last,
-                "figures": figures}
+        last = next((e for e in activity["entries"] if e["op"] == "turn.context"), None)
+        if last is None:
+            return OverviewPage(stats=stats, chart=chart, figures=figures)
+        named = [i for i in last["ids"] if isinstance(i, str)]
+        given: dict[str, list[int]] = {}
+        for kind in ("lesson", "procedure"):
+            given[kind] = [int(i.split(":", 1)[1]) for i in named
+                           if i.startswith(kind + ":") and i.split(":", 1)[1].isdigit()]
+        notes_given = []
+        for note_id in [i for i in last["ids"] if isinstance(i, int)][:10]:
+            found = await b.run(ops.NotesRecall(id=note_id))
+            notes_given.append(GivenNote(note_id, found[0].content if found else None))
+        return OverviewPage(stats=stats, chart=chart, figures=figures, last=last,
+                            given_keys=[i for i in named if ":" not in i],
+                            given_notes=notes_given, given_lessons=given["lesson"],
+                            given_procedures=given["procedure"], given_at=last["at"])
 
     async def _writers(self) -> dict[str | int, str]:
         """Which app last wrote each fact key and note id, from the activity log's newest
@@ -306,104 +351,109 @@ class DashboardApp:
                     out.setdefault(item, e["client"])
         return out
 
-    async def _notes(self, q: dict[str, str]) -> dict[str, Any]:
+    async def _notes(self, q: dict[str, str]) -> NotesPage:
         b = self.backend
         query = q.get("q", "").strip()
-        mode = "meaning" if q.get("mode") == "meaning" else "keyword"
+        mode: Literal["keyword", "meaning"] = "meaning" if q.get("mode") == "meaning" else "keyword"
         archived: Literal["active", "archived", "all"] = (
             "archived" if q.get("archived") == "archived"
             else "all" if q.get("archived") == "all" else "active")
         if query and mode == "meaning":
-            notes = await b.data(ops.NotesRecall(query=query, k=50))
+            notes = await b.run(ops.NotesRecall(query=query, k=50))
         elif query:
-            notes = await b.data(ops.NotesSearch(query=query, k=50))
+            notes = await b.run(ops.NotesSearch(query=query, k=50))
         else:
-            notes = await b.data(ops.NotesList(limit=200, archived=archived))
-        links = await b.data(ops.LinksList(limit=1000))
-        newer = {l["toId"]: l["fromId"] for l in links if l["kind"] == "SUPERSEDES"}
-        return {"notes": notes, "q": query, "mode": mode, "archived": archived,
-                "writers": await self._writers(), "newer": newer}
+            notes = await b.run(ops.NotesList(limit=200, archived=archived))
+        links = await b.run(ops.LinksList(limit=1000))
+        newer = {link.to_id: link.from_id for link in links if link.kind == "SUPERSEDES"}
+        return NotesPage(notes=notes, q=query, mode=mode, archived=archived,
+                         writers=await self._writers(), newer=newer)
 
-    # ------------------------------------------------------------------- POST
-    async def _post(self, req: Request, session: UiSession, send: Send) -> None:
-        path, f = req.path, req.form
-        b = self.backend
-        try:
-            if path == "/ui/logout":
-                self.logins.end(session)
-                await send_redirect(send, "/ui/login",
-                                    [(b"set-cookie", cookie_header(session, clear=True))])
-                return
-            if path == "/ui/profile/set":
-                key, value = f.get("key", "").strip().lower(), f.get("value", "").strip()
-                before = await _active_value(b, key)
-                await b.run(ops.ProfileSet(key=key, value=value))
-                if before is not None and before != value:
-                    self._undo(session, f"Changed {key}", ops.ProfileSet(key=key, value=before))
-                await send_redirect(send, "/ui/profile")
-            elif m := re.fullmatch(r"/ui/profile/([^/]+)/forget", path):
-                key = m.group(1)
-                before = await _active_value(b, key)
-                await b.run(ops.ProfileRemove(key=key))
-                if before is not None:
-                    self._undo(session, f"Forgot {key}", ops.ProfileSet(key=key, value=before))
-                await send_redirect(send, "/ui/profile")
-            elif path == "/ui/notes/add":
-                tags = [t.strip() for t in f.get("tags", "").split(",") if t.strip()]
-                note = await b.run(ops.NotesStore(content=f.get("content", ""),
-                                                  tags=tags or None))
-                await send_redirect(send, f"/ui/notes/{note.id}")
-            elif m := re.fullmatch(r"/ui/notes/(\d{1,18})/(forget|archive|restore)", path):
-                note_id, action = int(m.group(1)), m.group(2)
-                found = await b.run(ops.NotesRecall(id=note_id))
-                if action == "forget":
-                    await b.run(ops.NotesForget(id=note_id))
-                    if found:
-                        self._undo(session, f"Forgot note #{note_id}", ops.NotesStore(
-                            content=found[0].content, tags=found[0].tags or None))
-                    await send_redirect(send, "/ui/notes")
-                    return
-                await b.run(ops.NotesArchive(id=note_id, archived=action == "archive"))
-                if action == "archive":
-                    self._undo(session, f"Archived note #{note_id}",
-                               ops.NotesArchive(id=note_id, archived=False))
-                await send_redirect(send, f"/ui/notes/{note_id}")
-            elif m := re.fullmatch(r"/ui/undo/([A-Za-z0-9_-]{1,64})", path):
-                entry = session.undo.pop(m.group(1), None)
-                if entry is None:
-                    raise BackendError("not_found", "there is nothing to undo any more")
-                label, action = entry
-                data = await b.run(action)
-                target = (f"/ui/notes/{data.id}" if isinstance(data, Note)
-                          and isinstance(action, ops.NotesStore)
-                          else "/ui/notes" if isinstance(action, ops.NotesArchive)
-                          else "/ui/profile")
-                await send_redirect(send, target)
-            elif m := re.fullmatch(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})/rename", path):
-                await b.rename_session(m.group(1), " ".join(f.get("title", "").split()))
-                await send_redirect(send, f"/ui/sessions/{m.group(1)}")
-            elif path == "/ui/clients/add":
-                scopes = [s for s in SCOPES if f.get(f"scope_{s}")]
-                name = f.get("name", "").strip()
-                session.new_token = (name, add_client(b.state_dir, name, scopes))
-                await send_redirect(send, "/ui/clients")
-            elif m := re.fullmatch(r"/ui/clients/([A-Za-z0-9_.-]{1,40})/(pause|resume|revoke)",
-                                   path):
-                name, action = m.group(1), m.group(2)
-                set_client(b.state_dir, name, revoke=action == "revoke",
-                           paused={"pause": True, "resume": False}.get(action))
-                if self.clients_changed is not None:  # closed before the page answers
-                    await self.clients_changed()
-                await send_redirect(send, "/ui/clients")
-            else:
-                await self._page(send, 404, "error.html", session, title="Not found",
-                                 message=f"There is no action {path}.")
-        except (BackendError, ClientsError) as exc:
-            section = "/".join(path.split("/")[:3])  # /ui/notes/7/forget -> /ui/notes
-            await self._page(send, 400 if exc.code in ("invalid_argument", "not_found",
-                                                       "exists") else 503,
-                             "error.html", session, title="Nothing was changed",
-                             message=str(exc), back=section)
+    # ------------------------------------------------------------------ actions
+    async def logout(self, req: Request, session: UiSession, send: Send,
+                     m: re.Match[str]) -> None:
+        self.logins.end(session)
+        await send_redirect(send, "/ui/login",
+                            [(b"set-cookie", cookie_header(session, clear=True))])
+
+    async def set_fact(self, req: Request, session: UiSession, send: Send,
+                       m: re.Match[str]) -> None:
+        f, b = req.form, self.backend
+        key, value = f.get("key", "").strip().lower(), f.get("value", "").strip()
+        before = await _active_value(b, key)
+        await b.run(ops.ProfileSet(key=key, value=value))
+        if before is not None and before != value:
+            self._undo(session, f"Changed {key}", ops.ProfileSet(key=key, value=before))
+        await send_redirect(send, "/ui/profile")
+
+    async def forget_fact(self, req: Request, session: UiSession, send: Send,
+                          m: re.Match[str]) -> None:
+        key, b = m.group(1), self.backend
+        before = await _active_value(b, key)
+        await b.run(ops.ProfileRemove(key=key))
+        if before is not None:
+            self._undo(session, f"Forgot {key}", ops.ProfileSet(key=key, value=before))
+        await send_redirect(send, "/ui/profile")
+
+    async def add_note(self, req: Request, session: UiSession, send: Send,
+                       m: re.Match[str]) -> None:
+        f = req.form
+        tags = [t.strip() for t in f.get("tags", "").split(",") if t.strip()]
+        note = await self.backend.run(ops.NotesStore(content=f.get("content", ""),
+                                                     tags=tags or None))
+        await send_redirect(send, f"/ui/notes/{note.id}")
+
+    async def change_note(self, req: Request, session: UiSession, send: Send,
+                          m: re.Match[str]) -> None:
+        note_id, action, b = int(m.group(1)), m.group(2), self.backend
+        found = await b.run(ops.NotesRecall(id=note_id))
+        if action == "forget":
+            await b.run(ops.NotesForget(id=note_id))
+            if found:
+                self._undo(session, f"Forgot note #{note_id}", ops.NotesStore(
+                    content=found[0].content, tags=found[0].tags or None))
+            await send_redirect(send, "/ui/notes")
+            return
+        await b.run(ops.NotesArchive(id=note_id, archived=action == "archive"))
+        if action == "archive":
+            self._undo(session, f"Archived note #{note_id}",
+                       ops.NotesArchive(id=note_id, archived=False))
+        await send_redirect(send, f"/ui/notes/{note_id}")
+
+    async def undo(self, req: Request, session: UiSession, send: Send,
+                   m: re.Match[str]) -> None:
+        entry = session.undo.pop(m.group(1), None)
+        if entry is None:
+            raise BackendError("not_found", "there is nothing to undo any more")
+        label, action = entry
+        data = await self.backend.run(action)
+        target = (f"/ui/notes/{data.id}" if isinstance(data, Note)
+                  and isinstance(action, ops.NotesStore)
+                  else "/ui/notes" if isinstance(action, ops.NotesArchive)
+                  else "/ui/profile")
+        await send_redirect(send, target)
+
+    async def rename_session(self, req: Request, session: UiSession, send: Send,
+                             m: re.Match[str]) -> None:
+        await self.backend.rename_session(m.group(1), " ".join(req.form.get("title", "").split()))
+        await send_redirect(send, f"/ui/sessions/{m.group(1)}")
+
+    async def add_app(self, req: Request, session: UiSession, send: Send,
+                      m: re.Match[str]) -> None:
+        f, b = req.form, self.backend
+        scopes = [s for s in SCOPES if f.get(f"scope_{s}")]
+        name = f.get("name", "").strip()
+        session.new_token = (name, add_client(b.state_dir, name, scopes))
+        await send_redirect(send, "/ui/clients")
+
+    async def change_app(self, req: Request, session: UiSession, send: Send,
+                         m: re.Match[str]) -> None:
+        name, action = m.group(1), m.group(2)
+        set_client(self.backend.state_dir, name, revoke=action == "revoke",
+                   paused={"pause": True, "resume": False}.get(action))
+        if self.clients_changed is not None:  # closed before the page answers
+            await self.clients_changed()
+        await send_redirect(send, "/ui/clients")
 
     def _undo(self, session: UiSession, label: str, action: MemoryOp[Any]) -> None:
         """Offer one undo: ``action`` run again (the newest is shown; at most 20 kept per
@@ -413,6 +463,39 @@ class DashboardApp:
         session.offer = uid
         while len(session.undo) > 20:
             session.undo.pop(next(iter(session.undo)))
+
+
+Route = tuple[re.Pattern[str], Callable[[DashboardApp, Request, UiSession, Send, re.Match[str]],
+                                        Awaitable[None]]]
+"""A path pattern (matched whole) and the handler of a page or an action."""
+
+GET_ROUTES: tuple[Route, ...] = (
+    (re.compile(r"/ui"), DashboardApp.overview_page),
+    (re.compile(r"/ui/profile"), DashboardApp.profile_page),
+    (re.compile(r"/ui/profile/([^/]+)"), DashboardApp.fact_page),
+    (re.compile(r"/ui/notes"), DashboardApp.notes_page),
+    (re.compile(r"/ui/notes/(\d{1,18})"), DashboardApp.note_page),
+    (re.compile(r"/ui/lessons"), DashboardApp.lessons_page),
+    (re.compile(r"/ui/sessions"), DashboardApp.sessions_page),
+    (re.compile(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})"), DashboardApp.session_page),
+    (re.compile(r"/ui/activity"), DashboardApp.activity_page),
+    (re.compile(r"/ui/clients"), DashboardApp.clients_page),
+)
+"""The pages (after login): path pattern → handler."""
+
+POST_ROUTES: tuple[Route, ...] = (
+    (re.compile(r"/ui/logout"), DashboardApp.logout),
+    (re.compile(r"/ui/profile/set"), DashboardApp.set_fact),
+    (re.compile(r"/ui/profile/([^/]+)/forget"), DashboardApp.forget_fact),
+    (re.compile(r"/ui/notes/add"), DashboardApp.add_note),
+    (re.compile(r"/ui/notes/(\d{1,18})/(forget|archive|restore)"), DashboardApp.change_note),
+    (re.compile(r"/ui/undo/([A-Za-z0-9_-]{1,64})"), DashboardApp.undo),
+    (re.compile(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})/rename"), DashboardApp.rename_session),
+    (re.compile(r"/ui/clients/add"), DashboardApp.add_app),
+    (re.compile(r"/ui/clients/([A-Za-z0-9_.-]{1,40})/(pause|resume|revoke)"),
+     DashboardApp.change_app),
+)
+"""The actions (posted forms, after the origin and CSRF checks): path pattern → handler."""
 
 
 async def _active_value(b: Backend, key: str) -> str | None:

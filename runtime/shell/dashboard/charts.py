@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+
 
 __all__ = ["Bar", "DayChart", "count_bars", "days_chart"]
 
@@ -82,8 +82,3 @@ def count_bars(counts: dict[str, int], *, width: int = 250, row: int = 18) -> li
     return [Bar(0, i * row, round(width * n / peak, 1), row - 4, "count", f"{label}: {n}",
                 label, n)
             for i, (label, n) in enumerate(sorted(counts.items(), key=lambda kv: -kv[1]))]
-
-
-def stamps(items: list[dict[str, Any]], key: str) -> list[int]:
-    """The ``key`` times (unix ms) of ``items`` that have one."""
-    return [int(i[key]) for i in items if isinstance(i.get(key), int)]

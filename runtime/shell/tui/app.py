@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
-
 from textual.app import App
 from textual.binding import Binding
 from textual.message import Message

@@ -103,6 +103,7 @@ def test_load_keeps_one_model_and_dimension_and_counts_the_rest(conn):
     assert cosine_scores([1, 0, 0, 0], capped.rows, capped.norms).tolist() == [1.0] * 3
 
 
+@pytest.mark.slow
 async def test_paraphrase_is_found_through_the_memory_actor_and_falls_back_cleanly(tmp_path):
     """A paraphrase is found, through real actors: the backfill actor embeds the note, the
     memory actor embeds the query; keyword recall alone finds nothing."""
@@ -257,6 +258,7 @@ def test_the_store_counts_its_deletions_for_the_actors_vector_cache(conn):
     assert not notes.forget(alive) and notes.deletions == 2  # nothing deleted: not counted
 
 
+@pytest.mark.slow
 async def test_a_model_switch_warns_once_and_keeps_the_old_vectors(tmp_path, capfd):
     """Vectors of another model/dimension are counted, named in one warning at
     start-up, never scored, and kept (until ``memory reindex --prune``)."""

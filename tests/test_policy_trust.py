@@ -189,7 +189,8 @@ def test_the_respond_section_repeats_the_focus_and_the_rules_next_to_the_questio
     assert render_focus(profile, [], fact_lines={"medication": "medication: lithium (since "
                                                  "2019)"}, said=said) == "the user's city: Ghent"
     assert render_focus(profile[:1], [], said=said) == ""
-    from actors.store.context import MemoryContext, RenderBudget, render_context
+    from actors.store.context import MemoryContext, RenderBudget
+    from actors.store.tail import render_context
 
     sections = render_context(MemoryContext(profile=profile, recalled=[], index=[]),
                               RenderBudget(focus_items=5),
@@ -321,7 +322,8 @@ def test_notes_are_written_in_the_third_person():
 
 
 def test_the_focus_line_carries_the_days_the_prompt_counted():
-    from actors.store.context import MemoryContext, RenderBudget, render_context
+    from actors.store.context import MemoryContext, RenderBudget
+    from actors.store.tail import render_context
 
     now = 1_796_000_000_000  # 2026-11-29
     ctx = MemoryContext(profile=[fact("thesis_due", "December 20")], recalled=[], index=[])

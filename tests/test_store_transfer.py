@@ -12,6 +12,7 @@ import sys
 import tracemalloc
 from pathlib import Path
 
+import pytest
 import trio
 
 from actors.store.lessons import LessonStore
@@ -20,6 +21,8 @@ from actors.store.schema import open_database
 from runtime.shell.client import open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
+
+pytestmark = pytest.mark.slow  # real daemons, CLI subprocesses and a 100,000-line import
 
 NOTES = [
     ("The user keeps two beehives on the roof of their flat", ["bees"]),

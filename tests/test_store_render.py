@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from actors.store.context import (MemoryContext, RecallPlan, TurnScope, build_context,
-                                  recall_query, render_context)
+from actors.store.context import MemoryContext, RecallPlan, TurnScope, build_context, recall_query
+from actors.store.tail import render_context
 from actors.store.notes import MemoryStore, Note
 from actors.store.profile import ProfileFact, ProfileStore
 from actors.store.render import (

@@ -143,6 +143,7 @@ _WORDS = ["tea", "teas", "teapot", "coffee", "lyon", "ёжиков", "ёжик",
           "喝咖啡", "咖啡", "v2", "版本", "the", "and"]
 
 
+@pytest.mark.slow
 @settings(derandomize=True, max_examples=100, deadline=None)
 @given(st.lists(st.lists(st.sampled_from(_WORDS), min_size=1, max_size=6), min_size=1,
                 max_size=8),
@@ -260,6 +261,7 @@ def test_recall_functions_register_idempotently(conn):
 _LOCOMO = Path(__file__).resolve().parents[1] / "bench" / "data" / "locomo-dev.json"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _LOCOMO.exists(), reason="LoCoMo dev data not present")
 def test_locomo_recall_beats_the_stopword_baseline():
     """Two LoCoMo dev conversations through ``bench.locomo``: recall@10 of

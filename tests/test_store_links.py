@@ -14,7 +14,8 @@ import msgspec
 import pytest
 
 from actors.memory.router import OpCall, run_op
-from actors.store.context import RecallPlan, RenderBudget, TurnScope, build_context, render_context
+from actors.store.context import RecallPlan, RenderBudget, TurnScope, build_context
+from actors.store.tail import render_context
 from actors.store.errors import NotFound, ValidationError
 from actors.store.links import LINK_KINDS, Link, LinkStore, clamp_weight
 from actors.store.notes import MemoryStore

@@ -1,4 +1,4 @@
-"""The ``memory.*`` configuration computed once into plans, and the op table's handlers.
+"""The ``memory.*`` configuration computed once into plans, and the agent's tools among the ops.
 
 A disabled channel must read as 0 (or None) in the plan it belongs to — the code that
 builds and renders a turn's context never reads an ``enabled`` switch — and every memory

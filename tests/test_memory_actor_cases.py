@@ -61,6 +61,7 @@ async def notes(sup) -> list[str]:
     return sorted(n["content"] for n in data)
 
 
+@pytest.mark.slow
 async def test_a_write_waits_for_the_other_process_and_both_notes_exist(tmp_path):
     async with open_supervisor(memory_spec(tmp_path)) as sup:
         journal = await memory_op(sup, "memory.notes.list")
@@ -76,6 +77,7 @@ async def test_a_write_waits_for_the_other_process_and_both_notes_exist(tmp_path
         assert await notes(sup) == ["Prefers aisle seats", "written by process A"]
 
 
+@pytest.mark.slow
 async def test_a_lock_held_past_the_busy_timeout_is_a_visible_error_not_a_drop(tmp_path):
     async with open_supervisor(memory_spec(tmp_path)) as sup:
         await memory_op(sup, "memory.notes.list")
@@ -99,6 +101,7 @@ def pinned_chars(conn) -> int:
 LONG = "elderly grey cat called Pixel who needs a pill every evening and a warm blanket"
 
 
+@pytest.mark.slow
 async def test_the_pinned_budget_holds_on_every_write_path(tmp_path):
     # 1. the store itself (bulk import/restore would call it), 2. the tool/websocket op,
     # 3. reflection through the memory actor, 4. the offline CLI (same run_op).
@@ -176,6 +179,7 @@ async def test_memory_actor_counts_and_times_its_requests(tmp_path):
     assert snap["histograms"]["agent.memory.request_ms"]["count"] == 2
 
 
+@pytest.mark.slow
 async def test_reads_are_not_queued_behind_a_write_waiting_for_the_lock(tmp_path):
     # Reads run on the actor's read connection: while a write waits for another
     # process's lock, recall, list and BuildContext still answer at once.

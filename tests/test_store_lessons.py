@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from actors.agent.prompt import TailInput, build_tail
 from actors.memory.ops import OPS, TOOL_NAMES
 from actors.memory.router import run_op
-from actors.store.context import (MemoryContext, RecallPlan, RenderBudget, build_context,
-                                  render_context)
+from actors.store.context import MemoryContext, RecallPlan, RenderBudget, build_context
+from actors.store.tail import render_context
 from actors.store.errors import NotFound, ValidationError
 from actors.store.lessons import Lesson, LessonPointer, LessonStore, clean_tags
 from actors.store.notes import MemoryStore
@@ -203,6 +203,7 @@ def test_hostile_queries_never_raise(lessons, procedures, query):
     assert isinstance(procedures.recall(query), list)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(max_size=200))

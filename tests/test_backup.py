@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import apsw
+import pytest
 import trio
 
 from actors.store.schema import open_database
@@ -67,6 +68,7 @@ async def test_a_backup_while_the_daemon_writes_is_one_consistent_snapshot(tmp_p
     assert [p.name for p in copy.parent.iterdir()] == ["copy.db"]  # no temporary left
 
 
+@pytest.mark.slow
 def test_the_command_backs_up_a_stopped_daemons_memory(tmp_path):
     state = tmp_path / "state"
     state.mkdir()

@@ -1,6 +1,6 @@
 """MemoryStore: validation, eviction (the utility order), dedup exact and
 near-identical, BM25 recall with safe queries (scripts without spaces, scores in 0..1),
-FTS sync, vector helpers. Ranking quality: test_memory_recall_quality.
+FTS sync, vector helpers. Ranking quality: test_store_recall.
 
 Rules: each test opens its own migrated file under ``tmp_path``; ordering-sensitive
 writes pass ``now_ms`` explicitly; the hypothesis tests are derandomised and share one
@@ -201,6 +201,7 @@ _OPS = st.lists(
 )
 
 
+@pytest.mark.slow
 @settings(derandomize=True, max_examples=100, deadline=None)
 @given(st.sampled_from(["utility", "fifo"]), st.integers(1, 6), _OPS)
 def test_cap_and_index_hold_under_any_sequence(eviction, cap, ops):

@@ -13,7 +13,9 @@ from datetime import datetime, timezone
 import msgspec
 import pytest
 
-from actors.store.context import RecallPlan, RenderBudget, TurnScope, build_context, render_context
+from actors.store.context import RecallPlan, RenderBudget, TurnScope, build_context
+
+from actors.store.tail import render_context
 from actors.store.dates import written_date
 from actors.store.notes import MemoryStore, Note
 from actors.store.profile import ProfileStore
