@@ -6,8 +6,8 @@ unknown fields refused), tagged with the op's name (``memory.profile.set``), gen
 its reply (``MemoryOp[ProfileFact]``), and registered by :func:`op` with what the
 surfaces need to know of it:
 
-* ``summary``: the one-line description the agent's tool catalog, the MCP tool list,
-  ``atomic-agent memory --help`` and docs/protocol.md show;
+* ``summary``: the one-line description the agent's tool catalog and the MCP tool list
+  show (docs/protocol.md describes each op for client authors);
 * ``access``: the client scope it needs (``read`` / ``write`` / ``forget`` / ``admin``,
   docs/integrations.md "Per-app access");
 * ``writes``: whether it changes memory (the memory actor runs it on its writer);
@@ -79,8 +79,8 @@ class MemoryOp(msgspec.Struct, Generic[R], forbid_unknown_fields=True, rename="c
 
 
 OPS: dict[str, type[MemoryOp[Any]]] = {}
-"""Each op's class by its name, in the order defined below (the agent's tool catalog, the
-MCP tool list and docs/protocol.md keep that order)."""
+"""Each op's class by its name, in the order defined below (the agent's tool catalog and the
+MCP tool list keep that order)."""
 
 
 def op(summary: str, *, access: Scope = "read", writes: bool = False, tool: bool = False,
