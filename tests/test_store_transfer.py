@@ -133,6 +133,12 @@ async def test_export_then_import_into_an_empty_state_dir_reproduces_recall(tmp_
                 assert procedure["parentLessonIds"] == [lesson["id"]]
                 parent = await c.memory("memory.notes.recall", {"id": lesson["parentIds"][0]})
                 assert parent[0]["content"] == "The user asked twice how the hives are"
+            # a bad file through the running daemon: the error names the user's file
+            bad = tmp_path / "bad.jsonl"
+            bad.write_text("not json\n")
+            done = cli(target, "memory", "import", str(bad), check=False)
+            assert done.returncode == 1 and f"path: {bad} line 1" in done.stderr, done.stderr
+            assert "cli-" not in done.stderr
 
 
 async def test_import_merges_histories_newest_value_wins(tmp_path):
@@ -259,3 +265,26 @@ async def test_an_import_goes_on_beside_turns_and_writes(tmp_path):
     assert i >= 1 and all(facts[f"during_{k}"] == f"kept {k}" for k in range(i))
     assert sum(k.startswith("imported_") for k in facts) == 30_000
     assert max(waits) < 5, waits
+
+
+def test_importing_the_same_file_again_adds_no_copy_of_an_archived_note(tmp_path):
+    """A note archived since (it stated a fact's old value) is in the export as archived;
+    importing that export again, any number of times, adds nothing: the store's own
+    dedup looks at active notes only, the import at every stored text."""
+    from actors.memory.router import OpCall, run_op
+    from actors.store.files import FileRoom
+    from actors.store.stores import open_stores
+    from runtime.services.config import Config
+
+    room = FileRoom(None, private=tmp_path / "state")
+    s = open_stores(open_database(str(tmp_path / "memory.sqlite")), Config().memory)
+    run_op(s, "memory.profile.set", {"key": "city", "value": "Porto"})
+    run_op(s, "memory.notes.store", {"content": "The user lives in Porto and works as a nurse."})
+    run_op(s, "memory.profile.set", {"key": "city", "value": "Lisbon"})  # archives the note
+    assert [n.archived for n in run_op(s, "memory.notes.list", {"archived": "all"})[0]] == [True]
+    run_op(s, "memory.export", {"path": str(tmp_path / "x.jsonl")}, OpCall(files=room))
+    for _ in range(3):
+        result = run_op(s, "memory.import", {"path": str(tmp_path / "x.jsonl")},
+                        OpCall(files=room))[0]
+        assert result.added["notes"] == 0 and result.skipped["notes"] == 1
+    assert len(run_op(s, "memory.notes.list", {"archived": "all"})[0]) == 1

@@ -468,6 +468,11 @@ def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> ImportResult
     raise AssertionError("import_steps ends with its result")  # pragma: no cover
 
 
+_SQL_SAME_TEXT = ("SELECT id FROM memories WHERE content_key = ? AND scope = ?"
+                  " AND working_dir IS ? ORDER BY id LIMIT 1")
+"""A stored note with the same normalised text (archived ones included)."""
+
+
 def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
                  note_ids: dict[int, int], added: dict[str, int],
                  skipped: dict[str, int], batch: str) -> None:
@@ -478,8 +483,15 @@ def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
         raise ValidationError("workingDir", f"note {rec.id}: project notes need a workingDir")
     session_id = optional_text(rec.session_id, "sessionId")
     key = content_key(content)
+    # The same text stored already, archived or not (near_match, as the store's own
+    # dedup, looks at active notes only): importing a file twice adds nothing.
+    same = conn.execute(_SQL_SAME_TEXT, (key, rec.scope, working_dir)).fetchall()
     dup = near_match(conn, content, key, rec.scope, working_dir,
-                     notes.near_threshold if notes.dedup else None)
+                     notes.near_threshold if notes.dedup else None) if not same else None
+    if same:
+        note_ids[rec.id] = cast(int, same[0][0])
+        skipped["notes"] += 1
+        return
     if dup is not None and not dup.corrects:  # (a correction is a note of its own)
         note_ids[rec.id] = dup.id
         skipped["notes"] += 1

@@ -97,6 +97,8 @@ async def import_from(c: MemoryRunner, file: str, state_dir: Path) -> dict[str, 
         raise _invalid(exc) from None
     try:
         result = msgspec.to_builtins(await c.run(ops.Import(path=name)))
+    except ClientError as exc:  # the daemon names its own copy: name the user's file
+        raise ClientError(exc.code, str(exc).replace(name, str(source))) from None
     finally:
         with contextlib.suppress(OSError):
             (state_dir / EXPORTS_DIR / name).unlink()
