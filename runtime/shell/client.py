@@ -100,9 +100,12 @@ def answers(rid: str) -> Callable[[OutboundFrame], bool]:
 
 class _Connection(Generic[T]):
     """What both clients share: the websocket, the session, and reading frames of type
-    ``T`` with a backlog (frames :meth:`wait_for` passed over, kept in order)."""
+    ``T`` with a backlog (frames :meth:`wait_for` passed over, kept in order). ``decode``
+    turns one message into a frame, or None for one to skip."""
 
-    def __init__(self, ws: WebSocketConnection, session: str, created: bool = False) -> None:
+    def __init__(self, ws: WebSocketConnection, session: str, created: bool,
+                 decode: Callable[[str], T | None]) -> None:
+        self._decode = decode
         self.ws = ws
         self.session = session
         self.created = created  # the session did not exist (no turn yet) at hello
@@ -122,14 +125,13 @@ class _Connection(Generic[T]):
             raise ClientError("closed", closed_text(exc.reason)) from None
         return text if isinstance(text, str) else text.decode("utf-8", "replace")
 
-    async def _read(self) -> T:
-        raise NotImplementedError
-
     async def receive(self) -> T:
         """The next frame from the daemon (ClientError when the connection closes)."""
         if self.backlog:
             return self.backlog.pop(0)
-        return await self._read()
+        while (frame := self._decode(await self._text())) is None:
+            pass
+        return frame
 
     async def wait_for(self, pred: Callable[[T], bool]) -> T:
         """Receive until a frame matches; non-matching frames are kept for later."""
@@ -144,6 +146,16 @@ class _Connection(Generic[T]):
             self.backlog = skipped + self.backlog
 
 
+def _outbound(text: str) -> OutboundFrame | None:
+    """One daemon frame as its Struct; None (logged at debug level) for a frame this
+    version does not know (a newer daemon's)."""
+    try:
+        return decode_outbound(text)
+    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        log.debug("client.frame_skipped", error=str(exc)[:200])
+        return None
+
+
 class DaemonClient(_Connection[OutboundFrame]):
     """An authenticated connection. ``session`` is the session id from ``welcome``;
     ``created`` is true when that session has no turn yet (new, or a mistyped id).
@@ -151,7 +163,7 @@ class DaemonClient(_Connection[OutboundFrame]):
     skipped, logged at debug level."""
 
     def __init__(self, ws: WebSocketConnection, session: str, created: bool = False) -> None:
-        super().__init__(ws, session, created)
+        super().__init__(ws, session, created, _outbound)
         self.memory_client = MemoryClient(self._memory)
 
     async def send(self, frame: ClientFrame) -> None:
@@ -159,14 +171,6 @@ class DaemonClient(_Connection[OutboundFrame]):
         (code ``closed``) when the daemon has closed the connection (stopped or
         restarted)."""
         await self._send_text(encode_frame(frame))
-
-    async def _read(self) -> OutboundFrame:
-        while True:
-            text = await self._text()
-            try:
-                return decode_outbound(text)
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
-                log.debug("client.frame_skipped", error=str(exc)[:200])
 
     async def say(self, text: str, *, debug: bool = False,
                   recalled: list[int] | None = None) -> AsyncIterator[OutboundFrame]:
@@ -287,14 +291,14 @@ class WireClient(_Connection[dict[str, Any]]):
     """An authenticated connection that sends and reads JSON objects (module docstring).
     ``session`` and ``created`` as :class:`DaemonClient`'s."""
 
+    def __init__(self, ws: WebSocketConnection, session: str, created: bool = False) -> None:
+        super().__init__(ws, session, created, json.loads)
+
     async def send(self, frame: dict[str, Any]) -> None:
         """Send one frame as JSON text. ClientError: see :func:`encode_frame`;
         :class:`NotSent` when the daemon has closed the connection."""
         await self._send_text(encode_frame(frame))
 
-    async def _read(self) -> dict[str, Any]:
-        frame: dict[str, Any] = json.loads(await self._text())
-        return frame
 
     async def say(self, text: str, *, debug: bool = False,
                   recalled: list[int] | None = None) -> AsyncIterator[dict[str, Any]]:
