@@ -69,11 +69,13 @@ def test_visible_escapes_only_what_a_terminal_would_obey(text, shown):
 
 
 def test_the_tui_shows_stored_text_with_visible_escapes():
+    from actors.store.records import Note, ProfileFact
     from runtime.shell.tui.render import fact_history, row_cells
 
-    cells = row_cells("notes", {"id": 1, "tags": [CLEAR], "content": HOSTILE}, 400)
-    lines = fact_history("city", [{"id": 1, "value": HOSTILE, "validFrom": 0,
-                                   "supersededBy": None, "pinned": True}])
+    cells = row_cells(Note(id=1, content=HOSTILE, tags=[CLEAR], source="user", scope="all",
+                           working_dir=None, created_at=0, updated_at=0), 400)
+    lines = fact_history("city", [ProfileFact(id=1, key="city", value=HOSTILE, pinned=True,
+                                              keywords=[], updated_at=0, valid_from=0)])
     for text in [*cells, *lines]:
         assert not any(ch in text for ch in RAW), text
     assert "name: Mallory" not in "\n".join(lines).splitlines()

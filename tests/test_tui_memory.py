@@ -61,12 +61,12 @@ def test_browser_channels_keys_and_details(env):
             assert m.channel == "profile"
             # j / k move; Enter on a fact shows its history
             await until(pilot, lambda: len(m.rows) >= 3)
-            keys = [r["key"] for r in m.rows]
+            keys = [r.key for r in m.rows]
             await pilot.press("j")
-            assert m.current()["key"] == keys[1]
+            assert m.current().key == keys[1]
             await pilot.press("j", "k")
-            assert m.current()["key"] == keys[1]
-            await select(pilot, m, lambda r: r["key"] == "editor")
+            assert m.current().key == keys[1]
+            await select(pilot, m, lambda r: r.key == "editor")
             await pilot.press("enter")
             detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                                  and "version(s)" in app.screen.body_text() and app.screen)
@@ -86,7 +86,7 @@ def test_browser_channels_keys_and_details(env):
                         and "Old VPN" in table_text(m))
             await pilot.press("f")
             await until(pilot, lambda: m.archive == "active" and "Old VPN" not in table_text(m))
-            await select(pilot, m, lambda r: r["id"] == env.ids["rollback"])
+            await select(pilot, m, lambda r: r.id == env.ids["rollback"])
             await pilot.press("enter")
             detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                                  and "links (" in app.screen.body_text() and app.screen)
@@ -129,7 +129,7 @@ def test_browser_channels_keys_and_details(env):
             await pilot.press("escape")
             # votes: the audit tail (voting is on in this state dir)
             await jump(pilot, m, "6")
-            assert m.rows[0]["targetId"] == env.ids["checklist"] and "+1" in table_text(m)
+            assert m.rows[0].target_id == env.ids["checklist"] and "+1" in table_text(m)
             await pilot.press("enter")
             await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                         and "session s-seed" in app.screen.body_text())
@@ -158,7 +158,7 @@ def test_search_forget_edit_and_live_updates(env):
             await pilot.press(*"rollback")
             await pilot.press("enter")
             await until(pilot, lambda: m.query_text == "rollback" and len(m.rows) == 1)
-            assert m.rows[0]["id"] == env.ids["rollback"] and "keyword search" in m.status_text()
+            assert m.rows[0].id == env.ids["rollback"] and "keyword search" in m.status_text()
             await pilot.press("slash")
             m.query_one("#search", Input).value = "x" * 600
             await pilot.press("enter")
@@ -180,7 +180,7 @@ def test_search_forget_edit_and_live_updates(env):
             await pilot.press("escape")
             await until(pilot, lambda: not m.query_text and m.rows)
             # d forgets a note after y; n keeps it
-            await select(pilot, m, lambda r: r["id"] == env.ids["scratch"])
+            await select(pilot, m, lambda r: r.id == env.ids["scratch"])
             await pilot.press("d")
             await until(pilot, lambda: isinstance(app.screen, ConfirmScreen))
             await pilot.press("n")
@@ -191,11 +191,11 @@ def test_search_forget_edit_and_live_updates(env):
             env.shot(app, "memory-forget")
             await pilot.press("y")
             await until(pilot, lambda: f"forgot note #{env.ids['scratch']}" in m.status_text())
-            await until(pilot, lambda: all(r["id"] != env.ids["scratch"] for r in m.rows))
+            await until(pilot, lambda: all(r.id != env.ids["scratch"] for r in m.rows))
             assert env.memory("memory.notes.recall", {"id": env.ids["scratch"]}) == []
             # e edits a profile fact; an invalid value is refused in the editor
             await jump(pilot, m, "1")
-            await select(pilot, m, lambda r: r["key"] == "shell")
+            await select(pilot, m, lambda r: r.key == "shell")
             await pilot.press("e")
             editor = await until(pilot, lambda: isinstance(app.screen, EditFactScreen)
                                  and app.screen)
@@ -212,9 +212,9 @@ def test_search_forget_edit_and_live_updates(env):
             await until(pilot, lambda: "saved shell" in m.status_text())
             facts = {f["key"]: f for f in env.memory("memory.profile.list")}
             assert facts["shell"]["value"] == "fish" and facts["shell"]["pinned"] is True
-            await until(pilot, lambda: any(r.get("value") == "fish" for r in m.rows))
+            await until(pilot, lambda: any(getattr(r, "value", None) == "fish" for r in m.rows))
             # e on the contextual fact keeps its keywords
-            await select(pilot, m, lambda r: r["key"] == "test_runner")
+            await select(pilot, m, lambda r: r.key == "test_runner")
             await pilot.press("e")
             editor = await until(pilot, lambda: isinstance(app.screen, EditFactScreen)
                                  and app.screen)
@@ -251,10 +251,10 @@ def test_search_forget_edit_and_live_updates(env):
             await pilot.press("a")
             assert m.auto_timer is not None and "auto" in str(m.query_one("#channels").content)
             await jump(pilot, m, "2")
-            before = {r["id"] for r in m.rows}
+            before = {r.id for r in m.rows}
             # a write made while this screen shows: picked up by the live event or the timer
             stored = env.memory("memory.notes.store", {"content": "Auto refresh sees this note"})
-            await until(pilot, lambda: stored["id"] in {r["id"] for r in m.rows}, timeout=12)
+            await until(pilot, lambda: stored["id"] in {r.id for r in m.rows}, timeout=12)
             assert stored["id"] not in before
             await pilot.press("a")
             assert m.auto_timer is None and "auto-refresh off" in m.status_text()
@@ -272,7 +272,7 @@ def test_auto_refresh_polls_without_events(env):
             await pilot.press("a")
             stored = env.memory("memory.notes.store", {"content": "Seen by polling alone"})
             t0 = time.monotonic()
-            await until(pilot, lambda: stored["id"] in {r["id"] for r in m.rows}, timeout=12)
+            await until(pilot, lambda: stored["id"] in {r.id for r in m.rows}, timeout=12)
             assert time.monotonic() - t0 < 8
 
     run(scenario)
@@ -301,19 +301,22 @@ def test_parse_tail_reads_what_memory_gave_the_turn():
 
 
 def test_rows_fit_and_keep_brackets():
+    from actors.store.records import Lesson, Note
     from runtime.shell.tui.render import matches, one_line, row_cells
 
-    note = {"id": 4, "content": "[b]not markup[/b]\n  spread   out " + "x" * 200,
-            "tags": ["a", "b"], "score": None, "archived": True}
-    cells = row_cells("notes", note, 80)
+    note = Note(id=4, content="[b]not markup[/b]\n  spread   out " + "x" * 200,
+                tags=["a", "b"], source="user", scope="all", working_dir=None, created_at=0,
+                updated_at=0, archived=True)
+    cells = row_cells(note, 80)
     assert cells[2].startswith("(archived) [b]not markup[/b] spread out")
     assert len(cells[2]) <= 52
     assert cells[2].endswith("…")
     assert one_line("a  b\nc", 0) == "" and one_line("abc", 2) == "a…"
-    lesson = {"id": 1, "activation": "When deploying", "principle": "Check the list",
-              "tags": ["ops"], "status": "deprecated"}
-    assert row_cells("lessons", lesson)[2] == "When deploying (deprecated)"
-    assert matches("lessons", lesson, "CHECK list") and not matches("lessons", lesson, "vim")
+    lesson = Lesson(id=1, activation="When deploying", principle="Check the list",
+                    tags=["ops"], status="deprecated", success_count=0, failure_count=0,
+                    parent_ids=[], working_dir=None, created_at=0, updated_at=0)
+    assert row_cells(lesson)[2] == "When deploying (deprecated)"
+    assert matches(lesson, "CHECK list") and not matches(lesson, "vim")
 
 
 def test_notes_search_op_is_keyword_only_and_counts_no_recall(conn):
@@ -376,7 +379,7 @@ def test_browser_details_new_entries_and_esc_after_search(env):
             # a fact's detail numbers its versions from v1 and says who wrote each
             env.memory("memory.profile.set", {"key": "pet", "value": "two cats"})
             await until(pilot, lambda: "two cats" in table_text(m))
-            await select(pilot, m, lambda r: r["key"] == "pet")
+            await select(pilot, m, lambda r: r.key == "pet")
             await pilot.press("enter")
             detail = await until(pilot, lambda: isinstance(app.screen, DetailScreen)
                                  and "2 version(s)" in app.screen.body_text() and app.screen)

@@ -357,15 +357,15 @@ async def _memory_cmd(c: MemoryRunner, args: argparse.Namespace,
         return await _export_to_stdout(c, state_dir)
     command = command_for(args)
     request = command.request(args)
-    data: Any
+    data: object
     if state_dir is not None and isinstance(request, (ops.Backup, ops.Export)):
-        data = await export_to(c, type(request), args.file, args.overwrite, state_dir)
+        data = await export_to(c, request, args.file, state_dir)
     elif state_dir is not None and isinstance(request, ops.Import):
         data = await import_from(c, args.file, state_dir)
     else:
-        data = msgspec.to_builtins(await c.run(request))
+        data = await c.run(request)
     if args.json:
-        print(json.dumps(data, ensure_ascii=False))
+        print(json.dumps(msgspec.to_builtins(data), ensure_ascii=False))
     missing = command.missing(args, data)
     if missing:
         print(f"atomic-agent: no {missing}", file=sys.stderr)
@@ -437,17 +437,16 @@ async def _export_to_stdout(c: MemoryRunner, state_dir: Path | None) -> int:
     from .file_ops import exported_file
 
     if state_dir is not None:
-        async with exported_file(c, ops.Export, ".jsonl") as (data, path):
+        async with exported_file(c, ops.Export(path=""), ".jsonl") as (data, path):
             with open(path, "rb") as src:
                 shutil.copyfileobj(src, sys.stdout.buffer)
     else:
         with tempfile.TemporaryDirectory(prefix="atomic-agent-export-") as tmp:
-            data = msgspec.to_builtins(await c.run(ops.Export(
-                path=str(Path(tmp) / "memory.jsonl"))))
-            with open(data["path"], "rb") as src:
+            data = await c.run(ops.Export(path=str(Path(tmp) / "memory.jsonl")))
+            with open(data.path, "rb") as src:
                 shutil.copyfileobj(src, sys.stdout.buffer)
     sys.stdout.flush()
-    print(f"exported {counts_text(data['counts'])}", file=sys.stderr)
+    print(f"exported {counts_text(data.counts)}", file=sys.stderr)
     return 0
 
 

@@ -17,11 +17,12 @@ import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from actors.memory import ops
 from actors.memory.client import MemoryRunner
-from actors.memory.ops import MemoryOp
+from actors.memory.ops import MemoryOp, Purged, Removed
+from actors.store.records import Note, ProfileFact
 
 from .cli_output import (
     counts_text,
@@ -29,6 +30,7 @@ from .cli_output import (
     print_fact,
     print_history,
     print_lesson,
+    print_link,
     print_note,
     print_note_detail,
     print_procedure,
@@ -55,33 +57,34 @@ def row_id(text: str) -> int:
                                          ) from None
 
 
-Request = Callable[[argparse.Namespace], MemoryOp[Any]]
-Printer = Callable[[MemoryRunner, argparse.Namespace, Any], Awaitable[None] | None]
+R = TypeVar("R")
+T = TypeVar("T")
+Printer = Callable[[MemoryRunner, argparse.Namespace, R], Awaitable[None] | None]
+"""Prints an op's typed reply as text (``--json`` prints the reply instead)."""
 
 
 @dataclass(frozen=True)
-class MemoryCommand:
+class MemoryCommand(Generic[R]):
     """One ``memory`` sub-command.
 
     Attributes:
         path: its words after ``memory`` (``("stats",)``, ``("notes", "list")``).
         help: the one line ``--help`` of its parent shows.
-        request: the op's request for the parsed arguments.
-        show: prints the op's result (as JSON data) as text (``--json`` prints the
-            result instead).
+        request: the op's request (``R`` its reply) for the parsed arguments.
+        show: prints the op's reply as text (``--json`` prints the reply instead).
         arguments: adds its own arguments to its parser.
         description: its own ``--help`` text (default: ``help``).
-        missing: with a result that says nothing was there (``{"removed": false}``, no
+        missing: with a reply that says nothing was there (``Removed(removed=False)``, no
             note), the exit status is 1 and this names what was missing.
     """
 
     path: tuple[str, ...]
     help: str
-    request: Request
-    show: Printer
+    request: Callable[[argparse.Namespace], MemoryOp[R]]
+    show: Printer[R]
     arguments: Callable[[argparse.ArgumentParser], object] = lambda p: None
     description: str | None = None
-    missing: Callable[[argparse.Namespace, Any], str | None] = lambda args, data: None
+    missing: Callable[[argparse.Namespace, R], str | None] = lambda args, data: None
 
 
 GROUPS = {"profile": "profile facts", "notes": "freeform notes",
@@ -94,8 +97,8 @@ def _file(args: argparse.Namespace) -> str:
     return str(Path(args.file).resolve())
 
 
-def _listing(empty: str, line: Callable[[Any], None]) -> Printer:
-    def show(c: MemoryRunner, args: argparse.Namespace, data: Any) -> None:
+def _listing(empty: str, line: Callable[[T], None]) -> Printer[list[T]]:
+    def show(c: MemoryRunner, args: argparse.Namespace, data: list[T]) -> None:
         for row in data:
             line(row)
         if not data:
@@ -103,16 +106,15 @@ def _listing(empty: str, line: Callable[[Any], None]) -> Printer:
     return show
 
 
-def _say(text: Callable[[argparse.Namespace, Any], str]) -> Printer:
-    def show(c: MemoryRunner, args: argparse.Namespace, data: Any) -> None:
+def _say(text: Callable[[argparse.Namespace, T], str]) -> Printer[T]:
+    def show(c: MemoryRunner, args: argparse.Namespace, data: T) -> None:
         print(text(args, data))
     return show
 
 
 def _removed(what: Callable[[argparse.Namespace], str]
-             ) -> Callable[[argparse.Namespace, Any], str | None]:
-    return lambda args, data: what(args) if isinstance(data, dict) and data.get(
-        "removed") is False else None
+             ) -> Callable[[argparse.Namespace, Removed | Purged], str | None]:
+    return lambda args, data: None if data.removed else what(args)
 
 
 def _args(*adders: Callable[[argparse.ArgumentParser], object]
@@ -141,15 +143,22 @@ def _notes_store(args: argparse.Namespace) -> ops.NotesStore:
     return ops.NotesStore(content=args.content, tags=tags)
 
 
-def _profile_history(c: MemoryRunner, args: argparse.Namespace, data: Any) -> None:
+def _profile_history(c: MemoryRunner, args: argparse.Namespace, data: list[ProfileFact]
+                     ) -> None:
     print_history(data)
     if not data:
         print(f"(no history for {args.key!r})")
 
 
-def _edge(e: dict[str, Any]) -> None:
-    print(f"#{e['fromId']} -{e['kind']}-> #{e['toId']} (weight {e['weight']:g}, "
-          f"{e.get('origin', 'manual')})")
+def _removed_text(args: argparse.Namespace, data: Removed | Purged) -> str:
+    if isinstance(data, Purged):
+        return f"purged {data.versions} version(s) of {args.key!r}"
+    return "removed"
+
+
+def _note_shown(c: MemoryRunner, args: argparse.Namespace, data: list[Note]
+                ) -> Awaitable[None]:
+    return print_note_detail(c, data[0])
 
 
 _NOTE_ID = _positional("id", "the note's id (N or #N, as listings show it)", type=row_id)
@@ -157,7 +166,7 @@ _KEY = _positional("key", "the fact's key")
 
 
 def _distilled(what: str, noun: str, list_op: type[ops.LessonsList] | type[ops.ProceduresList],
-               get_op: type[ops.LessonsGet] | type[ops.ProceduresGet]) -> list[MemoryCommand]:
+               get_op: type[ops.LessonsGet] | type[ops.ProceduresGet]) -> list[MemoryCommand[Any]]:
     """``memory lessons|procedures list|show``."""
     mark = "*" if what == "lessons" else ">"
     return [
@@ -174,7 +183,7 @@ def _distilled(what: str, noun: str, list_op: type[ops.LessonsList] | type[ops.P
     ]
 
 
-COMMANDS: list[MemoryCommand] = [
+COMMANDS: list[MemoryCommand[Any]] = [
     MemoryCommand(("profile", "list"), "list active facts",
                   lambda args: ops.ProfileList(),
                   _listing("(no profile facts)", print_fact)),
@@ -188,8 +197,7 @@ COMMANDS: list[MemoryCommand] = [
     MemoryCommand(("profile", "remove"), "remove a fact (history kept; --purge deletes it too)",
                   lambda args: (ops.ProfilePurge(key=args.key) if args.purge
                                 else ops.ProfileRemove(key=args.key)),
-                  _say(lambda args, data: f"purged {data['versions']} version(s) of "
-                       f"{args.key!r}" if "versions" in data else "removed"),
+                  _say(_removed_text),
                   _args(_positional("key", "the fact's key (memory profile list shows them)"),
                         _option("--purge", action="store_true",
                                 help="also delete every earlier version (the history), "
@@ -208,7 +216,7 @@ COMMANDS: list[MemoryCommand] = [
                                 help="which notes: active (default), archived or all"))),
     MemoryCommand(("notes", "show"), "one note by id",
                   lambda args: ops.NotesRecall(id=args.id),
-                  lambda c, args, data: print_note_detail(c, data[0]), _NOTE_ID,
+                  _note_shown, _NOTE_ID,
                   missing=lambda args, data: None if data else f"note #{args.id}"),
     MemoryCommand(("notes", "store"), "store a note", _notes_store,
                   lambda c, args, data: print_note(data),
@@ -226,8 +234,8 @@ COMMANDS: list[MemoryCommand] = [
     MemoryCommand(("notes", "archive"), "archive a note: it leaves the memory index but "
                   "stays recallable (--restore undoes it)",
                   lambda args: ops.NotesArchive(id=args.id, archived=not args.restore),
-                  _say(lambda args, data: f"#{data['id']} " + (
-                      "archived (out of the index, still recallable)" if data["archived"]
+                  _say(lambda args, data: f"#{data.id} " + (
+                      "archived (out of the index, still recallable)" if data.archived
                       else "restored")),
                   _args(_NOTE_ID, _option("--restore", action="store_true",
                                           help="bring an archived note back"))),
@@ -237,7 +245,7 @@ COMMANDS: list[MemoryCommand] = [
     MemoryCommand(
         ("backup",), "a consistent copy of memory.sqlite, also while the daemon runs",
         lambda args: ops.Backup(path=_file(args), overwrite=args.overwrite),
-        _say(lambda args, data: f"backed up memory to {data['path']} ({data['bytes']:,} bytes)"),
+        _say(lambda args, data: f"backed up memory to {data.path} ({data.bytes:,} bytes)"),
         _args(_positional("file", "where to write the copy"),
               _option("--overwrite", action="store_true", help="replace FILE if it exists")),
         description="Copy the memory database to FILE with SQLite's online backup: one "
@@ -247,8 +255,8 @@ COMMANDS: list[MemoryCommand] = [
     MemoryCommand(
         ("export",), "write all memory to a JSON-lines file (or stdout)",
         lambda args: ops.Export(path=_file(args), overwrite=args.overwrite),
-        _say(lambda args, data: f"exported {counts_text(data['counts'])} to {data['path']} "
-                                f"({data['bytes']:,} bytes)"),
+        _say(lambda args, data: f"exported {counts_text(data.counts)} to {data.path} "
+                                f"({data.bytes:,} bytes)"),
         _args(_positional("file", "where to write it (default, or -: stdout)", nargs="?"),
               _option("--overwrite", action="store_true", help="replace FILE if it exists")),
         description="Write every profile fact with its history, every note (tags, scope, "
@@ -258,9 +266,9 @@ COMMANDS: list[MemoryCommand] = [
     MemoryCommand(
         ("import",), "add the memory of an export file (idempotent)",
         lambda args: ops.Import(path=_file(args)),
-        _say(lambda args, data: f"imported from {data['path']}: added "
-                                f"{counts_text(data['added'])}; already there: "
-                                f"{counts_text(data['skipped'])}"),
+        _say(lambda args, data: f"imported from {data.path}: added "
+                                f"{counts_text(data.added)}; already there: "
+                                f"{counts_text(data.skipped)}"),
         _positional("file", "the export file"),
         description="Import a `memory export` file: notes already stored (the same or a "
                     "near-identical text), fact versions already in a fact's history, and "
@@ -270,7 +278,7 @@ COMMANDS: list[MemoryCommand] = [
     MemoryCommand(
         ("context",), "what a turn on MESSAGE would get from memory",
         lambda args: ops.ContextPreview(message=args.message),
-        _say(lambda args, data: data["text"] or "(memory has nothing for this message)"),
+        _say(lambda args, data: data.text or "(memory has nothing for this message)"),
         _positional("message", "a user message (quote it)"),
         description="Print the memory sections a turn on MESSAGE would put in the prompt "
                     "(profile, recalled notes, memory index, lessons, procedures), with the "
@@ -279,7 +287,7 @@ COMMANDS: list[MemoryCommand] = [
     *_distilled("procedures", "procedure", ops.ProceduresList, ops.ProceduresGet),
     MemoryCommand(("links", "list"), "edges, newest first",
                   lambda args: ops.LinksList(limit=args.limit, id=args.note),
-                  _listing("(no links)", _edge),
+                  _listing("(no links)", print_link),
                   _args(_option("--limit", type=int, default=100,
                                 help="at most this many (1-1000)"),
                         _option("--note", type=int, metavar="ID",
@@ -287,8 +295,8 @@ COMMANDS: list[MemoryCommand] = [
     MemoryCommand(("links", "add"), "link two notes (the consolidator distils linked notes)",
                   lambda args: ops.LinksAdd(from_id=args.from_id, to_id=args.to_id,
                                             kind=args.kind),
-                  _say(lambda args, data: f"linked #{data['fromId']} -{data['kind']}-> "
-                                          f"#{data['toId']}"),
+                  _say(lambda args, data: f"linked #{data.from_id} -{data.kind}-> "
+                                          f"#{data.to_id}"),
                   _args(_positional("from_id", "the first note's id", type=row_id),
                         _positional("to_id", "the second note's id", type=row_id),
                         _option("--kind", default="RELATES_TO",
@@ -335,7 +343,7 @@ def add_memory_parser(sub: Any, extra: dict[str, Callable[[Any], None]]) -> None
                            help="print the op's result as JSON (docs/protocol.md shapes)")
 
 
-def command_for(args: argparse.Namespace) -> MemoryCommand:
+def command_for(args: argparse.Namespace) -> MemoryCommand[Any]:
     """The row of :data:`COMMANDS` of a parsed ``memory`` command. Raises KeyError for one
     that is no single memory op (``reindex``, ``recover``, ``consolidate``)."""
     what, action = args.memory_command, getattr(args, "action", None)

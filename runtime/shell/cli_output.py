@@ -6,19 +6,17 @@ from __future__ import annotations
 import json
 import sys
 import time
-from typing import Any
-
 import msgspec
 
 from actors.memory import ops
 from actors.memory.client import MemoryRunner
 from actors.store.dates import written_date
+from actors.store.records import Lesson, Link, Note, Procedure, ProfileFact
 
 from .safe_text import one_line
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
 """1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running."""
-
 
 
 def json_line(frame: object) -> str:
@@ -33,94 +31,106 @@ def when(ms: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M %Z", time.localtime(ms / 1000)).strip()
 
 
-def print_fact(f: dict[str, Any]) -> None:
+def print_fact(f: ProfileFact) -> None:
     """One profile fact: ``*`` pinned (always shown) or ``~`` shown on its keywords."""
-    mark = "*" if f.get("pinned") else "~"
-    kw = f" [keywords: {', '.join(f['keywords'])}]" if f.get("keywords") else ""
-    print(f"{mark} {f['key']}: {one_line(f['value'])}{one_line(kw)}")
-    if f.get("warning"):
-        print(f"atomic-agent: warning: {f['warning']}", file=sys.stderr)
+    mark = "*" if f.pinned else "~"
+    kw = f" [keywords: {', '.join(f.keywords)}]" if f.keywords else ""
+    print(f"{mark} {f.key}: {one_line(f.value)}{one_line(kw)}")
+    if f.warning:
+        print(f"atomic-agent: warning: {f.warning}", file=sys.stderr)
 
 
-def print_note(n: dict[str, Any]) -> None:
+def print_note(n: Note) -> None:
     """One note on one line: id, tags, the day it was written (as the prompt shows it),
     score when recalled, the start of its text."""
-    tags = f" [{', '.join(n['tags'])}]" if n.get("tags") else ""
-    text = " ".join(n["content"].split())[:100]
-    day = f" {written_date(n['createdAt'])}" if isinstance(n.get("createdAt"), int) else ""
-    score = f" (score {n['score']:.2f})" if n.get("score") is not None else ""
-    print(f"#{n['id']}{tags}{day}{score} {text}")
+    tags = f" [{', '.join(n.tags)}]" if n.tags else ""
+    text = " ".join(n.content.split())[:100]
+    score = f" (score {n.score:.2f})" if n.score is not None else ""
+    print(f"#{n.id}{tags} {written_date(n.created_at)}{score} {text}")
 
 
-def provenance(row: dict[str, Any], key: str = "source") -> str:
-    """"reflection, session s-1, turn t-2" for a fact version (``key`` source) or a note
-    (``key`` origin); "unknown" for rows written before provenance was kept."""
-    parts = [row.get(key) or "unknown"]
-    if row.get("sessionId"):
-        parts.append(f"session {row['sessionId']}")
-    if row.get("turnId"):
-        parts.append(f"turn {row['turnId']}")
+def provenance(who: str | None, session_id: str | None, turn_id: str | None) -> str:
+    """"reflection, session s-1, turn t-2": who wrote a fact version (its ``source``) or a
+    note (its ``origin``), in which session and turn; "unknown" for rows written before
+    provenance was kept."""
+    parts = [who or "unknown"]
+    if session_id:
+        parts.append(f"session {session_id}")
+    if turn_id:
+        parts.append(f"turn {turn_id}")
     return ", ".join(parts)
 
 
-def print_history(versions: list[dict[str, Any]]) -> None:
+def fact_state(v: ProfileFact) -> str:
+    """"active", "removed" (its own id in ``superseded_by``) or "replaced"."""
+    if v.superseded_by is None:
+        return "active"
+    return "removed" if v.superseded_by == v.id else "replaced"
+
+
+def print_history(versions: list[ProfileFact]) -> None:
     """A fact's versions, oldest first: when, state, value, who wrote it and who ended
-    it (``removedBy``, with its turn)."""
-    width = max((len(v["value"]) for v in versions), default=0)
+    it (``removed_by``, with its turn)."""
+    width = max((len(v.value) for v in versions), default=0)
     for v in versions:
-        if v.get("supersededBy") is None:
-            state = "active"
-        elif v["supersededBy"] == v.get("id"):
-            state = "removed"
-        else:
-            state = "replaced"
+        state = fact_state(v)
         ended = ""
-        if state != "active" and v.get("removedBy"):
-            ended = f"; {state} by {v['removedBy']}" + (
-                f", turn {v['removedTurnId']}" if v.get("removedTurnId") else "")
-        print(f"{when(v['validFrom'])}  {state:<8}  {one_line(v['value']):<{min(width, 40)}}  "
-              f"({one_line(provenance(v) + ended)})")
+        if state != "active" and v.removed_by:
+            ended = f"; {state} by {v.removed_by}" + (
+                f", turn {v.removed_turn_id}" if v.removed_turn_id else "")
+        written = provenance(v.source, v.session_id, v.turn_id)
+        print(f"{when(v.valid_from)}  {state:<8}  {one_line(v.value):<{min(width, 40)}}  "
+              f"({one_line(written + ended)})")
 
 
-async def print_note_detail(c: MemoryRunner, n: dict[str, Any]) -> None:
+async def print_note_detail(c: MemoryRunner, n: Note) -> None:
     """``memory notes show``: the note and everything known about it."""
-    print(f"#{n['id']} {n['content']}")
-    print(f"  tags: {', '.join(n['tags']) or '-'}")
-    print(f"  written by: {provenance(n, 'origin')}")
-    where = n.get("scope", "all") + (f" ({n['workingDir']})" if n.get("workingDir") else "")
-    print(f"  scope: {where}{'; archived' if n.get('archived') else ''}")
-    print(f"  created: {when(n.get('createdAt'))}; updated: {when(n.get('updatedAt'))}")
-    count = n.get("recallCount", 0)
+    print(f"#{n.id} {n.content}")
+    print(f"  tags: {', '.join(n.tags) or '-'}")
+    print(f"  written by: {provenance(n.origin, n.session_id, n.turn_id)}")
+    where = n.scope + (f" ({n.working_dir})" if n.working_dir else "")
+    print(f"  scope: {where}{'; archived' if n.archived else ''}")
+    print(f"  created: {when(n.created_at)}; updated: {when(n.updated_at)}")
+    count = n.recall_count
     print(f"  recalled: {count} time{'s' if count != 1 else ''}"
-          + (f", last {when(n['lastRecalledAt'])}" if n.get("lastRecalledAt") else ""))
-    links = await c.run(ops.LinksList(id=n["id"], limit=50))
-    rows = [f"-{e.kind}-> #{e.to_id}" if e.from_id == n["id"]
+          + (f", last {when(n.last_recalled_at)}" if n.last_recalled_at else ""))
+    links = await c.run(ops.LinksList(id=n.id, limit=50))
+    rows = [f"-{e.kind}-> #{e.to_id}" if e.from_id == n.id
             else f"<-{e.kind}- #{e.from_id}" for e in links]
     print(f"  links: {', '.join(rows) if rows else '-'}")
 
 
-def pointer(marker: str, row: dict[str, Any]) -> str:
-    tags = f" [{','.join(row['tags'])}]" if row.get("tags") else ""
-    status = " (deprecated)" if row.get("status") == "deprecated" else ""
-    return f"{marker}{row['id']}{tags}{status} {' '.join(row['activation'].split())}"
+def pointer(marker: str, row: Lesson | Procedure) -> str:
+    """A lesson (``*``) or procedure (``>``) on one line: id, tags, deprecated or not, its
+    activation."""
+    tags = f" [{','.join(row.tags)}]" if row.tags else ""
+    status = " (deprecated)" if row.status == "deprecated" else ""
+    return f"{marker}{row.id}{tags}{status} {' '.join(row.activation.split())}"
 
 
-def print_lesson(row: dict[str, Any]) -> None:
+def print_lesson(row: Lesson) -> None:
+    """``memory lessons show``."""
     print(pointer("*", row))
-    print(f"principle: {row['principle']}")
-    print(f"parents: {', '.join(f'#{i}' for i in row['parentIds']) or '-'}")
-    print(f"status: {row['status']}  success: {row['successCount']}  "
-          f"failure: {row['failureCount']}")
+    print(f"principle: {row.principle}")
+    print(f"parents: {', '.join(f'#{i}' for i in row.parent_ids) or '-'}")
+    print(f"status: {row.status}  success: {row.success_count}  "
+          f"failure: {row.failure_count}")
 
 
-def print_procedure(row: dict[str, Any]) -> None:
+def print_procedure(row: Procedure) -> None:
+    """``memory procedures show``."""
     print(pointer(">", row))
-    for i, step in enumerate(row["steps"], 1):
-        hint = f" [@{step['toolHint']}]" if step.get("toolHint") else ""
-        print(f"{i}. {step['description']}{hint}")
-    print(f"parent lessons: {', '.join(f'*{i}' for i in row['parentLessonIds']) or '-'}  "
-          f"parent notes: {', '.join(f'#{i}' for i in row['parentMemoryIds']) or '-'}")
-    print(f"status: {row['status']}  source: {row['source']}  uses: {row['useCount']}")
+    for i, step in enumerate(row.steps, 1):
+        hint = f" [@{step.tool_hint}]" if step.tool_hint else ""
+        print(f"{i}. {step.description}{hint}")
+    print(f"parent lessons: {', '.join(f'*{i}' for i in row.parent_lesson_ids) or '-'}  "
+          f"parent notes: {', '.join(f'#{i}' for i in row.parent_memory_ids) or '-'}")
+    print(f"status: {row.status}  source: {row.source}  uses: {row.use_count}")
+
+
+def print_link(e: Link) -> None:
+    """One edge: ``#1 -RELATES_TO-> #2 (weight 1, manual)``."""
+    print(f"#{e.from_id} -{e.kind}-> #{e.to_id} (weight {e.weight:g}, {e.origin})")
 
 
 def counts_text(counts: dict[str, int]) -> str:

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 import secrets
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import msgspec
 
@@ -28,6 +28,8 @@ from .client import ClientError
 
 __all__ = ["export_to", "import_from", "exported_file"]
 
+Written = TypeVar("Written", ops.ExportResult, ops.BackupResult)
+
 
 def _invalid(exc: ValidationError) -> ClientError:
     return ClientError("invalid_argument", exc.message)
@@ -38,13 +40,14 @@ def _fresh_name(suffix: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def exported_file(c: MemoryRunner, op: type[ops.Export] | type[ops.Backup], suffix: str
-                        ) -> AsyncIterator[tuple[dict[str, Any], Path]]:
-    """Ask the daemon for ``op`` (``memory.export`` / ``memory.backup``) into a fresh
-    file of its exports folder; yield ``(data, path)`` (its reply as JSON) and remove
-    the file afterwards."""
-    data = msgspec.to_builtins(await c.run(op(path=_fresh_name(suffix))))
-    path = Path(data["path"])
+async def exported_file(c: MemoryRunner, request: ops.MemoryOp[Written], suffix: str
+                        ) -> AsyncIterator[tuple[Written, Path]]:
+    """Run ``request`` (``memory.export`` / ``memory.backup``; its ``path`` replaced, no
+    ``overwrite``) into a fresh file of the daemon's exports folder; yield ``(reply, path)`` and remove the
+    file afterwards."""
+    data = await c.run(msgspec.structs.replace(request, path=_fresh_name(suffix),
+                                                 overwrite=False))
+    path = Path(data.path)
     try:
         yield data, path
     finally:
@@ -52,21 +55,26 @@ async def exported_file(c: MemoryRunner, op: type[ops.Export] | type[ops.Backup]
             path.unlink()
 
 
-async def export_to(c: MemoryRunner, op: type[ops.Export] | type[ops.Backup], file: str,
-                    overwrite: bool, state_dir: Path
-                    ) -> dict[str, Any]:
-    """``op`` (``memory.export`` or ``memory.backup``) to the user's ``file``: checked
-    first (an existing file needs ``overwrite``; nothing in ``state_dir`` but its
-    exports folder), written by the daemon in its folder, then moved into place
-    through a private temporary file. Returns the op's data with ``path`` = ``file``.
+async def export_to(c: MemoryRunner, request: ops.Export | ops.Backup, file: str,
+                    state_dir: Path) -> ops.ExportResult | ops.BackupResult:
+    """``request`` (``memory.export`` or ``memory.backup``) to the user's ``file``: checked
+    first (an existing file needs the request's ``overwrite``; nothing in ``state_dir``
+    but its exports folder), written by the daemon in its folder, then moved into place
+    through a private temporary file. Returns the op's reply with ``path`` = ``file``.
     Raises ClientError (``invalid_argument``)."""
+    if isinstance(request, ops.Backup):
+        return await _written_to(c, request, ".sqlite", file, request.overwrite, state_dir)
+    return await _written_to(c, request, ".jsonl", file, request.overwrite, state_dir)
+
+
+async def _written_to(c: MemoryRunner, request: ops.MemoryOp[Written], suffix: str, file: str,
+                      overwrite: bool, state_dir: Path) -> Written:
     room = FileRoom(None, private=state_dir)
     try:
         target = room.target(str(Path(file).expanduser().absolute()), overwrite)
     except ValidationError as exc:
         raise _invalid(exc) from None
-    suffix = ".sqlite" if op is ops.Backup else ".jsonl"
-    async with exported_file(c, op, suffix) as (data, source):
+    async with exported_file(c, request, suffix) as (data, source):
         try:
             with room.writing(target) as tmp:
                 shutil.copyfile(source, tmp)
@@ -75,10 +83,10 @@ async def export_to(c: MemoryRunner, op: type[ops.Export] | type[ops.Backup], fi
         except OSError as exc:
             raise ClientError("invalid_argument", f"cannot copy the daemon's file {source} "
                                                   f"to {target}: {exc.strerror or exc}") from None
-    return {**data, "path": str(target), "bytes": target.stat().st_size}
+    return msgspec.structs.replace(data, path=str(target), bytes=target.stat().st_size)
 
 
-async def import_from(c: MemoryRunner, file: str, state_dir: Path) -> dict[str, Any]:
+async def import_from(c: MemoryRunner, file: str, state_dir: Path) -> ops.ImportResult:
     """``memory.import`` of the user's ``file``: read here (a regular file of at most
     :data:`~actors.store.files.MAX_IMPORT_BYTES`), copied into the daemon's exports
     folder (0600), imported, removed. Returns the op's data with ``path`` = ``file``.
@@ -96,10 +104,10 @@ async def import_from(c: MemoryRunner, file: str, state_dir: Path) -> dict[str, 
     except ValidationError as exc:
         raise _invalid(exc) from None
     try:
-        result = msgspec.to_builtins(await c.run(ops.Import(path=name)))
+        result = await c.run(ops.Import(path=name))
     except ClientError as exc:  # the daemon names its own copy: name the user's file
         raise ClientError(exc.code, str(exc).replace(name, str(source))) from None
     finally:
         with contextlib.suppress(OSError):
             (state_dir / EXPORTS_DIR / name).unlink()
-    return {**result, "path": str(source)}
+    return msgspec.structs.replace(result, path=str(source))

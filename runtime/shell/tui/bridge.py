@@ -150,10 +150,6 @@ class DaemonBridge:
         connected."""
         return await self.memory_client.run(request)
 
-    async def data(self, request: MemoryOp[Any]) -> Any:
-        """:meth:`run`, the reply as JSON data (what the browser's rows read)."""
-        return msgspec.to_builtins(await self.run(request))
-
     async def sessions(self, limit: int = 50) -> list[dict[str, Any]]:
         """Sessions, newest first: dicts with ``id``, ``createdAt``, ``updatedAt`` (Unix
         ms) and ``turns``."""

@@ -27,6 +27,7 @@ from textual.widgets import DataTable, Footer, Header, Input, Static
 
 from actors.memory import ops
 from actors.memory.ops import MemoryOp
+from actors.store.records import Lesson, Link, Note, Procedure, ProfileFact, Vote
 
 from ..client import ClientError
 from .bridge import BridgeHost
@@ -42,6 +43,7 @@ from .render import (
     matches,
     note_detail,
     one_line,
+    Row,
     procedure_detail,
     row_cells,
     row_key,
@@ -51,7 +53,7 @@ from .render import (
 AUTO_REFRESH_S = 5.0
 """Seconds between refreshes while auto-refresh (``a``) is on."""
 
-LIST_OPS: dict[str, MemoryOp[Any]] = {
+LIST_OPS: dict[str, MemoryOp[list[Any]]] = {
     "profile": ops.ProfileList(), "lessons": ops.LessonsList(limit=100),
     "procedures": ops.ProceduresList(limit=100), "links": ops.LinksList(limit=1000),
     "votes": ops.VotesTail(limit=1000)}
@@ -102,7 +104,7 @@ class MemoryScreen(Screen[None]):
         self.channel = "profile"
         self.archive: Literal["active", "archived", "all"] = "active"
         self.query_text = ""
-        self.rows: list[dict[str, Any]] = []
+        self.rows: list[Row] = []
         self.loaded: str | None = None  # the channel whose rows are shown, once read
         self.notice = ""
         self.voting_enabled: bool | None = None
@@ -194,21 +196,20 @@ class MemoryScreen(Screen[None]):
         self._draw_bar()
         self.run_worker(self._load(), group="load", exclusive=True, exit_on_error=False)
 
-    async def _fetch(self) -> list[dict[str, Any]]:
-        """The channel's rows as JSON data (what the table and the renderers read)."""
-        data = self.tui.bridge.data
+    async def _fetch(self) -> list[Row]:
+        """The channel's rows: the store's records (what the table and the renderers
+        read)."""
+        run = self.tui.bridge.run
         if self.channel == "notes":
-            if self.query_text:
-                rows: list[dict[str, Any]] = await data(
-                    ops.NotesSearch(query=self.query_text, k=50))
-                return rows
-            rows = await data(ops.NotesList(limit=200, archived=self.archive))
-            return rows
-        rows = await data(LIST_OPS[self.channel])
+            notes = await (run(ops.NotesSearch(query=self.query_text, k=50)) if self.query_text
+                           else run(ops.NotesList(limit=200, archived=self.archive)))
+            return list(notes)
+        rows: list[Row] = await run(LIST_OPS[self.channel])
         if self.channel == "votes":
-            self.voting_enabled = (await data(ops.Stats()))["votes"]["enabled"]
+            votes = (await run(ops.Stats())).get("votes")
+            self.voting_enabled = bool(votes.get("enabled")) if isinstance(votes, dict) else None
         if self.query_text:
-            rows = [r for r in rows if matches(self.channel, r, self.query_text)]
+            rows = [r for r in rows if matches(r, self.query_text)]
         return rows
 
     async def _load(self) -> None:
@@ -231,8 +232,8 @@ class MemoryScreen(Screen[None]):
         width = max(self.size.width, 40)
         index = 0
         for i, row in enumerate(rows):
-            key = row_key(channel, row)
-            table.add_row(*(Text(c) for c in row_cells(channel, row, width)), key=key)
+            key = row_key(row)
+            table.add_row(*(Text(c) for c in row_cells(row, width)), key=key)
             if key == keep:
                 index = i
         if rows:
@@ -243,7 +244,7 @@ class MemoryScreen(Screen[None]):
         return channel_status(self.channel, len(self.rows), archive=self.archive,
                               query=self.query_text, voting_enabled=self.voting_enabled)
 
-    def current(self) -> dict[str, Any] | None:
+    def current(self) -> Row | None:
         """The row under the cursor, or None when the table is empty."""
         table = self.query_one(DataTable)
         if not self.rows or not 0 <= table.cursor_row < len(self.rows):
@@ -341,36 +342,37 @@ class MemoryScreen(Screen[None]):
         if row is None:
             self.status("nothing to show here")
             return
-        data = self.tui.bridge.data
-        channel = self.channel
+        run = self.tui.bridge.run
 
         async def load() -> list[str]:
-            if channel == "profile":
-                return fact_history(row["key"], await data(ops.ProfileHistory(key=row["key"])))
-            if channel == "notes":
-                found = await data(ops.NotesRecall(id=row["id"]))
-                if not found:
-                    return [f"note #{row['id']} is gone"]
-                edges = await data(ops.LinksList(id=row["id"], limit=1000))
-                return note_detail(found[0], edges, await self._notes(
-                    {e["fromId"] for e in edges} | {e["toId"] for e in edges}))
-            if channel == "lessons":
-                lesson = await data(ops.LessonsGet(id=row["id"]))
-                return lesson_detail(lesson, await self._notes(set(lesson["parentIds"])))
-            if channel == "procedures":
-                return procedure_detail(await data(ops.ProceduresGet(id=row["id"])))
-            if channel == "links":
-                return link_detail(row, await self._notes({row["fromId"], row["toId"]}))
-            return vote_detail(row)
+            match row:
+                case ProfileFact():
+                    return fact_history(row.key, await run(ops.ProfileHistory(key=row.key)))
+                case Note():
+                    found = await run(ops.NotesRecall(id=row.id))
+                    if not found:
+                        return [f"note #{row.id} is gone"]
+                    edges = await run(ops.LinksList(id=row.id, limit=1000))
+                    return note_detail(found[0], edges, await self._notes(
+                        {e.from_id for e in edges} | {e.to_id for e in edges}))
+                case Lesson():
+                    lesson = await run(ops.LessonsGet(id=row.id))
+                    return lesson_detail(lesson, await self._notes(set(lesson.parent_ids)))
+                case Procedure():
+                    return procedure_detail(await run(ops.ProceduresGet(id=row.id)))
+                case Link():
+                    return link_detail(row, await self._notes({row.from_id, row.to_id}))
+                case Vote():
+                    return vote_detail(row)
 
-        title = f"{channel} · {' '.join(row_cells(channel, row, 60)[:2])}"
-        note_id = row["id"] if channel == "notes" else None
-        self.app.push_screen(DetailScreen(title, load, data, note_id=note_id))
+        title = f"{self.channel} · {' '.join(row_cells(row, 60)[:2])}"
+        note_id = row.id if isinstance(row, Note) else None
+        self.app.push_screen(DetailScreen(title, load, self.tui.bridge, note_id=note_id))
 
-    async def _notes(self, ids: set[int]) -> dict[int, dict[str, Any]]:
+    async def _notes(self, ids: set[int]) -> dict[int, Note]:
         out = {}
         for nid in sorted(ids):
-            found = await self.tui.bridge.data(ops.NotesRecall(id=nid))
+            found = await self.tui.bridge.run(ops.NotesRecall(id=nid))
             if found:
                 out[nid] = found[0]
         return out
@@ -385,13 +387,15 @@ class MemoryScreen(Screen[None]):
         if row is None:
             self.status("nothing to forget")
             return
-        if self.channel == "profile":
-            question = f"Forget the profile fact {row['key']} = {one_line(row['value'], 40)}?"
-            request: ops.ProfileRemove | ops.NotesForget = ops.ProfileRemove(key=row["key"])
-            label = row["key"]
+        request: ops.ProfileRemove | ops.NotesForget
+        if isinstance(row, ProfileFact):
+            question = f"Forget the profile fact {row.key} = {one_line(row.value, 40)}?"
+            request, label = ops.ProfileRemove(key=row.key), row.key
+        elif isinstance(row, Note):
+            question = f"Forget note #{row.id}: {one_line(row.content, 50)}?"
+            request, label = ops.NotesForget(id=row.id), f"note #{row.id}"
         else:
-            question = f"Forget note #{row['id']}: {one_line(row['content'], 50)}?"
-            request, label = ops.NotesForget(id=row["id"]), f"note #{row['id']}"
+            return
 
         async def answered(yes: bool | None) -> None:
             if not yes:
@@ -410,7 +414,7 @@ class MemoryScreen(Screen[None]):
     def action_edit(self) -> None:
         """``e``: edit the value of the profile fact under the cursor."""
         row = self.current()
-        if self.channel != "profile" or row is None:
+        if not isinstance(row, ProfileFact):
             self.status("e edits a profile fact (press 1 for the profile)")
             return
 
@@ -418,15 +422,14 @@ class MemoryScreen(Screen[None]):
 
         async def save(value: str) -> Any:
             fact = await self.tui.bridge.run(ops.ProfileSet(
-                key=row["key"], value=value, pinned=row.get("pinned", True),
-                keywords=row.get("keywords") or None))
+                key=row.key, value=value, pinned=row.pinned, keywords=row.keywords or None))
             if fact.warning:
                 warnings.append(fact.warning)
             return fact
 
         def done(saved: bool | None) -> None:
             if saved:
-                self.status(f"saved {row['key']}" + (f" (warning: {warnings[0]})"
+                self.status(f"saved {row.key}" + (f" (warning: {warnings[0]})"
                                                      if warnings else ""))
                 self.reload()
             else:

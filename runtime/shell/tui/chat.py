@@ -336,12 +336,12 @@ class ChatScreen(Screen[None]):
 
     async def _dump_profile(self) -> None:
         try:
-            facts = await self.tui.bridge.data(ops.ProfileList())
+            facts = await self.tui.bridge.run(ops.ProfileList())
         except ClientError as exc:
             self.add_line(f"error: {exc}", "error")
             return
-        lines = [f"{'*' if f.get('pinned') else '~'} {f['key']}: {f['value']}"
-                 + (f" [keywords: {', '.join(f['keywords'])}]" if f.get("keywords") else "")
+        lines = [f"{'*' if f.pinned else '~'} {f.key}: {f.value}"
+                 + (f" [keywords: {', '.join(f.keywords)}]" if f.keywords else "")
                  for f in facts]
         self.add_line("active profile:\n" + ("\n".join(lines) or "(no profile facts)"), "info")
 

@@ -17,6 +17,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
 from actors.memory import ops
+from actors.memory.client import MemoryRunner
+from actors.store.records import Link, Note, ProfileFact
 
 from ..client import ClientError
 from ..safe_text import visible
@@ -65,7 +67,7 @@ class DetailScreen(ModalScreen[None]):
     ]
 
     def __init__(self, title: str, load: Callable[[], Awaitable[list[str]]],
-                 memory: Callable[..., Awaitable[Any]], note_id: int | None = None) -> None:
+                 memory: MemoryRunner, note_id: int | None = None) -> None:
         super().__init__()
         self.title_text = title
         self.load = load
@@ -134,24 +136,24 @@ class DetailScreen(ModalScreen[None]):
             self.extra = [""] + neighbourhood(self.note_id, edges, notes, depth)
         self._show_body()
 
-    async def _walk(self, depth: int) -> tuple[list[dict[str, Any]], dict[int, dict[str, Any]]]:
+    async def _walk(self, depth: int) -> tuple[list[Link], dict[int, Note]]:
         """Edges and notes within ``depth`` hops of the note (BFS over the daemon)."""
-        edges: dict[tuple[int, int, str], dict[str, Any]] = {}
-        notes: dict[int, dict[str, Any]] = {}
+        edges: dict[tuple[int, int, str], Link] = {}
+        notes: dict[int, Note] = {}
         assert self.note_id is not None
         frontier, seen = [self.note_id], {self.note_id}
         for _ in range(depth):
             nxt = []
             for nid in frontier:
-                for e in await self.memory(ops.LinksList(id=nid, limit=1000)):
-                    edges[(e["fromId"], e["toId"], e["kind"])] = e
-                    for other in (e["fromId"], e["toId"]):
+                for e in await self.memory.run(ops.LinksList(id=nid, limit=1000)):
+                    edges[(e.from_id, e.to_id, e.kind)] = e
+                    for other in (e.from_id, e.to_id):
                         if other not in seen:
                             seen.add(other)
                             nxt.append(other)
             frontier = nxt
         for nid in seen:
-            found = await self.memory(ops.NotesRecall(id=nid))
+            found = await self.memory.run(ops.NotesRecall(id=nid))
             if found:
                 notes[nid] = found[0]
         return list(edges.values()), notes
@@ -205,18 +207,18 @@ class EditFactScreen(_SaveDialog):
 
     DEFAULT_CSS = _MODAL_CSS.format(name="EditFactScreen")
 
-    def __init__(self, fact: dict[str, Any], save: Callable[[str], Awaitable[Any]]) -> None:
+    def __init__(self, fact: ProfileFact, save: Callable[[str], Awaitable[Any]]) -> None:
         super().__init__()
         self.fact = fact
         self.save = save
 
     def compose(self) -> ComposeResult:
         """What is edited, the value, the error line, the keys."""
-        kind = ("pinned" if self.fact.get("pinned")
-                else f"contextual [{', '.join(self.fact.get('keywords') or [])}]")
+        kind = ("pinned" if self.fact.pinned
+                else f"contextual [{', '.join(self.fact.keywords)}]")
         with Vertical():
-            yield Static(visible(f"edit {self.fact['key']} ({kind})"), markup=False)
-            yield Input(self.fact["value"], id="value")
+            yield Static(visible(f"edit {self.fact.key} ({kind})"), markup=False)
+            yield Input(self.fact.value, id="value")
             yield Static("", id="edit-error", classes="error", markup=False)
             yield Static("Enter save · Esc cancel", classes="hint", markup=False)
 

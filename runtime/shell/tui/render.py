@@ -1,9 +1,9 @@
 """Pure text helpers of the TUI: what each memory channel shows, and what a turn's
 prompt tail says memory did (docs/protocol.md §3, §5; docs/architecture.md §5).
 
-Nothing here talks to the daemon or to textual; every function takes the dicts the
-daemon sends (camelCase keys, times in Unix milliseconds) and returns strings or
-lists of strings, so they are tested directly.
+Nothing here talks to the daemon or to textual; every function takes the store's records
+the daemon's replies decode to (:mod:`actors.store.records`; times in Unix milliseconds)
+and returns strings or lists of strings, so they are tested directly.
 """
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ import re
 import textwrap
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
+
+from actors.store.records import Lesson, Link, Note, Procedure, ProfileFact, Vote
 
 from ..memory_feedback import UNMET_CLAIMS
 from ..outbound import ReflectionFrame
@@ -80,110 +82,121 @@ def when(ms: int | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(ms / 1000))
 
 
-def row_key(channel: str, row: dict[str, Any]) -> str:
+Row = ProfileFact | Note | Lesson | Procedure | Link | Vote
+"""A row of one of the browser's channels: the store's record (:mod:`actors.store.records`)."""
+
+CHANNEL_OF: dict[type[Row], str] = {ProfileFact: "profile", Note: "notes", Lesson: "lessons",
+                                    Procedure: "procedures", Link: "links", Vote: "votes"}
+"""The channel each kind of row is listed in."""
+
+
+def row_key(row: Row) -> str:
     """A stable key of a row in its channel (the table's row key)."""
-    if channel == "profile":
-        return f"fact:{row['key']}"
-    if channel == "links":
-        return f"link:{row['fromId']}:{row['toId']}:{row['kind']}"
-    return f"{channel}:{row['id']}"
+    match row:
+        case ProfileFact():
+            return f"fact:{row.key}"
+        case Link():
+            return f"link:{row.from_id}:{row.to_id}:{row.kind}"
+        case _:
+            return f"{CHANNEL_OF[type(row)]}:{row.id}"
 
 
-def row_cells(channel: str, row: dict[str, Any], width: int = 80) -> tuple[str, ...]:
-    """The table cells of one row of ``channel`` (columns of :data:`COLUMNS`); the
+def row_cells(row: Row, width: int = 80) -> tuple[str, ...]:
+    """The table cells of one row (the columns of :data:`COLUMNS` for its channel); the
     free-text column is cut so the row fits ``width`` characters."""
-    if channel == "profile":
-        shown = "always" if row.get("pinned") else "if " + ",".join(row.get("keywords") or [])
-        return (one_line(row["key"], 20), one_line(row["value"], max(width - 52, 10)),
-                one_line(shown, 14), one_line(row.get("source") or "-", 10))
-    if channel == "notes":
-        mark = "(archived) " if row.get("archived") else ""
-        score = f"{row['score']:.2f} " if row.get("score") is not None else ""
-        return (f"#{row['id']}", one_line(",".join(row.get("tags") or []), 16),
-                one_line(score + mark + row["content"], max(width - 28, 10)))
-    if channel in ("lessons", "procedures"):
-        marker = "*" if channel == "lessons" else ">"
-        middle = (one_line(",".join(row.get("tags") or []), 16) if channel == "lessons"
-                  else str(len(row.get("steps") or [])))
-        status = " (deprecated)" if row.get("status") == "deprecated" else ""
-        return (f"{marker}{row['id']}", middle,
-                one_line(row["activation"] + status, max(width - 28, 10)))
-    if channel == "links":
-        return (f"#{row['fromId']}", row["kind"], f"#{row['toId']}", f"{row['weight']:g}")
-    if channel == "votes":
-        return (str(row["id"]), row["kind"], f"{row['targetId']}",
-                "+1" if row["direction"] > 0 else "-1", one_line(row.get("sessionId") or "-", 24))
-    raise ValueError(f"unknown channel {channel!r}")
+    match row:
+        case ProfileFact():
+            shown = "always" if row.pinned else "if " + ",".join(row.keywords)
+            return (one_line(row.key, 20), one_line(row.value, max(width - 52, 10)),
+                    one_line(shown, 14), one_line(row.source or "-", 10))
+        case Note():
+            mark = "(archived) " if row.archived else ""
+            score = f"{row.score:.2f} " if row.score is not None else ""
+            return (f"#{row.id}", one_line(",".join(row.tags), 16),
+                    one_line(score + mark + row.content, max(width - 28, 10)))
+        case Lesson() | Procedure():
+            lesson = isinstance(row, Lesson)
+            middle = (one_line(",".join(row.tags), 16) if isinstance(row, Lesson)
+                      else str(len(row.steps)))
+            status = " (deprecated)" if row.status == "deprecated" else ""
+            return (f"{'*' if lesson else '>'}{row.id}", middle,
+                    one_line(row.activation + status, max(width - 28, 10)))
+        case Link():
+            return (f"#{row.from_id}", row.kind, f"#{row.to_id}", f"{row.weight:g}")
+        case Vote():
+            return (str(row.id), row.kind, f"{row.target_id}",
+                    "+1" if row.direction > 0 else "-1", one_line(row.session_id or "-", 24))
 
 
-def matches(channel: str, row: dict[str, Any], query: str) -> bool:
+def matches(row: Row, query: str) -> bool:
     """Keyword filter for the channels searched on the client (every channel but
     notes): True when every word of ``query`` occurs, case-insensitively, in the row's
     cells or its long text (principle, steps)."""
     words = query.lower().split()
-    text = " ".join(row_cells(channel, row, 10_000)).lower()
-    if channel == "lessons":
-        text += " " + str(row.get("principle", "")).lower()
-    if channel == "procedures":
-        text += " " + " ".join(s.get("description", "") for s in row.get("steps") or []).lower()
+    text = " ".join(row_cells(row, 10_000)).lower()
+    if isinstance(row, Lesson):
+        text += " " + row.principle.lower()
+    if isinstance(row, Procedure):
+        text += " " + " ".join(s.description for s in row.steps).lower()
     return all(w in text for w in words)
 
 
-def fact_history(key: str, history: list[dict[str, Any]]) -> list[str]:
+def _where(session_id: str | None, turn_id: str | None) -> str:
+    return "".join(f", {label} {value}" for label, value in (("session", session_id),
+                                                             ("turn", turn_id)) if value)
+
+
+def fact_history(key: str, history: list[ProfileFact]) -> list[str]:
     """Detail of a profile fact: every version, oldest first (bi-temporal
     ``memory.profile.history``), the active one marked."""
     lines = [f"profile fact {key} — {len(history)} version(s)", ""]
-    number = {f.get("id"): i for i, f in enumerate(history, 1)}  # v1 = the oldest
+    number = {f.id: i for i, f in enumerate(history, 1)}  # v1 = the oldest
     for i, f in enumerate(history, 1):
-        sup = f.get("supersededBy")
-        state = ("active" if sup is None else "removed" if sup == f.get("id")
+        sup = f.superseded_by
+        state = ("active" if sup is None else "removed" if sup == f.id
                  else f"replaced by v{number.get(sup, '?')}")
-        shown = ("always shown" if f.get("pinned")
-                 else f"shown if [{', '.join(f.get('keywords') or [])}]")
-        by = f.get("source") or "unknown"
-        where = "".join(f", {label} {f[k]}" for label, k in (("session", "sessionId"),
-                                                               ("turn", "turnId")) if f.get(k))
+        shown = "always shown" if f.pinned else f"shown if [{', '.join(f.keywords)}]"
         ended = ""
-        if sup is not None and f.get("removedBy"):
-            ended = f"; {'removed' if sup == f.get('id') else 'replaced'} by {f['removedBy']}"
-            ended += f", turn {f['removedTurnId']}" if f.get("removedTurnId") else ""
-        lines.append(f"v{i}  {when(f.get('validFrom'))}  {state}  ({shown}; by {by}{where}"
-                     f"{ended})")
-        lines.append(f"    {escape_line(str(f.get('value', '')))}")
+        if sup is not None and f.removed_by:
+            ended = f"; {'removed' if sup == f.id else 'replaced'} by {f.removed_by}"
+            ended += f", turn {f.removed_turn_id}" if f.removed_turn_id else ""
+        lines.append(f"v{i}  {when(f.valid_from)}  {state}  ({shown}; by "
+                     f"{f.source or 'unknown'}{_where(f.session_id, f.turn_id)}{ended})")
+        lines.append(f"    {escape_line(f.value)}")
     if not history:
         lines.append("(no history)")
     return lines
 
 
-def note_detail(note: dict[str, Any], links: list[dict[str, Any]],
-                neighbours: dict[int, dict[str, Any]]) -> list[str]:
+def _other_end(e: Link, nid: int) -> tuple[int, str]:
+    """The note at ``e``'s other end from ``nid``, and the arrow as seen from ``nid``."""
+    if e.from_id == nid:
+        return e.to_id, f"-{e.kind}->"
+    return e.from_id, f"<-{e.kind}-"
+
+
+def note_detail(note: Note, links: list[Link], neighbours: dict[int, Note]) -> list[str]:
     """Detail of a note: full content, metadata, and its edges with the preview of the
     note at the other end (``neighbours`` maps id → note; a missing one shows ``?``)."""
-    tags = ", ".join(note.get("tags") or []) or "-"
-    by = note.get("origin") or "unknown"
-    where = "".join(f", {label} {note[k]}" for label, k in (("session", "sessionId"),
-                                                              ("turn", "turnId")) if note.get(k))
-    count = note.get("recallCount", 0)
-    lines = [f"note #{note['id']}  tags: {tags}",
-             f"written by {by}{where}",
-             f"recalled {count} time(s)" + (f", last {when(note['lastRecalledAt'])}"
-                                             if note.get("lastRecalledAt") else ""),
-             f"scope: {note.get('scope')}"
-             + (f" ({note['workingDir']})" if note.get("workingDir") else "")
-             + ("  ARCHIVED" if note.get("archived") else ""),
-             f"created {when(note.get('createdAt'))}  updated {when(note.get('updatedAt'))}",
-             "", note["content"], "", f"links ({len(links)}):"]
+    lines = [f"note #{note.id}  tags: {', '.join(note.tags) or '-'}",
+             f"written by {note.origin or 'unknown'}{_where(note.session_id, note.turn_id)}",
+             f"recalled {note.recall_count} time(s)" + (
+                 f", last {when(note.last_recalled_at)}" if note.last_recalled_at else ""),
+             f"scope: {note.scope}"
+             + (f" ({note.working_dir})" if note.working_dir else "")
+             + ("  ARCHIVED" if note.archived else ""),
+             f"created {when(note.created_at)}  updated {when(note.updated_at)}",
+             "", note.content, "", f"links ({len(links)}):"]
     for e in links:
-        other = e["toId"] if e["fromId"] == note["id"] else e["fromId"]
-        arrow = f"-{e['kind']}->" if e["fromId"] == note["id"] else f"<-{e['kind']}-"
-        preview = one_line(neighbours[other]["content"], 50) if other in neighbours else "?"
-        lines.append(f"  {arrow} #{other} ({e['weight']:g}) {preview}")
+        other, arrow = _other_end(e, note.id)
+        preview = one_line(neighbours[other].content, 50) if other in neighbours else "?"
+        lines.append(f"  {arrow} #{other} ({e.weight:g}) {preview}")
     if not links:
         lines.append("  (none)")
     return lines
 
 
-def neighbourhood(root: int, edges: list[dict[str, Any]], notes: dict[int, dict[str, Any]],
+def neighbourhood(root: int, edges: list[Link], notes: dict[int, Note],
                   depth: int) -> list[str]:
     """The link neighbourhood of note ``root`` up to ``depth`` hops: one line per note
     reached, indented by hop, with the edge that reached it (BFS, each note once)."""
@@ -193,66 +206,60 @@ def neighbourhood(root: int, edges: list[dict[str, Any]], notes: dict[int, dict[
         nxt: list[int] = []
         for nid in frontier:
             for e in edges:
-                if nid not in (e["fromId"], e["toId"]):
+                if nid not in (e.from_id, e.to_id):
                     continue
-                other = e["toId"] if e["fromId"] == nid else e["fromId"]
+                other, arrow = _other_end(e, nid)
                 if other in seen:
                     continue
                 seen.add(other)
                 nxt.append(other)
-                arrow = f"-{e['kind']}->" if e["fromId"] == nid else f"<-{e['kind']}-"
-                preview = one_line(notes[other]["content"], 44) if other in notes else "?"
+                preview = one_line(notes[other].content, 44) if other in notes else "?"
                 lines.append(f"{'  ' * hop}#{nid} {arrow} #{other} {preview}")
         frontier = nxt
     return lines
 
 
-def lesson_detail(row: dict[str, Any], parents: dict[int, dict[str, Any]]) -> list[str]:
+def lesson_detail(row: Lesson, parents: dict[int, Note]) -> list[str]:
     """Detail of a lesson: activation, principle, and its parent notes' previews."""
-    lines = [(f"lesson *{row['id']}  [{', '.join(row.get('tags') or [])}]  "
-              f"{row.get('status')}"),
-             f"when: {row['activation']}", "", f"principle: {row['principle']}", "",
-             (f"success {row.get('successCount', 0)}  failure {row.get('failureCount', 0)}  "
-              f"updated {when(row.get('updatedAt'))}"), "", "parents:"]
-    for pid in row.get("parentIds") or []:
-        preview = one_line(parents[pid]["content"], 60) if pid in parents else "(gone)"
+    lines = [f"lesson *{row.id}  [{', '.join(row.tags)}]  {row.status}",
+             f"when: {row.activation}", "", f"principle: {row.principle}", "",
+             (f"success {row.success_count}  failure {row.failure_count}  "
+              f"updated {when(row.updated_at)}"), "", "parents:"]
+    for pid in row.parent_ids:
+        preview = one_line(parents[pid].content, 60) if pid in parents else "(gone)"
         lines.append(f"  #{pid} {preview}")
-    if not row.get("parentIds"):
+    if not row.parent_ids:
         lines.append("  (none)")
     return lines
 
 
-def procedure_detail(row: dict[str, Any]) -> list[str]:
+def procedure_detail(row: Procedure) -> list[str]:
     """Detail of a procedure: activation and its numbered steps with tool hints."""
-    lines = [(f"procedure >{row['id']}  [{', '.join(row.get('tags') or [])}]  "
-              f"{row.get('status')}  source: {row.get('source')}"),
-             f"when: {row['activation']}", "", "steps:"]
-    for i, step in enumerate(row.get("steps") or [], 1):
-        hint = f"  [@{step['toolHint']}]" if step.get("toolHint") else ""
-        lines.append(f"  {i}. {step['description']}{hint}")
-    lessons = ", ".join(f"*{i}" for i in row.get("parentLessonIds") or []) or "-"
-    notes = ", ".join(f"#{i}" for i in row.get("parentMemoryIds") or []) or "-"
+    lines = [f"procedure >{row.id}  [{', '.join(row.tags)}]  {row.status}  source: {row.source}",
+             f"when: {row.activation}", "", "steps:"]
+    for i, step in enumerate(row.steps, 1):
+        hint = f"  [@{step.tool_hint}]" if step.tool_hint else ""
+        lines.append(f"  {i}. {step.description}{hint}")
+    lessons = ", ".join(f"*{i}" for i in row.parent_lesson_ids) or "-"
+    notes = ", ".join(f"#{i}" for i in row.parent_memory_ids) or "-"
     lines += ["", f"parent lessons: {lessons}  parent notes: {notes}",
-              (f"uses {row.get('useCount', 0)}  success {row.get('successCount', 0)}  "
-               f"failure {row.get('failureCount', 0)}")]
+              f"uses {row.use_count}  success {row.success_count}  failure {row.failure_count}"]
     return lines
 
 
-def link_detail(row: dict[str, Any], ends: dict[int, dict[str, Any]]) -> list[str]:
+def link_detail(row: Link, ends: dict[int, Note]) -> list[str]:
     """Detail of an edge: both notes' previews, kind, weight, time."""
     def end(nid: int) -> str:
-        return f"#{nid} {one_line(ends[nid]['content'], 60)}" if nid in ends else f"#{nid} (gone)"
-    return [f"link {row['kind']}  weight {row['weight']:g}  {row.get('origin', 'manual')}  "
-            f"created {when(row.get('createdAt'))}",
-            "", f"from {end(row['fromId'])}", f"  to {end(row['toId'])}"]
+        return f"#{nid} {one_line(ends[nid].content, 60)}" if nid in ends else f"#{nid} (gone)"
+    return [f"link {row.kind}  weight {row.weight:g}  {row.origin}  created {when(row.created_at)}",
+            "", f"from {end(row.from_id)}", f"  to {end(row.to_id)}"]
 
 
-def vote_detail(row: dict[str, Any]) -> list[str]:
+def vote_detail(row: Vote) -> list[str]:
     """Detail of a vote audit row."""
-    return [(f"vote {row['id']}: {row['kind']} {row['targetId']} "
-             f"{'+1' if row['direction'] > 0 else '-1'}"),
-            f"session {row.get('sessionId') or '-'}  turn {row.get('turnIndex')}",
-            f"at {when(row.get('createdAt'))}"]
+    return [f"vote {row.id}: {row.kind} {row.target_id} {'+1' if row.direction > 0 else '-1'}",
+            f"session {row.session_id or '-'}  turn {row.turn_index}",
+            f"at {when(row.created_at)}"]
 
 
 # ----------------------------------------------------------- what a turn was given
