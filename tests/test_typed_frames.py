@@ -70,3 +70,26 @@ def test_every_client_frame_round_trips_and_every_daemon_frame_decodes() -> None
                   outbound.ErrorFrame(code="busy", message="a turn runs", id=None),
                   outbound.MemoryResult(id="m1", ok=True, data=[{"id": 1}])):
         assert decode_outbound(msgspec.json.encode(frame)) == frame
+
+
+async def test_a_script_opens_the_typed_client_with_a_string_path(tmp_path: Path) -> None:
+    """What a script writes (docs/protocol.md): ``open_daemon("/path/to/state")`` with a
+    plain string, typed replies back; with neither a state dir nor a url, a clear error."""
+    import pytest
+
+    from actors.memory import ops
+    from actors.store.records import ProfileFact
+    from runtime.shell.client import open_daemon
+    from tests.daemon import run_daemon
+    from tests.fakes.llama_server import open_fake_llama
+
+    state = tmp_path / "state"
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(state, llm_url=fake.url):
+            async with open_daemon(str(state)) as c:
+                await c.run(ops.ProfileSet(key="city", value="Porto"))
+                facts = await c.run(ops.ProfileList())
+    assert [(type(f), f.key, f.value) for f in facts] == [(ProfileFact, "city", "Porto")]
+    with pytest.raises(ValueError, match="state_dir, or its url and token"):
+        async with open_daemon():
+            pass

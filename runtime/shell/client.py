@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -207,8 +208,9 @@ class DaemonClient(_Connection[OutboundFrame]):
         return result_data(answer)
 
 
-def daemon_endpoint(state_dir: Path) -> tuple[str, str]:
+def daemon_endpoint(state_dir: str | os.PathLike[str]) -> tuple[str, str]:
     """(url, token) of the daemon running on ``state_dir``; ClientError if none."""
+    state_dir = Path(state_dir)
     info = read_daemon_info(state_dir)
     if info is None:
         raise ClientError("not_running",
@@ -222,17 +224,18 @@ def daemon_endpoint(state_dir: Path) -> tuple[str, str]:
 
 
 @asynccontextmanager
-async def connect(state_dir: Path | None = None, *, url: str | None = None,
+async def connect(state_dir: str | os.PathLike[str] | None = None, *, url: str | None = None,
                   token: str | None = None, session: str | None = None,
                   working_dir: str | None = None, client: str | None = None,
                   connect_timeout_s: float = 10.0
                   ) -> AsyncIterator[tuple[WebSocketConnection, Welcome]]:
     """Connect and authenticate: yields the websocket and the daemon's ``welcome``.
-    Either ``state_dir`` or ``url`` + ``token``; ``client``: the program's name for the
-    activity log (``cli``, ``tui``, ``mcp:<name>``). Errors: ClientError (not running,
-    refused, bad token)."""
+    Either ``state_dir`` (a path or a string) or ``url`` + ``token``; ``client``: the
+    program's name for the activity log (``cli``, ``tui``, ``mcp:<name>``). Errors:
+    ClientError (not running, refused, bad token); ValueError with neither."""
     if url is None or token is None:
-        assert state_dir is not None
+        if state_dir is None:
+            raise ValueError("connect needs the daemon's state_dir, or its url and token")
         url, token = daemon_endpoint(state_dir)
     hello = encode_frame(Hello(token=token, session=session, working_dir=working_dir,
                                client=client))
@@ -265,7 +268,8 @@ async def connect(state_dir: Path | None = None, *, url: str | None = None,
 
 
 @asynccontextmanager
-async def open_daemon(state_dir: Path | None = None, *, url: str | None = None,
+async def open_daemon(state_dir: str | os.PathLike[str] | None = None, *,
+                      url: str | None = None,
                       token: str | None = None, session: str | None = None,
                       working_dir: str | None = None, client: str | None = None,
                       connect_timeout_s: float = 10.0) -> AsyncIterator[DaemonClient]:
@@ -331,7 +335,8 @@ class WireClient(_Connection[dict[str, Any]]):
 
 
 @asynccontextmanager
-async def open_client(state_dir: Path | None = None, *, url: str | None = None,
+async def open_client(state_dir: str | os.PathLike[str] | None = None, *,
+                      url: str | None = None,
                       token: str | None = None, session: str | None = None,
                       working_dir: str | None = None, client: str | None = None,
                       connect_timeout_s: float = 10.0) -> AsyncIterator[WireClient]:
