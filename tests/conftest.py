@@ -31,6 +31,7 @@ from actors.store.schema import open_database
 from runtime.kernel import unicode
 from runtime.services.backends import REFUSED_FIELDS
 from tests.daemon import run_daemon
+from tests.pg import pg_server, pg_url  # noqa: F401  (fixtures: a real PostgreSQL)
 
 #: Calling one of these starts a real daemon: a test that reaches one is ``slow``.
 DAEMON_STARTERS = (run_daemon,)
@@ -179,3 +180,20 @@ def conn(tmp_path):
     c = open_database(str(tmp_path / "memory.sqlite"))
     yield c
     c.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def engine_conn(request, tmp_path):
+    """The store's connection on each engine in turn: a migrated ``memory.sqlite`` under
+    ``tmp_path``, then a fresh PostgreSQL database (``tests/pg.py``) as tenant ``t1``."""
+    if request.param == "sqlite":
+        c = open_database(str(tmp_path / "memory.sqlite"))
+        yield c
+        c.close()
+        return
+    from actors.store.pg.engine import open_engine_connection
+
+    c = open_engine_connection(request.getfixturevalue("pg_url"), "t1", size=2)
+    yield c
+    c.close()
+    c.pool.close()

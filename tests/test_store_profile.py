@@ -15,8 +15,14 @@ from actors.store.profile import (
     ProfileFact,
     ProfileStore,
 )
-from actors.store.schema import write_txn
+from actors.store.sql import write_txn
 
+
+
+@pytest.fixture
+def conn(engine_conn):
+    """Every test here runs on each engine (SQLite, PostgreSQL)."""
+    return engine_conn
 
 
 @pytest.fixture

@@ -12,8 +12,10 @@ as ``apsw.*`` types to callers that only know this module::
      ├── SchemaTooNew            "schema_too_new"     (file written by a newer atomic-agent)
      ├── DatabaseCorrupt         "database_corrupt"   (not a database, truncated, malformed)
      ├── DatabaseBusy            "database_busy"      (write lock held past the busy timeout)
-     └── StorageFailure          "storage_full" / "storage_readonly" / "storage_error"
-                                                      (the disk refused a write)
+     ├── StorageFailure          "storage_full" / "storage_readonly" / "storage_error"
+     │                                                (the disk refused a write)
+     └── DatabaseUnavailable     "database_unavailable" (the PostgreSQL engine: the server
+                                                      unreachable, or it refused the work)
 
 Error texts never contain stored memory content, only field names, limits and ids.
 """
@@ -28,6 +30,7 @@ from .clock import CLOCK
 __all__ = [
     "MemoryFailure",
     "ValidationError",
+    "DatabaseUnavailable",
     "NotFound",
     "SchemaTooNew",
     "DatabaseCorrupt",
@@ -230,6 +233,26 @@ class StorageFailure(MemoryFailure):
                     return cls(code, str(seen), what=what, reading=reading)
             seen = seen.__cause__ or seen.__context__
         return None
+
+
+class DatabaseUnavailable(MemoryFailure):
+    """The PostgreSQL engine (docs/teams.md) could not do the request: the server is
+    unreachable, the connection was lost mid-request, or the server refused it (no
+    pgvector, no right to create the schema).
+
+    Whatever the request wrote was in one transaction the server rolled back: nothing of
+    it is stored, everything acknowledged before is; the pool reconnects by itself and
+    the same request succeeds once the server answers.
+
+    Attributes:
+        detail: the driver's first line (never the server's URL or password).
+    """
+
+    code = "database_unavailable"
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(f"the memory database is unavailable: {detail}")
+        self.detail = detail
 
 
 # -- argument checks shared by the stores (each raises ValidationError) ----------------

@@ -9,7 +9,7 @@ edges. Kinds: ``RELATES_TO``, ``CAUSED_BY``, ``REFERENCES``, ``CONTRADICTS``,
 The per-turn context (``context.build_context``) uses :meth:`LinkStore.expand` to add
 the neighbours of the recalled notes to ``### recalled`` (docs/architecture.md §4). Edges
 are written by the user (``memory.links.add``) and, later, by the link generator
-. Times are Unix milliseconds; writes go through ``schema.write_txn``.
+. Times are Unix milliseconds; writes go through ``sql.write_txn``.
 """
 
 from __future__ import annotations
@@ -18,13 +18,12 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-import apsw
 import msgspec
 
 from .errors import NotFound, ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
 from .records import LINK_KINDS, Link
-from .schema import write_txn
+from .sql import Connection, write_txn
 
 __all__ = [
     "Link",
@@ -134,7 +133,7 @@ class LinkStore:
     edge names a note that does not exist.
     """
 
-    def __init__(self, conn: apsw.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
     def add(

@@ -11,7 +11,7 @@ of their keywords hits the user message (``render.gate_profile``). Active unpinn
 are capped (``max_unpinned``, default 500); the oldest are retired first,
 never the row just written; pinned facts are never counted or evicted.
 
-All writes go through ``schema.write_txn``: ``BEGIN IMMEDIATE`` on their own, a
+All writes go through ``sql.write_txn``: ``BEGIN IMMEDIATE`` on their own, a
 savepoint when the caller already holds a transaction (one reflection result, one
 transaction). Times are Unix milliseconds.
 """
@@ -23,7 +23,6 @@ import re
 from collections.abc import Iterable
 from typing import Any, cast
 
-import apsw
 import msgspec
 
 from .columns import decode_json_list
@@ -31,7 +30,7 @@ from .dates import TIMEZONE_KEYS, resolve_zone
 from .errors import ValidationError, blank, require_positive_id, string_list
 from .errors import now_ms as _now
 from .records import ProfileFact
-from .schema import write_txn
+from .sql import Connection, write_txn
 
 __all__ = [
     "ProfileFact",
@@ -195,7 +194,7 @@ class ProfileStore:
     usable inside a caller's transaction.
     """
 
-    def __init__(self, conn: apsw.Connection, *, max_unpinned: int = DEFAULT_MAX_UNPINNED,
+    def __init__(self, conn: Connection, *, max_unpinned: int = DEFAULT_MAX_UNPINNED,
                  pinned_budget_chars: int = DEFAULT_PINNED_BUDGET_CHARS):
         if not isinstance(max_unpinned, int) or isinstance(max_unpinned, bool) or max_unpinned < 1:
             raise ValueError("max_unpinned must be a positive integer")

@@ -26,8 +26,6 @@ must be opened with :func:`open_database` (or pass through :func:`register_funct
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import cast
 
 import apsw
@@ -38,6 +36,7 @@ from runtime.services.sqlite_files import connect
 from .clock import CLOCK, FUTURE_LIMIT_MS
 from .errors import DatabaseCorrupt, SchemaTooNew
 from .fts import index_text
+from .sql import write_txn
 from .wal import WAL_SIZE_LIMIT
 
 log = structlog.get_logger("actors.store.schema")
@@ -468,33 +467,6 @@ def newest_stamp(conn: apsw.Connection) -> int | None:
 def user_version(conn: apsw.Connection) -> int:
     """Return ``PRAGMA user_version`` (the schema version; 0 for a new file)."""
     return cast(int, conn.execute("PRAGMA user_version").fetchall()[0][0])
-
-
-@contextlib.contextmanager
-def write_txn(conn: apsw.Connection) -> Iterator[apsw.Connection]:
-    """Run a block of writes atomically; the writer lock is taken up front.
-
-    Outside a transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any
-    exception). Contention therefore happens at ``BEGIN``, where the busy timeout
-    applies, instead of surfacing as an unretryable ``BusyError`` when a deferred read
-    transaction tries to upgrade.
-
-    Inside an already open transaction (``conn.in_transaction``): a savepoint via
-    ``with conn:``, so a caller can group several store writes (one reflection result)
-    into one outer transaction and a failing inner write rolls back only itself.
-    """
-    if conn.in_transaction:
-        with conn:
-            yield conn
-        return
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        yield conn
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise
 
 
 def migrate(conn: apsw.Connection, stop_before: int | None = None) -> int:

@@ -11,7 +11,7 @@ tail; the ``vote_score`` columns and their effects come with the runner.
   50 000) are deleted in the same transaction, by id (FIFO); never the row just written.
 * ``target_id`` is a soft pointer: targets may be evicted, the audit row stays.
 
-Times are Unix milliseconds; writes go through ``schema.write_txn``.
+Times are Unix milliseconds; writes go through ``sql.write_txn``.
 """
 
 from __future__ import annotations
@@ -19,12 +19,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, cast
 
-import apsw
-
 from .errors import ValidationError, optional_text, require_int, require_positive_id
 from .errors import now_ms as _now
 from .records import Vote
-from .schema import write_txn
+from .sql import Connection, write_txn
 
 __all__ = [
     "Vote",
@@ -70,7 +68,7 @@ class VoteStore:
     :class:`ValidationError` for bad input.
     """
 
-    def __init__(self, conn: apsw.Connection, *, enabled: bool = False,
+    def __init__(self, conn: Connection, *, enabled: bool = False,
                  max_rows: int = DEFAULT_EVENT_LOG_MAX_ROWS) -> None:
         if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
             raise ValueError("max_rows must be a positive integer")

@@ -272,8 +272,42 @@ class ConsolidationConfig(_C):
     lease_ms: Annotated[int, Meta(ge=1000, le=DAY_MS)] = 600_000
 
 
+TENANT_PATTERN = r"^[a-z0-9][a-z0-9_-]{0,62}$"
+"""A tenant id: lower-case letters, digits, ``_`` and ``-``, at most 63 characters."""
+
+
+class StoreConfig(_C):
+    """memory.store.*: where memory lives (docs/teams.md).
+
+    ``engine``: ``sqlite`` (the default: ``<state>/memory.sqlite``, one person, one
+    machine) or ``postgres`` (a PostgreSQL server with pgvector, shared by several
+    daemons). ``url`` (``postgresql://user:password@host/db``) or ``urlFile`` (a file
+    holding it, so the password stays out of ``config.json``; relative to the state
+    directory) says which server; neither is ever logged or shown. ``tenant``: whose
+    memory this daemon keeps (default: an id made once and kept in
+    ``<state>/tenant``, so two state directories on one server are two people).
+    ``poolSize``: connections the daemon keeps open to the server.
+    """
+
+    engine: Literal["sqlite", "postgres"] = "sqlite"
+    url: str | None = None
+    url_file: str | None = None
+    tenant: Annotated[str, Meta(pattern=TENANT_PATTERN)] | None = None
+    pool_size: Annotated[int, Meta(ge=1, le=64)] = 4
+
+    def __post_init__(self) -> None:
+        if self.url is not None and self.url_file is not None:
+            raise ValueError("set url or urlFile, not both")
+        if self.engine == "postgres" and self.url is None and self.url_file is None:
+            raise ValueError("engine postgres needs url (postgresql://…) or urlFile")
+        if self.url is not None and not self.url.startswith(("postgresql://", "postgres://")):
+            raise ValueError("url must start with postgresql:// (or postgres://)")
+
+
 class MemoryConfig(_C):
     """The ``memory`` block."""
+
+    store: StoreConfig = msgspec.field(default_factory=StoreConfig)
 
     profile: ProfileConfig = msgspec.field(default_factory=ProfileConfig)
     reflection: ReflectionConfig = msgspec.field(default_factory=ReflectionConfig)
@@ -506,12 +540,16 @@ def load_config(state_dir: Path) -> Config:
 
 def config_to_builtins(cfg: Config) -> dict[str, Any]:
     """The configuration as JSON-ready data with secrets (``llm.apiKey``, each
-    ``llm.fallbacks[].apiKey`` and ``memory.embeddings.apiKey``) masked as ``***``."""
+    ``llm.fallbacks[].apiKey``, ``memory.embeddings.apiKey`` and ``memory.store.url``)
+    masked as ``***``."""
     data: dict[str, Any] = msgspec.to_builtins(cfg)
     for block in [data["llm"], *data["llm"].get("fallbacks", []),
                   data["memory"]["embeddings"]]:
         if block.get("apiKey"):
             block["apiKey"] = "***"
+    store = data["memory"]["store"]
+    if store.get("url"):
+        store["url"] = "***"
     return data
 
 

@@ -1,0 +1,251 @@
+"""A PostgreSQL connection with the surface the stores use of an ``apsw.Connection``.
+
+The store modules speak a small common SQL: ``?`` placeholders, ``execute`` returning
+rows, ``changes()`` after a write, ``last_insert_rowid()`` after an insert, transactions
+opened with ``BEGIN IMMEDIATE`` and savepoints with ``with conn:``.
+:class:`PgConnection` gives them that over a psycopg 3 connection pool
+(https://www.psycopg.org/psycopg3/docs/advanced/pool.html), so most store code runs on
+both engines unchanged; the few statements that differ are chosen by
+:func:`actors.store.sql.dialect` where they are written.
+
+What it translates, and nothing more (:func:`translate`):
+
+* ``?`` → ``%s`` outside quoted text, and every literal ``%`` → ``%%`` (psycopg's
+  placeholder syntax, which it reads in quoted text too);
+* ``BEGIN IMMEDIATE`` → ``BEGIN`` (a Postgres transaction takes row locks as it writes);
+* an ``INSERT`` into a table with an ``id`` column gets ``RETURNING id``, which is what
+  :meth:`PgConnection.last_insert_rowid` answers (``lastval()`` would be wrong on a
+  pooled connection).
+
+Every session the pool opens is set up by :func:`configure_session`: the tenant
+(``app.tenant``), and, for a superuser login, ``SET ROLE`` to the member role, so that
+row-level security applies (a superuser bypasses it; docs/teams.md).
+
+Errors: every psycopg error becomes the store's own (:class:`DatabaseUnavailable`), with the
+connection-lost ones saying so; the pool replaces a broken connection by itself.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+from types import TracebackType
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from ..errors import DatabaseUnavailable
+
+__all__ = ["ID_TABLES", "MEMBER_ROLE", "PgConnection", "PgCursor", "configure_session",
+           "translate"]
+
+MEMBER_ROLE = "atomic_agent_member"
+"""The role whose rights every daemon session runs with: it owns nothing and bypasses
+no row-level security (docs/teams.md, "Isolation")."""
+
+ID_TABLES = frozenset({"profile_facts", "memories", "lessons", "procedures", "votes",
+                       "activity"})
+"""Tables whose rows have an ``id`` the insert returns (``last_insert_rowid``)."""
+
+_TOKEN_RE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\?|%")
+_BEGIN_RE = re.compile(r"^\s*BEGIN\s+(IMMEDIATE|DEFERRED|EXCLUSIVE)\b", re.IGNORECASE)
+_INSERT_RE = re.compile(r"^\s*INSERT\s+INTO\s+([a-z_]+)\b", re.IGNORECASE)
+_TRANSLATED: dict[str, tuple[str, bool]] = {}
+
+
+def translate(sql: str) -> tuple[str, bool]:
+    """``sql`` in psycopg's form, and whether it returns the inserted row's id (module
+    docstring). Cached per text: the stores' statements are constants."""
+    hit = _TRANSLATED.get(sql)
+    if hit is not None:
+        return hit
+
+    def one(m: re.Match[str]) -> str:
+        token = m.group(0)
+        return "%s" if token == "?" else token.replace("%", "%%")
+
+    out = _TOKEN_RE.sub(one, _BEGIN_RE.sub("BEGIN", sql))
+    insert = _INSERT_RE.match(out)
+    returns_id = bool(insert and insert.group(1).lower() in ID_TABLES
+                      and "returning" not in out.lower())
+    if returns_id:
+        out = out.rstrip().rstrip(";") + " RETURNING id"
+    if len(_TRANSLATED) < 4096:
+        _TRANSLATED[sql] = (out, returns_id)
+    return out, returns_id
+
+
+def configure_session(conn: psycopg.Connection[Any], tenant: str, team: str | None = None,
+                      team_write: bool = False) -> None:
+    """Set up a fresh pooled session: the tenant (and team) row-level security reads,
+    the member role for a superuser login, UTC. Raises psycopg errors as they come (the
+    pool then retries the connection)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT rolsuper FROM pg_roles WHERE rolname = current_user")
+        row = cur.fetchone()
+        if row and row[0]:
+            cur.execute(f"SET ROLE {MEMBER_ROLE}")
+        cur.execute("SELECT set_config('app.tenant', %s, false),"
+                    " set_config('app.team', %s, false),"
+                    " set_config('app.team_write', %s, false),"
+                    " set_config('TimeZone', 'UTC', false)",
+                    (tenant, team or "", "on" if team_write else "off"))
+    conn.commit()
+
+
+class PgCursor:
+    """The rows of one statement, read eagerly (the connection goes back to the pool)."""
+
+    def __init__(self, rows: list[tuple[Any, ...]]) -> None:
+        self._rows = rows
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        """Every row (each a tuple)."""
+        return self._rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        """The first row, or None."""
+        return self._rows[0] if self._rows else None
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]:
+        return iter(self._rows)
+
+
+def _failure(exc: psycopg.Error) -> DatabaseUnavailable:
+    if isinstance(exc, psycopg.OperationalError):
+        return DatabaseUnavailable("the PostgreSQL server is unreachable or the connection was "
+                              f"lost: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")
+    return DatabaseUnavailable(f"PostgreSQL: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")
+
+
+class PgConnection:
+    """A pool of sessions of one tenant, used the way the stores use an
+    ``apsw.Connection`` (module docstring). Not thread-safe: one thread at a time, as
+    with apsw.
+
+    Args:
+        pool: an open :class:`psycopg_pool.ConnectionPool` whose ``configure`` is
+            :func:`configure_session` (:func:`actors.store.pg.engine.open_pool`).
+    """
+
+    dialect = "postgres"
+
+    def __init__(self, pool: ConnectionPool[Any]) -> None:
+        self.pool = pool
+        self._txn: psycopg.Connection[Any] | None = None
+        self._savepoints = 0
+        self._changes = 0
+        self._last_id = 0
+
+    # -- the apsw surface -------------------------------------------------------------
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a ``BEGIN`` is open on this connection."""
+        return self._txn is not None
+
+    def execute(self, statements: str, bindings: Sequence[Any] | None = None) -> PgCursor:
+        """Run one statement (``?`` placeholders); its rows. Raises DatabaseUnavailable."""
+        word = statements.strip().rstrip(";").upper()
+        if word.startswith("BEGIN"):
+            self._begin()
+            return PgCursor([])
+        if word in ("COMMIT", "END", "ROLLBACK"):
+            self._end(commit=word != "ROLLBACK")
+            return PgCursor([])
+        sql, returns_id = translate(statements)
+        if self._txn is not None:
+            return self._run(self._txn, sql, bindings, returns_id)
+        try:
+            with self.pool.connection() as conn:
+                return self._run(conn, sql, bindings, returns_id)
+        except psycopg.Error as exc:
+            raise _failure(exc) from None
+
+    def _run(self, conn: psycopg.Connection[Any], sql: str, bindings: Sequence[Any] | None,
+             returns_id: bool) -> PgCursor:
+        try:
+            with conn.cursor() as cur:
+                # Always a tuple, so psycopg reads ``%%`` as ``%`` in every statement.
+                cur.execute(sql, tuple(bindings) if bindings is not None else ())
+                rows: list[tuple[Any, ...]] = cur.fetchall() if cur.description else []
+                if cur.description is None or returns_id:
+                    self._changes = max(cur.rowcount, 0)
+        except psycopg.Error as exc:
+            raise _failure(exc) from None
+        if returns_id:
+            if rows:
+                self._last_id = int(rows[0][0])
+            return PgCursor([])
+        return PgCursor(rows)
+
+    def changes(self) -> int:
+        """Rows the last INSERT, UPDATE or DELETE changed."""
+        return self._changes
+
+    def last_insert_rowid(self) -> int:
+        """The id of the row the last ``INSERT`` into an id table added."""
+        return self._last_id
+
+    def __enter__(self) -> PgConnection:
+        """A savepoint inside the open transaction (a transaction when none is open),
+        as apsw's ``with conn:``."""
+        if self._txn is None:
+            self._begin()
+            self._savepoints = -1  # this block owns the transaction itself
+            return self
+        self._savepoints += 1
+        self.execute(f"SAVEPOINT aa_{self._savepoints}")
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if self._savepoints == -1:
+            self._savepoints = 0
+            self._end(commit=kind is None)
+            return
+        name = f"aa_{self._savepoints}"
+        self._savepoints -= 1
+        if self._txn is None:
+            return  # the connection was lost: the transaction is gone already
+        if kind is None:
+            self.execute(f"RELEASE SAVEPOINT {name}")
+        else:
+            self.execute(f"ROLLBACK TO SAVEPOINT {name}")
+            self.execute(f"RELEASE SAVEPOINT {name}")
+
+    def close(self) -> None:
+        """End an open transaction (rolled back); the pool is closed by its owner."""
+        if self._txn is not None:
+            self._end(commit=False)
+
+    # -- transactions -----------------------------------------------------------------
+
+    def _begin(self) -> None:
+        if self._txn is not None:
+            raise DatabaseUnavailable("a transaction is already open on this connection")
+        try:
+            conn = self.pool.getconn()
+        except psycopg.Error as exc:
+            raise _failure(exc) from None
+        except Exception as exc:  # psycopg_pool.PoolTimeout: no server within the timeout
+            raise DatabaseUnavailable(f"no PostgreSQL connection: {exc}") from None
+        try:
+            conn.execute("BEGIN")
+        except psycopg.Error as exc:
+            self.pool.putconn(conn)
+            raise _failure(exc) from None
+        self._txn = conn
+
+    def _end(self, commit: bool) -> None:
+        conn, self._txn = self._txn, None
+        self._savepoints = 0
+        if conn is None:
+            return
+        try:
+            conn.execute("COMMIT" if commit else "ROLLBACK")
+        except psycopg.Error as exc:
+            raise _failure(exc) from None
+        finally:
+            self.pool.putconn(conn)

@@ -1,0 +1,321 @@
+"""The memory schema on PostgreSQL: versioned migrations, tenants, row-level security.
+
+The tables are the SQLite schema's (:mod:`actors.store.schema`, at its newest version)
+with three differences (docs/teams.md):
+
+* every row carries ``tenant_id`` (default: the session's ``app.tenant``), and a
+  row-level security policy on every table shows and accepts only the session's own
+  tenant's rows, also to the tables' owner (``FORCE ROW LEVEL SECURITY``); a superuser
+  login runs as :data:`~actors.store.pg.connection.MEMBER_ROLE`, which bypasses nothing;
+* keyword search reads a ``tsvector`` column kept from ``search_text`` (the same derived
+  text the SQLite engine's FTS5 tables index, :func:`actors.store.fts.index_text`),
+  with a GIN index;
+* vectors are pgvector ``vector`` values, searched by cosine distance.
+
+:data:`MIGRATIONS` is append-only, like SQLite's: step ``i`` brings version ``i`` to
+``i + 1``; the version is in ``atomic_agent_schema``. :func:`migrate` runs under a
+transaction-scoped advisory lock, so two daemons starting at once apply each step once,
+and refuses a schema newer than this code (:class:`SchemaTooNew`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from ..errors import DatabaseUnavailable, SchemaTooNew
+from .connection import MEMBER_ROLE
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TENANT_TABLES", "migrate", "schema_version"]
+
+TENANT_TABLES = ("profile_facts", "memories", "memory_vectors", "memory_links", "lessons",
+                 "procedures", "votes", "activity", "activity_meta", "activity_totals")
+"""Every table whose rows belong to one tenant (row-level security on each)."""
+
+_LOCK_KEY = 0x41414731
+"""The advisory lock migrations take (the SQLite file's application id, "AAG1")."""
+
+_TENANT = "tenant_id TEXT NOT NULL DEFAULT current_setting('app.tenant')"
+
+_V1 = f"""
+CREATE EXTENSION IF NOT EXISTS vector;
+
+CREATE TABLE profile_facts (
+    id              BIGSERIAL PRIMARY KEY,
+    {_TENANT},
+    key             TEXT    NOT NULL,
+    value           TEXT    NOT NULL,
+    pinned          INTEGER NOT NULL DEFAULT 1 CHECK (pinned IN (0, 1)),
+    keywords        TEXT    NOT NULL DEFAULT '[]',
+    valid_from      BIGINT  NOT NULL,
+    superseded_by   BIGINT,
+    supersedes      BIGINT,
+    created_at      BIGINT  NOT NULL,
+    updated_at      BIGINT  NOT NULL,
+    source          TEXT,
+    session_id      TEXT,
+    turn_id         TEXT,
+    vote_score      DOUBLE PRECISION NOT NULL DEFAULT 0,
+    removed_by      TEXT,
+    removed_turn_id TEXT
+);
+CREATE UNIQUE INDEX idx_profile_active_key ON profile_facts(tenant_id, key)
+    WHERE superseded_by IS NULL;
+CREATE INDEX idx_profile_key_history ON profile_facts(tenant_id, key, valid_from, id);
+CREATE INDEX idx_profile_chain ON profile_facts(superseded_by);
+
+CREATE TABLE memories (
+    id                BIGSERIAL PRIMARY KEY,
+    {_TENANT},
+    content           TEXT    NOT NULL,
+    content_key       TEXT    NOT NULL DEFAULT '',
+    tags              TEXT    NOT NULL DEFAULT '[]',
+    source            TEXT    NOT NULL DEFAULT 'agent' CHECK (source IN ('agent', 'user')),
+    scope             TEXT    NOT NULL DEFAULT 'all' CHECK (scope IN ('all', 'project')),
+    working_dir       TEXT,
+    session_id        TEXT,
+    created_at        BIGINT  NOT NULL,
+    updated_at        BIGINT  NOT NULL,
+    recall_count      INTEGER NOT NULL DEFAULT 0,
+    last_recalled_at  BIGINT,
+    archived          INTEGER NOT NULL DEFAULT 0 CHECK (archived IN (0, 1)),
+    origin            TEXT,
+    turn_id           TEXT,
+    vote_score        DOUBLE PRECISION NOT NULL DEFAULT 0,
+    consolidated_into BIGINT,
+    consolidating_at  BIGINT,
+    batch_id          TEXT,
+    search_text       TEXT    NOT NULL DEFAULT '',
+    search            TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED
+);
+CREATE INDEX idx_memories_updated ON memories(tenant_id, updated_at, id);
+CREATE INDEX idx_memories_working_dir ON memories(tenant_id, working_dir);
+CREATE INDEX idx_memories_content_key ON memories(tenant_id, content_key);
+CREATE INDEX idx_memories_utility ON memories(tenant_id, vote_score, recall_count,
+    COALESCE(last_recalled_at, 0), updated_at, id);
+CREATE INDEX idx_memories_consolidated ON memories(consolidated_into)
+    WHERE consolidated_into IS NOT NULL;
+CREATE INDEX idx_memories_search ON memories USING GIN (search);
+
+CREATE TABLE memory_vectors (
+    id         BIGSERIAL PRIMARY KEY,
+    {_TENANT},
+    note_id    BIGINT  NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    model      TEXT    NOT NULL,
+    dim        INTEGER NOT NULL CHECK (dim > 0),
+    embedding  vector  NOT NULL CHECK (vector_dims(embedding) = dim),
+    created_at BIGINT  NOT NULL,
+    UNIQUE (note_id, model)
+);
+CREATE INDEX idx_memory_vectors_scan ON memory_vectors(tenant_id, model, dim, note_id);
+
+CREATE TABLE memory_links (
+    {_TENANT},
+    from_id    BIGINT NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    to_id      BIGINT NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
+    kind       TEXT   NOT NULL CHECK (kind IN ('RELATES_TO', 'CAUSED_BY', 'REFERENCES',
+                                               'CONTRADICTS', 'DUPLICATES', 'SUPERSEDES')),
+    weight     DOUBLE PRECISION NOT NULL DEFAULT 1.0,
+    created_at BIGINT NOT NULL,
+    origin     TEXT   NOT NULL DEFAULT 'manual'
+                      CHECK (origin IN ('manual', 'similarity', 'model', 'correction')),
+    PRIMARY KEY (from_id, to_id, kind),
+    CHECK (from_id <> to_id)
+);
+CREATE INDEX idx_memory_links_to ON memory_links(to_id);
+CREATE INDEX idx_memory_links_kind ON memory_links(tenant_id, kind);
+
+CREATE TABLE lessons (
+    id            BIGSERIAL PRIMARY KEY,
+    {_TENANT},
+    activation    TEXT    NOT NULL,
+    principle     TEXT    NOT NULL,
+    tags          TEXT    NOT NULL DEFAULT '[]',
+    status        TEXT    NOT NULL DEFAULT 'active' CHECK (status IN ('active', 'deprecated')),
+    success_count INTEGER NOT NULL DEFAULT 0,
+    failure_count INTEGER NOT NULL DEFAULT 0,
+    parent_ids    TEXT    NOT NULL DEFAULT '[]',
+    working_dir   TEXT,
+    created_at    BIGINT  NOT NULL,
+    updated_at    BIGINT  NOT NULL,
+    deprecated_at BIGINT,
+    vote_score    DOUBLE PRECISION NOT NULL DEFAULT 0,
+    search_text   TEXT    NOT NULL DEFAULT '',
+    search        TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED
+);
+CREATE INDEX idx_lessons_status ON lessons(tenant_id, status);
+CREATE INDEX idx_lessons_updated ON lessons(tenant_id, updated_at, id);
+CREATE INDEX idx_lessons_search ON lessons USING GIN (search);
+
+CREATE TABLE procedures (
+    id                BIGSERIAL PRIMARY KEY,
+    {_TENANT},
+    activation        TEXT    NOT NULL,
+    steps             TEXT    NOT NULL,
+    tags              TEXT    NOT NULL DEFAULT '[]',
+    status            TEXT    NOT NULL DEFAULT 'active'
+                              CHECK (status IN ('active', 'deprecated')),
+    success_count     INTEGER NOT NULL DEFAULT 0,
+    failure_count     INTEGER NOT NULL DEFAULT 0,
+    use_count         INTEGER NOT NULL DEFAULT 0,
+    parent_lesson_ids TEXT    NOT NULL DEFAULT '[]',
+    parent_memory_ids TEXT    NOT NULL DEFAULT '[]',
+    source            TEXT    NOT NULL DEFAULT 'consolidator'
+                              CHECK (source IN ('consolidator', 'manual')),
+    working_dir       TEXT,
+    created_at        BIGINT  NOT NULL,
+    updated_at        BIGINT  NOT NULL,
+    deprecated_at     BIGINT,
+    vote_score        DOUBLE PRECISION NOT NULL DEFAULT 0,
+    search_text       TEXT    NOT NULL DEFAULT '',
+    search            TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED
+);
+CREATE INDEX idx_procedures_status ON procedures(tenant_id, status);
+CREATE INDEX idx_procedures_updated ON procedures(tenant_id, updated_at, id);
+CREATE INDEX idx_procedures_search ON procedures USING GIN (search);
+
+CREATE TABLE votes (
+    id         BIGSERIAL PRIMARY KEY,
+    {_TENANT},
+    kind       TEXT    NOT NULL CHECK (kind IN ('memory', 'lesson', 'profile', 'procedure')),
+    target_id  BIGINT  NOT NULL,
+    direction  INTEGER NOT NULL CHECK (direction IN (-1, 1)),
+    session_id TEXT,
+    turn_index INTEGER,
+    created_at BIGINT  NOT NULL
+);
+CREATE INDEX idx_votes_created ON votes(tenant_id, created_at);
+CREATE INDEX idx_votes_target ON votes(kind, target_id);
+
+CREATE TABLE activity (
+    id       BIGSERIAL PRIMARY KEY,
+    {_TENANT},
+    at       BIGINT  NOT NULL,
+    client   TEXT    NOT NULL,
+    op       TEXT    NOT NULL,
+    ids      TEXT    NOT NULL DEFAULT '[]',
+    outcome  TEXT    NOT NULL,
+    writes   INTEGER NOT NULL DEFAULT 0,
+    kind     TEXT    NOT NULL DEFAULT 'read',
+    count    INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX activity_client ON activity(tenant_id, client, id);
+CREATE INDEX activity_kind ON activity(tenant_id, kind, id);
+CREATE TABLE activity_meta (
+    {_TENANT},
+    name  TEXT   NOT NULL,
+    value BIGINT NOT NULL,
+    PRIMARY KEY (tenant_id, name)
+);
+CREATE TABLE activity_totals (
+    {_TENANT},
+    client    TEXT    NOT NULL,
+    reads     BIGINT  NOT NULL DEFAULT 0,
+    writes    BIGINT  NOT NULL DEFAULT 0,
+    refusals  BIGINT  NOT NULL DEFAULT 0,
+    last_at   BIGINT  NOT NULL DEFAULT 0,
+    PRIMARY KEY (tenant_id, client)
+);
+"""
+
+_POLICIES = "\n".join(
+    f"ALTER TABLE {t} ENABLE ROW LEVEL SECURITY;\n"
+    f"ALTER TABLE {t} FORCE ROW LEVEL SECURITY;\n"
+    f"CREATE POLICY {t}_tenant ON {t}\n"
+    f"    USING (tenant_id = current_setting('app.tenant', true))\n"
+    f"    WITH CHECK (tenant_id = current_setting('app.tenant', true));"
+    for t in TENANT_TABLES)
+
+_GRANTS = f"""
+DO $$ BEGIN
+    IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{MEMBER_ROLE}') THEN
+        CREATE ROLE {MEMBER_ROLE} NOLOGIN NOBYPASSRLS;
+    END IF;
+EXCEPTION WHEN insufficient_privilege THEN
+    RAISE NOTICE 'no CREATEROLE: row-level security applies to the tables'' owner';
+END $$;
+DO $$ BEGIN
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{MEMBER_ROLE}') THEN
+        EXECUTE 'GRANT USAGE ON SCHEMA ' || quote_ident(current_schema())
+                || ' TO {MEMBER_ROLE}';
+        EXECUTE 'GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA '
+                || quote_ident(current_schema()) || ' TO {MEMBER_ROLE}';
+        EXECUTE 'GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA '
+                || quote_ident(current_schema()) || ' TO {MEMBER_ROLE}';
+    END IF;
+END $$;
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1 + _POLICIES + _GRANTS,)
+"""Ordered migration scripts; ``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``.
+Append only once released: never edit a released step, add one."""
+
+SCHEMA_VERSION = len(MIGRATIONS)
+"""The newest schema version this code knows."""
+
+_META = """
+CREATE TABLE IF NOT EXISTS atomic_agent_schema (
+    name  TEXT PRIMARY KEY,
+    value INTEGER NOT NULL
+)
+"""
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int:
+    """The database's schema version (0 before the first migration)."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT to_regclass('atomic_agent_schema') IS NOT NULL")
+        row = cur.fetchone()
+        if not row or not row[0]:
+            return 0
+        cur.execute("SELECT value FROM atomic_agent_schema WHERE name = 'version'")
+        found = cur.fetchone()
+    return int(found[0]) if found else 0
+
+
+def migrate(conn: psycopg.Connection[Any], stop_before: int | None = None) -> int:
+    """Bring the database to :data:`SCHEMA_VERSION` (or below ``stop_before``); the
+    version reached. One transaction per step, under an advisory lock, the version
+    re-read inside it: concurrent daemons apply each step once.
+
+    ``conn``: an admin session (the login role, not the member role), autocommit.
+    Raises SchemaTooNew (a newer schema: nothing changed), DatabaseUnavailable (no
+    ``vector`` extension, no right to create tables, …: one line saying which)."""
+    target = SCHEMA_VERSION if stop_before is None else min(stop_before - 1, SCHEMA_VERSION)
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            conn.execute(_META)
+        version = schema_version(conn)
+        if version > SCHEMA_VERSION:
+            raise SchemaTooNew(version, SCHEMA_VERSION)
+        while version < target:
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+                version = schema_version(conn)
+                if version >= target:
+                    break
+                conn.execute(MIGRATIONS[version])
+                conn.execute("INSERT INTO atomic_agent_schema (name, value) VALUES "
+                             "('version', %s) ON CONFLICT (name) DO UPDATE SET "
+                             "value = EXCLUDED.value", (version + 1,))
+                version += 1
+        with conn.transaction():  # (concurrent GRANTs on one table fail: take the lock)
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
+            if _has_member(conn):
+                conn.execute(f"GRANT SELECT ON atomic_agent_schema TO {MEMBER_ROLE}")
+    except psycopg.errors.FeatureNotSupported as exc:
+        raise DatabaseUnavailable(f"PostgreSQL cannot create the memory schema: {exc}") from None
+    except psycopg.errors.UndefinedFile as exc:
+        raise DatabaseUnavailable("the PostgreSQL server has no pgvector extension (`vector`): "
+                             f"install pgvector on the server ({exc})") from None
+    except psycopg.Error as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc) else repr(exc)
+        raise DatabaseUnavailable(f"PostgreSQL refused the memory schema: {first}") from None
+    return version
+
+
+def _has_member(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (MEMBER_ROLE,)).fetchone()
+    return row is not None

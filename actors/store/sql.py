@@ -1,0 +1,77 @@
+"""The SQL connection the stores are written against, whichever engine serves it.
+
+A store module runs its statements on a :class:`Connection`: an ``apsw.Connection`` (the
+SQLite engine) or an :class:`actors.store.pg.connection.PgConnection` (PostgreSQL), which
+gives the same surface (``?`` placeholders, rows back, ``changes()``,
+``last_insert_rowid()``, ``in_transaction``, ``with conn:`` for a savepoint). Most
+statements are the same text on both; where they differ, the module picks its text by
+:func:`dialect`. This module is pure: it imports neither driver.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal, Protocol
+
+__all__ = ["Connection", "Cursor", "Dialect", "dialect", "write_txn"]
+
+Dialect = Literal["sqlite", "postgres"]
+
+
+class Cursor(Protocol):
+    """The rows of one statement."""
+
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+
+    def __iter__(self) -> Iterator[tuple[Any, ...]]: ...
+
+
+class Connection(Protocol):
+    """What the stores use of a connection (module docstring)."""
+
+    @property
+    def in_transaction(self) -> bool: ...
+
+    def execute(self, statements: str, bindings: Sequence[Any] | None = None) -> Any: ...
+
+    def changes(self) -> int: ...
+
+    def last_insert_rowid(self) -> int: ...
+
+    def __enter__(self) -> Any: ...
+
+    def __exit__(self, kind: Any, exc: Any, tb: Any) -> Any: ...
+
+
+def dialect(conn: object) -> Dialect:
+    """``postgres`` for the PostgreSQL engine's connection, ``sqlite`` otherwise."""
+    return "postgres" if getattr(conn, "dialect", None) == "postgres" else "sqlite"
+
+
+@contextlib.contextmanager
+def write_txn(conn: Connection) -> Iterator[Connection]:
+    """Run a block of writes atomically; the writer lock is taken up front.
+
+    Outside a transaction: ``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on any
+    exception). Contention therefore happens at ``BEGIN``, where the busy timeout
+    applies, instead of surfacing as an unretryable ``BusyError`` when a deferred read
+    transaction tries to upgrade.
+
+    On PostgreSQL ``BEGIN IMMEDIATE`` is a plain ``BEGIN``
+    (:mod:`actors.store.pg.connection`). Inside an already open transaction
+    (``conn.in_transaction``): a savepoint via ``with conn:``, so a caller can group several store writes (one reflection result)
+    into one outer transaction and a failing inner write rolls back only itself.
+    """
+    if conn.in_transaction:
+        with conn:
+            yield conn
+        return
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
