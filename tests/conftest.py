@@ -182,6 +182,13 @@ def conn(tmp_path):
     c.close()
 
 
+def sqlite_only(conn, why: str) -> None:
+    """Skip the running test on the PostgreSQL engine, saying why (an SQLite mechanism
+    under test, or a part that engine does not have yet)."""
+    if getattr(conn, "dialect", "sqlite") == "postgres":
+        pytest.skip(f"SQLite engine only: {why}")
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def engine_conn(request, tmp_path):
     """The store's connection on each engine in turn: a migrated ``memory.sqlite`` under

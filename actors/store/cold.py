@@ -34,7 +34,6 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-import apsw
 import msgspec
 import numpy as np
 import structlog
@@ -47,6 +46,7 @@ from .records import Cluster, LinkIn, SweepResult, VoteIn, VoteResult
 from .schema import write_txn
 from .vectors import VectorStore
 from .votes import VOTE_KINDS, VoteStore
+from .sql import Connection, dialect, ids_binding, in_ids
 
 log = structlog.get_logger()
 
@@ -77,7 +77,7 @@ class ClusterChanged(Exception):
 # -- links and votes -----------------------------------------------------------------
 
 
-def apply_links(conn: apsw.Connection, links: LinkStore, items: Sequence[LinkIn]) -> int:
+def apply_links(conn: Connection, links: LinkStore, items: Sequence[LinkIn]) -> int:
     """Upsert ``items`` (weight 1.0) in one transaction; a link to a note that no
     longer exists is skipped. Returns the number written."""
     written = 0
@@ -92,7 +92,7 @@ def apply_links(conn: apsw.Connection, links: LinkStore, items: Sequence[LinkIn]
     return written
 
 
-def apply_votes(conn: apsw.Connection, votes: VoteStore, items: Sequence[VoteIn], *,
+def apply_votes(conn: Connection, votes: VoteStore, items: Sequence[VoteIn], *,
                 cap: int, session: str | None = None, turn_index: int | None = None,
                 now_ms: int | None = None) -> VoteResult:
     """Apply each vote: ``vote_score`` moves by ``direction`` and is clamped to
@@ -123,7 +123,7 @@ def apply_votes(conn: apsw.Connection, votes: VoteStore, items: Sequence[VoteIn]
     return result
 
 
-def bump_outcomes(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStore,
+def bump_outcomes(conn: Connection, lessons: LessonStore, procedures: ProcedureStore,
                   lesson_ids: Iterable[int], procedure_ids: Iterable[int], *,
                   success: bool) -> int:
     """Bump success (or failure) of each surfaced lesson and procedure once;
@@ -137,7 +137,7 @@ def bump_outcomes(conn: apsw.Connection, lessons: LessonStore, procedures: Proce
     return bumped
 
 
-def similarity_links(conn: apsw.Connection, links: LinkStore, vectors: VectorStore, *, model: str,
+def similarity_links(conn: Connection, links: LinkStore, vectors: VectorStore, *, model: str,
                      dim: int, new_ids: Sequence[int], floor: float, per_note: int,
                      ceiling: int) -> int:
     """Link each of ``new_ids`` to its ``per_note`` nearest other notes whose cosine is
@@ -198,7 +198,7 @@ def _components(nodes: set[int], edges: Iterable[tuple[int, int]]) -> list[list[
     return list(groups.values())
 
 
-def claim_clusters(conn: apsw.Connection, *, now_ms: int, cooldown_ms: int, min_size: int,
+def claim_clusters(conn: Connection, *, now_ms: int, cooldown_ms: int, min_size: int,
                    max_clusters: int, require_shared_tag: bool, lease_ms: int) -> list[Cluster]:
     """Find and lease up to ``max_clusters`` clusters (step 1 of a consolidator tick,
     docs/architecture.md §4).
@@ -247,8 +247,8 @@ def claim_clusters(conn: apsw.Connection, *, now_ms: int, cooldown_ms: int, min_
                 shared = sorted(common)
             dirs = {notes[i][3] for i in comp}
             conn.execute(
-                "UPDATE memories SET consolidating_at = ?"
-                " WHERE id IN (SELECT value FROM json_each(?))", (now_ms, encode_json(comp)))
+                f"UPDATE memories SET consolidating_at = ? WHERE {in_ids(conn, 'id')}",
+                (now_ms, ids_binding(conn, comp)))
             clusters.append(Cluster(
                 ids=comp, previews=[notes[i][1][:PREVIEW_CHARS] for i in comp],
                 claimed_at=now_ms, tags=shared,
@@ -258,16 +258,16 @@ def claim_clusters(conn: apsw.Connection, *, now_ms: int, cooldown_ms: int, min_
         return clusters
 
 
-def release_leases(conn: apsw.Connection, ids: Sequence[int], claimed_at: int) -> int:
+def release_leases(conn: Connection, ids: Sequence[int], claimed_at: int) -> int:
     """Clear the lease of ``ids`` where it is still ``claimed_at``; returns rows."""
     with write_txn(conn):
         conn.execute(
             "UPDATE memories SET consolidating_at = NULL WHERE consolidating_at = ?"
-            " AND id IN (SELECT value FROM json_each(?))", (claimed_at, encode_json(list(ids))))
+            f" AND {in_ids(conn, 'id')}", (claimed_at, ids_binding(conn, ids)))
         return conn.changes()
 
 
-def persist_distilled(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStore,
+def persist_distilled(conn: Connection, lessons: LessonStore, procedures: ProcedureStore,
                       cluster: Cluster, *, activation: str, principle: str,
                       tags: Sequence[str], steps: Sequence[ProcedureStep] | None,
                       procedure_activation: str | None = None,
@@ -286,16 +286,16 @@ def persist_distilled(conn: apsw.Connection, lessons: LessonStore, procedures: P
     ids = list(cluster.ids)
     with write_txn(conn):
         live = cast(int, conn.execute(
-            "SELECT count(*) FROM memories WHERE id IN (SELECT value FROM json_each(?))"
+            f"SELECT count(*) FROM memories WHERE {in_ids(conn, 'id')}"
             " AND archived = 0 AND consolidated_into IS NULL AND consolidating_at = ?",
-            (encode_json(ids), cluster.claimed_at)).fetchall()[0][0])
+            (ids_binding(conn, ids), cluster.claimed_at)).fetchall()[0][0])
         if live != len(ids):
             raise ClusterChanged(f"{len(ids) - live} of {len(ids)} notes changed since the claim")
         lesson = lessons.create(activation, principle, parent_ids=ids, tags=tags,
                                 working_dir=cluster.working_dir, now_ms=now_ms)
         conn.execute(
             "UPDATE memories SET archived = 1, consolidated_into = ?, consolidating_at = NULL"
-            " WHERE id IN (SELECT value FROM json_each(?))", (lesson.id, encode_json(ids)))
+            f" WHERE {in_ids(conn, 'id')}", (lesson.id, ids_binding(conn, ids)))
         procedure_id = None
         if steps:
             try:
@@ -313,7 +313,7 @@ def persist_distilled(conn: apsw.Connection, lessons: LessonStore, procedures: P
 # -- sweeps --------------------------------------------------------------------------
 
 
-def sweep(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStore, *,
+def sweep(conn: Connection, lessons: LessonStore, procedures: ProcedureStore, *,
           now_ms: int, decay: float | None, lesson_max: int, lesson_age_ms: int,
           procedure_max: int, procedure_age_ms: int,
           cap: int = DEPRECATIONS_PER_TICK) -> SweepResult:
@@ -374,7 +374,14 @@ def sweep(conn: apsw.Connection, lessons: LessonStore, procedures: ProcedureStor
 # -- forgetting ----------------------------------------------------------------------
 
 
-def drop_derived(conn: apsw.Connection, note_ids: Sequence[int]) -> tuple[int, int, int]:
+_JSON_IDS = {
+    "sqlite": "json_each({}) p",
+    "postgres": "LATERAL (SELECT e::bigint AS value FROM jsonb_array_elements_text({}::jsonb) e) p",
+}
+"""The ids of a JSON array column as rows ``p(value)``."""
+
+
+def drop_derived(conn: Connection, note_ids: Sequence[int]) -> tuple[int, int, int]:
     """Forget what was distilled from forgotten notes: every lesson and procedure that
     lists one of ``note_ids`` as a parent is deleted, the procedures of such lessons
     too, and the lessons' other parents are restored (``archived = 0``,
@@ -382,18 +389,19 @@ def drop_derived(conn: apsw.Connection, note_ids: Sequence[int]) -> tuple[int, i
     transaction. Returns ``(lessons deleted, procedures deleted, notes restored)``."""
     if not note_ids:
         return 0, 0, 0
-    ids = encode_json(sorted(set(note_ids)))
+    ids = ids_binding(conn, sorted(set(note_ids)))
+    each, has = _JSON_IDS[dialect(conn)], in_ids(conn, "p.value")
     lesson_ids = [r[0] for r in conn.execute(
-        "SELECT DISTINCT l.id FROM lessons l, json_each(l.parent_ids) p"
-        " WHERE p.value IN (SELECT value FROM json_each(?))", (ids,))]
+        f"SELECT DISTINCT l.id FROM lessons l, {each.format('l.parent_ids')}"
+        f" WHERE {has}", (ids,))]
     proc_ids = {r[0] for r in conn.execute(
-        "SELECT DISTINCT t.id FROM procedures t, json_each(t.parent_memory_ids) p"
-        " WHERE p.value IN (SELECT value FROM json_each(?))", (ids,))}
+        f"SELECT DISTINCT t.id FROM procedures t, {each.format('t.parent_memory_ids')}"
+        f" WHERE {has}", (ids,))}
     restored = 0
     with write_txn(conn):
         for lesson_id in lesson_ids:
             proc_ids.update(r[0] for r in conn.execute(
-                "SELECT DISTINCT t.id FROM procedures t, json_each(t.parent_lesson_ids) p"
+                f"SELECT DISTINCT t.id FROM procedures t, {each.format('t.parent_lesson_ids')}"
                 " WHERE p.value = ?", (lesson_id,)))
             conn.execute("UPDATE memories SET archived = 0, consolidated_into = NULL"
                          " WHERE consolidated_into = ?", (lesson_id,))

@@ -26,10 +26,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-import apsw
 import msgspec
 
 from .records import Note
+from .sql import Connection, ids_binding, in_ids
 
 __all__ = ["CORRECTION_ORIGIN", "link_correction", "newest_first", "polarity", "superseded_by"]
 
@@ -75,7 +75,7 @@ def polarity(text: str) -> frozenset[str]:
     return frozenset(out)
 
 
-def link_correction(conn: apsw.Connection, newer_id: int, older_id: int, now_ms: int) -> None:
+def link_correction(conn: Connection, newer_id: int, older_id: int, now_ms: int) -> None:
     """Write ``newer_id -SUPERSEDES-> older_id`` (weight 1.0, origin ``correction``) in
     the caller's transaction; an existing edge of that kind is kept as it is."""
     conn.execute(
@@ -84,7 +84,7 @@ def link_correction(conn: apsw.Connection, newer_id: int, older_id: int, now_ms:
                                                      CORRECTION_ORIGIN))
 
 
-def superseded_by(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, int]:
+def superseded_by(conn: Connection, ids: Iterable[int]) -> dict[int, int]:
     """``{old id: the newest id that supersedes it}`` for those of ``ids`` a
     ``SUPERSEDES`` link points at (any origin); ``{}`` when none does."""
     wanted = sorted(set(ids))
@@ -92,12 +92,11 @@ def superseded_by(conn: apsw.Connection, ids: Iterable[int]) -> dict[int, int]:
         return {}
     rows = conn.execute(
         "SELECT to_id, max(from_id) FROM memory_links WHERE kind = 'SUPERSEDES'"
-        " AND to_id IN (SELECT value FROM json_each(?)) GROUP BY to_id",
-        (msgspec.json.encode(wanted).decode(),)).fetchall()
+        f" AND {in_ids(conn, 'to_id')} GROUP BY to_id", (ids_binding(conn, wanted),)).fetchall()
     return {int(old): int(new) for old, new in cast(list[tuple[int, int]], rows)}
 
 
-def newest_first(conn: apsw.Connection, notes: Sequence[Note]) -> list[Note]:
+def newest_first(conn: Connection, notes: Sequence[Note]) -> list[Note]:
     """``notes`` in the same order, except that each note superseded by another note
     comes after every note that is not (stable; a no-op without supersede links). A
     moved note's ``score`` (when it has one) is lowered to just below the last current

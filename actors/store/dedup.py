@@ -31,11 +31,10 @@ from __future__ import annotations
 
 from typing import NamedTuple, cast
 
-import apsw
-
 from .corrections import polarity
 from .fts import cjk_grams, query_terms
 from .recall import STOPWORDS, doc_freqs, index_terms
+from .sql import Connection, dialect
 
 __all__ = [
     "NEAR_CANDIDATES",
@@ -94,8 +93,8 @@ def jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / union if union else 0.0
 
 
-def _candidate_query(conn: apsw.Connection, text: str) -> str | None:
-    """OR of the :data:`NEAR_QUERY_TERMS` rarest index terms of ``text`` that other
+def _candidate_query(conn: Connection, text: str) -> list[str] | None:
+    """The quoted terms (to be OR-ed) of the :data:`NEAR_QUERY_TERMS` rarest index terms of ``text`` that other
     notes contain (words without stopwords, CJK bigrams each on its own: a
     near-identical CJK run is not the same phrase). A near duplicate holds >= 85 % of
     the words, so it holds most of these and their IDF puts it on top; OR-ing every
@@ -114,7 +113,25 @@ def _candidate_query(conn: apsw.Connection, text: str) -> str | None:
     df = doc_freqs(conn, list(stems.values()))
     ranked = sorted((df[s], p) for p, s in stems.items() if df.get(s))
     chosen = [f'"{p}"' for _n, p in ranked[:NEAR_QUERY_TERMS]]
-    return " OR ".join(chosen) if chosen else None
+    return chosen or None
+
+
+def _candidates(conn: Connection, match: list[str], scope: str, working_dir: str | None
+                ) -> list[tuple[int, str, str]]:
+    """``(id, tags, content)`` of the best :data:`NEAR_CANDIDATES` active notes of the
+    scope among the ``4 *`` that BM25 ranks best for the OR of the ``match`` terms."""
+    if dialect(conn) == "postgres":
+        from .pg.search import pool
+
+        phrases = [(index_terms(w.strip('"')), False) for w in match]
+        rows = pool(conn, phrases, "|", 4 * NEAR_CANDIDATES, cols="m.id, m.tags, m.content",
+                    where=" AND m.scope = ? AND m.working_dir IS ? AND m.archived = 0",
+                    args=(scope, working_dir))
+        return [cast(tuple[int, str, str], tuple(r[4:7])) for r in rows
+                if r[4] is not None][:NEAR_CANDIDATES]
+    return cast(list[tuple[int, str, str]], conn.execute(
+        _SQL_NEAR, (" OR ".join(match), 4 * NEAR_CANDIDATES, scope, working_dir,
+                    NEAR_CANDIDATES)).fetchall())
 
 
 class NearMatch(NamedTuple):
@@ -129,7 +146,7 @@ class NearMatch(NamedTuple):
 
 
 def near_match(
-    conn: apsw.Connection,
+    conn: Connection,
     content: str,
     key: str,
     scope: str,
@@ -162,9 +179,7 @@ def near_match(
         return None
     cues = polarity(content)
     best: dict[bool, tuple[float, int, str]] = {}
-    for note_id, tags, other in conn.execute(
-        _SQL_NEAR, (match, 4 * NEAR_CANDIDATES, scope, working_dir, NEAR_CANDIDATES)
-    ):
+    for note_id, tags, other in _candidates(conn, match, scope, working_dir):
         other_tokens = jaccard_tokens(other)
         if len(other_tokens) < NEAR_MIN_TOKENS:
             continue

@@ -35,6 +35,7 @@ from .errors import now_ms as _now
 from .fts import build_match_query, normalise_bm25
 from .records import ACTIVATION_MAX_CHARS
 from .schema import write_txn
+from .sql import Connection, ids_binding, in_ids
 
 MAX_TAGS = 12
 TAG_MAX_CHARS = 40
@@ -166,7 +167,7 @@ def _clamp(value: object, field: str, lo: int, hi: int) -> int:
 
 
 def fts_recall_rows(
-    conn: apsw.Connection,
+    conn: Connection,
     *,
     table: str,
     cols: str,
@@ -204,7 +205,7 @@ def fts_recall_rows(
     return [(r[:-1], s) for r, s in zip(rows, scores)]
 
 
-def vote_rerank(conn: apsw.Connection, table: str, hits: list[tuple[apsw.SQLiteValues, float]],
+def vote_rerank(conn: Connection, table: str, hits: list[tuple[apsw.SQLiteValues, float]],
                 k: int, blend: float) -> list[tuple[apsw.SQLiteValues, float]]:
     """Order a BM25 pool by ``blend × vote_score + (1 − blend) × (success_count −
     failure_count)``, descending, ties by BM25 rank; keep ``k``.
@@ -219,7 +220,7 @@ def vote_rerank(conn: apsw.Connection, table: str, hits: list[tuple[apsw.SQLiteV
     ids = [row[0] for row, _ in hits]
     signals = {r[0]: blend * r[1] + (1 - blend) * (r[2] - r[3]) for r in conn.execute(
         f"SELECT id, vote_score, success_count, failure_count FROM {table}"
-        " WHERE id IN (SELECT value FROM json_each(?))", (encode_json(ids),))}
+        f" WHERE {in_ids(conn, 'id')}", (ids_binding(conn, ids),))}
     order = sorted(range(len(hits)), key=lambda i: (-signals.get(ids[i], 0.0), i))
     return [hits[i] for i in order[:k]]
 
@@ -265,7 +266,7 @@ class DistilledStore(ABC, Generic[RowT]):
             " updated_at = ? WHERE id = ? AND status = 'active'"
         )
 
-    def __init__(self, conn: apsw.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
     @staticmethod

@@ -31,13 +31,13 @@ from __future__ import annotations
 
 from typing import cast
 
-import apsw
 import msgspec
 
 from actors.policy.forget import WORD_RE, matches, names_fact, names_note, target_words, without
 
 from .cold import drop_derived
 from .fts import content_key
+from .sql import Connection
 
 __all__ = ["WORD_RE", "Forgotten", "apply_forget", "matches", "restates"]
 
@@ -89,7 +89,7 @@ def _stems(text: str) -> set[str]:
             if len(w) >= 3 and w.lower() not in _STEM_STOP}
 
 
-def _same_turn_facts(conn: apsw.Connection, note_id: int, content: str) -> list[str]:
+def _same_turn_facts(conn: Connection, note_id: int, content: str) -> list[str]:
     """Keys of the active facts written by the same turn as the forgotten note (its
     provenance: session and turn) that speak of the same thing — a key or value word
     shares its first five letters with the note's words ("hobby_collection=true" beside
@@ -118,7 +118,7 @@ def _as_written(words: list[str], content: str) -> list[str]:
     return out
 
 
-def apply_forget(conn: apsw.Connection, *, retire_keys: list[str], purge_keys: list[str],
+def apply_forget(conn: Connection, *, retire_keys: list[str], purge_keys: list[str],
                  targets: list[list[str]], now_ms: int, by: str | None = None,
                  turn_id: str | None = None) -> Forgotten:
     """Retire, purge and delete as described in the module doc. Must run inside the

@@ -18,12 +18,11 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-import msgspec
 
 from .errors import NotFound, ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
 from .records import LINK_KINDS, Link
-from .sql import Connection, write_txn
+from .sql import Connection, ids_binding, in_ids, write_txn
 
 __all__ = [
     "Link",
@@ -107,8 +106,6 @@ _SQL_EXISTS = "SELECT id FROM memories WHERE id IN (?, ?)"
 _ORDER = " ORDER BY weight DESC, created_at DESC, kind, to_id, from_id"
 _SQL_OUT = f"SELECT {_COLS} FROM memory_links WHERE from_id = ?"
 _SQL_IN = f"SELECT {_COLS} FROM memory_links WHERE to_id = ?"
-_SQL_KIND_FILTER = " AND kind IN (SELECT value FROM json_each(?))"
-_SQL_ORIGIN_SKIP = " AND origin NOT IN (SELECT value FROM json_each(?))"
 _SQL_ALL = (
     f"SELECT {_COLS} FROM memory_links"
     " ORDER BY created_at DESC, from_id DESC, to_id DESC, kind LIMIT ?"
@@ -191,11 +188,11 @@ class LinkStore:
                skip_origins: tuple[str, ...] = ()) -> list[Link]:
         args: list[object] = [note_id]
         if kinds:
-            sql += _SQL_KIND_FILTER
-            args.append(msgspec.json.encode(list(kinds)).decode())
+            sql += f" AND {in_ids(self.conn, 'kind')}"
+            args.append(ids_binding(self.conn, kinds))
         if skip_origins:
-            sql += _SQL_ORIGIN_SKIP
-            args.append(msgspec.json.encode(list(skip_origins)).decode())
+            sql += f" AND NOT ({in_ids(self.conn, 'origin')})"
+            args.append(ids_binding(self.conn, skip_origins))
         return [_row(r) for r in self.conn.execute(sql + _ORDER, tuple(args))]
 
     def list_outgoing(self, note_id: int, kinds: Iterable[str] | None = None) -> list[Link]:

@@ -26,7 +26,6 @@ import builtins
 from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
-import apsw
 import msgspec
 
 from .cold import drop_derived
@@ -43,9 +42,9 @@ from .errors import (
 )
 from .errors import now_ms as _now
 from .fts import content_key
-from .recall import build_recall_query, ranked_search, register_recall_functions
+from .recall import build_recall_query, index_note, ranked_search, register_recall_functions
 from .records import Note
-from .schema import write_txn
+from .sql import Connection, dialect, ids_binding, in_ids, write_txn
 
 __all__ = [
     "DEFAULT_MAX_ENTRIES",
@@ -122,9 +121,11 @@ _SQL_INSERT = (
     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SQL_MERGE = (
-    "UPDATE memories SET tags = ?, updated_at = max(updated_at, ?),"
+    "UPDATE memories SET tags = ?, updated_at = {greatest}(updated_at, ?),"
     " recall_count = recall_count + 1 WHERE id = ?"
 )
+#: The larger of two values: SQLite's two-argument max(), PostgreSQL's GREATEST.
+_GREATEST = {"sqlite": "max", "postgres": "GREATEST"}
 #: Eviction orders (``ORDER BY`` of the rows to delete first), by constructor name.
 EVICTION_ORDERS: dict[str, str] = {
     "utility": "vote_score, recall_count, COALESCE(last_recalled_at, 0), updated_at, id",
@@ -136,12 +137,14 @@ _SQL_EVICT = (
 )
 _SQL_BUMP = (
     "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = ?"
-    " WHERE id IN (SELECT value FROM json_each(?))"
+    " WHERE {ids}"
 )
-_SQL_TAGS_ALL = (
-    " AND NOT EXISTS (SELECT 1 FROM json_each(?) AS req"
-    " WHERE req.value NOT IN (SELECT value FROM json_each(m.tags)))"
-)
+#: Every required tag (a JSON array) is among the note's.
+_SQL_TAGS_ALL = {
+    "sqlite": (" AND NOT EXISTS (SELECT 1 FROM json_each(?) AS req"
+               " WHERE req.value NOT IN (SELECT value FROM json_each(m.tags)))"),
+    "postgres": " AND m.tags::jsonb @> ?::jsonb",
+}
 _SQL_SCOPE_PROJECT = " AND m.working_dir = ?"
 _SQL_SCOPE_VISIBLE = " AND (m.scope = 'all' OR m.working_dir = ?)"
 _SQL_NEWEST = " ORDER BY m.updated_at DESC, m.id DESC LIMIT ?"
@@ -171,7 +174,7 @@ class MemoryStore:
 
     def __init__(
         self,
-        conn: apsw.Connection,
+        conn: Connection,
         *,
         max_entries: int = DEFAULT_MAX_ENTRIES,
         max_content_chars: int = MAX_CONTENT_CHARS,
@@ -262,7 +265,8 @@ class MemoryStore:
             if found is not None and not found.corrects:
                 merged = _decode_tags(found.tags)
                 merged += [t for t in tags if t not in merged][: MAX_TAGS - len(merged)]
-                conn.execute(_SQL_MERGE, (encode_json(merged), now, found.id))
+                conn.execute(_SQL_MERGE.format(greatest=_GREATEST[dialect(conn)]),
+                             (encode_json(merged), now, found.id))
                 return self._get(found.id)
             conn.execute(
                 _SQL_INSERT,
@@ -270,6 +274,7 @@ class MemoryStore:
                  now, origin, turn_id, batch_id),
             )
             note_id = conn.last_insert_rowid()
+            index_note(conn, note_id, content)
             if found is not None:  # a correction is linked to what it corrects
                 link_correction(conn, note_id, found.id, now)
             self._evict(note_id)
@@ -330,7 +335,8 @@ class MemoryStore:
             return 0
         now = _now(now_ms)
         with write_txn(self.conn):
-            self.conn.execute(_SQL_BUMP, (now, encode_json(sorted(set(id_list)))))
+            self.conn.execute(_SQL_BUMP.format(ids=in_ids(self.conn, "id")),
+                              (now, ids_binding(self.conn, sorted(set(id_list)))))
             return self.conn.changes()
 
     # -- reads ----------------------------------------------------------------------
@@ -411,7 +417,7 @@ class MemoryStore:
             where += _SQL_SCOPE_VISIBLE
             args.append(working_dir)
         if required:
-            where += _SQL_TAGS_ALL
+            where += _SQL_TAGS_ALL[dialect(self.conn)]
             args.append(encode_json(required))
         return where, args
 
@@ -429,9 +435,9 @@ class MemoryStore:
         if filters is None or not wanted:
             return {}
         where, args = filters
-        sql = (f"SELECT {_COLS} FROM memories m WHERE m.id IN (SELECT value FROM json_each(?))"
-               f"{where}")
-        return {r[0]: _row(r) for r in self.conn.execute(sql, (encode_json(wanted), *args))}
+        sql = f"SELECT {_COLS} FROM memories m WHERE {in_ids(self.conn, 'm.id')}{where}"
+        return {r[0]: _row(r) for r in self.conn.execute(
+            sql, (ids_binding(self.conn, wanted), *args))}
 
     def get(self, note_id: int) -> Note | None:
         """Return the note with this id (archived included) or None.
@@ -477,8 +483,8 @@ class MemoryStore:
         sql = f"SELECT {_COLS} FROM memories m WHERE m.archived = 0"
         args: list[object] = []
         if excluded:
-            sql += " AND m.id NOT IN (SELECT value FROM json_each(?))"
-            args.append(encode_json(excluded))
+            sql += f" AND NOT ({in_ids(self.conn, 'm.id')})"
+            args.append(ids_binding(self.conn, excluded))
         if working_dir is not None:
             sql += _SQL_SCOPE_VISIBLE
             args.append(working_dir)

@@ -79,6 +79,7 @@ import msgspec
 import structlog
 
 from .fts import index_text, query_terms, quote_terms
+from .sql import Connection, dialect, ids_binding, in_ids
 
 __all__ = [
     "COMMON_DF",
@@ -257,6 +258,22 @@ def _matches(phrases: Sequence[tuple[tuple[str, ...], bool]], tokens: Sequence[s
     return False
 
 
+def document_terms(text: str) -> list[str]:
+    """The tokens FTS5 indexes for a note of ``text`` (``porter unicode61`` over
+    :func:`~actors.store.fts.index_text`), in order: what both engines search."""
+    return _TOKENIZE(index_text(text), query=False)
+
+
+def index_note(conn: Connection, note_id: int, content: str) -> None:
+    """Keep a note's keyword index after its text is written: on SQLite the FTS5
+    triggers already did; on PostgreSQL its ``search`` tokens are written
+    (:func:`actors.store.pg.search.index_note`)."""
+    if dialect(conn) == "postgres":
+        from .pg.search import index_note as pg_index_note
+
+        pg_index_note(conn, note_id, document_terms(content))
+
+
 def matches_text(query: RecallQuery, text: str) -> bool:
     """True when ``memories_fts MATCH query.match`` would select a note of ``text``."""
     return _matches(query.phrases, _TOKENIZE(index_text(text), query=False))
@@ -278,11 +295,14 @@ def _corpus(api: apsw.FTS5ExtensionApi, *_args: object) -> str:
     return f"{api.row_count} {api.column_total_size(-1)} {api.column_size(-1)}"
 
 
-def register_recall_functions(conn: apsw.Connection) -> None:
+def register_recall_functions(conn: Connection) -> None:
     """Register the FTS5 auxiliary functions ``aa_coverage`` and ``aa_corpus`` on
-    ``conn`` (idempotent)."""
-    conn.register_fts5_function("aa_coverage", _coverage)
-    conn.register_fts5_function("aa_corpus", _corpus)
+    ``conn`` (idempotent; nothing to do on PostgreSQL, where :mod:`.pg.search` scores)."""
+    if dialect(conn) == "postgres":
+        return
+    sqlite = cast(apsw.Connection, conn)
+    sqlite.register_fts5_function("aa_coverage", _coverage)
+    sqlite.register_fts5_function("aa_corpus", _corpus)
 
 
 _SQL_VOCAB = (
@@ -295,15 +315,22 @@ _SQL_DF = (
 )
 
 
-def doc_freqs(conn: apsw.Connection, terms: Sequence[str]) -> dict[str, int]:
+def doc_freqs(conn: Connection, terms: Sequence[str]) -> dict[str, int]:
     """Return how many notes hold each index term (terms no note holds are absent).
 
     Reads an ``fts5vocab`` table that this creates in the connection's temp schema
-    (nothing is written to the file). FTS5 counts the term's doclist: ~0.7 ms for a
+    (nothing is written to the file); on PostgreSQL a GIN index count per term
+    (:func:`actors.store.pg.search.doc_freqs`). FTS5 counts the term's doclist: ~0.7 ms for a
     term held by 10,000 notes on the 2-core bench machine.
     """
     if not terms:
         return {}
+    if dialect(conn) == "postgres":
+        from .pg.search import doc_freqs as pg_doc_freqs
+
+        wanted = sorted(set(terms))
+        counts = pg_doc_freqs(conn, [((t,), False) for t in wanted])
+        return {t: n for t, n in zip(wanted, counts) if n}
     conn.execute(_SQL_VOCAB)
     return dict(conn.execute(_SQL_DF, (_IDS.encode(sorted(set(terms))).decode(),)))
 
@@ -322,18 +349,23 @@ _SQL_POOL = (
 )
 _SQL_NEAR = (
     "SELECT {cols}, COALESCE(m.session_id, m.batch_id) FROM memories m"
-    " WHERE m.id IN (SELECT value FROM json_each(?)){where}"
+    " WHERE {ids}{where}"
 )
-_SQL_ID_RANGE = "SELECT (SELECT min(id) FROM memories), (SELECT max(id) FROM memories)"
+_SQL_ID_RANGE = {
+    "sqlite": "SELECT (SELECT min(id) FROM memories), (SELECT max(id) FROM memories)",
+    # ids are shared by every tenant on PostgreSQL: count the tenant's own notes
+    "postgres": "SELECT 1, count(*) FROM memories",
+}
 #: FTS5's ``bm25()`` constants (``fts5_aux.c``): k1 = 1.2, b = 0.75.
 _K1, _B = 1.2, 0.75
 
 
-def _common_terms(conn: apsw.Connection, query: RecallQuery) -> dict[str, int]:
+def _common_terms(conn: Connection, query: RecallQuery) -> dict[str, int]:
     """Index terms of ``query`` held by more than :data:`COMMON_DF` of the notes, with
     their document frequency; ``{}`` below :data:`COMMON_MIN_NOTES` notes (estimated
     from the id range, an upper bound) or when the split would not help."""
-    lo, hi = cast(tuple[int | None, int | None], conn.execute(_SQL_ID_RANGE).fetchall()[0])
+    lo, hi = cast(tuple[int | None, int | None],
+                  conn.execute(_SQL_ID_RANGE[dialect(conn)]).fetchall()[0])
     if lo is None or hi is None or hi - lo + 1 < COMMON_MIN_NOTES:
         return {}
     singles = [t[0] for t, star in query.phrases if len(t) == 1 and not star]
@@ -359,7 +391,7 @@ def _common_score(content: str, corpus: str, common: dict[str, int]) -> tuple[fl
 
 
 def ranked_search(
-    conn: apsw.Connection,
+    conn: Connection,
     query: RecallQuery,
     k: int,
     *,
@@ -400,7 +432,9 @@ def ranked_search(
     """
     query = cap_terms(query)
     deadline = time.monotonic() + RECALL_BUDGET_MS / 1000
-    conn.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
+    sqlite = cast(apsw.Connection, conn) if dialect(conn) == "sqlite" else None
+    if sqlite:  # (PostgreSQL bounds a statement by the session's statement_timeout)
+        sqlite.set_progress_handler(lambda: time.monotonic() > deadline, _PROGRESS_STEPS)
     try:
         return _ranked(conn, query, k, cols=cols, where=where, args=args, coverage=coverage,
                        context_weight=context_weight, context_radius=context_radius,
@@ -412,7 +446,8 @@ def ranked_search(
                     terms=len(query.parts))
         return []
     finally:
-        conn.set_progress_handler(None)
+        if sqlite:
+            sqlite.set_progress_handler(None)
 
 
 def cap_terms(query: RecallQuery) -> RecallQuery:
@@ -433,8 +468,26 @@ def cap_terms(query: RecallQuery) -> RecallQuery:
     return compile_terms([p for p in query.parts if p in keep], query.all_stopwords) or query
 
 
+def _pool(conn: Connection, query: RecallQuery, parts: list[int], joiner: str, limit: int,
+          *, cols: str, where: str, args: Sequence[object], newest: bool,
+          with_corpus: bool) -> list[tuple[Any, ...]]:
+    """The pool of step 2 on either engine: ``(id, raw, coverage, corpus, *cols)`` rows,
+    cols None where the filters reject the note, at most ``limit``, best BM25 first
+    (newest first with ``newest``)."""
+    if dialect(conn) == "postgres":
+        from .pg import search
+
+        return search.pool(conn, [query.phrases[i] for i in parts],
+                           "|" if joiner == "OR" else "&", limit, cols=cols, where=where,
+                           args=args, newest_first=newest, with_corpus=with_corpus)
+    sql = _SQL_POOL.format(cols=cols, where=where, order="rowid DESC" if newest else "raw",
+                           corpus="aa_corpus(memories_fts)" if with_corpus else "''")
+    match = f" {joiner} ".join(query.parts[i] for i in parts)
+    return cast(list[tuple[Any, ...]], conn.execute(sql, (match, limit, *args)).fetchall())
+
+
 def _ranked(
-    conn: apsw.Connection,
+    conn: Connection,
     query: RecallQuery,
     k: int,
     *,
@@ -451,22 +504,21 @@ def _ranked(
     common = _common_terms(conn, query) if split_common else {}
     rare = [p for p, (t, star) in zip(query.parts, query.phrases)
             if star or len(t) != 1 or t[0] not in common]
+    every = list(range(len(query.parts)))
     if not common:
-        plans: list[tuple[str, dict[str, int]]] = [(query.match, {})]
+        plans: list[tuple[list[int], str, dict[str, int]]] = [(every, "OR", {})]
     elif rare:
-        plans = [(" OR ".join(rare), common)]
+        plans = [([query.parts.index(p) for p in rare], "OR", common)]
     else:  # only common terms: the notes holding all of them, else every hit; their
         # BM25 is ~0 everywhere (IDF of a word most notes hold), so the newest such notes
         # are pooled (rowid order, no score for every hit: "user" at 100k notes stays fast)
-        plans = [(" AND ".join(query.parts), {}), (query.match, {})]
-    order = "rowid DESC" if common and not rare else "raw"
-    for n, (match, split) in enumerate(plans):
+        plans = [(every, "AND", {}), (every, "OR", {})]
+    newest = bool(common and not rare)
+    for n, (parts, joiner, split) in enumerate(plans):
         limit = want
-        sql = _SQL_POOL.format(cols=cols, where=where, order=order,
-                               corpus="aa_corpus(memories_fts)" if split else "''")
         while True:
-            pool = cast(list[tuple[int, float, float, str, *tuple[Any, ...]]],
-                        conn.execute(sql, (match, limit, *args)).fetchall())
+            pool = _pool(conn, query, parts, joiner, limit, cols=cols, where=where,
+                         args=args, newest=newest, with_corpus=bool(split))
             kept = sorted((r for r in pool if r[4] is not None), key=lambda r: (r[1], r[0]))
             if len(kept) >= want or len(pool) < limit:
                 break
@@ -515,8 +567,9 @@ def _ranked(
                     if j not in base:
                         bound[j] = bound.get(j, 0.0) + context_weight * own
         near = [j for j, b in bound.items() if b >= kth or len(scores) < k]
-        found = conn.execute(_SQL_NEAR.format(cols=cols, where=where),
-                             (_IDS.encode(near).decode(), *args)) if near else ()
+        found = conn.execute(_SQL_NEAR.format(cols=cols, where=where,
+                                              ids=in_ids(conn, "m.id")),
+                             (ids_binding(conn, near), *args)) if near else ()
         for row in found:
             j = row[0]
             if any(session[i] == row[-1] for i in (j + d for d in offsets) if i in pooled) and \

@@ -11,10 +11,11 @@ statements are the same text on both; where they differ, the module picks its te
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+import json
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
-__all__ = ["Connection", "Cursor", "Dialect", "dialect", "write_txn"]
+__all__ = ["Connection", "Cursor", "Dialect", "dialect", "ids_binding", "in_ids", "write_txn"]
 
 Dialect = Literal["sqlite", "postgres"]
 
@@ -39,6 +40,8 @@ class Connection(Protocol):
 
     def last_insert_rowid(self) -> int: ...
 
+    def close(self) -> Any: ...
+
     def __enter__(self) -> Any: ...
 
     def __exit__(self, kind: Any, exc: Any, tb: Any) -> Any: ...
@@ -47,6 +50,23 @@ class Connection(Protocol):
 def dialect(conn: object) -> Dialect:
     """``postgres`` for the PostgreSQL engine's connection, ``sqlite`` otherwise."""
     return "postgres" if getattr(conn, "dialect", None) == "postgres" else "sqlite"
+
+
+def in_ids(conn: object, column: str) -> str:
+    """``column`` is one of a list (ids, or names) bound as one parameter
+    (:func:`ids_binding`): a JSON array read by ``json_each`` on SQLite, an array on
+    PostgreSQL."""
+    if dialect(conn) == "postgres":
+        return f"{column} = ANY(?)"
+    return f"{column} IN (SELECT value FROM json_each(?))"
+
+
+def ids_binding(conn: object, ids: Iterable[object]) -> object:
+    """The one parameter :func:`in_ids` reads: ``ids`` as JSON text or as a list."""
+    values = list(ids)
+    if dialect(conn) == "postgres":
+        return values
+    return json.dumps(values)
 
 
 @contextlib.contextmanager

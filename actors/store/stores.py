@@ -22,7 +22,7 @@ import structlog
 from runtime.services.config import MemoryConfig
 
 from .engine import MemoryEngine
-from .errors import DatabaseCorrupt
+from .errors import DatabaseCorrupt, ValidationError
 from .files import FileRoom
 from .lessons import LessonStore
 from .links import LinkStore
@@ -31,7 +31,8 @@ from .plans import RecallPlan, TurnScope
 from .procedures import ProcedureStore
 from .profile import ProfileStore
 from .records import MemoryContext
-from .schema import SCHEMA_VERSION, open_database, user_version, write_txn
+from .schema import SCHEMA_VERSION, open_database, user_version
+from .sql import Connection, dialect, write_txn
 from .staleness import archive_stale
 from .vectors import VectorStore
 from .votes import VoteStore
@@ -74,7 +75,7 @@ class StoreSet:
     """Every store over one connection, built with the ``memory.*`` config: the SQLite
     engine of :class:`actors.store.engine.MemoryEngine`."""
 
-    conn: apsw.Connection
+    conn: Connection
     profiles: ProfileStore
     notes: MemoryStore
     votes: VoteStore
@@ -106,8 +107,8 @@ class StoreSet:
 
     def schema_version(self) -> int:
         """``PRAGMA user_version`` (:data:`actors.store.schema.SCHEMA_VERSION` once
-        migrated)."""
-        return user_version(self.conn)
+        migrated); on PostgreSQL the version in ``atomic_agent_schema``."""
+        return store_version(self.conn)
 
     def export(self, path: str, files: FileRoom, *, overwrite: bool = False) -> object:
         """The JSON-lines export (:func:`actors.store.transfer.export_memory`)."""
@@ -119,7 +120,12 @@ class StoreSet:
         """SQLite's online backup (:func:`actors.store.backup.backup_database`)."""
         from .backup import backup_database
 
-        return backup_database(self.conn, path, files, overwrite=overwrite)
+        if dialect(self.conn) == "postgres":
+            raise ValidationError("path", "a PostgreSQL memory is backed up by the server "
+                                          "(pg_dump, or its replicas); `memory export` writes "
+                                          "every item to a file")
+        return backup_database(cast(apsw.Connection, self.conn), path, files,
+                               overwrite=overwrite)
 
     def import_file(self, path: str, files: FileRoom) -> object:
         """An export file, imported idempotently (:func:`actors.store.transfer.import_memory`)."""
@@ -137,6 +143,15 @@ class StoreSet:
 
         return build_context(self, message, RecallPlan(), TurnScope(working_dir=working_dir),
                              bump=False)
+
+
+def store_version(conn: Connection) -> int:
+    """The schema version of the store behind ``conn``, on either engine."""
+    if dialect(conn) == "postgres":
+        rows = conn.execute("SELECT value FROM atomic_agent_schema WHERE name = 'version'"
+                            ).fetchall()
+        return int(rows[0][0]) if rows else 0
+    return user_version(cast(apsw.Connection, conn))
 
 
 def _is_an_engine(stores: StoreSet) -> MemoryEngine:
@@ -175,7 +190,7 @@ def file_stats(s: StoreSet, m: MemoryConfig) -> dict[str, Any]:
 
     model = m.embeddings.model
     return {
-        "schemaVersion": user_version(s.conn),
+        "schemaVersion": store_version(s.conn),
         "supportedSchemaVersion": SCHEMA_VERSION,
         "profileFacts": one("SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL"),
         "profileHistoryRows": one("SELECT count(*) FROM profile_facts"),

@@ -55,7 +55,6 @@ from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO, Literal, TypedDict, cast
 
-import apsw
 import msgspec
 
 from .clock import CLOCK, FUTURE_LIMIT_MS
@@ -66,6 +65,7 @@ from .fts import content_key
 from .notes import MemoryStore, validate_content, validate_tags
 from .profile import validate_key, validate_value
 from .schema import SCHEMA_VERSION, write_txn
+from .sql import Connection
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "IMPORT_CHUNK", "ExportResult", "ImportResult",
            "export_memory", "import_memory", "import_steps"]
@@ -196,7 +196,7 @@ def _now() -> int:
 
 
 # ---------------------------------------------------------------------------- export
-def export_memory(conn: apsw.Connection, path: str, room: FileRoom, *,
+def export_memory(conn: Connection, path: str, room: FileRoom, *,
                   overwrite: bool = False) -> ExportResult:
     """Write every fact (with history), note, link, lesson and procedure of ``conn`` to
     the file ``path`` names in ``room`` (:class:`~actors.store.files.FileRoom`) as the
@@ -224,7 +224,7 @@ def export_memory(conn: apsw.Connection, path: str, room: FileRoom, *,
     return {"path": str(target), "bytes": target.stat().st_size, "counts": counts}
 
 
-def _records(conn: apsw.Connection, counts: dict[str, int]) -> Iterator[bytes]:
+def _records(conn: Connection, counts: dict[str, int]) -> Iterator[bytes]:
     """Yield the encoded record lines (facts, notes, links, lessons, procedures)."""
     rows = conn.execute(
         "SELECT key, value, pinned, keywords, valid_from, created_at, updated_at,"
@@ -473,7 +473,7 @@ _SQL_SAME_TEXT = ("SELECT id FROM memories WHERE content_key = ? AND scope = ?"
 """A stored note with the same normalised text (archived ones included)."""
 
 
-def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
+def _import_note(conn: Connection, notes: MemoryStore, rec: NoteRec,
                  note_ids: dict[int, int], added: dict[str, int],
                  skipped: dict[str, int], batch: str) -> None:
     content = validate_content(rec.content, notes.max_content_chars)
@@ -509,7 +509,7 @@ def _import_note(conn: apsw.Connection, notes: MemoryStore, rec: NoteRec,
     added["notes"] += 1
 
 
-def _import_fact(conn: apsw.Connection, rec: FactRec, added: dict[str, int],
+def _import_fact(conn: Connection, rec: FactRec, added: dict[str, int],
                  skipped: dict[str, int]) -> None:
     key = validate_key(rec.key)
     have = {(v, t) for v, t in conn.execute(
@@ -558,7 +558,7 @@ def _label(value: object, field: str) -> str | None:
     return text[:120] if text else None
 
 
-def _import_link(conn: apsw.Connection, rec: LinkRec, note_ids: dict[int, int],
+def _import_link(conn: Connection, rec: LinkRec, note_ids: dict[int, int],
                  added: dict[str, int], skipped: dict[str, int]) -> None:
     a, b = note_ids.get(rec.from_id), note_ids.get(rec.to_id)
     if a is None or b is None or a == b:
@@ -574,7 +574,7 @@ def _import_link(conn: apsw.Connection, rec: LinkRec, note_ids: dict[int, int],
         skipped["links"] += 1
 
 
-def _import_lesson(conn: apsw.Connection, rec: LessonRec, note_ids: dict[int, int],
+def _import_lesson(conn: Connection, rec: LessonRec, note_ids: dict[int, int],
                    lesson_ids: dict[int, int], added: dict[str, int],
                    skipped: dict[str, int]) -> None:
     same = cast(list[tuple[int]], conn.execute(
@@ -596,7 +596,7 @@ def _import_lesson(conn: apsw.Connection, rec: LessonRec, note_ids: dict[int, in
     added["lessons"] += 1
 
 
-def _import_procedure(conn: apsw.Connection, rec: ProcedureRec, note_ids: dict[int, int],
+def _import_procedure(conn: Connection, rec: ProcedureRec, note_ids: dict[int, int],
                       lesson_ids: dict[int, int], added: dict[str, int],
                       skipped: dict[str, int]) -> None:
     steps = json.dumps(rec.steps)

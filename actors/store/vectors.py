@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import cast
 
-import apsw
 import msgspec
 import numpy as np
 import structlog
@@ -21,6 +20,7 @@ import structlog
 from .errors import ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
 from .schema import write_txn
+from .sql import Connection
 
 __all__ = ["VECTOR_BATCH_MAX", "LoadedVectors", "VectorCache", "VectorStore"]
 
@@ -141,7 +141,7 @@ class VectorStore:
     """Read and write note vectors on ``conn`` (a connection from
     ``schema.open_database``)."""
 
-    def __init__(self, conn: apsw.Connection) -> None:
+    def __init__(self, conn: Connection) -> None:
         self.conn = conn
 
     def missing(self, model: str, limit: int, below: int | None = None

@@ -13,6 +13,9 @@ What it translates, and nothing more (:func:`translate`):
 * ``?`` → ``%s`` outside quoted text, and every literal ``%`` → ``%%`` (psycopg's
   placeholder syntax, which it reads in quoted text too);
 * ``BEGIN IMMEDIATE`` → ``BEGIN`` (a Postgres transaction takes row locks as it writes);
+* ``x IS ?`` / ``x IS NOT ?`` (SQLite's comparison that treats NULL as a value) →
+  ``IS [NOT] DISTINCT FROM``;
+* ``INSERT OR IGNORE INTO …`` → ``INSERT INTO … ON CONFLICT DO NOTHING``;
 * an ``INSERT`` into a table with an ``id`` column gets ``RETURNING id``, which is what
   :meth:`PgConnection.last_insert_rowid` answers (``lastval()`` would be wrong on a
   pooled connection).
@@ -48,7 +51,9 @@ ID_TABLES = frozenset({"profile_facts", "memories", "lessons", "procedures", "vo
                        "activity"})
 """Tables whose rows have an ``id`` the insert returns (``last_insert_rowid``)."""
 
-_TOKEN_RE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\?|%")
+_TOKEN_RE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\bIS\s+(?:NOT\s+)?\?|\?|%",
+                       re.IGNORECASE)
+_IGNORE_RE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO", re.IGNORECASE)
 _BEGIN_RE = re.compile(r"^\s*BEGIN\s+(IMMEDIATE|DEFERRED|EXCLUSIVE)\b", re.IGNORECASE)
 _INSERT_RE = re.compile(r"^\s*INSERT\s+INTO\s+([a-z_]+)\b", re.IGNORECASE)
 _TRANSLATED: dict[str, tuple[str, bool]] = {}
@@ -63,9 +68,18 @@ def translate(sql: str) -> tuple[str, bool]:
 
     def one(m: re.Match[str]) -> str:
         token = m.group(0)
-        return "%s" if token == "?" else token.replace("%", "%%")
+        if token == "?":
+            return "%s"
+        if token.upper().startswith("IS"):  # SQLite's null-safe comparison with a value
+            return "IS DISTINCT FROM %s" if "NOT" in token.upper() else \
+                "IS NOT DISTINCT FROM %s"
+        return token.replace("%", "%%")
 
-    out = _TOKEN_RE.sub(one, _BEGIN_RE.sub("BEGIN", sql))
+    out = _BEGIN_RE.sub("BEGIN", sql)
+    ignore = bool(_IGNORE_RE.match(out))
+    if ignore:
+        out = _IGNORE_RE.sub("INSERT INTO", out).rstrip().rstrip(";") + " ON CONFLICT DO NOTHING"
+    out = _TOKEN_RE.sub(one, out)
     insert = _INSERT_RE.match(out)
     returns_id = bool(insert and insert.group(1).lower() in ID_TABLES
                       and "returning" not in out.lower())
@@ -112,11 +126,19 @@ class PgCursor:
         return iter(self._rows)
 
 
+def _lost(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` says the session is gone (no SQLSTATE: the client lost it; class
+    08 connection exception; 57P operator intervention: the server shut down)."""
+    state = exc.sqlstate
+    return state is None or state.startswith(("08", "57P"))
+
+
 def _failure(exc: psycopg.Error) -> DatabaseUnavailable:
-    if isinstance(exc, psycopg.OperationalError):
-        return DatabaseUnavailable("the PostgreSQL server is unreachable or the connection was "
-                              f"lost: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")
-    return DatabaseUnavailable(f"PostgreSQL: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+    if _lost(exc):
+        return DatabaseUnavailable("the PostgreSQL server is unreachable or the connection "
+                                   f"was lost ({first}); nothing of this request was stored")
+    return DatabaseUnavailable(f"PostgreSQL refused the request: {first}")
 
 
 class PgConnection:

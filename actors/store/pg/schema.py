@@ -7,9 +7,10 @@ with three differences (docs/teams.md):
   row-level security policy on every table shows and accepts only the session's own
   tenant's rows, also to the tables' owner (``FORCE ROW LEVEL SECURITY``); a superuser
   login runs as :data:`~actors.store.pg.connection.MEMBER_ROLE`, which bypasses nothing;
-* keyword search reads a ``tsvector`` column kept from ``search_text`` (the same derived
-  text the SQLite engine's FTS5 tables index, :func:`actors.store.fts.index_text`),
-  with a GIN index;
+* keyword search reads a ``tsvector`` column, ``search``, holding the very tokens (with
+  their positions) the SQLite engine's FTS5 table holds for a note, and its length in
+  tokens, ``doc_len`` (:mod:`actors.store.pg.search` ranks with them as FTS5 does);
+  a GIN index finds the notes;
 * vectors are pgvector ``vector`` values, searched by cosine distance.
 
 :data:`MIGRATIONS` is append-only, like SQLite's: step ``i`` brings version ``i`` to
@@ -86,8 +87,8 @@ CREATE TABLE memories (
     consolidated_into BIGINT,
     consolidating_at  BIGINT,
     batch_id          TEXT,
-    search_text       TEXT    NOT NULL DEFAULT '',
-    search            TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED
+    search            TSVECTOR NOT NULL DEFAULT '',
+    doc_len           INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX idx_memories_updated ON memories(tenant_id, updated_at, id);
 CREATE INDEX idx_memories_working_dir ON memories(tenant_id, working_dir);

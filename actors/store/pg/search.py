@@ -1,0 +1,172 @@
+"""Keyword search on PostgreSQL with the SQLite engine's ranking, to the digit.
+
+The SQLite engine ranks notes by FTS5's ``bm25()`` over the ``porter unicode61`` tokens
+of each note's derived text (:func:`actors.store.fts.index_text`). Here every note keeps
+those same tokens, with their positions, in a ``tsvector`` column (``search``, GIN
+indexed), written by :func:`index_note` whenever a note's text is written
+(:func:`actors.store.recall.index_note`); a query's
+phrases become a ``tsquery`` (a term ``'camp'``, a prefix ``'ёжик':*``, a phrase of CJK
+bigrams ``'我喜' <-> '喜欢'``), which finds every note FTS5's ``MATCH`` would. The
+database finds; the score is computed here with FTS5's own formula and constants
+(``fts5_aux.c``: k1 = 1.2, b = 0.75, ``idf = ln((N - n + 0.5) / (n + 0.5))``, 1e-6 when not
+positive) from the tenant's note count, total length, and each phrase's document
+frequency, so both engines pool and order the same notes (``ts_rank`` is not BM25:
+https://www.postgresql.org/docs/current/textsearch-controls.html).
+
+:func:`pool` answers rows in the shape of the SQLite pool query
+(:data:`actors.store.recall._SQL_POOL`): ``(id, raw, coverage, corpus, *cols)``, with
+``raw`` the negative BM25 like ``bm25()`` and ``cols`` all None for a note the filters
+reject. This module builds SQL only; it imports no driver.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = ["Phrase", "doc_freqs", "index_note", "pool", "tsquery", "tsvector_of"]
+
+Phrase = tuple[tuple[str, ...], bool]
+"""A query phrase as :class:`actors.store.recall.RecallQuery` holds it: its index terms
+and whether its last term is a prefix."""
+
+_K1, _B = 1.2, 0.75
+_LEXEME_RE = re.compile(r"'((?:[^'\\]|''|\\.)*)':([\d,]+)")
+
+
+def _quote(token: str) -> str:
+    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def _unquote(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text.replace("''", "'"))
+
+
+MAX_LEXEME_BYTES = 2046
+"""PostgreSQL's longest lexeme: a longer token is kept as its first 2,046 bytes (a
+4,000-letter "word" is still found by its beginning)."""
+
+
+def _fit(token: str) -> str:
+    raw = token.encode("utf-8")
+    if len(raw) <= MAX_LEXEME_BYTES:
+        return token
+    return raw[:MAX_LEXEME_BYTES].decode("utf-8", errors="ignore")
+
+
+def tsvector_of(tokens: Sequence[str]) -> str:
+    """The ``tsvector`` literal of a token sequence: each token with its 1-based
+    positions (capped at 16,383, PostgreSQL's limit)."""
+    where: dict[str, list[int]] = {}
+    for i, token in enumerate(tokens, 1):
+        where.setdefault(_fit(token), []).append(min(i, 16383))
+    return " ".join(f"{_quote(t)}:{','.join(map(str, ps))}" for t, ps in where.items())
+
+
+def _phrase_query(terms: Sequence[str], star: bool) -> str:
+    out = " <-> ".join(_quote(_fit(t)) for t in terms)
+    return out + ":*" if star else out
+
+
+def tsquery(phrases: Iterable[Phrase], joiner: str = "|") -> str | None:
+    """The ``tsquery`` literal of ``phrases`` joined by ``|`` (OR) or ``&`` (AND); None
+    when no phrase has a term (FTS5 matches nothing for those either)."""
+    parts = [f"({_phrase_query(t, star)})" for t, star in phrases if t]
+    return f" {joiner} ".join(parts) if parts else None
+
+
+def index_note(conn: Any, note_id: int, tokens: Sequence[str]) -> None:
+    """Write a note's search tokens (after its text is written): the tokens the SQLite
+    engine's FTS5 table holds for it (:func:`actors.store.recall.document_terms`)."""
+    conn.execute("UPDATE memories SET search = ?::tsvector, doc_len = ? WHERE id = ?",
+                 (tsvector_of(tokens), len(tokens), note_id))
+
+
+def _positions(vector: str) -> dict[str, list[int]]:
+    return {_unquote(m.group(1)): [int(p) for p in m.group(2).split(",")]
+            for m in _LEXEME_RE.finditer(vector)}
+
+
+def _frequency(where: dict[str, list[int]], terms: tuple[str, ...], star: bool) -> int:
+    """How often the phrase occurs in a note (its tokens' positions ``where``)."""
+    if not terms:
+        return 0
+    last = terms[-1]
+    ends = ([p for t, ps in where.items() if t.startswith(last) for p in ps] if star
+            else where.get(last, []))
+    if len(terms) == 1:
+        return len(ends)
+    starts = set(where.get(terms[0], []))
+    found = 0
+    for end in ends:
+        begin = end - len(terms) + 1
+        if begin in starts and all(begin + j in where.get(terms[j], ())
+                                   for j in range(1, len(terms) - 1)):
+            found += 1
+    return found
+
+
+def doc_freqs(conn: Any, phrases: Sequence[Phrase]) -> list[int]:
+    """For each phrase, how many of the tenant's notes hold it (one round trip; each
+    count is a GIN index scan)."""
+    queries = [tsquery([p]) for p in phrases]
+    live = [(i, q) for i, q in enumerate(queries) if q is not None]
+    out = [0] * len(phrases)
+    if not live:
+        return out
+    sql = " UNION ALL ".join(
+        "SELECT ?, count(*) FROM memories WHERE search @@ ?::tsquery" for _ in live)
+    args: list[object] = [x for i, q in live for x in (i, q)]
+    for i, n in conn.execute(sql, args).fetchall():
+        out[int(i)] = int(n)
+    return out
+
+
+def corpus(conn: Any) -> tuple[int, int]:
+    """The tenant's note count and total token count (FTS5's N and total length)."""
+    rows, total = conn.execute(
+        "SELECT count(*), COALESCE(sum(doc_len), 0) FROM memories").fetchall()[0]
+    return int(rows), int(total)
+
+
+def pool(conn: Any, phrases: Sequence[Phrase], joiner: str, limit: int, *, cols: str,
+         where: str, args: Sequence[object], newest_first: bool = False,
+         with_corpus: bool = False) -> list[tuple[Any, ...]]:
+    """The ``limit`` best notes matching ``phrases`` (joined by ``|`` or ``&``), in the
+    shape of the SQLite pool query (module docstring): ordered by BM25 (``raw``
+    ascending), or newest first with ``newest_first``; ``corpus`` is
+    ``"<N> <total> <doc length>"`` with ``with_corpus``, else ``""``."""
+    query = tsquery(phrases, joiner)
+    if query is None:
+        return []
+    sql = (f"SELECT m.id, m.search::text, m.doc_len, (TRUE{where}) AS passes, {cols},"
+           " COALESCE(m.session_id, m.batch_id) FROM memories m"
+           " WHERE m.search @@ ?::tsquery")
+    hits = conn.execute(sql, (*args, query)).fetchall()
+    if not hits:
+        return []
+    rows, total = corpus(conn)
+    freqs = doc_freqs(conn, phrases)
+    avgdl = total / rows if rows and total else 1.0
+    idf = []
+    for n in freqs:
+        value = math.log((rows - n + 0.5) / (n + 0.5)) if rows else 0.0
+        idf.append(value if value > 0 else 1e-6)
+    scored = []
+    for note_id, vector, size, passes, *row in hits:
+        where_ = _positions(vector)
+        norm = _K1 * (1 - _B + _B * size / avgdl)
+        score, held = 0.0, 0
+        for (terms, star), weight in zip(phrases, idf):
+            f = _frequency(where_, terms, star)
+            if f:
+                score += weight * f * (_K1 + 1) / (f + norm)
+                held += 1
+        cover = held / len(phrases) if phrases else 0.0
+        text = f"{rows} {total} {size}" if with_corpus else ""
+        shown = tuple(row) if passes else (None,) * len(row)
+        scored.append((int(note_id), -score, cover, text, *shown))
+    scored.sort(key=(lambda r: -r[0]) if newest_first else (lambda r: (r[1], r[0])))
+    return scored[:limit]
