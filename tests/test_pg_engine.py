@@ -17,13 +17,16 @@ from actors.store.profile import ProfileStore
 
 
 def test_translate_keeps_quoted_text_and_returns_new_ids() -> None:
-    sql, returns = translate("SELECT '?', \"a?\" FROM t WHERE x = ? AND y LIKE '%a'")
-    assert sql == "SELECT '?', \"a?\" FROM t WHERE x = %s AND y LIKE '%%a'" and not returns
-    sql, returns = translate("INSERT INTO memories (content) VALUES (?)")
+    sql, returns, order = translate("SELECT '?', \"a?\" FROM t WHERE x = ? AND y LIKE '%a'")
+    assert sql == "SELECT '?', \"a?\" FROM t WHERE x = %s AND y LIKE '%%a'"
+    assert not returns and order is None
+    sql, returns, _ = translate("INSERT INTO memories (content) VALUES (?)")
     assert sql.endswith("VALUES (%s) RETURNING id") and returns
-    assert translate("INSERT INTO memory_links (a) VALUES (?)") == (
-        "INSERT INTO memory_links (a) VALUES (%s)", False)
+    assert translate("INSERT OR IGNORE INTO memory_links (a) VALUES (?)") == (
+        "INSERT INTO memory_links (a) VALUES (%s) ON CONFLICT DO NOTHING", False, None)
     assert translate("BEGIN IMMEDIATE")[0] == "BEGIN"
+    assert translate("SELECT 1 WHERE a = ?1 OR b = ?1 AND c IS NOT ?2") == (
+        "SELECT 1 WHERE a = %s OR b = %s AND c IS DISTINCT FROM %s", False, (0, 0, 1))
 
 
 def test_migrating_twice_or_at_once_applies_each_step_once(pg_url: str) -> None:

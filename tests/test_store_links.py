@@ -26,6 +26,12 @@ from runtime.services.config import MemoryConfig
 
 
 @pytest.fixture
+def conn(engine_conn):
+    """Every test here runs on each engine (SQLite, PostgreSQL)."""
+    return engine_conn
+
+
+@pytest.fixture
 def notes(conn):
     return MemoryStore(conn)
 

@@ -37,6 +37,7 @@ from actors.policy.forget import WORD_RE, matches, names_fact, names_note, targe
 
 from .cold import drop_derived
 from .fts import content_key
+from .recall import index_note
 from .sql import Connection
 
 __all__ = ["WORD_RE", "Forgotten", "apply_forget", "matches", "restates"]
@@ -184,6 +185,7 @@ def apply_forget(conn: Connection, *, retire_keys: list[str], purge_keys: list[s
                     conn.execute("UPDATE memories SET content = ?, content_key = ?, "
                                  "updated_at = ? WHERE id = ?",
                                  (rest, content_key(rest), now_ms, note_id))
+                    index_note(conn, note_id, rest)
                     # its vector said what is forgotten: the backfill embeds it anew
                     conn.execute("DELETE FROM memory_vectors WHERE note_id = ?", (note_id,))
                     out.rewritten_note_ids.append(note_id)

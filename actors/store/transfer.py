@@ -62,6 +62,7 @@ from .dedup import near_match
 from .errors import ValidationError, optional_text
 from .files import FileRoom
 from .fts import content_key
+from .recall import index_note
 from .notes import MemoryStore, validate_content, validate_tags
 from .profile import validate_key, validate_value
 from .schema import SCHEMA_VERSION, write_txn
@@ -506,6 +507,7 @@ def _import_note(conn: Connection, notes: MemoryStore, rec: NoteRec,
          rec.last_recalled_at, int(rec.archived), optional_text(rec.turn_id, "turnId"),
          optional_text(rec.batch_id, "batchId") or (None if session_id else batch)))
     note_ids[rec.id] = conn.last_insert_rowid()
+    index_note(conn, note_ids[rec.id], content)
     added["notes"] += 1
 
 

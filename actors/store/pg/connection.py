@@ -13,6 +13,8 @@ What it translates, and nothing more (:func:`translate`):
 * ``?`` → ``%s`` outside quoted text, and every literal ``%`` → ``%%`` (psycopg's
   placeholder syntax, which it reads in quoted text too);
 * ``BEGIN IMMEDIATE`` → ``BEGIN`` (a Postgres transaction takes row locks as it writes);
+* numbered parameters (``?1 … ?1 … ?2``): each becomes ``%s``, its binding repeated in
+  place;
 * ``x IS ?`` / ``x IS NOT ?`` (SQLite's comparison that treats NULL as a value) →
   ``IS [NOT] DISTINCT FROM``;
 * ``INSERT OR IGNORE INTO …`` → ``INSERT INTO … ON CONFLICT DO NOTHING``;
@@ -51,26 +53,35 @@ ID_TABLES = frozenset({"profile_facts", "memories", "lessons", "procedures", "vo
                        "activity"})
 """Tables whose rows have an ``id`` the insert returns (``last_insert_rowid``)."""
 
-_TOKEN_RE = re.compile(r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\bIS\s+(?:NOT\s+)?\?|\?|%",
-                       re.IGNORECASE)
+_TOKEN_RE = re.compile(
+    r"'(?:[^']|'')*'|\"(?:[^\"]|\"\")*\"|\bIS\s+(?:NOT\s+)?\?\d*|\?\d*|%", re.IGNORECASE)
 _IGNORE_RE = re.compile(r"^\s*INSERT\s+OR\s+IGNORE\s+INTO", re.IGNORECASE)
 _BEGIN_RE = re.compile(r"^\s*BEGIN\s+(IMMEDIATE|DEFERRED|EXCLUSIVE)\b", re.IGNORECASE)
 _INSERT_RE = re.compile(r"^\s*INSERT\s+INTO\s+([a-z_]+)\b", re.IGNORECASE)
-_TRANSLATED: dict[str, tuple[str, bool]] = {}
+_TRANSLATED: dict[str, tuple[str, bool, tuple[int, ...] | None]] = {}
 
 
-def translate(sql: str) -> tuple[str, bool]:
-    """``sql`` in psycopg's form, and whether it returns the inserted row's id (module
-    docstring). Cached per text: the stores' statements are constants."""
+def translate(sql: str) -> tuple[str, bool, tuple[int, ...] | None]:
+    """``sql`` in psycopg's form, whether it returns the inserted row's id, and for a
+    statement with numbered parameters (``?1``, ``?2``) the order the bindings are
+    passed in (module docstring). Cached per text: the stores' statements are
+    constants."""
     hit = _TRANSLATED.get(sql)
     if hit is not None:
         return hit
+    order: list[int] = []
+    numbered = False
 
     def one(m: re.Match[str]) -> str:
+        nonlocal numbered
         token = m.group(0)
-        if token == "?":
-            return "%s"
-        if token.upper().startswith("IS"):  # SQLite's null-safe comparison with a value
+        if token.startswith("?") or token.upper().startswith("IS"):
+            digits = token[token.index("?") + 1:]
+            numbered = numbered or bool(digits)
+            order.append(int(digits) - 1 if digits else len(order))
+            if token.startswith("?"):
+                return "%s"
+            # SQLite's null-safe comparison with a value
             return "IS DISTINCT FROM %s" if "NOT" in token.upper() else \
                 "IS NOT DISTINCT FROM %s"
         return token.replace("%", "%%")
@@ -85,9 +96,10 @@ def translate(sql: str) -> tuple[str, bool]:
                       and "returning" not in out.lower())
     if returns_id:
         out = out.rstrip().rstrip(";") + " RETURNING id"
+    result = (out, returns_id, tuple(order) if numbered else None)
     if len(_TRANSLATED) < 4096:
-        _TRANSLATED[sql] = (out, returns_id)
-    return out, returns_id
+        _TRANSLATED[sql] = result
+    return result
 
 
 def configure_session(conn: psycopg.Connection[Any], tenant: str, team: str | None = None,
@@ -129,6 +141,8 @@ class PgCursor:
 def _lost(exc: psycopg.Error) -> bool:
     """Whether ``exc`` says the session is gone (no SQLSTATE: the client lost it; class
     08 connection exception; 57P operator intervention: the server shut down)."""
+    if not isinstance(exc, psycopg.OperationalError):
+        return False
     state = exc.sqlstate
     return state is None or state.startswith(("08", "57P"))
 
@@ -176,7 +190,9 @@ class PgConnection:
         if word in ("COMMIT", "END", "ROLLBACK"):
             self._end(commit=word != "ROLLBACK")
             return PgCursor([])
-        sql, returns_id = translate(statements)
+        sql, returns_id, order = translate(statements)
+        if order is not None and bindings is not None:
+            bindings = [bindings[i] for i in order]
         if self._txn is not None:
             return self._run(self._txn, sql, bindings, returns_id)
         try:
