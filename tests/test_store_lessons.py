@@ -46,6 +46,12 @@ STEPS = ["Run the test suite", {"description": "Publish the wheel", "toolHint": 
 
 
 @pytest.fixture
+def conn(engine_conn):
+    """Every test here runs on each engine (SQLite, PostgreSQL)."""
+    return engine_conn
+
+
+@pytest.fixture
 def lessons(conn):
     return LessonStore(conn)
 

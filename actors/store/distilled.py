@@ -34,8 +34,8 @@ from .errors import ValidationError, optional_text, require_int, require_positiv
 from .errors import now_ms as _now
 from .fts import build_match_query, normalise_bm25
 from .records import ACTIVATION_MAX_CHARS
-from .schema import write_txn
-from .sql import Connection, ids_binding, in_ids
+from .recall import compile_terms, document_terms
+from .sql import Connection, dialect, ids_binding, in_ids, write_txn
 
 MAX_TAGS = 12
 TAG_MAX_CHARS = 40
@@ -166,6 +166,27 @@ def _clamp(value: object, field: str, lo: int, hi: int) -> int:
 # -- recall -------------------------------------------------------------------------------
 
 
+FTS_COLUMNS = {"lessons": ("activation", "principle", "tags"),
+               "procedures": ("activation", "steps", "tags")}
+"""The columns each table's keyword index holds (its FTS5 table's, in order)."""
+
+
+def index_distilled(conn: Connection, table: str, row_id: int) -> None:
+    """Keep a lesson's or procedure's keyword index after its row is written: FTS5's
+    triggers do it on SQLite; on PostgreSQL its columns' tokens are written
+    (:func:`actors.store.pg.search.index_row`)."""
+    if dialect(conn) != "postgres":
+        return
+    from .pg.search import index_row
+
+    columns = FTS_COLUMNS[table]
+    found = conn.execute(f"SELECT {', '.join(columns)} FROM {table} WHERE id = ?",
+                         (row_id,)).fetchall()
+    if found:
+        index_row(conn, table, row_id,
+                  [document_terms(str(v or "")) for v in found[0]])
+
+
 def fts_recall_rows(
     conn: Connection,
     *,
@@ -188,6 +209,10 @@ def fts_recall_rows(
     match = build_match_query(query, prefix=False)
     if match is None:
         return []
+    if dialect(conn) == "postgres":
+        return _pg_recall_rows(conn, table=table, cols=cols, match=match, k=k,
+                               include_deprecated=include_deprecated,
+                               working_dir=working_dir)
     sql = (
         f"SELECT {cols}, bm25({table}_fts) AS raw FROM {table}_fts"
         f" JOIN {table} t ON t.id = {table}_fts.rowid WHERE {table}_fts MATCH ?"
@@ -203,6 +228,29 @@ def fts_recall_rows(
     rows = conn.execute(sql, tuple(args)).fetchall()
     scores = normalise_bm25([cast(float, r[-1]) for r in rows])
     return [(r[:-1], s) for r, s in zip(rows, scores)]
+
+
+def _pg_recall_rows(conn: Connection, *, table: str, cols: str, match: str, k: int,
+                    include_deprecated: bool, working_dir: str | None
+                    ) -> list[tuple[Any, float]]:
+    """:func:`fts_recall_rows` on PostgreSQL: the same BM25 (:mod:`.pg.search`), the
+    same order (BM25, then id), the same normalised scores."""
+    from .pg.search import pool
+
+    query = compile_terms(match.split(" OR "))
+    if query is None:
+        return []
+    where, args = "", []
+    if not include_deprecated:
+        where += " AND t.status = 'active'"
+    if working_dir is not None:
+        where += " AND (t.working_dir IS NULL OR t.working_dir = ?)"
+        args.append(working_dir)
+    rows = [r for r in pool(conn, list(query.phrases), "|", 1 << 30, cols=cols, where=where,
+                            args=args, table=table, alias="t", context="")
+            if r[4] is not None][:k]
+    scores = normalise_bm25([cast(float, r[1]) for r in rows])
+    return [(tuple(r[4:]), s) for r, s in zip(rows, scores)]
 
 
 def vote_rerank(conn: Connection, table: str, hits: list[tuple[apsw.SQLiteValues, float]],
@@ -279,6 +327,7 @@ class DistilledStore(ABC, Generic[RowT]):
         with write_txn(self.conn):
             self.conn.execute(sql, args)
             row_id = self.conn.last_insert_rowid()
+            index_distilled(self.conn, self.TABLE, row_id)
             return self._row(self.conn.execute(self._sql_get, (row_id,)).fetchall()[0])
 
     def _get(self, row_id: int) -> RowT | None:

@@ -269,9 +269,9 @@ def index_note(conn: Connection, note_id: int, content: str) -> None:
     triggers already did; on PostgreSQL its ``search`` tokens are written
     (:func:`actors.store.pg.search.index_note`)."""
     if dialect(conn) == "postgres":
-        from .pg.search import index_note as pg_index_note
+        from .pg.search import index_row
 
-        pg_index_note(conn, note_id, document_terms(content))
+        index_row(conn, "memories", note_id, [document_terms(content)])
 
 
 def matches_text(query: RecallQuery, text: str) -> bool:

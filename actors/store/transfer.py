@@ -59,6 +59,7 @@ import msgspec
 
 from .clock import CLOCK, FUTURE_LIMIT_MS
 from .dedup import near_match
+from .distilled import index_distilled
 from .errors import ValidationError, optional_text
 from .files import FileRoom
 from .fts import content_key
@@ -595,6 +596,7 @@ def _import_lesson(conn: Connection, rec: LessonRec, note_ids: dict[int, int],
          rec.failure_count, json.dumps(parents), rec.working_dir, rec.created_at,
          rec.updated_at or rec.created_at, rec.deprecated_at))
     lesson_ids[rec.id] = conn.last_insert_rowid()
+    index_distilled(conn, "lessons", lesson_ids[rec.id])
     added["lessons"] += 1
 
 
@@ -618,4 +620,5 @@ def _import_procedure(conn: Connection, rec: ProcedureRec, note_ids: dict[int, i
          json.dumps([note_ids[i] for i in rec.parent_memory_ids if i in note_ids]),
          rec.source, rec.working_dir, rec.created_at, rec.updated_at or rec.created_at,
          rec.deprecated_at))
+    index_distilled(conn, "procedures", conn.last_insert_rowid())
     added["procedures"] += 1

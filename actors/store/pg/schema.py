@@ -142,8 +142,8 @@ CREATE TABLE lessons (
     updated_at    BIGINT  NOT NULL,
     deprecated_at BIGINT,
     vote_score    DOUBLE PRECISION NOT NULL DEFAULT 0,
-    search_text   TEXT    NOT NULL DEFAULT '',
-    search        TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED
+    search        TSVECTOR NOT NULL DEFAULT '',
+    doc_len       INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX idx_lessons_status ON lessons(tenant_id, status);
 CREATE INDEX idx_lessons_updated ON lessons(tenant_id, updated_at, id);
@@ -169,8 +169,8 @@ CREATE TABLE procedures (
     updated_at        BIGINT  NOT NULL,
     deprecated_at     BIGINT,
     vote_score        DOUBLE PRECISION NOT NULL DEFAULT 0,
-    search_text       TEXT    NOT NULL DEFAULT '',
-    search            TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', search_text)) STORED
+    search            TSVECTOR NOT NULL DEFAULT '',
+    doc_len           INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX idx_procedures_status ON procedures(tenant_id, status);
 CREATE INDEX idx_procedures_updated ON procedures(tenant_id, updated_at, id);

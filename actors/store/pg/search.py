@@ -3,7 +3,7 @@
 The SQLite engine ranks notes by FTS5's ``bm25()`` over the ``porter unicode61`` tokens
 of each note's derived text (:func:`actors.store.fts.index_text`). Here every note keeps
 those same tokens, with their positions, in a ``tsvector`` column (``search``, GIN
-indexed), written by :func:`index_note` whenever a note's text is written
+indexed), written by :func:`index_row` whenever a note's text is written
 (:func:`actors.store.recall.index_note`); a query's
 phrases become a ``tsquery`` (a term ``'camp'``, a prefix ``'ёжик':*``, a phrase of CJK
 bigrams ``'我喜' <-> '喜欢'``), which finds every note FTS5's ``MATCH`` would. The
@@ -26,7 +26,7 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["Phrase", "doc_freqs", "index_note", "pool", "tsquery", "tsvector_of"]
+__all__ = ["SEARCHED", "Phrase", "corpus", "doc_freqs", "index_row", "pool", "tsquery"]
 
 Phrase = tuple[tuple[str, ...], bool]
 """A query phrase as :class:`actors.store.recall.RecallQuery` holds it: its index terms
@@ -56,15 +56,6 @@ def _fit(token: str) -> str:
     return raw[:MAX_LEXEME_BYTES].decode("utf-8", errors="ignore")
 
 
-def tsvector_of(tokens: Sequence[str]) -> str:
-    """The ``tsvector`` literal of a token sequence: each token with its 1-based
-    positions (capped at 16,383, PostgreSQL's limit)."""
-    where: dict[str, list[int]] = {}
-    for i, token in enumerate(tokens, 1):
-        where.setdefault(_fit(token), []).append(min(i, 16383))
-    return " ".join(f"{_quote(t)}:{','.join(map(str, ps))}" for t, ps in where.items())
-
-
 def _phrase_query(terms: Sequence[str], star: bool) -> str:
     out = " <-> ".join(_quote(_fit(t)) for t in terms)
     return out + ":*" if star else out
@@ -77,11 +68,29 @@ def tsquery(phrases: Iterable[Phrase], joiner: str = "|") -> str | None:
     return f" {joiner} ".join(parts) if parts else None
 
 
-def index_note(conn: Any, note_id: int, tokens: Sequence[str]) -> None:
-    """Write a note's search tokens (after its text is written): the tokens the SQLite
-    engine's FTS5 table holds for it (:func:`actors.store.recall.document_terms`)."""
-    conn.execute("UPDATE memories SET search = ?::tsvector, doc_len = ? WHERE id = ?",
-                 (tsvector_of(tokens), len(tokens), note_id))
+SEARCHED = frozenset({"memories", "lessons", "procedures"})
+"""The tables with a ``search`` column (names checked: they are put into SQL)."""
+
+
+def index_row(conn: Any, table: str, row_id: int, columns: Sequence[Sequence[str]]) -> None:
+    """Write a row's search tokens after its text is written: per indexed column, the
+    tokens the SQLite engine's FTS5 table holds for it
+    (:func:`actors.store.recall.document_terms`), one position apart between columns so
+    that a phrase never spans two of them (as in FTS5), the length their sum."""
+    if table not in SEARCHED:
+        raise ValueError(f"no search column on {table!r}")
+    tokens: list[str] = []
+    where: dict[str, list[int]] = {}
+    position = 0
+    for column in columns:
+        for token in column:
+            position += 1
+            where.setdefault(_fit(token), []).append(min(position, 16383))
+            tokens.append(token)
+        position += 1  # the gap between two columns
+    vector = " ".join(f"{_quote(t)}:{','.join(map(str, ps))}" for t, ps in where.items())
+    conn.execute(f"UPDATE {table} SET search = ?::tsvector, doc_len = ? WHERE id = ?",
+                 (vector, len(tokens), row_id))
 
 
 def _positions(vector: str) -> dict[str, list[int]]:
@@ -108,47 +117,57 @@ def _frequency(where: dict[str, list[int]], terms: tuple[str, ...], star: bool) 
     return found
 
 
-def doc_freqs(conn: Any, phrases: Sequence[Phrase]) -> list[int]:
-    """For each phrase, how many of the tenant's notes hold it (one round trip; each
-    count is a GIN index scan)."""
+def doc_freqs(conn: Any, phrases: Sequence[Phrase], table: str = "memories") -> list[int]:
+    """For each phrase, how many of the tenant's rows of ``table`` (notes by default)
+    hold it (one round trip; each count is a GIN index scan)."""
     queries = [tsquery([p]) for p in phrases]
     live = [(i, q) for i, q in enumerate(queries) if q is not None]
     out = [0] * len(phrases)
     if not live:
         return out
+    if table not in SEARCHED:
+        raise ValueError(f"no search column on {table!r}")
     sql = " UNION ALL ".join(
-        "SELECT ?, count(*) FROM memories WHERE search @@ ?::tsquery" for _ in live)
+        f"SELECT ?, count(*) FROM {table} WHERE search @@ ?::tsquery" for _ in live)
     args: list[object] = [x for i, q in live for x in (i, q)]
     for i, n in conn.execute(sql, args).fetchall():
         out[int(i)] = int(n)
     return out
 
 
-def corpus(conn: Any) -> tuple[int, int]:
-    """The tenant's note count and total token count (FTS5's N and total length)."""
+def corpus(conn: Any, table: str = "memories") -> tuple[int, int]:
+    """The tenant's row count and total token count in ``table`` (FTS5's N and total
+    length)."""
+    if table not in SEARCHED:
+        raise ValueError(f"no search column on {table!r}")
     rows, total = conn.execute(
-        "SELECT count(*), COALESCE(sum(doc_len), 0) FROM memories").fetchall()[0]
+        f"SELECT count(*), COALESCE(sum(doc_len), 0) FROM {table}").fetchall()[0]
     return int(rows), int(total)
 
 
 def pool(conn: Any, phrases: Sequence[Phrase], joiner: str, limit: int, *, cols: str,
          where: str, args: Sequence[object], newest_first: bool = False,
-         with_corpus: bool = False) -> list[tuple[Any, ...]]:
-    """The ``limit`` best notes matching ``phrases`` (joined by ``|`` or ``&``), in the
-    shape of the SQLite pool query (module docstring): ordered by BM25 (``raw``
-    ascending), or newest first with ``newest_first``; ``corpus`` is
-    ``"<N> <total> <doc length>"`` with ``with_corpus``, else ``""``."""
+         with_corpus: bool = False, table: str = "memories", alias: str = "m",
+         context: str = ", COALESCE(m.session_id, m.batch_id)") -> list[tuple[Any, ...]]:
+    """The ``limit`` best rows of ``table`` (as ``alias``; notes by default) matching
+    ``phrases`` (joined by ``|`` or ``&``), in the shape of the SQLite pool query
+    (module docstring): ordered by BM25 (``raw`` ascending), or newest first with
+    ``newest_first``; ``corpus`` is ``"<N> <total> <doc length>"`` with
+    ``with_corpus``, else ``""``; ``context`` ends each row (a note's session)."""
     query = tsquery(phrases, joiner)
     if query is None:
         return []
-    sql = (f"SELECT m.id, m.search::text, m.doc_len, (TRUE{where}) AS passes, {cols},"
-           " COALESCE(m.session_id, m.batch_id) FROM memories m"
-           " WHERE m.search @@ ?::tsquery")
+    if table not in SEARCHED:
+        raise ValueError(f"no search column on {table!r}")
+    if not alias.isidentifier():
+        raise ValueError(f"not an alias: {alias!r}")
+    sql = (f"SELECT {alias}.id, {alias}.search::text, {alias}.doc_len, (TRUE{where}) AS passes,"
+           f" {cols}{context} FROM {table} {alias} WHERE {alias}.search @@ ?::tsquery")
     hits = conn.execute(sql, (*args, query)).fetchall()
     if not hits:
         return []
-    rows, total = corpus(conn)
-    freqs = doc_freqs(conn, phrases)
+    rows, total = corpus(conn, table)
+    freqs = doc_freqs(conn, phrases, table)
     avgdl = total / rows if rows and total else 1.0
     idf = []
     for n in freqs:
