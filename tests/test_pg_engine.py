@@ -110,3 +110,61 @@ def test_a_lost_connection_fails_the_request_and_the_pool_reconnects(pg_url: str
         assert [f.value for f in ProfileStore(conn).list()] == ["Porto"]
     finally:
         conn.pool.close()
+
+
+def test_both_engines_rank_notes_and_lessons_alike(pg_url: str, tmp_path) -> None:
+    """The same notes and lessons on SQLite and on PostgreSQL: every query recalls the
+    same notes in the same order with the same scores (FTS5's BM25 both times), also
+    with a tag filter, a CJK phrase, a prefix term and the common-word split."""
+    from actors.store import recall
+    from actors.store.lessons import LessonStore
+    from actors.store.notes import MemoryStore
+    from actors.store.schema import open_database
+
+    lite = open_database(str(tmp_path / "memory.sqlite"))
+    pg = open_engine_connection(pg_url, "ana")
+    texts = [
+        "Ana went camping in Yosemite with her sister last summer",
+        "The camping stove broke on the second night",
+        "Ana's sister Lea lives in Lyon and works as a nurse",
+        "I like to drink coffee: 我喜欢喝咖啡 every morning",
+        "Ёжиков видели в парке у дома",
+        "Remember to renew the passport before the trip to Japan",
+        "Lea asked what kind of yoga Ana does?",
+        "Ana does hot yoga twice a week at the studio near work",
+        "The deploy to staging failed because flyway baseline was missing",
+    ] + [f"filler note number {i} about camping gear and coffee" for i in range(30)]
+    try:
+        stores = [MemoryStore(c, dedup=False) for c in (lite, pg)]
+        for i, text in enumerate(texts):
+            for store in stores:
+                store.store(text, tags=["even"] if i % 2 == 0 else ["odd"],
+                            session_id=f"s{i // 4}", now_ms=1000 + i)
+        queries = ["camping trip", "Lea sister nurse", "咖啡", "ёжик", "yoga studio",
+                   "what did the deploy to staging do", "coffee camping filler"]
+        for query in queries:
+            for tags in (None, ["even"]):
+                got = [[(n.content, round(n.score or 0, 9)) for n in
+                        s.recall(query, k=8, tags=tags, bump=False)] for s in stores]
+                assert got[0] == got[1], (query, tags)
+                assert got[0] or tags, query
+        lessons = [LessonStore(c) for c in (lite, pg)]
+        for store in lessons:
+            store.create("when Ana plans a camping trip", "pack the spare stove",
+                         parent_ids=[1], tags=["camping"])
+            store.create("when deploying to staging", "run the flyway baseline first",
+                         parent_ids=[9], tags=["deploy"])
+        for query in ("camping stove", "staging deploy baseline"):
+            a, b = ([(x.activation, round(x.score or 0, 9)) for x in s.recall(query, k=2)]
+                    for s in lessons)
+            assert a == b and a, query
+        recall.COMMON_MIN_NOTES, saved = 1, recall.COMMON_MIN_NOTES
+        try:
+            split = [[n.content for n in s.recall("coffee camping filler note", k=8,
+                                                  bump=False)] for s in stores]
+        finally:
+            recall.COMMON_MIN_NOTES = saved
+        assert split[0] == split[1]
+    finally:
+        lite.close()
+        pg.pool.close()

@@ -13,6 +13,12 @@ from hypothesis import strategies as st
 from actors.store.hybrid import Ranked, VectorSide, cosine_scores, hybrid_rank
 
 
+@pytest.fixture
+def conn(engine_conn):
+    """Every test here runs on each engine (SQLite, PostgreSQL)."""
+    return engine_conn
+
+
 def test_vector_math_is_finite_and_controlled():
     rows = np.array([[1, 0, 0, 0], [0.7, 0.7, 0, 0], [0, 0, 0, 0], [np.nan, 1, 0, 0]])
     with warnings.catch_warnings():

@@ -652,7 +652,6 @@ def test_list_index(store):
 
 
 def test_vector_helpers(store):
-    sqlite_only(store.conn, "vectors on PostgreSQL (pgvector) come with hybrid recall's port")
     vectors = VectorStore(store.conn)
     a, b, c = (store.store(t) for t in ("alpha", "beta", "gamma"))
     assert vectors.missing("m1", 10) == [(c.id, "gamma"), (b.id, "beta"), (a.id, "alpha")]

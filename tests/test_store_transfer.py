@@ -35,6 +35,12 @@ QUERIES = ["beehives on the roof", "where does my sister live", "when is standup
            "cello lessons", "custard tarts bakery", "chemistry teacher in Porto"]
 
 
+@pytest.fixture
+def conn(engine_conn):
+    """Every test here runs on each engine (SQLite, PostgreSQL)."""
+    return engine_conn
+
+
 def cli(state: Path, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
                            *argv], capture_output=True, text=True, cwd=REPO, timeout=120)

@@ -19,8 +19,7 @@ import structlog
 
 from .errors import ValidationError, require_int, require_positive_id
 from .errors import now_ms as _now
-from .schema import write_txn
-from .sql import Connection
+from .sql import Connection, dialect, ids_binding, in_ids, write_txn
 
 __all__ = ["VECTOR_BATCH_MAX", "LoadedVectors", "VectorCache", "VectorStore"]
 
@@ -40,6 +39,14 @@ _SQL_PUT_VECTOR = (
     " ON CONFLICT (note_id, model) DO UPDATE SET dim = excluded.dim,"
     " vector = excluded.vector, created_at = excluded.created_at"
 )
+#: On PostgreSQL the vector is also a pgvector value (``embedding``), for its index.
+_SQL_PUT_PG = (
+    "INSERT INTO memory_vectors (note_id, model, dim, vector, created_at, embedding)"
+    " SELECT ?, ?, ?, ?, ?, ?::vector WHERE EXISTS (SELECT 1 FROM memories WHERE id = ?)"
+    " ON CONFLICT (note_id, model) DO UPDATE SET dim = excluded.dim,"
+    " vector = excluded.vector, created_at = excluded.created_at,"
+    " embedding = excluded.embedding"
+)
 
 
 _SQL_NEWEST = (
@@ -47,10 +54,8 @@ _SQL_NEWEST = (
     " ORDER BY note_id DESC LIMIT ?"
 )
 _SQL_BY_IDS = (
-    "SELECT note_id, vector FROM memory_vectors WHERE model = ? AND dim = ?"
-    " AND note_id IN (SELECT value FROM json_each(?))"
+    "SELECT note_id, vector FROM memory_vectors WHERE model = ? AND dim = ? AND {ids}"
 )
-_IDS = msgspec.json.Encoder()
 
 
 class LoadedVectors(msgspec.Struct, frozen=True):
@@ -182,9 +187,17 @@ class VectorStore:
             prepared.append((require_positive_id(note_id), data))
         now = _now(None)
         written = 0
+        postgres = dialect(self.conn) == "postgres"
         with write_txn(self.conn):
             for note_id, data in prepared:
-                self.conn.execute(_SQL_PUT_VECTOR, (note_id, model, dim, data, now, note_id))
+                if postgres:
+                    literal = "[" + ",".join(
+                        repr(float(x)) for x in np.frombuffer(data, dtype="<f4")) + "]"
+                    self.conn.execute(_SQL_PUT_PG, (note_id, model, dim, data, now, literal,
+                                                    note_id))
+                else:
+                    self.conn.execute(_SQL_PUT_VECTOR, (note_id, model, dim, data, now,
+                                                        note_id))
                 if self.conn.changes():
                     written += 1
                 else:  # forgotten while it was being embedded: nothing written
@@ -232,7 +245,8 @@ class VectorStore:
         if not newest.overflow or not wanted:
             return newest  # the common case: the cached scan as it is, no copy
         extra = cast(list[tuple[int, bytes]], self.conn.execute(
-            _SQL_BY_IDS, (model, dim, _IDS.encode(wanted).decode())).fetchall())
+            _SQL_BY_IDS.format(ids=in_ids(self.conn, "note_id")),
+            (model, dim, ids_binding(self.conn, wanted))).fetchall())
         both = _loaded(extra, dim, overflow=newest.overflow, stale=newest.stale)
         if not both.ids:
             return newest

@@ -11,7 +11,9 @@ with three differences (docs/teams.md):
   their positions) the SQLite engine's FTS5 table holds for a note, and its length in
   tokens, ``doc_len`` (:mod:`actors.store.pg.search` ranks with them as FTS5 does);
   a GIN index finds the notes;
-* vectors are pgvector ``vector`` values, searched by cosine distance.
+* a note's vector is kept twice: the float32 bytes the recall scan reads (``vector``,
+  as on SQLite, so both engines score the same) and a pgvector value (``embedding``)
+  for the server's own cosine search.
 
 :data:`MIGRATIONS` is append-only, like SQLite's: step ``i`` brings version ``i`` to
 ``i + 1``; the version is in ``atomic_agent_schema``. :func:`migrate` runs under a
@@ -105,6 +107,7 @@ CREATE TABLE memory_vectors (
     note_id    BIGINT  NOT NULL REFERENCES memories(id) ON DELETE CASCADE,
     model      TEXT    NOT NULL,
     dim        INTEGER NOT NULL CHECK (dim > 0),
+    vector     BYTEA   NOT NULL CHECK (length(vector) = dim * 4),
     embedding  vector  NOT NULL CHECK (vector_dims(embedding) = dim),
     created_at BIGINT  NOT NULL,
     UNIQUE (note_id, model)
