@@ -49,10 +49,12 @@ from actors.store.procedures import ProcedureStep
 from actors.store.profile import ProfileFact
 from actors.store.query_embedder import QueryEmbedder
 from actors.store.recall import LIMITED
-from actors.store.schema import BUSY_TIMEOUT_MS, user_version
+from actors.store.schema import BUSY_TIMEOUT_MS
+from actors.store.sql import Connection, dialect
 from actors.store.transfer import import_steps
 from actors.store.staleness import archive_stale
-from actors.store.stores import StoreSet, file_stats, open_or_quarantine, open_reader, open_stores
+from actors.store.stores import (StoreSet, file_stats, open_or_quarantine, open_reader,
+                                 open_stores, store_version)
 from actors.store.vectors import VectorCache
 from actors.store.wal import IDLE_CHECKPOINT_S, idle_checkpoint, wal_state
 from runtime.kernel.actor import ActorContext
@@ -114,13 +116,16 @@ def _same_fact(active: ProfileFact, incoming: FactIn) -> bool:
 class MemoryActor:
     """Request handlers of the memory actor; see the module docstring."""
 
-    def __init__(self, ctx: ActorContext, boot: ActorBoot, conn: apsw.Connection,
-                 reader: apsw.Connection, quarantined: str | None) -> None:
+    def __init__(self, ctx: ActorContext, boot: ActorBoot, conn: Connection,
+                 reader: Connection, quarantined: str | None) -> None:
         self.ctx = ctx
         self.cfg = boot.config.memory
         self.recall_plan = RecallPlan.from_config(self.cfg)
         self.render_budget = RenderBudget.from_config(self.cfg)
         self.conn = conn
+        # PostgreSQL (memory.store.engine): reads are round trips, run on a thread too
+        self.remote = dialect(conn) == "postgres"
+        self._read_limiter = trio.CapacityLimiter(1)
         self.quarantined = quarantined
         self.w = open_stores(conn, self.cfg)
         self.r = open_stores(reader, self.cfg)
@@ -171,7 +176,10 @@ class MemoryActor:
 
     async def _read(self, fn: Callable[[StoreSet], T]) -> T:
         """Run the read ``fn`` on the trio thread against the read connection; on
-        ``SQLITE_BUSY`` run it again on the writer path (:meth:`_db`)."""
+        ``SQLITE_BUSY`` run it again on the writer path (:meth:`_db`). On PostgreSQL
+        the read runs on a worker thread of its own (it waits on the network)."""
+        if self.remote:
+            return await trio.to_thread.run_sync(fn, self.r, limiter=self._read_limiter)
         try:
             return fn(self.r)
         except apsw.BusyError:
@@ -636,13 +644,20 @@ class MemoryActor:
         out["embeddings"] = {**self.query_embedder.status(), **out["embeddings"]}
         out["quarantinedFile"] = self.quarantined
         out["lastStorageError"] = self.last_storage_error
-        out["wal"] = wal_state(self.db_path, self.last_checkpoint)
+        out["engine"] = "postgres" if self.remote else "sqlite"
+        if self.remote:
+            out["tenant"] = self.w.conn.execute(
+                "SELECT current_setting('app.tenant')").fetchall()[0][0]
+        else:
+            out["wal"] = wal_state(self.db_path, self.last_checkpoint)
         return out
 
     async def keep_wal_small(self) -> None:
         """Every :data:`.wal.IDLE_CHECKPOINT_S` without a write, checkpoint the WAL and
         truncate it when nothing holds it back (:func:`.wal.idle_checkpoint`); what a
         reader held back is logged once per episode and shown by ``memory stats``."""
+        if self.remote:
+            return  # the server keeps its own log
         while True:
             await trio.sleep(IDLE_CHECKPOINT_S)
             if time.monotonic() - self.last_write < IDLE_CHECKPOINT_S:
@@ -683,8 +698,12 @@ class MemoryActor:
             try:
                 self._apply_bumps(self._bumps)
                 self._bumps = []
-            except apsw.Error as exc:
+            except (apsw.Error, MemoryFailure) as exc:
                 log.warning("memory.bumps_dropped", error=str(exc))
+        if self.remote:  # (the writer owns the sessions' pool and closes it)
+            self.r.conn.close()
+            self.conn.close()
+            return
         self.r.conn.close()
         try:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
@@ -695,19 +714,31 @@ class MemoryActor:
 
 @asynccontextmanager
 async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryActor]:
-    """Open ``<state>/memory.sqlite`` (migrating it) and serve; close it on exit."""
+    """Open ``<state>/memory.sqlite`` (migrating it), or the PostgreSQL server of
+    ``memory.store`` (docs/teams.md), and serve; close it on exit."""
     boot = msgspec.msgpack.decode(config, type=ActorBoot)
     path = boot.path / "memory.sqlite"
-    conn, quarantined = await trio.to_thread.run_sync(open_or_quarantine, path)
-    try:
-        reader = await trio.to_thread.run_sync(open_reader, path)
-    except BaseException:
-        conn.close()
-        raise
+    conn: Connection
+    reader: Connection
+    quarantined: str | None = None
+    if boot.config.memory.store.engine == "postgres":
+        from actors.store.pg.engine import open_postgres
+
+        conn, reader = await trio.to_thread.run_sync(open_postgres, boot.path,
+                                                     boot.config.memory.store)
+        where = "postgresql"
+    else:
+        conn, quarantined = await trio.to_thread.run_sync(open_or_quarantine, path)
+        try:
+            reader = await trio.to_thread.run_sync(open_reader, path)
+        except BaseException:
+            conn.close()
+            raise
+        where = str(path)
     actor = MemoryActor(ctx, boot, conn, reader, quarantined)
     await actor.activity.open()
-    log.info("memory.opened", path=str(path), schema=user_version(conn),
-             notes=actor.w.notes.count(), quarantined=quarantined)
+    log.info("memory.opened", path=where, schema=store_version(conn),
+             notes=await actor._read(lambda s: s.notes.count()), quarantined=quarantined)
     try:
         # ``ctx.nursery`` is not set until this yields: the embedder attaches in our own.
         async with trio.open_nursery() as nursery:

@@ -160,7 +160,7 @@ def _is_an_engine(stores: StoreSet) -> MemoryEngine:
     return stores
 
 
-def open_stores(conn: apsw.Connection, m: MemoryConfig) -> StoreSet:
+def open_stores(conn: Connection, m: MemoryConfig) -> StoreSet:
     """The stores of ``conn`` with every cap and policy from ``memory.*`` config: the
     one place the actor (writer and read connection) and the offline CLI build them."""
     return StoreSet(

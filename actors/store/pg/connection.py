@@ -163,12 +163,14 @@ class PgConnection:
     Args:
         pool: an open :class:`psycopg_pool.ConnectionPool` whose ``configure`` is
             :func:`configure_session` (:func:`actors.store.pg.engine.open_pool`).
+        owns_pool: :meth:`close` closes the pool too.
     """
 
     dialect = "postgres"
 
-    def __init__(self, pool: ConnectionPool[Any]) -> None:
+    def __init__(self, pool: ConnectionPool[Any], *, owns_pool: bool = False) -> None:
         self.pool = pool
+        self.owns_pool = owns_pool
         self._txn: psycopg.Connection[Any] | None = None
         self._savepoints = 0
         self._changes = 0
@@ -254,9 +256,12 @@ class PgConnection:
             self.execute(f"RELEASE SAVEPOINT {name}")
 
     def close(self) -> None:
-        """End an open transaction (rolled back); the pool is closed by its owner."""
+        """End an open transaction (rolled back); close the pool when this connection
+        owns it (the others on it share it)."""
         if self._txn is not None:
             self._end(commit=False)
+        if self.owns_pool:
+            self.pool.close()
 
     # -- transactions -----------------------------------------------------------------
 

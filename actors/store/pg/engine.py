@@ -10,16 +10,23 @@ and ours say "the memory database".
 from __future__ import annotations
 
 import functools
+import os
+import re
+import secrets
+from pathlib import Path
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from runtime.services.config import TENANT_PATTERN, StoreConfig
+
 from ..errors import DatabaseUnavailable
 from .connection import PgConnection, configure_session
 from .schema import migrate
 
-__all__ = ["connect_admin", "open_engine_connection", "open_pool"]
+__all__ = ["TENANT_FILE", "connect_admin", "open_engine_connection", "open_pool", "open_postgres",
+           "tenant_of", "url_of"]
 
 CONNECT_TIMEOUT_S = 10
 """Seconds to reach the server at start, and to get a pooled session later."""
@@ -63,4 +70,59 @@ def open_engine_connection(url: str, tenant: str, *, size: int = 4) -> PgConnect
         migrate(admin)
     finally:
         admin.close()
-    return PgConnection(open_pool(url, tenant, size=size))
+    return PgConnection(open_pool(url, tenant, size=size), owns_pool=True)
+
+
+TENANT_FILE = "tenant"
+"""``<state>/tenant``: the tenant id a daemon made for itself (``memory.store.tenant``
+unset), kept so that it is the same person after a restart."""
+
+
+def tenant_of(state_dir: Path, configured: str | None) -> str:
+    """The daemon's tenant: ``memory.store.tenant``, else the id in ``<state>/tenant``,
+    made once (``p-`` and 16 hex digits) and kept (0600)."""
+    if configured:
+        return configured
+    path = state_dir / TENANT_FILE
+    try:
+        found = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        found = ""
+    if re.fullmatch(TENANT_PATTERN, found):
+        return found
+    made = f"p-{secrets.token_hex(8)}"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(made + "\n")
+    return made
+
+
+def url_of(state_dir: Path, url: str | None, url_file: str | None) -> str:
+    """The server URL: ``memory.store.url``, or the first line of ``urlFile`` (relative to
+    the state directory). Raises DatabaseUnavailable naming the file (never its text)."""
+    if url:
+        return url
+    if not url_file:
+        raise DatabaseUnavailable("memory.store.engine is postgres but neither "
+                                  "memory.store.url nor memory.store.urlFile is set")
+    path = Path(url_file).expanduser()
+    path = path if path.is_absolute() else state_dir / path
+    try:
+        text = path.read_text(encoding="utf-8").strip().splitlines()
+    except OSError as exc:
+        raise DatabaseUnavailable(f"cannot read memory.store.urlFile {path}: "
+                                  f"{exc.strerror or exc}") from None
+    if not text or not text[0].startswith(("postgresql://", "postgres://")):
+        raise DatabaseUnavailable(f"memory.store.urlFile {path} does not start with a "
+                                  "postgresql:// URL")
+    return text[0].strip()
+
+
+def open_postgres(state_dir: Path, store: StoreConfig) -> tuple[PgConnection, PgConnection]:
+    """The memory actor's writer and reader connections on the configured server (one
+    pool of ``memory.store.poolSize`` sessions): the schema migrated first, the tenant's
+    sessions after. Raises DatabaseUnavailable, SchemaTooNew (one line each)."""
+    url = url_of(state_dir, store.url, store.url_file)
+    writer = open_engine_connection(url, tenant_of(state_dir, store.tenant),
+                                    size=max(2, store.pool_size))
+    return writer, PgConnection(writer.pool)

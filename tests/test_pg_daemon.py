@@ -1,0 +1,61 @@
+"""Daemons whose memory is on PostgreSQL (``memory.store.engine: "postgres"``): the
+real daemon, a real PostgreSQL server (``tests/pg.py``), a scripted LLM server."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from actors.memory import ops
+from runtime.shell.client import open_daemon
+from tests.daemon import REPO, run_daemon
+from tests.fakes.llama_server import open_fake_llama
+
+
+def _configure(state: Path, url: str, **store: object) -> None:
+    state.mkdir(parents=True, exist_ok=True)
+    (state / "config.json").write_text(json.dumps(
+        {"memory": {"store": {"engine": "postgres", "url": url, **store}}}))
+
+
+async def test_a_daemon_keeps_its_memory_on_postgres_and_two_people_stay_apart(
+        tmp_path: Path, pg_url: str) -> None:
+    ana, bob = tmp_path / "ana", tmp_path / "bob"
+    _configure(ana, pg_url)
+    _configure(bob, pg_url)
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(ana, llm_url=fake.url):
+            async with open_daemon(ana) as c:
+                await c.run(ops.ProfileSet(key="city", value="Porto"))
+                await c.run(ops.NotesStore(content="Ana's cat is called Miso", tags=["pets"]))
+                stats = await c.run(ops.Stats())
+        assert stats["engine"] == "postgres" and stats["notes"] == 1
+        tenant = (ana / "tenant").read_text().strip()
+        assert stats["tenant"] == tenant and "wal" not in stats
+        async with run_daemon(bob, llm_url=fake.url):
+            async with open_daemon(bob) as c:
+                assert await c.run(ops.ProfileList()) == []
+                assert await c.run(ops.NotesRecall(query="cat Miso")) == []
+                await c.run(ops.ProfileSet(key="city", value="Oslo"))
+        # A restart is the same person: the tenant id was kept in the state directory.
+        async with run_daemon(ana, llm_url=fake.url):
+            async with open_daemon(ana) as c:
+                assert [(f.key, f.value) for f in await c.run(ops.ProfileList())] == [
+                    ("city", "Porto")]
+                found = await c.run(ops.NotesRecall(query="what is the cat called"))
+                assert [n.content for n in found] == ["Ana's cat is called Miso"]
+                context = await c.run(ops.ContextPreview(message="tell me about my cat"))
+                assert "Miso" in context.text and "Oslo" not in context.text
+
+
+def test_a_wrong_server_url_is_one_clear_line_at_start(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    _configure(state, f"postgresql://ana:s3cret@/memory?host={tmp_path}&port=1")
+    r = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "serve", "--state-dir",
+                        str(state), "--port", "0", "--llm-url", "http://127.0.0.1:9"],
+                       cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, r.stderr
+    assert "the memory database is unavailable: cannot connect" in r.stderr
+    assert "Traceback" not in r.stderr and "s3cret" not in r.stderr + r.stdout
