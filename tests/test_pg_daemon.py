@@ -48,6 +48,12 @@ async def test_a_daemon_keeps_its_memory_on_postgres_and_two_people_stay_apart(
                 assert [n.content for n in found] == ["Ana's cat is called Miso"]
                 context = await c.run(ops.ContextPreview(message="tell me about my cat"))
                 assert "Miso" in context.text and "Oslo" not in context.text
+    # With no daemon running the CLI reads the same server, as the same person.
+    r = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "memory", "profile", "list",
+                        "--state-dir", str(bob), "--json"], cwd=REPO, capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert [(f["key"], f["value"]) for f in json.loads(r.stdout)] == [("city", "Oslo")]
 
 
 def test_a_wrong_server_url_is_one_clear_line_at_start(tmp_path: Path) -> None:

@@ -22,6 +22,7 @@ from actors.store.stores import file_stats, open_stores
 from actors.store.errors import MemoryFailure, StorageFailure
 from actors.store.files import FileRoom
 from actors.store.schema import open_database
+from actors.store.sql import Connection, dialect
 from actors.memory import ops
 from actors.memory.ops import MemoryOp, decode_op, reply_of
 from actors.memory.router import OpCall, run
@@ -56,9 +57,18 @@ class OfflineMemory:
     def __init__(self, state_dir: Path, cfg: Config) -> None:
         self.path = state_dir / "memory.sqlite"
         self.cfg = cfg
-        self._conn: apsw.Connection | None = None
+        self._conn: Connection | None = None
 
-    def _open(self) -> apsw.Connection:
+    def _open(self) -> Connection:
+        if self._conn is None and self.cfg.memory.store.engine == "postgres":
+            from actors.store.pg.engine import open_postgres
+
+            try:  # (the same server, tenant and schema the daemon uses)
+                writer, reader = open_postgres(self.path.parent, self.cfg.memory.store)
+            except MemoryFailure as exc:
+                raise ClientError(exc.code, str(exc)) from None
+            reader.close()
+            self._conn = writer
         if self._conn is None:
             if not self.path.parent.exists():
                 raise ClientError("not_found", f"no state directory at {self.path.parent}")
@@ -131,7 +141,9 @@ class OfflineMemory:
     def close(self) -> None:
         """Close the connection (checkpointing the WAL; a disk that refuses the
         checkpoint leaves it in the WAL, where SQLite finds it next time)."""
-        if self._conn is not None:
+        if self._conn is not None and dialect(self._conn) == "postgres":
+            self._conn.close()
+        elif self._conn is not None:
             try:
                 self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except apsw.Error:
