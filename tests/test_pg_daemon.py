@@ -65,3 +65,49 @@ def test_a_wrong_server_url_is_one_clear_line_at_start(tmp_path: Path) -> None:
     assert r.returncode == 1, r.stderr
     assert "the memory database is unavailable: cannot connect" in r.stderr
     assert "Traceback" not in r.stderr and "s3cret" not in r.stderr + r.stdout
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "runtime.shell.cli", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_memory_moves_from_sqlite_to_postgres_and_back_with_its_history(
+        tmp_path: Path, pg_url: str) -> None:
+    state = tmp_path / "state"
+    for args in (["profile", "set", "city", "Porto"], ["profile", "set", "city", "Lisbon"],
+                 ["notes", "store", "Ana's cat is called Miso", "--tags", "pets"],
+                 ["notes", "store", "Ana volunteers at the shelter on Saturdays"],
+                 ["links", "add", "1", "2"]):
+        assert _cli("memory", *args, "--state-dir", str(state)).returncode == 0
+    moved = _cli("memory", "migrate", "--to", pg_url, "--state-dir", str(state))
+    assert moved.returncode == 0, moved.stderr
+    assert moved.stdout.startswith("copied 2 fact versions, 2 notes, 1 links")
+    assert "config set memory.store.engine postgres" in moved.stdout
+    again = _cli("memory", "migrate", "--to", pg_url, "--state-dir", str(state))
+    assert again.stdout.startswith("copied 0 fact versions, 0 notes, 0 links"), again.stdout
+    tenant = (state / "tenant").read_text().strip()
+
+    def listing(where: Path, *args: str) -> list[tuple]:
+        r = _cli("memory", *args, "--state-dir", str(where), "--json")
+        assert r.returncode == 0, r.stderr
+        return [tuple(row.get(k) for k in ("value", "source", "supersededBy", "content",
+                                            "tags")) for row in json.loads(r.stdout)]
+
+    before = (listing(state, "profile", "history", "city"), listing(state, "notes", "list"))
+    _configure(state, pg_url)  # the daemon's memory is now the server's
+    after = (listing(state, "profile", "history", "city"), listing(state, "notes", "list"))
+    assert [v[0] for v in after[0]] == ["Porto", "Lisbon"] and after[0][0][2] is not None
+    assert [n[3:] for n in after[1]] == [n[3:] for n in before[1]]
+    assert [v[:2] for v in after[0]] == [v[:2] for v in before[0]]
+    # And back: another state directory of the same person takes it into a new file.
+    back = tmp_path / "back"
+    _configure(back, pg_url, tenant=tenant)
+    r = _cli("memory", "migrate", "--to", "sqlite", "--state-dir", str(back))
+    assert r.returncode == 0 and r.stdout.startswith("copied 2 fact versions, 2 notes, 1 links")
+    (back / "config.json").unlink()
+    assert [v[0] for v in listing(back, "profile", "history", "city")] == ["Porto", "Lisbon"]
+    assert len(listing(back, "notes", "list")) == 2
+    refused = _cli("memory", "migrate", "--to", "mysql://x", "--state-dir", str(back))
+    assert refused.returncode != 0 and "--to must be a postgresql:// URL or sqlite" in \
+        refused.stderr and "Traceback" not in refused.stderr

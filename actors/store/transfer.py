@@ -390,7 +390,8 @@ def _scan(source: Path, f: BinaryIO, notes: MemoryStore) -> int:
 
 
 def import_steps(notes: MemoryStore, path: str, room: FileRoom,
-                 chunk: int = IMPORT_CHUNK) -> Generator[ImportResult | None, None, None]:
+                 chunk: int = IMPORT_CHUNK, *, keep_provenance: bool = False
+                 ) -> Generator[ImportResult | None, None, None]:
     """The import of ``path`` (in ``room``) as steps: each ``next()`` does one step and
     yields None, the last yields the result (:func:`import_memory`'s). The first step
     checks the whole file, line by line (nothing is written when a line is bad: its
@@ -399,7 +400,11 @@ def import_steps(notes: MemoryStore, path: str, room: FileRoom,
     made), :data:`IMPORT_CHUNK` per transaction, one transaction per step. Memory holds
     the id maps, never the records: a 100,000-line file imports in bounded memory. A
     file changed between passes is refused (ValidationError); what the earlier steps
-    wrote stays, and importing again completes it (an import is idempotent)."""
+    wrote stays, and importing again completes it (an import is idempotent).
+
+    Every fact version and note added is marked as written by ``import``, unless
+    ``keep_provenance`` (``memory migrate``: the same memory on another engine), which
+    keeps who wrote it as the file says."""
     conn = notes.conn
     added = dict.fromkeys(("factVersions", "notes", "links", "lessons", "procedures"), 0)
     skipped = dict(added)
@@ -416,9 +421,10 @@ def import_steps(notes: MemoryStore, path: str, room: FileRoom,
         def write(rec: Record) -> None:
             match rec:
                 case NoteRec():
-                    _import_note(conn, notes, rec, note_ids, added, skipped, batch)
+                    _import_note(conn, notes, rec, note_ids, added, skipped, batch,
+                                 keep_provenance)
                 case FactRec():
-                    _import_fact(conn, rec, added, skipped)
+                    _import_fact(conn, rec, added, skipped, keep_provenance)
                 case LinkRec():
                     _import_link(conn, rec, note_ids, added, skipped)
                 case LessonRec():
@@ -454,7 +460,8 @@ def import_steps(notes: MemoryStore, path: str, room: FileRoom,
     yield {"path": path, "added": added, "skipped": skipped, "noteIds": new_ids}
 
 
-def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> ImportResult:
+def import_memory(notes: MemoryStore, path: str, room: FileRoom, *,
+                  keep_provenance: bool = False) -> ImportResult:
     """Import the export ``path`` names in ``room`` into ``notes``' database (module
     docstring; every step of :func:`import_steps` at once); returns ``{"path", "added":
     {"factVersions", "notes", "links", "lessons", "procedures"}, "skipped": {… same
@@ -464,7 +471,7 @@ def import_memory(notes: MemoryStore, path: str, room: FileRoom) -> ImportResult
         ValidationError: field ``path`` (unreadable file, bad line, newer format, a file
             changed while imported) -- nothing is written for a bad line.
     """
-    for step in import_steps(notes, path, room):
+    for step in import_steps(notes, path, room, keep_provenance=keep_provenance):
         if step is not None:
             return step
     raise AssertionError("import_steps ends with its result")  # pragma: no cover
@@ -477,7 +484,7 @@ _SQL_SAME_TEXT = ("SELECT id FROM memories WHERE content_key = ? AND scope = ?"
 
 def _import_note(conn: Connection, notes: MemoryStore, rec: NoteRec,
                  note_ids: dict[int, int], added: dict[str, int],
-                 skipped: dict[str, int], batch: str) -> None:
+                 skipped: dict[str, int], batch: str, keep_provenance: bool = False) -> None:
     content = validate_content(rec.content, notes.max_content_chars)
     tags = validate_tags(rec.tags)
     working_dir = optional_text(rec.working_dir, "workingDir")
@@ -502,10 +509,12 @@ def _import_note(conn: Connection, notes: MemoryStore, rec: NoteRec,
         "INSERT INTO memories (content, content_key, tags, source, scope, working_dir,"
         " session_id, created_at, updated_at, recall_count, last_recalled_at, archived,"
         " origin, turn_id, batch_id)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'import', ?, ?)",
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (content, key, json.dumps(tags), rec.source, rec.scope, working_dir, session_id,
          rec.created_at, rec.updated_at or rec.created_at, max(0, rec.recall_count),
-         rec.last_recalled_at, int(rec.archived), optional_text(rec.turn_id, "turnId"),
+         rec.last_recalled_at, int(rec.archived),
+         _label(rec.origin, "origin") if keep_provenance else "import",
+         optional_text(rec.turn_id, "turnId"),
          optional_text(rec.batch_id, "batchId") or (None if session_id else batch)))
     note_ids[rec.id] = conn.last_insert_rowid()
     index_note(conn, note_ids[rec.id], content)
@@ -513,7 +522,7 @@ def _import_note(conn: Connection, notes: MemoryStore, rec: NoteRec,
 
 
 def _import_fact(conn: Connection, rec: FactRec, added: dict[str, int],
-                 skipped: dict[str, int]) -> None:
+                 skipped: dict[str, int], keep_provenance: bool = False) -> None:
     key = validate_key(rec.key)
     have = {(v, t) for v, t in conn.execute(
         "SELECT value, valid_from FROM profile_facts WHERE key = ?", (key,))}
@@ -530,9 +539,10 @@ def _import_fact(conn: Connection, rec: FactRec, added: dict[str, int],
             "INSERT INTO profile_facts (key, value, pinned, keywords, valid_from,"
             " superseded_by, supersedes, created_at, updated_at, source, session_id, turn_id,"
             " removed_by, removed_turn_id)"
-            " VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, 'import', ?, ?, ?, ?)",
+            " VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?)",
             (key, value, int(version.pinned), json.dumps(version.keywords),
              version.valid_from, previous, version.created_at or version.valid_from, now,
+             _label(version.source, "source") if keep_provenance else "import",
              optional_text(version.session_id, "sessionId"),
              optional_text(version.turn_id, "turnId"),
              _label(version.removed_by, "removedBy"),

@@ -232,6 +232,7 @@ def _add_memory(sub: Any) -> None:
     from .cli_consolidate import add_parser as add_consolidate
 
     add_memory_parser(sub, {"reindex": _add_reindex, "recover": _add_recover,
+                            "migrate": _add_migrate,
                             "consolidate": lambda msub: add_consolidate(msub, _state_arg)})
 
 
@@ -313,6 +314,23 @@ def _add_recover(msub: Any) -> None:
     _state_arg(rc)
     rc.add_argument("file", nargs="?", type=Path,
                     help="the damaged file (default: the newest memory.sqlite.corrupt-*)")
+
+
+def _add_migrate(msub: Any) -> None:
+    """``memory migrate``."""
+    mg = msub.add_parser("migrate", help="copy memory to the other store engine (daemon "
+                         "stopped)",
+                         description="Copy every profile fact (with its history and "
+                         "provenance), note, link, lesson and procedure of this state "
+                         "directory's memory to the other store engine: --to a "
+                         "postgresql:// URL (this state directory's tenant on that server; "
+                         "docs/teams.md), or --to sqlite (<state>/memory.sqlite). The source "
+                         "is left as it is and a second run adds nothing; then switch the "
+                         "daemon over with the two config set lines printed. Needs the "
+                         "daemon stopped.")
+    _state_arg(mg)
+    mg.add_argument("--to", required=True, metavar="TARGET",
+                    help="postgresql://user:password@host/db, or sqlite")
 
 
 def _bounded_int(low: int, high: int, what: str) -> Callable[[str], int]:
@@ -484,23 +502,48 @@ async def _reindex(args: argparse.Namespace, state_dir: Path) -> int:
     return 0 if result["missing"] == 0 else EXIT_FAILED
 
 
+def _stopped_config(state_dir: Path, what: str) -> Config:
+    """The config of ``state_dir`` for a command that needs the daemon stopped
+    (``what``: its verb). Raises ClientError: a daemon runs, or the config is invalid."""
+    if read_daemon_info(state_dir) is not None:
+        raise ClientError("daemon_running", "a daemon is running on this state directory; stop "
+                          f"it first (atomic-agent stop), then {what}")
+    try:
+        return load_config(state_dir)
+    except ConfigError as exc:
+        raise ClientError("config_invalid", str(exc)) from None
+
+
 async def _recover(args: argparse.Namespace, state_dir: Path) -> int:
     """``memory recover`` (runtime.shell.recover) on the files, with the daemon stopped."""
     from .recover import recover
 
-    if read_daemon_info(state_dir) is not None:
-        raise ClientError("daemon_running", "a daemon is running on this state directory; stop "
-                          "it first (atomic-agent stop), then recover")
-    try:
-        cfg = load_config(state_dir)
-    except ConfigError as exc:
-        raise ClientError("config_invalid", str(exc)) from None
+    cfg = _stopped_config(state_dir, "recover")
     print(json.dumps(recover(state_dir, cfg, args.file), indent=2))
+    return 0
+
+
+async def _migrate(args: argparse.Namespace, state_dir: Path) -> int:
+    """``memory migrate`` (runtime.shell.migrate), with the daemon stopped."""
+    from .migrate import migrate_memory
+
+    cfg = _stopped_config(state_dir, "migrate")
+    result = await trio.to_thread.run_sync(migrate_memory, state_dir, cfg, args.to)
+    print(f"copied {counts_text(result['added'])} from {result['from']} to {result['to']}; "
+          f"already there: {counts_text(result['skipped'])}")
+    if result["from"] == "sqlite":
+        print("next: put the URL in a file and atomic-agent config set memory.store.urlFile "
+              "FILE (or memory.store.url URL), then atomic-agent config set "
+              "memory.store.engine postgres")
+    else:
+        print("next: atomic-agent config set memory.store.engine sqlite")
     return 0
 
 
 async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
     session = getattr(args, "session", None)
+    if args.command == "memory" and args.memory_command == "migrate":
+        return await _migrate(args, state_dir)
     if args.command == "memory" and args.memory_command == "reindex":
         return await _reindex(args, state_dir)
     if args.command == "memory" and args.memory_command == "recover":

@@ -307,7 +307,7 @@ COMMANDS: list[MemoryCommand[Any]] = [
 """Every ``memory`` sub-command that is one memory op, in ``--help`` order."""
 
 _ORDER = ("profile", "notes", "stats", "backup", "export", "import", "context", "reindex",
-          "recover", "lessons", "procedures", "consolidate", "links")
+          "recover", "migrate", "lessons", "procedures", "consolidate", "links")
 """The order ``memory --help`` lists its sub-commands in."""
 
 
