@@ -22,7 +22,6 @@ reject. This module builds SQL only; it imports no driver.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -33,15 +32,15 @@ Phrase = tuple[tuple[str, ...], bool]
 and whether its last term is a prefix."""
 
 _K1, _B = 1.2, 0.75
-_LEXEME_RE = re.compile(r"'((?:[^'\\]|''|\\.)*)':([\d,]+)")
 
 
 def _quote(token: str) -> str:
     return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def _unquote(text: str) -> str:
-    return re.sub(r"\\(.)", r"\1", text.replace("''", "'"))
+def _like(prefix: str) -> str:
+    """A LIKE pattern for lexemes starting with ``prefix``."""
+    return prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
 
 
 MAX_LEXEME_BYTES = 2046
@@ -91,11 +90,6 @@ def index_row(conn: Any, table: str, row_id: int, columns: Sequence[Sequence[str
     vector = " ".join(f"{_quote(t)}:{','.join(map(str, ps))}" for t, ps in where.items())
     conn.execute(f"UPDATE {table} SET search = ?::tsvector, doc_len = ? WHERE id = ?",
                  (vector, len(tokens), row_id))
-
-
-def _positions(vector: str) -> dict[str, list[int]]:
-    return {_unquote(m.group(1)): [int(p) for p in m.group(2).split(",")]
-            for m in _LEXEME_RE.finditer(vector)}
 
 
 def _frequency(where: dict[str, list[int]], terms: tuple[str, ...], star: bool) -> int:
@@ -161,11 +155,23 @@ def pool(conn: Any, phrases: Sequence[Phrase], joiner: str, limit: int, *, cols:
         raise ValueError(f"no search column on {table!r}")
     if not alias.isidentifier():
         raise ValueError(f"not an alias: {alias!r}")
-    sql = (f"SELECT {alias}.id, {alias}.search::text, {alias}.doc_len, (TRUE{where}) AS passes,"
-           f" {cols}{context} FROM {table} {alias} WHERE {alias}.search @@ ?::tsquery")
-    hits = conn.execute(sql, (*args, query)).fetchall()
-    if not hits:
+    exact = sorted({_fit(t) for terms, star in phrases
+                    for t in (terms[:-1] if star else terms)})
+    prefixes = sorted({_like(_fit(terms[-1])) for terms, star in phrases if star and terms})
+    # Each hit with only the lexemes of the query and their positions (unnest(tsvector)):
+    # reading whole vectors back costs more than the search itself.
+    sql = (f"SELECT {alias}.id, {alias}.doc_len, (TRUE{where}) AS passes, u.lexeme,"
+           f" u.positions FROM {table} {alias} LEFT JOIN LATERAL unnest({alias}.search) u"
+           f" ON (u.lexeme = ANY(?) OR u.lexeme LIKE ANY(?))"
+           f" WHERE {alias}.search @@ ?::tsquery")
+    found = conn.execute(sql, (*args, exact, prefixes, query)).fetchall()
+    if not found:
         return []
+    hits: dict[int, tuple[int, bool, dict[str, list[int]]]] = {}
+    for note_id, size, passes, lexeme, positions in found:
+        entry = hits.setdefault(int(note_id), (int(size), bool(passes), {}))
+        if lexeme is not None:
+            entry[2][lexeme] = list(positions)
     rows, total = corpus(conn, table)
     freqs = doc_freqs(conn, phrases, table)
     avgdl = total / rows if rows and total else 1.0
@@ -173,9 +179,8 @@ def pool(conn: Any, phrases: Sequence[Phrase], joiner: str, limit: int, *, cols:
     for n in freqs:
         value = math.log((rows - n + 0.5) / (n + 0.5)) if rows else 0.0
         idf.append(value if value > 0 else 1e-6)
-    scored = []
-    for note_id, vector, size, passes, *row in hits:
-        where_ = _positions(vector)
+    scored: list[tuple[int, float, float, int, bool]] = []
+    for note_id, (size, passes, where_) in hits.items():
         norm = _K1 * (1 - _B + _B * size / avgdl)
         score, held = 0.0, 0
         for (terms, star), weight in zip(phrases, idf):
@@ -183,9 +188,20 @@ def pool(conn: Any, phrases: Sequence[Phrase], joiner: str, limit: int, *, cols:
             if f:
                 score += weight * f * (_K1 + 1) / (f + norm)
                 held += 1
-        cover = held / len(phrases) if phrases else 0.0
-        text = f"{rows} {total} {size}" if with_corpus else ""
-        shown = tuple(row) if passes else (None,) * len(row)
-        scored.append((int(note_id), -score, cover, text, *shown))
+        scored.append((note_id, -score, held / len(phrases) if phrases else 0.0, size, passes))
     scored.sort(key=(lambda r: -r[0]) if newest_first else (lambda r: (r[1], r[0])))
-    return scored[:limit]
+    top = scored[:limit]
+    wanted = [r[0] for r in top if r[4]]
+    shown: dict[int, tuple[Any, ...]] = {}
+    if wanted:
+        for note_id, *row in conn.execute(
+                f"SELECT {alias}.id, {cols}{context} FROM {table} {alias}"
+                f" WHERE {alias}.id = ANY(?)", (wanted,)).fetchall():
+            shown[int(note_id)] = tuple(row)
+    width = len(next(iter(shown.values()))) if shown else 0
+    out = []
+    for note_id, raw, cover, size, _passes in top:
+        text = f"{rows} {total} {size}" if with_corpus else ""
+        row = shown.get(note_id) or (None,) * max(width, 1)
+        out.append((note_id, raw, cover, text, *row))
+    return out
