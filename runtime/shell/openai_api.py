@@ -47,6 +47,7 @@ from actors.agent.messages import (OpenSession, ReplyDelta, ReplyText, RunTurn, 
 from actors.agent.sessions import valid_session_id
 from actors.memory.messages import Refused
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
+from runtime.services.metrics import MetricsRequest
 from runtime.services.config import ServerConfig
 
 from .clients import OWNER_PRINCIPAL, ClientRegistry, Principal, bearer_token
@@ -225,7 +226,8 @@ class OpenAIApi:
     async def _health(self, headers: dict[bytes, bytes], send: Send) -> None:
         """``GET /health``, no token needed (a supervisor's or a load balancer's probe):
         200 ``{"status": "ok", "problems": []}``, or 503 ``{"status": "degraded",
-        "problems": [one line each]}`` — today, a clients.json the daemon cannot read.
+        "problems": [one line each]}`` — a clients.json the daemon cannot read, a memory
+        database (PostgreSQL) that is away.
         Host and Origin are checked as for every request (421, 403)."""
         if not host_allowed(headers.get(b"host"), self.cfg.host, self.cfg.allow_remote):
             await _json(send, 421, ApiError(421, "misdirected_request", "Host header not "
@@ -237,8 +239,23 @@ class OpenAIApi:
             return
         self.registry.reload()
         problems = [self.registry.error] if self.registry.error else []
+        problems += await self._memory_problems()
         await _json(send, 503 if problems else 200,
                     {"status": "degraded" if problems else "ok", "problems": problems})
+
+    async def _memory_problems(self) -> list[str]:
+        """What the memory actor says of its database (the PostgreSQL engine probes its
+        server: docs/teams.md, "Faults"): one line when it is away. An actor that does
+        not answer within 2 s adds nothing here (it is being restarted)."""
+        try:
+            with trio.fail_after(2):
+                snap = await self.request("memory", MetricsRequest(), dict)
+        except (RuntimeFailure, trio.TooSlowError, KeyError):
+            return []
+        database = snap.get("database") if isinstance(snap, dict) else None
+        if isinstance(database, dict) and database.get("up") is False:
+            return [f"the memory database is unavailable: {database.get('problem')}"]
+        return []
 
     # ------------------------------------------------------------------ checks
     async def _check_access(self, headers: dict[bytes, bytes]) -> Principal:

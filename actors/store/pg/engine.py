@@ -10,6 +10,7 @@ and ours say "the memory database".
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import re
 import secrets
@@ -27,6 +28,10 @@ from .schema import migrate
 
 __all__ = ["TENANT_FILE", "connect_admin", "open_engine_connection", "open_pool", "open_postgres",
            "tenant_of", "url_of"]
+
+logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
+# (each failed reconnection would print two lines on the daemon's stderr; the memory actor
+# says once that the server is away, and once that it is back)
 
 CONNECT_TIMEOUT_S = 10
 """Seconds to reach the server at start, and to get a pooled session later."""
