@@ -44,7 +44,7 @@ def test_the_union_holds_every_op_and_each_reply_type_is_known() -> None:
     assert set(typing.get_args(MemoryRequest)) == set(OPS.values())
     for name, cls in OPS.items():
         assert cls.name == name and cls.summary and cls.reply is not None, name
-        assert cls.access in ("read", "write", "forget", "admin"), name
+        assert cls.access in ("read", "write", "forget", "admin", "team:write"), name
         assert cls.writes or cls.access in ("read", "admin"), name
         assert cls.guard is None or cls.tool, name
 

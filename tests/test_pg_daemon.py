@@ -172,3 +172,58 @@ async def test_the_server_going_away_loses_no_acknowledged_write_and_the_daemon_
         server.cleanup()
     assert len(acknowledged) >= 15 and refused
     assert {n.content for n in found} == set(acknowledged)
+
+
+async def test_a_shared_note_reaches_every_member_and_only_with_team_write(
+        tmp_path: Path, pg_url: str) -> None:
+    """Ana shares a note with her team; Bob, in the same team, recalls it beside his own
+    notes, marked; Carol, in another team, does not; a client without ``team:write``
+    cannot share, and sharing needs a team."""
+    from runtime.shell.client import ClientError
+    from runtime.shell.clients import add_client
+
+    ana, bob, carol = tmp_path / "ana", tmp_path / "bob", tmp_path / "carol"
+    _configure(ana, pg_url, team="garden-club")
+    _configure(bob, pg_url, team="garden-club")
+    _configure(carol, pg_url, team="chess-club")
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(ana, llm_url=fake.url) as d:
+            async with open_daemon(ana) as c:
+                mine = await c.run(ops.NotesStore(content="The club meets on Thursdays at "
+                                                          "the community garden"))
+                await c.run(ops.NotesStore(content="Ana's own seed order is private"))
+                copy = await c.run(ops.Share(id=mine.id))
+                assert copy.space == "team" and copy.content == mine.content
+                again = await c.run(ops.Share(id=mine.id))
+                assert again.id == copy.id  # shared twice: the one copy
+            token = add_client(ana, "reader-app", ["read", "write"])
+            async with open_daemon(url=d.url, token=token) as app:
+                try:
+                    await app.run(ops.Share(id=mine.id))
+                    raise AssertionError("shared without team:write")
+                except ClientError as exc:
+                    assert exc.code == "forbidden" and "team:write" in str(exc)
+        async with run_daemon(bob, llm_url=fake.url):
+            async with open_daemon(bob) as c:
+                await c.run(ops.NotesStore(content="Bob waters the garden beds on Mondays"))
+                context = await c.run(ops.ContextPreview(message="when does the garden club "
+                                                                 "meet?"))
+                assert "Thursdays" in context.text and "(shared by your team)" in context.text
+                assert "seed order" not in context.text
+                assert [n.content for n in await c.run(ops.NotesList())] == [
+                    "Bob waters the garden beds on Mondays"]  # his own notes stay his
+        async with run_daemon(carol, llm_url=fake.url):
+            async with open_daemon(carol) as c:
+                context = await c.run(ops.ContextPreview(message="when does the garden club "
+                                                                 "meet?"))
+                assert "Thursdays" not in context.text
+    solo = tmp_path / "solo"
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(solo, llm_url=fake.url):
+            async with open_daemon(solo) as c:
+                note = await c.run(ops.NotesStore(content="A note with nobody to share it"))
+                try:
+                    await c.run(ops.Share(id=note.id))
+                    raise AssertionError("shared without a team")
+                except ClientError as exc:
+                    assert exc.code == "invalid_argument" and "needs a team" in str(exc)

@@ -120,7 +120,8 @@ class MemoryActor:
     """Request handlers of the memory actor; see the module docstring."""
 
     def __init__(self, ctx: ActorContext, boot: ActorBoot, conn: Connection,
-                 reader: Connection, quarantined: str | None) -> None:
+                 reader: Connection, quarantined: str | None,
+                 team: Connection | None = None) -> None:
         self.ctx = ctx
         self.cfg = boot.config.memory
         self.recall_plan = RecallPlan.from_config(self.cfg)
@@ -135,6 +136,8 @@ class MemoryActor:
         self.quarantined = quarantined
         self.w = open_stores(conn, self.cfg)
         self.r = open_stores(reader, self.cfg)
+        # The team space (PostgreSQL, memory.store.team): its own tenant on the server.
+        self.team = open_stores(team, self.cfg) if team is not None else None
         self.query_embedder = QueryEmbedder(self.cfg.embeddings)
         # Hybrid recall's newest-vectors scan: new vectors are folded in (VectorCache.add).
         self.vector_cache = VectorCache()
@@ -242,7 +245,7 @@ class MemoryActor:
             source=msg.source, session=msg.session, turn=msg.turn, batch=msg.batch,
             client=msg.client, default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
             recall=self._recall_for(s), context=lambda a: self._context_answer(s, msg.session, a),
-            files=self.files))
+            files=self.files, team=self.team))
 
     def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[object, Change, list[str]]:
         """:meth:`_run_op` for a write, plus the text it forgot when it deleted a note or
@@ -358,7 +361,7 @@ class MemoryActor:
                 if self.cfg.recall_injection.enabled:
                     await self._prepare_query(recall_query(msg.recall_query or msg.user_message))
                 context = await self._read(lambda s: self._build_context(s, msg))
-                self._queue_bump([n.id for n in context.recalled])
+                self._queue_bump([n.id for n in context.recalled if n.space is None])
                 return context
             case ToolOp(request=ops.Stats()):
                 return await self._db(self._stats)
@@ -551,14 +554,30 @@ class MemoryActor:
             log.warning("memory.unexpected_cast", src=src)
 
     def _build_context(self, s: StoreSet, msg: BuildContext) -> MemoryContext:
-        """The per-turn context with the plan of ``memory.*`` (:attr:`recall_plan`).
-        Recall counters are left to :meth:`_queue_bump`."""
-        return build_context(s, msg.user_message, self.recall_plan,
-                             TurnScope(session=msg.session, working_dir=msg.working_dir,
-                                       recall_text=msg.recall_query,
-                                       pinned=None if msg.recalled is None
-                                       else tuple(msg.recalled)),
-                             recall=self._recall_for(s), bump=False)
+        """The per-turn context with the plan of ``memory.*`` (:attr:`recall_plan`), and
+        with a team (``memory.store.team``) the team space's best notes for the message
+        beside the person's own, marked (``space="team"``). Recall counters are left to
+        :meth:`_queue_bump`."""
+        ctx = build_context(s, msg.user_message, self.recall_plan,
+                            TurnScope(session=msg.session, working_dir=msg.working_dir,
+                                      recall_text=msg.recall_query,
+                                      pinned=None if msg.recalled is None
+                                      else tuple(msg.recalled)),
+                            recall=self._recall_for(s), bump=False)
+        k = self.cfg.store.team_recall_k
+        if self.team is None or not k:
+            return ctx
+        query = recall_query(msg.recall_query or msg.user_message)
+        own = {content_key(n.content) for n in ctx.recalled}
+        shared = [msgspec.structs.replace(n, space="team")
+                  for n in self.team.notes.recall(query, k=k, bump=False,
+                                                  working_dir=msg.working_dir)
+                  if content_key(n.content) not in own]
+        if not shared:
+            return ctx
+        hits = len(ctx.recalled) - ctx.expanded
+        return msgspec.structs.replace(
+            ctx, recalled=ctx.recalled[:hits] + shared + ctx.recalled[hits:])
 
     def _apply_reflection(self, msg: ApplyReflection) -> ApplyResult:  # noqa: C901
         """Write every fact and note of one reflection in ONE transaction; invalid items
@@ -744,6 +763,8 @@ class MemoryActor:
         if self.remote:  # (the writer owns the sessions' pool and closes it)
             self.r.conn.close()
             self.conn.close()
+            if self.team is not None:
+                self.team.conn.close()
             return
         self.r.conn.close()
         try:
@@ -762,11 +783,13 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
     conn: Connection
     reader: Connection
     quarantined: str | None = None
+    team: Connection | None = None
     if boot.config.memory.store.engine == "postgres":
-        from actors.store.pg.engine import open_postgres
+        from actors.store.pg.engine import open_postgres, open_team
 
         conn, reader = await trio.to_thread.run_sync(open_postgres, boot.path,
                                                      boot.config.memory.store)
+        team = await trio.to_thread.run_sync(open_team, boot.path, boot.config.memory.store)
         where = "postgresql"
     else:
         conn, quarantined = await trio.to_thread.run_sync(open_or_quarantine, path)
@@ -776,7 +799,7 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
             conn.close()
             raise
         where = str(path)
-    actor = MemoryActor(ctx, boot, conn, reader, quarantined)
+    actor = MemoryActor(ctx, boot, conn, reader, quarantined, team)
     await actor.activity.open()
     log.info("memory.opened", path=where, schema=store_version(conn),
              notes=await actor._read(lambda s: s.notes.count()), quarantined=quarantined)

@@ -47,7 +47,7 @@ from actors.store.errors import ValidationError
 from actors.store.records import (Lesson, LessonPointer, Link, Note, Procedure,
                                   ProcedurePointer, ProfileFact, Vote)
 
-Scope = Literal["read", "write", "forget", "admin"]
+Scope = Literal["read", "write", "forget", "admin", "team:write"]
 """What a client token may do (docs/integrations.md, "Per-app access")."""
 Guard = Literal["fact", "note", "removal"]
 """Which write guard judges an agent's call (:func:`actors.policy.write_guard.refusal`)."""
@@ -309,6 +309,16 @@ class NotesArchive(MemoryOp[Note], tag="memory.notes.archive"):
     archived: bool = True
 
 
+@op("Share one of your notes with your team: a copy goes to the team space, where every "
+    "member's recall finds it (PostgreSQL engine with memory.store.team).",
+    access="team:write", writes=True)
+class Share(MemoryOp[Note], tag="memory.share"):
+    """``id``: the note to share; the team's copy answers (its ``space`` is ``team``).
+    Sharing the same text again returns the copy already there."""
+
+    id: int
+
+
 @op("Notes, newest first.")
 class NotesList(MemoryOp[list[Note]], tag="memory.notes.list"):
     limit: int = 50
@@ -443,7 +453,7 @@ class Consolidate(MemoryOp[TickReport], tag="memory.consolidate"):
 
 MemoryRequest = (ProfileSet | ProfileRemove | ProfileList | ProfileHistory | ProfilePurge
                  | NotesStore | NotesRecall | NotesGet | NotesSearch | NotesForget
-                 | NotesArchive | NotesList | LessonsRecall | ProceduresRecall | LessonsList
+                 | NotesArchive | Share | NotesList | LessonsRecall | ProceduresRecall | LessonsList
                  | ProceduresList | LessonsGet | ProceduresGet | LinksList | LinksAdd
                  | VotesTail | ContextPreview | Export | Import | Backup | Stats | Activity
                  | Consolidate)

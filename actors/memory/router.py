@@ -64,6 +64,8 @@ class OpCall:
         files: where ``memory.export``, ``memory.backup`` and ``memory.import`` may read
             and write (:class:`~actors.store.files.FileRoom`); without one those ops are
             refused.
+        team: the team space (``memory.store.team``), where ``memory.share`` copies a
+            note; without one it is refused.
     """
 
     source: str = "agent"
@@ -76,6 +78,7 @@ class OpCall:
     recall: Callable[..., list[Note]] | None = None
     context: Callable[[ops.ContextPreview], ContextAnswer] | None = None
     files: FileRoom | None = None
+    team: MemoryEngine | None = None
 
 
 def run_op(stores: MemoryEngine, op: str, args: object, call: OpCall = OpCall()
@@ -168,9 +171,26 @@ def run(stores: MemoryEngine, request: MemoryOp[Any], call: OpCall = OpCall()
         case ops.Backup(path=path, overwrite=overwrite):
             return msgspec.convert(s.backup(path, _needs_files(c, request),
                                             overwrite=overwrite), ops.BackupResult), {}
+        case ops.Share(id=note_id):
+            return _share(note_id, s, c), {}
         case _:
             raise ValidationError("op", f"{request.name} is answered by the daemon, not "
                                         "by the store")
+
+
+def _share(note_id: int, s: MemoryEngine, c: OpCall) -> Note:
+    """``memory.share``: a copy of the person's note ``note_id`` in the team space, written
+    by ``shared`` (the team's own dedup answers the copy already there)."""
+    if c.team is None:
+        raise ValidationError("id", "sharing needs a team: memory.store.team, on the "
+                                    "PostgreSQL engine (docs/teams.md)")
+    note = s.notes.get(note_id) if note_id > 0 else None
+    if note is None:
+        raise NotFound(f"no note #{note_id}")
+    with c.team.transaction():
+        copy = c.team.notes.store(note.content, tags=note.tags, source=note.source,
+                                  origin="shared", session_id=c.session, turn_id=c.turn)
+    return msgspec.structs.replace(copy, space="team")
 
 
 def import_change(result: ops.ImportResult) -> Change:

@@ -40,6 +40,8 @@ class Note(msgspec.Struct, rename="camel"):
         created_at / updated_at: Unix ms.
         score: recall relevance in [0, 1], strongest hit 1.0; None outside recall.
         archived: True once the note was archived (still readable by id).
+        space: ``"team"`` for a note of the team space recalled beside the person's own
+            (the PostgreSQL engine, docs/teams.md); None for the person's own notes.
     """
 
     id: int
@@ -59,6 +61,7 @@ class Note(msgspec.Struct, rename="camel"):
     turn_id: str | None = None
     recall_count: int = 0
     last_recalled_at: int | None = None
+    space: str | None = None
 
 
 class ProfileFact(msgspec.Struct, rename="camel"):

@@ -310,6 +310,8 @@ def _note_line(note: Note, preview: str, superseded: Mapping[int, int] | None = 
     when = f" {date}:" if date else ""
     if reads_as_instruction(note.content):
         preview = INERT  # stored text never acts, however it got in
+    if note.space == "team":
+        mark += " (shared by your team)"
     return neutralise(f"- #{note.id}{_tags_part(note.tags)}{mark}{when} {preview}")
 
 

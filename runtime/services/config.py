@@ -286,13 +286,18 @@ class StoreConfig(_C):
     directory) says which server; neither is ever logged or shown. ``tenant``: whose
     memory this daemon keeps (default: an id made once and kept in
     ``<state>/tenant``, so two state directories on one server are two people).
-    ``poolSize``: connections the daemon keeps open to the server.
+    ``team``: the team whose shared space this daemon reads (its notes recalled beside
+    the person's own, at most ``teamRecallK`` a turn, each marked) and, for clients
+    with the ``team:write`` scope, shares into (``memory.share``). ``poolSize``:
+    connections the daemon keeps open to the server.
     """
 
     engine: Literal["sqlite", "postgres"] = "sqlite"
     url: str | None = None
     url_file: str | None = None
     tenant: Annotated[str, Meta(pattern=TENANT_PATTERN)] | None = None
+    team: Annotated[str, Meta(pattern=TENANT_PATTERN)] | None = None
+    team_recall_k: Annotated[int, Meta(ge=0, le=10)] = 2
     pool_size: Annotated[int, Meta(ge=1, le=64)] = 4
 
     def __post_init__(self) -> None:
@@ -300,6 +305,8 @@ class StoreConfig(_C):
             raise ValueError("set url or urlFile, not both")
         if self.engine == "postgres" and self.url is None and self.url_file is None:
             raise ValueError("engine postgres needs url (postgresql://…) or urlFile")
+        if self.team is not None and self.engine != "postgres":
+            raise ValueError("team needs engine postgres (a team shares one server)")
         if self.url is not None and not self.url.startswith(("postgresql://", "postgres://")):
             raise ValueError("url must start with postgresql:// (or postgres://)")
 

@@ -239,6 +239,16 @@ COMMANDS: list[MemoryCommand[Any]] = [
                       else "restored")),
                   _args(_NOTE_ID, _option("--restore", action="store_true",
                                           help="bring an archived note back"))),
+    MemoryCommand(("share",), "share a note with your team (PostgreSQL engine, "
+                  "memory.store.team)",
+                  lambda args: ops.Share(id=args.id),
+                  _say(lambda args, data: f"shared #{args.id} with your team as #{data.id}"),
+                  _NOTE_ID,
+                  description="Copy one of your notes into your team's shared space, where "
+                              "every member's recall finds it beside their own notes, marked "
+                              "as shared. Needs the PostgreSQL engine with memory.store.team "
+                              "set, and a client with the team:write scope "
+                              "(docs/teams.md)."),
     MemoryCommand(("stats",), "counts, schema, embedding status",
                   lambda args: ops.Stats(),
                   lambda c, args, data: print(json.dumps(data, indent=2))),
@@ -306,7 +316,7 @@ COMMANDS: list[MemoryCommand[Any]] = [
 ]
 """Every ``memory`` sub-command that is one memory op, in ``--help`` order."""
 
-_ORDER = ("profile", "notes", "stats", "backup", "export", "import", "context", "reindex",
+_ORDER = ("profile", "notes", "share", "stats", "backup", "export", "import", "context", "reindex",
           "recover", "migrate", "lessons", "procedures", "consolidate", "links")
 """The order ``memory --help`` lists its sub-commands in."""
 

@@ -11,8 +11,9 @@ SHA-256, the scopes, when it was made and whether it is paused::
 Scopes (:data:`SCOPES`): ``read`` (recall, list, search, sessions, metrics, the activity
 of its own), ``write`` (store, set, archive, link; a chat turn needs ``read`` and
 ``write``: reflection writes what it learns), ``forget`` (delete a note, remove or purge a
-fact, delete a session) and ``admin`` (export, import, backup, shutdown, the activity log,
-managing clients). :func:`op_scope` maps each memory operation to the one it needs.
+fact, delete a session), ``admin`` (export, import, backup, shutdown, the activity log,
+managing clients) and ``team:write`` (share a note with the team space, docs/teams.md).
+:func:`op_scope` maps each memory operation to the one it needs.
 
 The daemon reads the file again when it changes (:meth:`ClientRegistry.reload`): a
 revoked or paused app's connections are closed and its next request refused, the others

@@ -27,7 +27,7 @@ from .connection import PgConnection, configure_session
 from .schema import migrate
 
 __all__ = ["TENANT_FILE", "connect_admin", "open_engine_connection", "open_pool", "open_postgres",
-           "tenant_of", "url_of"]
+           "open_team", "team_tenant", "tenant_of", "url_of"]
 
 logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)
 # (each failed reconnection would print two lines on the daemon's stderr; the memory actor
@@ -131,3 +131,18 @@ def open_postgres(state_dir: Path, store: StoreConfig) -> tuple[PgConnection, Pg
     writer = open_engine_connection(url, tenant_of(state_dir, store.tenant),
                                     size=max(2, store.pool_size))
     return writer, PgConnection(writer.pool)
+
+
+def team_tenant(team: str) -> str:
+    """The tenant id of team ``team``'s shared space (``team:<name>``: no person's id has
+    a colon)."""
+    return f"team:{team}"
+
+
+def open_team(state_dir: Path, store: StoreConfig) -> PgConnection | None:
+    """The connection to the team space of ``memory.store.team`` (None without one), on
+    a pool of its own (two sessions). Raises DatabaseUnavailable."""
+    if not store.team:
+        return None
+    url = url_of(state_dir, store.url, store.url_file)
+    return PgConnection(open_pool(url, team_tenant(store.team), size=2), owns_pool=True)
