@@ -41,7 +41,8 @@ from pathlib import Path
 import trio
 
 from actors.store.stores import open_stores
-from actors.store.schema import open_database, write_txn
+from actors.store.schema import open_database
+from actors.store.sql import Connection, write_txn
 from bench._results import MANY_CLIENTS, machine_line, percentile, publish, utc_now
 from runtime.services.config import Config
 from runtime.shell.client import open_client
@@ -138,10 +139,17 @@ async def drained_reflections(url: str, token: str, expected: int, limit_s: floa
     return outcomes
 
 
-def seed_memory(state: Path, notes: int, facts: int) -> None:
+def seed_memory(state: Path, notes: int, facts: int, pg_url: str | None = None) -> None:
     """Give a fresh state the memory of an established user, the same in both modes, so
-    that what differs is the reflection work, not the size of the recalled memory."""
-    conn = open_database(str(state / "memory.sqlite"))
+    that what differs is the reflection work, not the size of the recalled memory. With
+    ``pg_url``, on that PostgreSQL server as the state directory's tenant
+    (docs/teams.md) instead of in ``<state>/memory.sqlite``."""
+    if pg_url is not None:
+        from actors.store.pg.engine import open_engine_connection, tenant_of
+
+        conn: Connection = open_engine_connection(pg_url, tenant_of(state, None), size=2)
+    else:
+        conn = open_database(str(state / "memory.sqlite"))
     stores = open_stores(conn, Config().memory)
     words = "coffee lisbon pytest piano travel sister editor garden budget docker".split()
     with write_txn(conn):

@@ -84,27 +84,6 @@ async def backfilled(url: str, token: str, notes: int, limit_s: float = 120) -> 
         print("backfill did not finish in time; measuring anyway", file=sys.stderr)
 
 
-def _seed_postgres(state: Path, url: str, notes: int, facts: int) -> None:
-    """:func:`bench.reflection.seed_memory`'s memory, on the PostgreSQL engine as this
-    state directory's tenant."""
-    from actors.store.pg.engine import open_engine_connection, tenant_of
-    from actors.store.sql import write_txn
-    from actors.store.stores import open_stores
-    from runtime.services.config import Config
-
-    conn = open_engine_connection(url, tenant_of(state, None), size=2)
-    stores = open_stores(conn, Config().memory)
-    with write_txn(conn):
-        for i in range(notes):
-            stores.notes.store(f"The user mentioned {WORDS[i % 10]} and {WORDS[i * 7 % 10]} "
-                               f"on day {i} (item {i}).", tags=["seed"],
-                               session_id=f"seed-{i // 20}")
-        for i in range(facts):
-            stores.profiles.set(f"seed_fact_{i}", f"{WORDS[i % 10]} detail {i}", pinned=i < 5,
-                                keywords=None if i < 5 else [WORDS[i % 10]])
-    conn.close()
-
-
 async def run(notes: int, turns: int, sessions: int, latency_ms: float,
               engine: str = "sqlite") -> dict:
     """Both phases on one daemon; returns samples, errors, wall times and CPU."""
@@ -119,7 +98,7 @@ async def run(notes: int, turns: int, sessions: int, latency_ms: float,
 
             url = pg_server.database("turn")
             config["memory"] = {"store": {"engine": "postgres", "url": url}}
-            await trio.to_thread.run_sync(_seed_postgres, state, url, notes, 40)
+            await trio.to_thread.run_sync(seed_memory, state, notes, 40, url)
         else:
             seed_memory(state, notes, 40)
         (state / "config.json").write_text(json.dumps(config))

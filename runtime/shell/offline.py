@@ -60,15 +60,17 @@ class OfflineMemory:
         self._conn: Connection | None = None
 
     def _open(self) -> Connection:
-        if self._conn is None and self.cfg.memory.store.engine == "postgres":
-            from actors.store.pg.engine import open_postgres
+        store = self.cfg.memory.store
+        if self._conn is None and store.engine == "postgres":
+            from actors.store.pg.engine import open_engine_connection, tenant_of, url_of
 
+            state = self.path.parent
             try:  # (the same server, tenant and schema the daemon uses)
-                writer, reader = open_postgres(self.path.parent, self.cfg.memory.store)
+                self._conn = open_engine_connection(
+                    url_of(state, store.url, store.url_file), tenant_of(state, store.tenant),
+                    size=2)
             except MemoryFailure as exc:
                 raise ClientError(exc.code, str(exc)) from None
-            reader.close()
-            self._conn = writer
         if self._conn is None:
             if not self.path.parent.exists():
                 raise ClientError("not_found", f"no state directory at {self.path.parent}")
