@@ -102,9 +102,9 @@ def translate(sql: str) -> tuple[str, bool, tuple[int, ...] | None]:
     return result
 
 
-def configure_session(conn: psycopg.Connection[Any], tenant: str, team: str | None = None,
-                      team_write: bool = False) -> None:
-    """Set up a fresh pooled session: the tenant (and team) row-level security reads,
+def configure_session(conn: psycopg.Connection[Any], tenant: str) -> None:
+    """Set up a fresh pooled session: the tenant row-level security reads (a team's space
+    is a tenant of its own),
     the member role for a superuser login, UTC. Raises psycopg errors as they come (the
     pool then retries the connection)."""
     with conn.cursor() as cur:
@@ -113,10 +113,8 @@ def configure_session(conn: psycopg.Connection[Any], tenant: str, team: str | No
         if row and row[0]:
             cur.execute(f"SET ROLE {MEMBER_ROLE}")
         cur.execute("SELECT set_config('app.tenant', %s, false),"
-                    " set_config('app.team', %s, false),"
-                    " set_config('app.team_write', %s, false),"
                     " set_config('TimeZone', 'UTC', false)",
-                    (tenant, team or "", "on" if team_write else "off"))
+                    (tenant,))
     conn.commit()
 
 

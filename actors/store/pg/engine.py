@@ -47,15 +47,13 @@ def connect_admin(url: str) -> psycopg.Connection[Any]:
         raise DatabaseUnavailable(f"cannot connect to the PostgreSQL server: {first}") from None
 
 
-def open_pool(url: str, tenant: str, *, size: int = 4, team: str | None = None,
-              team_write: bool = False) -> ConnectionPool[Any]:
+def open_pool(url: str, tenant: str, *, size: int = 4) -> ConnectionPool[Any]:
     """The tenant's pool of ``size`` sessions (opened now, so a bad URL fails here).
     Raises DatabaseUnavailable."""
     pool: ConnectionPool[Any] = ConnectionPool(
         url, min_size=1, max_size=size, open=False, timeout=CONNECT_TIMEOUT_S,
         kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
-        configure=functools.partial(configure_session, tenant=tenant, team=team,
-                                    team_write=team_write),
+        configure=functools.partial(configure_session, tenant=tenant),
         check=ConnectionPool.check_connection, reconnect_timeout=0,
         name=f"atomic-agent-{tenant}")
     try:
