@@ -204,3 +204,33 @@ def engine_conn(request, tmp_path):
     yield c
     c.close()
     c.pool.close()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def activity_log_on(request, tmp_path):
+    """Open the activity log on each engine in turn: ``open(**bounds)`` gives
+    ``<tmp>/activity.sqlite``, then tenant ``t1``'s tables on a fresh PostgreSQL
+    database; every log opened is closed at the end."""
+    from actors.store.activity import ActivityLog
+
+    opened: list = []
+    pg = None
+    if request.param == "postgres":
+        from actors.store.pg.engine import open_engine_connection
+
+        pg = open_engine_connection(request.getfixturevalue("pg_url"), "t1", size=2)
+
+    def open_log(**bounds):
+        if pg is None:
+            log = ActivityLog.open_file(tmp_path / "activity.sqlite", **bounds)
+        else:
+            log = ActivityLog(pg, **bounds)
+        opened.append(log)
+        return log
+
+    yield open_log
+    if pg is not None:
+        pg.close()
+    else:
+        for log in opened:
+            log.close()

@@ -19,7 +19,7 @@ import trio
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
-from actors.store.activity import ActivityEntry, ActivityLog
+from actors.store.activity import ActivityEntry
 from runtime.shell.client import ClientError, open_client
 from runtime.shell.clients import (ClientRegistry, ClientsError, add_client, op_scope,
                                    parse_scopes, read_clients, set_client)
@@ -119,8 +119,8 @@ async def test_a_tampered_clients_file_is_said_at_start_in_health_and_to_apps(tm
     assert len(started) == 1 and "clients.json is not a clients file" in started[0], started
 
 
-def test_the_activity_log_is_bounded_and_counts_what_it_dropped(tmp_path):
-    log = ActivityLog(tmp_path / "activity.sqlite", max_entries=5)
+def test_the_activity_log_is_bounded_and_counts_what_it_dropped(activity_log_on):
+    log = activity_log_on(max_entries=5)
     log.append([ActivityEntry(1000 + i, "a" if i % 2 else "b", "memory.notes.store", [i])
                 for i in range(8)])
     assert log.count() == 5 and log.dropped() == 3
@@ -129,15 +129,13 @@ def test_the_activity_log_is_bounded_and_counts_what_it_dropped(tmp_path):
     assert {e["client"] for e in log.entries(client="a")} == {"a"}
     assert log.entries(limit=2, before=entries[1]["id"])[0]["ids"] == [5]
     assert {c["client"] for c in log.clients()} == {"a", "b"}
-    log.close()
 
 
-def test_the_log_cannot_be_emptied_by_the_app_it_audits(tmp_path):
+def test_the_log_cannot_be_emptied_by_the_app_it_audits(activity_log_on):
     """An app's one write stays in the log whatever it sends after (cheap reads, refused
     requests, 28,000 of them); repeated refusals fold into one counted row; the counts
     are totals, not the rows kept."""
-    log = ActivityLog(tmp_path / "activity.sqlite", bounds={"write": 5, "refusal": 3,
-                                                            "read": 5})
+    log = activity_log_on(bounds={"write": 5, "refusal": 3, "read": 5})
     log.append([ActivityEntry(1000, "app", "memory.notes.store", [1], "ok", True)])
     log.append([ActivityEntry(2000 + i, "app", "memory.export", [], "forbidden", True)
                 for i in range(28_000)])
@@ -152,7 +150,6 @@ def test_the_log_cannot_be_emptied_by_the_app_it_audits(tmp_path):
     (app,) = log.clients()
     assert (app["writes"], app["reads"], app["refusals"]) == (1, 50, 28_006)
     assert log.count() == 1 + 5 + 3
-    log.close()
 
 
 def test_a_program_with_the_owners_token_cannot_claim_anothers_name(tmp_path):
@@ -165,15 +162,14 @@ def test_a_program_with_the_owners_token_cannot_claim_anothers_name(tmp_path):
         assert registry.owner_label(own) == own
 
 
-def test_a_refusal_repeated_within_a_minute_is_one_counted_row(tmp_path):
-    log = ActivityLog(tmp_path / "activity.sqlite")
+def test_a_refusal_repeated_within_a_minute_is_one_counted_row(activity_log_on):
+    log = activity_log_on()
     log.append([ActivityEntry(1000 + i, "app", "memory.export", [], "forbidden", True)
                 for i in range(100)])
     log.append([ActivityEntry(1000 + 120_000, "app", "memory.export", [], "forbidden", True)])
     rows = log.entries()
     assert [(r["op"], r["count"]) for r in rows] == [("memory.export", 1),
                                                     ("memory.export", 100)]
-    log.close()
 
 
 async def _memory(c, op: str, args: dict | None = None):

@@ -48,6 +48,15 @@ async def test_a_daemon_keeps_its_memory_on_postgres_and_two_people_stay_apart(
                 assert [n.content for n in found] == ["Ana's cat is called Miso"]
                 context = await c.run(ops.ContextPreview(message="tell me about my cat"))
                 assert "Miso" in context.text and "Oslo" not in context.text
+                # The activity log is on the server too, each person's own, across restarts.
+                page = await c.run(ops.Activity(reads=False))
+                assert page.enabled and {e["op"] for e in page.entries} >= {
+                    "memory.profile.set", "memory.notes.store"}
+        async with run_daemon(bob, llm_url=fake.url):
+            async with open_daemon(bob) as c:
+                page = await c.run(ops.Activity(reads=False))
+                assert [e["op"] for e in page.entries] == ["memory.profile.set"]
+    assert not (ana / "activity.sqlite").exists() and not (ana / "memory.sqlite").exists()
     # With no daemon running the CLI reads the same server, as the same person.
     r = subprocess.run([sys.executable, "-m", "runtime.shell.cli", "memory", "profile", "list",
                         "--state-dir", str(bob), "--json"], cwd=REPO, capture_output=True,

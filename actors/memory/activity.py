@@ -17,12 +17,14 @@ reads are not recorded (:data:`UNRECORDED_READERS`).
 Entries are buffered and appended every :data:`FLUSH_S` in one transaction, on a worker
 thread of their own, so a recall pays a list append, not a disk write. A failure to
 write is logged and the batch dropped (counted in ``agent.memory.activity.dropped``): the
-log is never a reason to fail a memory request.
+log is never a reason to fail a memory request. On the PostgreSQL engine a batch the
+server could not take (it is away) waits in the buffer for the next flush instead, up to
+:data:`BUFFER_MAX` entries.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -30,6 +32,7 @@ import structlog
 import trio
 
 from actors.store.activity import MAX_IDS, ActivityEntry, ActivityLog, now_ms
+from actors.store.errors import DatabaseUnavailable
 from actors.store.records import MemoryContext
 from runtime.services.metrics import Metrics
 
@@ -122,11 +125,19 @@ def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
 
 class ActivityRecorder:
     """Buffers :class:`ActivityEntry` rows and writes them in batches (module docstring).
-    ``path``: ``<state>/activity.sqlite``; a file that cannot be opened leaves the
-    recorder off (logged), never the actor."""
 
-    def __init__(self, path: Path, metrics: Metrics) -> None:
-        self.path = path
+    Args:
+        opener: makes the :class:`ActivityLog` (on a worker thread, at :meth:`open`):
+            ``<state>/activity.sqlite`` on the SQLite engine, the server's tables on
+            PostgreSQL. One that fails leaves the recorder off (logged), never the actor.
+        metrics: where dropped entries are counted.
+        where: what the log is, for the warning when it cannot be opened.
+    """
+
+    def __init__(self, opener: Callable[[], ActivityLog], metrics: Metrics, where: str
+                 ) -> None:
+        self.opener = opener
+        self.where = where
         self.metrics = metrics
         self.log: ActivityLog | None = None
         self.pending: list[ActivityEntry] = []
@@ -135,11 +146,10 @@ class ActivityRecorder:
 
     async def open(self) -> None:
         try:
-            self.log = await trio.to_thread.run_sync(ActivityLog, self.path,
-                                                     limiter=self.limiter)
-        except (apsw.Error, OSError, ValueError) as exc:  # never a reason to stop memory
-            log.warning("memory.activity_unavailable", path=repr(str(self.path)),
-                        error=str(exc)[:300])
+            self.log = await trio.to_thread.run_sync(self.opener, limiter=self.limiter)
+        except (apsw.Error, OSError, ValueError, DatabaseUnavailable) as exc:
+            # never a reason to stop memory
+            log.warning("memory.activity_unavailable", path=self.where, error=str(exc)[:300])
 
     def record(self, nursery: trio.Nursery, entry: ActivityEntry | None) -> None:
         """Queue one entry (None: nothing); the first one after a flush starts the next."""
@@ -168,6 +178,13 @@ class ActivityRecorder:
             return
         try:
             await trio.to_thread.run_sync(self.log.append, batch, limiter=self.limiter)
+        except DatabaseUnavailable as exc:  # the server is away: kept for the next flush
+            self.pending[:0] = batch
+            if len(self.pending) > BUFFER_MAX:
+                drop = len(self.pending) - BUFFER_MAX
+                del self.pending[:drop]
+                self.metrics.inc("agent.memory.activity.dropped", by=drop)
+            log.info("memory.activity_write_deferred", entries=len(batch), error=str(exc))
         except apsw.Error as exc:
             self.metrics.inc("agent.memory.activity.dropped", by=len(batch))
             log.warning("memory.activity_write_failed", entries=len(batch), error=str(exc))
@@ -196,7 +213,7 @@ class ActivityRecorder:
             return
         try:
             self.log.append(self.pending)
-        except apsw.Error as exc:
+        except (apsw.Error, DatabaseUnavailable) as exc:
             log.warning("memory.activity_write_failed", entries=len(self.pending),
                         error=str(exc))
         self.pending = []

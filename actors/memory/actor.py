@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import apsw
@@ -33,6 +34,7 @@ import structlog
 import trio
 
 from actors.store import cold
+from actors.store.activity import ActivityLog
 from actors.store.clock import CLOCK
 from actors.store.context import MemoryContext, build_context, recall_query
 from actors.store.tail import render_context
@@ -160,9 +162,22 @@ class MemoryActor:
         if stale := self.files.remove_stale():  # left by an export killed mid-write
             log.info("memory.stale_temp_files_removed", count=stale)
         self.db_path = boot.path / "memory.sqlite"
-        self.activity = ActivityRecorder(boot.path / "activity.sqlite", self.metrics)
+        self.activity = self._activity_recorder(boot.path / "activity.sqlite")
         self.last_write = time.monotonic()  # the idle checkpoint waits for a quiet spell
         self.last_checkpoint: dict[str, int] | None = None
+
+    def _activity_recorder(self, path: Path) -> ActivityRecorder:
+        """The activity log's recorder: ``path`` on SQLite; on PostgreSQL the server's
+        tables, through a connection of its own on the store's pool (its transactions
+        are its own)."""
+        if self.remote:
+            from actors.store.pg.connection import PgConnection
+
+            pool = cast(PgConnection, self.conn).pool
+            return ActivityRecorder(lambda: ActivityLog(PgConnection(pool)), self.metrics,
+                                    "the PostgreSQL server")
+        return ActivityRecorder(lambda: ActivityLog.open_file(path), self.metrics,
+                                repr(str(path)))
 
     async def _db(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn`` on the worker thread; a lock held past the busy timeout becomes
@@ -816,8 +831,9 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
     finally:
         with trio.CancelScope(shield=True):
             await actor.query_embedder.aclose()
-            await trio.to_thread.run_sync(actor.close, limiter=actor._limiter)
+            # (the log first: on PostgreSQL it writes through the store's pool)
             await trio.to_thread.run_sync(actor.activity.close, limiter=actor.activity.limiter)
+            await trio.to_thread.run_sync(actor.close, limiter=actor._limiter)
         log.info("memory.closed")
 
 

@@ -1,9 +1,14 @@
 """The activity log: which client read or wrote which memory, when, with what outcome
 (docs/dashboard.md, "Activity log").
 
-Its own SQLite file, ``<state>/activity.sqlite``, written only by the memory actor (the
-one process every memory read and write passes through), so it is never part of
-``memory.sqlite``'s exports or backups, and losing it loses no memory. Rows::
+On the SQLite engine it is a file of its own, ``<state>/activity.sqlite``, written only
+by the memory actor (the one process every memory read and write passes through), so it
+is never part of ``memory.sqlite``'s exports or backups, and losing it loses no memory. On
+the PostgreSQL engine it is three tables of the server's schema (``activity``,
+``activity_meta``, ``activity_totals``: :mod:`actors.store.pg.schema`), one tenant's rows
+each, so a daemon on a server keeps nothing of its memory on its own disk
+(docs/teams.md). The same statements run on both (:class:`ActivityLog` takes either
+connection). Rows::
 
     activity(id INTEGER PRIMARY KEY, at INTEGER  -- unix ms
              client TEXT, op TEXT, ids TEXT       -- JSON list: note ids, fact keys, ...
@@ -25,15 +30,17 @@ appends every half second), one transaction per batch.
 
 from __future__ import annotations
 
+import decimal
 import json
 import time
 from pathlib import Path
 from typing import TypedDict, cast
 
-import apsw
 import msgspec
 
 from runtime.services.sqlite_files import connect
+
+from .sql import Connection, dialect
 
 __all__ = ["BOUNDS", "FOLD_MS", "MAX_ENTRIES", "MAX_IDS", "ActivityEntry", "ActivityLog",
            "ActivityRow", "ClientTotals", "kind_of"]
@@ -126,23 +133,49 @@ class ClientTotals(TypedDict):
 
 
 class ActivityLog:
-    """``<state>/activity.sqlite`` (module docstring). Methods run in one thread at a
-    time (the caller serialises them); apsw errors propagate."""
+    """The activity log on ``conn`` (module docstring): an ``apsw.Connection`` to
+    ``<state>/activity.sqlite`` (:meth:`open_file`) or the PostgreSQL engine's
+    connection, whose schema already holds the tables. Methods run in one thread at a
+    time (the caller serialises them); the driver's errors propagate (on PostgreSQL,
+    :class:`actors.store.errors.DatabaseUnavailable`)."""
 
-    def __init__(self, path: Path, max_entries: int = MAX_ENTRIES,
+    def __init__(self, conn: Connection, max_entries: int = MAX_ENTRIES,
                  bounds: dict[str, int] | None = None) -> None:
-        self.path = path
+        self.conn = conn
         self.max_entries = max_entries
         self.bounds = dict(bounds or {**BOUNDS, "write": max_entries, "read": max_entries})
-        self.conn = connect(str(path))  # (a state dir that is not UTF-8 goes by its URI)
-        self.conn.setbusytimeout(2000)
-        self.conn.execute("PRAGMA journal_mode=WAL").fetchall()
-        self.conn.execute("PRAGMA synchronous=NORMAL")
-        with self.conn:
-            self.conn.execute(_SCHEMA)
-            if self._int("PRAGMA user_version") < 2:
-                self.conn.execute(_V2)
-                self.conn.execute("PRAGMA user_version = 2")
+        pg = dialect(conn) == "postgres"
+        self._meta = "activity_meta" if pg else "meta"
+        self._totals = "activity_totals" if pg else "totals"
+        # Each table's key within the tenant (PostgreSQL keys rows by tenant too).
+        self._meta_key = "tenant_id, name" if pg else "name"
+        self._totals_key = "tenant_id, client" if pg else "client"
+        self._greatest = "GREATEST" if pg else "MAX"
+
+    @classmethod
+    def open_file(cls, path: Path, max_entries: int = MAX_ENTRIES,
+                  bounds: dict[str, int] | None = None) -> ActivityLog:
+        """The log in the SQLite file ``path`` (made, or brought to v2, here). Raises
+        apsw.Error, OSError."""
+        conn = connect(str(path))  # (a state dir that is not UTF-8 goes by its URI)
+        try:
+            conn.setbusytimeout(2000)
+            conn.execute("PRAGMA journal_mode=WAL").fetchall()
+            conn.execute("PRAGMA synchronous=NORMAL")
+            with conn:
+                conn.execute(_SCHEMA)
+                if int(conn.execute("PRAGMA user_version").fetchall()[0][0] or 0) < 2:
+                    conn.execute(_V2)
+                    conn.execute("PRAGMA user_version = 2")
+        except BaseException:
+            conn.close()
+            raise
+        log = cls(conn, max_entries, bounds)
+        log.path = path
+        return log
+
+    path: Path | None = None
+    """The SQLite file (None on PostgreSQL)."""
 
     def append(self, entries: list[ActivityEntry]) -> None:
         """Write ``entries`` in one transaction (a refusal repeating the last one of its
@@ -156,11 +189,12 @@ class ActivityLog:
                 kind = kind_of(e.outcome, e.writes)
                 client, op, outcome = e.client[:80], e.op[:80], e.outcome[:40]
                 self.conn.execute(
-                    "INSERT INTO totals(client, reads, writes, refusals, last_at) "
-                    "VALUES (?, ?, ?, ?, ?) ON CONFLICT(client) DO UPDATE SET "
-                    "reads = reads + excluded.reads, writes = writes + excluded.writes, "
-                    "refusals = refusals + excluded.refusals, "
-                    "last_at = MAX(last_at, excluded.last_at)",
+                    f"INSERT INTO {self._totals}(client, reads, writes, refusals, last_at) "
+                    f"VALUES (?, ?, ?, ?, ?) ON CONFLICT({self._totals_key}) DO UPDATE SET "
+                    f"reads = {self._totals}.reads + excluded.reads, "
+                    f"writes = {self._totals}.writes + excluded.writes, "
+                    f"refusals = {self._totals}.refusals + excluded.refusals, "
+                    f"last_at = {self._greatest}({self._totals}.last_at, excluded.last_at)",
                     (client, int(kind == "read"), int(kind == "write"),
                      int(kind == "refusal"), e.at))
                 if kind == "refusal":
@@ -184,8 +218,10 @@ class ActivityLog:
                         "DELETE FROM activity WHERE id IN (SELECT id FROM activity WHERE "
                         "kind = ? ORDER BY id LIMIT ?)", (kind, kept - bound))
                     self.conn.execute(
-                        "INSERT INTO meta(name, value) VALUES ('dropped', ?) ON CONFLICT(name) "
-                        "DO UPDATE SET value = value + excluded.value", (kept - bound,))
+                        f"INSERT INTO {self._meta}(name, value) VALUES ('dropped', ?) "
+                        f"ON CONFLICT({self._meta_key}) "
+                        f"DO UPDATE SET value = {self._meta}.value + excluded.value",
+                        (kept - bound,))
 
     def entries(self, *, limit: int = 100, client: str | None = None,
                 before: int | None = None, op_prefix: str | None = None,
@@ -195,7 +231,7 @@ class ActivityLog:
         most ``limit`` (1..1000), only ``client``'s when given, only ids below ``before``
         (the next page), only ops starting with ``op_prefix``; without ``reads``, only
         writes and refusals (what changed memory, and what was stopped)."""
-        where: list[str] = ["1"]
+        where: list[str] = ["1 = 1"]
         args: list[str | int] = []
         if not reads:
             where.append("kind != 'read'")
@@ -222,14 +258,14 @@ class ActivityLog:
         latest first — running totals since the file was made, whatever rows the bounds
         have dropped since."""
         rows = cast(list[tuple[str, int, int, int, int]], self.conn.execute(
-            "SELECT client, reads, writes, refusals, last_at FROM totals "
+            f"SELECT client, reads, writes, refusals, last_at FROM {self._totals} "
             "ORDER BY last_at DESC").fetchall())
         return [{"client": r[0], "reads": r[1], "writes": r[2], "refusals": r[3],
                  "lastAt": r[4]} for r in rows]
 
     def dropped(self) -> int:
         """Rows dropped for the bound since the file was made."""
-        return self._int("SELECT value FROM meta WHERE name = 'dropped'")
+        return self._int(f"SELECT value FROM {self._meta} WHERE name = 'dropped'")
 
     def count(self) -> int:
         """Rows kept now."""
@@ -239,9 +275,11 @@ class ActivityLog:
         """The first column of the first row as an int (0 for no row or NULL)."""
         rows = self.conn.execute(sql, args).fetchall()
         value = rows[0][0] if rows else None
-        return int(value) if isinstance(value, (int, float)) else 0
+        return int(value) if isinstance(value, (int, float, decimal.Decimal)) else 0
 
     def close(self) -> None:
+        """Close the connection (on PostgreSQL, a connection on the memory store's pool,
+        which the store closes)."""
         self.conn.close()
 
 

@@ -147,7 +147,8 @@ def activity_text(data: dict[str, Any], client: str | None = None) -> str:
         outcome = "" if e["outcome"] == "ok" else f"  [{e['outcome']}]"
         lines.append(f"{when(e['at'])}  {e['client']:<{width}}  {e['op']}  {ids}{more}{outcome}")
     if not lines and not data.get("enabled", True):
-        lines.append("the activity log is off (activity.sqlite could not be opened)")
+        lines.append("the activity log is off (it could not be opened: the daemon's log "
+                     "says why)")
     elif not lines and client:
         seen = ", ".join(c["client"] for c in data.get("clients", [])) or "none yet"
         lines.append(f"no activity by {client!r} (apps seen: {seen})")
