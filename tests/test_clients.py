@@ -152,6 +152,27 @@ def test_the_log_cannot_be_emptied_by_the_app_it_audits(activity_log_on):
     assert log.count() == 1 + 5 + 3
 
 
+def test_a_team_note_is_logged_by_its_team_id_never_as_one_of_the_persons():
+    """A team space's note has an id of its own numbering: the log names it
+    ``team:<id>``, so the dashboard never opens the person's note of that number."""
+    from actors.memory import ops
+    from actors.memory.activity import entry_for
+    from actors.memory.messages import BuildContext, ToolOp
+    from actors.store.records import MemoryContext, Note
+
+    def note(i: int, space: str | None = None) -> Note:
+        return Note(id=i, content=f"n{i}", tags=[], source="user", scope="all",
+                    working_dir=None, created_at=1, updated_at=1, space=space)
+
+    listed = entry_for(ToolOp(request=ops.NotesList(space="team"), client="cli"),
+                       [note(3, "team"), note(4, "team")], "ok")
+    assert listed is not None and listed.ids == ["team:3", "team:4"]
+    given = entry_for(BuildContext(session="s", user_message="hi"),
+                      MemoryContext(profile=[], recalled=[note(3), note(3, "team")], index=[]),
+                      "ok")
+    assert given is not None and given.ids == [3, "team:3"]
+
+
 def test_a_program_with_the_owners_token_cannot_claim_anothers_name(tmp_path):
     add_client(tmp_path, "notes-app", ["read"])
     registry = ClientRegistry(tmp_path, "owner-token")

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import trio
+
 from actors.memory import ops
 from runtime.shell.client import open_daemon
 from tests.daemon import REPO, run_daemon
@@ -236,3 +238,61 @@ async def test_a_shared_note_reaches_every_member_and_only_with_team_write(
                     raise AssertionError("shared without a team")
                 except ClientError as exc:
                     assert exc.code == "invalid_argument" and "needs a team" in str(exc)
+
+
+async def test_the_dashboard_shares_a_note_shows_the_teams_and_removes_one(
+        tmp_path: Path, pg_url: str) -> None:
+    """The note page's share button, the team's notes page (marked, searchable, each
+    removable after a confirmation), and the CLI's ``notes list --team`` / ``unshare``."""
+    from tests.test_dashboard import _csrf, _login
+
+    ana, bob = tmp_path / "ana", tmp_path / "bob"
+    _configure(ana, pg_url, team="garden-club")
+    _configure(bob, pg_url, team="garden-club")
+    async with open_fake_llama(tmp_path, []) as fake:
+        async with run_daemon(ana, llm_url=fake.url) as d:
+            async with open_daemon(ana) as c:
+                mine = await c.run(ops.NotesStore(content="The compost bins are behind the "
+                                                          "shed"))
+            base = d.ready["openaiUrl"].removesuffix("/v1")
+            async with _login(base, d.token) as http:
+                page = (await http.get(f"/ui/notes/{mine.id}")).text
+                assert "Share with team garden-club" in page
+                shared = await http.post(f"/ui/notes/{mine.id}/share", headers={"Origin": base},
+                                         data={"csrf": _csrf(page)})
+                assert shared.status_code == 303
+                page = (await http.get(shared.headers["location"])).text
+                assert "Shared with team garden-club as" in page
+        async with run_daemon(bob, llm_url=fake.url) as d:
+            async with open_daemon(bob) as c:
+                await c.run(ops.NotesStore(content="Bob's own note about his tomatoes"))
+                (team_note,) = await c.run(ops.NotesList(space="team"))
+                assert team_note.space == "team" and "compost" in team_note.content
+                found = await c.run(ops.NotesSearch(query="compost", space="team"))
+                assert [n.id for n in found] == [team_note.id]
+                await c.run(ops.ContextPreview(message="where are the compost bins?"))
+            base = d.ready["openaiUrl"].removesuffix("/v1")
+            async with _login(base, d.token) as http:
+                mine_page = (await http.get("/ui/notes")).text
+                assert "tomatoes" in mine_page and "compost" not in mine_page
+                assert "team garden-club" in mine_page  # the space choice
+                team_page = (await http.get("/ui/notes?space=team")).text
+                assert "compost" in team_page and f"team #{team_note.id}" in team_page
+                assert "tomatoes" not in team_page
+                confirm = (await http.get(f"/ui/notes?space=team&confirm={team_note.id}")).text
+                assert "Remove it from the team?" in confirm
+            # The CLI lists the team's notes and removes one (the daemon is running).
+            listed = await trio.to_thread.run_sync(
+                _cli, "memory", "notes", "list", "--team", "--state-dir", str(bob))
+            assert listed.returncode == 0 and "(shared by your team)" in listed.stdout
+            gone = await trio.to_thread.run_sync(
+                _cli, "memory", "unshare", str(team_note.id), "--state-dir", str(bob))
+            assert gone.returncode == 0, gone.stderr
+            again = await trio.to_thread.run_sync(
+                _cli, "memory", "unshare", str(team_note.id), "--state-dir", str(bob))
+            assert again.returncode == 1 and f"team note #{team_note.id}" in again.stderr
+            async with open_daemon(bob) as c:
+                assert await c.run(ops.NotesList(space="team")) == []
+        async with run_daemon(ana, llm_url=fake.url):
+            async with open_daemon(ana) as c:  # her own note stays hers
+                assert [n.content for n in await c.run(ops.NotesList())] == [mine.content]

@@ -56,7 +56,7 @@ BUFFER_MAX = 5_000
 def ids_of(data: Any, change: dict[str, Any] | None = None) -> list[int | str]:
     """The ids an op touched: a write's ``change`` (``ids`` then ``keys``), else what it
     returned (a note or fact, as a record or a dict, or a list of them; a fact by its
-    key), at most MAX_IDS."""
+    key; a team space's note as ``team:<id>``), at most MAX_IDS."""
     out: list[int | str] = []
     if change:
         out += [i for i in change.get("ids", []) if isinstance(i, int)]
@@ -68,6 +68,8 @@ def ids_of(data: Any, change: dict[str, Any] | None = None) -> list[int | str]:
                 value = item.get("id", item.get("key"))
             else:  # a store record (Note, ProfileFact, ...): its key, else its id
                 value = getattr(item, "key", None) or getattr(item, "id", None)
+                if getattr(item, "space", None) == "team":  # not one of the person's ids
+                    value = f"team:{value}"
             if isinstance(value, (int, str)) and not isinstance(value, bool):
                 out.append(value)
     return out[:MAX_IDS]
@@ -98,7 +100,8 @@ def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
             return ActivityEntry(now_ms(), msg.client or msg.source, request.name,
                                  ids[:MAX_IDS], outcome, writes)
         case BuildContext() if isinstance(result, MemoryContext):
-            given: list[int | str] = [n.id for n in result.recalled]
+            given: list[int | str] = [f"team:{n.id}" if n.space == "team" else n.id
+                                      for n in result.recalled]
             given += [f.key for f in result.profile]
             given += [f"lesson:{x.id}" for x in result.lessons]
             given += [f"procedure:{x.id}" for x in result.procedures]

@@ -123,7 +123,7 @@ class MemoryActor:
 
     def __init__(self, ctx: ActorContext, boot: ActorBoot, conn: Connection,
                  reader: Connection, quarantined: str | None,
-                 team: Connection | None = None) -> None:
+                 team: tuple[Connection, Connection] | None = None) -> None:
         self.ctx = ctx
         self.cfg = boot.config.memory
         self.recall_plan = RecallPlan.from_config(self.cfg)
@@ -138,8 +138,10 @@ class MemoryActor:
         self.quarantined = quarantined
         self.w = open_stores(conn, self.cfg)
         self.r = open_stores(reader, self.cfg)
-        # The team space (PostgreSQL, memory.store.team): its own tenant on the server.
-        self.team = open_stores(team, self.cfg) if team is not None else None
+        # The team space (PostgreSQL, memory.store.team): its own tenant on the server,
+        # written on the writer's thread (team) and read on the reader's (team_r).
+        self.team = open_stores(team[0], self.cfg) if team is not None else None
+        self.team_r = open_stores(team[1], self.cfg) if team is not None else None
         self.query_embedder = QueryEmbedder(self.cfg.embeddings)
         # Hybrid recall's newest-vectors scan: new vectors are folded in (VectorCache.add).
         self.vector_cache = VectorCache()
@@ -260,7 +262,11 @@ class MemoryActor:
             source=msg.source, session=msg.session, turn=msg.turn, batch=msg.batch,
             client=msg.client, default_k=self.cfg.notes.recall_default_k, defer_bump=defer_bump,
             recall=self._recall_for(s), context=lambda a: self._context_answer(s, msg.session, a),
-            files=self.files, team=self.team))
+            files=self.files, team=self._team_of(s)))
+
+    def _team_of(self, s: StoreSet) -> StoreSet | None:
+        """The team space's stores for work on ``s``'s thread (writer or reader)."""
+        return self.team if s is self.w else self.team_r
 
     def _run_write_op(self, s: StoreSet, msg: ToolOp) -> tuple[object, Change, list[str]]:
         """:meth:`_run_op` for a write, plus the text it forgot when it deleted a note or
@@ -580,12 +586,13 @@ class MemoryActor:
                                       else tuple(msg.recalled)),
                             recall=self._recall_for(s), bump=False)
         k = self.cfg.store.team_recall_k
-        if self.team is None or not k:
+        team = self._team_of(s)
+        if team is None or not k:
             return ctx
         query = recall_query(msg.recall_query or msg.user_message)
         own = {content_key(n.content) for n in ctx.recalled}
         shared = [msgspec.structs.replace(n, space="team")
-                  for n in self.team.notes.recall(query, k=k, bump=False,
+                  for n in team.notes.recall(query, k=k, bump=False,
                                                   working_dir=msg.working_dir)
                   if content_key(n.content) not in own]
         if not shared:
@@ -691,6 +698,8 @@ class MemoryActor:
         if self.remote:
             out["tenant"] = self.w.conn.execute(
                 "SELECT current_setting('app.tenant')").fetchall()[0][0]
+            out["team"] = None if self.team is None else {
+                "name": self.cfg.store.team, "notes": self.team.notes.count()}
         else:
             out["wal"] = wal_state(self.db_path, self.last_checkpoint)
         return out
@@ -778,7 +787,8 @@ class MemoryActor:
         if self.remote:  # (the writer owns the sessions' pool and closes it)
             self.r.conn.close()
             self.conn.close()
-            if self.team is not None:
+            if self.team is not None and self.team_r is not None:
+                self.team_r.conn.close()
                 self.team.conn.close()
             return
         self.r.conn.close()
@@ -798,7 +808,7 @@ async def open_actor(ctx: ActorContext, config: bytes) -> AsyncIterator[MemoryAc
     conn: Connection
     reader: Connection
     quarantined: str | None = None
-    team: Connection | None = None
+    team: tuple[Connection, Connection] | None = None
     if boot.config.memory.store.engine == "postgres":
         from actors.store.pg.engine import open_postgres, open_team
 

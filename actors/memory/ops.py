@@ -210,6 +210,8 @@ _WorkingDir = Annotated[str | None, Meta(
 _K = Annotated[int | None, Meta(
     description="How many (default: memory.notes.recallDefaultK for notes).")]
 _Tags = Annotated[list[str] | None, Meta(description="Only notes with all of these tags.")]
+_Space = Annotated[Literal["own", "team"], Meta(
+    description="own: your notes; team: your team's shared space (needs a team).")]
 _Limit = Annotated[int, Meta(description="At most this many, newest first.")]
 
 
@@ -294,6 +296,7 @@ class NotesSearch(MemoryOp[list[Note]], tag="memory.notes.search"):
     query: Annotated[str, Meta(description="The words to find.")]
     k: _K = None
     tags: _Tags = None
+    space: _Space = "own"
 
 
 @op("Delete the note with this id.", access="forget", writes=True, tool=True,
@@ -319,10 +322,23 @@ class Share(MemoryOp[Note], tag="memory.share"):
     id: int
 
 
+@op("Remove a note from your team's shared space (PostgreSQL engine with "
+    "memory.store.team); the member's own note, if any, stays.", access="team:write",
+    writes=True)
+class Unshare(MemoryOp[Removed], tag="memory.unshare"):
+    """``id``: the team space's note (its id there, as ``memory.notes.list`` with
+    ``space="team"`` shows it)."""
+
+    id: int
+
+
 @op("Notes, newest first.")
 class NotesList(MemoryOp[list[Note]], tag="memory.notes.list"):
+    """``space``: ``own`` (the person's notes) or ``team`` (the team's shared space)."""
+
     limit: int = 50
     archived: Literal["active", "archived", "all"] = "active"
+    space: _Space = "own"
 
 
 @op("Lessons distilled from earlier conversations, by query or id, with their principle.",
@@ -453,7 +469,7 @@ class Consolidate(MemoryOp[TickReport], tag="memory.consolidate"):
 
 MemoryRequest = (ProfileSet | ProfileRemove | ProfileList | ProfileHistory | ProfilePurge
                  | NotesStore | NotesRecall | NotesGet | NotesSearch | NotesForget
-                 | NotesArchive | Share | NotesList | LessonsRecall | ProceduresRecall | LessonsList
+                 | NotesArchive | Share | Unshare | NotesList | LessonsRecall | ProceduresRecall | LessonsList
                  | ProceduresList | LessonsGet | ProceduresGet | LinksList | LinksAdd
                  | VotesTail | ContextPreview | Export | Import | Backup | Stats | Activity
                  | Consolidate)

@@ -128,6 +128,10 @@ def run(stores: MemoryEngine, request: MemoryOp[Any], call: OpCall = OpCall()
             if found is None:
                 raise NotFound(f"no note #{note_id}")
             return found, {}
+        case ops.NotesSearch(space="team"):
+            return _as_team(_team_notes(c).notes.recall(
+                request.query, k=request.k or c.default_k, scope="all", tags=request.tags,
+                bump=False)), {}
         case ops.NotesSearch():
             return s.notes.recall(request.query, k=request.k or c.default_k, scope="all",
                                   tags=request.tags, bump=False), {}
@@ -138,6 +142,8 @@ def run(stores: MemoryEngine, request: MemoryOp[Any], call: OpCall = OpCall()
             if not s.notes.set_archived(note_id, archived):
                 raise NotFound(f"no note #{note_id}")
             return s.notes.get(note_id), {"ids": [note_id]}
+        case ops.NotesList(limit=limit, archived=which, space="team"):
+            return _as_team(_team_notes(c).notes.list(limit, which)), {}
         case ops.NotesList(limit=limit, archived=which):
             return s.notes.list(limit, which), {}
         case ops.LessonsRecall(query=query, id=row_id, k=k):
@@ -173,22 +179,37 @@ def run(stores: MemoryEngine, request: MemoryOp[Any], call: OpCall = OpCall()
                                             overwrite=overwrite), ops.BackupResult), {}
         case ops.Share(id=note_id):
             return _share(note_id, s, c), {}
+        case ops.Unshare(id=note_id):
+            team = _team_notes(c)
+            with team.transaction():
+                return ops.Removed(team.notes.forget(note_id)), {}
         case _:
             raise ValidationError("op", f"{request.name} is answered by the daemon, not "
                                         "by the store")
 
 
+def _team_notes(c: OpCall) -> MemoryEngine:
+    """The team space's stores; ValidationError when the daemon has no team."""
+    if c.team is None:
+        raise ValidationError("space", "this needs a team: memory.store.team, on the "
+                                       "PostgreSQL engine (docs/teams.md)")
+    return c.team
+
+
+def _as_team(notes: list[Note]) -> list[Note]:
+    """``notes`` of the team space, marked so (``space="team"``)."""
+    return [msgspec.structs.replace(n, space="team") for n in notes]
+
+
 def _share(note_id: int, s: MemoryEngine, c: OpCall) -> Note:
     """``memory.share``: a copy of the person's note ``note_id`` in the team space, written
     by ``shared`` (the team's own dedup answers the copy already there)."""
-    if c.team is None:
-        raise ValidationError("id", "sharing needs a team: memory.store.team, on the "
-                                    "PostgreSQL engine (docs/teams.md)")
+    team = _team_notes(c)
     note = s.notes.get(note_id) if note_id > 0 else None
     if note is None:
         raise NotFound(f"no note #{note_id}")
-    with c.team.transaction():
-        copy = c.team.notes.store(note.content, tags=note.tags, source=note.source,
+    with team.transaction():
+        copy = team.notes.store(note.content, tags=note.tags, source=note.source,
                                   origin="shared", session_id=c.session, turn_id=c.turn)
     return msgspec.structs.replace(copy, space="team")
 

@@ -208,12 +208,16 @@ COMMANDS: list[MemoryCommand[Any]] = [
                   lambda args: ops.ProfileHistory(key=args.key),
                   _profile_history, _KEY),
     MemoryCommand(("notes", "list"), "newest notes",
-                  lambda args: ops.NotesList(limit=args.limit, archived=args.archived),
+                  lambda args: ops.NotesList(limit=args.limit, archived=args.archived,
+                                             space="team" if args.team else "own"),
                   _listing("(no notes)", print_note),
                   _args(_option("--limit", type=int, default=50, help="how many (default 50)"),
                         _option("--archived", choices=["active", "archived", "all"],
                                 default="active",
-                                help="which notes: active (default), archived or all"))),
+                                help="which notes: active (default), archived or all"),
+                        _option("--team", action="store_true",
+                                help="your team's shared notes instead of yours "
+                                     "(memory.store.team)"))),
     MemoryCommand(("notes", "show"), "one note by id",
                   lambda args: ops.NotesRecall(id=args.id),
                   _note_shown, _NOTE_ID,
@@ -249,6 +253,14 @@ COMMANDS: list[MemoryCommand[Any]] = [
                               "as shared. Needs the PostgreSQL engine with memory.store.team "
                               "set, and a client with the team:write scope "
                               "(docs/teams.md)."),
+    MemoryCommand(("unshare",), "remove a note from your team's shared space",
+                  lambda args: ops.Unshare(id=args.id),
+                  _say(lambda args, data: f"removed team note #{args.id}"),
+                  _NOTE_ID, missing=_removed(lambda args: f"team note #{args.id}"),
+                  description="Remove a note from your team's shared space by its id there "
+                              "(`memory notes list --team` shows them); every member's recall "
+                              "stops finding it. A member's own note of the same text stays. "
+                              "Needs the team:write scope (docs/teams.md)."),
     MemoryCommand(("stats",), "counts, schema, embedding status",
                   lambda args: ops.Stats(),
                   lambda c, args, data: print(json.dumps(data, indent=2))),
@@ -316,8 +328,9 @@ COMMANDS: list[MemoryCommand[Any]] = [
 ]
 """Every ``memory`` sub-command that is one memory op, in ``--help`` order."""
 
-_ORDER = ("profile", "notes", "share", "stats", "backup", "export", "import", "context", "reindex",
-          "recover", "migrate", "lessons", "procedures", "consolidate", "links")
+_ORDER = ("profile", "notes", "share", "unshare", "stats", "backup", "export", "import",
+          "context", "reindex", "recover", "migrate", "lessons", "procedures", "consolidate",
+          "links")
 """The order ``memory --help`` lists its sub-commands in."""
 
 

@@ -41,12 +41,13 @@ def print_fact(f: ProfileFact) -> None:
 
 
 def print_note(n: Note) -> None:
-    """One note on one line: id, tags, the day it was written (as the prompt shows it),
-    score when recalled, the start of its text."""
+    """One note on one line: id, tags, whether it is the team's, the day it was written
+    (as the prompt shows it), score when recalled, the start of its text."""
     tags = f" [{', '.join(n.tags)}]" if n.tags else ""
     text = " ".join(n.content.split())[:100]
     score = f" (score {n.score:.2f})" if n.score is not None else ""
-    print(f"#{n.id}{tags} {written_date(n.created_at)}{score} {text}")
+    team = " (shared by your team)" if n.space == "team" else ""
+    print(f"#{n.id}{tags}{team} {written_date(n.created_at)}{score} {text}")
 
 
 def provenance(who: str | None, session_id: str | None, turn_id: str | None) -> str:

@@ -467,8 +467,10 @@ async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Superviso
     from .openai_api import OpenAIApi, PathRouter, serve_api
 
     assert gateway.registry.state_dir is not None  # (the daemon's registry reads one)
+    store = cfg.memory.store
     dashboard = DashboardApp(Backend(sup.request, gateway.metrics, gateway.registry.state_dir),
-                             gateway.registry, cfg.server)
+                             gateway.registry, cfg.server,
+                             team=store.team if store.engine == "postgres" else None)
     gateway.memory_listeners.append(dashboard.memory_changed)
     dashboard.clients_changed = gateway.apply_clients
     app = PathRouter(OpenAIApi(sup.request, conns.start_soon, gateway.turn_events,

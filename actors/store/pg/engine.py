@@ -137,10 +137,13 @@ def team_tenant(team: str) -> str:
     return f"team:{team}"
 
 
-def open_team(state_dir: Path, store: StoreConfig) -> PgConnection | None:
-    """The connection to the team space of ``memory.store.team`` (None without one), on
-    a pool of its own (two sessions). Raises DatabaseUnavailable."""
+def open_team(state_dir: Path, store: StoreConfig
+              ) -> tuple[PgConnection, PgConnection] | None:
+    """The writer and reader connections to the team space of ``memory.store.team``
+    (None without one), on a pool of its own (two sessions). Raises
+    DatabaseUnavailable."""
     if not store.team:
         return None
     url = url_of(state_dir, store.url, store.url_file)
-    return PgConnection(open_pool(url, team_tenant(store.team), size=2), owns_pool=True)
+    writer = PgConnection(open_pool(url, team_tenant(store.team), size=2), owns_pool=True)
+    return writer, PgConnection(writer.pool)

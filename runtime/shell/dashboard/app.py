@@ -7,7 +7,7 @@ stream, ``/ui/events``); everything works without it.
 Pages: ``/ui`` (overview: counts, memory over time, what the last reply was given,
 recall and reflection figures), ``/ui/profile`` (facts, history, edit, forget with
 undo), ``/ui/notes`` (keyword or meaning search, tags, provenance, links, add, archive
-and forget with undo), ``/ui/lessons``, ``/ui/sessions`` (and one session's turns),
+and forget with undo; with a team, share a note and the team space's notes), ``/ui/lessons``, ``/ui/sessions`` (and one session's turns),
 ``/ui/activity`` (the activity log by app), ``/ui/clients`` (per-app tokens: add, pause,
 resume, revoke). ``POST /ui/api/login-code`` with the owner's bearer token gives the
 one-time login link ``atomic-agent ui`` prints.
@@ -63,12 +63,16 @@ class DashboardApp:
         backend: what the pages read and change (:class:`.backend.Backend`).
         registry: who may log in (the owner's token) and the per-app tokens.
         cfg: ``server.*`` (host, allowRemote, handshakeTimeoutMs).
+        team: the daemon's team (``memory.store.team`` on the PostgreSQL engine; None
+            without one): the notes pages share notes with it and show its space.
     """
 
-    def __init__(self, backend: Backend, registry: ClientRegistry, cfg: Any) -> None:
+    def __init__(self, backend: Backend, registry: ClientRegistry, cfg: Any,
+                 team: str | None = None) -> None:
         self.backend = backend
         self.registry = registry
         self.cfg = cfg
+        self.team = team
         self.logins = Logins()
         # set by the daemon: apply clients.json now (close revoked apps' connections)
         self.clients_changed: Callable[[], Awaitable[None]] | None = None
@@ -271,9 +275,11 @@ class DashboardApp:
         note_id = int(m.group(1))
         found = await self.backend.run(ops.NotesRecall(id=note_id))
         links = await self.backend.run(ops.LinksList(id=note_id, limit=50))
+        shared = req.query.get("shared", "")
         await self._view(send, "note.html", session, NotePage(
             note=found[0] if found else None, links=links, confirm=req.query.get("confirm"),
-            writers=await self._writers()))
+            writers=await self._writers(), team=self.team,
+            shared=int(shared) if shared.isdigit() and len(shared) < 19 else None))
 
     async def lessons_page(self, req: Request, session: UiSession, send: Send,
                            m: re.Match[str]) -> None:
@@ -335,6 +341,11 @@ class DashboardApp:
         for note_id in [i for i in last["ids"] if isinstance(i, int)][:10]:
             found = await b.run(ops.NotesRecall(id=note_id))
             notes_given.append(GivenNote(note_id, found[0].content if found else None))
+        team_ids = [int(i[5:]) for i in named if i.startswith("team:") and i[5:].isdigit()]
+        if team_ids and self.team:
+            shared = {n.id: n.content for n in await b.run(
+                ops.NotesList(limit=200, archived="all", space="team"))}
+            notes_given += [GivenNote(i, shared.get(i), team=True) for i in team_ids]
         return OverviewPage(stats=stats, chart=chart, figures=figures, last=last,
                             given_keys=[i for i in named if ":" not in i],
                             given_notes=notes_given, given_lessons=given["lesson"],
@@ -358,6 +369,8 @@ class DashboardApp:
         archived: Literal["active", "archived", "all"] = (
             "archived" if q.get("archived") == "archived"
             else "all" if q.get("archived") == "all" else "active")
+        if self.team and q.get("space") == "team":
+            return await self._team_notes(q, query, archived)
         if query and mode == "meaning":
             notes = await b.run(ops.NotesRecall(query=query, k=50))
         elif query:
@@ -367,7 +380,22 @@ class DashboardApp:
         links = await b.run(ops.LinksList(limit=1000))
         newer = {link.to_id: link.from_id for link in links if link.kind == "SUPERSEDES"}
         return NotesPage(notes=notes, q=query, mode=mode, archived=archived,
-                         writers=await self._writers(), newer=newer)
+                         writers=await self._writers(), newer=newer, team=self.team)
+
+    async def _team_notes(self, q: dict[str, str], query: str,
+                          archived: Literal["active", "archived", "all"]) -> NotesPage:
+        """The team space's notes (keyword search: the team's notes carry no vectors of
+        this daemon's), each removable from the team after a confirmation."""
+        b = self.backend
+        if query:
+            notes = await b.run(ops.NotesSearch(query=query, k=50, space="team"))
+        else:
+            notes = await b.run(ops.NotesList(limit=200, archived=archived, space="team"))
+        confirm = q.get("confirm", "")
+        return NotesPage(notes=notes, q=query, mode="keyword", archived=archived,
+                         writers={}, newer={}, team=self.team, space="team",
+                         confirm=int(confirm) if confirm.isdigit() and len(confirm) < 19
+                         else None)
 
     # ------------------------------------------------------------------ actions
     async def logout(self, req: Request, session: UiSession, send: Send,
@@ -419,6 +447,18 @@ class DashboardApp:
             self._undo(session, f"Archived note #{note_id}",
                        ops.NotesArchive(id=note_id, archived=False))
         await send_redirect(send, f"/ui/notes/{note_id}")
+
+    async def share_note(self, req: Request, session: UiSession, send: Send,
+                         m: re.Match[str]) -> None:
+        """Copy one of the person's notes into the team space (op ``memory.share``)."""
+        copy = await self.backend.run(ops.Share(id=int(m.group(1))))
+        await send_redirect(send, f"/ui/notes/{m.group(1)}?shared={copy.id}")
+
+    async def unshare_note(self, req: Request, session: UiSession, send: Send,
+                           m: re.Match[str]) -> None:
+        """Remove a note from the team space (op ``memory.unshare``)."""
+        await self.backend.run(ops.Unshare(id=int(m.group(1))))
+        await send_redirect(send, "/ui/notes?space=team")
 
     async def undo(self, req: Request, session: UiSession, send: Send,
                    m: re.Match[str]) -> None:
@@ -489,6 +529,8 @@ POST_ROUTES: tuple[Route, ...] = (
     (re.compile(r"/ui/profile/([^/]+)/forget"), DashboardApp.forget_fact),
     (re.compile(r"/ui/notes/add"), DashboardApp.add_note),
     (re.compile(r"/ui/notes/(\d{1,18})/(forget|archive|restore)"), DashboardApp.change_note),
+    (re.compile(r"/ui/notes/(\d{1,18})/share"), DashboardApp.share_note),
+    (re.compile(r"/ui/notes/team/(\d{1,18})/unshare"), DashboardApp.unshare_note),
     (re.compile(r"/ui/undo/([A-Za-z0-9_-]{1,64})"), DashboardApp.undo),
     (re.compile(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})/rename"), DashboardApp.rename_session),
     (re.compile(r"/ui/clients/add"), DashboardApp.add_app),

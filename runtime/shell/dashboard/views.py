@@ -55,6 +55,12 @@ class NotesPage:
     archived: Literal["active", "archived", "all"]
     writers: Writers
     newer: dict[int, int]
+    team: str | None = None
+    """The daemon's team (``memory.store.team`` on PostgreSQL), None without one."""
+    space: Literal["own", "team"] = "own"
+    """Whose notes are shown: the person's or the team space's."""
+    confirm: int | None = None
+    """A team note whose removal from the team space is to be confirmed."""
     nav: str = "notes"
 
 
@@ -67,6 +73,10 @@ class NotePage:
     links: list[Link]
     confirm: str | None
     writers: Writers
+    team: str | None = None
+    """The daemon's team: the page offers to share the note with it."""
+    shared: int | None = None
+    """The id of the team space's copy, right after the note was shared."""
     nav: str = "notes"
 
 
@@ -81,10 +91,12 @@ class LessonsPage:
 
 @dataclass(frozen=True)
 class GivenNote:
-    """A note the last turn was given: its id and text (None: forgotten since)."""
+    """A note the last turn was given: its id and text (None: forgotten since); ``team``:
+    a note of the team space (its id there)."""
 
     id: int
     content: str | None
+    team: bool = False
 
 
 @dataclass(frozen=True)
