@@ -195,6 +195,34 @@ class LinkStore:
             args.append(ids_binding(self.conn, skip_origins))
         return [_row(r) for r in self.conn.execute(sql + _ORDER, tuple(args))]
 
+    def _hop_edges(self, nodes: list[int], kinds: tuple[str, ...] | None,
+                   skip_origins: tuple[str, ...]
+                   ) -> tuple[dict[int, list[Link]], dict[int, list[Link]]]:
+        """Every edge leaving and arriving at ``nodes``, in one statement (one round trip
+        per hop on a server): ``(outgoing, incoming)`` by node, each list in
+        :data:`_ORDER` (as :meth:`_edges` gives it for one node)."""
+        sql = (f"SELECT {_COLS} FROM memory_links WHERE ({in_ids(self.conn, 'from_id')}"
+               f" OR {in_ids(self.conn, 'to_id')})")
+        ids = ids_binding(self.conn, nodes)
+        args: list[object] = [ids, ids]
+        if kinds:
+            sql += f" AND {in_ids(self.conn, 'kind')}"
+            args.append(ids_binding(self.conn, kinds))
+        if skip_origins:
+            sql += f" AND NOT ({in_ids(self.conn, 'origin')})"
+            args.append(ids_binding(self.conn, skip_origins))
+        edges = sorted((_row(r) for r in self.conn.execute(sql, tuple(args))),
+                       key=lambda e: (-e.weight, -e.created_at, e.kind, e.to_id, e.from_id))
+        wanted = set(nodes)
+        outgoing: dict[int, list[Link]] = {}
+        incoming: dict[int, list[Link]] = {}
+        for e in edges:
+            if e.from_id in wanted:
+                outgoing.setdefault(e.from_id, []).append(e)
+            if e.to_id in wanted:
+                incoming.setdefault(e.to_id, []).append(e)
+        return outgoing, incoming
+
     def list_outgoing(self, note_id: int, kinds: Iterable[str] | None = None) -> list[Link]:
         """Edges leaving ``note_id``, ``weight DESC, created_at DESC`` (then kind).
 
@@ -291,9 +319,10 @@ class LinkStore:
         frontier = seeds
         for _hop in range(depth):
             nxt: list[int] = []
+            outgoing, incoming = self._hop_edges(frontier, kind_filter, skip)
             for node in frontier:
-                neighbours = [e.to_id for e in self._edges(_SQL_OUT, node, kind_filter, skip)]
-                neighbours += [e.from_id for e in self._edges(_SQL_IN, node, kind_filter, skip)]
+                neighbours = [e.to_id for e in outgoing.get(node, [])]
+                neighbours += [e.from_id for e in incoming.get(node, [])]
                 for nb in neighbours:
                     if nb in seen:
                         continue

@@ -30,7 +30,7 @@ from .dates import TIMEZONE_KEYS, resolve_zone
 from .errors import ValidationError, blank, require_positive_id, string_list
 from .errors import now_ms as _now
 from .records import ProfileFact
-from .sql import Connection, write_txn
+from .sql import Connection, ids_binding, in_ids, write_txn
 
 __all__ = [
     "ProfileFact",
@@ -134,6 +134,7 @@ def _decode_keywords(raw: str | None) -> list[str]:
 
 _COLS = ("id, key, value, pinned, keywords, updated_at, valid_from, superseded_by, source,"
          " session_id, turn_id, removed_by, removed_turn_id")
+_O_COLS = ", ".join(f"o.{c.strip()}" for c in _COLS.split(","))
 _SQL_ACTIVE = f"SELECT {_COLS} FROM profile_facts WHERE key = ? AND superseded_by IS NULL"
 _SQL_BY_ID = f"SELECT {_COLS} FROM profile_facts WHERE id = ?"
 _SQL_LIST = f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL ORDER BY key"
@@ -399,19 +400,26 @@ class ProfileStore:
         different earlier value are left out. Used by ``### profile`` to answer "before"
         questions."""
         out: dict[int, ProfileFact] = {}
-        for fact in facts:
-            node = fact
-            for _ in range(max_hops):
-                rows = self.conn.execute(
-                    f"SELECT {_COLS} FROM profile_facts WHERE id = (SELECT supersedes FROM"
-                    " profile_facts WHERE id = ?) AND superseded_by = ?",
-                    (node.id, node.id)).fetchall()
-                if not rows:
-                    break
-                node = _row(rows[0])
+        # Every fact's walk goes one step per statement, all walks at once: one round
+        # trip on the usual profile (no fact re-wrote its own value), whatever its size.
+        frontier = {fact.id: fact for fact in facts}  # the node reached: by its id
+        walker = {fact.id: fact for fact in facts}  # whose walk reached that node
+        sql = (f"SELECT n.id, {_O_COLS} FROM profile_facts n JOIN profile_facts o"
+               f" ON o.id = n.supersedes AND o.superseded_by = n.id"
+               f" WHERE {in_ids(self.conn, 'n.id')}")
+        for _ in range(max_hops):
+            if not frontier:
+                break
+            rows = self.conn.execute(sql, (ids_binding(self.conn, frontier),)).fetchall()
+            step: dict[int, ProfileFact] = {}
+            for row in rows:
+                fact, node = walker.pop(int(row[0])), _row(row[1:])
                 if node.value != fact.value:
                     out[fact.id] = node
-                    break
+                else:
+                    step[node.id], walker[node.id] = node, fact
+            frontier = step
+            walker = {i: walker[i] for i in step}
         return out
 
     def session_facts(self, session: str, limit: int = 8) -> builtins.list[ProfileFact]:

@@ -351,11 +351,7 @@ _SQL_NEAR = (
     "SELECT {cols}, COALESCE(m.session_id, m.batch_id) FROM memories m"
     " WHERE {ids}{where}"
 )
-_SQL_ID_RANGE = {
-    "sqlite": "SELECT (SELECT min(id) FROM memories), (SELECT max(id) FROM memories)",
-    # ids are shared by every tenant on PostgreSQL: count the tenant's own notes
-    "postgres": "SELECT 1, count(*) FROM memories",
-}
+_SQL_ID_RANGE = "SELECT (SELECT min(id) FROM memories), (SELECT max(id) FROM memories)"
 #: FTS5's ``bm25()`` constants (``fts5_aux.c``): k1 = 1.2, b = 0.75.
 _K1, _B = 1.2, 0.75
 
@@ -363,12 +359,22 @@ _K1, _B = 1.2, 0.75
 def _common_terms(conn: Connection, query: RecallQuery) -> dict[str, int]:
     """Index terms of ``query`` held by more than :data:`COMMON_DF` of the notes, with
     their document frequency; ``{}`` below :data:`COMMON_MIN_NOTES` notes (estimated
-    from the id range, an upper bound) or when the split would not help."""
+    from the id range, an upper bound; on PostgreSQL, where ids are shared by every
+    tenant, the tenant's count, read with the frequencies in one round trip) or when the
+    split would not help."""
+    singles = [t[0] for t, star in query.phrases if len(t) == 1 and not star]
+    if dialect(conn) == "postgres":
+        from .pg.search import corpus_freqs
+
+        wanted = sorted(set(singles))
+        notes, _, counts = corpus_freqs(conn, [((t,), False) for t in wanted])
+        if notes < COMMON_MIN_NOTES:
+            return {}
+        return {t: n for t, n in zip(wanted, counts) if n > COMMON_DF * notes}
     lo, hi = cast(tuple[int | None, int | None],
-                  conn.execute(_SQL_ID_RANGE[dialect(conn)]).fetchall()[0])
+                  conn.execute(_SQL_ID_RANGE).fetchall()[0])
     if lo is None or hi is None or hi - lo + 1 < COMMON_MIN_NOTES:
         return {}
-    singles = [t[0] for t, star in query.phrases if len(t) == 1 and not star]
     df = doc_freqs(conn, singles)
     return {t: n for t, n in df.items() if n > COMMON_DF * (hi - lo + 1)}
 

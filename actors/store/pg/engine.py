@@ -14,6 +14,8 @@ import logging
 import os
 import re
 import secrets
+import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +49,43 @@ def connect_admin(url: str) -> psycopg.Connection[Any]:
         raise DatabaseUnavailable(f"cannot connect to the PostgreSQL server: {first}") from None
 
 
+IDLE_CHECK_S = 1.0
+"""A session lent again within this many seconds of its return is not checked first."""
+
+
+class IdleCheck:
+    """The pool's ``check`` and ``reset`` callbacks: a session idle in the pool for more
+    than :data:`IDLE_CHECK_S` is checked with a round trip before it is lent
+    (``ConnectionPool.check_connection``), so one the server dropped meanwhile (a
+    restart) is replaced, not handed out; one returned moments ago is lent as it is.
+    Checking every loan cost a round trip per statement — a third of a turn's time in
+    the memory actor (py-spy, ``python -m bench.turn --engine postgres``). A session that
+    broke within the last second fails its statement (``DatabaseUnavailable``: nothing
+    of that request is stored) and the pool discards it."""
+
+    def __init__(self) -> None:
+        self.returned: weakref.WeakKeyDictionary[Any, float] = weakref.WeakKeyDictionary()
+
+    def reset(self, conn: psycopg.Connection[Any]) -> None:
+        """Note when ``conn`` came back to the pool."""
+        self.returned[conn] = time.monotonic()
+
+    def check(self, conn: psycopg.Connection[Any]) -> None:
+        """Raise (the pool then replaces ``conn``) when ``conn`` was idle long enough to
+        be worth a check and the check fails."""
+        if time.monotonic() - self.returned.get(conn, 0.0) > IDLE_CHECK_S:
+            ConnectionPool.check_connection(conn)
+
+
 def open_pool(url: str, tenant: str, *, size: int = 4) -> ConnectionPool[Any]:
     """The tenant's pool of ``size`` sessions (opened now, so a bad URL fails here).
     Raises DatabaseUnavailable."""
+    idle = IdleCheck()
     pool: ConnectionPool[Any] = ConnectionPool(
         url, min_size=1, max_size=size, open=False, timeout=CONNECT_TIMEOUT_S,
         kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S},
         configure=functools.partial(configure_session, tenant=tenant),
-        check=ConnectionPool.check_connection, reconnect_timeout=0,
+        check=idle.check, reset=idle.reset, reconnect_timeout=0,
         name=f"atomic-agent-{tenant}")
     try:
         pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)

@@ -25,7 +25,8 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-__all__ = ["SEARCHED", "Phrase", "corpus", "doc_freqs", "index_row", "pool", "tsquery"]
+__all__ = ["SEARCHED", "Phrase", "corpus", "corpus_freqs", "doc_freqs", "index_row", "pool",
+           "tsquery"]
 
 Phrase = tuple[tuple[str, ...], bool]
 """A query phrase as :class:`actors.store.recall.RecallQuery` holds it: its index terms
@@ -111,32 +112,35 @@ def _frequency(where: dict[str, list[int]], terms: tuple[str, ...], star: bool) 
     return found
 
 
-def doc_freqs(conn: Any, phrases: Sequence[Phrase], table: str = "memories") -> list[int]:
-    """For each phrase, how many of the tenant's rows of ``table`` (notes by default)
-    hold it (one round trip; each count is a GIN index scan)."""
-    queries = [tsquery([p]) for p in phrases]
-    live = [(i, q) for i, q in enumerate(queries) if q is not None]
-    out = [0] * len(phrases)
-    if not live:
-        return out
+def corpus_freqs(conn: Any, phrases: Sequence[Phrase], table: str = "memories"
+                 ) -> tuple[int, int, list[int]]:
+    """The tenant's row count and total token count in ``table`` (FTS5's N and total
+    length) and, for each phrase, how many of those rows hold it: one statement, one
+    pass over the tenant's rows (an aggregate ``FILTER`` per phrase)."""
     if table not in SEARCHED:
         raise ValueError(f"no search column on {table!r}")
-    sql = " UNION ALL ".join(
-        f"SELECT ?, count(*) FROM {table} WHERE search @@ ?::tsquery" for _ in live)
-    args: list[object] = [x for i, q in live for x in (i, q)]
-    for i, n in conn.execute(sql, args).fetchall():
-        out[int(i)] = int(n)
-    return out
+    queries = [tsquery([p]) for p in phrases]
+    live = [(i, q) for i, q in enumerate(queries) if q is not None]
+    counts = "".join(", count(*) FILTER (WHERE search @@ ?::tsquery)" for _ in live)
+    row = conn.execute(f"SELECT count(*), COALESCE(sum(doc_len), 0){counts} FROM {table}",
+                       [q for _, q in live]).fetchall()[0]
+    out = [0] * len(phrases)
+    for (i, _), n in zip(live, row[2:]):
+        out[i] = int(n)
+    return int(row[0]), int(row[1]), out
+
+
+def doc_freqs(conn: Any, phrases: Sequence[Phrase], table: str = "memories") -> list[int]:
+    """For each phrase, how many of the tenant's rows of ``table`` (notes by default)
+    hold it (:func:`corpus_freqs`)."""
+    return corpus_freqs(conn, phrases, table)[2]
 
 
 def corpus(conn: Any, table: str = "memories") -> tuple[int, int]:
     """The tenant's row count and total token count in ``table`` (FTS5's N and total
     length)."""
-    if table not in SEARCHED:
-        raise ValueError(f"no search column on {table!r}")
-    rows, total = conn.execute(
-        f"SELECT count(*), COALESCE(sum(doc_len), 0) FROM {table}").fetchall()[0]
-    return int(rows), int(total)
+    rows, total, _ = corpus_freqs(conn, [], table)
+    return rows, total
 
 
 def pool(conn: Any, phrases: Sequence[Phrase], joiner: str, limit: int, *, cols: str,
@@ -172,8 +176,7 @@ def pool(conn: Any, phrases: Sequence[Phrase], joiner: str, limit: int, *, cols:
         entry = hits.setdefault(int(note_id), (int(size), bool(passes), {}))
         if lexeme is not None:
             entry[2][lexeme] = list(positions)
-    rows, total = corpus(conn, table)
-    freqs = doc_freqs(conn, phrases, table)
+    rows, total, freqs = corpus_freqs(conn, phrases, table)
     avgdl = total / rows if rows and total else 1.0
     idf = []
     for n in freqs:
