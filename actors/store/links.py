@@ -186,14 +186,21 @@ class LinkStore:
 
     def _edges(self, sql: str, note_id: int, kinds: tuple[str, ...] | None,
                skip_origins: tuple[str, ...] = ()) -> list[Link]:
-        args: list[object] = [note_id]
+        more, args = self._filters(kinds, skip_origins)
+        return [_row(r) for r in self.conn.execute(sql + more + _ORDER, (note_id, *args))]
+
+    def _filters(self, kinds: tuple[str, ...] | None, skip_origins: tuple[str, ...]
+                 ) -> tuple[str, list[object]]:
+        """The ``AND ...`` conditions (and their parameters) keeping only edges of
+        ``kinds`` and leaving out those of ``skip_origins``."""
+        sql, args = "", []
         if kinds:
             sql += f" AND {in_ids(self.conn, 'kind')}"
             args.append(ids_binding(self.conn, kinds))
         if skip_origins:
             sql += f" AND NOT ({in_ids(self.conn, 'origin')})"
             args.append(ids_binding(self.conn, skip_origins))
-        return [_row(r) for r in self.conn.execute(sql + _ORDER, tuple(args))]
+        return sql, args
 
     def _hop_edges(self, nodes: list[int], kinds: tuple[str, ...] | None,
                    skip_origins: tuple[str, ...]
@@ -204,14 +211,8 @@ class LinkStore:
         sql = (f"SELECT {_COLS} FROM memory_links WHERE ({in_ids(self.conn, 'from_id')}"
                f" OR {in_ids(self.conn, 'to_id')})")
         ids = ids_binding(self.conn, nodes)
-        args: list[object] = [ids, ids]
-        if kinds:
-            sql += f" AND {in_ids(self.conn, 'kind')}"
-            args.append(ids_binding(self.conn, kinds))
-        if skip_origins:
-            sql += f" AND NOT ({in_ids(self.conn, 'origin')})"
-            args.append(ids_binding(self.conn, skip_origins))
-        edges = sorted((_row(r) for r in self.conn.execute(sql, tuple(args))),
+        more, args = self._filters(kinds, skip_origins)
+        edges = sorted((_row(r) for r in self.conn.execute(sql + more, (ids, ids, *args))),
                        key=lambda e: (-e.weight, -e.created_at, e.kind, e.to_id, e.from_id))
         wanted = set(nodes)
         outgoing: dict[int, list[Link]] = {}
