@@ -168,3 +168,32 @@ def test_both_engines_rank_notes_and_lessons_alike(pg_url: str, tmp_path) -> Non
     finally:
         lite.close()
         pg.pool.close()
+
+
+def test_a_version_1_database_is_brought_to_the_newest_with_its_rows(pg_url: str) -> None:
+    """A database made by the first release (v1) migrates forward at the next start:
+    its notes stay, and v2's vector index function is there for the member role."""
+    from actors.store.notes import MemoryStore
+    from actors.store.pg.engine import open_engine_connection, open_pool
+    from actors.store.pg.connection import PgConnection
+    from actors.store.vectors import VectorStore
+
+    with connect_admin(pg_url) as admin:
+        assert migrate(admin, stop_before=2) == 1
+    old = PgConnection(open_pool(pg_url, "t1", size=2), owns_pool=True)
+    kept = MemoryStore(old).store("a note written under schema v1").id
+    old.close()
+    conn = open_engine_connection(pg_url, "t1", size=2)
+    try:
+        assert schema_version_of(pg_url) == SCHEMA_VERSION
+        assert [n.id for n in MemoryStore(conn).list(10)] == [kept]
+        VectorStore(conn).put("M", 8, [(kept, bytes(32))])  # the index made on first use
+        assert conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname = "
+                            "'memory_vectors_hnsw_8'").fetchall()[0][0] == 1
+    finally:
+        conn.close()
+
+
+def schema_version_of(url: str) -> int:
+    with connect_admin(url) as admin:
+        return schema_version(admin)

@@ -353,3 +353,31 @@ def test_a_query_is_embedded_once_and_its_vector_shared():
     assert not first.flags.writeable
     q.embed("what do I like?")
     assert Model.calls == 2
+
+
+def test_past_the_ceiling_the_servers_index_finds_older_notes_by_meaning(conn):
+    """The scan reads the newest ``ceiling`` vectors. On PostgreSQL the server's HNSW
+    index (one per dimension, made when the dimension is first written) searches every
+    vector of the tenant, so an old note close in meaning is still found; on SQLite it
+    is counted as overflow, as before."""
+    from actors.store.hybrid import hybrid_recall
+    from actors.store.notes import MemoryStore
+    from actors.store.vectors import VectorStore
+
+    notes, vectors = MemoryStore(conn), VectorStore(conn)
+    old = notes.store("we planted the apple trees by the north fence").id
+    newer = [notes.store(f"unrelated remark number {i} about trains").id for i in range(6)]
+    vectors.put("M", 3, [(old, np.array([1, 0, 0], dtype="<f4").tobytes())]
+                + [(i, np.array([0, 1, 0.1 * n], dtype="<f4").tobytes())
+                   for n, i in enumerate(newer)])
+    side = VectorSide(vectors, lambda _t: np.array([1.0, 0.0, 0.0]), "M", 0.5, 3)
+    result = hybrid_recall(notes, side, "orchard", k=3)
+    assert result.overflow == 4  # seven vectors, three scanned
+    if getattr(conn, "dialect", "sqlite") == "postgres":
+        assert [n.id for n in result.notes] == [old]
+        (index,) = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = "
+                                "'memory_vectors_hnsw_3'").fetchall()[0]
+        assert "hnsw" in index and "vector_cosine_ops" in index
+        assert vectors.nearest("M", np.array([0.0, 1.0, 0.0]), 2).keys() <= set(newer)
+    else:
+        assert result.notes == [] and vectors.nearest("M", np.array([1.0, 0, 0]), 2) == {}

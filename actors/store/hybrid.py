@@ -211,20 +211,29 @@ def hybrid_recall(
     loaded = side.vectors.load(side.model, qvec.shape[0], side.ceiling,
                                also=[n.id for n in keyword], cache=side.cache)
     scores = cosine_scores(qvec, loaded.rows, loaded.norms)
-    best = float(scores.max()) if scores.size else 0.0
+    at = loaded.index
+    # Past the ceiling (older notes the scan left out), the server's own index finds the
+    # nearest vectors among all of them (PostgreSQL; nothing on SQLite).
+    slots = max(4 * k, 16)
+    beyond = ({i: c for i, c in side.vectors.nearest(side.model, qvec, slots).items()
+               if i not in at} if loaded.overflow else {})
+    best = max(float(scores.max()) if scores.size else 0.0, *beyond.values(), 0.0)
     floor = max(min_cosine, best - BEST_WINDOW)
     by_id = {n.id: n for n in keyword}
-    at = loaded.index
     # Only the admissible candidates, best first (ties: newest), a few times the free
     # slots, are read back through the keyword query's filters. Vectorised: the scan is
     # up to bruteForceCeiling rows on every recall.
     admissible = scores >= floor
     admissible[[at[i] for i in by_id if i in at]] = False
     rows = np.flatnonzero(admissible)
-    rows = rows[np.argsort(-scores[rows], kind="stable")][:max(4 * k, 16)]
-    visible = notes.visible([loaded.ids[j] for j in rows.tolist()], scope=scope,
+    rows = rows[np.argsort(-scores[rows], kind="stable")][:slots]
+    found = [(float(scores[j]), loaded.ids[j]) for j in rows.tolist()]
+    found += [(c, i) for i, c in beyond.items() if c >= floor and i not in by_id]
+    found.sort(key=lambda sc: (-sc[0], -sc[1]))
+    visible = notes.visible([i for _, i in found[:slots]], scope=scope,
                             working_dir=working_dir, tags=tags)
     cosines = {i: float(scores[at[i]]) for i in (*by_id, *visible) if i in at}
+    cosines.update({i: beyond[i] for i in visible if i in beyond})
     ranked = hybrid_rank([(n.id, n.score or 0.0) for n in keyword], cosines, k,
                          vector_weight=vector_weight, min_cosine=min_cosine, best=best)
     out = [msgspec.structs.replace(by_id[r.id] if r.via == "keyword" else visible[r.id],

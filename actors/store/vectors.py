@@ -10,6 +10,7 @@ the ``dim`` it is given.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from typing import cast
 
@@ -47,6 +48,15 @@ _SQL_PUT_PG = (
     " vector = excluded.vector, created_at = excluded.created_at,"
     " embedding = excluded.embedding"
 )
+
+
+_INDEXED_DIMS: set[tuple[int, int]] = set()
+"""(pool id, dimension) pairs whose HNSW index this process made sure of (PostgreSQL)."""
+
+
+def _vector_literal(vec: np.ndarray) -> str:
+    """``vec`` as pgvector's text form, ``[x,y,...]``."""
+    return "[" + ",".join(repr(float(x)) for x in vec) + "]"
 
 
 _SQL_NEWEST = (
@@ -189,10 +199,11 @@ class VectorStore:
         written = 0
         postgres = dialect(self.conn) == "postgres"
         with write_txn(self.conn):
+            if postgres and prepared:
+                self._ensure_index(dim)
             for note_id, data in prepared:
                 if postgres:
-                    literal = "[" + ",".join(
-                        repr(float(x)) for x in np.frombuffer(data, dtype="<f4")) + "]"
+                    literal = _vector_literal(np.frombuffer(data, dtype="<f4"))
                     self.conn.execute(_SQL_PUT_PG, (note_id, model, dim, data, now, literal,
                                                     note_id))
                 else:
@@ -203,6 +214,39 @@ class VectorStore:
                 else:  # forgotten while it was being embedded: nothing written
                     log.debug("memory.vector_for_missing_note", note=note_id)
         return written
+
+    def _ensure_index(self, dim: int) -> None:
+        """Make sure the server has the HNSW index of ``dim`` (once per process and
+        database; :data:`actors.store.pg.schema.VECTOR_INDEX_FUNCTION`)."""
+        key = (id(getattr(self.conn, "pool", self.conn)), dim)
+        if key in _INDEXED_DIMS:
+            return
+        from .pg.schema import VECTOR_INDEX_FUNCTION
+
+        self.conn.execute(f"SELECT {VECTOR_INDEX_FUNCTION}(?)", (dim,)).fetchall()
+        _INDEXED_DIMS.add(key)
+
+    def nearest(self, model: str, query: np.ndarray, limit: int) -> dict[int, float]:
+        """The ``limit`` notes whose ``model`` vectors are nearest ``query`` by cosine,
+        over every vector of the tenant: ``{note id: cosine}``, found by the server's
+        HNSW index (approximate, as HNSW is) on PostgreSQL; ``{}`` on SQLite, which has
+        no such index (its scan stops at the brute-force ceiling). A vector whose cosine
+        is not a number (all zeros) is left out."""
+        if dialect(self.conn) != "postgres" or not query.size:
+            return {}
+        from .pg.schema import HNSW_MAX_DIM
+
+        dim = int(query.shape[0])
+        if dim > HNSW_MAX_DIM:
+            return {}
+        literal = _vector_literal(query)
+        typed = f"embedding::vector({dim})"
+        rows = self.conn.execute(
+            f"SELECT note_id, 1 - ({typed} <=> ?::vector({dim})) FROM memory_vectors"
+            f" WHERE model = ? AND dim = {dim}"
+            f" ORDER BY {typed} <=> ?::vector({dim}) LIMIT ?",
+            (literal, self._model(model), literal, max(1, min(limit, 1000)))).fetchall()
+        return {int(i): float(c) for i, c in rows if c is not None and math.isfinite(c)}
 
     def count(self, model: str) -> int:
         """Return how many vectors of ``model`` are stored."""

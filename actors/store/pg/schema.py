@@ -13,7 +13,10 @@ with three differences (docs/teams.md):
   a GIN index finds the notes;
 * a note's vector is kept twice: the float32 bytes the recall scan reads (``vector``,
   as on SQLite, so both engines score the same) and a pgvector value (``embedding``)
-  for the server's own cosine search.
+  for the server's own cosine search, through an HNSW index per dimension (v2: a
+  partial index on ``embedding::vector(<dim>)``, made by
+  ``atomic_agent_vector_index(dim)`` when a dimension is first written — pgvector's
+  HNSW needs a dimension, and each embedding model has its own).
 
 :data:`MIGRATIONS` is append-only, like SQLite's: step ``i`` brings version ``i`` to
 ``i + 1``; the version is in ``atomic_agent_schema``. :func:`migrate` runs under a
@@ -30,7 +33,8 @@ import psycopg
 from ..errors import DatabaseUnavailable, SchemaTooNew
 from .connection import MEMBER_ROLE
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "TENANT_TABLES", "migrate", "schema_version"]
+__all__ = ["HNSW_MAX_DIM", "MIGRATIONS", "SCHEMA_VERSION", "TENANT_TABLES",
+           "VECTOR_INDEX_FUNCTION", "migrate", "schema_version"]
 
 TENANT_TABLES = ("profile_facts", "memories", "memory_vectors", "memory_links", "lessons",
                  "procedures", "votes", "activity", "activity_meta", "activity_totals")
@@ -251,7 +255,39 @@ DO $$ BEGIN
 END $$;
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1 + _POLICIES + _GRANTS,)
+VECTOR_INDEX_FUNCTION = "atomic_agent_vector_index"
+"""Makes the HNSW index of one dimension (``SECURITY DEFINER``: the member role, which
+owns no table, may call it; concurrent callers wait on the migration lock)."""
+
+HNSW_MAX_DIM = 2000
+"""pgvector's HNSW indexes vectors of at most 2,000 dimensions
+(https://github.com/pgvector/pgvector#hnsw); larger ones are searched without it."""
+
+_V2 = f"""
+CREATE FUNCTION {VECTOR_INDEX_FUNCTION}(d integer) RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER AS $fn$
+BEGIN
+    IF d IS NULL OR d < 1 OR d > {HNSW_MAX_DIM} THEN
+        RETURN;
+    END IF;
+    PERFORM pg_advisory_xact_lock({_LOCK_KEY});
+    EXECUTE format('CREATE INDEX IF NOT EXISTS memory_vectors_hnsw_%s ON memory_vectors '
+                   'USING hnsw ((embedding::vector(%s)) vector_cosine_ops) WHERE dim = %s',
+                   d, d, d);
+END
+$fn$;
+REVOKE ALL ON FUNCTION {VECTOR_INDEX_FUNCTION}(integer) FROM PUBLIC;
+DO $$ BEGIN
+    EXECUTE format('ALTER FUNCTION {VECTOR_INDEX_FUNCTION}(integer) '
+                   'SET search_path = %I, public, pg_temp', current_schema());
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{MEMBER_ROLE}') THEN
+        GRANT EXECUTE ON FUNCTION {VECTOR_INDEX_FUNCTION}(integer) TO {MEMBER_ROLE};
+    END IF;
+END $$;
+"""
+"""v2: the HNSW index of each embedding dimension, made on first use."""
+
+MIGRATIONS: tuple[str, ...] = (_V1 + _POLICIES + _GRANTS, _V2)
 """Ordered migration scripts; ``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``.
 Append only once released: never edit a released step, add one."""
 
