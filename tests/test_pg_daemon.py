@@ -172,6 +172,9 @@ async def test_the_server_going_away_loses_no_acknowledged_write_and_the_daemon_
                                 break
                             await trio.sleep(0.5)
                     assert "the memory database is unavailable" in r.json()["problems"][0]
+                    shown = await trio.to_thread.run_sync(
+                        _cli, "metrics", "--state-dir", str(state))
+                    assert "memory database (postgres): AWAY since" in shown.stdout, shown
                     server = await trio.to_thread.run_sync(
                         lambda: get_server(data, cleanup_mode="stop"))  # and comes back
                     with trio.fail_after(20):
@@ -179,6 +182,10 @@ async def test_the_server_going_away_loses_no_acknowledged_write_and_the_daemon_
                             await trio.sleep(0.5)
                     await burst(15, 5)
                     found = await c.run(ops.NotesList(limit=100))
+                    shown = await trio.to_thread.run_sync(
+                        _cli, "metrics", "--state-dir", str(state))
+                    assert "memory database (postgres): up since" in shown.stdout, shown
+                    assert "outages: 1" in shown.stdout
     finally:
         server.cleanup()
     assert len(acknowledged) >= 15 and refused

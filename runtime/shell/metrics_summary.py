@@ -10,6 +10,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from .cli_output import when
+
 _KEY_RE = re.compile(r"^(?P<name>[^{]+)(?:\{(?P<labels>[^}]*)\})?$")
 
 REFLECTION_SKIPS = {
@@ -39,6 +41,20 @@ def _mean_s(hist: dict[str, Any], name: str) -> str:
     if not h or not h.get("count"):
         return ""
     return f"; mean {h['sum'] / h['count'] / 1000:.1f} s"
+
+
+def _database_line(db: Any) -> str:
+    """The memory database's state (the PostgreSQL engine's probe; "" on SQLite):
+    up or away since when, and how many outages since the daemon started."""
+    if not isinstance(db, dict):
+        return ""
+    outages = int(db.get("outages") or 0)
+    since = f" since {when(db['since'])}" if isinstance(db.get("since"), int) else ""
+    if db.get("up", True):
+        state = "up" + (f"{since}; outages: {outages}" if outages else "")
+    else:
+        state = f"AWAY{since} ({db.get('problem') or 'no answer'}); outages: {outages}"
+    return f"memory database ({db.get('engine', 'postgres')}): {state}"
 
 
 def summarize(metrics: dict[str, Any]) -> str:
@@ -72,6 +88,8 @@ def summarize(metrics: dict[str, Any]) -> str:
     if recall:
         lines.append(f"recall: {_parts(recall)}")
     actors = metrics.get("actors", {})
+    if line := _database_line(actors.get("memory", {}).get("database")):
+        lines.append(line)
     down = sorted(name for name, snap in actors.items() if "error" in snap)
     lines.append(f"actors: {len(actors) - len(down)} up" + (f", down: {', '.join(down)}"
                                                               if down else "")
