@@ -88,6 +88,53 @@ def test_tenants_are_kept_apart_by_the_database(pg_url: str) -> None:
             c.pool.close()
 
 
+def test_a_tenant_bound_to_a_login_is_closed_to_every_other_login(pg_url: str) -> None:
+    """With one database login per person and each tenant bound to its login
+    (``atomic_agent_tenant_roles``), a daemon that claims someone else's tenant id in its
+    config sees and writes nothing of theirs; a team's tenant bound to a group role is
+    open to its members only. An unbound tenant works as before."""
+    import re
+
+    from actors.store.pg.schema import TENANT_ROLES
+
+    def login(name: str) -> str:  # the same server and database, as another login
+        return re.sub(r"^postgresql://[^@]*@", f"postgresql://{name}:pw@", pg_url)
+
+    with connect_admin(pg_url) as admin:
+        migrate(admin)
+        for role in ("ana", "bob", "carol"):
+            admin.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'pw' IN ROLE {MEMBER_ROLE}")
+        admin.execute("CREATE ROLE garden NOLOGIN")
+        admin.execute("GRANT garden TO ana, bob")
+        admin.execute(f"INSERT INTO {TENANT_ROLES} VALUES ('p-ana', 'ana'), ('p-bob', 'bob'),"
+                      " ('team:garden', 'garden')")
+    conns = []
+    try:
+        ana = open_engine_connection(login("ana"), "p-ana")
+        conns.append(ana)
+        ProfileStore(ana).set("city", "Porto")
+        bob_as_ana = open_engine_connection(login("bob"), "p-ana")  # a forged tenant id
+        conns.append(bob_as_ana)
+        assert ProfileStore(bob_as_ana).list() == []
+        assert bob_as_ana.execute("SELECT count(*) FROM profile_facts").fetchall() == [(0,)]
+        with pytest.raises(DatabaseUnavailable, match="row-level security"):
+            ProfileStore(bob_as_ana).set("city", "Oslo")
+        assert [f.value for f in ProfileStore(ana).list()] == ["Porto"]
+        for name, sees in (("ana", True), ("bob", True), ("carol", False)):
+            team = open_engine_connection(login(name), "team:garden")
+            conns.append(team)
+            if name == "ana":
+                ProfileStore(team).set("meeting_day", "Thursday")
+            assert bool(ProfileStore(team).list()) is sees, name
+        carol = open_engine_connection(login("carol"), "p-carol")  # unbound: as before
+        conns.append(carol)
+        ProfileStore(carol).set("city", "Lima")
+        assert [f.value for f in ProfileStore(carol).list()] == ["Lima"]
+    finally:
+        for c in conns:
+            c.pool.close()
+
+
 def test_an_unreachable_server_is_one_clear_line_without_the_password(tmp_path) -> None:
     url = f"postgresql://ana:s3cret@/memory?host={tmp_path}&port=1"
     with pytest.raises(DatabaseUnavailable) as caught:

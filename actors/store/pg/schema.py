@@ -33,7 +33,7 @@ import psycopg
 from ..errors import DatabaseUnavailable, SchemaTooNew
 from .connection import MEMBER_ROLE
 
-__all__ = ["HNSW_MAX_DIM", "MIGRATIONS", "SCHEMA_VERSION", "TENANT_TABLES",
+__all__ = ["HNSW_MAX_DIM", "MIGRATIONS", "SCHEMA_VERSION", "TENANT_ROLES", "TENANT_TABLES",
            "VECTOR_INDEX_FUNCTION", "migrate", "schema_version"]
 
 TENANT_TABLES = ("profile_facts", "memories", "memory_vectors", "memory_links", "lessons",
@@ -287,7 +287,45 @@ END $$;
 """
 """v2: the HNSW index of each embedding dimension, made on first use."""
 
-MIGRATIONS: tuple[str, ...] = (_V1 + _POLICIES + _GRANTS, _V2)
+TENANT_ROLES = "atomic_agent_tenant_roles"
+"""Which database role may use a tenant (v3): ``(tenant_id, role)``, written by an
+operator with the owner's login (docs/teams.md, "One login per person")."""
+
+_ALLOWED = "atomic_agent_tenant_allowed"
+
+_V3 = f"""
+CREATE TABLE {TENANT_ROLES} (
+    tenant_id TEXT PRIMARY KEY,
+    role      NAME NOT NULL
+);
+CREATE FUNCTION {_ALLOWED}() RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER AS $fn$
+    SELECT NOT EXISTS (
+        SELECT 1 FROM {TENANT_ROLES} r
+        WHERE r.tenant_id = current_setting('app.tenant', true)
+          AND CASE WHEN EXISTS (SELECT 1 FROM pg_roles WHERE rolname = r.role)
+                   THEN NOT pg_has_role(session_user, r.role, 'MEMBER')
+                   ELSE true END)
+$fn$;
+REVOKE ALL ON FUNCTION {_ALLOWED}() FROM PUBLIC;
+DO $$ BEGIN
+    EXECUTE format('ALTER FUNCTION {_ALLOWED}() SET search_path = %I, pg_temp',
+                   current_schema());
+    IF EXISTS (SELECT FROM pg_roles WHERE rolname = '{MEMBER_ROLE}') THEN
+        GRANT EXECUTE ON FUNCTION {_ALLOWED}() TO {MEMBER_ROLE};
+    END IF;
+END $$;
+""" + "\n".join(
+    f"ALTER POLICY {t}_tenant ON {t}\n"
+    f"    USING (tenant_id = current_setting('app.tenant', true) AND {_ALLOWED}())\n"
+    f"    WITH CHECK (tenant_id = current_setting('app.tenant', true) AND {_ALLOWED}());"
+    for t in TENANT_TABLES)
+"""v3: a tenant bound to a database role (:data:`TENANT_ROLES`) is usable only by a
+login that is that role or a member of it (``session_user``, so ``SET ROLE`` does not
+get round it); an unbound tenant stays as before (the session's ``app.tenant``). The
+check has no column in it, so PostgreSQL runs it once per statement, not per row."""
+
+MIGRATIONS: tuple[str, ...] = (_V1 + _POLICIES + _GRANTS, _V2, _V3)
 """Ordered migration scripts; ``MIGRATIONS[i]`` upgrades version ``i`` to ``i + 1``.
 Append only once released: never edit a released step, add one."""
 
@@ -324,6 +362,8 @@ def migrate(conn: psycopg.Connection[Any], stop_before: int | None = None) -> in
     ``vector`` extension, no right to create tables, …: one line saying which)."""
     target = SCHEMA_VERSION if stop_before is None else min(stop_before - 1, SCHEMA_VERSION)
     try:
+        if stop_before is None and schema_version(conn) == SCHEMA_VERSION:
+            return SCHEMA_VERSION  # nothing to do: also for a login that owns no table
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             conn.execute(_META)
@@ -345,6 +385,11 @@ def migrate(conn: psycopg.Connection[Any], stop_before: int | None = None) -> in
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
             if _has_member(conn):
                 conn.execute(f"GRANT SELECT ON atomic_agent_schema TO {MEMBER_ROLE}")
+    except psycopg.errors.InsufficientPrivilege as exc:
+        raise DatabaseUnavailable(
+            f"this login may not create or change the memory schema ({exc}): start one "
+            "daemon with the database owner's login first, then the others "
+            "(docs/teams.md, \"One login per person\")") from None
     except psycopg.errors.FeatureNotSupported as exc:
         raise DatabaseUnavailable(f"PostgreSQL cannot create the memory schema: {exc}") from None
     except psycopg.errors.UndefinedFile as exc:
