@@ -135,6 +135,29 @@ def test_a_tenant_bound_to_a_login_is_closed_to_every_other_login(pg_url: str) -
             c.pool.close()
 
 
+def test_a_server_without_pgvector_is_one_clear_line(pg_url: str) -> None:
+    """A server whose pgvector is not installed: the schema is not made and the start
+    fails with one line that says what to install (the extension's control file is
+    hidden for the test, on the test server only)."""
+    from pathlib import Path
+
+    with connect_admin(pg_url) as admin:
+        (share,) = admin.execute(
+            "SELECT setting FROM pg_config WHERE name = 'SHAREDIR'").fetchone()
+    control = Path(share) / "extension" / "vector.control"
+    hidden = control.with_name("vector.control.hidden")
+    control.rename(hidden)
+    try:
+        with pytest.raises(DatabaseUnavailable) as caught:
+            open_engine_connection(pg_url, "t1")
+    finally:
+        hidden.rename(control)
+    message = str(caught.value)
+    assert "no pgvector extension" in message and "\n" not in message
+    with connect_admin(pg_url) as admin:
+        assert schema_version(admin) == 0  # nothing half made
+
+
 def test_an_unreachable_server_is_one_clear_line_without_the_password(tmp_path) -> None:
     url = f"postgresql://ana:s3cret@/memory?host={tmp_path}&port=1"
     with pytest.raises(DatabaseUnavailable) as caught:

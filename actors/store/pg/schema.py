@@ -370,6 +370,9 @@ def migrate(conn: psycopg.Connection[Any], stop_before: int | None = None) -> in
         version = schema_version(conn)
         if version > SCHEMA_VERSION:
             raise SchemaTooNew(version, SCHEMA_VERSION)
+        if version == 0 and not conn.execute(
+                "SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+            raise DatabaseUnavailable(_NO_PGVECTOR)
         while version < target:
             with conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
@@ -387,18 +390,28 @@ def migrate(conn: psycopg.Connection[Any], stop_before: int | None = None) -> in
                 conn.execute(f"GRANT SELECT ON atomic_agent_schema TO {MEMBER_ROLE}")
     except psycopg.errors.InsufficientPrivilege as exc:
         raise DatabaseUnavailable(
-            f"this login may not create or change the memory schema ({exc}): start one "
+            f"this login may not create or change the memory schema ({_first_line(exc)}): "
+            "start one "
             "daemon with the database owner's login first, then the others "
             "(docs/teams.md, \"One login per person\")") from None
     except psycopg.errors.FeatureNotSupported as exc:
-        raise DatabaseUnavailable(f"PostgreSQL cannot create the memory schema: {exc}") from None
-    except psycopg.errors.UndefinedFile as exc:
-        raise DatabaseUnavailable("the PostgreSQL server has no pgvector extension (`vector`): "
-                             f"install pgvector on the server ({exc})") from None
+        raise DatabaseUnavailable("PostgreSQL cannot create the memory schema: "
+                                  f"{_first_line(exc)}") from None
+    except psycopg.errors.UndefinedFile:
+        raise DatabaseUnavailable(_NO_PGVECTOR) from None
     except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc) else repr(exc)
-        raise DatabaseUnavailable(f"PostgreSQL refused the memory schema: {first}") from None
+        raise DatabaseUnavailable("PostgreSQL refused the memory schema: "
+                                  f"{_first_line(exc)}") from None
     return version
+
+
+_NO_PGVECTOR = ("the PostgreSQL server has no pgvector extension (`vector`): install "
+                "pgvector on the server (https://github.com/pgvector/pgvector#installation)")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else repr(exc)
 
 
 def _has_member(conn: psycopg.Connection[Any]) -> bool:
