@@ -391,8 +391,7 @@ def migrate(conn: psycopg.Connection[Any], stop_before: int | None = None) -> in
     except psycopg.errors.InsufficientPrivilege as exc:
         raise DatabaseUnavailable(
             f"this login may not create or change the memory schema ({_first_line(exc)}): "
-            "start one "
-            "daemon with the database owner's login first, then the others "
+            "start one daemon with the database owner's login first, then the others "
             "(docs/teams.md, \"One login per person\")") from None
     except psycopg.errors.FeatureNotSupported as exc:
         raise DatabaseUnavailable("PostgreSQL cannot create the memory schema: "
