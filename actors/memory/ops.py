@@ -469,8 +469,8 @@ class Consolidate(MemoryOp[TickReport], tag="memory.consolidate"):
 
 MemoryRequest = (ProfileSet | ProfileRemove | ProfileList | ProfileHistory | ProfilePurge
                  | NotesStore | NotesRecall | NotesGet | NotesSearch | NotesForget
-                 | NotesArchive | Share | Unshare | NotesList | LessonsRecall | ProceduresRecall | LessonsList
-                 | ProceduresList | LessonsGet | ProceduresGet | LinksList | LinksAdd
+                 | NotesArchive | Share | Unshare | NotesList | LessonsRecall | ProceduresRecall
+                 | LessonsList | ProceduresList | LessonsGet | ProceduresGet | LinksList | LinksAdd
                  | VotesTail | ContextPreview | Export | Import | Backup | Stats | Activity
                  | Consolidate)
 """Every op's request, tagged by ``op`` (a test holds it equal to :data:`OPS`)."""

@@ -151,6 +151,8 @@ class ActivityLog:
         self._meta_key = "tenant_id, name" if pg else "name"
         self._totals_key = "tenant_id, client" if pg else "client"
         self._greatest = "GREATEST" if pg else "MAX"
+        self.path: Path | None = None
+        """The SQLite file (None on PostgreSQL)."""
 
     @classmethod
     def open_file(cls, path: Path, max_entries: int = MAX_ENTRIES,
@@ -173,9 +175,6 @@ class ActivityLog:
         log = cls(conn, max_entries, bounds)
         log.path = path
         return log
-
-    path: Path | None = None
-    """The SQLite file (None on PostgreSQL)."""
 
     def append(self, entries: list[ActivityEntry]) -> None:
         """Write ``entries`` in one transaction (a refusal repeating the last one of its
