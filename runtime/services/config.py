@@ -446,6 +446,53 @@ class AgentConfig(_C):
     history_messages: Annotated[int, Meta(ge=0, le=1000)] = 40
 
 
+TOOL_SERVER_PATTERN = r"^[a-z][a-z0-9_-]{0,31}$"
+"""An MCP server's name in ``tools.mcpServers``: it prefixes its tools' names
+(``git.git_status``), so it is short, lower case and has no dot."""
+
+
+class McpServerConfig(_C):
+    """``tools.mcpServers.<name>``: one MCP server whose tools the agent may use
+    (docs/tools.md). Either a local program spoken to over stdio — ``command`` and its
+    ``args``, with ``env`` added to a minimal environment and ``cwd`` as its working
+    directory — or a streamable HTTP server at ``url``, with ``headers`` sent on each
+    request and ``tokenFile`` (relative to the state directory) holding a bearer token,
+    so the token stays out of ``config.json``. ``enabled``: false keeps the entry and
+    starts nothing. ``timeoutMs``: the most a start, a tool listing or one call may
+    take."""
+
+    command: str | None = None
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: str | None = None
+    url: str | None = None
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    token_file: str | None = None
+    enabled: bool = True
+    timeout_ms: Annotated[int, Meta(ge=100, le=600_000)] = 30_000
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise ValueError("set command (a program spoken to over stdio) or url (a "
+                             "streamable HTTP server), one of them")
+        if self.command is not None and not self.command.strip():
+            raise ValueError("command is empty")
+        if self.url is not None:
+            if not self.url.startswith(("http://", "https://")):
+                raise ValueError("url must start with http:// or https://")
+            if self.env or self.args or self.cwd:
+                raise ValueError("args, env and cwd are for a command, not a url")
+        elif self.headers or self.token_file:
+            raise ValueError("headers and tokenFile are for a url, not a command")
+
+
+class ToolsConfig(_C):
+    """``tools``: the MCP servers whose tools the agent may use (docs/tools.md)."""
+
+    mcp_servers: dict[Annotated[str, Meta(pattern=TOOL_SERVER_PATTERN)], McpServerConfig] = \
+        msgspec.field(default_factory=dict)
+
+
 class LoggingConfig(_C):
     """``logging``: level of the JSON log lines."""
 
@@ -459,6 +506,7 @@ class Config(_C):
     llm: LLMConfig = msgspec.field(default_factory=LLMConfig)
     server: ServerConfig = msgspec.field(default_factory=ServerConfig)
     agent: AgentConfig = msgspec.field(default_factory=AgentConfig)
+    tools: ToolsConfig = msgspec.field(default_factory=ToolsConfig)
     logging: LoggingConfig = msgspec.field(default_factory=LoggingConfig)
 
 
@@ -547,8 +595,9 @@ def load_config(state_dir: Path) -> Config:
 
 def config_to_builtins(cfg: Config) -> dict[str, Any]:
     """The configuration as JSON-ready data with secrets (``llm.apiKey``, each
-    ``llm.fallbacks[].apiKey``, ``memory.embeddings.apiKey`` and ``memory.store.url``)
-    masked as ``***``."""
+    ``llm.fallbacks[].apiKey``, ``memory.embeddings.apiKey``, ``memory.store.url``, an MCP
+    server's ``headers`` and the ``env`` values whose names say secret) masked as
+    ``***``."""
     data: dict[str, Any] = msgspec.to_builtins(cfg)
     for block in [data["llm"], *data["llm"].get("fallbacks", []),
                   data["memory"]["embeddings"]]:
@@ -557,7 +606,17 @@ def config_to_builtins(cfg: Config) -> dict[str, Any]:
     store = data["memory"]["store"]
     if store.get("url"):
         store["url"] = "***"
+    for server in data["tools"]["mcpServers"].values():
+        server["headers"] = {k: "***" for k in server.get("headers", {})}
+        server["env"] = {k: "***" if _secret_name(k) else v
+                         for k, v in server.get("env", {}).items()}
     return data
+
+
+def _secret_name(name: str) -> bool:
+    """Whether an environment variable's name says it holds a secret."""
+    return any(w in name.upper() for w in ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASS",
+                                          "AUTH", "CREDENTIAL"))
 
 
 def config_to_json(cfg: Config) -> str:

@@ -115,3 +115,35 @@ def unset_value(state_dir: Path, path: str) -> tuple[Config, bool]:
         return parse_config(json.dumps(data)), False
     del node[parts[-1]]
     return _write_file(file, data), True
+
+
+def set_entry(state_dir: Path, block: str, name: str, value: dict[str, Any]) -> Config:
+    """Set entry ``name`` of the named-entries block ``block`` (``tools.mcpServers``)
+    to ``value`` in config.json, validated as ``serve`` validates it; the new effective
+    config. ConfigError as :func:`set_value`."""
+    get_value(Config(), block)  # an unknown block is refused, naming the nearest
+    file = state_dir / "config.json"
+    data = _read_file(file)
+    node = data
+    for part in block.split("."):
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise ConfigError(f"{file}: {part} is not a JSON object; fix the file")
+        node = child
+    node[name] = value
+    return _write_file(file, data)
+
+
+def remove_entry(state_dir: Path, block: str, name: str) -> bool:
+    """Remove entry ``name`` of block ``block`` from config.json; whether it was there.
+    ConfigError as :func:`set_value`."""
+    file = state_dir / "config.json"
+    data = _read_file(file)
+    node: Any = data
+    for part in block.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if not isinstance(node, dict) or name not in node:
+        return False
+    del node[name]
+    _write_file(file, data)
+    return True

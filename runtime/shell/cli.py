@@ -33,6 +33,7 @@ from runtime.services.models import DEFAULT_MODEL
 from . import cli_turns
 from .cli_output import EXIT_FAILED, EXIT_NOT_RUNNING, EXIT_USAGE, counts_text, turns_text, when
 from .cli_clients import activity_text, add_activity_parser, add_clients_parser, clients_command
+from .cli_tools import add_tools_parser, split_program, tools_command
 from .cli_memory import add_memory_parser, command_for
 from .cli_memory import state_arg as _state_arg
 from .cli_turns import ask, chat_loop
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
                 _add_mcp, _add_memory, _add_config, _add_metrics, _add_doctor, _add_stop):
         add(sub)  # each command's parser, in --help order
     add_clients_parser(sub, _state_arg)
+    add_tools_parser(sub, _state_arg)
     add_activity_parser(sub, _state_arg)
     add_ui_parser(sub, _state_arg)
     return p
@@ -724,7 +726,10 @@ def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``atomic-agent`` console script; returns the exit code."""
+    argv, program = split_program(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
+    if program is not None:  # ``tools add NAME -- COMMAND ARGS...``
+        args.program = [*getattr(args, "program", []), *program]
     if args.command not in ("mcp", "tui"):  # (their stdout is a protocol or a screen)
         install_safe_output()
     try:
@@ -755,6 +760,8 @@ def main(argv: list[str] | None = None) -> int:
         return mcp_command(args, state_dir)
     if args.command == "clients":
         return clients_command(args, state_dir)
+    if args.command == "tools":
+        return tools_command(args, state_dir)
     if args.command == "ui":
         return ui_command(args, state_dir)
     if args.command == "tui":

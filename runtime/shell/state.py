@@ -63,7 +63,7 @@ PRIVATE_FILES = ("memory.sqlite", "memory.sqlite-wal", "memory.sqlite-shm",
                  "sessions.sqlite", "sessions.sqlite-wal", "sessions.sqlite-shm",
                  "daemon.json", "config.json", "token", "daemon.lock",
                  "activity.sqlite", "activity.sqlite-wal", "activity.sqlite-shm",
-                 "clients.json", "clients.json.lock")
+                 "clients.json", "clients.json.lock", "tool-policies.json", "tenant")
 """The state directory's own files: made 0600 where a looser mode is found."""
 TOKEN_MIN_CHARS = 22
 """Shortest token accepted: 22 URL-safe base64 characters hold 128 bits."""
