@@ -124,6 +124,11 @@ class Supervisor:
         self._nursery: trio.Nursery | None = None  # the tree's, set by open_supervisor
 
     # ----------------------------------------------------------------- root API
+    @property
+    def names(self) -> list[str]:
+        """The supervised actors' names, in start order."""
+        return list(self._order)
+
     async def request(self, dest: str, body: Any, reply_type: type[T]) -> T:
         """The root as a caller; see :meth:`runtime.kernel._calls.Calls.request`."""
         return await self.calls.request(dest, body, reply_type)

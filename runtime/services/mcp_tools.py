@@ -22,62 +22,23 @@ default the user can override, never as a security boundary (MCP specification,
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
-import os
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-import msgspec
 import trio
 
 from .config import McpServerConfig
+from .tool_spec import ToolSpec, pin_of
 
 __all__ = ["ServerLink", "ToolServerError", "ToolSpec", "open_server", "pin_of",
-           "server_log_path"]
+           "server_log_path"]  # (ToolSpec and pin_of re-exported from .tool_spec)
 
 
 class ToolServerError(Exception):
     """An MCP server could not be reached, started, listed or called: one line naming
     the server."""
-
-
-class ToolSpec(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One tool of one server.
-
-    Attributes:
-        server: the server's name in ``tools.mcpServers``.
-        name: the tool's own name on that server.
-        description: its description, as the server gives it (untrusted text).
-        input_schema: its JSON schema for arguments (a JSON object).
-        read_only: the server's ``readOnlyHint`` (a claim, not a guarantee).
-        destructive: the server's ``destructiveHint`` (default true, as in the
-            specification, for a tool that is not read-only).
-        pin: :func:`pin_of` this tool (64 hex digits).
-    """
-
-    server: str
-    name: str
-    description: str
-    input_schema: dict[str, Any]
-    read_only: bool = False
-    destructive: bool = True
-    pin: str = ""
-
-    @property
-    def qualified(self) -> str:
-        """``<server>.<tool>``: the name the agent and the approvals use."""
-        return f"{self.server}.{self.name}"
-
-
-def pin_of(server: str, name: str, description: str, input_schema: dict[str, Any]) -> str:
-    """SHA-256 (hex) of the canonical JSON of ``[server, name, description, schema]``
-    (keys sorted, no spaces): any change to what the model is shown changes it."""
-    canonical = json.dumps([server, name, description, input_schema], sort_keys=True,
-                           separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def server_log_path(state_dir: Path, name: str) -> Path:
@@ -246,11 +207,3 @@ def _where(name: str, cfg: McpServerConfig, state_dir: Path) -> str:
         return f" ({cfg.url})"
     log = server_log_path(state_dir, name)
     return f" (its output: {log})" if log.exists() and log.stat().st_size else ""
-
-
-def command_found(cfg: McpServerConfig) -> bool:
-    """Whether a stdio server's program can be found (on PATH, or the path given)."""
-    import shutil
-
-    return cfg.command is None or shutil.which(cfg.command, path=os.environ.get("PATH")) \
-        is not None

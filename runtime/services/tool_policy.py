@@ -31,7 +31,7 @@ from typing import Literal
 
 import msgspec
 
-from .mcp_tools import ToolSpec
+from .tool_spec import ToolSpec
 
 __all__ = ["POLICY_FILE", "Policy", "PolicyBook", "PolicyEntry", "PolicyError", "Standing",
            "standing"]

@@ -33,11 +33,11 @@ import structlog
 import trio
 from trio_websocket import WebSocketServer
 
-from actors import ACTOR_NAMES, actor_spec
+from actors import actor_names, actor_spec
 from runtime.kernel import (ActorSpec, ForkedProcess, Supervisor, configure_logging,
                             fork_actors, open_supervisor, reap_unadopted)
 from runtime.kernel.actor import leaf_exception
-from runtime.kernel.errors import ActorCrashed, RestartIntensityExceeded
+from runtime.kernel.errors import ActorCrashed, RestartIntensityExceeded, RuntimeFailure
 from runtime.services.backends import api_key_for, primary_structured_mode
 from runtime.services.llm import health_ok
 from runtime.services.config import ActorBoot, Config, ConfigError, config_to_builtins, load_config
@@ -169,7 +169,7 @@ def _specs(opts: ServeOptions, cfg: Config, llm_url: str) -> list[ActorSpec]:
     boot = msgspec.msgpack.encode(ActorBoot(state_dir=str(opts.state_dir), config=cfg,
                                             llm_url=llm_url))
     return [actor_spec(n, config=boot, nice=BACKGROUND_NICE if n in BACKGROUND else 0)
-            for n in ACTOR_NAMES]  # the store first: it is stopped last
+            for n in actor_names(cfg)]  # the store first: it is stopped last
 
 
 
@@ -445,6 +445,8 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                          "startupMs": round((time.monotonic() - t0) * 1000)}
                 print(json.dumps(ready), flush=True)
                 log.info("daemon.ready", **{k: v for k, v in ready.items() if k != "event"})
+                if "tools" in sup.names:
+                    listen.start_soon(_report_tool_servers, sup)
                 await shutdown.wait()
                 t_stop = time.monotonic()
                 gateway.accepting = False
@@ -454,6 +456,25 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
             conns.cancel_scope.cancel()
     log.info("daemon.stopped", shutdown_ms=round((time.monotonic() - t_stop) * 1000))
     return EXIT_OK
+
+
+async def _report_tool_servers(sup: Supervisor) -> None:
+    """Once each MCP server's first start is done (after the ready line: a slow server
+    never holds the daemon back), one warning line per server that did not come up;
+    ``/health`` and ``metrics`` keep saying it while it is down (docs/tools.md)."""
+    from actors.tools.messages import ToolsStatus, ToolsStatusReply
+
+    try:
+        reply = await sup.request("tools", ToolsStatus(wait=True), ToolsStatusReply)
+    except RuntimeFailure:
+        return
+    for server in reply.servers:
+        if server.state == "down":
+            print(f"atomic-agent: warning: {server.error}; the agent goes on without its "
+                  f"tools, and it is started again in the background", file=sys.stderr,
+                  flush=True)
+        elif server.state == "up":
+            log.info("daemon.tool_server_up", server=server.name, tools=len(server.tools))
 
 
 async def _start_http_api(listen: trio.Nursery, gateway: Gateway, sup: Supervisor,

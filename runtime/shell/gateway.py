@@ -39,7 +39,6 @@ import trio
 from trio_websocket import (ConnectionClosed, WebSocketConnection, WebSocketRequest,
                             WebSocketServer, serve_websocket)
 
-from actors import ACTOR_NAMES
 from actors.agent.messages import (
     CancelTurn,
     DeleteSession,
@@ -726,7 +725,7 @@ class Gateway:
     async def metrics(self) -> dict[str, Any]:
         """Aggregate every running actor's metrics snapshot."""
         snaps: dict[str, dict[str, Any]] = {}
-        for name in ACTOR_NAMES:
+        for name in self.sup.names:
             try:
                 with trio.fail_after(5):
                     snaps[name] = await self.sup.request(name, MetricsRequest(), dict)

@@ -57,6 +57,25 @@ def _database_line(db: Any) -> str:
     return f"memory database ({db.get('engine', 'postgres')}): {state}"
 
 
+def _servers_line(servers: Any) -> str:
+    """The MCP servers' states (docs/tools.md; "" without the tools actor)."""
+    if not isinstance(servers, list) or not servers:
+        return ""
+    parts = []
+    for s in servers:
+        if not isinstance(s, dict):
+            continue
+        state, name = s.get("state"), s.get("name")
+        if state == "up":
+            n = len(s.get("tools") or [])
+            parts.append(f"{name} up ({n} tool{'s' if n != 1 else ''})")
+        elif state == "down":
+            parts.append(f"{name} DOWN ({s.get('error')}; restarts {s.get('restarts', 0)})")
+        else:
+            parts.append(f"{name} {state}")
+    return "MCP servers: " + "; ".join(parts)
+
+
 def summarize(metrics: dict[str, Any]) -> str:
     """Lines of text for a ``metrics.result`` frame (without its ``type``)."""
     counters = metrics.get("counters", {})
@@ -89,6 +108,8 @@ def summarize(metrics: dict[str, Any]) -> str:
         lines.append(f"recall: {_parts(recall)}")
     actors = metrics.get("actors", {})
     if line := _database_line(actors.get("memory", {}).get("database")):
+        lines.append(line)
+    if line := _servers_line(actors.get("tools", {}).get("servers")):
         lines.append(line)
     down = sorted(name for name, snap in actors.items() if "error" in snap)
     lines.append(f"actors: {len(actors) - len(down)} up" + (f", down: {', '.join(down)}"

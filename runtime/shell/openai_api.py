@@ -240,6 +240,7 @@ class OpenAIApi:
         self.registry.reload()
         problems = [self.registry.error] if self.registry.error else []
         problems += await self._memory_problems()
+        problems += await self._tools_problems()
         await _json(send, 503 if problems else 200,
                     {"status": "degraded" if problems else "ok", "problems": problems})
 
@@ -256,6 +257,18 @@ class OpenAIApi:
         if isinstance(database, dict) and database.get("up") is False:
             return [f"the memory database is unavailable: {database.get('problem')}"]
         return []
+
+    async def _tools_problems(self) -> list[str]:
+        """One line per MCP server that is down (docs/tools.md); nothing without the
+        tools actor (no server configured) or when it does not answer within 2 s."""
+        try:
+            with trio.fail_after(2):
+                snap = await self.request("tools", MetricsRequest(), dict)
+        except (RuntimeFailure, trio.TooSlowError, KeyError):
+            return []
+        servers = snap.get("servers") if isinstance(snap, dict) else None
+        return [f"MCP server {s.get('name')!r} is down: {s.get('error')}"
+                for s in servers or [] if isinstance(s, dict) and s.get("state") == "down"]
 
     # ------------------------------------------------------------------ checks
     async def _check_access(self, headers: dict[bytes, bytes]) -> Principal:

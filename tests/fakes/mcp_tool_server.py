@@ -6,13 +6,15 @@ carrying instructions.
 ``python -m tests.fakes.mcp_tool_server [--http PORT] [--description-file FILE]
 [--log FILE]``: stdio by default; with ``--http``, streamable HTTP on 127.0.0.1:PORT at
 ``/mcp``. ``--log`` appends one JSON line per call (tool, arguments), so a test can
-prove a call did or did not happen.
+prove a call did or did not happen; ``--pid-file`` gets the process id at start (a test
+kills it, or checks it is gone).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -50,7 +52,11 @@ def main() -> int:
     p.add_argument("--http", type=int, default=None)
     p.add_argument("--description-file", type=Path, default=None)
     p.add_argument("--log", type=Path, default=None)
+    p.add_argument("--pid-file", type=Path, default=None)
     args = p.parse_args()
+    if args.pid_file is not None:
+        with args.pid_file.open("a", encoding="utf-8") as out:
+            out.write(f"{os.getpid()}\n")
     description = (args.description_file.read_text(encoding="utf-8")
                    if args.description_file else "Append a line to the team's notes file.")
     server = build(description, args.log)
