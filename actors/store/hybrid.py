@@ -217,7 +217,9 @@ def hybrid_recall(
     slots = max(4 * k, 16)
     beyond = ({i: c for i, c in side.vectors.nearest(side.model, qvec, slots).items()
                if i not in at} if loaded.overflow else {})
-    best = max(float(scores.max()) if scores.size else 0.0, *beyond.values(), 0.0)
+    best = float(scores.max()) if scores.size else 0.0
+    if beyond:
+        best = max(best, *beyond.values())
     floor = max(min_cosine, best - BEST_WINDOW)
     by_id = {n.id: n for n in keyword}
     # Only the admissible candidates, best first (ties: newest), a few times the free
