@@ -75,3 +75,21 @@ async def test_metrics_in_words_and_actor_process_titles(tmp_path):
             assert re.search(rf"^aa-{actor}\s+atomic-agent: {actor} actor \(forked\)$",
                              children, re.M), children
     assert os.path.exists(state)
+
+
+def test_output_into_a_reader_that_stops_early_ends_quietly(tmp_path):
+    """``atomic-agent config show | head -1``: the reader closes the pipe; the command
+    stops with the shell's status for that (141), no traceback."""
+    import fcntl
+
+    read, write = os.pipe()
+    fcntl.fcntl(read, 1031, 4096)  # F_SETPIPE_SZ: one page; the reader leaves after a byte
+    proc = subprocess.Popen([sys.executable, "-m", "runtime.shell.cli", "config", "show",
+                             "--state-dir", str(tmp_path)], cwd=REPO,
+                            stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    assert os.read(read, 1) == b"{"
+    os.close(read)
+    assert proc.stderr is not None
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err

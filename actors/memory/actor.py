@@ -694,10 +694,7 @@ class MemoryActor:
         out["embeddings"] = {**self.query_embedder.status(), **out["embeddings"]}
         out["quarantinedFile"] = self.quarantined
         out["lastStorageError"] = self.last_storage_error
-        out["engine"] = "postgres" if self.remote else "sqlite"
         if self.remote:
-            out["tenant"] = self.w.conn.execute(
-                "SELECT current_setting('app.tenant')").fetchall()[0][0]
             out["team"] = None if self.team is None else {
                 "name": self.cfg.store.team, "notes": self.team.notes.count()}
         else:

@@ -189,9 +189,18 @@ def file_stats(s: StoreSet, m: MemoryConfig) -> dict[str, Any]:
         return cast(int, s.conn.execute(sql).fetchall()[0][0])
 
     model = m.embeddings.model
+    engine = dialect(s.conn)
+    supported = SCHEMA_VERSION
+    where: dict[str, Any] = {"engine": engine}
+    if engine == "postgres":  # the server's schema, and whose memory this is on it
+        from .pg.schema import SCHEMA_VERSION as supported
+
+        where["tenant"] = s.conn.execute(
+            "SELECT current_setting('app.tenant')").fetchall()[0][0]
     return {
+        **where,
         "schemaVersion": store_version(s.conn),
-        "supportedSchemaVersion": SCHEMA_VERSION,
+        "supportedSchemaVersion": supported,
         "profileFacts": one("SELECT count(*) FROM profile_facts WHERE superseded_by IS NULL"),
         "profileHistoryRows": one("SELECT count(*) FROM profile_facts"),
         "notes": s.notes.count(),

@@ -724,8 +724,26 @@ def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
         return 0
 
 
+EXIT_PIPE_CLOSED = 141
+"""Exit status when the reader of our output went away (``| head``): 128 + SIGPIPE, what a
+shell reports for ``cat`` in the same place."""
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point of the ``atomic-agent`` console script; returns the exit code."""
+    """Entry point of the ``atomic-agent`` console script; returns the exit code. Output
+    piped into a reader that stops early (``memory stats | head``) ends the command
+    quietly, as ``cat`` does, never with a traceback."""
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # The rest of the output has nowhere to go; point stdout at /dev/null so the
+        # interpreter's final flush does not fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
+
+
+def _main(argv: list[str] | None) -> int:
     argv, program = split_program(list(sys.argv[1:] if argv is None else argv))
     args = build_parser().parse_args(argv)
     if program is not None:  # ``tools add NAME -- COMMAND ARGS...``
