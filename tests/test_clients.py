@@ -171,6 +171,9 @@ def test_a_team_note_is_logged_by_its_team_id_never_as_one_of_the_persons():
                       MemoryContext(profile=[], recalled=[note(3), note(3, "team")], index=[]),
                       "ok")
     assert given is not None and given.ids == [3, "team:3"]
+    removed = entry_for(ToolOp(request=ops.Unshare(id=3), client="cli"), ops.Removed(True),
+                        "ok")
+    assert removed is not None and removed.ids == ["team:3"]
 
 
 def test_a_program_with_the_owners_token_cannot_claim_anothers_name(tmp_path):

@@ -37,6 +37,7 @@ from actors.store.records import MemoryContext
 from runtime.services.metrics import Metrics
 
 from .messages import ApplyReflection, ApplyResult, Audited, BuildContext, Refused, ToolOp
+from .ops import Unshare
 
 __all__ = ["FLUSH_S", "UNRECORDED_READERS", "ActivityRecorder", "entry_for", "ids_of",
            "writer_of"]
@@ -97,6 +98,9 @@ def entry_for(msg: Any, result: Any, outcome: str) -> ActivityEntry | None:
             ids = ids_of(result) or [
                 v for v in (getattr(request, "id", None), getattr(request, "key", None))
                 if isinstance(v, (int, str)) and not isinstance(v, bool)]
+            if isinstance(request, Unshare) or getattr(request, "space", None) == "team":
+                # ids of the team space's own numbering, never one of the person's notes
+                ids = [f"team:{i}" if isinstance(i, int) else i for i in ids]
             return ActivityEntry(now_ms(), msg.client or msg.source, request.name,
                                  ids[:MAX_IDS], outcome, writes)
         case BuildContext() if isinstance(result, MemoryContext):
