@@ -711,3 +711,16 @@ def test_any_cjk_word_inside_a_note_is_findable(text, data):
         assert note.id in [n.id for n in s.recall(text[i:j], bump=False)]
     finally:
         c.close()
+
+
+def test_a_changed_fact_archives_the_notes_that_state_its_old_value(conn):
+    """On each engine (PostgreSQL's LIKE minds case: the note says "Lisbon", the
+    value's word is "lisbon")."""
+    from actors.store.staleness import archive_stale
+
+    notes = MemoryStore(conn)
+    old = notes.store("The user lives in Lisbon, near the river").id
+    kept = notes.store("The user has a cat called Miso").id
+    done = archive_stale(notes, "Lisbon", "Porto")
+    assert old in done and kept not in done
+    assert notes.get(old).archived and not notes.get(kept).archived

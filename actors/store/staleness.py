@@ -42,10 +42,11 @@ def archive_stale(notes: MemoryStore, old_value: str, new_value: str, *,
     if not old or old == new:
         return []
     # A cheap pre-filter: LIKE on the rarest-looking (longest) word, then exact matching.
+    # lower() on both sides: PostgreSQL's LIKE minds case (SQLite's does not, in ASCII).
     probe = max(old, key=len)
     rows = cast(list[tuple[int, str]], notes.conn.execute(
         "SELECT id, content FROM memories WHERE archived = 0 AND id <= ? "
-        "AND content LIKE ? ORDER BY id DESC LIMIT ?",
+        "AND lower(content) LIKE ? ORDER BY id DESC LIMIT ?",
         (2**63 - 1 if max_id is None else max_id, f"%{probe}%", _MAX_SCAN)).fetchall())
     out = []
     for note_id, content in rows:
