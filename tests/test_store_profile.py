@@ -267,3 +267,21 @@ def test_outer_transaction_rollback_discards_all(conn, store):
             raise RuntimeError("abort reflection")
     assert [(f.key, f.value) for f in store.list()] == [("keep", "yes")]
     assert len(store.history("keep")) == 1
+
+
+def test_facts_list_in_the_same_key_order_on_either_engine(conn):
+    """Byte order, as SQLite sorts. On PostgreSQL the list names ``COLLATE "C"``
+    (:func:`actors.store.sql.bytewise`): a database whose collation is a language's
+    (``en_US.UTF-8`` skips the underscore, putting ``home_city`` after ``homepage``)
+    would otherwise list them in another order. This machine has no language locale
+    for the test server to use, so here both engines show byte order either way; the
+    statement is checked to run with the collation named."""
+    from actors.store.sql import bytewise
+
+    store = ProfileStore(conn)
+    for key in ("homepage", "home_city", "home", "zeta", "a_b", "ab"):
+        store.set(key, "x")
+    keys = [f.key for f in store.list()]
+    assert keys == sorted(keys) == ["a_b", "ab", "home", "home_city", "homepage", "zeta"]
+    if getattr(conn, "dialect", "sqlite") == "postgres":
+        assert bytewise(conn, "key") == 'key COLLATE "C"'

@@ -30,7 +30,7 @@ from .dates import TIMEZONE_KEYS, resolve_zone
 from .errors import ValidationError, blank, require_positive_id, string_list
 from .errors import now_ms as _now
 from .records import ProfileFact
-from .sql import Connection, ids_binding, in_ids, write_txn
+from .sql import Connection, bytewise, ids_binding, in_ids, write_txn
 
 __all__ = [
     "ProfileFact",
@@ -137,7 +137,7 @@ _COLS = ("id, key, value, pinned, keywords, updated_at, valid_from, superseded_b
 _O_COLS = ", ".join(f"o.{c.strip()}" for c in _COLS.split(","))
 _SQL_ACTIVE = f"SELECT {_COLS} FROM profile_facts WHERE key = ? AND superseded_by IS NULL"
 _SQL_BY_ID = f"SELECT {_COLS} FROM profile_facts WHERE id = ?"
-_SQL_LIST = f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL ORDER BY key"
+_SQL_LIST = f"SELECT {_COLS} FROM profile_facts WHERE superseded_by IS NULL ORDER BY {{key}}"
 # Write order (ids only grow), not timestamps: a clock that stepped back must not put
 # the active value before the one it replaced.
 _SQL_HISTORY = f"SELECT {_COLS} FROM profile_facts WHERE key = ? ORDER BY id"
@@ -378,7 +378,8 @@ class ProfileStore:
 
     def list(self) -> list[ProfileFact]:
         """Return every active fact, ``key`` ascending."""
-        return [_row(r) for r in self.conn.execute(_SQL_LIST)]
+        sql = _SQL_LIST.format(key=bytewise(self.conn, "key"))
+        return [_row(r) for r in self.conn.execute(sql)]
 
     def history(self, key: str) -> builtins.list[ProfileFact]:
         """Return every version of ``key``, oldest first (``valid_from, id``).

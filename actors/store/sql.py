@@ -15,7 +15,8 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, Literal, Protocol
 
-__all__ = ["Connection", "Cursor", "Dialect", "dialect", "ids_binding", "in_ids", "write_txn"]
+__all__ = ["Connection", "Cursor", "Dialect", "bytewise", "dialect", "ids_binding", "in_ids",
+           "write_txn"]
 
 Dialect = Literal["sqlite", "postgres"]
 
@@ -59,6 +60,14 @@ def in_ids(conn: object, column: str) -> str:
     if dialect(conn) == "postgres":
         return f"{column} = ANY(?)"
     return f"{column} IN (SELECT value FROM json_each(?))"
+
+
+def bytewise(conn: object, column: str) -> str:
+    """``column`` compared byte by byte, as SQLite compares text: on PostgreSQL a text
+    column sorts by the database's collation (``en_US.UTF-8`` puts ``home_city`` after
+    ``homepage``: it skips the underscore), so an ``ORDER BY`` that must come out the
+    same on both engines names ``COLLATE "C"``."""
+    return f'{column} COLLATE "C"' if dialect(conn) == "postgres" else column
 
 
 def ids_binding(conn: object, ids: Iterable[object]) -> object:

@@ -67,7 +67,7 @@ from .recall import index_note
 from .notes import MemoryStore, validate_content, validate_tags
 from .profile import validate_key, validate_value
 from .schema import SCHEMA_VERSION, write_txn
-from .sql import Connection
+from .sql import Connection, bytewise
 
 __all__ = ["FORMAT", "FORMAT_VERSION", "IMPORT_CHUNK", "ExportResult", "ImportResult",
            "export_memory", "import_memory", "import_steps"]
@@ -231,7 +231,7 @@ def _records(conn: Connection, counts: dict[str, int]) -> Iterator[bytes]:
     rows = conn.execute(
         "SELECT key, value, pinned, keywords, valid_from, created_at, updated_at,"
         " superseded_by, source, session_id, turn_id, removed_by, removed_turn_id"
-        " FROM profile_facts ORDER BY key, valid_from, id").fetchall()
+        f" FROM profile_facts ORDER BY {bytewise(conn, 'key')}, valid_from, id").fetchall()
     by_key: dict[str, list[tuple[Any, ...]]] = {}
     for row in rows:
         by_key.setdefault(cast(str, row[0]), []).append(row)
