@@ -123,10 +123,18 @@ async def test_locomo_ops_stores_through_the_websocket_and_recalls_the_evidence(
     out = await locomo_ops.measure(convs)
     assert out == {"keyword_ops": 1.0, "hybrid_ops": 1.0, "keyword_in_process": 1.0,
                    "hybrid_in_process": 1.0, "keyword_shared_batch": 1.0,
-                   "keyword_shared_none": 1.0}
+                   "keyword_shared_none": 1.0,
+                   "engines": {"sqlite": {"keyword": 1.0, "hybrid": 1.0}}}
     text = locomo_ops.render(out, "python -m bench.locomo_ops", 2)
     assert "| keyword | 100.0 % | 100.0 % | ≥ 74 % | PASS |" in text
     assert "| hybrid | 100.0 % | 100.0 % | ≥ keyword + 2 | FAIL |" in text
+    assert "each store engine" not in text  # one engine: no side-by-side table
+    both = locomo_ops.render({**out, "engines": {"sqlite": {"keyword": 0.70, "hybrid": 0.72},
+                                                 "postgres": {"keyword": 0.70,
+                                                              "hybrid": 0.705}}},
+                             "python -m bench.locomo_ops --engine both", 2)
+    assert "| keyword | 70.0 % | 70.0 % | +0.0 | within 1 point | PASS |" in both
+    assert "| hybrid | 72.0 % | 70.5 % | -1.5 | within 1 point | FAIL |" in both
 
 
 def test_the_second_stage_keeps_the_models_picks_first_and_ignores_what_is_not_a_candidate():
