@@ -178,8 +178,9 @@ def _add(args: argparse.Namespace, state_dir: Path) -> int:
     print(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}:")
     for spec in tools:
         print(f"  {spec.qualified}  [{standing(spec, book.entry(spec.qualified)).policy}]")
-    print("(a running daemon uses them after its next start; 'tools show "
-          f"{args.name}' prints their descriptions)")
+    print(f"('tools show {args.name}' prints their descriptions; a running daemon starts "
+          "the server at its next start; the agent calling its tools in a turn is being "
+          "built: docs/tools.md)")
     return 0
 
 
