@@ -81,7 +81,12 @@ def test_output_into_a_reader_that_stops_early_ends_quietly(tmp_path):
     """``atomic-agent config show | head -1``: the reader closes the pipe; the command
     stops with the shell's status for that (141), no traceback."""
     import fcntl
+    import json
 
+    # Output far larger than the pipe: the writer is still writing when the reader leaves.
+    (tmp_path / "config.json").write_text(json.dumps({"tools": {"mcpServers": {
+        f"s{i}": {"command": "mcp-server-time", "args": ["--local-timezone", "UTC"]}
+        for i in range(100)}}}))
     read, write = os.pipe()
     fcntl.fcntl(read, 1031, 4096)  # F_SETPIPE_SZ: one page; the reader leaves after a byte
     proc = subprocess.Popen([sys.executable, "-m", "runtime.shell.cli", "config", "show",
