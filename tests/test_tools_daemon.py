@@ -94,3 +94,48 @@ async def test_the_daemon_keeps_its_tool_servers_and_says_which_is_down(tmp_path
     with trio.fail_after(10):
         while _alive(started[1]):
             await trio.sleep(0.2)
+
+
+async def test_a_call_answers_with_the_tools_text_or_says_why_there_is_none(
+        tmp_path: Path) -> None:
+    """The tools actor's CallTool, in process on a real server: the result's text, the
+    tool's own error, an unknown server, and a server that died (the call says so and
+    the keeper starts it again)."""
+    from actors.tools.actor import ToolsActor
+    from actors.tools.messages import CallTool
+    from runtime.services.config import ActorBoot, parse_config
+
+    log, pids = tmp_path / "calls.jsonl", tmp_path / "pids"
+    cfg = parse_config(json.dumps({"tools": {"mcpServers": {"notes": {
+        "command": sys.executable, "cwd": str(REPO), "timeoutMs": 20000,
+        "args": ["-m", "tests.fakes.mcp_tool_server", "--log", str(log), "--pid-file",
+                 str(pids)]}}}}))
+    actor = ToolsActor(None, ActorBoot(state_dir=str(tmp_path), config=cfg))  # type: ignore[arg-type]
+    kept = actor.kept["notes"]
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(actor.keep, kept)
+        with trio.fail_after(30):
+            await kept.first_done.wait()
+        assert kept.status.state == "up", kept.status
+        found = await actor.call(CallTool(server="notes", tool="lookup",
+                                          arguments={"word": "sprint"}))
+        assert found.ok and found.text == "sprint: a word the team uses" and not found.is_error
+        bad = await actor.call(CallTool(server="notes", tool="lookup", arguments={}))
+        assert bad.ok and bad.is_error  # the server's own validation error, as text
+        nowhere = await actor.call(CallTool(server="git", tool="git_status"))
+        assert not nowhere.ok and nowhere.error == "no MCP server named 'git'"
+        os.kill(int(pids.read_text().split()[0]), 9)
+        with trio.fail_after(20):
+            while True:
+                gone = await actor.call(CallTool(server="notes", tool="lookup",
+                                                 arguments={"word": "x"}))
+                if not gone.ok:
+                    break
+                await trio.sleep(0.2)
+        assert "notes" in gone.error
+        with trio.fail_after(30):  # started again: the broken call woke the keeper
+            while not (kept.status.state == "up" and kept.status.restarts >= 1):
+                await trio.sleep(0.2)
+        nursery.cancel_scope.cancel()
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert {"tool": "lookup", "args": {"word": "sprint"}} in calls
