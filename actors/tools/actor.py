@@ -36,7 +36,7 @@ import msgspec
 import structlog
 import trio
 
-from runtime.kernel.actor import ActorContext
+from runtime.kernel.actor import ActorContext, first_line
 from runtime.services.config import ActorBoot, McpServerConfig
 from runtime.services.mcp_tools import (ServerLink, ToolServerError, open_server,
                                         server_log_path)
@@ -154,8 +154,7 @@ class ToolsActor:
                                       f"ping answer within {kept.cfg.timeout_ms} ms)") from None
             except Exception as exc:  # noqa: BLE001 - the link is what failed
                 raise ToolServerError(f"MCP server {kept.name!r} stopped answering: "
-                                      f"{str(exc).strip()[:200] or type(exc).__name__}"
-                                      ) from None
+                                      f"{first_line(exc)}") from None
 
     # ------------------------------------------------------------------ requests
     async def on_request(self, src: str, body: msgspec.Raw) -> Any:
@@ -208,9 +207,8 @@ class ToolsActor:
         except Exception as exc:  # noqa: BLE001 - any failure is this call's answer
             kept.broken.set()  # the keeper checks the link now
             self.metrics.inc("agent.tools.calls", {**labels, "outcome": "failed"})
-            first = str(exc).strip().splitlines()[0][:300] if str(exc).strip() else \
-                type(exc).__name__
-            return ToolCallResult(ok=False, error=f"{msg.server}.{msg.tool} failed: {first}",
+            return ToolCallResult(ok=False, error=f"{msg.server}.{msg.tool} failed: "
+                                                  f"{first_line(exc)}",
                                   duration_ms=(time.monotonic() - t0) * 1000)
         text = result_text(list(getattr(result, "content", []) or []),
                            getattr(result, "structured_content", None))

@@ -85,6 +85,15 @@ def leaf_exception(exc: BaseException) -> BaseException:
     return exc
 
 
+def first_line(exc: BaseException, limit: int = 300) -> str:
+    """One line that says what ``exc`` is: the first line of its message (of its first
+    leaf, inside exception groups), at most ``limit`` characters; its type's name when
+    the message is empty. For errors told to a person in one line."""
+    leaf = leaf_exception(exc)
+    text = str(leaf).strip()
+    return text.splitlines()[0][:limit] if text else type(leaf).__name__
+
+
 class ActorContext:
     """Handle an actor uses to talk to the rest of the tree.
 

@@ -29,6 +29,8 @@ from typing import Any, TextIO
 
 import trio
 
+from runtime.kernel.actor import first_line, leaf_exception
+
 from .config import McpServerConfig
 from .tool_spec import ToolSpec, pin_of
 
@@ -44,13 +46,6 @@ class ToolServerError(Exception):
 def server_log_path(state_dir: Path, name: str) -> Path:
     """Where a stdio server's stderr goes: ``<state>/logs/mcp-<name>.log``."""
     return state_dir / "logs" / f"mcp-{name}.log"
-
-
-def _first_line(exc: BaseException) -> str:
-    if isinstance(exc, BaseExceptionGroup) and exc.exceptions:
-        return _first_line(exc.exceptions[0])
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 @dataclass
@@ -82,7 +77,7 @@ class ServerLink:
                                   f"{self.cfg.timeout_ms} ms") from None
         except Exception as exc:  # the SDK's McpError, a closed stream, bad JSON ...
             raise ToolServerError(f"MCP server {self.name!r} could not list its tools: "
-                                  f"{_first_line(exc)}") from None
+                                  f"{first_line(exc)}") from None
         out = []
         for t in tools:
             schema = t.input_schema if isinstance(t.input_schema, dict) else {}
@@ -156,13 +151,13 @@ async def open_server(name: str, cfg: McpServerConfig, state_dir: Path
             started = True
             yield link
     except BaseException as exc:  # noqa: BLE001 - sorted below, nothing swallowed
-        inner = _unwrap(exc)
+        inner = leaf_exception(exc)
         if isinstance(inner, trio.Cancelled) or not isinstance(inner, Exception):
             raise
         if isinstance(inner, ToolServerError) or (started and not _link_failure(inner)):
             raise inner from None
         what = "broke" if started else "could not start"
-        raise ToolServerError(f"MCP server {name!r} {what}: {_first_line(inner)}"
+        raise ToolServerError(f"MCP server {name!r} {what}: {first_line(inner)}"
                               f"{_where(name, cfg, state_dir)}") from None
 
 
@@ -185,19 +180,11 @@ async def _connect(name: str, cfg: McpServerConfig, state_dir: Path,
     return ServerLink(name, cfg, session)
 
 
-def _unwrap(exc: BaseException) -> BaseException:
-    """The one exception inside nested single-member exception groups (trio's nurseries
-    and the SDK's task groups wrap what crosses them)."""
-    while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
-        exc = exc.exceptions[0]
-    return exc
-
-
 def _link_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is the link failing (the transport, the SDK, the network), not a
     bug of the code using it."""
     module = type(exc).__module__ or ""
-    return isinstance(exc, (OSError, EOFError, BaseExceptionGroup)) or module.startswith(
+    return isinstance(exc, (OSError, EOFError)) or module.startswith(
         ("mcp", "anyio", "httpx", "httpcore", "trio"))
 
 

@@ -244,29 +244,27 @@ class OpenAIApi:
         await _json(send, 503 if problems else 200,
                     {"status": "degraded" if problems else "ok", "problems": problems})
 
-    async def _memory_problems(self) -> list[str]:
-        """What the memory actor says of its database (the PostgreSQL engine probes its
-        server: docs/teams.md, "Faults"): one line when it is away. An actor that does
-        not answer within 2 s adds nothing here (it is being restarted)."""
+    async def _snapshot(self, actor: str) -> dict[str, Any]:
+        """``actor``'s metrics snapshot; ``{}`` when it does not answer within 2 s (being
+        restarted) or does not run (the tools actor without servers)."""
         try:
             with trio.fail_after(2):
-                snap = await self.request("memory", MetricsRequest(), dict)
+                snap = await self.request(actor, MetricsRequest(), dict)
         except (RuntimeFailure, trio.TooSlowError, KeyError):
-            return []
-        database = snap.get("database") if isinstance(snap, dict) else None
+            return {}
+        return snap if isinstance(snap, dict) else {}
+
+    async def _memory_problems(self) -> list[str]:
+        """What the memory actor says of its database (the PostgreSQL engine probes its
+        server: docs/teams.md, "Faults"): one line when it is away."""
+        database = (await self._snapshot("memory")).get("database")
         if isinstance(database, dict) and database.get("up") is False:
             return [f"the memory database is unavailable: {database.get('problem')}"]
         return []
 
     async def _tools_problems(self) -> list[str]:
-        """One line per MCP server that is down (docs/tools.md); nothing without the
-        tools actor (no server configured) or when it does not answer within 2 s."""
-        try:
-            with trio.fail_after(2):
-                snap = await self.request("tools", MetricsRequest(), dict)
-        except (RuntimeFailure, trio.TooSlowError, KeyError):
-            return []
-        servers = snap.get("servers") if isinstance(snap, dict) else None
+        """One line per MCP server that is down (docs/tools.md)."""
+        servers = (await self._snapshot("tools")).get("servers")
         return [f"MCP server {s.get('name')!r} is down: {s.get('error')}"
                 for s in servers or [] if isinstance(s, dict) and s.get("state") == "down"]
 

@@ -40,6 +40,8 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from runtime.kernel.actor import first_line
+
 from ..errors import DatabaseUnavailable
 
 __all__ = ["ID_TABLES", "MEMBER_ROLE", "PgConnection", "PgCursor", "configure_session",
@@ -146,7 +148,7 @@ def _lost(exc: psycopg.Error) -> bool:
 
 
 def _failure(exc: psycopg.Error) -> DatabaseUnavailable:
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+    first = first_line(exc)
     if _lost(exc):
         return DatabaseUnavailable("the PostgreSQL server is unreachable or the connection "
                                    f"was lost ({first}); nothing of this request was stored")

@@ -22,6 +22,7 @@ from typing import Any
 import psycopg
 from psycopg_pool import ConnectionPool
 
+from runtime.kernel.actor import first_line
 from runtime.services.config import TENANT_PATTERN, StoreConfig
 
 from ..errors import DatabaseUnavailable
@@ -45,8 +46,8 @@ def connect_admin(url: str) -> psycopg.Connection[Any]:
     try:
         return psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
     except psycopg.Error as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc) else repr(exc)
-        raise DatabaseUnavailable(f"cannot connect to the PostgreSQL server: {first}") from None
+        raise DatabaseUnavailable("cannot connect to the PostgreSQL server: "
+                                  f"{first_line(exc)}") from None
 
 
 IDLE_CHECK_S = 1.0

@@ -30,6 +30,8 @@ from typing import Any
 
 import psycopg
 
+from runtime.kernel.actor import first_line
+
 from ..errors import DatabaseUnavailable, SchemaTooNew
 from .connection import MEMBER_ROLE
 
@@ -393,27 +395,22 @@ def migrate(conn: psycopg.Connection[Any], stop_before: int | None = None) -> in
                 conn.execute(f"GRANT SELECT ON atomic_agent_schema TO {MEMBER_ROLE}")
     except psycopg.errors.InsufficientPrivilege as exc:
         raise DatabaseUnavailable(
-            f"this login may not create or change the memory schema ({_first_line(exc)}): "
+            f"this login may not create or change the memory schema ({first_line(exc)}): "
             "start one daemon with the database owner's login first, then the others "
             "(docs/teams.md, \"One login per person\")") from None
     except psycopg.errors.FeatureNotSupported as exc:
         raise DatabaseUnavailable("PostgreSQL cannot create the memory schema: "
-                                  f"{_first_line(exc)}") from None
+                                  f"{first_line(exc)}") from None
     except psycopg.errors.UndefinedFile:
         raise DatabaseUnavailable(_NO_PGVECTOR) from None
     except psycopg.Error as exc:
         raise DatabaseUnavailable("PostgreSQL refused the memory schema: "
-                                  f"{_first_line(exc)}") from None
+                                  f"{first_line(exc)}") from None
     return version
 
 
 _NO_PGVECTOR = ("the PostgreSQL server has no pgvector extension (`vector`): install "
                 "pgvector on the server (https://github.com/pgvector/pgvector#installation)")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else repr(exc)
 
 
 def _has_member(conn: psycopg.Connection[Any]) -> bool:
