@@ -53,6 +53,10 @@ def tail(**kw) -> str:
 def test_tail_sections_in_the_current_order_and_empty_ones_omitted():
     text = tail()
     present = [line[4:] for line in text.splitlines() if line.startswith("### ")]
+    assert present == [s for s in SECTION_ORDER
+                       if s not in ("session-facts", "loaded-skills", "tools")]
+    text = tail(tools="- time.get_current_time {timezone: string}: Get the time")
+    present = [line[4:] for line in text.splitlines() if line.startswith("### ")]
     assert present == [s for s in SECTION_ORDER if s not in ("session-facts", "loaded-skills")]
     text = tail(memory={}, notice="")
     assert [line for line in text.splitlines() if line.startswith("### ")] == [

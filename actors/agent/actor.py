@@ -18,6 +18,7 @@ turns end with reason ``shutdown``.
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -44,6 +45,7 @@ from actors.store.tail import render_context
 from actors.store.plans import RenderBudget
 from actors.store.errors import StorageFailure, ValidationError
 from actors.store.render import estimate_tokens
+from actors.tools.messages import CallTool, ToolCallResult, ToolsStatus, ToolsStatusReply
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RemoteError, RuntimeFailure
 from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
@@ -51,12 +53,18 @@ from runtime.services.config import ActorBoot
 from runtime.services.llm import (LLMContextOverflow, LLMError, LLMNotReady, LLMServerError,
                                   LLMUnavailable)
 from runtime.services.metrics import Metrics, MetricsRequest
+from runtime.services.tool_policy import PolicyBook, PolicyError, standing
+from runtime.services.tool_spec import ToolSpec
 
 from .messages import (
     AgentMsg,
+    ApprovalDone,
+    ApprovalRequest,
+    Approve,
     CancelTurn,
     DeleteSession,
     GetSession,
+    ListApprovals,
     ListSessions,
     OpenSession,
     RenameSession,
@@ -92,8 +100,10 @@ from .prompt import (
     intro_prefill,
     parse_action,
     partial_reply,
+    tool_outcome_text,
 )
 from .rewriter import Rewriter
+from .toolbox import argument_error, asked_for, choose_tools, redacted, render_tools, result_line
 from .sessions import Message, SessionState, SessionStore, session_title, valid_session_id
 
 log = structlog.get_logger()
@@ -143,6 +153,20 @@ class _Turn:
     notes: dict[int, str] = field(default_factory=dict)  # note id → content it held
     wrote: bool = False  # a memory tool call of the turn stored or updated something
     forgot: bool = False  # the turn removed something (its forget, a tool call)
+    mcp: dict[str, ToolSpec] = field(default_factory=dict)  # MCP tools offered, by name
+    mcp_known: dict[str, ToolSpec] = field(default_factory=dict)  # every MCP tool up
+    tool_outcomes: list[tuple[str, str]] = field(default_factory=list)  # (server.tool, outcome)
+
+
+@dataclass
+class _Approval:
+    """An approval request waiting for a person (:meth:`AgentActor._ask`)."""
+
+    frame: ApprovalRequest
+    app: str | None  # the app whose turn asks (an app answers only its own)
+    done: trio.Event = field(default_factory=trio.Event)
+    decision: str = "timeout"
+    by: str = ""
 
 
 def surfaced_items(mem: MemoryContext, sections: dict[str, str]) -> list[Surfaced]:
@@ -250,8 +274,6 @@ class AgentActor:
         self.llm = llm
         self.metrics = Metrics()
         self.llm_served = False  # a completion came back since start (see _complete)
-        # Persona, tool catalog and grammars for the tools memory.* leaves on.
-        self.prompt = agent_prompt(enabled_tools(self.cfg.memory))
         self.turns: dict[str, _Turn] = {}
         # Set once the start-up warm-up of the model's prompt cache is over (at once
         # without an embedded server): a turn that starts before it says so.
@@ -261,6 +283,10 @@ class AgentActor:
         self.opened: dict[str, tuple[str | None, str | None]] = {}
         self.db_lock = trio.Lock()
         self.n_ctx: int | None = None
+        # The user's MCP servers (docs/tools.md): their tools are offered per message.
+        self.mcp_on = any(sv.enabled for sv in self.cfg.tools.mcp_servers.values())
+        self.prompt = agent_prompt(enabled_tools(self.cfg.memory), mcp=self.mcp_on)
+        self.approvals: dict[str, _Approval] = {}  # waiting for a person, by request id
         self.rewriter = Rewriter(llm, self.cfg.memory.rewriter,
                                  similarity=self._similarity
                                  if self.cfg.memory.embeddings.enabled else None)
@@ -316,6 +342,11 @@ class AgentActor:
                     raise AgentError("not_found", f"no session {session!r} (sessions exist "
                                                   "once they have a turn)")
                 return {"id": renamed.id, "title": session_title(renamed)}
+            case Approve() as msg:
+                return self._approve(msg)
+            case ListApprovals(app=app):
+                return [p.frame for p in self.approvals.values()
+                        if app is None or p.app == app]
             case MetricsRequest():
                 return self.metrics.snapshot()
 
@@ -373,11 +404,14 @@ class AgentActor:
         except RuntimeFailure:
             pass
 
-    async def _audit(self, client: str, op: str, what: str, outcome: str = "ok") -> None:
-        """An activity-log entry for an action outside memory (``Audited``); a memory
-        actor that is down misses it, the action stands."""
+    async def _audit(self, client: str, op: str, what: str, outcome: str = "ok",
+                     more: list[str] | None = None) -> None:
+        """An activity-log entry for an action outside memory (``Audited``: ``what``,
+        then ``more`` as its ids); a memory actor that is down misses it, the action
+        stands."""
         try:
-            await self.ctx.cast("memory", Audited(client=client, op=op, ids=[what],
+            await self.ctx.cast("memory", Audited(client=client, op=op,
+                                                  ids=[what, *(more or [])],
                                                   outcome=outcome))
         except RuntimeFailure:
             pass
@@ -535,7 +569,9 @@ class AgentActor:
                     assistant_reply=reply, earlier=earlier[-EARLIER_MAX:],
                     surfaced=turn.surfaced, turn_index=state.turns, client=msg.client,
                     agent_wrote=turn.wrote, agent_forgot=turn.forgot,
-                    may_forget=_may(msg, "forget")))
+                    may_forget=_may(msg, "forget"),
+                    tool_calls=list(dict.fromkeys(q for q, o in turn.tool_outcomes
+                                                  if o == "ok"))))
         await self._bump_outcomes(turn, reason)
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 
@@ -694,16 +730,24 @@ class AgentActor:
         last = self.cfg.agent.max_steps
         turn_zone = self.turns[msg.session].zone if msg.session in self.turns else None
         called: list[str] = []
+        outputs = 0  # tool results that came back with text of their own
+        mcp = await self._offer_mcp(msg)
         for n in range(1, last + 1):
             if n == last and last > 1:
                 step.notice = (step.notice + " " + LAST_STEP_NOTICE).strip()
             notice = step.notice
+            # the user's tools that fit the message, not yet called (none on the last step)
+            open_mcp = [] if n == last and last > 1 else [
+                spec for q, spec in mcp.items() if q not in called]
+            outcomes = tool_outcome_text(self.turns[msg.session].tool_outcomes
+                                         if msg.session in self.turns else [])
 
             def tail_for(window: int, shown: dict[str, str]) -> str:
                 return build_tail(TailInput(
                     memory=shown, history=history, scratch=step.scratch, notice=notice,
                     world=(f"working directory: {state.working_dir or '(none)'}\n"
                            + now_line(turn_zone)),
+                    tools=render_tools(open_mcp), tool_outcomes=outcomes,
                     context_window=window, reply_reserve=self.cfg.llm.n_predict,
                     conversation_max_tokens=self.cfg.agent.conversation_max_tokens))
 
@@ -724,6 +768,7 @@ class AgentActor:
             tools = offered_tools(self.prompt.tools, msg.text, memory, called)
             if forgot and forgot != "nothing":  # the request is done: nothing to remove
                 tools = tuple(t for t in tools if OPS[t].guard != "removal")
+            tools += tuple(spec.qualified for spec in open_mcp)
             try:
                 stream = _ReplyStream(self, msg)
                 completion = await self._complete(msg, tail, n, last, stream, tools, intro)
@@ -752,11 +797,28 @@ class AgentActor:
                     await self._emit(msg.session, Step(turn=msg.turn, step="finish", n=n,
                                                        text=text))
                     return "finish", ""
+                case ToolCall(name=name, args=args) if name in mcp or name in turn.mcp_known:
+                    called.append(name)
+                    await self._emit(msg.session, Step(turn=msg.turn, step="tool", n=n,
+                                                       tool=name, args=args))
+                    line, outcome, summary = await self._call_mcp(
+                        msg, mcp.get(name) or turn.mcp_known[name], args,
+                        offered=name in mcp, after_output=outputs > 0,
+                        best=next(iter(mcp), None))
+                    await self._emit(msg.session, Step(turn=msg.turn, step="tool.result", n=n,
+                                                       tool=name, summary=summary,
+                                                       outcome=outcome))
+                    step.scratch.append(line)
+                    if outcome in ("ok", "error"):  # the server answered: its text is in
+                        outputs += 1
+                    if outcome == "invalid":  # it may try again with arguments that fit
+                        called.remove(name)
                 case ToolCall(name=name, args=args):
                     called.append(name)
                     await self._emit(msg.session, Step(turn=msg.turn, step="tool", n=n,
                                                        tool=name, args=args))
                     result = await self._call_tool(msg, name, args)
+                    outputs += 1  # (memory's text: notes anyone with write access stored)
                     await self._emit(msg.session, Step(turn=msg.turn, step="tool.result", n=n,
                                                        tool=name, summary=result))
                     step.scratch.append(f"TOOL {name} {json.dumps(args, ensure_ascii=False)}"
@@ -769,6 +831,172 @@ class AgentActor:
                     await self._emit(msg.session, Step(turn=msg.turn, step="invalid", n=n,
                                                        reason=why))
         return "max_steps", ""
+
+    # --------------------------------------------------------- the user's MCP tools
+    async def _offer_mcp(self, msg: RunTurn) -> dict[str, ToolSpec]:
+        """The user's MCP tools this turn offers (docs/tools.md), by qualified name: those
+        of the servers that are up which fit the message best
+        (:func:`~actors.agent.toolbox.choose_tools`, at most ``tools.offerMax``), less
+        the ones whose standing policy is ``deny``. Every tool up is remembered in the
+        turn (``mcp_known``), so a call to one not offered is answered as such. None
+        when no server is configured, the tools actor does not answer within 2 s, or the
+        turn's app lacks the ``tools`` scope (then said in a notice when a tool fit)."""
+        turn = self.turns.get(msg.session)
+        if not self.mcp_on or turn is None or self.cfg.tools.offer_max == 0:
+            return {}
+        try:
+            with trio.fail_after(2):
+                status = await self.ctx.request("tools", ToolsStatus(), ToolsStatusReply)
+        except (RemoteError, RuntimeFailure, trio.TooSlowError) as exc:
+            log.warning("agent.tools_unavailable", error=str(exc))
+            return {}
+        specs = [t for sv in status.servers if sv.state == "up" for t in sv.tools]
+        turn.mcp_known = {t.qualified: t for t in specs}
+        book = await self._policies()
+        if book is not None:
+            specs = [t for t in specs if standing(t, book.entry(t.qualified)).policy != "deny"]
+        chosen = choose_tools(specs, msg.text, self.cfg.tools.offer_max)
+        if chosen and not _may(msg, "tools"):
+            await self._refused(msg, "turn.tools")
+            await self._emit(msg.session, Step(
+                turn=msg.turn, step="notice",
+                message=f"your tools were not offered: the app {msg.app or msg.client!r} "
+                        "may not use them (its token lacks the tools scope)"))
+            return {}
+        return {t.qualified: t for t in chosen}
+
+    async def _policies(self) -> PolicyBook | None:
+        """``<state>/tool-policies.json``, read now (the CLI and the dashboard change
+        it); None, logged, when it cannot be read (every call then asks)."""
+        try:
+            return await trio.to_thread.run_sync(PolicyBook, self.boot.path)
+        except PolicyError as exc:
+            log.error("agent.tool_policies_unreadable", error=str(exc))
+            return None
+
+    async def _call_mcp(self, msg: RunTurn, spec: ToolSpec, args: dict[str, Any], *,
+                        offered: bool, after_output: bool,
+                        best: str | None) -> tuple[str, str, str]:
+        """Decide and make one call of an MCP tool (docs/tools.md, "How a turn uses
+        them"): not offered → refused; arguments checked against its schema; its
+        standing policy — ``deny`` refuses, ``allow`` runs, ``ask`` asks the session's
+        clients (:meth:`_ask`) — except that an allowed tool asks too when the call
+        comes after a tool's output entered the prompt (``after_output``) and the user's
+        message did not ask for it: neither names it
+        (:func:`~actors.agent.toolbox.asked_for`) nor fits it best of all tools
+        (``best``, the first offered). Returns (the scratch line the model reads, the
+        outcome, a short summary for the clients); never raises but for cancellation.
+        Each decided call is in the activity log and the metrics."""
+        q = spec.qualified
+        turn = self.turns.get(msg.session)
+        t0 = time.monotonic()
+
+        def done(outcome: str, text: str, decision: str = "") -> tuple[str, str, str]:
+            if turn is not None:
+                turn.tool_outcomes.append((q, outcome))
+            self.metrics.inc("agent.tools.calls", {"server": spec.server, "outcome": outcome})
+            line = result_line(q, args, text, failed=outcome != "ok")
+            return line, outcome, " ".join(text.split())[:300]
+
+        if not offered:
+            return done("invalid", f"{q} is not offered in this turn (the user's message "
+                                   "does not call for it); answer the user instead")
+        if not _may(msg, "tools"):
+            return done("forbidden", "the app the user talks through may not use tools")
+        why = argument_error(spec, args)
+        if why is not None:
+            return done("invalid", f"invalid arguments: {why}; call it again with "
+                                   "arguments that fit, or answer the user")
+        book = await self._policies()
+        entry = book.entry(q) if book is not None else None
+        held = standing(spec, entry)
+        decision = "allow"
+        if held.policy == "deny":
+            decision = "policy-deny"
+        elif held.policy == "ask" or book is None or (
+                after_output and q != best and not asked_for(spec, msg.text)):
+            ask_why = ("changed" if held.reason == "changed" else
+                       "policy" if held.policy == "ask" or book is None else "after_tool_result")
+            decision, by = await self._ask(msg, spec, args, ask_why)
+            if decision == "always" and book is not None:
+                try:
+                    await trio.to_thread.run_sync(book.decide, spec, "allow", by or "owner")
+                except PolicyError as exc:
+                    log.error("agent.tool_policy_unsaved", error=str(exc))
+        audit_ids: list[str] = [q, "args=" + json.dumps(redacted(args), ensure_ascii=False)[:200],
+                                f"decision={decision}"]
+        if held.reason == "changed":
+            audit_ids.append("changed since it was decided")
+        if decision in ("policy-deny", "deny", "timeout"):
+            outcome = "timeout" if decision == "timeout" else "denied"
+            await self._audit_call(msg, audit_ids, outcome)
+            return done(outcome, "not run: " + (
+                "its policy is deny" if decision == "policy-deny" else
+                "the user did not answer in time" if decision == "timeout" else
+                "the user denied it") + "; tell the user it was not done")
+        timeout = self.cfg.tools.mcp_servers[spec.server].timeout_ms / 1000 \
+            if spec.server in self.cfg.tools.mcp_servers else 30.0
+        try:
+            with trio.fail_after(timeout + 5):
+                res = await self.ctx.request("tools", CallTool(
+                    server=spec.server, tool=spec.name, arguments=args), ToolCallResult)
+        except (RemoteError, RuntimeFailure, trio.TooSlowError) as exc:
+            res = ToolCallResult(ok=False, error=f"the tools actor did not answer ({exc})")
+        elapsed = (time.monotonic() - t0) * 1000
+        self.metrics.observe("agent.tools.call_ms", res.duration_ms or elapsed)
+        outcome = "ok" if res.ok and not res.is_error else "error"
+        await self._audit_call(msg, audit_ids + [f"ms={round(res.duration_ms or elapsed)}"],
+                               outcome)
+        return done(outcome, res.text if res.ok else res.error)
+
+    async def _audit_call(self, msg: RunTurn, ids: list[str], outcome: str) -> None:
+        """The activity log's ``tool.call`` entry: the tool, its arguments with secrets
+        redacted, the decision, the duration; ``outcome`` ``ok``, ``error``, ``denied``
+        or ``timeout``."""
+        await self._audit(msg.client or msg.app or "owner", "tool.call", ids[0], outcome,
+                          more=ids[1:])
+
+    async def _ask(self, msg: RunTurn, spec: ToolSpec, args: dict[str, Any],
+                   why: str) -> tuple[str, str]:
+        """Ask the session's clients whether to run this call: an ``approval.request``
+        turn frame, then wait up to ``tools.approvalTimeoutMs`` for an answer
+        (:class:`~actors.agent.messages.Approve`). Returns (decision — ``once``,
+        ``always``, ``deny`` or ``timeout`` —, who answered). ``approval.done`` tells
+        every client it is over."""
+        timeout_ms = self.cfg.tools.approval_timeout_ms
+        request = secrets.token_hex(8)
+        pending = _Approval(ApprovalRequest(
+            turn=msg.turn, request=request, session=msg.session, server=spec.server,
+            tool=spec.name, args=args, description=spec.description[:2000], pin=spec.pin,
+            why=why, read_only=spec.read_only, timeout_ms=timeout_ms), app=msg.app)
+        self.approvals[request] = pending
+        self.metrics.inc("agent.tools.approvals", {"why": why})
+        decided = "cancelled"  # (unless it is answered or times out)
+        try:
+            await self._emit(msg.session, pending.frame)
+            with trio.move_on_after(timeout_ms / 1000):
+                await pending.done.wait()
+            decided = pending.decision  # "timeout" when no one answered
+        finally:
+            self.approvals.pop(request, None)
+            with trio.CancelScope(shield=True):
+                await self._emit(msg.session, ApprovalDone(turn=msg.turn, request=request,
+                                                           decision=decided, by=pending.by))
+        return pending.decision, pending.by
+
+    def _approve(self, msg: Approve) -> dict[str, bool]:
+        """Answer a pending approval (:class:`~actors.agent.messages.Approve`)."""
+        pending = self.approvals.get(msg.request)
+        if pending is None or pending.done.is_set() or (
+                msg.session is not None and msg.session != pending.frame.session):
+            return {"resolved": False}
+        if msg.app is not None and pending.app != msg.app:
+            raise AgentError("forbidden", "an app answers only the approvals of its own "
+                                          "sessions")
+        pending.decision = msg.decision
+        pending.by = msg.client or msg.app or "owner"
+        pending.done.set()
+        return {"resolved": True}
 
     async def _forget_requested(self, msg: RunTurn) -> str | None:
         """Forget what the user's message asks to forget, before the reply, so the reply

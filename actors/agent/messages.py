@@ -6,7 +6,7 @@ name), None for the owner. The owner reaches every session, an app only those it
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
 
@@ -94,8 +94,35 @@ class RenameSession(_M):
     app: str | None = None  # the app that asks; None: the owner (every session)
 
 
+Decision = Literal["once", "always", "deny"]
+"""A person's answer to an approval request: run this call, run it and allow the tool
+from now on (for its current pin), or do not run it."""
+
+
+class Approve(_M):
+    """Answer the pending approval ``request`` (an id from :class:`ApprovalRequest`) →
+    ``{"resolved": bool}`` (false: no such request is pending — answered already, timed
+    out, or its turn ended). ``session``: the session the answering client is attached
+    to (None: any session, the dashboard); ``app``: the app that answers (None: the
+    owner; an app answers only its own sessions' requests); ``client``: who answers, as
+    the activity log names them."""
+
+    request: str
+    decision: Decision
+    session: str | None = None
+    app: str | None = None
+    client: str | None = None
+
+
+class ListApprovals(_M):
+    """The approval requests waiting for an answer → ``list[ApprovalRequest]`` (with
+    their sessions), oldest first; ``app``: only those of that app's sessions."""
+
+    app: str | None = None
+
+
 AgentMsg = (OpenSession | RunTurn | CancelTurn | ListSessions | DeleteSession | GetSession
-            | RenameSession)
+            | RenameSession | Approve | ListApprovals)
 
 
 class _TurnFrame(msgspec.Struct, tag_field="type", rename="camel", kw_only=True,
@@ -130,7 +157,10 @@ class Step(_TurnFrame, tag="step"):
     * ``rewrite`` — the query memory was recalled with (``query``);
     * ``prompt`` (with ``debug``) — step ``n``'s prompt tail (``tail``);
     * ``tool`` / ``tool.result`` — step ``n`` called ``tool`` with ``args`` / its result
-      (``summary``);
+      (``summary``); for an MCP tool (``server.tool``) ``tool.result`` also carries
+      ``outcome``: ``ok``, ``error`` (the tool said it failed, or it could not be
+      reached), ``denied`` (by its policy or the user), ``invalid`` (arguments that do
+      not fit its schema) or ``forbidden`` (the app lacks the ``tools`` scope);
     * ``finish`` — step ``n`` ended the turn without a reply (``text``);
     * ``invalid`` — step ``n``'s output was no valid action (``reason``);
     * ``notice`` — something the user should know (``message``: the model is loading,
@@ -152,6 +182,7 @@ class Step(_TurnFrame, tag="step"):
     args: dict[str, Any] | None = None
     summary: str | None = None
     reason: str | None = None
+    outcome: str | None = None
 
 
 class TurnTimings(msgspec.Struct, rename="camel"):
@@ -195,7 +226,39 @@ class TurnFinished(_TurnFrame, tag="turn.finished"):
     timings: TurnTimings | None = None
 
 
-TurnFrame = TurnStarted | ReplyDelta | ReplyText | Step | TurnFinished
+class ApprovalRequest(_TurnFrame, tag="approval.request"):
+    """The turn wants to call ``server``'s ``tool`` with ``args`` and waits for a person
+    to answer (``approval`` frame, :class:`Approve`): ``request`` is the id to answer;
+    ``description`` the tool's description as its server gives it (cut to 2,000
+    characters); ``pin`` the tool's pin (docs/tools.md); ``why``: ``policy`` (the
+    tool asks) or ``after_tool_result`` (allowed, but proposed after a tool result and
+    not asked for by the user's message); ``timeout_ms``: no answer in this long is a
+    deny; ``session``: the turn's session. Every field is always sent."""
+
+    request: str
+    session: str
+    server: str
+    tool: str
+    args: dict[str, Any]
+    description: str
+    pin: str
+    why: str
+    read_only: bool
+    timeout_ms: int
+
+
+class ApprovalDone(_TurnFrame, tag="approval.done"):
+    """The approval ``request`` is over: ``decision`` ``once``, ``always``, ``deny`` or
+    ``timeout``; ``by``: who answered (empty on a timeout). Lets every other client
+    attached to the session close its prompt."""
+
+    request: str
+    decision: str
+    by: str
+
+
+TurnFrame = TurnStarted | ReplyDelta | ReplyText | Step | ApprovalRequest | ApprovalDone | \
+    TurnFinished
 """Every frame a turn sends its session's clients."""
 
 

@@ -35,7 +35,7 @@ from runtime.services.structured import with_schema
 
 SECTION_ORDER = (
     "memory-index", "session-facts", "recalled", "world", "conversation", "profile",
-    "lessons", "procedures", "loaded-skills", "notice", "respond",
+    "lessons", "procedures", "loaded-skills", "tools", "notice", "respond",
 )
 
 _PERSONA_HEAD = """You are atomic-agent, a helpful assistant running on the user's own machine.
@@ -127,11 +127,18 @@ class AgentPrompt:
     tools: tuple[str, ...]
 
 
-def agent_prompt(tools: tuple[str, ...] = TOOL_NAMES) -> AgentPrompt:
+CAPABILITIES = "Capabilities: memory tools only; no web access, no file access."
+CAPABILITIES_MCP = ("Capabilities: memory tools, and the user's own tools listed under "
+                    "### tools when a message needs one (named server.tool); nothing else.")
+"""The capabilities line of the prefix, without and with MCP servers configured."""
+
+
+def agent_prompt(tools: tuple[str, ...] = TOOL_NAMES, mcp: bool = False) -> AgentPrompt:
     """The :class:`AgentPrompt` for the agent tools ``tools`` (a subset of
-    ``TOOL_NAMES``; the default: all of them). The prefix depends only on which tools
-    are on: it changes with the configuration, never with data. Raises ValueError for
-    a tool that does not exist."""
+    ``TOOL_NAMES``; the default: all of them); ``mcp``: the user has MCP servers, whose
+    tools a step may offer in ``### tools`` (docs/tools.md). The prefix depends only on
+    the configuration, never on data. Raises ValueError for a tool that does not
+    exist."""
     unknown = [t for t in tools if t not in TOOL_NAMES]
     if unknown:
         raise ValueError(f"not agent tools: {', '.join(unknown)}")
@@ -140,7 +147,7 @@ def agent_prompt(tools: tuple[str, ...] = TOOL_NAMES) -> AgentPrompt:
     prefix = "\n\n".join([
         _persona(on),
         _render_catalog(on),
-        "Capabilities: memory tools only; no web access, no file access.",
+        CAPABILITIES_MCP if mcp else CAPABILITIES,
         "Skills: none loaded.",
         _ACTIONS,
     ])
@@ -387,6 +394,8 @@ class TailInput:
     history: list[tuple[str, str]]
     scratch: list[str] = field(default_factory=list)
     world: str = ""
+    tools: str = ""
+    tool_outcomes: str = ""
     notice: str = ""
     context_window: int = 4096
     reply_reserve: int = 256
@@ -514,6 +523,23 @@ FORGET_FORBIDDEN = ("The app the user is talking through may not forget memory: 
 NOT_ALLOWED = "\x00not-allowed"
 
 
+TOOL_RAN = "{tool} ran: answer from its output in the conversation."
+TOOL_NOT_RUN = ("{tool} was not run ({why}): tell the user it was not done; do not say "
+                "it was.")
+
+
+def tool_outcome_text(outcomes: list[tuple[str, str]]) -> str:
+    """The ``### respond`` line on the user's tools called in this turn: ``outcomes`` is
+    ``[(server.tool, outcome)]`` in call order (outcome ``ok``, ``error``, ``denied``,
+    ``timeout``, ``invalid``, ``forbidden``); each tool named once, its last outcome."""
+    last = dict(outcomes)
+    why = {"denied": "the user did not allow it", "timeout": "the user did not answer in "
+           "time", "forbidden": "this app may not use tools", "error": "it failed",
+           "invalid": "its arguments did not fit"}
+    return " ".join(TOOL_RAN.format(tool=t) if o == "ok" else
+                    TOOL_NOT_RUN.format(tool=t, why=why.get(o, o)) for t, o in last.items())
+
+
 def forgot_text(what: str) -> str:
     """The ``### respond`` line for a turn whose forget request the agent carried out
     (``what``: the facts and notes it removed, ``"nothing"`` when none matched, ``""``
@@ -527,7 +553,8 @@ def forgot_text(what: str) -> str:
 
 def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "",
                  same_day: str = "", unknown: str = "", care: str = "",
-                 intro: str = "", forgot: str | None = None, elsewhere: str = "") -> str:
+                 intro: str = "", forgot: str | None = None, elsewhere: str = "",
+                 tool_outcomes: str = "") -> str:
     """The ``### respond`` body, in this order:
 
     1. :data:`RESPOND`; ``rules``, the user's standing reply preferences
@@ -551,7 +578,9 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
     6. ``elsewhere`` (``name|topic`` pairs, ``;``-separated,
        :func:`actors.store.focus.someone_else`): what memory holds on the topic is about
        someone else, so the reply says it is not mentioned for ``name`` (the focus is
-       left out then: it would show the other person's note first).
+       left out then: it would show the other person's note first);
+    7. ``tool_outcomes`` (:func:`tool_outcome_text`): which of the user's tools ran and
+       which were denied, so the reply says what was done and what was not.
     """
     last = next((text for role, text in reversed(history) if role == "user"), "")
     head = RESPOND
@@ -580,6 +609,8 @@ def respond_text(history: list[tuple[str, str]], focus: str = "", rules: str = "
     if forgot is not None:
         tail += "\n" + forgot_text(forgot if forgot == NOT_ALLOWED
                                     else " ".join(neutralise(forgot).split()))
+    if tool_outcomes.strip():
+        tail += "\n" + " ".join(neutralise(tool_outcomes).split())
     if not last.strip():
         return head + tail
     quoted = " ".join(neutralise(last).split())
@@ -598,12 +629,13 @@ def build_tail(t: TailInput) -> str:
         "profile": t.memory.get("profile", ""),
         "lessons": t.memory.get("lessons", ""),
         "procedures": t.memory.get("procedures", ""),
+        "tools": t.tools,
         "notice": t.notice,
         "respond": respond_text(t.history, t.memory.get("focus", ""),
                                 t.memory.get("reply-rules", ""), t.memory.get("same-day", ""),
                                 t.memory.get("unknown", ""), t.memory.get("care", ""),
                                 t.memory.get("intro", ""), t.memory.get("forgot"),
-                                t.memory.get("elsewhere", "")),
+                                t.memory.get("elsewhere", ""), t.tool_outcomes),
     }
     used = estimate_tokens(STABLE_PREFIX) + sum(estimate_tokens(v) + 4 for v in fixed.values() if v)
     room = t.context_window - used - t.reply_reserve - SAFETY_MARGIN_TOKENS

@@ -47,7 +47,7 @@ from actors.store.errors import ValidationError
 from actors.store.records import (Lesson, LessonPointer, Link, Note, Procedure,
                                   ProcedurePointer, ProfileFact, Vote)
 
-Scope = Literal["read", "write", "forget", "admin", "team:write"]
+Scope = Literal["read", "write", "forget", "admin", "team:write", "tools", "tools:approve"]
 """What a client token may do (docs/integrations.md, "Per-app access")."""
 Guard = Literal["fact", "note", "removal"]
 """Which write guard judges an agent's call (:func:`actors.policy.write_guard.refusal`)."""

@@ -138,6 +138,21 @@ ALREADY_KNOWN = "everything was already known or invalid"
 invalid)."""
 
 
+TOOL_OUTPUT_MARK = "(this reply relays the output of the tool(s) {tools}: not the user's words)"
+"""How the reflection prompt marks the reply of a turn that called MCP tools: what a tool
+returned is data from another program, never a fact the user stated (docs/tools.md)."""
+
+
+def marked_reply(msg: Reflect) -> str:
+    """``msg``'s assistant reply as the reflection prompt shows it: behind
+    :data:`TOOL_OUTPUT_MARK` when the turn called MCP tools. (Nothing in a reply grounds a
+    fact anyway, :func:`actors.reflection.plan.plan_reflection`; the mark keeps the model
+    from proposing it.)"""
+    if not msg.tool_calls:
+        return msg.assistant_reply
+    return TOOL_OUTPUT_MARK.format(tools=", ".join(msg.tool_calls)) + " " + msg.assistant_reply
+
+
 class ReflectionActor:
     """Handlers and per-session bookkeeping; see the module docstring."""
 
@@ -391,8 +406,8 @@ class ReflectionActor:
             self.metrics.inc("agent.memory.reflection.skipped", {"reason": skip})
             return "none", skip, None
         full = build_reflection_prompt(
-            pairs, msg.user_message, msg.assistant_reply, earlier=window[0].earlier,
-            carried=[(m.user_message, m.assistant_reply) for m in window[:-1]])
+            pairs, msg.user_message, marked_reply(msg), earlier=window[0].earlier,
+            carried=[(m.user_message, marked_reply(m)) for m in window[:-1]])
         with trio.move_on_after(self.cfg.timeout_ms / 1000) as timer:
             # Partition ``reflection:<session>``: its fallbacks never move the turn's
             # sticky backend (that map lives in the agent process anyway).

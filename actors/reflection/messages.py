@@ -32,7 +32,9 @@ class Reflect(_M):
     ``agent_forgot``: the agent itself wrote or removed memory in the turn (the reply's
     claims are held against them and the reflection's own writes); ``may_forget``: the
     app holds the ``forget`` scope — without it the reflection forgets and retires
-    nothing (refused in the activity log)."""
+    nothing (refused in the activity log); ``tool_calls``: the MCP tools the turn called
+    (``server.tool``) — the reply may relay their output, which reflection sees marked
+    as such and never takes for something the user said."""
 
     session: str
     turn: str
@@ -45,6 +47,7 @@ class Reflect(_M):
     agent_wrote: bool = False  # the agent's own tool call stored or updated something
     agent_forgot: bool = False  # the agent removed something (its forget, a tool call)
     may_forget: bool = True  # the turn's app holds the ``forget`` scope
+    tool_calls: list[str] = msgspec.field(default_factory=list)  # MCP tools the turn called
 
 
 EARLIER_MAX = 2

@@ -84,6 +84,25 @@ _CJK_CHAR_RE = re.compile(f"[{_CJK_CLASS}]")
 _CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
 
 
+#: English function words dropped from recall queries (``actors.store.recall``) and
+#: from the agent's choice of MCP tools (``actors.agent.toolbox``): the NLTK English list
+#: (articles, pronouns, auxiliaries, prepositions, conjunctions, question words) plus the pieces
+#: that the letter/digit split leaves of contractions (``didn't`` -> ``didn``, ``t``).
+#: Lower-case, compared after NFKC + lower-casing. Content words ("like", "kind",
+#: "favorite") are deliberately kept: removing them measured no better on LoCoMo.
+_STOPWORD_TEXT = """
+a about above after again against all am an and any are as at be because been before being
+below between both but by can cannot could did do does doing down during each few for from
+further had has have having he her here hers herself him himself his how i if in into is it
+its itself let me more most my myself no nor not of off on once only or other ought our ours
+ourselves out over own same she should so some such than that the their theirs them
+themselves then there these they this those through to too under until up very was we were
+what when where which while who whom why with would you your yours yourself yourselves
+s t d ll m re ve didn doesn don isn wasn weren aren hasn haven hadn couldn wouldn shouldn won
+mustn shan needn mightn
+"""
+STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+
 def is_cjk_char(ch: str) -> bool:
     """Return True when the single character ``ch`` belongs to a script written
     without spaces (:data:`CJK_RANGES`)."""

@@ -487,10 +487,16 @@ class McpServerConfig(_C):
 
 
 class ToolsConfig(_C):
-    """``tools``: the MCP servers whose tools the agent may use (docs/tools.md)."""
+    """``tools``: the MCP servers whose tools the agent may use (docs/tools.md).
+    ``offerMax``: at most this many of their tools are offered to the model in one step
+    (those that fit the message best; a 1.5B model does not choose well among many,
+    ``bench/tools.py``); ``approvalTimeoutMs``: how long a call that asks waits for the
+    user's answer before it counts as denied."""
 
     mcp_servers: dict[Annotated[str, Meta(pattern=TOOL_SERVER_PATTERN)], McpServerConfig] = \
         msgspec.field(default_factory=dict)
+    offer_max: Annotated[int, Meta(ge=0, le=16)] = 3
+    approval_timeout_ms: Annotated[int, Meta(ge=1000, le=3_600_000)] = 120_000
 
 
 class LoggingConfig(_C):
@@ -608,12 +614,12 @@ def config_to_builtins(cfg: Config) -> dict[str, Any]:
         store["url"] = "***"
     for server in data["tools"]["mcpServers"].values():
         server["headers"] = {k: "***" for k in server.get("headers", {})}
-        server["env"] = {k: "***" if _secret_name(k) else v
+        server["env"] = {k: "***" if secret_name(k) else v
                          for k, v in server.get("env", {}).items()}
     return data
 
 
-def _secret_name(name: str) -> bool:
+def secret_name(name: str) -> bool:
     """Whether an environment variable's name says it holds a secret."""
     return any(w in name.upper() for w in ("TOKEN", "KEY", "SECRET", "PASSWORD", "PASS",
                                           "AUTH", "CREDENTIAL"))

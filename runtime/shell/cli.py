@@ -123,6 +123,10 @@ def _add_ask(sub: Any) -> None:
                         "line on stderr says what was remembered, updated or forgotten)")
     a.add_argument("--timeout", type=_positive_seconds, default=300.0,
                    help="seconds to wait (default 300)")
+    a.add_argument("--approve", action="store_true",
+                   help="allow every call of your MCP tools that asks for approval, without "
+                        "asking (for a script; by default a terminal asks y/N/a and a "
+                        "non-terminal denies)")
 
 
 def _add_models(sub: Any) -> None:
@@ -149,6 +153,10 @@ def _add_chat(sub: Any) -> None:
                     "Ctrl-D). Lines may be piped in.")
     _state_arg(c)
     c.add_argument("--session", help="session id to continue (created if new)")
+    c.add_argument("--approve", action="store_true",
+                   help="allow every call of your MCP tools that asks for approval, without "
+                        "asking (for a script; by default a terminal asks y/N/a and piped "
+                        "input denies)")
 
 
 def _add_tui(sub: Any) -> None:
@@ -559,7 +567,7 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
     if args.command == "stop" and read_daemon_info(state_dir) is None:
         raise ClientError("not_running", f"no atomic-agent daemon is running for {state_dir}")
     if args.command == "chat":
-        return await chat_loop(state_dir, session)
+        return await chat_loop(state_dir, session, args.approve)
     if args.command == "ask" and not args.text.strip():
         raise ClientError("invalid_argument", "the message is empty: ask \"your message\"")
     async with open_daemon(state_dir, session=session, client="cli") as c:

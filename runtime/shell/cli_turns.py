@@ -4,6 +4,11 @@
 errors (stderr), then what memory did (``memory: …``). ``chat`` reads lines and runs a
 turn for each; ``/`` lines are its commands (:data:`CHAT_HELP`). On a terminal both show
 a status line while they wait (:mod:`runtime.shell.status_line`).
+
+When the turn wants to run one of the user's tools that asks first (docs/tools.md), both
+ask on the terminal — ``[y]es once, [a]lways, [N]o`` — and deny where no one can answer
+(stdin is not a terminal) unless ``--approve`` allows every call for a script
+(:func:`answer_approval`).
 """
 
 from __future__ import annotations
@@ -13,18 +18,20 @@ import io
 import json
 import sys
 from dataclasses import dataclass
+from typing import Any
 from pathlib import Path
 
 import trio
 
-from actors.agent.messages import ReplyDelta, ReplyText, Step, TurnFinished
+from actors.agent.messages import (ApprovalDone, ApprovalRequest, Decision, ReplyDelta,
+                                   ReplyText, Step, TurnFinished)
 from actors.memory import ops
 
 from .cli_output import EXIT_FAILED, json_line, turns_text, when
 from .client import ClientError, DaemonClient, open_daemon
 from .memory_feedback import describe as describe_memory
 from .outbound import ErrorFrame, ReflectionFrame, SessionRenamed, SessionsResult, Subscribed
-from .protocol import SessionRenameFrame, SessionsFrame, Subscribe
+from .protocol import ApprovalFrame, SessionRenameFrame, SessionsFrame, Subscribe
 from .status_line import StatusLine
 
 
@@ -73,6 +80,8 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                     code = EXIT_FAILED
             if args.json:
                 print(json_line(frame), flush=True)
+                if isinstance(frame, ApprovalRequest):
+                    await answer_approval(c, frame, approve=args.approve, out=sys.stderr)
                 continue
             if isinstance(frame, (ReplyDelta, ReplyText, Step, TurnFinished, ErrorFrame)):
                 status.clear()
@@ -83,10 +92,17 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                 case Step(step="tool"):
                     print(f"[tool] {frame.tool} {json.dumps(frame.args)}", file=sys.stderr)
                     status.show(f"running {frame.tool}")
-                case Step(step="tool.result") if (frame.summary or "").startswith("error:"):
+                case Step(step="tool.result") if frame.outcome not in (None, "ok") or (
+                        frame.summary or "").startswith("error:"):
                     print(f"[tool] {frame.tool} → {frame.summary}", file=sys.stderr)
+                    status.show("the model is working")
                 case Step(step="tool.result"):
                     status.show("the model is working")
+                case ApprovalRequest():
+                    await answer_approval(c, frame, approve=args.approve, out=sys.stderr)
+                    status.show("the model is working")
+                case ApprovalDone(decision="timeout"):
+                    print("[tool] no answer in time: denied", file=sys.stderr)
                 case Step(step="notice"):
                     print(f"atomic-agent: note: {frame.message or ''}", file=sys.stderr)
                 case ReplyDelta():
@@ -122,6 +138,68 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                 print("memory: no reflection result within --timeout", file=sys.stderr)
     print(f"(session {c.session})", file=sys.stderr)
     return code
+
+
+_WHY = {"changed": "its description or arguments CHANGED since you decided",
+        "after_tool_result": "proposed after a tool's output, and your message did not ask "
+                             "for it"}
+
+
+def approval_text(frame: ApprovalRequest) -> str:
+    """What a person reads before answering ``frame``: the call, its arguments, the
+    tool's description (first line, cut) and why it asks when that is not simply its
+    policy."""
+    args = json.dumps(frame.args, ensure_ascii=False)
+    lines = [f"The agent wants to run {frame.server}.{frame.tool} {args[:600]}"
+             + ("…" if len(args) > 600 else "")]
+    described = " ".join(frame.description.split())
+    if described:
+        lines.append(f"  {frame.server}.{frame.tool}: {described[:200]}"
+                     + ("…" if len(described) > 200 else ""))
+    if frame.why in _WHY:
+        lines.append(f"  it asks because it was {_WHY[frame.why]}")
+    return "\n".join(lines)
+
+
+_ANSWERS: dict[str, Decision] = {"y": "once", "yes": "once", "a": "always", "always": "always"}
+
+
+async def answer_approval(c: DaemonClient, frame: ApprovalRequest, *, approve: bool,
+                          out: Any) -> Decision:
+    """Answer ``frame`` and send the answer (``approval``): ``once`` with ``approve``
+    (``--approve``); ``deny`` when stdin is no terminal (no one can answer); else ask on
+    the terminal — ``y`` once, ``a`` always, anything else (or no answer within the
+    request's timeout) deny. Returns the decision; what was decided is printed to
+    ``out``."""
+    global stdin_abandoned
+    decision: Decision = "deny"
+    if approve:
+        decision = "once"
+        print(f"[tool] {frame.server}.{frame.tool}: allowed by --approve", file=out)
+    elif not sys.stdin.isatty():
+        print(f"[tool] {frame.server}.{frame.tool} asks for your approval; denied: no one "
+              "can answer here (stdin is not a terminal; --approve allows every call)",
+              file=out)
+    else:
+        print(approval_text(frame), file=out, flush=True)
+        with trio.move_on_after(max(1.0, frame.timeout_ms / 1000 - 1)):
+            stdin_abandoned = True
+            try:
+                line = await trio.to_thread.run_sync(
+                    input, "Allow it? [y]es once, [a]lways, [N]o: ", abandon_on_cancel=True)
+                decision = _ANSWERS.get(line.strip().lower(), "deny")
+            except EOFError:
+                pass
+            stdin_abandoned = False
+        print(f"[tool] {frame.server}.{frame.tool}: "
+              + {"once": "allowed once", "always": "allowed from now on",
+                 "deny": "denied"}[decision], file=out)
+    try:
+        await c.send(ApprovalFrame(request=frame.request, decision=decision,
+                                   id=f"approval-{frame.request}"))
+    except ClientError as exc:
+        print(f"atomic-agent: the answer was not sent: {exc}", file=out)
+    return decision
 
 
 CHAT_QUIT_WAIT_S = 120.0
@@ -265,7 +343,7 @@ async def _chat_command(c: DaemonClient, line: str, awaiting: set[str],
     return None
 
 
-async def _chat(c: DaemonClient) -> int | SwitchSession:
+async def _chat(c: DaemonClient, approve: bool = False) -> int | SwitchSession:
     """Read lines from stdin and run a turn for each; ``/`` lines are chat commands
     (:data:`CHAT_HELP`), never sent to the model. A line that is not valid UTF-8 is
     refused with one ``error:`` line (stdin is read with ``surrogateescape`` so such
@@ -292,10 +370,11 @@ async def _chat(c: DaemonClient) -> int | SwitchSession:
         except UnicodeEncodeError:
             print("  error: invalid_argument: that line is not valid UTF-8 text; not sent")
             continue
-        await _chat_turn(c, line, awaiting)
+        await _chat_turn(c, line, awaiting, approve)
 
 
-async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str]) -> None:
+async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str],
+                     approve: bool = False) -> None:
     """One chat turn: the reply streams after ``agent> `` as it is generated; on a
     terminal a status line says the model is working until the first text."""
     status = StatusLine()
@@ -329,8 +408,13 @@ async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str]) -> None:
                     shown = text
                 case Step(step="tool"):
                     print(f"  [tool] {frame.tool} {json.dumps(frame.args)}")
-                case Step(step="tool.result") if (frame.summary or "").startswith("error:"):
+                case Step(step="tool.result") if frame.outcome not in (None, "ok") or (
+                        frame.summary or "").startswith("error:"):
                     print(f"  [tool] {frame.tool} → {frame.summary}")
+                case ApprovalRequest():
+                    await answer_approval(c, frame, approve=approve, out=sys.stdout)
+                case ApprovalDone(decision="timeout"):
+                    print("  [tool] no answer in time: denied")
                 case Step(step="error"):
                     print(f"  error: {frame.message or ''}")
                 case Step(step="notice"):
@@ -345,7 +429,7 @@ async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str]) -> None:
         nursery.cancel_scope.cancel()
 
 
-async def chat_loop(state_dir: Path, session: str | None) -> int:
+async def chat_loop(state_dir: Path, session: str | None, approve: bool = False) -> int:
     """``chat``: one connection per session; ``/session ID|new`` reconnects. stdin is
     set to ``surrogateescape`` once, before anything is read (reconfiguring it later
     would decode its buffer again and replay a line)."""
@@ -356,7 +440,7 @@ async def chat_loop(state_dir: Path, session: str | None) -> int:
     while True:
         async with open_daemon(state_dir, session=target, client="cli") as c:
             new_session_notice(c, notice)
-            outcome = await _chat(c)
+            outcome = await _chat(c, approve)
         if isinstance(outcome, int):
             return outcome
         target = notice = outcome.target

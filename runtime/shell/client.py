@@ -176,14 +176,16 @@ class DaemonClient(_Connection[OutboundFrame]):
     async def say(self, text: str, *, debug: bool = False,
                   recalled: list[int] | None = None) -> AsyncIterator[OutboundFrame]:
         """Start a turn and yield its frames (and any other frame that arrives
-        meanwhile) up to and including ``turn.finished``. An ``error`` frame (e.g.
-        ``busy``) is yielded and ends the iteration. ``recalled``: the note ids
-        ``### recalled`` shows instead of recall's hits."""
+        meanwhile) up to and including ``turn.finished``. An ``error`` frame of the turn
+        (e.g. ``busy``; one without an ``id``) is yielded and ends the iteration (an
+        error answering a frame sent meanwhile, which has its ``id``, does not).
+        ``recalled``: the note ids ``### recalled`` shows instead of recall's hits."""
         await self.send(Say(text=text, debug=debug, recalled=recalled))
         while True:
             frame = await self.receive()
             yield frame
-            if isinstance(frame, (TurnFinished, ErrorFrame)):
+            if isinstance(frame, TurnFinished) or (isinstance(frame, ErrorFrame)
+                                                    and frame.id is None):
                 return
 
     async def request(self, frame: ClientFrame, reply: type[F]) -> F:
@@ -303,12 +305,12 @@ class WireClient(_Connection[dict[str, Any]]):
         :class:`NotSent` when the daemon has closed the connection."""
         await self._send_text(encode_frame(frame))
 
-
     async def say(self, text: str, *, debug: bool = False,
                   recalled: list[int] | None = None) -> AsyncIterator[dict[str, Any]]:
         """Start a turn and yield its frames up to and including ``turn.finished``. An
-        ``error`` frame (e.g. ``busy``) is yielded and ends the iteration.
-        ``recalled``: the note ids ``### recalled`` shows instead of recall's hits."""
+        ``error`` frame of the turn (e.g. ``busy``; one without an ``id``) is yielded and
+        ends the iteration. ``recalled``: the note ids ``### recalled`` shows instead of
+        recall's hits."""
         frame: dict[str, Any] = {"type": "say", "text": text, "debug": debug}
         if recalled is not None:
             frame["recalled"] = recalled
@@ -316,7 +318,8 @@ class WireClient(_Connection[dict[str, Any]]):
         while True:
             frame = await self.receive()
             yield frame
-            if frame.get("type") in ("turn.finished", "error"):
+            if frame.get("type") == "turn.finished" or (
+                    frame.get("type") == "error" and frame.get("id") is None):
                 return
 
     async def memory(self, op: str, args: dict[str, Any] | None = None) -> Any:

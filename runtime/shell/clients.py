@@ -12,7 +12,9 @@ Scopes (:data:`SCOPES`): ``read`` (recall, list, search, sessions, metrics, the 
 of its own), ``write`` (store, set, archive, link; a chat turn needs ``read`` and
 ``write``: reflection writes what it learns), ``forget`` (delete a note, remove or purge a
 fact, delete a session), ``admin`` (export, import, backup, shutdown, the activity log,
-managing clients) and ``team:write`` (share a note with the team space, docs/teams.md).
+managing clients), ``team:write`` (share a note with the team space, docs/teams.md),
+``tools`` (turns may call the user's MCP tools, docs/tools.md) and ``tools:approve``
+(answer a tool call's approval request).
 :func:`op_scope` maps each memory operation to the one it needs.
 
 The daemon reads the file again when it changes (:meth:`ClientRegistry.reload`): a

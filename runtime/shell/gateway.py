@@ -40,6 +40,7 @@ from trio_websocket import (ConnectionClosed, WebSocketConnection, WebSocketRequ
                             WebSocketServer, serve_websocket)
 
 from actors.agent.messages import (
+    Approve,
     CancelTurn,
     DeleteSession,
     GetSession,
@@ -66,13 +67,14 @@ from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_
 from .clients import OWNER, OWNER_PRINCIPAL, ClientRegistry, Principal, op_scope
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 from .openai_api import TurnEvents
-from .outbound import (ActorRestarting, CancelResult, ConsolidationFrame, ErrorFrame,
+from .outbound import (ActorRestarting, ApprovalResult, CancelResult, ConsolidationFrame, ErrorFrame,
                        MemoryChangedFrame, MemoryResult, MetricsResult, OutboundFrame, Pong,
                        ReflectionFrame, SessionDeleted, SessionRenamed, SessionResult,
                        SessionsResult, ShuttingDown, Subscribed, Welcome)
 from .protocol import (
     CHANNELS,
     PROTOCOL_VERSION,
+    ApprovalFrame,
     BadFrame,
     CancelFrame,
     Hello,
@@ -107,7 +109,8 @@ merged into ``metrics.result`` with the actors'."""
 def _needs(frame: Any) -> tuple[str, ...]:
     """The scopes a client frame needs (``runtime/shell/clients.py``): a turn reads and
     writes (reflection stores what it learns); ``memory`` frames as their op; deleting a
-    session forgets, renaming one writes; shutdown is admin; hello, cancel and ping need
+    session forgets, renaming one writes; shutdown is admin; answering a tool's approval
+    request needs ``tools:approve``; hello, cancel and ping need
     none."""
     match frame:
         case Say():
@@ -122,11 +125,14 @@ def _needs(frame: Any) -> tuple[str, ...]:
             return ("forget",)
         case Shutdown():
             return ("admin",)
+        case ApprovalFrame():
+            return ("tools:approve",)
     return ()
 
 
 
-_REQUEST_OF: dict[type, str] = {CancelResult: "cancel", SessionsResult: "sessions",
+_REQUEST_OF: dict[type, str] = {CancelResult: "cancel", ApprovalResult: "approval",
+                                SessionsResult: "sessions",
                                 SessionResult: "session.get", SessionDeleted: "session.delete",
                                 SessionRenamed: "session.rename"}
 """The frame a session answer replies to (the activity log's name for a refusal)."""
@@ -524,6 +530,16 @@ class Gateway:
                                                          app=client.principal.app,
                                                          client=client.label), dict),
                                       CancelResult, slots=client.control, rid=rid)
+                case ApprovalFrame(request=request, decision=decision, id=rid):
+                    # control slots, as cancel: a client at its in-flight limit (its
+                    # turn waiting on this very answer) can still answer
+                    await self._spawn(nursery, client, self._call, client, rid,
+                                      partial(self.sup.request, "agent",
+                                              Approve(request=request, decision=decision,
+                                                      session=client.session,
+                                                      app=client.principal.app,
+                                                      client=client.label), dict),
+                                      ApprovalResult, slots=client.control, rid=rid)
                 case MemoryFrame():
                     await self._spawn(nursery, client, self._memory, client, frame,
                                       rid=frame.id)

@@ -20,10 +20,11 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from actors.agent.messages import ReplyDelta, ReplyText, Step, TurnFinished, TurnStarted
+from actors.agent.messages import (ApprovalDone, ApprovalRequest, ReplyDelta, ReplyText, Step,
+                                   TurnFinished, TurnStarted)
 from actors.reflection.messages import NotKept
 
-__all__ = ["ActorRestarting", "CancelResult", "ConsolidationFrame", "ErrorFrame",
+__all__ = ["ActorRestarting", "ApprovalResult", "CancelResult", "ConsolidationFrame", "ErrorFrame",
            "MemoryChangedFrame", "MemoryResult", "MetricsResult", "OutboundFrame", "Pong",
            "ReflectionFrame", "SessionDeleted", "SessionRenamed", "SessionResult", "SessionsResult",
            "ShuttingDown", "Subscribed", "Welcome", "decode_outbound"]
@@ -75,6 +76,11 @@ class _Result(_Out):
 
 class CancelResult(_Result, tag="cancel.result"):
     """``{"cancelled": bool}`` for ``cancel``."""
+
+
+class ApprovalResult(_Result, tag="approval.result"):
+    """``{"resolved": bool}`` for ``approval`` (false: nothing of that id was waiting —
+    answered already, timed out, or its turn ended)."""
 
 
 class SessionsResult(_Result, tag="sessions.result"):
@@ -171,9 +177,10 @@ class ActorRestarting(_Out, tag="actor.restarting"):
 
 
 OutboundFrame = (Welcome | ErrorFrame | Subscribed | Pong | ShuttingDown | CancelResult
-                 | SessionsResult | SessionResult | SessionDeleted | SessionRenamed | MemoryResult
+                 | ApprovalResult | SessionsResult | SessionResult | SessionDeleted | SessionRenamed | MemoryResult
                  | MetricsResult | MemoryChangedFrame | ConsolidationFrame | ReflectionFrame
-                 | ActorRestarting | TurnStarted | ReplyDelta | ReplyText | Step | TurnFinished)
+                 | ActorRestarting | TurnStarted | ReplyDelta | ReplyText | Step | ApprovalRequest
+                 | ApprovalDone | TurnFinished)
 """Every frame the daemon sends."""
 
 _decoder = msgspec.json.Decoder(OutboundFrame)

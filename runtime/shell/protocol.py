@@ -14,7 +14,7 @@ client frames are plain dicts built by the gateway (documented in
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import msgspec
 
@@ -55,6 +55,16 @@ class Say(_F, tag="say"):
 
 
 class CancelFrame(_F, tag="cancel"):
+    id: str | int | None = None
+
+
+class ApprovalFrame(_F, tag="approval"):
+    """Answer the turn's ``approval.request`` ``request``: ``once`` (run this call),
+    ``always`` (run it and allow the tool from now on, for what it is now), ``deny``.
+    Needs the ``tools:approve`` scope; answered with ``approval.result``."""
+
+    request: str
+    decision: Literal["once", "always", "deny"]
     id: str | int | None = None
 
 
@@ -111,8 +121,8 @@ class Shutdown(_F, tag="shutdown"):
     """Ask the daemon to shut down in order (token holders are the machine's owner)."""
 
 
-ClientFrame = Hello | Say | CancelFrame | MemoryFrame | Subscribe | MetricsFrame | Ping | \
-    SessionsFrame | SessionGetFrame | SessionDeleteFrame | SessionRenameFrame | Shutdown
+ClientFrame = Hello | Say | CancelFrame | ApprovalFrame | MemoryFrame | Subscribe | MetricsFrame | \
+    Ping | SessionsFrame | SessionGetFrame | SessionDeleteFrame | SessionRenameFrame | Shutdown
 
 CHANNELS = ("memory", "reflection", "actors")
 
