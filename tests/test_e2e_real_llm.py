@@ -522,3 +522,44 @@ async def test_a_health_fact_is_raised_and_an_unknown_relative_is_not_invented_o
         assert "holds nothing about the user's cousin" in tail, tail
         low = reply.lower()
         assert any(p in low for p in ABSTAIN) and "rafael" not in low, reply
+
+
+async def test_what_time_is_it_in_tokyo_through_the_time_server_on_the_default_model(tmp_path):
+    """The user's own MCP server as the agent's tool on the default install:
+    ``tools add time -- mcp-server-time`` (the MCP project's reference server, a child of
+    the daemon), then ``ask "What time is it in Tokyo?"``: the model calls a time tool
+    (read-only: no approval needed), and the reply gives Tokyo's hour (UTC+9, no daylight
+    saving time) from its output — a 1.5B model has no clock of its own."""
+    _need_default_model()
+    import datetime
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tests.daemon import REPO
+
+    state = tmp_path / "state"
+    server = str(Path(sys.executable).parent / "mcp-server-time")
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "runtime.shell.cli", "--state-dir",
+                               str(state), *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=600)
+
+    state.mkdir()
+    added = cli("tools", "add", "time", "--", server)  # (--state-dir before the --)
+    assert added.returncode == 0 and "time.get_current_time" in added.stdout, added.stderr
+    async with run_daemon(state, ready_timeout_s=300):
+        done = await trio.to_thread.run_sync(
+            lambda: cli("ask", "--no-memory", "--json", "What time is it in Tokyo?"))
+    assert done.returncode == 0, done.stderr
+    frames = [json.loads(ln) for ln in done.stdout.splitlines()]
+    results = [f for f in frames if f["type"] == "step" and f["step"] == "tool.result"]
+    assert [f["tool"].split(".")[0] for f in results] == ["time"], frames
+    assert results[0]["outcome"] == "ok", results
+    reply = next(f["text"] for f in frames if f["type"] == "reply")
+    tokyo = datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(hours=9)
+    hours = {tokyo.hour, (tokyo - datetime.timedelta(minutes=2)).hour}  # (the turn took time)
+    said = {int(h) for h in re.findall(r"\b(\d{1,2}):\d{2}", reply)}
+    assert said & ({h for h in hours} | {h % 12 or 12 for h in hours}), reply

@@ -114,6 +114,8 @@ NOT_READY_POLL_S = 1.0
 """Seconds between tries while the LLM server loads its model or restarts; a turn waits
 up to ``llm.startupTimeoutMs`` for a model loading (HTTP 503), then ends with the code
 ``llm_loading``."""
+START_WAIT_S = 10.0
+"""Longest wait (s) of a turn for the MCP servers' first start after the daemon's."""
 UNREACHABLE_WAIT_S = 30.0
 """Longest wait (s) for an LLM server that refuses connections: the embedded server
 restarts in seconds; a wrong URL should not hold every turn for minutes."""
@@ -838,15 +840,24 @@ class AgentActor:
         of the servers that are up which fit the message best
         (:func:`~actors.agent.toolbox.choose_tools`, at most ``tools.offerMax``), less
         the ones whose standing policy is ``deny``. Every tool up is remembered in the
-        turn (``mcp_known``), so a call to one not offered is answered as such. None
-        when no server is configured, the tools actor does not answer within 2 s, or the
-        turn's app lacks the ``tools`` scope (then said in a notice when a tool fit)."""
+        turn (``mcp_known``), so a call to one not offered is answered as such. A turn
+        while a server's first start is still going waits for it up to
+        :data:`START_WAIT_S`. None when no server is configured, the tools actor does not
+        answer, or the turn's app lacks the ``tools`` scope (then said in a notice when
+        a tool fit)."""
         turn = self.turns.get(msg.session)
         if not self.mcp_on or turn is None or self.cfg.tools.offer_max == 0:
             return {}
+        status: ToolsStatusReply | None = None
         try:
-            with trio.fail_after(2):
-                status = await self.ctx.request("tools", ToolsStatus(), ToolsStatusReply)
+            # a turn right after start waits for the servers' first start (a second or
+            # two), rather than answering without the tool the user asked for
+            with trio.move_on_after(START_WAIT_S):
+                status = await self.ctx.request("tools", ToolsStatus(wait=True),
+                                                ToolsStatusReply)
+            if status is None:
+                with trio.fail_after(2):
+                    status = await self.ctx.request("tools", ToolsStatus(), ToolsStatusReply)
         except (RemoteError, RuntimeFailure, trio.TooSlowError) as exc:
             log.warning("agent.tools_unavailable", error=str(exc))
             return {}
