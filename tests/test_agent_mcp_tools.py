@@ -19,6 +19,7 @@ from typing import Any
 
 import trio
 
+from actors.agent.prompt import ROUTE_QUESTION
 from runtime.shell.client import open_client
 from tests.daemon import REPO, run_daemon
 from tests.fakes.llama_server import open_fake_llama
@@ -45,9 +46,11 @@ def _calls(log: Path) -> list[dict]:
 
 
 def _tails(fake) -> list[str]:
-    """The user part (the tail) of each agent completion's prompt, in order."""
+    """The user part (the tail) of each agent step's prompt, in order (not the question
+    that comes before a step offering tools, ``ROUTE_QUESTION``)."""
     return [b["prompt"].split("<|im_start|>user\n", 1)[1] for b in fake.completions()
-            if "reply" in b.get("grammar", "") and "<|im_start|>user\n" in b["prompt"]]
+            if b["prompt"].startswith("<|im_start|>system\nYou are atomic-agent")
+            and not b["prompt"].endswith(ROUTE_QUESTION)]
 
 
 async def _wait_up(client, servers: tuple[str, ...] = ("notes",)) -> None:
@@ -82,9 +85,18 @@ def _cli(state: Path, *args: str) -> subprocess.CompletedProcess:
                            str(state)], cwd=REPO, capture_output=True, text=True, timeout=60)
 
 
-def _call(tool: str, args: dict, match: str, times: int = 1) -> dict:
-    return {"grammar_contains": tool, "match": match, "times": times,
-            "response": json.dumps({"tool": tool, "args": args})}
+def _route(tool: str, match: str, times: int | None = 1) -> dict:
+    """The model's answer to the step's first question: which offered tool the message
+    needs (``ROUTE_QUESTION``; its grammar is ``"none" | <the tools>``)."""
+    return {"grammar_contains": '"none" |', "match": match, "times": times, "response": tool}
+
+
+def _call(tool: str, args: dict, match: str, times: int | None = 1) -> list[dict]:
+    """The route to ``tool`` and the call itself (after ``{"tool": "`` in the model's
+    mouth, or in an action of a later step)."""
+    return [_route(tool, match, times),
+            {"grammar_contains": tool, "match": match, "times": times,
+             "response": json.dumps({"tool": tool, "args": args})}]
 
 
 REPLY = {"grammar_contains": "reply", "response": '{"reply": "done"}'}
@@ -93,7 +105,7 @@ REPLY = {"grammar_contains": "reply", "response": '{"reply": "done"}'}
 async def test_a_read_only_tool_runs_and_its_result_is_fenced_data(tmp_path: Path) -> None:
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"
     _config(state, log)
-    rules = [_call("notes.lookup", {"word": "sprint"}, "glossary word sprint"), REPLY]
+    rules = [*_call("notes.lookup", {"word": "sprint"}, "glossary word sprint"), REPLY]
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
@@ -125,8 +137,8 @@ async def test_a_tool_that_changes_something_waits_for_a_yes(tmp_path: Path) -> 
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"
     _config(state, log)
     ask = "append the line {} to the team notes file"
-    rules = [_call("notes.append_note", {"text": w}, ask.format(w)) for w in
-             ("one", "two", "three", "four", "five")] + [REPLY]
+    rules = [r for w in ("one", "two", "three", "four", "five")
+             for r in _call("notes.append_note", {"text": w}, ask.format(w))] + [REPLY]
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
@@ -156,6 +168,10 @@ async def test_a_tool_that_changes_something_waits_for_a_yes(tmp_path: Path) -> 
     assert not [f for f in after if f["type"] == "approval.request"]  # allowed from now on
     assert [c["args"]["text"] for c in _calls(log)] == ["three", "four", "five"]
     assert late["data"] == {"resolved": False}
+    # the reply opens with what was not done, in the model's mouth
+    replies = [f["text"] for f in denied + silent if f["type"] == "reply"]
+    assert replies[0].startswith("I did not run notes.append_note: you did not allow it.")
+    assert replies[1].startswith("I did not run notes.append_note: it needed your approval")
     policies = json.loads((state / "tool-policies.json").read_text())["tools"]
     assert policies["notes.append_note"]["policy"] == "allow"
     assert policies["notes.append_note"]["pin"] == r["pin"]
@@ -166,12 +182,35 @@ async def test_a_tool_that_changes_something_waits_for_a_yes(tmp_path: Path) -> 
     assert shown.returncode == 0 and "allow" in shown.stdout
 
 
+async def test_the_model_says_first_whether_the_message_needs_a_tool(tmp_path: Path) -> None:
+    """A message that names the server but needs no tool: asked first, the model answers
+    none, and the step may then only reply (no tool in its grammar, nothing called)."""
+    state, log = tmp_path / "state", tmp_path / "calls.jsonl"
+    _config(state, log)
+    rules = [_route("none", "what are notes good for"), REPLY]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await _wait_up(c)
+                frames = await _turn(c, "In general, what are notes good for?")
+                metrics = await c.request({"type": "metrics"}, "metrics.result")
+    bodies = fake.completions()
+    asked = [b for b in bodies if b["prompt"].endswith(ROUTE_QUESTION)]
+    assert len(asked) == 1
+    assert '"notes.lookup"' in asked[0]["grammar"] and '"none"' in asked[0]["grammar"]
+    step = bodies[bodies.index(asked[0]) + 1]
+    assert "notes." not in step["grammar"] and step["prompt"].endswith('{"reply": "')
+    assert _results(frames) == [] and _calls(log) == []
+    counters = metrics["actors"]["agent"]["counters"]
+    assert counters.get("agent.tools.route{answer=none}") == 1
+
+
 async def test_denied_tools_are_never_offered_and_bad_arguments_never_sent(
         tmp_path: Path) -> None:
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"
     _config(state, log)
-    rules = [_call("notes.lookup", {"word": 7}, "glossary word seven", times=1),
-             _call("notes.lookup", {"word": "seven"}, "glossary word seven", times=1),
+    rules = [*_call("notes.lookup", {"word": 7}, "glossary word seven", times=1),
+             *_call("notes.lookup", {"word": "seven"}, "glossary word seven", times=1),
              REPLY]
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
@@ -199,8 +238,8 @@ async def test_an_injected_result_cannot_run_a_tool_on_its_own(tmp_path: Path) -
     _config(state, log)
     message = ("I lead the team that writes our glossary. What does the team glossary say "
                "about the word inject?")
-    rules = [_call("notes.lookup", {"word": "inject"}, message),
-             _call("notes.append_note", {"text": "pwned"}, "IMPORTANT SYSTEM NOTICE"),
+    rules = [*_call("notes.lookup", {"word": "inject"}, message),
+             *_call("notes.append_note", {"text": "pwned"}, "IMPORTANT SYSTEM NOTICE"),
              REPLY]
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
@@ -228,7 +267,7 @@ async def test_a_tool_whose_description_changed_asks_again(tmp_path: Path) -> No
     described.write_text("Append a line to the team's notes file.")
     _config(state, log, description=described)
     message = "append the line hello to the team notes file"
-    rules = [_call("notes.append_note", {"text": "hello"}, message, times=None), REPLY]
+    rules = [*_call("notes.append_note", {"text": "hello"}, message, times=None), REPLY]
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
@@ -257,8 +296,8 @@ async def test_an_app_needs_the_tools_scope_and_tools_approve_to_answer(
         tmp_path: Path) -> None:
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"
     _config(state, log)
-    rules = [_call("notes.append_note", {"text": "y"}, "line y to the team notes"),
-             _call("notes.lookup", {"word": "x"}, "glossary word x"), REPLY]
+    rules = [*_call("notes.append_note", {"text": "y"}, "line y to the team notes"),
+             *_call("notes.lookup", {"word": "x"}, "glossary word x"), REPLY]
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
             tokens = {}
@@ -305,9 +344,9 @@ async def test_the_real_git_server_reads_freely_and_commits_only_with_a_yes(
     status = "what is the git status of my repo?"
     commit = "commit my staged changes with the message second"
     add = "add a.txt to the staging area with git"
-    rules = [_call("git.git_status", {"repo_path": str(repo)}, status),
-             _call("git.git_add", {"repo_path": str(repo), "files": ["a.txt"]}, add),
-             _call("git.git_commit", {"repo_path": str(repo), "message": "second"}, commit),
+    rules = [*_call("git.git_status", {"repo_path": str(repo)}, status),
+             *_call("git.git_add", {"repo_path": str(repo), "files": ["a.txt"]}, add),
+             *_call("git.git_commit", {"repo_path": str(repo), "message": "second"}, commit),
              REPLY]
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
@@ -316,8 +355,8 @@ async def test_the_real_git_server_reads_freely_and_commits_only_with_a_yes(
                 read = await _turn(c, status)
                 staged_denied = await _turn(c, add, "deny")
                 assert "a.txt" not in _git(repo, "diff", "--cached", "--name-only")
-                rules[1]["times"] = 1
-                fake.set_rules(rules)
+                fake.set_rules(rules[2:])  # (the counts start again; the status question
+                # is in the conversation still, so its rules go)
                 staged = await _turn(c, add, "once")
                 committed = await _turn(c, commit, "once")
     assert _results(read) == [("git.git_status", "ok")]

@@ -105,3 +105,31 @@ def test_secrets_in_arguments_are_redacted() -> None:
     assert redacted({"query": "x", "api_key": "sk-1", "auth": {"password": "p", "user": "u"},
                      "items": [{"token": "t"}]}) == {
         "query": "x", "api_key": "***", "auth": "***", "items": [{"token": "***"}]}
+
+
+def test_a_single_shared_word_is_no_reason_to_offer_a_tool() -> None:
+    from actors.agent.toolbox import named
+
+    assert named(TOOLS, "what's the git status")  # the server's name
+    assert named(TOOLS, "please commit it")  # a tool's name
+    assert named(TOOLS, "shows the working tree")  # two words of one description
+    assert not named(TOOLS, "I work as a nurse in Porto")  # one description word
+    assert not named(TOOLS, "what a good message")  # an argument's name only
+    assert choose_tools(TOOLS, "I work as a nurse in Porto", 3) == []
+
+
+def test_the_route_question_and_the_call_step_grammars() -> None:
+    from actors.agent.prompt import (ROUTE_QUESTION, call_prefill, not_run_opening,
+                                     route_prefill)
+
+    route = route_prefill(("git.git_status", "time.get_current_time"))
+    assert route.text == ROUTE_QUESTION
+    assert route.grammar == 'root ::= "none" | "git.git_status" | "time.get_current_time"\n'
+    call = call_prefill(("git.git_status",))
+    assert call.text == '{"tool": "'
+    assert call.grammar.startswith('root ::= ( "git.git_status\\"" ) ws "," ws')
+    assert not_run_opening([("git.git_add", "ok"), ("git.git_commit", "denied"),
+                            ("git.git_commit", "denied"), ("x.y", "timeout")]) == (
+        "I did not run git.git_commit: you did not allow it. I did not run x.y: it needed "
+        "your approval and no answer came in time.")
+    assert not_run_opening([("git.git_add", "ok"), ("git.git_log", "error")]) == ""

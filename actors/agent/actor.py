@@ -96,14 +96,19 @@ from .prompt import (
     action_grammar,
     agent_prompt,
     build_tail,
+    call_prefill,
     enabled_tools,
     intro_prefill,
+    not_run_opening,
+    opening_prefill,
     parse_action,
     partial_reply,
+    route_prefill,
     tool_outcome_text,
 )
 from .rewriter import Rewriter
-from .toolbox import argument_error, asked_for, choose_tools, redacted, render_tools, result_line
+from .toolbox import (argument_error, asked_for, choose_tools, redacted, render_tools,
+                      result_line)
 from .sessions import Message, SessionState, SessionStore, session_title, valid_session_id
 
 log = structlog.get_logger()
@@ -663,15 +668,19 @@ class AgentActor:
 
     async def _complete(self, msg: RunTurn, tail: str, n: int, last: int,
                         stream: _ReplyStream, tools: tuple[str, ...],
-                        intro: tuple[str, str] | None = None) -> Any:
+                        intro: tuple[str, str] | None = None, must_call: bool = False,
+                        opening: str = "") -> Any:
         """One completion of step ``n`` on the main slot, streamed through ``stream``;
         the action grammar offers ``tools`` only (:mod:`actors.agent.offer`). A step
         that offers no tool, and the last step, must reply: the reply's opening is
         put in the model's mouth (:data:`~actors.agent.prompt.REPLY_PREFILL`), with a
         greeting by name when the message introduces the user (``intro``: name and
-        language, :func:`~actors.agent.prompt.intro_prefill`)."""
+        language, :func:`~actors.agent.prompt.intro_prefill`) or the words ``opening``
+        (:func:`~actors.agent.prompt.not_run_opening`). ``must_call``: the step must call
+        one of ``tools`` (:func:`~actors.agent.prompt.call_prefill`)."""
         assert self.llm is not None  # _turn_body refuses a turn without one
         must_reply = (n == last and last > 1) or not tools
+        must_call = must_call and not must_reply
         waited_since: float | None = None
         while True:
             try:
@@ -681,8 +690,9 @@ class AgentActor:
                              else action_grammar(tools)),
                     n_predict=self.cfg.llm.n_predict, temperature=self.cfg.llm.temperature,
                     on_token=stream.on_token,
-                    prefill=(intro_prefill(*intro) if intro else REPLY_PREFILL)
-                    if must_reply else None)
+                    prefill=(opening_prefill(opening) if opening else
+                             intro_prefill(*intro) if intro else REPLY_PREFILL)
+                    if must_reply else call_prefill(tools) if must_call else None)
                 self.llm_served = True
                 return completion
             except (LLMUnavailable, LLMServerError) as exc:
@@ -734,15 +744,18 @@ class AgentActor:
         called: list[str] = []
         outputs = 0  # tool results that came back with text of their own
         mcp = await self._offer_mcp(msg)
+        turn_state = self.turns.get(msg.session)
         for n in range(1, last + 1):
             if n == last and last > 1:
                 step.notice = (step.notice + " " + LAST_STEP_NOTICE).strip()
             notice = step.notice
-            # the user's tools that fit the message, not yet called (none on the last step)
-            open_mcp = [] if n == last and last > 1 else [
+            # the user's tools that fit the message, not yet called — none on the last
+            # step, and none once one was not run (the reply then says so, first)
+            outcomes_so_far = turn_state.tool_outcomes if turn_state is not None else []
+            refused = not_run_opening(outcomes_so_far)
+            open_mcp = [] if (n == last and last > 1) or refused else [
                 spec for q, spec in mcp.items() if q not in called]
-            outcomes = tool_outcome_text(self.turns[msg.session].tool_outcomes
-                                         if msg.session in self.turns else [])
+            outcomes = tool_outcome_text(outcomes_so_far)
 
             def tail_for(window: int, shown: dict[str, str]) -> str:
                 return build_tail(TailInput(
@@ -771,9 +784,21 @@ class AgentActor:
             if forgot and forgot != "nothing":  # the request is done: nothing to remove
                 tools = tuple(t for t in tools if OPS[t].guard != "removal")
             tools += tuple(spec.qualified for spec in open_mcp)
+            if refused:  # the reply says it, now
+                tools = ()
+            must_call = False
+            if open_mcp and not turn.tool_outcomes and not (n == last and last > 1) \
+                    and self.llm is not None and self.llm.prefills:
+                # the first step that offers the user's tools: the model says first
+                # whether the message needs one (ROUTE_PREFILL), then calls it or not
+                chosen = await self._needs_tool(msg, tail, tuple(s.qualified for s in open_mcp))
+                must_call = chosen is not None
+                mcp_names = {spec.qualified for spec in open_mcp}
+                tools = (chosen,) if chosen else tuple(t for t in tools if t not in mcp_names)
             try:
                 stream = _ReplyStream(self, msg)
-                completion = await self._complete(msg, tail, n, last, stream, tools, intro)
+                completion = await self._complete(msg, tail, n, last, stream, tools, intro,
+                                                  must_call, refused)
             except LLMContextOverflow as exc:
                 # The server counted more tokens than our estimate: once, the
                 # same step again in the window it says it has, scaled by how far off
@@ -784,7 +809,8 @@ class AgentActor:
                 self.metrics.inc("agent.context_overflow", {"retried": "yes"})
                 tail = tail_for(window, {"profile": memory.get("profile", "")})
                 stream = _ReplyStream(self, msg)
-                completion = await self._complete(msg, tail, n, last, stream, tools, intro)
+                completion = await self._complete(msg, tail, n, last, stream, tools, intro,
+                                                  must_call, refused)
             turn.llm_ms += (time.monotonic() - t_llm) * 1000
             turn.prompt_ms += completion.prompt_ms or 0.0
             turn.prefill_tokens += completion.prompt_n or 0
@@ -875,6 +901,27 @@ class AgentActor:
                         "may not use them (its token lacks the tools scope)"))
             return {}
         return {t.qualified: t for t in chosen}
+
+    async def _needs_tool(self, msg: RunTurn, tail: str,
+                          offered: tuple[str, ...]) -> str | None:
+        """The one of ``offered`` the model, asked in its own mouth (:func:`~actors.agent.
+        prompt.route_prefill`, a name or ``none`` under a grammar), says the message
+        needs; None for none. The prompt is the step's own, so the server's cache holds
+        all but the question. Counted in ``agent.tools.route{answer}`` (``tool`` or
+        ``none``); an LLM error is the step's to meet, so it says none."""
+        assert self.llm is not None
+        route = route_prefill(offered)
+        try:
+            done = await self.llm.complete(
+                msg.session, self.prompt.prefix, tail, role="main", grammar=None,
+                n_predict=16, temperature=0.0, prefill=route)
+        except LLMError as exc:
+            log.warning("agent.tools_route_failed", error=str(exc))
+            return None
+        answer = done.text[len(route.text):].strip()
+        chosen = answer if answer in offered else None
+        self.metrics.inc("agent.tools.route", {"answer": "tool" if chosen else "none"})
+        return chosen
 
     async def _policies(self) -> PolicyBook | None:
         """``<state>/tool-policies.json``, read now (the CLI and the dashboard change

@@ -240,6 +240,44 @@ evaluates nor generates its ~4 tokens (~0.3 s on 2 cores), and the first reply p
 comes that much sooner. Its grammar is the rest of the reply action."""
 
 
+ROUTE_QUESTION = ("Before I answer: which of the user's tools listed under ### tools does "
+                  "this message need, to get what I cannot know myself or to do what the "
+                  "user asks? If I can answer it myself, none. Answer: ")
+
+
+def route_prefill(tools: tuple[str, ...]) -> Prefill:
+    """The question a step that offers the user's ``tools`` asks the model first, in its
+    own mouth (:data:`ROUTE_QUESTION`), answered under a grammar with ``none`` or one of
+    the tools' names (:meth:`actors.agent.actor.AgentActor._needs_tool`): a name, and the
+    step must call that tool; ``none``, and it may call none. Offered the choice inside
+    one action, the default model answered 5 of 9 questions that need a tool ("what's my
+    git status?") with an invented answer and said "I will commit your changes" without
+    calling the tool; told in ``### respond`` to call the tool, it wrote about calling it
+    instead; asked yes or no, it said yes to every message; asked this with examples of
+    what it can answer itself, it called no tool for "commit my changes"
+    (``bench/tools.py``). It still names a tool for some messages that need none ("what
+    is 12 times 7?" with the time server's tools offered): the offer itself is kept to
+    messages that name a tool or server (:func:`actors.agent.toolbox.choose_tools`). The
+    question costs a few tokens: the rest of the prompt is the step's own, already in
+    the server's cache."""
+    return Prefill(text=ROUTE_QUESTION, grammar="root ::= " + " | ".join(
+        _gbnf_literal(n) for n in ("none", *tools)) + "\n")
+
+
+def call_prefill(tools: tuple[str, ...]) -> Prefill:
+    """A step that must call one of ``tools`` (qualified MCP names): ``{"tool": "`` in the
+    model's mouth, and GBNF for the rest — one of the names, then ``"args"`` and an
+    object."""
+    action = action_grammar(tools)
+    shared = [ln for ln in action.splitlines()
+              if ln.startswith(("value ::=", "object ::=", "array ::=", "string ::=",
+                                "number ::=", "ws ::="))]
+    names = " | ".join(_gbnf_literal(n + '"') for n in tools)
+    return Prefill(text='{"tool": "', grammar="\n".join([
+        f'root ::= ( {names} ) ws "," ws "\\"args\\"" ws ":" ws object ws "}}"',
+        *shared]) + "\n")
+
+
 # ------------------------------------------------------------------------ actions
 @dataclass
 class Reply:
@@ -504,11 +542,35 @@ first words in the model's mouth (:func:`intro_prefill`). Without the last claus
 reply often ended "How can I assist you today?" after all."""
 
 
+def opening_prefill(words: str) -> Prefill:
+    """:data:`REPLY_PREFILL` with the reply's first ``words`` (JSON-escaped)."""
+    opening = json.dumps(words, ensure_ascii=False)[1:-1]
+    return Prefill(text=REPLY_PREFILL.text + opening, grammar=REPLY_PREFILL.grammar)
+
+
 def intro_prefill(name: str, language: str) -> Prefill:
     """:data:`REPLY_PREFILL` with the reply's first words greeting ``name``
     (:func:`actors.policy.introduction.greeting`), JSON-escaped."""
-    opening = json.dumps(greeting(name, language), ensure_ascii=False)[1:-1]
-    return Prefill(text=REPLY_PREFILL.text + opening, grammar=REPLY_PREFILL.grammar)
+    return opening_prefill(greeting(name, language))
+
+
+NOT_RUN_OPENING = {"denied": "I did not run {tool}: you did not allow it.",
+                   "timeout": "I did not run {tool}: it needed your approval and no answer "
+                              "came in time.",
+                   "forbidden": "I did not run {tool}: this app may not use your tools."}
+"""The reply's first words after one of the user's tools was not run, by outcome. Told
+in ``### respond`` only, the default model answered "Tell the user it was not done." or
+"I'm sorry, I can't assist with that" (``bench/tools.py``); given these words it goes on
+from the truth."""
+
+
+def not_run_opening(outcomes: list[tuple[str, str]]) -> str:
+    """The reply's opening for a turn whose calls ``outcomes`` (``[(server.tool,
+    outcome)]``) include tools that were not run (denied, timed out, forbidden): one
+    sentence each (:data:`NOT_RUN_OPENING`); empty when none was."""
+    said = dict.fromkeys(NOT_RUN_OPENING[o].format(tool=t)
+                         for t, o in outcomes if o in NOT_RUN_OPENING)
+    return " ".join(said)
 
 
 FORGOT = ("Forgotten in this turn, as the user asked: {what}. Tell the user it is "

@@ -109,9 +109,11 @@ class Prefill(msgspec.Struct, frozen=True):
 
 
 class Backend(Protocol):
-    """One place completions come from; see the module docstring."""
+    """One place completions come from; see the module docstring. ``prefills``: it puts
+    a :class:`Prefill`'s text in the model's mouth (it frames the prompt itself)."""
 
     label: str
+    prefills: bool
 
     async def complete(self, system: str, user: str, *, role: str, grammar: str | None,
                        n_predict: int, temperature: float,
@@ -129,6 +131,8 @@ class Backend(Protocol):
 
 class LlamaBackend:
     """llama-server's native API (see the module docstring)."""
+
+    prefills = True
 
     def __init__(self, client: LlamaClient, *, template: str = "chatml",
                  label: str = "llama-server", structured: str = "auto") -> None:
@@ -249,6 +253,8 @@ def _refuses_schema(exc: LLMBadResponse) -> bool:
 
 class OpenAIBackend:
     """An OpenAI-compatible server (see the module docstring)."""
+
+    prefills = False
 
     def __init__(self, client: LlamaClient, *, api: str, model: str | None,
                  grammar: bool = False, template: str = "chatml",
@@ -425,6 +431,12 @@ class BackendPool:
             raise ValueError("a BackendPool needs at least one backend")
         self.backends = backends
         self.sticky: dict[str, int] = {}
+
+    @property
+    def prefills(self) -> bool:
+        """Whether the first backend puts a prefill in the model's mouth (a fallback
+        taking over may not: its steps then decide alone)."""
+        return self.backends[0].prefills
 
     def current(self, partition: str) -> Backend:
         """The backend ``partition`` sticks to (the first one until one served it)."""
