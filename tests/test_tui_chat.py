@@ -363,3 +363,53 @@ def test_the_memory_panel_takes_a_third_of_a_wide_terminal(env):
             await until(pilot, lambda: panel.outer_size.width == 39, what="panel width")
 
     run(scenario)
+
+
+def test_a_tool_call_asks_in_a_dialog(tmp_path):
+    """A turn that wants to run one of the user's MCP tools that changes something opens a
+    dialog with the call; ``y`` runs it once, ``n`` denies it, and the transcript says
+    which (docs/tools.md)."""
+    import json
+
+    state, log = tmp_path / "state", tmp_path / "calls.jsonl"
+    state.mkdir()
+    (state / "config.json").write_text(json.dumps({"tools": {"mcpServers": {"notes": {
+        "command": sys.executable, "args": ["-m", "tests.fakes.mcp_tool_server", "--log",
+                                            str(log)], "cwd": str(REPO)}}}}))
+    rules = []
+    for word in ("alpha", "beta"):
+        match = f"line {word} to the team notes"
+        rules += [{"grammar_contains": '"none" |', "match": match, "times": 1,
+                   "response": "notes.append_note"},
+                  {"grammar_contains": "notes.append_note", "match": match, "times": 1,
+                   "response": json.dumps({"tool": "notes.append_note",
+                                           "args": {"text": word}})}]
+    rules.append({"grammar_contains": "reply", "response": '{"reply": "Done."}'})
+
+    async def scenario(url: str, token: str) -> None:
+        from runtime.shell.tui.dialogs import ApprovalScreen
+
+        app = AtomicTUI(url=url, token=token, session="tui-tools")
+        async with app.run_test(size=SIZE) as pilot:
+            chat = app.chat
+            await until(pilot, lambda: app.bridge.session == "tui-tools")
+            await say(pilot, "append the line alpha to the team notes file")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="dialog")
+            text = str(app.screen.query_one("#question").content)
+            assert 'notes.append_note {"text": "alpha"}' in text
+            assert "Append a line to the team's notes file." in text
+            await pilot.press("y")
+            await until(pilot, lambda: "[tool] allowed once" in chat.transcript_text()
+                        and not chat.busy, what="allowed")
+            await say(pilot, "append the line beta to the team notes file")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="dialog 2")
+            await pilot.press("n")
+            await until(pilot, lambda: "[tool] denied" in chat.transcript_text()
+                        and not chat.busy, what="denied")
+            assert "I did not run notes.append_note: you did not allow it." in \
+                chat.transcript_text()
+
+    with daemon_in_thread(tmp_path, rules) as (url, token):
+        run(lambda: scenario(url, token))
+    assert [json.loads(x)["args"]["text"] for x in log.read_text().splitlines()] == ["alpha"]
+

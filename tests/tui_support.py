@@ -121,10 +121,12 @@ def _seed(state: Path) -> dict[str, int]:
 
 
 @contextmanager
-def daemon_in_thread(tmp: Path) -> Iterator[tuple[str, str]]:
-    """Run the scripted llama-server and ``atomic-agent serve`` on ``tmp / "state"``
-    from a trio loop in a thread (the tests themselves are asyncio); yields (url,
-    token); on exit the daemon gets SIGTERM and both are reaped (tests.daemon)."""
+def daemon_in_thread(tmp: Path, rules: list[dict] | None = None
+                     ) -> Iterator[tuple[str, str]]:
+    """Run the scripted llama-server (``rules``, default :data:`RULES`) and
+    ``atomic-agent serve`` on ``tmp / "state"`` from a trio loop in a thread (the tests
+    themselves are asyncio); yields (url, token); on exit the daemon gets SIGTERM and
+    both are reaped (tests.daemon)."""
     started: queue.Queue = queue.Queue()
     stop = threading.Event()
 
@@ -133,7 +135,8 @@ def daemon_in_thread(tmp: Path) -> Iterator[tuple[str, str]]:
     def hold() -> None:
         async def main() -> None:
             try:
-                async with open_fake_llama(tmp, RULES, slots=2) as fake, \
+                async with open_fake_llama(tmp, RULES if rules is None else rules,
+                                           slots=2) as fake, \
                         run_daemon(tmp / "state", llm_url=fake.url) as d:
                     started.put((d.url, d.token))
                     while not stop.is_set():

@@ -27,6 +27,7 @@ from actors.agent.messages import (ApprovalDone, ApprovalRequest, Decision, Repl
                                    ReplyText, Step, TurnFinished)
 from actors.memory import ops
 
+from .approval_text import approval_text
 from .cli_output import EXIT_FAILED, json_line, turns_text, when
 from .client import ClientError, DaemonClient, open_daemon
 from .memory_feedback import describe as describe_memory
@@ -138,27 +139,6 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                 print("memory: no reflection result within --timeout", file=sys.stderr)
     print(f"(session {c.session})", file=sys.stderr)
     return code
-
-
-_WHY = {"changed": "its description or arguments CHANGED since you decided",
-        "after_tool_result": "proposed after a tool's output, and your message did not ask "
-                             "for it"}
-
-
-def approval_text(frame: ApprovalRequest) -> str:
-    """What a person reads before answering ``frame``: the call, its arguments, the
-    tool's description (first line, cut) and why it asks when that is not simply its
-    policy."""
-    args = json.dumps(frame.args, ensure_ascii=False)
-    lines = [f"The agent wants to run {frame.server}.{frame.tool} {args[:600]}"
-             + ("…" if len(args) > 600 else "")]
-    described = " ".join(frame.description.split())
-    if described:
-        lines.append(f"  {frame.server}.{frame.tool}: {described[:200]}"
-                     + ("…" if len(described) > 200 else ""))
-    if frame.why in _WHY:
-        lines.append(f"  it asks because it was {_WHY[frame.why]}")
-    return "\n".join(lines)
 
 
 _ANSWERS: dict[str, Decision] = {"y": "once", "yes": "once", "a": "always", "always": "always"}

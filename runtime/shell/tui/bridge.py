@@ -35,14 +35,15 @@ from typing import Any, Protocol, TypeVar
 import msgspec
 import trio
 
+from actors.agent.messages import Decision
 from actors.memory.client import MemoryClient
 from actors.memory.ops import MemoryOp, args_of
 
 from ..client import ClientError, DaemonClient, open_daemon, result_data
-from ..outbound import (CancelResult, ErrorFrame, MemoryResult, OutboundFrame, SessionRenamed,
-                        SessionResult, SessionsResult)
-from ..protocol import (CancelFrame, MemoryFrame, Say, SessionGetFrame, SessionRenameFrame,
-                        SessionsFrame, Subscribe)
+from ..outbound import (ApprovalResult, CancelResult, ErrorFrame, MemoryResult, OutboundFrame,
+                        SessionRenamed, SessionResult, SessionsResult)
+from ..protocol import (ApprovalFrame, CancelFrame, MemoryFrame, Say, SessionGetFrame,
+                        SessionRenameFrame, SessionsFrame, Subscribe)
 
 R = TypeVar("R")
 F = TypeVar("F")
@@ -57,7 +58,8 @@ class BridgeClosed(msgspec.Struct, frozen=True):
 BridgeFrame = OutboundFrame | BridgeClosed
 """What ``on_frame`` receives."""
 
-Request = MemoryFrame | SessionsFrame | SessionGetFrame | SessionRenameFrame | CancelFrame | Subscribe
+Request = (MemoryFrame | SessionsFrame | SessionGetFrame | SessionRenameFrame | CancelFrame
+           | Subscribe | ApprovalFrame)
 """The frames that carry an ``id`` their answer echoes."""
 
 SUBSCRIBE = ["memory", "reflection"]
@@ -183,6 +185,14 @@ class DaemonBridge:
         """Start a turn; its frames arrive through ``on_frame``. With ``debug`` the
         ``prompt`` steps show the memory the turn was given."""
         await self._call(self._send, Say(text=text, debug=debug))
+
+    async def approve(self, request: str, decision: Decision) -> bool:
+        """Answer a tool call's approval request (``approval``); True when it was still
+        waiting."""
+        reply = await self._call(self._request, ApprovalFrame(request=request,
+                                                              decision=decision),
+                                 ApprovalResult)
+        return bool((reply.data or {}).get("resolved"))
 
     async def cancel(self) -> bool:
         """Cancel this session's running turn; True when one was running."""

@@ -21,7 +21,8 @@ from textual.containers import Horizontal, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Input, Static
 
-from actors.agent.messages import ReplyDelta, ReplyText, Step, TurnFinished, TurnStarted
+from actors.agent.messages import (ApprovalDone, ApprovalRequest, Decision, ReplyDelta, ReplyText,
+                                   Step, TurnFinished, TurnStarted)
 from actors.memory import ops
 from actors.memory.ops import OPS
 
@@ -30,6 +31,7 @@ from ..outbound import ErrorFrame, ReflectionFrame
 from ..protocol import Say
 from ..safe_text import visible
 from .bridge import BridgeClosed, BridgeFrame, BridgeHost
+from .dialogs import ApprovalScreen
 from .render import TurnMemory, one_line, panel_lines, parse_tail, when
 
 HELP = """commands: /memory  open Manage → Memory (also F2)
@@ -92,6 +94,7 @@ class ChatScreen(Screen[None]):
         self._reply: Static | None = None
         self._reply_text = ""
         self._last_sessions: list[dict[str, Any]] = []
+        self._approvals: dict[str, ApprovalScreen] = {}  # open dialogs, by request id
 
     @property
     def busy(self) -> bool:
@@ -201,6 +204,25 @@ class ChatScreen(Screen[None]):
                     if frame.fact_keys or frame.note_ids:
                         self.run_worker(self._reflection_wrote(turn, frame), group="panel",
                                         exit_on_error=False)
+            case ApprovalRequest():
+                self.add_line(f"  [tool] {frame.server}.{frame.tool} asks for your approval",
+                              "tool")
+                dialog = ApprovalScreen(frame)
+                self._approvals[frame.request] = dialog
+                request = frame.request
+
+                def answered(decision: str | None) -> None:
+                    if self._approvals.pop(request, None) is not None:  # (not closed by us)
+                        self.run_worker(self._approve(request, decision or "deny"),
+                                        group="approval", exit_on_error=False)
+
+                self.app.push_screen(dialog, answered)
+            case ApprovalDone(request=request, decision=decision):
+                open_dialog = self._approvals.pop(request, None)
+                if open_dialog is not None and open_dialog.is_attached:
+                    open_dialog.dismiss(decision)  # answered elsewhere, timed out, cancelled
+                if decision == "timeout":
+                    self.add_line("  [tool] no answer in time: denied", "tool")
             case ErrorFrame():
                 self.waiting = False  # our say was refused (busy, …); a running turn goes on
                 self.add_line(f"error: {frame.code}: {frame.message}", "error")
@@ -209,6 +231,19 @@ class ChatScreen(Screen[None]):
                 session = self.tui.bridge.session or "new"
                 self.add_line(f"the connection to the daemon was lost: {message}. "
                               f"Is it still running? /session {session} reconnects.", "error")
+
+    async def _approve(self, request: str, decision: str) -> None:
+        """Send the dialog's answer (a deny unless it says otherwise)."""
+        answer: Decision = "once" if decision == "once" else \
+            "always" if decision == "always" else "deny"
+        try:
+            resolved = await self.tui.bridge.approve(request, answer)
+        except ClientError as exc:
+            self.add_line(f"error: the answer was not sent: {exc}", "error")
+            return
+        if resolved:
+            said = {"once": "allowed once", "always": "always allowed", "deny": "denied"}
+            self.add_line(f"  [tool] {said[answer]}", "tool")
 
     def _reply_widget(self) -> Static:
         if self._reply is None:
@@ -233,7 +268,8 @@ class ChatScreen(Screen[None]):
                     mem.wrote.append(f"tool {(frame.tool or '').removeprefix('memory.')}")
                     self._show_panel(turn)
             case "tool.result":
-                self.add_line(f"    → {one_line(frame.summary or '', 120)}", "tool")
+                outcome = "" if frame.outcome in (None, "ok") else f"{frame.outcome}: "
+                self.add_line(f"    → {outcome}{one_line(frame.summary or '', 120)}", "tool")
             case "rewrite":
                 self.add_line(f"  (recall query: {frame.query})", "info")
             case "invalid":

@@ -16,10 +16,12 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Input, Static
 
+from actors.agent.messages import ApprovalRequest
 from actors.memory import ops
 from actors.memory.client import MemoryRunner
 from actors.store.records import Link, Note, ProfileFact
 
+from ..approval_text import approval_text
 from ..client import ClientError
 from ..safe_text import visible
 from .render import neighbourhood
@@ -178,6 +180,34 @@ class ConfirmScreen(ModalScreen[bool]):
     def action_answer(self, yes: bool) -> None:
         """Close with the answer."""
         self.dismiss(yes)
+
+
+class ApprovalScreen(ModalScreen[str]):
+    """A tool call waiting for the person's answer (docs/tools.md): the call, its
+    arguments, the tool's description; dismisses with ``once`` (``y``), ``always``
+    (``a``) or ``deny`` (``n`` or Esc)."""
+
+    DEFAULT_CSS = _MODAL_CSS.format(name="ApprovalScreen")
+    BINDINGS = [Binding("y", "answer('once')", "Allow once"),
+                Binding("a", "answer('always')", "Always"),
+                Binding("n,escape", "answer('deny')", "Deny")]
+
+    def __init__(self, frame: ApprovalRequest) -> None:
+        super().__init__()
+        self.frame = frame
+
+    def compose(self) -> ComposeResult:
+        """The request and the keys."""
+        with Vertical():
+            yield Static(visible(approval_text(self.frame)), id="question", markup=False)
+            yield Static(f"y = allow once · a = always allow {self.frame.server}."
+                         f"{self.frame.tool} · n / Esc = deny (no answer in "
+                         f"{self.frame.timeout_ms // 1000} s is a deny)", classes="hint",
+                         markup=False)
+
+    def action_answer(self, decision: str) -> None:
+        """Close with the decision."""
+        self.dismiss(decision)
 
 
 class _SaveDialog(ModalScreen[bool]):
