@@ -367,3 +367,54 @@ async def test_the_real_git_server_reads_freely_and_commits_only_with_a_yes(
     assert [f["tool"] for f in committed if f["type"] == "approval.request"] == ["git_commit"]
     assert _results(committed) == [("git.git_commit", "ok")]
     assert _git(repo, "log", "--format=%s") == "second\nfirst\n"
+
+
+async def test_the_dashboard_answers_approvals_and_sets_policies(tmp_path: Path) -> None:
+    """The dashboard's Tools page lists the call a turn waits on; "Allow once" there runs
+    it; a tool's policy set there holds for the next turn."""
+    import re
+
+    import httpx
+
+    from tests.test_dashboard import _csrf, _login
+
+    state, log = tmp_path / "state", tmp_path / "calls.jsonl"
+    _config(state, log, approvalTimeoutMs=60_000)
+    message = "append the line web to the team notes file"
+    rules = [*_call("notes.append_note", {"text": "web"}, message), REPLY]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            base = d.ready["openaiUrl"].removesuffix("/v1")
+            async with open_client(url=d.url, token=d.token) as c, _login(base, d.token) as http:
+                await _wait_up(c)
+                frames: list[dict] = []
+
+                async def turn() -> None:
+                    frames.extend(await _turn(c, message))  # no answer from this client
+
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(turn)
+                    with trio.fail_after(30):
+                        while "Allow once" not in (page := (await http.get("/ui/tools")).text):
+                            await trio.sleep(0.2)
+                    assert "notes.append_note" in page and '{"text": "web"}' in page
+                    action = re.search(r'action="(/ui/tools/approvals/[0-9a-f]{16})"',
+                                       page).group(1)
+                    done = await http.post(action, headers={"Origin": base}, data={
+                        "csrf": _csrf(page), "decision": "once"})
+                    assert done.status_code == 303
+                tools = (await http.get("/ui/tools")).text
+                assert "Nothing is waiting." in tools
+                assert "read-only" in tools and "default: read-only" in tools
+                set_policy = await http.post("/ui/tools/notes.lookup/policy", headers={
+                    "Origin": base}, data={"csrf": _csrf(tools), "policy": "deny"})
+                assert set_policy.status_code == 303
+                unknown = await http.post("/ui/tools/notes.nothing/policy", headers={
+                    "Origin": base}, data={"csrf": _csrf(tools), "policy": "deny"})
+                assert unknown.status_code == 400 and "no tool" in unknown.text
+    assert _results(frames) == [("notes.append_note", "ok")]
+    assert [f["by"] for f in frames if f["type"] == "approval.done"] == ["dashboard"]
+    assert _calls(log) == [{"tool": "append_note", "args": {"text": "web"}}]
+    policies = json.loads((state / "tool-policies.json").read_text())["tools"]
+    assert policies["notes.lookup"]["policy"] == "deny"
+    assert policies["notes.lookup"]["by"] == "dashboard"

@@ -25,7 +25,7 @@ from tests.fakes.llama_server import open_fake_llama
 HOSTILE = "I like <script>alert(1)</script> and ![x](http://evil.example/a.png)"
 PAGES = ["/ui", "/ui/profile", "/ui/profile/city", "/ui/notes", "/ui/notes/1",
          "/ui/notes?q=bees&mode=meaning", "/ui/lessons", "/ui/sessions", "/ui/activity",
-         "/ui/activity?client=cli", "/ui/clients"]
+         "/ui/activity?client=cli", "/ui/clients", "/ui/tools"]
 
 
 @asynccontextmanager

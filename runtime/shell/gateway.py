@@ -40,6 +40,8 @@ from trio_websocket import (ConnectionClosed, WebSocketConnection, WebSocketRequ
                             WebSocketServer, serve_websocket)
 
 from actors.agent.messages import (
+    ApprovalDone,
+    ApprovalRequest,
     Approve,
     CancelTurn,
     DeleteSession,
@@ -228,7 +230,8 @@ class Gateway:
         self.turn_events = TurnEvents()  # turns run by the OpenAI-compatible HTTP API
         # connections before hello, by peer address, oldest first
         self.pending: dict[str, list[Client]] = {}
-        # Called with the op of every memory change (the dashboard's live pages).
+        # Called with the op of every memory change, and "tool.approval" when a tool call
+        # starts or stops waiting for an answer (the dashboard's live pages).
         self.memory_listeners: list[Callable[[str], None]] = []
 
     # ------------------------------------------------------------ actor → clients
@@ -243,6 +246,9 @@ class Gateway:
             case TurnEvent(session=session, frame=frame):
                 if isinstance(frame, TurnFinished):
                     self.finished_turns.add(frame.turn)
+                if isinstance(frame, (ApprovalRequest, ApprovalDone)):
+                    for listener in self.memory_listeners:  # the dashboard's Tools page
+                        listener("tool.approval")
                 self._to_session(session, frame)
                 self.turn_events.put(frame)
             case MemoryChanged():

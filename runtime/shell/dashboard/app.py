@@ -9,7 +9,8 @@ recall and reflection figures), ``/ui/profile`` (facts, history, edit, forget wi
 undo), ``/ui/notes`` (keyword or meaning search, tags, provenance, links, add, archive
 and forget with undo; with a team, share a note and the team space's notes), ``/ui/lessons``, ``/ui/sessions`` (and one session's turns),
 ``/ui/activity`` (the activity log by app), ``/ui/clients`` (per-app tokens: add, pause,
-resume, revoke). ``POST /ui/api/login-code`` with the owner's bearer token gives the
+resume, revoke), ``/ui/tools`` (the tool calls waiting for an answer; each MCP tool's
+policy, editable). ``POST /ui/api/login-code`` with the owner's bearer token gives the
 one-time login link ``atomic-agent ui`` prints.
 """
 
@@ -27,9 +28,11 @@ import structlog
 import trio
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from actors.agent.messages import Decision
 from actors.memory import ops
 from actors.memory.ops import MemoryOp
 from actors.store.records import Note
+from runtime.services.tool_policy import Policy, PolicyBook, PolicyError, standing
 
 from ..clients import (SCOPES, ClientRegistry, ClientsError, add_client, bearer_token,
                        op_scope, read_clients, set_client)
@@ -314,6 +317,58 @@ class DashboardApp:
                          scopes=SCOPES, token=token[1] if token else None,
                          token_name=token[0] if token else None)
 
+    async def tools_page(self, req: Request, session: UiSession, send: Send,
+                         m: re.Match[str]) -> None:
+        """The tool calls waiting for an answer, and each MCP server's tools with the
+        policy in force (docs/tools.md)."""
+        approvals = await self.backend.approvals()
+        problem = ""
+        try:
+            servers = await self.backend.tool_servers()
+        except BackendError:
+            servers = []
+            problem = ("No MCP server is running: add one with `atomic-agent tools add NAME "
+                       "-- COMMAND ARGS` and start the daemon again.")
+        try:
+            book: PolicyBook | None = await trio.to_thread.run_sync(
+                PolicyBook, self.backend.state_dir)
+        except PolicyError as exc:
+            book, problem = None, str(exc)
+        rows = [(sv, [(t, standing(t, book.entry(t.qualified)) if book is not None else None)
+                      for t in sv.tools]) for sv in servers]
+        await self._page(send, 200, "tools.html", session, nav="tools", approvals=approvals,
+                         servers=rows, problem=problem, policies=("allow", "ask", "deny"))
+
+    async def answer_approval(self, req: Request, session: UiSession, send: Send,
+                              m: re.Match[str]) -> None:
+        decisions: dict[str, Decision] = {"once": "once", "always": "always", "deny": "deny"}
+        decision = decisions.get(req.form.get("decision", ""))
+        if decision is None:
+            raise BackendError("invalid_argument", "the answer is once, always or deny")
+        if not await self.backend.approve(m.group(1), decision):
+            raise BackendError("not_found", "that call is no longer waiting (answered "
+                                            "elsewhere, timed out, or its turn ended)")
+        await send_redirect(send, "/ui/tools")
+
+    async def set_tool_policy(self, req: Request, session: UiSession, send: Send,
+                              m: re.Match[str]) -> None:
+        policies: dict[str, Policy] = {"allow": "allow", "ask": "ask", "deny": "deny"}
+        policy = policies.get(req.form.get("policy", ""))
+        if policy is None:
+            raise BackendError("invalid_argument", "the policy is allow, ask or deny")
+        name = m.group(1)
+        spec = next((t for sv in await self.backend.tool_servers() for t in sv.tools
+                     if t.qualified == name), None)
+        if spec is None:
+            raise BackendError("not_found", f"no tool {name!r} is up now; `atomic-agent "
+                                            f"tools {policy} {name}` sets it offline")
+        try:
+            book = await trio.to_thread.run_sync(PolicyBook, self.backend.state_dir)
+            await trio.to_thread.run_sync(book.decide, spec, policy, "dashboard")
+        except PolicyError as exc:
+            raise BackendError("storage_error", str(exc)) from None
+        await send_redirect(send, "/ui/tools")
+
     async def _overview(self) -> OverviewPage:
         b = self.backend
         stats = await b.stats()
@@ -520,6 +575,7 @@ GET_ROUTES: tuple[Route, ...] = (
     (re.compile(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})"), DashboardApp.session_page),
     (re.compile(r"/ui/activity"), DashboardApp.activity_page),
     (re.compile(r"/ui/clients"), DashboardApp.clients_page),
+    (re.compile(r"/ui/tools"), DashboardApp.tools_page),
 )
 """The pages (after login): path pattern → handler."""
 
@@ -534,6 +590,9 @@ POST_ROUTES: tuple[Route, ...] = (
     (re.compile(r"/ui/undo/([A-Za-z0-9_-]{1,64})"), DashboardApp.undo),
     (re.compile(r"/ui/sessions/([A-Za-z0-9_.-]{1,64})/rename"), DashboardApp.rename_session),
     (re.compile(r"/ui/clients/add"), DashboardApp.add_app),
+    (re.compile(r"/ui/tools/approvals/([0-9a-f]{16})"), DashboardApp.answer_approval),
+    (re.compile(r"/ui/tools/([a-z][a-z0-9_-]{0,31}\.[^/]{1,128})/policy"),
+     DashboardApp.set_tool_policy),
     (re.compile(r"/ui/clients/([A-Za-z0-9_.-]{1,40})/(pause|resume|revoke)"),
      DashboardApp.change_app),
 )

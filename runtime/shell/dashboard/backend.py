@@ -12,7 +12,9 @@ from typing import Any, TypeVar
 
 import msgspec
 
-from actors.agent.messages import GetSession, ListSessions, RenameSession
+from actors.agent.messages import (ApprovalRequest, Approve, Decision, GetSession,
+                                   ListApprovals, ListSessions, RenameSession)
+from actors.tools.messages import ServerStatus, ToolsStatus, ToolsStatusReply
 from actors.memory import ops
 from actors.memory.client import actor_memory
 from actors.memory.ops import MemoryOp
@@ -97,3 +99,22 @@ class Backend:
 
     async def metrics(self) -> dict[str, Any]:
         return await self._metrics()
+
+    async def approvals(self) -> list[ApprovalRequest]:
+        """The tool calls waiting for a person's answer, oldest first (every session)."""
+        data: list[ApprovalRequest] = await self._ask("agent", ListApprovals(),
+                                                      list[ApprovalRequest])
+        return data
+
+    async def approve(self, request: str, decision: Decision) -> bool:
+        """Answer one (as the owner, named ``dashboard`` in the activity log); False when
+        it was no longer waiting."""
+        data: dict[str, bool] = await self._ask("agent", Approve(
+            request=request, decision=decision, client=CLIENT), dict)
+        return bool(data.get("resolved"))
+
+    async def tool_servers(self) -> list[ServerStatus]:
+        """Each configured MCP server's state and tools (none without the tools actor:
+        no server is enabled)."""
+        reply: ToolsStatusReply = await self._ask("tools", ToolsStatus(), ToolsStatusReply)
+        return reply.servers
