@@ -113,6 +113,8 @@ async def test_a_read_only_tool_runs_and_its_result_is_fenced_data(tmp_path: Pat
                 frames = await _turn(c, "what does the glossary word sprint mean?")
                 nothing = await _turn(c, "I had a lovely walk today")
                 activity = await c.memory("memory.activity", {"limit": 50})
+                shown = await trio.to_thread.run_sync(_cli, state, "metrics")
+    assert "calls of your MCP tools: ok 1; mean" in shown.stdout, shown.stdout
     assert _results(frames) == [("notes.lookup", "ok")]
     assert not [f for f in frames if f["type"] == "approval.request"]
     assert _calls(log) == [{"tool": "lookup", "args": {"word": "sprint"}}]

@@ -179,8 +179,8 @@ def _add(args: argparse.Namespace, state_dir: Path) -> int:
     for spec in tools:
         print(f"  {spec.qualified}  [{standing(spec, book.entry(spec.qualified)).policy}]")
     print(f"('tools show {args.name}' prints their descriptions; a running daemon starts "
-          "the server at its next start; the agent calling its tools in a turn is being "
-          "built: docs/tools.md)")
+          "the server at its next start (atomic-agent stop, then serve); a tool marked "
+          "[ask] asks you before each run: docs/tools.md)")
     return 0
 
 

@@ -103,6 +103,10 @@ def summarize(metrics: dict[str, Any]) -> str:
     lines.append(f"tool calls run: {_parts(tools) if tools else 'none'}")
     if refused:
         lines.append(f"  refused (not run): {_parts(refused)}")
+    mcp = by_label(counters, "agent.tools.decided")
+    if mcp:
+        lines.append(f"calls of your MCP tools: {_parts(mcp)}"
+                     + _mean_s(hist, "agent.tools.call_ms"))
     recall = by_label(counters, "agent.memory.recall")
     if recall:
         lines.append(f"recall: {_parts(recall)}")
