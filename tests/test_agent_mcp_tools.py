@@ -290,7 +290,7 @@ async def test_a_tool_whose_description_changed_asks_again(tmp_path: Path) -> No
     assert _results(second) == [("notes.append_note", "denied")]
     assert [c["args"]["text"] for c in _calls(log)] == ["hello"]
     changed = [e for e in activity["entries"] if e["op"] == "tool.call"
-               and "changed since it was decided" in e["ids"]]
+               and "changed since it was decided: its description" in e["ids"]]
     assert len(changed) == 1 and changed[0]["outcome"] == "denied"
 
 
@@ -420,3 +420,52 @@ async def test_the_dashboard_answers_approvals_and_sets_policies(tmp_path: Path)
     policies = json.loads((state / "tool-policies.json").read_text())["tools"]
     assert policies["notes.lookup"]["policy"] == "deny"
     assert policies["notes.lookup"]["by"] == "dashboard"
+
+
+async def test_two_servers_with_the_same_tools_never_shadow_each_other(tmp_path: Path) -> None:
+    """The same tool names from a stdio server (``notes``) and a streamable HTTP server
+    (``web``, written with the SDK, a token file): each call reaches the server its
+    qualified name names, and a server's policy is its own."""
+    import socket
+    import time
+
+    state, log, web_log = tmp_path / "state", tmp_path / "calls.jsonl", tmp_path / "web.jsonl"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "tests.fakes.mcp_tool_server", "--http",
+                               str(port), "--log", str(web_log)], cwd=REPO,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        _config(state, log)
+        config = json.loads((state / "config.json").read_text())
+        config["tools"]["mcpServers"]["web"] = {"url": f"http://127.0.0.1:{port}/mcp",
+                                                "tokenFile": "web-token"}
+        (state / "config.json").write_text(json.dumps(config))
+        (state / "web-token").write_text("s3cret\n")
+        web = "look up the word tide in the web glossary"
+        rules = [*_call("web.lookup", {"word": "tide"}, web),
+                 *_call("notes.lookup", {"word": "moon"}, "word moon in the notes glossary"),
+                 REPLY]
+        async with open_fake_llama(tmp_path, rules) as fake:
+            async with run_daemon(state, llm_url=fake.url) as d:
+                async with open_client(url=d.url, token=d.token) as c:
+                    await _wait_up(c, ("notes", "web"))
+                    denied = _cli(state, "tools", "deny", "notes.lookup")
+                    assert denied.returncode == 0, denied.stderr
+                    first = await _turn(c, web)
+                    second = await _turn(c, "what is the word moon in the notes glossary?")
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+    assert _results(first) == [("web.lookup", "ok")]
+    assert _calls(web_log) == [{"tool": "lookup", "args": {"word": "tide"}}]
+    assert _results(second) == []  # notes.lookup is denied; web.lookup is not its stand-in
+    assert _calls(log) == []
+    assert "web.lookup" in _tails(fake)[0] and "notes.lookup" not in _tails(fake)[-1]

@@ -133,3 +133,24 @@ def test_the_route_question_and_the_call_step_grammars() -> None:
         "I did not run git.git_commit: you did not allow it. I did not run x.y: it needed "
         "your approval and no answer came in time.")
     assert not_run_opening([("git.git_add", "ok"), ("git.git_log", "error")]) == ""
+
+
+def test_what_changed_since_a_tool_was_decided(tmp_path) -> None:
+    from runtime.services.tool_policy import PolicyBook, PolicyEntry, what_changed
+
+    book = PolicyBook(tmp_path)
+    first = TOOLS[4]
+    entry = book.decide(first, "allow")
+    assert what_changed(first, entry) == ""
+    reworded = spec("git", "git_commit", "Records changes, and pushes them",
+                    first.input_schema["properties"], first.input_schema["required"])
+    assert what_changed(reworded, entry) == "description"
+    widened = spec("git", "git_commit", first.description,
+                   {**first.input_schema["properties"], "push": {"type": "boolean"}},
+                   first.input_schema["required"])
+    assert what_changed(widened, entry) == "arguments"
+    both = spec("git", "git_commit", "x", {}, [])
+    assert what_changed(both, entry) == "description and arguments"
+    old = PolicyEntry("allow", entry.pin, entry.at)  # written before the two hashes
+    assert what_changed(both, old) == "description or arguments"
+    assert PolicyBook(tmp_path).entry("git.git_commit") == entry  # saved, read back

@@ -68,12 +68,13 @@ def test_a_decision_holds_for_the_tool_it_was_made_for_and_asks_again_when_it_ch
     assert _cli(state, "allow", "notes.append_note").returncode == 0
     assert "notes.append_note  [allow: decided]" in _cli(state, "show", "notes").stdout
     desc.write_text("Append a line to the notes (now also sends them to a web site).")
-    assert "notes.append_note  [ask: CHANGED since it was decided: asks again]" in _cli(
+    assert ("notes.append_note  [ask: its description CHANGED since it was decided: "
+            "asks again]") in _cli(
         state, "show", "notes").stdout
     assert _cli(state, "deny", "notes.append_note").returncode == 0
     desc.write_text("Changed once more.")
     assert "[deny: decided]" not in _cli(state, "show", "notes").stdout
-    assert "notes.append_note  [deny: CHANGED" in _cli(state, "show", "notes").stdout
+    assert "notes.append_note  [deny: its description CHANGED" in _cli(state, "show", "notes").stdout
     missing = _cli(state, "allow", "notes.nothing")
     assert missing.returncode == 2 and "no tool 'nothing'" in missing.stderr
     gone = _cli(state, "remove", "notes")

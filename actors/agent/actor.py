@@ -53,7 +53,7 @@ from runtime.services.config import ActorBoot
 from runtime.services.llm import (LLMContextOverflow, LLMError, LLMNotReady, LLMServerError,
                                   LLMUnavailable)
 from runtime.services.metrics import Metrics, MetricsRequest
-from runtime.services.tool_policy import PolicyBook, PolicyError, standing
+from runtime.services.tool_policy import PolicyBook, PolicyError, standing, what_changed
 from runtime.services.tool_spec import ToolSpec
 
 from .messages import (
@@ -984,8 +984,8 @@ class AgentActor:
                     log.error("agent.tool_policy_unsaved", error=str(exc))
         audit_ids: list[str] = [q, "args=" + json.dumps(redacted(args), ensure_ascii=False)[:200],
                                 f"decision={decision}"]
-        if held.reason == "changed":
-            audit_ids.append("changed since it was decided")
+        if held.reason == "changed" and entry is not None:
+            audit_ids.append(f"changed since it was decided: its {what_changed(spec, entry)}")
         if decision in ("policy-deny", "deny", "timeout"):
             outcome = "timeout" if decision == "timeout" else "denied"
             await self._audit_call(msg, audit_ids, outcome)

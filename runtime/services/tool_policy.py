@@ -23,6 +23,7 @@ A file that cannot be read as such a document is an error naming the file
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import time
@@ -34,7 +35,7 @@ import msgspec
 from .tool_spec import ToolSpec
 
 __all__ = ["POLICY_FILE", "Policy", "PolicyBook", "PolicyEntry", "PolicyError", "Standing",
-           "standing"]
+           "standing", "what_changed"]
 
 POLICY_FILE = "tool-policies.json"
 
@@ -47,12 +48,41 @@ class PolicyError(Exception):
 
 class PolicyEntry(msgspec.Struct, frozen=True):
     """One decided tool: its ``policy``, the ``pin`` it was decided for, when (unix
-    ms) and by whom (a client's name, ``owner``, ``cli``, ``dashboard``)."""
+    ms) and by whom (a client's name, ``owner``, ``cli``, ``dashboard``);
+    ``description_sha`` / ``schema_sha``: SHA-256 of the description and of the schema
+    it was decided for (:func:`what_changed`; empty in entries written before them)."""
 
     policy: Policy
     pin: str
     at: int
     by: str = "owner"
+    description_sha: str = ""
+    schema_sha: str = ""
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _shas(spec: ToolSpec) -> tuple[str, str]:
+    schema = json.dumps(spec.input_schema, sort_keys=True, separators=(",", ":"),
+                        ensure_ascii=False)
+    return _sha(spec.description), _sha(schema)
+
+
+def what_changed(spec: ToolSpec, entry: PolicyEntry) -> str:
+    """What of ``spec`` differs from what ``entry`` was decided for: ``"description"``,
+    ``"arguments"``, ``"description and arguments"``, ``""`` when nothing does (the
+    pins match), or ``"description or arguments"`` for an entry that does not say."""
+    if entry.pin == spec.pin:
+        return ""
+    if not entry.description_sha or not entry.schema_sha:
+        return "description or arguments"
+    described, shaped = _shas(spec)
+    parts = [name for name, old, new in (("description", entry.description_sha, described),
+                                          ("arguments", entry.schema_sha, shaped))
+             if old != new]
+    return " and ".join(parts) or "description or arguments"
 
 
 class _File(msgspec.Struct):
@@ -107,7 +137,8 @@ class PolicyBook:
 
     def decide(self, spec: ToolSpec, policy: Policy, by: str = "owner") -> PolicyEntry:
         """Record ``policy`` for ``spec`` at its current pin and save the file."""
-        entry = PolicyEntry(policy, spec.pin, int(time.time() * 1000), by)
+        described, shaped = _shas(spec)
+        entry = PolicyEntry(policy, spec.pin, int(time.time() * 1000), by, described, shaped)
         self._data.tools[spec.qualified] = entry
         self._save()
         return entry

@@ -24,7 +24,8 @@ import trio
 from runtime.services.config import TOOL_SERVER_PATTERN, ConfigError, McpServerConfig, load_config
 from runtime.services.config_edit import remove_entry, set_entry
 from runtime.services.mcp_tools import ToolServerError, ToolSpec, open_server
-from runtime.services.tool_policy import Policy, PolicyBook, PolicyError, standing
+from runtime.services.tool_policy import (Policy, PolicyBook, PolicyError, standing,
+                                         what_changed)
 
 from .cli_output import EXIT_FAILED, EXIT_USAGE
 from .safe_text import one_line
@@ -232,11 +233,13 @@ async def _show(args: argparse.Namespace, state_dir: Path) -> int:
         return 0
     print(f"{args.name}: {one_line(_target(cfg))}")
     for spec in tools:
-        now = standing(spec, book.entry(spec.qualified))
+        entry = book.entry(spec.qualified)
+        now = standing(spec, entry)
         why = {"default-read-only": "read-only by the server's word",
                "default": "not read-only: asks before it runs",
-               "decided": "decided", "changed": "CHANGED since it was decided: asks again"
-               }[now.reason]
+               "decided": "decided",
+               "changed": f"its {what_changed(spec, entry) if entry else 'description'} "
+                          "CHANGED since it was decided: asks again"}[now.reason]
         print(f"\n{spec.qualified}  [{now.policy}: {why}]")
         print(f"  pin {spec.pin[:16]}")
         for line in (spec.description or "(no description)").splitlines() or [""]:
