@@ -469,3 +469,30 @@ async def test_two_servers_with_the_same_tools_never_shadow_each_other(tmp_path:
     assert _results(second) == []  # notes.lookup is denied; web.lookup is not its stand-in
     assert _calls(log) == []
     assert "web.lookup" in _tails(fake)[0] and "notes.lookup" not in _tails(fake)[-1]
+
+
+async def test_where_no_one_can_answer_a_call_that_asks_is_denied_at_once(
+        tmp_path: Path) -> None:
+    """A chat completion through the OpenAI-compatible API has no one to ask: a tool that
+    asks is not run, at once (no two-minute wait), and the reply says why."""
+    import httpx
+
+    state, log = tmp_path / "state", tmp_path / "calls.jsonl"
+    _config(state, log, approvalTimeoutMs=600_000)
+    message = "append the line api to the team notes file"
+    rules = [*_call("notes.append_note", {"text": "api"}, message), REPLY]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await _wait_up(c)
+            async with httpx.AsyncClient(timeout=60) as http:
+                with trio.fail_after(60):
+                    r = await http.post(d.ready["openaiUrl"] + "/chat/completions", headers={
+                        "Authorization": f"Bearer {d.token}"}, json={
+                        "model": "atomic-agent",
+                        "messages": [{"role": "user", "content": message}]})
+    assert r.status_code == 200, r.text
+    reply = r.json()["choices"][0]["message"]["content"]
+    assert reply.startswith("I did not run notes.append_note: it needs your approval, which "
+                            "cannot be asked for here."), reply
+    assert _calls(log) == []

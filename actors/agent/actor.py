@@ -986,12 +986,13 @@ class AgentActor:
                                 f"decision={decision}"]
         if held.reason == "changed" and entry is not None:
             audit_ids.append(f"changed since it was decided: its {what_changed(spec, entry)}")
-        if decision in ("policy-deny", "deny", "timeout"):
-            outcome = "timeout" if decision == "timeout" else "denied"
+        if decision in ("policy-deny", "deny", "timeout", "unanswerable"):
+            outcome = decision if decision in ("timeout", "unanswerable") else "denied"
             await self._audit_call(msg, audit_ids, outcome)
             return done(outcome, "not run: " + (
                 "its policy is deny" if decision == "policy-deny" else
                 "the user did not answer in time" if decision == "timeout" else
+                "no one can approve it here" if decision == "unanswerable" else
                 "the user denied it") + "; tell the user it was not done")
         timeout = self.cfg.tools.mcp_servers[spec.server].timeout_ms / 1000 \
             if spec.server in self.cfg.tools.mcp_servers else 30.0
@@ -1019,8 +1020,12 @@ class AgentActor:
         """Ask the session's clients whether to run this call: an ``approval.request``
         turn frame, then wait up to ``tools.approvalTimeoutMs`` for an answer
         (:class:`~actors.agent.messages.Approve`). Returns (decision — ``once``,
-        ``always``, ``deny`` or ``timeout`` —, who answered). ``approval.done`` tells
-        every client it is over."""
+        ``always``, ``deny``, ``timeout`` or ``unanswerable`` —, who answered). ``approval.done`` tells
+        every client it is over. A turn no one can answer (``RunTurn.answerable`` false:
+        the OpenAI-compatible API) is denied at once."""
+        if not msg.answerable:  # no one could answer: no wait
+            self.metrics.inc("agent.tools.approvals", {"why": "unanswerable"})
+            return "unanswerable", ""
         timeout_ms = self.cfg.tools.approval_timeout_ms
         request = secrets.token_hex(8)
         pending = _Approval(ApprovalRequest(

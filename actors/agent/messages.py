@@ -36,7 +36,9 @@ class RunTurn(_M):
     ``recalled`` (note ids) replaces recall's hits in ``### recalled`` (None = recall);
     ``client``: the app the turn is for (its memory reads and tool calls are recorded
     under it in the activity log); ``scopes``: what that app may do (None: everything,
-    the owner) — the turn's tool calls and the reflection it causes do no more."""
+    the owner) — the turn's tool calls and the reflection it causes do no more;
+    ``answerable``: false where no one can answer a tool call's approval request (the
+    OpenAI-compatible API): such a call is denied at once instead of waiting."""
 
     session: str
     turn: str
@@ -46,6 +48,7 @@ class RunTurn(_M):
     client: str | None = None  # the app that asked (the activity log's name for its reads)
     scopes: list[str] | None = None  # the app's scopes; None: the owner's (all)
     app: str | None = None  # the app that asks; None: the owner (every session)
+    answerable: bool = True  # a person may answer approvals (not an HTTP API request)
 
 
 class TurnResult(msgspec.Struct):

@@ -557,7 +557,9 @@ def intro_prefill(name: str, language: str) -> Prefill:
 NOT_RUN_OPENING = {"denied": "I did not run {tool}: you did not allow it.",
                    "timeout": "I did not run {tool}: it needed your approval and no answer "
                               "came in time.",
-                   "forbidden": "I did not run {tool}: this app may not use your tools."}
+                   "forbidden": "I did not run {tool}: this app may not use your tools.",
+                   "unanswerable": "I did not run {tool}: it needs your approval, which "
+                                   "cannot be asked for here."}
 """The reply's first words after one of the user's tools was not run, by outcome. Told
 in ``### respond`` only, the default model answered "Tell the user it was not done." or
 "I'm sorry, I can't assist with that" (``bench/tools.py``); given these words it goes on
@@ -593,11 +595,13 @@ TOOL_NOT_RUN = ("{tool} was not run ({why}): tell the user it was not done; do n
 def tool_outcome_text(outcomes: list[tuple[str, str]]) -> str:
     """The ``### respond`` line on the user's tools called in this turn: ``outcomes`` is
     ``[(server.tool, outcome)]`` in call order (outcome ``ok``, ``error``, ``denied``,
-    ``timeout``, ``invalid``, ``forbidden``); each tool named once, its last outcome."""
+    ``timeout``, ``unanswerable``, ``invalid``, ``forbidden``); each tool named once, its
+    last outcome."""
     last = dict(outcomes)
     why = {"denied": "the user did not allow it", "timeout": "the user did not answer in "
            "time", "forbidden": "this app may not use tools", "error": "it failed",
-           "invalid": "its arguments did not fit"}
+           "invalid": "its arguments did not fit",
+           "unanswerable": "it needs the user's approval, which cannot be asked for here"}
     return " ".join(TOOL_RAN.format(tool=t) if o == "ok" else
                     TOOL_NOT_RUN.format(tool=t, why=why.get(o, o)) for t, o in last.items())
 

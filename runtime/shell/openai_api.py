@@ -378,7 +378,7 @@ class OpenAIApi:
             try:
                 await self.request("agent", RunTurn(
                     session=session, turn=turn, text=text, client=client, app=app,
-                    scopes=principal.turn_scopes),
+                    scopes=principal.turn_scopes, answerable=False),
                     TurnResult)
             except RemoteError as exc:
                 if exc.code == "busy":
