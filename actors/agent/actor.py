@@ -790,8 +790,9 @@ class AgentActor:
             if open_mcp and not turn.tool_outcomes and not (n == last and last > 1) \
                     and self.llm is not None and self.llm.prefills:
                 # the first step that offers the user's tools: the model says first
-                # whether the message needs one (ROUTE_PREFILL), then calls it or not
-                chosen = await self._needs_tool(msg, tail, tuple(s.qualified for s in open_mcp))
+                # which one the message needs, if any (route_prefill), then calls it
+                chosen = await self._needs_tool(msg, tail,
+                                                tuple(s.qualified for s in open_mcp))
                 must_call = chosen is not None
                 mcp_names = {spec.qualified for spec in open_mcp}
                 tools = (chosen,) if chosen else tuple(t for t in tools if t not in mcp_names)
@@ -950,7 +951,7 @@ class AgentActor:
         turn = self.turns.get(msg.session)
         t0 = time.monotonic()
 
-        def done(outcome: str, text: str, decision: str = "") -> tuple[str, str, str]:
+        def done(outcome: str, text: str) -> tuple[str, str, str]:
             if turn is not None:
                 turn.tool_outcomes.append((q, outcome))
             self.metrics.inc("agent.tools.decided", {"outcome": outcome})
@@ -1020,9 +1021,9 @@ class AgentActor:
         """Ask the session's clients whether to run this call: an ``approval.request``
         turn frame, then wait up to ``tools.approvalTimeoutMs`` for an answer
         (:class:`~actors.agent.messages.Approve`). Returns (decision — ``once``,
-        ``always``, ``deny``, ``timeout`` or ``unanswerable`` —, who answered). ``approval.done`` tells
-        every client it is over. A turn no one can answer (``RunTurn.answerable`` false:
-        the OpenAI-compatible API) is denied at once."""
+        ``always``, ``deny``, ``timeout`` or ``unanswerable`` —, who answered).
+        ``approval.done`` tells every client it is over. A turn no one can answer
+        (``RunTurn.answerable`` false: the OpenAI-compatible API) is denied at once."""
         if not msg.answerable:  # no one could answer: no wait
             self.metrics.inc("agent.tools.approvals", {"why": "unanswerable"})
             return "unanswerable", ""
