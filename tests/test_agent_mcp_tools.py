@@ -496,3 +496,37 @@ async def test_where_no_one_can_answer_a_call_that_asks_is_denied_at_once(
     assert reply.startswith("I did not run notes.append_note: it needs your approval, which "
                             "cannot be asked for here."), reply
     assert _calls(log) == []
+
+
+async def test_ask_denies_without_a_terminal_and_approve_allows(tmp_path: Path) -> None:
+    """``atomic-agent ask`` with stdin not a terminal cannot ask anyone: it denies and says
+    so; ``--approve`` allows the call (for a script)."""
+    state, log = tmp_path / "state", tmp_path / "calls.jsonl"
+    _config(state, log)
+    rules = []
+    for word in ("one", "two"):
+        rules += _call("notes.append_note", {"text": word},
+                       f"append the line {word} to the team notes")
+    rules.append(REPLY)
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await _wait_up(c)
+
+            def ask(*args: str) -> subprocess.CompletedProcess:
+                return subprocess.run(
+                    [sys.executable, "-m", "runtime.shell.cli", "--state-dir", str(state),
+                     "ask", "--no-memory", *args], cwd=REPO, capture_output=True, text=True,
+                    timeout=120, stdin=subprocess.DEVNULL)
+
+            denied = await trio.to_thread.run_sync(
+                ask, "append the line one to the team notes file")
+            allowed = await trio.to_thread.run_sync(
+                ask, "--approve", "append the line two to the team notes file")
+    assert denied.returncode == 0, denied.stderr
+    assert ("[tool] notes.append_note asks for your approval; denied: no one can answer "
+            "here (stdin is not a terminal; --approve allows every call)") in denied.stderr
+    assert "[tool] notes.append_note → not run: the user denied it" in denied.stderr
+    assert denied.stdout.startswith("I did not run notes.append_note: you did not allow it.")
+    assert "[tool] notes.append_note: allowed by --approve" in allowed.stderr
+    assert [c["args"]["text"] for c in _calls(log)] == ["two"]
