@@ -16,8 +16,11 @@ LLM steps per turn; turn p50 / p95. ``--offer-max 1,3,6`` runs the cases once pe
 of ``tools.offerMax`` (how many tools a step offers; the default is 3) and prints a row
 each: the measurement behind that default.
 
+``--no-ask-first`` runs with ``tools.askFirst`` false (the model decides inside its action,
+without the first question), the comparison behind that default.
+
 Usage: ``python -m bench.tools [--model NAME|PATH | --llm-url URL] [--only ID,ID]
-[--repeat N] [--offer-max N[,N…]] [--write] [--verbose]``.
+[--repeat N] [--offer-max N[,N…]] [--no-ask-first] [--write] [--verbose]``.
 """
 
 from __future__ import annotations
@@ -69,9 +72,11 @@ def make_repo(root: Path) -> Path:
     return repo
 
 
-def config_for(repo: Path, offer_max: int) -> str:
-    """config.json text: the two servers, the offer size, a short approval wait."""
+def config_for(repo: Path, offer_max: int, ask_first: bool = True) -> str:
+    """config.json text: the two servers, the offer size, a short approval wait, and
+    whether a step offering tools asks the model first (``tools.askFirst``)."""
     return json.dumps({"tools": {"offerMax": offer_max, "approvalTimeoutMs": 5000,
+                                 "askFirst": ask_first,
                                  "mcpServers": {
                                      "time": {"command": str(BIN / "mcp-server-time")},
                                      "git": {"command": str(BIN / "mcp-server-git"),
@@ -172,7 +177,7 @@ async def run(args: argparse.Namespace, cases: list[dict], offer_max: int) -> li
         repo = make_repo(root)
         state = root / "state"
         state.mkdir()
-        (state / "config.json").write_text(config_for(repo, offer_max))
+        (state / "config.json").write_text(config_for(repo, offer_max, not args.no_ask_first))
         await trio.to_thread.run_sync(_deny_reset, state)
         async with bench_daemon(args, state) as d:
             async with open_client(url=d.url, token=d.token) as c:  # servers up first
@@ -236,7 +241,8 @@ def render(args: argparse.Namespace, by_offer: dict[int, list[dict]], command: s
         "arguments, and none when it needs none? `bench/data/tools-dev.json` (its `about` "
         "defines the scoring) through a daemon with the reference servers "
         "`mcp-server-time` and `mcp-server-git` (over a repository the benchmark makes); "
-        "`git.git_reset` denied by policy, every approval answered deny. "
+        "`git.git_reset` denied by policy, every approval answered deny"
+        f"{'; `tools.askFirst` false (no first question)' if args.no_ask_first else ''}. "
         f"{'' if full_dev else '(partial run) '}Replies are sampled: `--repeat N`.\n\n"
         f"- Machine: {machine_line()}\n- Date: {utc_now()}\n- Command: `{command}`\n"
         f"- Model: {model_label(args)}\n\n"
@@ -257,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="run the cases N times, each on a fresh daemon (replies are sampled)")
     p.add_argument("--offer-max", default="3",
                    help="tools.offerMax values to run, comma-separated (default 3)")
+    p.add_argument("--no-ask-first", action="store_true",
+                   help="tools.askFirst false: the model decides inside its action whether "
+                        "to call a tool (the figures before the first question existed)")
     p.add_argument("--verbose", action="store_true", help="print each reply")
     p.add_argument("--write", action="store_true", help="write the section to bench/RESULTS.md")
     args = p.parse_args(argv)

@@ -788,7 +788,8 @@ class AgentActor:
                 tools = ()
             must_call = False
             if open_mcp and not turn.tool_outcomes and not (n == last and last > 1) \
-                    and self.llm is not None and self.llm.prefills:
+                    and self.cfg.tools.ask_first and self.llm is not None \
+                    and self.llm.prefills:
                 # the first step that offers the user's tools: the model says first
                 # which one the message needs, if any (route_prefill), then calls it
                 chosen = await self._needs_tool(msg, tail,

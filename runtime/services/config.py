@@ -491,12 +491,15 @@ class ToolsConfig(_C):
     ``offerMax``: at most this many of their tools are offered to the model in one step
     (those that fit the message best; a 1.5B model does not choose well among many,
     ``bench/tools.py``); ``approvalTimeoutMs``: how long a call that asks waits for the
-    user's answer before it counts as denied."""
+    user's answer before it counts as denied; ``askFirst``: a step that offers tools first
+    asks the model which one the message needs (docs/tools.md; false: the model decides
+    inside its action, as a larger model can)."""
 
     mcp_servers: dict[Annotated[str, Meta(pattern=TOOL_SERVER_PATTERN)], McpServerConfig] = \
         msgspec.field(default_factory=dict)
     offer_max: Annotated[int, Meta(ge=0, le=16)] = 3
     approval_timeout_ms: Annotated[int, Meta(ge=1000, le=3_600_000)] = 120_000
+    ask_first: bool = True
 
 
 class LoggingConfig(_C):
