@@ -132,7 +132,9 @@ def test_the_route_question_and_the_call_step_grammars() -> None:
                             ("git.git_commit", "denied"), ("x.y", "timeout")]) == (
         "I did not run git.git_commit: you did not allow it. I did not run x.y: it needed "
         "your approval and no answer came in time.")
-    assert not_run_opening([("git.git_add", "ok"), ("git.git_log", "error")]) == ""
+    assert not_run_opening([("git.git_add", "ok"), ("git.git_log", "error")]) == \
+        "git.git_log did not work:"
+    assert not_run_opening([("git.git_add", "ok")]) == ""
 
 
 def test_what_changed_since_a_tool_was_decided(tmp_path) -> None:

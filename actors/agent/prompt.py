@@ -559,17 +559,20 @@ NOT_RUN_OPENING = {"denied": "I did not run {tool}: you did not allow it.",
                               "came in time.",
                    "forbidden": "I did not run {tool}: this app may not use your tools.",
                    "unanswerable": "I did not run {tool}: it needs your approval, which "
-                                   "cannot be asked for here."}
-"""The reply's first words after one of the user's tools was not run, by outcome. Told
-in ``### respond`` only, the default model answered "Tell the user it was not done." or
-"I'm sorry, I can't assist with that" (``bench/tools.py``); given these words it goes on
-from the truth."""
+                                   "cannot be asked for here.",
+                   "error": "{tool} did not work:"}
+"""The reply's first words after one of the user's tools was not run, or failed, by
+outcome. Told in ``### respond`` only, the default model answered "Tell the user it was
+not done." or "I'm sorry, I can't assist with that" (``bench/tools.py``), and after a
+failed commit "I will let you know once I have committed your changes"; given these words
+it goes on from the truth (after "did not work:", with the tool's own error)."""
 
 
 def not_run_opening(outcomes: list[tuple[str, str]]) -> str:
     """The reply's opening for a turn whose calls ``outcomes`` (``[(server.tool,
-    outcome)]``) include tools that were not run (denied, timed out, forbidden): one
-    sentence each (:data:`NOT_RUN_OPENING`); empty when none was."""
+    outcome)]``) include tools that were not run (denied, timed out, forbidden, no one
+    to ask) or failed: one sentence each (:data:`NOT_RUN_OPENING`); empty when none
+    was."""
     said = dict.fromkeys(NOT_RUN_OPENING[o].format(tool=t)
                          for t, o in outcomes if o in NOT_RUN_OPENING)
     return " ".join(said)

@@ -570,7 +570,10 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
         return await chat_loop(state_dir, session, args.approve)
     if args.command == "ask" and not args.text.strip():
         raise ClientError("invalid_argument", "the message is empty: ask \"your message\"")
-    async with open_daemon(state_dir, session=session, client="cli") as c:
+    # a turn's session knows where you are (### world; the user's tools' paths), as the
+    # TUI's does; other commands open no session worth placing
+    here = str(Path.cwd()) if args.command == "ask" else None
+    async with open_daemon(state_dir, session=session, client="cli", working_dir=here) as c:
         match args.command:
             case "ask":
                 return await ask(c, args)

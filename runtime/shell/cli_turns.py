@@ -418,7 +418,8 @@ async def chat_loop(state_dir: Path, session: str | None, approve: bool = False)
         reconfigure(errors="surrogateescape")
     target, notice = session, session
     while True:
-        async with open_daemon(state_dir, session=target, client="cli") as c:
+        async with open_daemon(state_dir, session=target, client="cli",
+                               working_dir=str(Path.cwd())) as c:
             new_session_notice(c, notice)
             outcome = await _chat(c, approve)
         if isinstance(outcome, int):
