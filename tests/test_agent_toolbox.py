@@ -156,3 +156,15 @@ def test_what_changed_since_a_tool_was_decided(tmp_path) -> None:
     old = PolicyEntry("allow", entry.pin, entry.at)  # written before the two hashes
     assert what_changed(both, old) == "description or arguments"
     assert PolicyBook(tmp_path).entry("git.git_commit") == entry  # saved, read back
+
+
+def test_a_one_sentence_request_a_tool_carried_out_is_not_reflected_on() -> None:
+    from actors.policy.skip import skip_reason
+
+    assert skip_reason("commit my staged changes with the message 'fix typo'",
+                       tool_request=True) == "tool_request"
+    assert skip_reason("commit my staged changes with the message 'fix typo'") is None
+    # a statement beside the request is still the user's to remember
+    assert skip_reason("My sister lives in Lima. What time is it there now?",
+                       tool_request=True) is None
+    assert skip_reason("forget my phone number", tool_request=True) is None

@@ -577,8 +577,7 @@ class AgentActor:
                     surfaced=turn.surfaced, turn_index=state.turns, client=msg.client,
                     agent_wrote=turn.wrote, agent_forgot=turn.forgot,
                     may_forget=_may(msg, "forget"),
-                    tool_calls=list(dict.fromkeys(q for q, o in turn.tool_outcomes
-                                                  if o == "ok"))))
+                    tool_calls=list(dict.fromkeys(q for q, _o in turn.tool_outcomes))))
         await self._bump_outcomes(turn, reason)
         return TurnResult(turn=msg.turn, reason=reason, reply=reply)
 

@@ -392,7 +392,7 @@ class ReflectionActor:
         msg = window[-1]
         # Only the user's own words ground anything: every user message of the window.
         user_text = "\n".join(m.user_message for m in window)
-        skip = skip_reason(user_text)
+        skip = skip_reason(user_text, tool_request=all(m.tool_calls for m in window))
         if skip is not None and not (skip == "impersonal" and says_correction(user_text)):
             self.metrics.inc("agent.memory.reflection.skipped", {"reason": skip})
             return "none", skip, None

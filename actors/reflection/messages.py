@@ -33,8 +33,9 @@ class Reflect(_M):
     claims are held against them and the reflection's own writes); ``may_forget``: the
     app holds the ``forget`` scope — without it the reflection forgets and retires
     nothing (refused in the activity log); ``tool_calls``: the MCP tools the turn called
-    (``server.tool``) — the reply may relay their output, which reflection sees marked
-    as such and never takes for something the user said."""
+    (``server.tool``, run or not) — the reply may relay their output, which reflection
+    sees marked as such and never takes for something the user said, and a one-sentence
+    message a tool was called for is not reflected on (``actors.policy.skip``)."""
 
     session: str
     turn: str

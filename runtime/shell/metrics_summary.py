@@ -16,7 +16,7 @@ _KEY_RE = re.compile(r"^(?P<name>[^{]+)(?:\{(?P<labels>[^}]*)\})?$")
 
 REFLECTION_SKIPS = {
     "trivial": "small talk", "question": "questions", "request": "requests",
-    "impersonal": "nothing about you",
+    "tool_request": "requests a tool carried out", "impersonal": "nothing about you",
 }
 
 
