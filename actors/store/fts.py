@@ -86,8 +86,8 @@ _CJK_RUN_RE = re.compile(f"[{_CJK_CLASS}]+")
 
 #: English function words dropped from recall queries (``actors.store.recall``) and
 #: from the agent's choice of MCP tools (``actors.agent.toolbox``): the NLTK English list
-#: (articles, pronouns, auxiliaries, prepositions, conjunctions, question words) plus the pieces
-#: that the letter/digit split leaves of contractions (``didn't`` -> ``didn``, ``t``).
+#: (articles, pronouns, auxiliaries, prepositions, conjunctions, question words) plus the
+#: pieces that the letter/digit split leaves of contractions (``didn't`` -> ``didn``, ``t``).
 #: Lower-case, compared after NFKC + lower-casing. Content words ("like", "kind",
 #: "favorite") are deliberately kept: removing them measured no better on LoCoMo.
 _STOPWORD_TEXT = """
@@ -102,6 +102,7 @@ s t d ll m re ve didn doesn don isn wasn weren aren hasn haven hadn couldn would
 mustn shan needn mightn
 """
 STOPWORDS: frozenset[str] = frozenset(_STOPWORD_TEXT.split())
+
 
 def is_cjk_char(ch: str) -> bool:
     """Return True when the single character ``ch`` belongs to a script written

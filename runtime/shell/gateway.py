@@ -69,10 +69,10 @@ from runtime.services.metrics import Metrics, MetricsRequest, live_tasks, merge_
 from .clients import OWNER, OWNER_PRINCIPAL, ClientRegistry, Principal, op_scope
 from .listen_guard import THROTTLE, host_allowed, origin_allowed
 from .openai_api import TurnEvents
-from .outbound import (ActorRestarting, ApprovalResult, CancelResult, ConsolidationFrame, ErrorFrame,
-                       MemoryChangedFrame, MemoryResult, MetricsResult, OutboundFrame, Pong,
-                       ReflectionFrame, SessionDeleted, SessionRenamed, SessionResult,
-                       SessionsResult, ShuttingDown, Subscribed, Welcome)
+from .outbound import (ActorRestarting, ApprovalResult, CancelResult, ConsolidationFrame,
+                       ErrorFrame, MemoryChangedFrame, MemoryResult, MetricsResult,
+                       OutboundFrame, Pong, ReflectionFrame, SessionDeleted, SessionRenamed,
+                       SessionResult, SessionsResult, ShuttingDown, Subscribed, Welcome)
 from .protocol import (
     CHANNELS,
     PROTOCOL_VERSION,
@@ -112,8 +112,7 @@ def _needs(frame: Any) -> tuple[str, ...]:
     """The scopes a client frame needs (``runtime/shell/clients.py``): a turn reads and
     writes (reflection stores what it learns); ``memory`` frames as their op; deleting a
     session forgets, renaming one writes; shutdown is admin; answering a tool's approval
-    request needs ``tools:approve``; hello, cancel and ping need
-    none."""
+    request needs ``tools:approve``; hello, cancel and ping need none."""
     match frame:
         case Say():
             return ("read", "write")
