@@ -6,8 +6,10 @@ Pure: no MCP client, no I/O (the agent reaches the servers through the tools act
 
 * :func:`choose_tools` — the few tools that fit the user's message, by BM25 over each
   tool's name, description and argument names with the same tokenizer as memory recall
-  (:func:`actors.store.fts.query_terms`, function words dropped). A 1.5B model does not
-  choose well among many tools, and each tool shown costs prompt tokens on every step.
+  (:func:`actors.store.fts.query_terms`, function words dropped) — and only for a
+  message that points at one (:func:`named`: a word of a tool's or server's name, or two
+  of one description). A 1.5B model does not choose well among many tools, and each tool
+  shown costs prompt tokens on every step.
 * :func:`render_tools` — the ``### tools`` tail section: one line per offered tool, its
   description clipped and neutralised (a description is the server's text: "tool
   poisoning" hides instructions there; the whole text is for a person, ``tools show``).
@@ -18,6 +20,7 @@ Pure: no MCP client, no I/O (the agent reaches the servers through the tools act
 * :func:`asked_for` — whether the user's message asks for this tool by name; a call made
   after a tool result that the message did not ask for asks the user even when the
   policy allows it (a result saying "now call git_commit" cannot run anything alone).
+* :func:`redacted` — a call's arguments for the activity log, secrets masked.
 """
 
 from __future__ import annotations
