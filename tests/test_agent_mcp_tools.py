@@ -426,23 +426,10 @@ async def test_two_servers_with_the_same_tools_never_shadow_each_other(tmp_path:
     """The same tool names from a stdio server (``notes``) and a streamable HTTP server
     (``web``, written with the SDK, a token file): each call reaches the server its
     qualified name names, and a server's policy is its own."""
-    import socket
-    import time
+    from tests.fakes.mcp_tool_server import http_server
 
     state, log, web_log = tmp_path / "state", tmp_path / "calls.jsonl", tmp_path / "web.jsonl"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "tests.fakes.mcp_tool_server", "--http",
-                               str(port), "--log", str(web_log)], cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
+    with http_server("--log", str(web_log), cwd=REPO) as port:
         _config(state, log)
         config = json.loads((state / "config.json").read_text())
         config["tools"]["mcpServers"]["web"] = {"url": f"http://127.0.0.1:{port}/mcp",
@@ -461,9 +448,6 @@ async def test_two_servers_with_the_same_tools_never_shadow_each_other(tmp_path:
                     assert denied.returncode == 0, denied.stderr
                     first = await _turn(c, web)
                     second = await _turn(c, "what is the word moon in the notes glossary?")
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
     assert _results(first) == [("web.lookup", "ok")]
     assert _calls(web_log) == [{"tool": "lookup", "args": {"word": "tide"}}]
     assert _results(second) == []  # notes.lookup is denied; web.lookup is not its stand-in

@@ -8,7 +8,6 @@ streamable HTTP."""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 import trio
 
 from runtime.services.config import McpServerConfig
+from tests.fakes.mcp_tool_server import http_server
 from runtime.services.mcp_tools import ToolServerError, open_server
 from runtime.services.tool_policy import PolicyBook, PolicyError
 from tests.daemon import REPO
@@ -116,18 +116,7 @@ def test_a_server_that_hangs_or_exits_is_one_line_within_its_timeout(tmp_path: P
 
 
 def test_a_streamable_http_server_with_a_token_file(tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([*FAKE, "--http", str(port)], cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.2)
+    with http_server(cwd=REPO) as port:
         state = tmp_path / "state"
         state.mkdir()
         (state / "web-token").write_text("s3cret\n")
@@ -139,9 +128,6 @@ def test_a_streamable_http_server_with_a_token_file(tmp_path: Path) -> None:
                                 "--state-dir", str(state)], cwd=REPO, capture_output=True,
                                text=True, timeout=60).stdout
         assert '"X-Team": "***"' in shown and "garden" not in shown
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 def test_a_damaged_policy_file_is_an_error_never_allow_everything(tmp_path: Path) -> None:

@@ -13,9 +13,14 @@ kills it, or checks it is gone).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import socket
+import subprocess
 import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
@@ -45,6 +50,30 @@ def build(description: str, log: Path | None) -> MCPServer:
         return f"appended: {text}"
 
     return server
+
+
+@contextlib.contextmanager
+def http_server(*args: str, cwd: Path) -> Iterator[int]:
+    """This server over streamable HTTP on a free loopback port (``args``: more of its
+    options, ``--log FILE``), run from ``cwd`` (the repository); yields the port once it
+    accepts connections (at most 30 s), terminates it on exit."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "tests.fakes.mcp_tool_server", "--http",
+                               str(port), *args], cwd=cwd, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.2)
+        yield port
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
 
 
 def main() -> int:
