@@ -45,7 +45,7 @@ from pathlib import Path
 import msgspec
 import pytest
 import trio
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from actors.agent.prompt import (
@@ -271,6 +271,8 @@ def _run_main(argv: list[str]) -> tuple[object, str, str]:
 
 @fuzz_settings(CLI_ARGVS)
 @given(argv=argvs())
+# A path with a line feed and a control character, in an error message (found by CI).
+@example(argv=["clients", "resume", "--state-dir", "\n\x14b", "@safe1"])
 def test_fuzzed_cli_arguments_get_one_line_errors_and_no_traceback(argv, monkeypatch):
     import runtime.shell.daemon
     import runtime.shell.mcp_server

@@ -43,7 +43,7 @@ from .outbound import (MetricsResult, SessionDeleted, SessionRenamed, SessionRes
 from .protocol import (MetricsFrame, SessionDeleteFrame, SessionGetFrame, SessionRenameFrame,
                        SessionsFrame, Shutdown)
 from .dashboard.cli import add_ui_parser, ui_command
-from .safe_text import install as install_safe_output
+from .safe_text import install as install_safe_output, print_error
 from .state import read_daemon_info, resolve_state_dir
 
 def build_parser() -> argparse.ArgumentParser:
@@ -396,7 +396,7 @@ async def _memory_cmd(c: MemoryRunner, args: argparse.Namespace,
         print(json.dumps(msgspec.to_builtins(data), ensure_ascii=False))
     missing = command.missing(args, data)
     if missing:
-        print(f"atomic-agent: no {missing}", file=sys.stderr)
+        print_error(f"no {missing}")
         return EXIT_FAILED
     if not args.json:
         shown = command.show(c, args, data)
@@ -448,7 +448,7 @@ async def _sessions_cmd(c: DaemonClient, args: argparse.Namespace) -> int:
     if as_json:
         print(json.dumps(data))
     if not data.get("removed"):
-        print(f"atomic-agent: no session {args.id!r}", file=sys.stderr)
+        print_error(f"no session {args.id!r}")
         return EXIT_FAILED
     if not as_json:
         print(f"deleted session {args.id} (its memory is kept)")
@@ -587,7 +587,7 @@ async def _client_command(args: argparse.Namespace, state_dir: Path) -> int:
                 return await _sessions_cmd(c, args)
             case "activity":
                 if not 1 <= args.limit <= 1000:
-                    print("atomic-agent: --limit must be 1..1000", file=sys.stderr)
+                    print_error("--limit must be 1..1000")
                     return EXIT_USAGE
                 data = msgspec.to_builtins(await c.run(ops.Activity(
                     limit=args.limit, client=args.client, reads=args.all)))
@@ -621,8 +621,8 @@ async def _wait_stopped(state_dir: Path, timeout: float) -> int:
             await trio.sleep(0.1)
         print("daemon stopped")
         return 0
-    print(f"atomic-agent: the daemon is still shutting down after {timeout:g} s; it will "
-          f"finish on its own (logs: {state_dir / 'logs'})", file=sys.stderr)
+    print_error(f"the daemon is still shutting down after {timeout:g} s; it will "
+          f"finish on its own (logs: {state_dir / 'logs'})")
     return EXIT_FAILED
 
 
@@ -632,14 +632,14 @@ def models_command(args: argparse.Namespace) -> int:
 
     if args.action == "install":
         if not args.name:
-            print("atomic-agent: models install needs a NAME "
-                  f"({', '.join(MODELS)})", file=sys.stderr)
+            print_error("models install needs a NAME "
+                  f"({', '.join(MODELS)})")
             return EXIT_USAGE
         try:
             install_model(args.name, progress=lambda line: print(line, file=sys.stderr,
                                                                  flush=True))
         except ModelError as exc:
-            print(f"atomic-agent: {exc}", file=sys.stderr)
+            print_error(str(exc))
             return 1
         return 0
     for model in MODELS.values():
@@ -717,15 +717,15 @@ def mcp_command(args: argparse.Namespace, state_dir: Path) -> int:
     from .mcp_server import DEFAULT_HTTP_PORT, mcp_main
 
     if args.port is not None and not 0 <= args.port <= 65535:
-        print("atomic-agent: --port must be 0-65535", file=sys.stderr)
+        print_error("--port must be 0-65535")
         return EXIT_USAGE
     if args.port is not None and not args.http:
-        print("atomic-agent: --port needs --http (stdio has no port)", file=sys.stderr)
+        print_error("--port needs --http (stdio has no port)")
         return EXIT_USAGE
     try:
         origins = load_config(state_dir).server.allowed_origins
     except ConfigError as exc:
-        print(f"atomic-agent: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return EXIT_USAGE
     try:
         return trio.run(partial(mcp_main, state_dir, http=args.http, host=args.host,
@@ -764,7 +764,7 @@ def _main(argv: list[str] | None) -> int:
     try:
         state_dir = resolve_state_dir(getattr(args, "state_dir", None) or args.global_state_dir)
     except (UnicodeError, ValueError, OSError) as exc:  # e.g. a lone surrogate in the path
-        print(f"atomic-agent: --state-dir: not a usable path ({exc})", file=sys.stderr)
+        print_error(f"--state-dir: not a usable path ({exc})")
         return EXIT_USAGE
     if args.command == "serve":
         from .daemon import ServeOptions, serve
@@ -778,7 +778,7 @@ def _main(argv: list[str] | None) -> int:
         try:
             return config_command(args, state_dir)
         except ConfigError as exc:
-            print(f"atomic-agent: {exc}", file=sys.stderr)
+            print_error(str(exc))
             return EXIT_USAGE
     configure_cli()
     if args.command == "doctor":
@@ -797,15 +797,15 @@ def _main(argv: list[str] | None) -> int:
         try:
             from .tui import run_tui
         except ImportError as exc:
-            print(f"atomic-agent: the TUI needs textual ({exc}); install it with: "
-                  "pip install 'atomic-agent[tui]'", file=sys.stderr)
+            print_error(f"the TUI needs textual ({exc}); install it with: "
+                  "pip install 'atomic-agent[tui]'")
             return EXIT_USAGE
         return run_tui(state_dir, session=args.session)
     try:
         return trio.run(_client_command, args, state_dir)
     except (ClientError, BaseExceptionGroup) as raised:
         err = _client_error_in(raised)  # a nursery (chat's watcher) wraps it in a group
-        print(f"atomic-agent: {err}", file=sys.stderr)
+        print_error(str(err))
         code = EXIT_NOT_RUNNING if err.code == "not_running" else EXIT_FAILED
         if cli_turns.stdin_abandoned:
             sys.stdout.flush()
@@ -813,7 +813,7 @@ def _main(argv: list[str] | None) -> int:
             os._exit(code)
         return code
     except trio.TooSlowError:
-        print("atomic-agent: timed out waiting for the daemon", file=sys.stderr)
+        print_error("timed out waiting for the daemon")
         return EXIT_FAILED
     except KeyboardInterrupt:
         return 130

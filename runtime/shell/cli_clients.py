@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 from .cli_output import EXIT_FAILED, EXIT_USAGE, when
 from .clients import SCOPES, ClientsError, add_client, read_clients, set_client
+from .safe_text import print_error
 
 __all__ = ["activity_text", "add_activity_parser", "add_clients_parser", "clients_command"]
 
@@ -128,11 +128,11 @@ def clients_command(args: argparse.Namespace, state_dir: Path) -> int:
                "resume": f"client {args.name!r} resumed"}[action])
         return 0
     except ClientsError as exc:
-        print(f"atomic-agent: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return EXIT_USAGE if exc.code == "invalid_argument" else EXIT_FAILED
     except OSError as exc:
-        print(f"atomic-agent: cannot write {state_dir / 'clients.json'}: "
-              f"{exc.strerror or exc}", file=sys.stderr)
+        print_error(f"cannot write {state_dir / 'clients.json'}: "
+              f"{exc.strerror or exc}")
         return EXIT_FAILED
 
 

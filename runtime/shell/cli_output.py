@@ -4,7 +4,6 @@ procedures and provenance as text (``--json`` prints the protocol's shapes inste
 from __future__ import annotations
 
 import json
-import sys
 import time
 import msgspec
 
@@ -13,7 +12,7 @@ from actors.memory.client import MemoryRunner
 from actors.store.dates import written_date
 from actors.store.records import Lesson, Link, Note, Procedure, ProfileFact
 
-from .safe_text import one_line
+from .safe_text import one_line, print_error
 
 EXIT_FAILED, EXIT_USAGE, EXIT_NOT_RUNNING = 1, 2, 3
 """1 = the operation failed, 2 = bad arguments or configuration, 3 = no daemon running."""
@@ -37,7 +36,7 @@ def print_fact(f: ProfileFact) -> None:
     kw = f" [keywords: {', '.join(f.keywords)}]" if f.keywords else ""
     print(f"{mark} {f.key}: {one_line(f.value)}{one_line(kw)}")
     if f.warning:
-        print(f"atomic-agent: warning: {f.warning}", file=sys.stderr)
+        print_error(f"warning: {f.warning}")
 
 
 def print_note(n: Note) -> None:

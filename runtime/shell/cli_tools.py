@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +27,7 @@ from runtime.services.tool_policy import (Policy, PolicyBook, PolicyError, stand
                                          what_changed)
 
 from .cli_output import EXIT_FAILED, EXIT_USAGE
-from .safe_text import one_line
+from .safe_text import one_line, print_error
 from .state import StateError, ensure_state_dir
 
 __all__ = ["add_tools_parser", "split_program", "tools_command"]
@@ -115,10 +114,10 @@ def tools_command(args: argparse.Namespace, state_dir: Path) -> int:
             case _:
                 return trio.run(_decide, args, state_dir, args.tools_command)
     except (ConfigError, PolicyError) as exc:
-        print(f"atomic-agent: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return EXIT_USAGE
     except ToolServerError as exc:
-        print(f"atomic-agent: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return EXIT_FAILED
 
 
@@ -171,9 +170,8 @@ def _add(args: argparse.Namespace, state_dir: Path) -> int:
     try:
         tools = trio.run(_tools_of, args.name, cfg.tools.mcp_servers[args.name], state_dir)
     except ToolServerError as exc:
-        print(f"atomic-agent: {exc}", file=sys.stderr)
-        print(f"(it stays configured: fix it with 'tools add {args.name} --replace ...' or "
-              f"remove it with 'tools remove {args.name}')", file=sys.stderr)
+        print_error(f"{exc} (it stays configured: fix it with 'tools add {args.name} "
+                    f"--replace ...' or remove it with 'tools remove {args.name}')")
         return EXIT_FAILED
     book = PolicyBook(state_dir)
     print(f"{len(tools)} tool{'s' if len(tools) != 1 else ''}:")

@@ -34,6 +34,7 @@ from .memory_feedback import describe as describe_memory
 from .outbound import ErrorFrame, ReflectionFrame, SessionRenamed, SessionsResult, Subscribed
 from .protocol import ApprovalFrame, SessionRenameFrame, SessionsFrame, Subscribe
 from .status_line import StatusLine
+from .safe_text import print_error
 
 
 def new_session_notice(c: DaemonClient, requested: str | None) -> None:
@@ -105,7 +106,7 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                 case ApprovalDone(decision="timeout"):
                     print("[tool] no answer in time: denied", file=sys.stderr)
                 case Step(step="notice"):
-                    print(f"atomic-agent: note: {frame.message or ''}", file=sys.stderr)
+                    print_error(f"note: {frame.message or ''}")
                 case ReplyDelta():
                     shown += frame.text
                     print(frame.text, end="", flush=True)
@@ -117,10 +118,10 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                     if shown:
                         print(flush=True)  # end a streamed line that never got its reply
                     detail = frame.message or why
-                    print(f"atomic-agent: turn ended: {frame.reason}"
-                          + (f": {detail}" if detail else ""), file=sys.stderr)
+                    print_error(f"turn ended: {frame.reason}"
+                          + (f": {detail}" if detail else ""))
                 case ErrorFrame():
-                    print(f"atomic-agent: {frame.code}: {frame.message}", file=sys.stderr)
+                    print_error(f"{frame.code}: {frame.message}")
         if watch_memory and turn and reason in ("reply", "finish", "max_steps"):
             # The turn's reflection lands a few seconds later: say what memory did.
             if not args.json:

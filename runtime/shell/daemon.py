@@ -20,7 +20,6 @@ import os
 import re
 import signal
 import socket
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -56,6 +55,7 @@ from .state import (
     remove_daemon_info,
     write_daemon_info,
 )
+from .safe_text import print_error
 
 log = structlog.get_logger()
 
@@ -82,7 +82,7 @@ class ServeOptions:
 
 
 def _fail(code: int, message: str) -> int:
-    print(f"atomic-agent: {message}", file=sys.stderr)
+    print_error(message)
     return code
 
 
@@ -119,10 +119,10 @@ def serve(opts: ServeOptions) -> int:
         if problem is not None:
             return _fail(EXIT_CONFIG, problem)
         if not is_loopback(cfg.server.host):
-            print(f"atomic-agent: warning: listening on {cfg.server.host} "
+            print_error(f"warning: listening on {cfg.server.host} "
                   "(server.allowRemote): anyone who can reach this address can try the "
                   "token, and it crosses the network in clear over plain HTTP; prefer "
-                  "127.0.0.1 with an SSH tunnel or a TLS proxy", file=sys.stderr)
+                  "127.0.0.1 with an SSH tunnel or a TLS proxy")
         if not _port_free(cfg.server.host, cfg.server.port):
             return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host, cfg.server.port)))
         if cfg.server.http_enabled and not _port_free(cfg.server.host,
@@ -395,7 +395,7 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                                prestarted=forked) as sup:
         registry = ClientRegistry(opts.state_dir, token)
         if registry.error is not None:  # one line at start; /health says it too
-            print(f"atomic-agent: warning: {registry.error}", file=sys.stderr, flush=True)
+            print_error(f"warning: {registry.error}")
         gateway = Gateway(sup, token, cfg.server, shutdown.set, registry)
         gateways.append(gateway)
         async with trio.open_nursery() as conns:
@@ -417,8 +417,8 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                 if llm_status != "ok":
                     what = (llm_status if llm_status.startswith("has no model")
                             else f"did not answer ({llm_status})")
-                    print(f"atomic-agent: warning: the LLM at {llm_url} {what}; memory "
-                          "works, turns fail until it does", file=sys.stderr, flush=True)
+                    print_error(f"warning: the LLM at {llm_url} {what}; memory "
+                          "works, turns fail until it does")
                 structured = primary_structured_mode(cfg)
                 info: DaemonInfo = {
                     "url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
@@ -470,9 +470,8 @@ async def _report_tool_servers(sup: Supervisor) -> None:
         return
     for server in reply.servers:
         if server.state == "down":
-            print(f"atomic-agent: warning: {server.error}; the agent goes on without its "
-                  f"tools, and it is started again in the background", file=sys.stderr,
-                  flush=True)
+            print_error(f"warning: {server.error}; the agent goes on without its "
+                  f"tools, and it is started again in the background")
         elif server.state == "up":
             log.info("daemon.tool_server_up", server=server.name, tools=len(server.tools))
 

@@ -44,6 +44,7 @@ from runtime.services.llm import LLMError
 from runtime.services.models import ModelError, resolve_model
 
 from .daemon import ServeOptions, partial_llama, probe_llm
+from .safe_text import print_error
 
 __all__ = ["doctor_command"]
 
@@ -72,21 +73,20 @@ def _configured(args: argparse.Namespace, state_dir: Path) -> Config:
 def doctor_command(args: argparse.Namespace, state_dir: Path) -> int:
     """Run the checks and print one line each; the exit code (module docstring)."""
     if args.llm_url and not args.llm_url.lower().startswith(("http://", "https://")):
-        print(f"atomic-agent: --llm-url must be an http:// or https:// URL (not "
-              f"{args.llm_url!r})", file=sys.stderr)
+        print_error(f"--llm-url must be an http:// or https:// URL (not "
+              f"{args.llm_url!r})")
         return 2
     try:
         cfg = _configured(args, state_dir)
     except ConfigError as exc:
-        print(f"atomic-agent: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return 2
     try:
         code = trio.run(_doctor, cfg, state_dir)
     except KeyboardInterrupt:
         return 130
     if code:
-        print("atomic-agent: doctor: a check failed (the FAIL line above says which)",
-              file=sys.stderr)
+        print_error("doctor: a check failed (the FAIL line above says which)")
     return code
 
 

@@ -27,7 +27,7 @@ import re
 import sys
 from typing import BinaryIO, TextIO
 
-__all__ = ["SafeStream", "install", "one_line", "visible"]
+__all__ = ["SafeStream", "install", "one_line", "print_error", "visible"]
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e"
                      "\u2060-\u2064\u2066-\u2069\ufeff]")
@@ -99,3 +99,10 @@ def install() -> None:
         sys.stdout = SafeStream(sys.stdout)
     if not isinstance(sys.stderr, SafeStream):
         sys.stderr = SafeStream(sys.stderr)
+
+
+def print_error(message: str) -> None:
+    """Print ``atomic-agent: <message>`` to ``sys.stderr`` as one line (:func:`one_line`),
+    flushed: a path, name or server error that carries a line feed or a control character
+    cannot split the error across lines or forge a line of its own."""
+    print(f"atomic-agent: {one_line(message)}", file=sys.stderr, flush=True)

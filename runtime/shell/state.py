@@ -14,13 +14,13 @@ import json
 import os
 import secrets
 import stat
-import sys
 from pathlib import Path
 from typing import Any, TypedDict
 
 import platformdirs
 
 from runtime.services.private_files import replacing
+from .safe_text import print_error
 
 
 class DaemonInfo(TypedDict):
@@ -227,8 +227,7 @@ def load_or_create_token(state_dir: Path) -> str:
         raise StateError("token_invalid", f"the token {path} is not text; remove it and a "
                                           "new one is made") from None
     if not token:
-        print(f"atomic-agent: warning: the token {path} was empty; a new one is made",
-              file=sys.stderr)
+        print_error(f"warning: the token {path} was empty; a new one is made")
         return _write_token(path)
     if len(token) < TOKEN_MIN_CHARS:
         raise StateError("token_invalid", f"the token in {path} is too short ({len(token)} "

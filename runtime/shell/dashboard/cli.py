@@ -9,7 +9,6 @@ HttpOnly session cookie.
 from __future__ import annotations
 
 import argparse
-import sys
 import webbrowser
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import httpx
 
 from ..cli_output import EXIT_FAILED, EXIT_NOT_RUNNING
 from ..state import read_daemon_info
+from ..safe_text import print_error
 
 __all__ = ["add_ui_parser", "ui_command"]
 
@@ -38,13 +38,13 @@ def ui_command(args: argparse.Namespace, state_dir: Path) -> int:
     """Print (and open) the login link; 3 when no daemon runs, 1 on other failures."""
     info = read_daemon_info(state_dir)
     if info is None:
-        print(f"atomic-agent: no daemon is running for {state_dir}; start it with: "
-              f"atomic-agent serve", file=sys.stderr)
+        print_error(f"no daemon is running for {state_dir}; start it with: "
+              f"atomic-agent serve")
         return EXIT_NOT_RUNNING
     base = (info.get("openaiUrl") or "").removesuffix("/v1")
     if not base:
-        print("atomic-agent: the daemon's HTTP port is off (server.httpEnabled false); the "
-              "dashboard is served there", file=sys.stderr)
+        print_error("the daemon's HTTP port is off (server.httpEnabled false); the "
+              "dashboard is served there")
         return EXIT_FAILED
     try:
         token = Path(info["tokenFile"]).read_text().strip()
@@ -53,7 +53,7 @@ def ui_command(args: argparse.Namespace, state_dir: Path) -> int:
         response.raise_for_status()
         url = base + response.json()["path"]
     except (OSError, KeyError, ValueError, httpx.HTTPError) as exc:
-        print(f"atomic-agent: could not get a login link from {base}: {exc}", file=sys.stderr)
+        print_error(f"could not get a login link from {base}: {exc}")
         return EXIT_FAILED
     print(f"Dashboard: {url}")
     print("(the link logs one browser in; it works once, for two minutes)")

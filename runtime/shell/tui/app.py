@@ -12,7 +12,6 @@ polling only).
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from textual.app import App
 from textual.binding import Binding
@@ -24,6 +23,7 @@ from ..outbound import MemoryChangedFrame, ReflectionFrame
 from .bridge import BridgeFrame, DaemonBridge
 from .browser import MemoryScreen
 from .chat import ChatScreen
+from ..safe_text import print_error
 
 
 class DaemonFrame(Message):
@@ -129,11 +129,11 @@ def run_tui(state_dir: Path, session: str | None = None) -> int:
     try:
         url, token = daemon_endpoint(state_dir)
     except ClientError as exc:
-        print(f"atomic-agent: {exc}", file=sys.stderr)
+        print_error(str(exc))
         return 3 if exc.code == "not_running" else 1
     app = AtomicTUI(url=url, token=token, session=session, working_dir=str(Path.cwd()))
     code = app.run()
     if app.failure:
-        print(f"atomic-agent: {app.failure}", file=sys.stderr)
+        print_error(f"{app.failure}")
         return 1
     return code or 0
