@@ -207,6 +207,31 @@ async def test_the_model_says_first_whether_the_message_needs_a_tool(tmp_path: P
     assert counters.get("agent.tools.route{answer=none}") == 1
 
 
+async def test_a_tool_that_shares_a_word_by_chance_is_not_offered(tmp_path: Path) -> None:
+    """"Which notes make up a C major chord?" names the notes server, so both its tools
+    fit by words; the default embedder (attached first) finds the glossary lookup
+    unrelated to it and only append_note is offered."""
+    state, log = tmp_path / "state", tmp_path / "calls.jsonl"
+    _config(state, log)
+    rules = [_route("none", "C major chord"), REPLY]
+    async with open_fake_llama(tmp_path, rules) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await _wait_up(c)
+                with trio.fail_after(120):
+                    while (await c.memory("memory.stats"))["embeddings"]["state"] != \
+                            "attached":
+                        await trio.sleep(0.2)
+                await _turn(c, "Which notes make up a C major chord?")
+                metrics = await c.request({"type": "metrics"}, "metrics.result")
+    asked = [b for b in fake.completions() if b["prompt"].endswith(ROUTE_QUESTION)]
+    assert len(asked) == 1
+    assert '"notes.append_note"' in asked[0]["grammar"]
+    assert "notes.lookup" not in asked[0]["grammar"] and "notes.lookup" not in asked[0]["prompt"]
+    assert metrics["actors"]["agent"]["counters"].get("agent.tools.chance") == 1
+    assert _calls(log) == []
+
+
 async def test_denied_tools_are_never_offered_and_bad_arguments_never_sent(
         tmp_path: Path) -> None:
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 
 from actors.agent.toolbox import (DESCRIPTION_CHARS, RESULT_PROMPT_CHARS, TOOLS_RULE,
-                                  argument_error, asked_for, choose_tools, name_words,
-                                  redacted, render_tools, result_line)
+                                  argument_error, asked_for, choose_tools, gist, name_words,
+                                  not_by_chance, redacted, render_tools, result_line)
 from runtime.services.tool_spec import ToolSpec, pin_of
 
 
@@ -51,6 +51,20 @@ def test_the_tools_that_fit_a_message_and_none_for_small_talk() -> None:
         assert choose_tools(TOOLS, chat, 3) == []
     assert len(choose_tools(TOOLS, "git repo commit status log branch", 2)) == 2
     assert choose_tools(TOOLS, "git status", 0) == [] and choose_tools([], "git status", 3) == []
+
+
+def test_a_tool_sharing_a_word_by_chance_is_not_offered() -> None:
+    """The embedder's cosines of the message with each tool's gist decide; without them
+    (no embedder, no measured floor, a reply of the wrong length) the choice stands."""
+    chosen = TOOLS[:2]
+    assert gist(TOOLS[0]) == "get current time: Get current time in a specific timezone"
+    assert names(not_by_chance(chosen, [0.06, 0.03], 0.15)) == []
+    assert names(not_by_chance(chosen, [0.29, 0.10], 0.15)) == ["time.get_current_time"]
+    assert names(not_by_chance(chosen, [0.15, 0.2], 0.15)) == names(chosen)
+    for cosines, floor in ((None, 0.15), ([0.0, 0.0], None), ([0.0], 0.15)):
+        assert names(not_by_chance(chosen, cosines, floor)) == names(chosen)
+    camel = spec("cal", "addEvent", "Adds an event.\n\nLong text " + "x" * 900)
+    assert gist(camel) == "add event: Adds an event."
 
 
 def test_the_tools_section_shows_arguments_and_a_clipped_neutralised_description() -> None:

@@ -427,3 +427,38 @@ async def test_similarity_requests_answer_once_the_embedder_is_attached(tmp_path
             b="quantum chromodynamics lecture schedule"), SimilarityReply)
     assert near.model == far.model == MODEL and near.min_cosine == 0.35
     assert near.cosine > near.min_cosine > far.cosine
+
+
+async def test_relevance_tells_a_tool_a_message_needs_from_a_word_shared_by_chance(tmp_path):
+    """The agent's check before it offers a tool (docs/tools.md): with the default
+    embedder a message that needs a tool scores above the model's chance floor with the
+    tool's gist, and one that shares the tool's word in another sense below it; wordllama
+    (no measured floor) gives no floor, so the agent keeps its choice."""
+    from actors.backfill.messages import Relevance, RelevanceReply
+
+    gists = ["get current time: Get current time in a specific timezones",
+             "convert time: Convert time between timezones"]
+    cfg = make_config(model="all-minilm-l6-v2-int8")
+    async with open_supervisor(specs(tmp_path, cfg)) as sup:
+        with trio.fail_after(120):
+            while (await sup.request("backfill", BackfillStatus(), dict))["dim"] == 0:
+                await trio.sleep(0.05)
+        need = await sup.request("backfill", Relevance(
+            text="My brother is in Lima. What time is it there now?", others=gists),
+            RelevanceReply)
+        chance = await sup.request("backfill", Relevance(
+            text="What is 12 times 7?", others=gists), RelevanceReply)
+        empty = await sup.request("backfill", Relevance(text="x", others=[]), RelevanceReply)
+    floor = need.chance_cosine
+    assert floor is not None and need.model == "all-minilm-l6-v2-int8"
+    assert need.cosines is not None and min(need.cosines) > floor
+    assert chance.cosines is not None and max(chance.cosines) < floor
+    assert empty.cosines is None
+    (tmp_path / "w").mkdir()
+    async with open_supervisor(specs(tmp_path / "w", make_config())) as sup:
+        with trio.fail_after(60):
+            while (await sup.request("backfill", BackfillStatus(), dict))["dim"] == 0:
+                await trio.sleep(0.05)
+        other = await sup.request("backfill", Relevance(text="x", others=["y"]),
+                                  RelevanceReply)
+    assert other.cosines is not None and other.chance_cosine is None

@@ -30,7 +30,8 @@ import msgspec
 import structlog
 import trio
 
-from actors.backfill.messages import Similarity, SimilarityReply
+from actors.backfill.messages import (Relevance, RelevanceReply, Similarity,
+                                      SimilarityReply)
 from actors.memory import ops
 from actors.memory.client import MemoryClient, actor_memory
 from actors.memory.messages import (ApplyReflection, ApplyResult, Audited, BuildContext,
@@ -107,8 +108,8 @@ from .prompt import (
     tool_outcome_text,
 )
 from .rewriter import Rewriter
-from .toolbox import (argument_error, asked_for, choose_tools, redacted, render_tools,
-                      result_line)
+from .toolbox import (argument_error, asked_for, choose_tools, gist, not_by_chance, redacted,
+                      render_tools, result_line)
 from .sessions import Message, SessionState, SessionStore, session_title, valid_session_id
 
 log = structlog.get_logger()
@@ -866,7 +867,8 @@ class AgentActor:
         """The user's MCP tools this turn offers (docs/tools.md), by qualified name: those
         of the servers that are up which fit the message best
         (:func:`~actors.agent.toolbox.choose_tools`, at most ``tools.offerMax``), less
-        the ones whose standing policy is ``deny``. Every tool up is remembered in the
+        those that share a word with it by chance (:meth:`_not_by_chance`) and the ones
+        whose standing policy is ``deny``. Every tool up is remembered in the
         turn (``mcp_known``), so a call to one not offered is answered as such. A turn
         while a server's first start is still going waits for it up to
         :data:`START_WAIT_S`. None when no server is configured, the tools actor does not
@@ -893,7 +895,8 @@ class AgentActor:
         book = await self._policies()
         if book is not None:
             specs = [t for t in specs if standing(t, book.entry(t.qualified)).policy != "deny"]
-        chosen = choose_tools(specs, msg.text, self.cfg.tools.offer_max)
+        chosen = await self._not_by_chance(
+            msg.text, choose_tools(specs, msg.text, self.cfg.tools.offer_max))
         if chosen and not _may(msg, "tools"):
             await self._refused(msg, "turn.tools")
             await self._emit(msg.session, Step(
@@ -902,6 +905,28 @@ class AgentActor:
                         "may not use them (its token lacks the tools scope)"))
             return {}
         return {t.qualified: t for t in chosen}
+
+    async def _not_by_chance(self, text: str, chosen: list[ToolSpec]) -> list[ToolSpec]:
+        """``chosen`` less the tools that share a word with ``text`` only by chance
+        (:func:`~actors.agent.toolbox.not_by_chance`: the backfill actor's embedder gives
+        the cosines, its model's catalog the floor). All of them when there is no
+        embedder, it has no measured floor, or it does not answer within 1 s. Counted
+        in ``agent.tools.chance`` (tools not offered)."""
+        if not chosen:
+            return chosen
+        try:
+            with trio.fail_after(1):
+                reply = await self.ctx.request("backfill", Relevance(
+                    text=text, others=[gist(t) for t in chosen]), RelevanceReply)
+        except (RuntimeFailure, trio.TooSlowError) as exc:
+            log.debug("agent.relevance_unavailable", error=str(exc))
+            return chosen
+        kept = not_by_chance(chosen, reply.cosines, reply.chance_cosine)
+        if len(kept) < len(chosen):
+            self.metrics.inc("agent.tools.chance", by=len(chosen) - len(kept))
+            log.info("agent.tools_by_chance", dropped=[t.qualified for t in chosen
+                                                       if t not in kept])
+        return kept
 
     async def _needs_tool(self, msg: RunTurn, tail: str,
                           offered: tuple[str, ...]) -> str | None:

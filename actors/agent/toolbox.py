@@ -37,8 +37,8 @@ from runtime.services.config import secret_name
 from runtime.services.tool_spec import ToolSpec
 
 __all__ = ["DESCRIPTION_CHARS", "RESULT_PROMPT_CHARS", "TOOLS_RULE", "argument_error",
-           "asked_for", "choose_tools", "name_words", "named", "redacted",
-           "render_tools", "result_line"]
+           "asked_for", "choose_tools", "gist", "name_words", "named", "not_by_chance",
+           "redacted", "render_tools", "result_line"]
 
 DESCRIPTION_CHARS = 200
 """A tool's description is cut to this many characters in the prompt (its first
@@ -155,6 +155,27 @@ def named(specs: Sequence[ToolSpec], message: str) -> bool:
         if len(said & set(_words(_first_paragraph(s.description)))) >= 2:
             return True
     return False
+
+
+def gist(spec: ToolSpec) -> str:
+    """What ``spec`` is about, for an embedder: its name's words and its description's
+    first paragraph (cut to ``2 × DESCRIPTION_CHARS``): ``"get current time: Get current
+    time in a specific timezones"``."""
+    name = " ".join(_CAMEL_RE.sub(" ", spec.name.replace("_", " ")).split()).lower()
+    return f"{name}: {_first_paragraph(spec.description)[:DESCRIPTION_CHARS * 2]}"
+
+
+def not_by_chance(chosen: Sequence[ToolSpec], cosines: Sequence[float] | None,
+                  floor: float | None) -> list[ToolSpec]:
+    """``chosen`` less the tools whose word in common with the message is chance: the
+    cosine of the message and the tool's :func:`gist` (``cosines``, one per tool, in
+    order) is under ``floor`` — "what is 12 times 7?" shares "time" with
+    ``time.convert_time`` at a cosine of 0.06, "what time is it in Lima?" at 0.29. No
+    cosines (no embedder) or no floor (not measured for the model) keeps them all; so
+    does a ``cosines`` of the wrong length. Pure."""
+    if cosines is None or floor is None or len(cosines) != len(chosen):
+        return list(chosen)
+    return [spec for spec, cos in zip(chosen, cosines) if cos >= floor]
 
 
 def _first_paragraph(text: str) -> str:

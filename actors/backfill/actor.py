@@ -65,6 +65,8 @@ from .messages import (
     BackfillState,
     BackfillStatus,
     BackfillStatusReply,
+    Relevance,
+    RelevanceReply,
     Similarity,
     SimilarityReply,
 )
@@ -139,7 +141,8 @@ class BackfillActor:
     # ------------------------------------------------------------------ handlers
     async def on_request(self, src: str, body: msgspec.Raw) -> Any:
         """Answer ``BackfillStatus`` (→ :class:`BackfillStatusReply`), ``Similarity``
-        (→ :class:`SimilarityReply`) and ``MetricsRequest`` (→ snapshot dict)."""
+        (→ :class:`SimilarityReply`), ``Relevance`` (→ :class:`RelevanceReply`) and
+        ``MetricsRequest`` (→ snapshot dict)."""
         match self._decoder.decode(body):
             case BackfillStatus():
                 return self.status()
@@ -150,6 +153,8 @@ class BackfillActor:
                 return {}
             case Similarity() as msg:
                 return await self._similarity(msg)
+            case Relevance() as msg:
+                return await self._relevance(msg)
 
     async def _similarity(self, msg: Similarity) -> SimilarityReply:
         """Embed both texts (purpose ``similarity``) off the event loop; a model error
@@ -166,6 +171,25 @@ class BackfillActor:
             return SimilarityReply(model=embedder.model)
         return SimilarityReply(cosine=cosine(out.vectors[0], out.vectors[1]),
                                min_cosine=embedder.entry.min_cosine, model=embedder.model)
+
+    async def _relevance(self, msg: Relevance) -> RelevanceReply:
+        """Embed ``msg.text`` and ``msg.others`` in one batch (purpose ``similarity``) off
+        the event loop; no embedder, a model error or a missing vector answers
+        ``cosines=None`` (the caller then skips its check)."""
+        embedder = self.embedder
+        if embedder is None or not msg.others:
+            return RelevanceReply(model=self.model)
+        try:
+            out = await embedder.embed([msg.text, *msg.others], "similarity")
+        except EmbeddingUnavailable as exc:
+            log.warning("backfill.relevance_failed", error=exc.message)
+            return RelevanceReply(model=embedder.model)
+        if out.missing:
+            return RelevanceReply(model=embedder.model)
+        first = out.vectors[0]
+        return RelevanceReply(cosines=[cosine(first, v) for v in out.vectors[1:]],
+                              chance_cosine=embedder.entry.chance_cosine,
+                              model=embedder.model)
 
     async def on_cast(self, src: str, body: msgspec.Raw) -> None:
         """Handle ``NotesWritten(ids)``: queue the ids and wake the worker."""

@@ -1,7 +1,7 @@
 """Messages of the backfill actor.
 
-The backfill actor answers :class:`BackfillStatus` (→ :class:`BackfillStatusReply`)
-and the runtime-wide ``MetricsRequest``; it handles the memory actor's
+The backfill actor answers :class:`BackfillStatus` (→ :class:`BackfillStatusReply`),
+:class:`Similarity`, :class:`Relevance` and the runtime-wide ``MetricsRequest``; it handles the memory actor's
 ``NotesWritten`` cast (``actors.memory.messages``). Bodies are msgspec Structs tagged
 by ``kind`` with lower-case tags, like every actor's; new fields always
 get defaults so an older peer keeps decoding newer messages.
@@ -16,7 +16,8 @@ import msgspec
 from actors.memory.messages import NotesWritten
 from runtime.services.metrics import MetricsRequest
 
-__all__ = ["BackfillMsg", "BackfillState", "BackfillStatus", "BackfillStatusReply"]
+__all__ = ["BackfillMsg", "BackfillState", "BackfillStatus", "BackfillStatusReply",
+           "Relevance", "RelevanceReply", "Similarity", "SimilarityReply"]
 
 BackfillState = Literal["disabled", "idle", "running", "unavailable"]
 """``disabled``: embeddings off in the config; ``idle``: attached, nothing to do (or
@@ -71,5 +72,24 @@ class SimilarityReply(msgspec.Struct, kw_only=True):
     model: str = ""
 
 
-BackfillMsg = BackfillStatus | MetricsRequest | NotesWritten | Similarity
+class Relevance(_M):
+    """Cosines of ``text`` with each of ``others``, all embedded with purpose
+    ``similarity`` (the agent's check that a tool sharing a word with a message is about
+    the same thing) → :class:`RelevanceReply`."""
+
+    text: str
+    others: list[str]
+
+
+class RelevanceReply(msgspec.Struct, kw_only=True):
+    """``cosines`` (one per ``Relevance.others``, in order) None when no embedder is
+    attached or it failed; ``chance_cosine``: the attached model's floor for a shared
+    word being chance (its catalog entry; None where not measured)."""
+
+    cosines: list[float] | None = None
+    chance_cosine: float | None = None
+    model: str = ""
+
+
+BackfillMsg = BackfillStatus | MetricsRequest | NotesWritten | Relevance | Similarity
 """Everything the backfill actor decodes (requests and casts)."""

@@ -96,12 +96,18 @@ class CatalogEntry:
         min_cosine: cosine floor for meaning-only recall hits (default 0.35).
         prefixes: task prefix per purpose (``document | query | similarity``); empty
             for models without task prompts, which get the text unchanged.
+        chance_cosine: below this cosine (purpose ``similarity``) a message and a tool's
+            description that share a word share it by chance, in another sense ("what is
+            12 times 7?" and "Get the current time"): the agent does not offer that tool
+            (docs/tools.md, "How a turn uses them"). None where not measured: no
+            such check.
     """
 
     id: str
     dim: int
     min_cosine: float = DEFAULT_MIN_COSINE
     prefixes: dict[str, str] = field(default_factory=dict)
+    chance_cosine: float | None = None
 
     def prefix(self, purpose: str) -> str:
         """The prefix for ``purpose`` ("" when the model has none).
@@ -123,7 +129,12 @@ CATALOG: dict[str, CatalogEntry] = {
         # Its cosines run lower than the default floor assumes: on bench/embedders.py's
         # paraphrase set the right pairs score 0.20-0.66 (10 of 12 at >= 0.25) and the
         # wrong pairs at most 0.33 (95th percentile 0.19), so its floor is 0.25.
-        CatalogEntry("all-minilm-l6-v2-int8", 384, min_cosine=0.25),
+        # Tools (bench/tools.py's messages and the conversation sets' user turns, against
+        # mcp-server-time's and mcp-server-git's tools): a message that needs a tool it
+        # shares a word with scores 0.29-0.69 with that tool's description; a shared word
+        # in another sense ("12 times 7", "add the requests library") 0.03-0.09. The
+        # chance floor sits at half the lowest right pair.
+        CatalogEntry("all-minilm-l6-v2-int8", 384, min_cosine=0.25, chance_cosine=0.15),
         # EmbeddingGemma: task prompts per purpose, 768-d.
         CatalogEntry("embeddinggemma-300m", 768, prefixes=GEMMA_PREFIXES),
         # Models commonly served by embedding servers: no prefixes.
