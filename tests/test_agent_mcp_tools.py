@@ -208,12 +208,13 @@ async def test_the_model_says_first_whether_the_message_needs_a_tool(tmp_path: P
 
 
 async def test_a_tool_that_shares_a_word_by_chance_is_not_offered(tmp_path: Path) -> None:
-    """"Which notes make up a C major chord?" names the notes server, so both its tools
-    fit by words; the default embedder (attached first) finds the glossary lookup
-    unrelated to it and only append_note is offered."""
+    """"I'm learning guitar and keep mixing up the notes of a C major chord." names the
+    notes server, so both its tools fit by words; the default embedder (attached first)
+    finds the glossary lookup unrelated to it and only append_note is offered."""
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"
     _config(state, log)
     rules = [_route("none", "C major chord"), REPLY]
+    message = "I'm learning guitar and keep mixing up the notes of a C major chord."
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
@@ -222,7 +223,7 @@ async def test_a_tool_that_shares_a_word_by_chance_is_not_offered(tmp_path: Path
                     while (await c.memory("memory.stats"))["embeddings"]["state"] != \
                             "attached":
                         await trio.sleep(0.2)
-                await _turn(c, "Which notes make up a C major chord?")
+                await _turn(c, message)
                 metrics = await c.request({"type": "metrics"}, "metrics.result")
     asked = [b for b in fake.completions() if b["prompt"].endswith(ROUTE_QUESTION)]
     assert len(asked) == 1
@@ -263,8 +264,8 @@ async def test_an_injected_result_cannot_run_a_tool_on_its_own(tmp_path: Path) -
     call came after a tool result and the user's message did not ask for it."""
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"
     _config(state, log)
-    message = ("I lead the team that writes our glossary. What does the team glossary say "
-               "about the word inject?")
+    message = ("I lead the team that writes our glossary. Look up the word inject in the "
+               "team glossary.")
     rules = [*_call("notes.lookup", {"word": "inject"}, message),
              *_call("notes.append_note", {"text": "pwned"}, "IMPORTANT SYSTEM NOTICE"),
              REPLY]
@@ -535,8 +536,9 @@ async def test_ask_denies_without_a_terminal_and_approve_allows(tmp_path: Path) 
     assert denied.returncode == 0, denied.stderr
     assert ("[tool] notes.append_note asks for your approval; denied: no one can answer "
             "here (stdin is not a terminal; --approve allows every call)") in denied.stderr
-    assert "[tool] notes.append_note → not run: the user denied it" in denied.stderr
-    assert denied.stdout.startswith("I did not run notes.append_note: you did not allow it.")
+    assert "[tool] notes.append_note → not run: no one can approve it here" in denied.stderr
+    assert denied.stdout.startswith("I did not run notes.append_note: it needs your approval, "
+                                    "which cannot be asked for here.")
     assert "[tool] notes.append_note: allowed by --approve" in allowed.stderr
     assert [c["args"]["text"] for c in _calls(log)] == ["two"]
 

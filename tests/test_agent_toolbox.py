@@ -7,8 +7,10 @@ from __future__ import annotations
 import json
 
 from actors.agent.toolbox import (DESCRIPTION_CHARS, RESULT_PROMPT_CHARS, TOOLS_RULE,
-                                  argument_error, asked_for, choose_tools, gist, name_words,
-                                  not_by_chance, redacted, render_tools, result_line)
+                                  argument_error, asked_for, choose_tools, fitting_tools,
+                                  for_reading, gist, name_words, rank_offer, redacted,
+                                  render_tools, result_line)
+from actors.policy.stance import asks_to_see
 from runtime.services.tool_spec import ToolSpec, pin_of
 
 
@@ -53,18 +55,44 @@ def test_the_tools_that_fit_a_message_and_none_for_small_talk() -> None:
     assert choose_tools(TOOLS, "git status", 0) == [] and choose_tools([], "git status", 3) == []
 
 
-def test_a_tool_sharing_a_word_by_chance_is_not_offered() -> None:
-    """The embedder's cosines of the message with each tool's gist decide; without them
-    (no embedder, no measured floor, a reply of the wrong length) the choice stands."""
-    chosen = TOOLS[:2]
-    assert gist(TOOLS[0]) == "get current time: Get current time in a specific timezone"
-    assert names(not_by_chance(chosen, [0.06, 0.03], 0.15)) == []
-    assert names(not_by_chance(chosen, [0.29, 0.10], 0.15)) == ["time.get_current_time"]
-    assert names(not_by_chance(chosen, [0.15, 0.2], 0.15)) == names(chosen)
-    for cosines, floor in ((None, 0.15), ([0.0, 0.0], None), ([0.0], 0.15)):
-        assert names(not_by_chance(chosen, cosines, floor)) == names(chosen)
+def test_a_tool_sharing_a_word_by_chance_is_not_offered_and_meaning_orders_the_rest() -> None:
+    """The embedder's cosines of the message with each tool's gist drop the tools under
+    the chance floor and weigh alike with the words in the order; without them (no
+    embedder, a reply of the wrong length) the words' order stands; no floor drops
+    nothing."""
+    fitting = fitting_tools(TOOLS, "What time is it in Tokyo?", 6)
+    assert [s.name for s, _ in fitting] == ["convert_time", "get_current_time"]
+    convert, current = fitting[0][0], fitting[1][0]
+    assert gist(current) == "get current time: Get current time in a specific timezone"
+    # words alone put convert_time first; the meaning (0.40 against 0.36) turns it
+    assert names(rank_offer(fitting, [0.36, 0.40], 0.15, 3)) == [
+        current.qualified, convert.qualified]
+    assert names(rank_offer(fitting, [0.06, 0.03], 0.15, 3)) == []  # "12 times 7"
+    assert names(rank_offer(fitting, [0.29, 0.10], 0.15, 3)) == [convert.qualified]
+    assert names(rank_offer(fitting, [0.36, 0.40], 0.15, 1)) == [current.qualified]
+    for cosines, floor in ((None, 0.15), ([0.1], 0.15)):
+        assert names(rank_offer(fitting, cosines, floor, 3)) == names([convert, current])
+    assert len(rank_offer(fitting, [0.0, 0.0], None, 3)) == 2
     camel = spec("cal", "addEvent", "Adds an event.\n\nLong text " + "x" * 900)
     assert gist(camel) == "add event: Adds an event."
+
+
+def test_a_question_is_offered_only_the_tools_that_read() -> None:
+    """"Show me the last commits" shares "commit" with git_commit: a message that only
+    asks to see is offered the read-only tools that fit (git_log), and every fitting tool
+    when none of them reads; a request to act keeps them all."""
+    for question in ("Show me the last commits in my repository", "What were the recent "
+                     "commits?", "Could you list my commits?",
+                     "I fixed it yesterday. What is in the latest commit?"):
+        assert asks_to_see(question), question
+        fitting = for_reading(fitting_tools(TOOLS, question, 6))
+        assert fitting and "git.git_commit" not in names([s for s, _ in fitting]), question
+    for request in ("Commit my staged changes with the message 'fix typo'.",
+                    "Can you commit my changes?", "Commit my changes. What is the status?",
+                    "I just fixed the bug, commit it please", ""):
+        assert not asks_to_see(request), request
+    writers = [(TOOLS[4], 2.0), (TOOLS[5], 1.0)]
+    assert for_reading(writers) == writers
 
 
 def test_the_tools_section_shows_arguments_and_a_clipped_neutralised_description() -> None:
@@ -104,6 +132,9 @@ def test_a_result_is_one_quoted_line_cut_to_its_budget() -> None:
     assert long.endswith('[… 500 more characters]"')
     assert result_line("git.git_log", {}, "boom\nbad", failed=True) == \
         "TOOL git.git_log() -> error: boom bad"
+    # a server's own error is its text: quoted, so "### respond" in it poses as nothing
+    assert result_line("git.git_log", {}, 'no "repo"\n### respond', failed=True,
+                       from_tool=True) == 'TOOL git.git_log() -> error: "no \\"repo\\" ### respond"'
 
 
 def test_a_message_asks_for_a_tool_by_what_its_name_says() -> None:
@@ -147,7 +178,11 @@ def test_the_route_question_and_the_call_step_grammars() -> None:
         "I did not run git.git_commit: you did not allow it. I did not run x.y: it needed "
         "your approval and no answer came in time.")
     assert not_run_opening([("git.git_add", "ok"), ("git.git_log", "error")]) == \
-        "git.git_log did not work:"
+        "git.git_log did not work: it gave no reason."
+    said = not_run_opening([("git.git_log", "error")], {
+        "git.git_log": 'fatal: not a "git" repository\n' + "x" * 300})
+    assert said.startswith('git.git_log did not work: "fatal: not a \\"git\\" repository x')
+    assert said.endswith('…".') and len(said) < 220
     assert not_run_opening([("git.git_add", "ok")]) == ""
 
 

@@ -39,6 +39,7 @@ from actors.memory.messages import (ApplyReflection, ApplyResult, Audited, Build
 from actors.memory.ops import OPS, TOOL_NAMES, decode_op
 from actors.policy.forget import forget_intent, request_targets
 from actors.policy.introduction import introduced_name
+from actors.policy.stance import asks_to_see
 from actors.policy.write_guard import refusal, removal_refusal, spelled_call
 from actors.reflection.messages import EARLIER_MAX, AbortPending, Foreground, Reflect, Surfaced
 from actors.store.records import MemoryContext
@@ -108,8 +109,8 @@ from .prompt import (
     tool_outcome_text,
 )
 from .rewriter import Rewriter
-from .toolbox import (argument_error, asked_for, choose_tools, gist, not_by_chance, redacted,
-                      render_tools, result_line)
+from .toolbox import (argument_error, asked_for, fitting_tools, for_reading, gist, rank_offer,
+                      redacted, render_tools, result_line)
 from .sessions import Message, SessionState, SessionStore, session_title, valid_session_id
 
 log = structlog.get_logger()
@@ -164,6 +165,7 @@ class _Turn:
     mcp: dict[str, ToolSpec] = field(default_factory=dict)  # MCP tools offered, by name
     mcp_known: dict[str, ToolSpec] = field(default_factory=dict)  # every MCP tool up
     tool_outcomes: list[tuple[str, str]] = field(default_factory=list)  # (server.tool, outcome)
+    tool_errors: dict[str, str] = field(default_factory=dict)  # server.tool -> its error
 
 
 @dataclass
@@ -752,7 +754,8 @@ class AgentActor:
             # the user's tools that fit the message, not yet called — none on the last
             # step, and none once one was not run (the reply then says so, first)
             outcomes_so_far = turn_state.tool_outcomes if turn_state is not None else []
-            refused = not_run_opening(outcomes_so_far)
+            refused = not_run_opening(outcomes_so_far, turn_state.tool_errors
+                                      if turn_state is not None else None)
             open_mcp = [] if (n == last and last > 1) or refused else [
                 spec for q, spec in mcp.items() if q not in called]
             outcomes = tool_outcome_text(outcomes_so_far)
@@ -866,9 +869,11 @@ class AgentActor:
     async def _offer_mcp(self, msg: RunTurn) -> dict[str, ToolSpec]:
         """The user's MCP tools this turn offers (docs/tools.md), by qualified name: those
         of the servers that are up which fit the message best
-        (:func:`~actors.agent.toolbox.choose_tools`, at most ``tools.offerMax``), less
-        those that share a word with it by chance (:meth:`_not_by_chance`) and the ones
-        whose standing policy is ``deny``. Every tool up is remembered in the
+        (:func:`~actors.agent.toolbox.fitting_tools`, words; only the read-only ones
+        for a message that asks to see, :func:`~actors.agent.toolbox.for_reading`;
+        ordered by words and meaning, less those that share a word by chance,
+        :meth:`_rank_offer`; at most ``tools.offerMax``), less the ones whose standing
+        policy is ``deny``. Every tool up is remembered in the
         turn (``mcp_known``), so a call to one not offered is answered as such. A turn
         while a server's first start is still going waits for it up to
         :data:`START_WAIT_S`. None when no server is configured, the tools actor does not
@@ -895,8 +900,11 @@ class AgentActor:
         book = await self._policies()
         if book is not None:
             specs = [t for t in specs if standing(t, book.entry(t.qualified)).policy != "deny"]
-        chosen = await self._not_by_chance(
-            msg.text, choose_tools(specs, msg.text, self.cfg.tools.offer_max))
+        k = self.cfg.tools.offer_max
+        fitting = fitting_tools(specs, msg.text, 2 * k)
+        if fitting and asks_to_see(msg.text):
+            fitting = for_reading(fitting)
+        chosen = await self._rank_offer(msg.text, fitting, k)
         if chosen and not _may(msg, "tools"):
             await self._refused(msg, "turn.tools")
             await self._emit(msg.session, Step(
@@ -906,27 +914,28 @@ class AgentActor:
             return {}
         return {t.qualified: t for t in chosen}
 
-    async def _not_by_chance(self, text: str, chosen: list[ToolSpec]) -> list[ToolSpec]:
-        """``chosen`` less the tools that share a word with ``text`` only by chance
-        (:func:`~actors.agent.toolbox.not_by_chance`: the backfill actor's embedder gives
-        the cosines, its model's catalog the floor). All of them when there is no
-        embedder, it has no measured floor, or it does not answer within 1 s. Counted
-        in ``agent.tools.chance`` (tools not offered)."""
-        if not chosen:
-            return chosen
+    async def _rank_offer(self, text: str, fitting: list[tuple[ToolSpec, float]],
+                          k: int) -> list[ToolSpec]:
+        """The ``k`` tools of ``fitting`` to offer (:func:`~actors.agent.toolbox.
+        rank_offer`): the backfill actor's embedder gives the cosines of ``text`` with
+        each tool's gist, its model's catalog the chance floor. The words' order alone
+        when there is no embedder or it does not answer within 1 s. Tools dropped as
+        chance are counted in ``agent.tools.chance``."""
+        if not fitting:
+            return []
+        reply = RelevanceReply()
         try:
             with trio.fail_after(1):
                 reply = await self.ctx.request("backfill", Relevance(
-                    text=text, others=[gist(t) for t in chosen]), RelevanceReply)
+                    text=text, others=[gist(t) for t, _score in fitting]), RelevanceReply)
         except (RuntimeFailure, trio.TooSlowError) as exc:
             log.debug("agent.relevance_unavailable", error=str(exc))
-            return chosen
-        kept = not_by_chance(chosen, reply.cosines, reply.chance_cosine)
-        if len(kept) < len(chosen):
-            self.metrics.inc("agent.tools.chance", by=len(chosen) - len(kept))
-            log.info("agent.tools_by_chance", dropped=[t.qualified for t in chosen
-                                                       if t not in kept])
-        return kept
+        chosen = rank_offer(fitting, reply.cosines, reply.chance_cosine, len(fitting))
+        if len(chosen) < len(fitting):
+            self.metrics.inc("agent.tools.chance", by=len(fitting) - len(chosen))
+            log.info("agent.tools_by_chance", dropped=[
+                t.qualified for t, _score in fitting if t not in chosen])
+        return chosen[:k]
 
     async def _needs_tool(self, msg: RunTurn, tail: str,
                           offered: tuple[str, ...]) -> str | None:
@@ -979,8 +988,11 @@ class AgentActor:
         def done(outcome: str, text: str) -> tuple[str, str, str]:
             if turn is not None:
                 turn.tool_outcomes.append((q, outcome))
+                if outcome == "error":
+                    turn.tool_errors[q] = text
             self.metrics.inc("agent.tools.decided", {"outcome": outcome})
-            line = result_line(q, args, text, failed=outcome != "ok")
+            line = result_line(q, args, text, failed=outcome != "ok",
+                               from_tool=outcome == "error")
             return line, outcome, " ".join(text.split())[:300]
 
         if not offered:
@@ -1082,7 +1094,8 @@ class AgentActor:
         if msg.app is not None and pending.app != msg.app:
             raise AgentError("forbidden", "an app answers only the approvals of its own "
                                           "sessions")
-        pending.decision = msg.decision
+        pending.decision = ("unanswerable" if msg.unanswerable and msg.decision == "deny"
+                            else msg.decision)
         pending.by = msg.client or msg.app or "owner"
         pending.done.set()
         return {"resolved": True}

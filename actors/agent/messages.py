@@ -108,10 +108,12 @@ class Approve(_M):
     out, or its turn ended). ``session``: the session the answering client is attached
     to (None: any session, the dashboard); ``app``: the app that answers (None: the
     owner; an app answers only its own sessions' requests); ``client``: who answers, as
-    the activity log names them."""
+    the activity log names them. ``unanswerable``: with ``deny``, the client had no one
+    to ask (the call is then ``unanswerable``, as for the OpenAI-compatible API)."""
 
     request: str
     decision: Decision
+    unanswerable: bool = False
     session: str | None = None
     app: str | None = None
     client: str | None = None

@@ -257,7 +257,7 @@ def route_prefill(tools: tuple[str, ...]) -> Prefill:
     what it can answer itself, it called no tool for "commit my changes"
     (``bench/tools.py``). It still names a tool for some messages that need none ("what
     is 12 times 7?" with the time server's tools offered): the offer itself is kept to
-    messages that name a tool or server (:func:`actors.agent.toolbox.choose_tools`). The
+    messages that name a tool or server (:func:`actors.agent.toolbox.fitting_tools`). The
     question costs a few tokens: the rest of the prompt is the step's own, already in
     the server's cache."""
     return Prefill(text=ROUTE_QUESTION, grammar="root ::= " + " | ".join(
@@ -560,20 +560,36 @@ NOT_RUN_OPENING = {"denied": "I did not run {tool}: you did not allow it.",
                    "forbidden": "I did not run {tool}: this app may not use your tools.",
                    "unanswerable": "I did not run {tool}: it needs your approval, which "
                                    "cannot be asked for here.",
-                   "error": "{tool} did not work:"}
+                   "error": "{tool} did not work: {error}."}
 """The reply's first words after one of the user's tools was not run, or failed, by
 outcome. Told in ``### respond`` only, the default model answered "Tell the user it was
 not done." or "I'm sorry, I can't assist with that" (``bench/tools.py``), and after a
 failed commit "I will let you know once I have committed your changes"; given these words
-it goes on from the truth (after "did not work:", with the tool's own error)."""
+it goes on from the truth. A failed call's opening quotes the tool's error itself (cut to
+:data:`ERROR_OPENING_CHARS`): left to finish "did not work:", the model copied the
+``### respond`` line into the reply ("… did not work: tell the user it was not done")."""
+ERROR_OPENING_CHARS = 160
 
 
-def not_run_opening(outcomes: list[tuple[str, str]]) -> str:
+def not_run_opening(outcomes: list[tuple[str, str]],
+                    errors: dict[str, str] | None = None) -> str:
     """The reply's opening for a turn whose calls ``outcomes`` (``[(server.tool,
     outcome)]``) include tools that were not run (denied, timed out, forbidden, no one
     to ask) or failed: one sentence each (:data:`NOT_RUN_OPENING`); empty when none
-    was."""
-    said = dict.fromkeys(NOT_RUN_OPENING[o].format(tool=t)
+    was. ``errors``: a failed tool's error text by name, quoted in its sentence as a JSON
+    string (it is the server's text, so data: its quotes and line breaks escaped), cut
+    to :data:`ERROR_OPENING_CHARS`; "it gave no reason" without one."""
+    errors = errors or {}
+
+    def error_of(tool: str) -> str:
+        text = " ".join(errors.get(tool, "").split())
+        if not text:
+            return "it gave no reason"
+        if len(text) > ERROR_OPENING_CHARS:
+            text = text[:ERROR_OPENING_CHARS - 1].rstrip() + "…"
+        return json.dumps(text, ensure_ascii=False)
+
+    said = dict.fromkeys(NOT_RUN_OPENING[o].format(tool=t, error=error_of(t))
                          for t, o in outcomes if o in NOT_RUN_OPENING)
     return " ".join(said)
 

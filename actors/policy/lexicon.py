@@ -112,6 +112,9 @@ Rules, and where each is read:
 ``request_verbs``      imperatives asking the assistant for something (tell, write
                        …), as the first word of a clause — ``stance.is_request_only``
 ``request_openers``    please, can you … before such a verb — ``stance``
+``show_verbs``         show, list, tell, explain … : a request to be shown or told,
+                       not for a change — ``stance.asks_to_see`` (the agent then
+                       offers the read-only tools)
 ``wondering``          "I wonder" before a question states nothing — ``stance``
 ``reply_verbs``        answer, write, speak, réponds, antworte, отвечай … (any ending)
                        — ``standing`` (a reply language)
@@ -792,6 +795,16 @@ rewrite fix convert calculate compute name plan pick""".split()),
                  explica* | traduz* | resume* | sugere* | ajuda* | calcula*"""),
         "ru": _w("""расскажи | напиши | дай | покажи | объясни | переведи | перечисли | помоги |
                  придумай | посчитай"""),
+    },
+    "show_verbs": {  # a request to be shown or told something, not for a change
+        "en": _w("show | tell | list | display | explain | describe | give | summarise | "
+                 "summarize | check"),
+        "fr": _w("montre* | dis | dites | explique* | liste* | affiche* | donne*"),
+        "de": _w("zeig | zeige | sag | sage | erkläre | liste | nenne | gib"),
+        "es": _w("muéstrame | muestra | dime | explica* | lista | enumera | dame"),
+        "it": _w("mostra* | dimmi | spiega* | elenca | dammi"),
+        "pt": _w("mostra* | diga* | diz | explica* | lista | dá | dê"),
+        "ru": _w("покажи | скажи | объясни | перечисли | дай"),
     },
     "request_openers": {
         "en": _w("please | pls | now | ok | okay | so | can you | could you | would you | "

@@ -68,7 +68,7 @@ from .grounding import PERSIST
 from .lexicon import compile_rules, entries, word_set
 from .lexicon import pattern as lexicon_pattern
 
-__all__ = ["Clause", "IDENTITY_KEYS", "about_user", "clauses", "denied_word", "is_greeting",
+__all__ = ["Clause", "IDENTITY_KEYS", "about_user", "asks_to_see", "clauses", "denied_word", "is_greeting",
            "is_question_only", "judge"]
 
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
@@ -352,6 +352,35 @@ def is_request_only(user_message: str) -> bool:
         if any(w in _USER_AS_SUBJECT for w in words):
             return False
     return True
+
+
+_SHOW_VERBS = word_set("show_verbs")
+
+
+def asks_to_see(user_message: str) -> bool:
+    """Whether the message asks to be told or shown something, not for something to be
+    done (the agent then offers only the read-only tools where one fits: docs/tools.md).
+    Each sentence is a question that no opener makes a request ("what were the recent
+    commits?", not "can you commit this?"), opens with a verb of showing or telling
+    after any opener ("show me the last commits", "can you list my branches?"), or
+    states something with a subject of its own ("My sister lives in Lima."); and at
+    least one asks. An imperative ("Commit my changes. What is the status?") makes it
+    False. Lexicon rules ``show_verbs`` and ``request_openers``."""
+    asked = False
+    for sentence in _SENTENCE_RE.split(user_message.strip()):
+        parts = [c for c in clauses(sentence) if not is_greeting(c)]
+        if not parts:
+            continue
+        first = parts[0]
+        words = _without_openers(list(first.words))
+        opened = len(words) < len(first.words)
+        if words and words[0] in _SHOW_VERBS:
+            asked = True
+        elif first.question and not opened:
+            asked = True
+        elif first.subject is None or first.question:
+            return False  # an imperative, or a request behind "can you"
+    return asked
 
 
 def is_question_only(user_message: str) -> bool:

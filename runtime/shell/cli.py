@@ -27,7 +27,8 @@ import trio
 from actors.memory import ops
 from actors.memory.client import MemoryRunner
 from runtime.kernel import configure_cli_logging as configure_cli
-from runtime.services.config import Config, ConfigError, config_to_json, load_config
+from runtime.services.config import (Config, ConfigError, config_to_builtins, config_to_json,
+                                     load_config)
 from runtime.services.models import DEFAULT_MODEL
 
 from . import cli_turns
@@ -667,6 +668,18 @@ def _client_error_in(raised: BaseException) -> ClientError:
     raise raised
 
 
+def _masked(cfg: Config, key: str, value: Any) -> Any:
+    """``value`` (``key``'s in ``cfg``) with the secrets ``config show`` masks masked
+    (:func:`~runtime.services.config.config_to_builtins`: API keys, the store URL, an
+    MCP server's headers and secret env values)."""
+    masked: Any = config_to_builtins(cfg)
+    for part in key.split("."):
+        if not isinstance(masked, dict) or part not in masked:
+            return "***" if "apikey" in key.lower() and value else value
+        masked = masked[part]
+    return masked
+
+
 def config_command(args: argparse.Namespace, state_dir: Path) -> int:
     """``config show|get|set|unset`` (runtime.services.config_edit); ConfigError to the caller."""
     from runtime.services.config_edit import get_value, parse_value, set_value, unset_value
@@ -681,19 +694,21 @@ def config_command(args: argparse.Namespace, state_dir: Path) -> int:
             print(config_to_json(load_config(state_dir)))
         return 0
     if args.action == "get":
-        value = get_value(load_config(state_dir), args.key)
-        if "apikey" in args.key.lower() and value:
-            value = "***"
-        print(json.dumps(value, indent=2) if isinstance(value, (dict, list)) else
-              json.dumps(value))
+        cfg = load_config(state_dir)
+        value = get_value(cfg, args.key)
+        print(json.dumps(_masked(cfg, args.key, value), indent=2)
+              if isinstance(value, (dict, list)) else
+              json.dumps(_masked(cfg, args.key, value)))
         if running is not None and isinstance(running.get("config"), dict):
             try:
-                in_force = get_value(msgspec.convert(running["config"], Config), args.key)
+                live = msgspec.convert(running["config"], Config)
+                in_force = get_value(live, args.key)
             except (ConfigError, msgspec.ValidationError):
-                in_force = value
-            if in_force != value and "apikey" not in args.key.lower():
+                return 0
+            if in_force != value:
                 print(f"(that is config.json's value; the running daemon uses "
-                      f"{json.dumps(in_force)} until it restarts)", file=sys.stderr)
+                      f"{json.dumps(_masked(live, args.key, in_force))} until it restarts)",
+                      file=sys.stderr)
         return 0
     if args.action == "set":
         value = parse_value(args.value)

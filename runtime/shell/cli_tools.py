@@ -28,7 +28,7 @@ from runtime.services.tool_policy import (Policy, PolicyBook, PolicyError, stand
 
 from .cli_output import EXIT_FAILED, EXIT_USAGE
 from .safe_text import one_line, print_error
-from .state import StateError, ensure_state_dir
+from .state import StateError, ensure_state_dir, read_daemon_info
 
 __all__ = ["add_tools_parser", "split_program", "tools_command"]
 
@@ -166,7 +166,8 @@ def _add(args: argparse.Namespace, state_dir: Path) -> int:
         if args.token_file:
             entry["tokenFile"] = args.token_file
     cfg = set_entry(state_dir, _BLOCK, args.name, entry)
-    print(f"added MCP server {args.name!r} to {state_dir / 'config.json'}")
+    print(f"{'replaced' if args.replace else 'added'} MCP server {args.name!r} in "
+          f"{state_dir / 'config.json'}")
     try:
         tools = trio.run(_tools_of, args.name, cfg.tools.mcp_servers[args.name], state_dir)
     except ToolServerError as exc:
@@ -264,8 +265,9 @@ async def _decide(args: argparse.Namespace, state_dir: Path, policy: Policy) -> 
         names = ", ".join(t.name for t in tools) or "none"
         raise ConfigError(f"server {server!r} has no tool {tool!r} (its tools: {names})")
     PolicyBook(state_dir).decide(found, policy, by="cli")
-    print(f"{found.qualified}: {policy} (for this description and arguments; if the "
-          "server changes them, it asks again)")
+    print(f"{found.qualified}: {policy}" + (
+        " (it stays denied, even if the server changes it)" if policy == "deny" else
+        " (for this description and arguments; if the server changes them, it asks again)"))
     return 0
 
 
@@ -276,4 +278,7 @@ def _remove(args: argparse.Namespace, state_dir: Path) -> int:
     print(f"removed MCP server {args.name!r}" + (f" and {dropped} tool decision"
                                                  f"{'s' if dropped != 1 else ''}"
                                                  if dropped else ""))
+    if read_daemon_info(state_dir) is not None:
+        print("(the running daemon keeps the server until it restarts: atomic-agent stop, "
+              "then atomic-agent serve)")
     return 0

@@ -85,8 +85,9 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                 if isinstance(frame, ApprovalRequest):
                     await answer_approval(c, frame, approve=args.approve, out=sys.stderr)
                 continue
-            if isinstance(frame, (ReplyDelta, ReplyText, Step, TurnFinished, ErrorFrame)):
-                status.clear()
+            if isinstance(frame, (ReplyDelta, ReplyText, Step, TurnFinished, ErrorFrame,
+                                  ApprovalRequest, ApprovalDone)):
+                status.clear()  # (an approval question must stay on screen while asked)
             match frame:
                 case Step(step="prompt"):
                     print(f"--- prompt tail (step {frame.n}) ---\n{frame.tail}--- end ---",
@@ -154,10 +155,12 @@ async def answer_approval(c: DaemonClient, frame: ApprovalRequest, *, approve: b
     ``out``."""
     global stdin_abandoned
     decision: Decision = "deny"
+    no_one = False
     if approve:
         decision = "once"
         print(f"[tool] {frame.server}.{frame.tool}: allowed by --approve", file=out)
     elif not sys.stdin.isatty():
+        no_one = True
         print(f"[tool] {frame.server}.{frame.tool} asks for your approval; denied: no one "
               "can answer here (stdin is not a terminal; --approve allows every call)",
               file=out)
@@ -177,7 +180,7 @@ async def answer_approval(c: DaemonClient, frame: ApprovalRequest, *, approve: b
                  "deny": "denied"}[decision], file=out)
     try:
         await c.send(ApprovalFrame(request=frame.request, decision=decision,
-                                   id=f"approval-{frame.request}"))
+                                   id=f"approval-{frame.request}", unanswerable=no_one))
     except ClientError as exc:
         print(f"atomic-agent: the answer was not sent: {exc}", file=out)
     return decision
@@ -198,8 +201,12 @@ async def _input_while_watching(c: DaemonClient, awaiting: set[str]) -> str | No
                 lambda f: isinstance(f, ReflectionFrame) and f.session == c.session)
             assert isinstance(event, ReflectionFrame)
             awaiting.discard(event.turn)
-            again = "you> " if sys.stdin.isatty() else ""
-            print(f"\r  {await describe_memory(c, event)}\n{again}", end="", flush=True)
+            line = await describe_memory(c, event)
+            if sys.stdin.isatty():
+                # back to the start of the "you> " line (the program's own control: a
+                # terminal-safe stdout would print a text "\r" escaped), then prompt again
+                getattr(sys.stdout, "write_control", sys.stdout.write)("\r")
+            print(f"  {line}\n{'you> ' if sys.stdin.isatty() else ''}", end="", flush=True)
 
     global stdin_abandoned
     async with trio.open_nursery() as nursery:

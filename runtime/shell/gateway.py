@@ -535,12 +535,14 @@ class Gateway:
                                                          app=client.principal.app,
                                                          client=client.label), dict),
                                       CancelResult, slots=client.control, rid=rid)
-                case ApprovalFrame(request=request, decision=decision, id=rid):
+                case ApprovalFrame(request=request, decision=decision, id=rid,
+                                   unanswerable=unanswerable):
                     # control slots, as cancel: a client at its in-flight limit (its
                     # turn waiting on this very answer) can still answer
                     await self._spawn(nursery, client, self._call, client, rid,
                                       partial(self.sup.request, "agent",
                                               Approve(request=request, decision=decision,
+                                                      unanswerable=unanswerable,
                                                       session=client.session,
                                                       app=client.principal.app,
                                                       client=client.label), dict),

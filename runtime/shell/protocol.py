@@ -61,11 +61,15 @@ class CancelFrame(_F, tag="cancel"):
 class ApprovalFrame(_F, tag="approval"):
     """Answer the turn's ``approval.request`` ``request``: ``once`` (run this call),
     ``always`` (run it and allow the tool from now on, for what it is now), ``deny``.
-    Needs the ``tools:approve`` scope; answered with ``approval.result``."""
+    Needs the ``tools:approve`` scope; answered with ``approval.result``.
+    ``unanswerable``: with ``deny``, the client had no one to ask (``ask`` without a
+    terminal): the reply then says the call needs an approval that cannot be asked for
+    there, not that the user said no."""
 
     request: str
     decision: Literal["once", "always", "deny"]
     id: str | int | None = None
+    unanswerable: bool = False
 
 
 class MemoryFrame(_F, tag="memory"):
