@@ -248,6 +248,16 @@ async def test_denied_tools_are_never_offered_and_bad_arguments_never_sent(
                 deny = _cli(state, "tools", "deny", "notes.lookup")
                 assert deny.returncode == 0, deny.stderr
                 denied = await _turn(c, "and the glossary word eight?")
+                deny = _cli(state, "tools", "deny", "notes.append_note")
+                assert deny.returncode == 0 and "stays denied" in deny.stdout, deny.stdout
+                asked = await _turn(c, "Append the line eight to the team notes.")
+    # a request that the denied tool does best is told so, and the reply opens with it
+    notices = [f["message"] for f in asked if f["type"] == "step" and f["step"] == "notice"]
+    assert notices == ["notes.append_note was not run: your standing policy denies it "
+                       "(atomic-agent tools ask notes.append_note to be asked each time "
+                       "instead)"]
+    reply = next(f["text"] for f in asked if f["type"] == "reply")
+    assert reply.startswith("I did not run notes.append_note: you did not allow it."), reply
     # the wrong type went back to the model as a notice; the fixed call ran
     assert _results(fixed) == [("notes.lookup", "invalid"), ("notes.lookup", "ok")]
     summary = [f["summary"] for f in fixed if f["type"] == "step"

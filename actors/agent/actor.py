@@ -899,7 +899,10 @@ class AgentActor:
         turn.mcp_known = {t.qualified: t for t in specs}
         book = await self._policies()
         if book is not None:
-            specs = [t for t in specs if standing(t, book.entry(t.qualified)).policy != "deny"]
+            allowed = [t for t in specs
+                       if standing(t, book.entry(t.qualified)).policy != "deny"]
+            await self._denied_fit(msg, turn, specs, allowed)
+            specs = allowed
         k = self.cfg.tools.offer_max
         fitting = fitting_tools(specs, msg.text, 2 * k)
         if fitting and asks_to_see(msg.text):
@@ -913,6 +916,27 @@ class AgentActor:
                         "may not use them (its token lacks the tools scope)"))
             return {}
         return {t.qualified: t for t in chosen}
+
+    async def _denied_fit(self, msg: RunTurn, turn: _Turn, specs: list[ToolSpec],
+                          allowed: list[ToolSpec]) -> None:
+        """When the message asks for a change that a tool the user denied does best —
+        it fits best by words, the message names it (:func:`~actors.agent.toolbox.
+        asked_for`) and does not only ask to see — record it as denied in the turn (the
+        reply then opens "I did not run …: you did not allow it." rather than reaching
+        for another tool) and tell the client how to be asked instead."""
+        if len(allowed) == len(specs) or asks_to_see(msg.text):
+            return
+        best = fitting_tools(specs, msg.text, 1)
+        if not best or best[0][0] in allowed or best[0][0].read_only \
+                or not asked_for(best[0][0], msg.text):
+            return
+        q = best[0][0].qualified
+        turn.tool_outcomes.append((q, "denied"))
+        self.metrics.inc("agent.tools.decided", {"outcome": "denied"})
+        await self._emit(msg.session, Step(
+            turn=msg.turn, step="notice",
+            message=f"{q} was not run: your standing policy denies it (atomic-agent tools "
+                    f"ask {q} to be asked each time instead)"))
 
     async def _rank_offer(self, text: str, fitting: list[tuple[ToolSpec, float]],
                           k: int) -> list[ToolSpec]:
