@@ -72,12 +72,16 @@ async def test_the_daemon_keeps_its_tool_servers_and_says_which_is_down(tmp_path
             async with httpx.AsyncClient(base_url=base, timeout=30) as http:
                 health = (await http.get("/health")).json()
             assert health["status"] == "degraded"
+            error = servers["broken"]["error"]
+            assert error.startswith("MCP server 'broken' could not start: "), error
             assert [p for p in health["problems"] if "MCP server" in p] == [
-                f"MCP server 'broken' is down: {servers['broken']['error']}"]
+                "MCP server 'broken' is down: "
+                + error.removeprefix("MCP server 'broken' ")]  # the name once
             text = await trio.to_thread.run_sync(lambda: subprocess.run(
                 [sys.executable, "-m", "runtime.shell.cli", "metrics", "--state-dir",
                  str(state)], cwd=REPO, capture_output=True, text=True, timeout=60).stdout)
-            assert "MCP servers: broken DOWN" in text and "time up (2 tools)" in text
+            assert "MCP servers: broken DOWN (could not start: " in text
+            assert "time up (2 tools)" in text
             # The notes server dies: it is noticed (a ping) and started again.
             first = int(pids.read_text().split()[0])
             os.kill(first, 9)

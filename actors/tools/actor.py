@@ -19,8 +19,10 @@ start-up report), :class:`~actors.tools.messages.CallTool` (one call; whether it
 is the caller's decision, made before), and ``MetricsRequest`` (counters, and the
 servers' states under ``servers``).
 
-Shutdown: the keeper tasks are cancelled; the SDK closes each program's stdin and
-then terminates it (an MCP stdio server exits when its stdin closes).
+Shutdown: the keeper tasks are cancelled; each program's stdin is closed (an MCP stdio
+server exits when its stdin closes), then it is sent SIGTERM and SIGKILL, and reaped
+(:func:`runtime.services.mcp_tools.stdio_transport`), within the 0.8 s the daemon's stop
+gives this actor: none is left running, one still starting included.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from runtime.services.mcp_tools import (ServerLink, ToolServerError, open_server
 from runtime.services.metrics import Metrics, MetricsRequest
 
 from .messages import (CallTool, ServerState, ServerStatus, ToolCallResult, ToolsMsg,
-                       ToolsStatus, ToolsStatusReply)
+                       ToolsStatus, ToolsStatusReply, down_reason)
 
 log = structlog.get_logger()
 
@@ -190,7 +192,7 @@ class ToolsActor:
             return ToolCallResult(ok=False, error=f"no MCP server named {msg.server!r}")
         link = kept.link
         if link is None:
-            why = f": {kept.status.error}" if kept.status.error else ""
+            why = f": {down_reason(kept.name, kept.status.error)}" if kept.status.error else ""
             return ToolCallResult(ok=False, error=f"MCP server {msg.server!r} is "
                                                   f"{kept.status.state}{why}")
         timeout_ms = msg.timeout_ms or kept.cfg.timeout_ms

@@ -17,7 +17,7 @@ from runtime.services.metrics import MetricsRequest
 from runtime.services.tool_spec import ToolSpec
 
 __all__ = ["CallTool", "ServerState", "ServerStatus", "ToolCallResult", "ToolsMsg",
-           "ToolsStatus", "ToolsStatusReply"]
+           "ToolsStatus", "ToolsStatusReply", "down_reason"]
 
 ServerState = Literal["starting", "up", "down", "disabled"]
 
@@ -45,6 +45,16 @@ class ServerStatus(msgspec.Struct, kw_only=True, rename="camel"):
     restarts: int = 0
     since: int = 0
     log: str = ""
+
+
+def down_reason(name: str, error: str) -> str:
+    """A server's ``error`` without its opening "MCP server '<name>'", for a line that
+    names the server already: ``down_reason("git", "MCP server 'git' could not start:
+    …")`` is ``"could not start: …"`` (so "MCP server 'git' is down: could not start:
+    …" says the name once). An error that does not open so is returned as it is."""
+    head = f"MCP server {name!r}"
+    rest = error[len(head):].lstrip(": ") if error.startswith(head) else ""
+    return rest or error
 
 
 class ToolsStatusReply(msgspec.Struct, kw_only=True):

@@ -66,7 +66,31 @@ def build_parser() -> argparse.ArgumentParser:
     add_tools_parser(sub, _state_arg)
     add_activity_parser(sub, _state_arg)
     add_ui_parser(sub, _state_arg)
+    _options_after_every_name(p)
     return p
+
+
+def _options_after_every_name(parser: argparse.ArgumentParser,
+                              above: frozenset[str] = frozenset()) -> None:
+    """Give every command group a ``--state-dir`` of its own (``memory --state-dir DIR
+    stats`` as ``memory stats --state-dir DIR``), and let an option that a sub-command
+    repeats from a parser above it (``sessions --state-dir DIR list``, ``sessions
+    --limit 5 list``) set its value only when it is given there: argparse copies a
+    sub-command's whole namespace, its defaults included, over its parent's, so the
+    sub-command's default (None) hid the value given after the group's name."""
+    for sub in parser._actions:
+        if not isinstance(sub, argparse._SubParsersAction):
+            continue
+        given_above = above | {a.dest for a in parser._actions
+                               if a.option_strings and a.dest != "help"}
+        for child in {id(c): c for c in sub.choices.values()}.values():
+            is_group = any(isinstance(a, argparse._SubParsersAction) for a in child._actions)
+            if is_group and not any(a.dest == "state_dir" for a in child._actions):
+                _state_arg(child)
+            for action in child._actions:
+                if action.option_strings and action.dest in given_above:
+                    action.default = argparse.SUPPRESS
+            _options_after_every_name(child, given_above)
 
 
 def _add_serve(sub: Any) -> None:

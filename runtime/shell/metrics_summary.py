@@ -10,6 +10,8 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from actors.tools.messages import down_reason
+
 from .cli_output import when
 
 _KEY_RE = re.compile(r"^(?P<name>[^{]+)(?:\{(?P<labels>[^}]*)\})?$")
@@ -70,7 +72,8 @@ def _servers_line(servers: Any) -> str:
             n = len(s.get("tools") or [])
             parts.append(f"{name} up ({n} tool{'s' if n != 1 else ''})")
         elif state == "down":
-            parts.append(f"{name} DOWN ({s.get('error')}; restarts {s.get('restarts', 0)})")
+            why = down_reason(str(name), str(s.get("error")))
+            parts.append(f"{name} DOWN ({why}; restarts {s.get('restarts', 0)})")
         else:
             parts.append(f"{name} {state}")
     return "MCP servers: " + "; ".join(parts)

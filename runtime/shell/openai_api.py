@@ -46,6 +46,7 @@ from actors.agent.messages import (OpenSession, ReplyDelta, ReplyText, RunTurn, 
                                    TurnFrame, TurnResult, TurnTimings)
 from actors.agent.sessions import valid_session_id
 from actors.memory.messages import Refused
+from actors.tools.messages import down_reason
 from runtime.kernel.errors import ActorUnavailable, RemoteError, RuntimeFailure
 from runtime.services.metrics import MetricsRequest
 from runtime.services.config import ServerConfig
@@ -265,7 +266,8 @@ class OpenAIApi:
     async def _tools_problems(self) -> list[str]:
         """One line per MCP server that is down (docs/tools.md)."""
         servers = (await self._snapshot("tools")).get("servers")
-        return [f"MCP server {s.get('name')!r} is down: {s.get('error')}"
+        return [f"MCP server {s.get('name')!r} is down: "
+                f"{down_reason(str(s.get('name')), str(s.get('error')))}"
                 for s in servers or [] if isinstance(s, dict) and s.get("state") == "down"]
 
     # ------------------------------------------------------------------ checks
