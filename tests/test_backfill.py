@@ -462,3 +462,19 @@ async def test_relevance_tells_a_tool_a_message_needs_from_a_word_shared_by_chan
         other = await sup.request("backfill", Relevance(text="x", others=["y"]),
                                   RelevanceReply)
     assert other.cosines is not None and other.chance_cosine is None
+
+
+async def test_a_relevance_request_in_the_first_seconds_waits_for_the_embedder(tmp_path):
+    """A turn right after the daemon's start (the embedder attaches after the start
+    delay) still gets its cosines: the request waits for the first attach."""
+    from actors.backfill.messages import Relevance, RelevanceReply
+
+    cfg = make_config(model="all-minilm-l6-v2-int8", backfillStartDelayMs=1500)
+    async with open_supervisor(specs(tmp_path, cfg)) as sup:
+        assert (await sup.request("backfill", BackfillStatus(), dict))["dim"] == 0
+        with trio.fail_after(10):
+            early = await sup.request("backfill", Relevance(
+                text="What time is it in Tokyo?",
+                others=["get current time: Get current time in a specific timezones"]),
+                RelevanceReply)
+    assert early.cosines is not None and early.cosines[0] > 0.25

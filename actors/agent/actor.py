@@ -943,13 +943,16 @@ class AgentActor:
         """The ``k`` tools of ``fitting`` to offer (:func:`~actors.agent.toolbox.
         rank_offer`): the backfill actor's embedder gives the cosines of ``text`` with
         each tool's gist, its model's catalog the chance floor. The words' order alone
-        when there is no embedder or it does not answer within 1 s. Tools dropped as
+        when there is no embedder or it does not answer within 5 s (it answers at once
+        but in the daemon's first seconds, when it waits for the embedder to attach). Tools dropped as
         chance are counted in ``agent.tools.chance``."""
         if not fitting:
             return []
         reply = RelevanceReply()
         try:
-            with trio.fail_after(1):
+            # (up to 4 s more only in the daemon's first seconds, while the embedder
+            # attaches: actors.backfill.actor.RELEVANCE_WAIT_S)
+            with trio.fail_after(5):
                 reply = await self.ctx.request("backfill", Relevance(
                     text=text, others=[gist(t) for t, _score in fitting]), RelevanceReply)
         except (RuntimeFailure, trio.TooSlowError) as exc:

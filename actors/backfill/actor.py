@@ -102,6 +102,12 @@ def inactive_reason(cfg: EmbeddingsConfig) -> tuple[BackfillState, str, str] | N
     return None
 
 
+RELEVANCE_WAIT_S = 4.0
+"""Longest wait (s) of a ``Relevance`` request for the embedder's first attach (a turn
+right after the daemon's start: the start delay, 2 s by default, then the load); the
+agent gives the request this and 1 s more."""
+
+
 class BackfillActor:
     """Handlers and the background worker; see the module docstring.
 
@@ -137,6 +143,7 @@ class BackfillActor:
         self._wake = trio.Event()
         self._decoder = msgspec.msgpack.Decoder(BackfillMsg)
         self._worker = trio.CancelScope()
+        self._attach_tried = trio.Event()  # set once the first attach succeeded or failed
 
     # ------------------------------------------------------------------ handlers
     async def on_request(self, src: str, body: msgspec.Raw) -> Any:
@@ -176,6 +183,11 @@ class BackfillActor:
         """Embed ``msg.text`` and ``msg.others`` in one batch (purpose ``similarity``) off
         the event loop; no embedder, a model error or a missing vector answers
         ``cosines=None`` (the caller then skips its check)."""
+        if self.embedder is None and self.active and msg.others:
+            # a turn in the daemon's first seconds: the embedder is about to attach
+            # (the start delay, then ~0.4 s for MiniLM); the agent waits for it
+            with trio.move_on_after(RELEVANCE_WAIT_S):
+                await self._attach_tried.wait()
         embedder = self.embedder
         if embedder is None or not msg.others:
             return RelevanceReply(model=self.model)
@@ -230,6 +242,7 @@ class BackfillActor:
         with self._worker:
             await trio.sleep(self.cfg.backfill_start_delay_ms / 1000)
             self.embedder = await attach_until_ready(self.cfg, self._attach_failed)
+            self._attach_tried.set()
             if self.embedder is None:
                 self.active = False
                 return
@@ -256,6 +269,7 @@ class BackfillActor:
         self.metrics.inc(INACTIVE, {"reason": "load_failed"})
         log.warning("backfill.unavailable", model=self.model, reason=reason)
         self.state, self.reason = "unavailable", reason
+        self._attach_tried.set()
 
     async def _request(self, body: Any, reply_type: type[T]) -> T:
         with trio.fail_after(REQUEST_TIMEOUT_S):
