@@ -103,7 +103,7 @@ def summarize(metrics: dict[str, Any]) -> str:
         lines.append("  (no reflection yet: memory.reflection.enabled, or still running)")
     tools = by_label(counters, "agent.tool_calls")
     refused = by_label(counters, "agent.tool_refused")
-    lines.append(f"tool calls run: {_parts(tools) if tools else 'none'}")
+    lines.append(f"memory tool calls run: {_parts(tools) if tools else 'none'}")
     if refused:
         lines.append(f"  refused (not run): {_parts(refused)}")
     mcp = by_label(counters, "agent.tools.decided")
