@@ -42,14 +42,17 @@ Biscuit") is ``third_person`` too.
 
 :func:`is_question_only` — every sentence is a question and none states something about
 the user first ("I live in Oslo, any tips?" is not) and nothing asks to remember: the
-reflection call is skipped (outcome ``none``, reason ``question``).
+reflection call is skipped (outcome ``none``, reason ``question``). :func:`asks_to_see`
+— the message only asks to be shown or told something (a question no "can you" makes a
+request, a verb of showing, statements around them): the agent offers it the read-only
+tools.
 
 Every word list is :mod:`.lexicon`'s (rules ``conjunctions``, ``first_person*``,
 ``third_person*``, ``relations``, ``negation``, ``negation_determiners``,
 ``negative_stance``, ``replacement``, ``hypothetical``, ``wish``, ``hypothetical_open``,
 ``daydream``, ``intent``, ``dismissal``, ``comparison``, ``articles``, ``self_naming``,
 ``self_intro``, ``naming_lead``, ``greeting_words``, ``commitment``, ``dates``,
-``request_verbs``, ``request_openers``, ``wondering``), in every language of the lexicon:
+``request_verbs``, ``request_openers``, ``show_verbs``, ``wondering``), in every language of the lexicon:
 English, French, German, Spanish, Italian, Portuguese and Russian; and, English only,
 ``stance_stopwords`` (no content word), ``relation_adjectives`` ("my little brother")
 and ``greeting_fillers`` ("thanks a lot"). The identity and name keys
@@ -68,8 +71,8 @@ from .grounding import PERSIST
 from .lexicon import compile_rules, entries, word_set
 from .lexicon import pattern as lexicon_pattern
 
-__all__ = ["Clause", "IDENTITY_KEYS", "about_user", "asks_to_see", "clauses", "denied_word", "is_greeting",
-           "is_question_only", "judge"]
+__all__ = ["Clause", "IDENTITY_KEYS", "about_user", "asks_to_see", "clauses", "denied_word",
+           "is_greeting", "is_question_only", "judge"]
 
 _WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)?")
 _SENTENCE_RE = re.compile(r"(?<=[.!?…])\s+|\n+")
