@@ -233,6 +233,28 @@ async def test_a_tool_that_shares_a_word_by_chance_is_not_offered(tmp_path: Path
     assert _calls(log) == []
 
 
+async def test_a_message_for_a_server_that_is_down_is_told_so(tmp_path: Path) -> None:
+    """The calendar server cannot start: a message that names it gets a notice and a
+    reply that opens with the truth, not an answer made up without the tool."""
+    state, log = tmp_path / "state", tmp_path / "calls.jsonl"
+    _config(state, log)
+    cfg = json.loads((state / "config.json").read_text())
+    cfg["tools"]["mcpServers"]["calendar"] = {"command": str(tmp_path / "no-such-program")}
+    (state / "config.json").write_text(json.dumps(cfg))
+    async with open_fake_llama(tmp_path, [REPLY]) as fake:
+        async with run_daemon(state, llm_url=fake.url) as d:
+            async with open_client(url=d.url, token=d.token) as c:
+                await _wait_up(c)
+                frames = await _turn(c, "What is on my calendar today?")
+    notices = [f["message"] for f in frames if f["type"] == "step" and f["step"] == "notice"]
+    assert len(notices) == 1 and notices[0].startswith("MCP server 'calendar' is down: ")
+    assert notices[0].endswith("; its tools were not offered")
+    reply = next(f["text"] for f in frames if f["type"] == "reply")
+    assert reply.startswith("I could not use your calendar tools: that MCP server is not "
+                            "running right now."), reply
+    assert _calls(log) == [] and fake.completions()
+
+
 async def test_denied_tools_are_never_offered_and_bad_arguments_never_sent(
         tmp_path: Path) -> None:
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"

@@ -47,7 +47,8 @@ from actors.store.tail import render_context
 from actors.store.plans import RenderBudget
 from actors.store.errors import StorageFailure, ValidationError
 from actors.store.render import estimate_tokens
-from actors.tools.messages import CallTool, ToolCallResult, ToolsStatus, ToolsStatusReply
+from actors.tools.messages import (CallTool, ToolCallResult, ToolsStatus, ToolsStatusReply,
+                                   down_reason)
 from runtime.kernel.actor import ActorContext
 from runtime.kernel.errors import RemoteError, RuntimeFailure
 from runtime.services.backends import BackendPool, backends_from_config, warm_prefix
@@ -109,8 +110,8 @@ from .prompt import (
     tool_outcome_text,
 )
 from .rewriter import Rewriter
-from .toolbox import (argument_error, asked_for, fitting_tools, for_reading, gist, rank_offer,
-                      redacted, render_tools, result_line)
+from .toolbox import (argument_error, asked_for, fitting_tools, for_reading, gist,
+                      names_server, rank_offer, redacted, render_tools, result_line)
 from .sessions import Message, SessionState, SessionStore, session_title, valid_session_id
 
 log = structlog.get_logger()
@@ -897,6 +898,16 @@ class AgentActor:
             return {}
         specs = [t for sv in status.servers if sv.state == "up" for t in sv.tools]
         turn.mcp_known = {t.qualified: t for t in specs}
+        for sv in status.servers:
+            if sv.state in ("down", "starting") and names_server(sv.name, msg.text):
+                # the user asked for what a server that is not up gives: the reply
+                # says so first, rather than answering from nothing
+                turn.tool_outcomes.append((sv.name, "down"))
+                await self._emit(msg.session, Step(
+                    turn=msg.turn, step="notice",
+                    message=f"MCP server {sv.name!r} is {sv.state}"
+                            + (f": {down_reason(sv.name, sv.error)}" if sv.error else "")
+                            + "; its tools were not offered"))
         book = await self._policies()
         if book is not None:
             allowed = [t for t in specs

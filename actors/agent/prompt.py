@@ -560,7 +560,9 @@ NOT_RUN_OPENING = {"denied": "I did not run {tool}: you did not allow it.",
                    "forbidden": "I did not run {tool}: this app may not use your tools.",
                    "unanswerable": "I did not run {tool}: it needs your approval, which "
                                    "cannot be asked for here.",
-                   "error": "{tool} did not work: {error}."}
+                   "error": "{tool} did not work: {error}.",
+                   "down": "I could not use your {tool} tools: that MCP server is not "
+                           "running right now."}
 """The reply's first words after one of the user's tools was not run, or failed, by
 outcome. Told in ``### respond`` only, the default model answered "Tell the user it was
 not done." or "I'm sorry, I can't assist with that" (``bench/tools.py``), and after a
@@ -619,7 +621,7 @@ def tool_outcome_text(outcomes: list[tuple[str, str]]) -> str:
     last = dict(outcomes)
     why = {"denied": "the user did not allow it", "timeout": "the user did not answer in "
            "time", "forbidden": "this app may not use tools", "error": "it failed",
-           "invalid": "its arguments did not fit",
+           "invalid": "its arguments did not fit", "down": "its MCP server is not running",
            "unanswerable": "it needs the user's approval, which cannot be asked for here"}
     return " ".join(TOOL_RAN.format(tool=t) if o == "ok" else
                     TOOL_NOT_RUN.format(tool=t, why=why.get(o, o)) for t, o in last.items())
