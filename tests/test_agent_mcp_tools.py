@@ -185,16 +185,17 @@ async def test_a_tool_that_changes_something_waits_for_a_yes(tmp_path: Path) -> 
 
 
 async def test_the_model_says_first_whether_the_message_needs_a_tool(tmp_path: Path) -> None:
-    """A message that names the server but needs no tool: asked first, the model answers
-    none, and the step may then only reply (no tool in its grammar, nothing called)."""
+    """A message that fits a tool but needs none: asked first, the model answers none,
+    and the step may then only reply (no tool in its grammar, nothing called)."""
     state, log = tmp_path / "state", tmp_path / "calls.jsonl"
     _config(state, log)
-    rules = [_route("none", "what are notes good for"), REPLY]
+    rules = [_route("none", "how do people look up"), REPLY]
     async with open_fake_llama(tmp_path, rules) as fake:
         async with run_daemon(state, llm_url=fake.url) as d:
             async with open_client(url=d.url, token=d.token) as c:
                 await _wait_up(c)
-                frames = await _turn(c, "In general, what are notes good for?")
+                frames = await _turn(c, "In general, how do people look up a word in a "
+                                        "glossary?")
                 metrics = await c.request({"type": "metrics"}, "metrics.result")
     bodies = fake.completions()
     asked = [b for b in bodies if b["prompt"].endswith(ROUTE_QUESTION)]
