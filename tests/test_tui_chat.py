@@ -394,7 +394,9 @@ def test_a_tool_call_asks_in_a_dialog(tmp_path):
             chat = app.chat
             await until(pilot, lambda: app.bridge.session == "tui-tools")
             await say(pilot, "append the line alpha to the team notes file")
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="dialog")
+            # (the screen is pushed before its widgets are mounted: wait for both)
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen)
+                        and bool(app.screen.query("#question")), what="dialog")
             text = str(app.screen.query_one("#question").content)
             assert 'notes.append_note {"text": "alpha"}' in text
             assert "Append a line to the team's notes file." in text
@@ -402,7 +404,8 @@ def test_a_tool_call_asks_in_a_dialog(tmp_path):
             await until(pilot, lambda: "[tool] allowed once" in chat.transcript_text()
                         and not chat.busy, what="allowed")
             await say(pilot, "append the line beta to the team notes file")
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), what="dialog 2")
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen)
+                        and bool(app.screen.query("#question")), what="dialog 2")
             await pilot.press("n")
             await until(pilot, lambda: "[tool] denied" in chat.transcript_text()
                         and not chat.busy, what="denied")
