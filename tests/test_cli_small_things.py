@@ -98,3 +98,17 @@ def test_output_into_a_reader_that_stops_early_ends_quietly(tmp_path):
     assert proc.stderr is not None
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err
+
+
+def test_a_streamed_reply_is_never_printed_twice():
+    """The final reply may be the streamed text with its trailing blank lines stripped
+    (a tool's output relayed with "\n\n" at its end): nothing is left to print then;
+    only a reply that differs from the stream is printed whole."""
+    from runtime.shell.cli_turns import unseen
+
+    assert unseen("Commit history:\nfirst commit\n\n", "Commit history:\nfirst commit") == ""
+    assert unseen("Hello", "Hello there.") == " there."
+    assert unseen("Hello there.", "Hello there.") == ""
+    assert unseen("Hel", "Goodbye.") is None
+    assert unseen("", "Hi") == "Hi"
+    assert unseen("\n\n", "Hi") is None

@@ -112,8 +112,7 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                     shown += frame.text
                     print(frame.text, end="", flush=True)
                 case ReplyText(text=text):
-                    rest = text[len(shown):] if text.startswith(shown) else "\n" + text
-                    print(rest, flush=True)
+                    _finish_reply(shown, text)
                     shown = text
                 case TurnFinished() if frame.reason not in ("reply", "finish"):
                     if shown:
@@ -141,6 +140,27 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                 print("memory: no reflection result within --timeout", file=sys.stderr)
     print(f"(session {c.session})", file=sys.stderr)
     return code
+
+
+def unseen(shown: str, text: str) -> str | None:
+    """What of the final reply ``text`` was not printed yet, after the streamed
+    ``shown``; "" when all of it was (the final text may be the streamed one with its
+    trailing blank lines stripped); None when it differs from what was streamed (the
+    caller prints it whole)."""
+    if text.startswith(shown):
+        return text[len(shown):]
+    core = shown.rstrip()
+    if core and text.startswith(core) and not text[len(core):].strip():
+        return ""
+    return None
+
+
+def _finish_reply(shown: str, text: str) -> None:
+    """End a streamed reply with the final ``text`` (:func:`unseen`): the rest of it, or
+    the whole text on a line of its own when it differs from what was streamed."""
+    rest = unseen(shown, text)
+    out = "\n" + text if rest is None else rest
+    print(out, end="" if not out and shown.endswith("\n") else "\n", flush=True)
 
 
 _ANSWERS: dict[str, Decision] = {"y": "once", "yes": "once", "a": "always", "always": "always"}
@@ -391,8 +411,7 @@ async def _chat_turn(c: DaemonClient, line: str, awaiting: set[str],
                     if shown is None:
                         print(f"agent> {text}", flush=True)
                     else:
-                        print(text[len(shown):] if text.startswith(shown) else "\n" + text,
-                              flush=True)
+                        _finish_reply(shown, text)
                     shown = text
                 case Step(step="tool"):
                     print(f"  [tool] {frame.tool} {json.dumps(frame.args)}")
