@@ -42,7 +42,8 @@ def _mean_s(hist: dict[str, Any], name: str) -> str:
     h = hist.get(name)
     if not h or not h.get("count"):
         return ""
-    return f"; mean {h['sum'] / h['count'] / 1000:.1f} s"
+    ms = h["sum"] / h["count"]
+    return f"; mean {ms / 1000:.1f} s" if ms >= 100 else f"; mean {ms:.0f} ms"
 
 
 def _database_line(db: Any) -> str:
