@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from actors.agent.toolbox import (DESCRIPTION_CHARS, RESULT_PROMPT_CHARS, TOOLS_RULE,
-                                  argument_error, asked_for, choose_tools, fitting_tools,
+                                  argument_error, asked_for, fitting_tools,
                                   for_reading, gist, name_words, rank_offer, redacted,
                                   render_tools, result_line)
 from actors.policy.stance import asks_to_see
@@ -35,6 +35,11 @@ TOOLS = [
     spec("git", "git_create_branch", "Creates a new branch from an optional base branch",
          {**REPO, "branch_name": {"type": "string"}}, ["repo_path", "branch_name"]),
 ]
+
+
+def choose_tools(specs: list[ToolSpec], message: str, k: int) -> list[ToolSpec]:
+    """The tools :func:`fitting_tools` finds, without their scores."""
+    return [spec for spec, _score in fitting_tools(specs, message, k)]
 
 
 def names(specs: list[ToolSpec]) -> list[str]:

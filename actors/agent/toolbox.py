@@ -40,7 +40,7 @@ from runtime.services.config import secret_name
 from runtime.services.tool_spec import ToolSpec
 
 __all__ = ["DESCRIPTION_CHARS", "RESULT_PROMPT_CHARS", "TOOLS_RULE", "argument_error",
-           "asked_for", "choose_tools", "fitting_tools", "for_reading", "gist", "name_words",
+           "asked_for", "fitting_tools", "for_reading", "gist", "name_words",
            "named", "names_server", "rank_offer", "redacted", "render_tools", "result_line"]
 
 DESCRIPTION_CHARS = 200
@@ -144,12 +144,6 @@ def fitting_tools(specs: Sequence[ToolSpec], message: str,
         if score > 0:
             scored.append((-score, i))
     return [(specs[i], -neg) for neg, i in sorted(scored)[:k]]
-
-
-def choose_tools(specs: Sequence[ToolSpec], message: str, k: int) -> list[ToolSpec]:
-    """The tools of :func:`fitting_tools`, without their scores (words alone: no
-    embedder, no reading of the message's intent). Pure; never raises."""
-    return [spec for spec, _score in fitting_tools(specs, message, k)]
 
 
 def for_reading(fitting: list[tuple[ToolSpec, float]]) -> list[tuple[ToolSpec, float]]:
