@@ -909,14 +909,15 @@ class AgentActor:
                             + (f": {down_reason(sv.name, sv.error)}" if sv.error else "")
                             + "; its tools were not offered"))
         book = await self._policies()
-        if book is not None:
-            allowed = [t for t in specs
-                       if standing(t, book.entry(t.qualified)).policy != "deny"]
-            await self._denied_fit(msg, turn, specs, allowed)
-            specs = allowed
+        denied = set() if book is None else {
+            t.qualified for t in specs if standing(t, book.entry(t.qualified)).policy == "deny"}
         k = self.cfg.tools.offer_max
-        fitting = fitting_tools(specs, msg.text, 2 * k)
-        if fitting and asks_to_see(msg.text):
+        reading = asks_to_see(msg.text)
+        ranked = fitting_tools(specs, msg.text, len(specs))  # every tool up, denied too
+        if ranked and denied and not reading:
+            await self._denied_fit(msg, turn, ranked[0][0], denied)
+        fitting = [(t, score) for t, score in ranked if t.qualified not in denied][:2 * k]
+        if fitting and reading:
             fitting = for_reading(fitting)
         chosen = await self._rank_offer(msg.text, fitting, k)
         if chosen and not _may(msg, "tools"):
@@ -928,20 +929,17 @@ class AgentActor:
             return {}
         return {t.qualified: t for t in chosen}
 
-    async def _denied_fit(self, msg: RunTurn, turn: _Turn, specs: list[ToolSpec],
-                          allowed: list[ToolSpec]) -> None:
-        """When the message asks for a change that a tool the user denied does best —
-        it fits best by words, the message names it (:func:`~actors.agent.toolbox.
-        asked_for`) and does not only ask to see — record it as denied in the turn (the
-        reply then opens "I did not run …: you did not allow it." rather than reaching
-        for another tool) and tell the client how to be asked instead."""
-        if len(allowed) == len(specs) or asks_to_see(msg.text):
+    async def _denied_fit(self, msg: RunTurn, turn: _Turn, best: ToolSpec,
+                          denied: set[str]) -> None:
+        """When a message that asks for a change (not only to see) is done best by a
+        tool the user denied — ``best`` fits it best by words, is in ``denied``, changes
+        something and the message names it (:func:`~actors.agent.toolbox.asked_for`) —
+        record it as denied in the turn (the reply then opens "I did not run …: you did
+        not allow it." rather than reaching for another tool) and tell the client how
+        to be asked instead."""
+        if best.qualified not in denied or best.read_only or not asked_for(best, msg.text):
             return
-        best = fitting_tools(specs, msg.text, 1)
-        if not best or best[0][0] in allowed or best[0][0].read_only \
-                or not asked_for(best[0][0], msg.text):
-            return
-        q = best[0][0].qualified
+        q = best.qualified
         turn.tool_outcomes.append((q, "denied"))
         self.metrics.inc("agent.tools.decided", {"outcome": "denied"})
         await self._emit(msg.session, Step(
@@ -955,8 +953,8 @@ class AgentActor:
         rank_offer`): the backfill actor's embedder gives the cosines of ``text`` with
         each tool's gist, its model's catalog the chance floor. The words' order alone
         when there is no embedder or it does not answer within 5 s (it answers at once
-        but in the daemon's first seconds, when it waits for the embedder to attach). Tools dropped as
-        chance are counted in ``agent.tools.chance``."""
+        but in the daemon's first seconds, when it waits for the embedder to attach).
+        Tools dropped as chance are counted in ``agent.tools.chance``."""
         if not fitting:
             return []
         reply = RelevanceReply()

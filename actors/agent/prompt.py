@@ -29,7 +29,7 @@ from actors.memory.ops import (OPS, TOOL_NAMES, LessonsRecall, NotesRecall, Note
 from actors.policy.introduction import greeting
 from actors.policy.relations import RELATIONS
 from actors.policy.write_guard import stores_an_instruction
-from actors.store.render import estimate_tokens, neutralise
+from actors.store.render import clip_preview, estimate_tokens, neutralise
 from runtime.services.backends import Prefill
 from runtime.services.structured import with_schema
 
@@ -587,9 +587,7 @@ def not_run_opening(outcomes: list[tuple[str, str]],
         text = " ".join(errors.get(tool, "").split())
         if not text:
             return "it gave no reason"
-        if len(text) > ERROR_OPENING_CHARS:
-            text = text[:ERROR_OPENING_CHARS - 1].rstrip() + "…"
-        return json.dumps(text, ensure_ascii=False)
+        return json.dumps(clip_preview(text, ERROR_OPENING_CHARS), ensure_ascii=False)
 
     said = dict.fromkeys(NOT_RUN_OPENING[o].format(tool=t, error=error_of(t))
                          for t, o in outcomes if o in NOT_RUN_OPENING)

@@ -257,7 +257,8 @@ def render_tools(specs: Sequence[ToolSpec]) -> str:
         return ""
     lines = []
     for s in specs:
-        what = clip_preview(_first_paragraph(s.description), DESCRIPTION_CHARS) or "(no description)"
+        what = (clip_preview(_first_paragraph(s.description), DESCRIPTION_CHARS)
+                or "(no description)")
         lines.append(neutralise(f"- {s.qualified} {_arguments(s.input_schema)}: {what}"))
     return "\n".join(lines + [TOOLS_RULE])
 
@@ -275,14 +276,15 @@ def argument_error(spec: ToolSpec, args: dict[str, Any]) -> str | None:
         cls.check_schema(spec.input_schema)
         error = jsonschema.exceptions.best_match(cls(spec.input_schema).iter_errors(args))
     except jsonschema.exceptions.SchemaError as exc:
-        return clip_preview(f"the tool's own argument schema is not valid: {exc.message}", 300)
+        return clip_preview(f"the tool's own argument schema is not valid: {exc.message}",
+                            300)
     except Exception as exc:  # noqa: BLE001 - a schema that breaks the validator (a bad $ref)
         return clip_preview(f"the tool's argument schema cannot be checked: {exc}", 300)
     if error is None:
         return None
     where = ".".join(str(p) for p in error.absolute_path)
-    return clip_preview(f"{'args.' + where + ': ' if where else ''}{' '.join(error.message.split())}",
-                 300)
+    said = " ".join(error.message.split())
+    return clip_preview(f"{'args.' + where + ': ' if where else ''}{said}", 300)
 
 
 def result_line(qualified: str, args: dict[str, Any], text: str, *, failed: bool = False,
