@@ -34,7 +34,7 @@ from .memory_feedback import describe as describe_memory
 from .outbound import ErrorFrame, ReflectionFrame, SessionRenamed, SessionsResult, Subscribed
 from .protocol import ApprovalFrame, SessionRenameFrame, SessionsFrame, Subscribe
 from .status_line import StatusLine
-from .safe_text import print_error
+from .safe_text import print_error, write_control
 
 
 def new_session_notice(c: DaemonClient, requested: str | None) -> None:
@@ -119,7 +119,7 @@ async def _ask_turn(c: DaemonClient, args: argparse.Namespace, status: StatusLin
                         print(flush=True)  # end a streamed line that never got its reply
                     detail = frame.message or why
                     print_error(f"turn ended: {frame.reason}"
-                          + (f": {detail}" if detail else ""))
+                                + (f": {detail}" if detail else ""))
                 case ErrorFrame():
                     print_error(f"{frame.code}: {frame.message}")
         if watch_memory and turn and reason in ("reply", "finish", "max_steps"):
@@ -225,7 +225,7 @@ async def _input_while_watching(c: DaemonClient, awaiting: set[str]) -> str | No
             if sys.stdin.isatty():
                 # back to the start of the "you> " line (the program's own control: a
                 # terminal-safe stdout would print a text "\r" escaped), then prompt again
-                getattr(sys.stdout, "write_control", sys.stdout.write)("\r")
+                write_control(sys.stdout, "\r")
             print(f"  {line}\n{'you> ' if sys.stdin.isatty() else ''}", end="", flush=True)
 
     global stdin_abandoned

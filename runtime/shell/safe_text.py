@@ -27,7 +27,8 @@ import re
 import sys
 from typing import BinaryIO, TextIO
 
-__all__ = ["SafeStream", "install", "one_line", "print_error", "visible"]
+__all__ = ["SafeStream", "install", "one_line", "print_error", "visible",
+           "write_control"]
 
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200b-\u200f\u202a-\u202e"
                      "\u2060-\u2064\u2066-\u2069\ufeff]")
@@ -99,6 +100,13 @@ def install() -> None:
         sys.stdout = SafeStream(sys.stdout)
     if not isinstance(sys.stderr, SafeStream):
         sys.stderr = SafeStream(sys.stderr)
+
+
+def write_control(stream: TextIO, sequence: str) -> None:
+    """Write the program's own terminal control ``sequence`` (``\r``, ``ESC [ K``) to
+    ``stream``: past a :class:`SafeStream` (which would print it escaped), as it is to
+    any other stream."""
+    getattr(stream, "write_control", stream.write)(sequence)
 
 
 def print_error(message: str) -> None:

@@ -15,6 +15,8 @@ from typing import TextIO
 
 import trio
 
+from .safe_text import write_control
+
 REDRAW_S = 0.5
 
 
@@ -56,8 +58,7 @@ class StatusLine:
     def _control(self, sequence: str) -> None:
         """Write the status line's own terminal control past a terminal-safe stream
         (:class:`~runtime.shell.safe_text.SafeStream`, which would show it escaped)."""
-        write = getattr(self.stream, "write_control", self.stream.write)
-        write(sequence)
+        write_control(self.stream, sequence)
 
     async def run(self) -> None:
         """Redraw every :data:`REDRAW_S` seconds until cancelled."""
