@@ -647,7 +647,7 @@ async def _wait_stopped(state_dir: Path, timeout: float) -> int:
         print("daemon stopped")
         return 0
     print_error(f"the daemon is still shutting down after {timeout:g} s; it will "
-          f"finish on its own (logs: {state_dir / 'logs'})")
+                f"finish on its own (logs: {state_dir / 'logs'})")
     return EXIT_FAILED
 
 
@@ -658,7 +658,7 @@ def models_command(args: argparse.Namespace) -> int:
     if args.action == "install":
         if not args.name:
             print_error("models install needs a NAME "
-                  f"({', '.join(MODELS)})")
+                        f"({', '.join(MODELS)})")
             return EXIT_USAGE
         try:
             install_model(args.name, progress=lambda line: print(line, file=sys.stderr,
@@ -837,7 +837,7 @@ def _main(argv: list[str] | None) -> int:
             from .tui import run_tui
         except ImportError as exc:
             print_error(f"the TUI needs textual ({exc}); install it with: "
-                  "pip install 'atomic-agent[tui]'")
+                        "pip install 'atomic-agent[tui]'")
             return EXIT_USAGE
         return run_tui(state_dir, session=args.session)
     try:

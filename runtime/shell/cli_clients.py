@@ -132,7 +132,7 @@ def clients_command(args: argparse.Namespace, state_dir: Path) -> int:
         return EXIT_USAGE if exc.code == "invalid_argument" else EXIT_FAILED
     except OSError as exc:
         print_error(f"cannot write {state_dir / 'clients.json'}: "
-              f"{exc.strerror or exc}")
+                    f"{exc.strerror or exc}")
         return EXIT_FAILED
 
 

@@ -120,9 +120,9 @@ def serve(opts: ServeOptions) -> int:
             return _fail(EXIT_CONFIG, problem)
         if not is_loopback(cfg.server.host):
             print_error(f"warning: listening on {cfg.server.host} "
-                  "(server.allowRemote): anyone who can reach this address can try the "
-                  "token, and it crosses the network in clear over plain HTTP; prefer "
-                  "127.0.0.1 with an SSH tunnel or a TLS proxy")
+                        "(server.allowRemote): anyone who can reach this address can try the "
+                        "token, and it crosses the network in clear over plain HTTP; prefer "
+                        "127.0.0.1 with an SSH tunnel or a TLS proxy")
         if not _port_free(cfg.server.host, cfg.server.port):
             return _fail(EXIT_FAILED, str(PortInUse(cfg.server.host, cfg.server.port)))
         if cfg.server.http_enabled and not _port_free(cfg.server.host,
@@ -418,7 +418,7 @@ async def _run_tree(opts: ServeOptions, cfg: Config, token: str, llm_url: str, l
                     what = (llm_status if llm_status.startswith("has no model")
                             else f"did not answer ({llm_status})")
                     print_error(f"warning: the LLM at {llm_url} {what}; memory "
-                          "works, turns fail until it does")
+                                "works, turns fail until it does")
                 structured = primary_structured_mode(cfg)
                 info: DaemonInfo = {
                     "url": url, "pid": os.getpid(), "tokenFile": str(opts.state_dir / "token"),
@@ -471,7 +471,7 @@ async def _report_tool_servers(sup: Supervisor) -> None:
     for server in reply.servers:
         if server.state == "down":
             print_error(f"warning: {server.error}; the agent goes on without its "
-                  f"tools, and it is started again in the background")
+                        f"tools, and it is started again in the background")
         elif server.state == "up":
             log.info("daemon.tool_server_up", server=server.name, tools=len(server.tools))
 

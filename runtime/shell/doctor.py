@@ -74,7 +74,7 @@ def doctor_command(args: argparse.Namespace, state_dir: Path) -> int:
     """Run the checks and print one line each; the exit code (module docstring)."""
     if args.llm_url and not args.llm_url.lower().startswith(("http://", "https://")):
         print_error(f"--llm-url must be an http:// or https:// URL (not "
-              f"{args.llm_url!r})")
+                    f"{args.llm_url!r})")
         return 2
     try:
         cfg = _configured(args, state_dir)

@@ -39,12 +39,12 @@ def ui_command(args: argparse.Namespace, state_dir: Path) -> int:
     info = read_daemon_info(state_dir)
     if info is None:
         print_error(f"no daemon is running for {state_dir}; start it with: "
-              f"atomic-agent serve")
+                    f"atomic-agent serve")
         return EXIT_NOT_RUNNING
     base = (info.get("openaiUrl") or "").removesuffix("/v1")
     if not base:
         print_error("the daemon's HTTP port is off (server.httpEnabled false); the "
-              "dashboard is served there")
+                    "dashboard is served there")
         return EXIT_FAILED
     try:
         token = Path(info["tokenFile"]).read_text().strip()
